@@ -1,0 +1,106 @@
+// `ina bench sim`: simulator speed, in simulated link hops per second (one
+// packet crossing one link) and events per second, on one core.
+//  (a) INA star, 16 and 64 hosts, every host streaming 306 B packets at
+//      100 Gbps line rate for 1 ms of simulated time, the switch aggregating;
+//  (b) the DSA 8-job x 8-worker scenario (DNN A), one full run.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "dataplane/switch.hpp"
+#include "experiment/runner.hpp"
+#include "host/worker_node.hpp"
+#include "sim/engine.hpp"
+#include "sim/star.hpp"
+
+namespace {
+
+using namespace ina;
+
+// Gradient source with no per-value cost, so the figure is the simulator's.
+class ConstTensor final : public host::TensorIO {
+ public:
+  void read_gradient(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 1); }
+  void write_result(uint64_t, std::span<const int32_t>) override {}
+  void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }
+};
+
+void BM_StarLineRate(benchmark::State& state) {
+  const int hosts = static_cast<int>(state.range(0));
+  uint64_t hops = 0, events = 0;
+  for (auto _ : state) {
+    sim::Simulator sim(1, 64, 50);
+    const auto plan = sim::plan_star({hosts}, false);
+    dp::SwitchConfig swc;
+    swc.policy = dp::Policy::Isolated;
+    swc.memory_bytes = 5 * (1 << 20);
+    auto sw = dp::make_switch(swc);
+    auto* swp = sw.get();
+    sim.add_node(std::move(sw), true);
+    const uint32_t slots = sim::register_jobs(*swp, plan);
+    auto tensor = std::make_shared<ConstTensor>();
+    for (int r = 0; r < hosts; ++r) {
+      host::WorkerConfig w;
+      w.job = 1;
+      w.rank = static_cast<uint8_t>(r);
+      w.nworkers = static_cast<uint8_t>(hosts);
+      w.self = plan.jobs[0].workers[r];
+      w.aggregator = plan.sw;
+      w.init_window = 1000;   // above the bandwidth-delay product: line rate
+      w.aimd = false;
+      w.window_cap = slots;
+      auto node = std::make_unique<host::WorkerNode>(w);
+      node->submit(tensor, 64ULL * 100'000);  // more than 1 ms of line rate
+      sim.add_node(std::move(node), false);
+    }
+    sim::LinkParams lp;
+    lp.delay = 2500 * kNs;
+    sim::wire_star(sim, plan, lp, lp);
+    sim.run(1 * kMs);
+    hops += sim.hops();
+    events += sim.events();
+  }
+  state.counters["hops_per_s"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["hops"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_StarLineRate)->Name("sim/star_line_rate_1ms")->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DsaScenario(benchmark::State& state) {
+  exp::Settings s;  // defaults: DSA §VII-B, 8 jobs x 8 workers, DNN A
+  uint64_t hops = 0, events = 0;
+  for (auto _ : state) {
+    const auto out = exp::run_point(s, "dsa", 1);
+    hops += static_cast<uint64_t>(out.metrics.at("hops"));
+    events += static_cast<uint64_t>(out.metrics.at("events"));
+    if (!out.ok) state.SkipWithError(out.problems.c_str());
+  }
+  state.counters["hops_per_s"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["hops"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_DsaScenario)->Name("sim/dsa_8jobs_8workers")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+namespace ina::cli {
+
+int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
+  if (suite != "sim") {
+    fprintf(stderr, "error: unknown benchmark suite '%s' (known: sim)\n", suite.c_str());
+    return 2;
+  }
+  std::vector<std::string> args = {"ina-bench", "--benchmark_filter=^" + suite + "/"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  benchmark::Initialize(&argc, argv.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace ina::cli

@@ -1,0 +1,130 @@
+// The `ina` command.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "experiment/results.hpp"
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
+
+namespace ina::cli {
+int run_bench(const std::string& suite, const std::vector<std::string>& extra);
+}
+
+namespace {
+
+// The demo: DSA Fig. 8 (average JCT vs number of jobs, 8 workers per job,
+// all-A) at a size that finishes in well under two minutes on 2 cores.
+constexpr const char* kDemoScenario = R"toml(
+[scenario]
+name = "demo"
+title = "DSA Fig. 8 (reduced): average JCT vs number of jobs, DNN A, 8 workers/job"
+
+[topology]
+hosts = 64
+link_gbps = 100
+rtt_us = 10
+
+[switch]
+memory_mb = 5
+
+[workload]
+model = "A"
+workers_per_job = 8
+
+[run]
+schemes = ["switchml", "atp", "dsa"]
+seeds = [1]
+
+[sweep]
+key = "workload.jobs"
+values = [1, 2, 4, 8]
+label = "number of jobs"
+
+[output]
+metrics = ["avg_jct_ms"]
+y_label = "average JCT (ms)"
+)toml";
+
+int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet) {
+  using namespace ina::exp;
+  std::vector<std::string> failures;
+  const auto per_seed = run_scenario(sc, [&](const Progress& p) {
+    if (quiet) return;
+    const auto& m = p.out->metrics;
+    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: avg JCT %.3f ms, util %.3f, %s (%.1f s, %.0f hops)\n",
+                 p.done, p.total, p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x,
+                 p.scheme->c_str(), static_cast<unsigned long long>(p.seed), m.at("avg_jct_ms"), m.at("utilization"),
+                 p.out->ok ? "ok" : "FAILED", p.wall_s, m.at("hops"));
+  }, &failures);
+  const auto records = average_over_seeds(per_seed);
+  std::cout << format_table(records, sc.metrics.front());
+  if (!out_dir.empty()) {
+    for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
+  }
+  for (const auto& f : failures) std::cerr << "FAILED: " << f << "\n";
+  return failures.empty() ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ina: in-network aggregation toolkit (simulate, plan and run INA schemes)"};
+  app.require_subcommand(1);
+
+  std::string file, out_dir;
+  std::vector<std::string> sets;
+  bool quiet = false;
+  auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
+  sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
+  sim->add_option("--out", out_dir, "write results.json, results.csv and PNG plots here");
+  sim->add_option("--set", sets, "override a setting for every point, e.g. --set workload.iterations=2");
+  sim->add_flag("--quiet", quiet, "no per-run progress lines");
+
+  std::string demo_out = "out/demo";
+  auto* demo = app.add_subcommand("demo", "Run the built-in demo (DSA Fig. 8, reduced) and print average JCT per scheme");
+  demo->add_option("--out", demo_out, "output directory");
+
+  std::string suite;
+  std::vector<std::string> bench_args;
+  auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim");
+  bench->add_option("suite", suite, "benchmark suite: sim")->required();
+  bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
+  bench->allow_extras();
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*sim) {
+      auto sc = ina::exp::load_scenario_file(file);
+      for (const auto& kv : sets) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
+        ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
+      }
+      return simulate(sc, out_dir, quiet);
+    }
+    if (*demo) {
+      auto sc = ina::exp::parse_scenario(kDemoScenario, "<demo>");
+      std::cout << sc.title << "\n";
+      return simulate(sc, demo_out, false);
+    }
+    if (*bench) {
+      auto extra = bench->remaining();
+      bench_args.insert(bench_args.end(), extra.begin(), extra.end());
+      return ina::cli::run_bench(suite, bench_args);
+    }
+  } catch (const ina::exp::ScenarioError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

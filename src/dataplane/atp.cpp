@@ -1,0 +1,65 @@
+// ATP: statistical INA with a shared aggregator pool, first come first served.
+//
+// Packet (job, PSN) addresses aggregator Hash(job, PSN). A free aggregator is
+// reserved by a first transmission; a packet finding another task there is
+// forwarded to the job's PS (collision). A completed aggregate is sent to the
+// PS, and the aggregator stays reserved until the PS's result Ack passes the
+// switch on its way to the workers (release on Ack). A retransmission that
+// finds its own task joins it and flushes the partial aggregate to the PS,
+// freeing the aggregator; one that finds a free or foreign aggregator goes to the PS.
+#include "dataplane/switch.hpp"
+
+namespace ina::dp {
+namespace {
+
+class AtpSwitch final : public SwitchProgram {
+ public:
+  using SwitchProgram::SwitchProgram;
+
+ protected:
+  void on_data(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
+    const uint32_t i = p->h.agg_index;
+    Agg& a = agg(i);
+    const bool resend = p->h.has(flag::kResend);
+    if (a.key == key_of(p->h.job, p->h.psn)) {
+      if (a.complete) {  // the PS's Ack was lost: hand the result to the PS again
+        load_into(i, *p);
+        send_to_ps(p, j, flag::kPartial, fx);
+        return;
+      }
+      if (!(a.bitmap & p->h.bitmap)) {
+        accumulate(i, *p);
+        if (full(i, j)) { complete(i, p, j, fx); return; }
+      } else {
+        ++st_.duplicates;
+      }
+      if (!resend) { fx.free(p); return; }
+      load_into(i, *p);  // a retransmission means the task is stuck: flush it to the PS
+      release(i);
+      send_to_ps(p, j, flag::kPartial, fx);
+      return;
+    }
+    if (a.key == 0 && !resend) {
+      reserve(i, *p);
+      if (full(i, j)) { complete(i, p, j, fx); return; }
+      fx.free(p);
+      return;
+    }
+    if (a.key != 0) ++st_.collisions;
+    send_to_ps(p, j, flag::kCollision, fx);
+  }
+
+ private:
+  void complete(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
+    agg(i).complete = 1;
+    ++st_.completed;
+    load_into(i, *p);
+    send_to_ps(p, j, flag::kPartial, fx);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg) { return std::make_unique<AtpSwitch>(cfg); }
+
+}  // namespace ina::dp

@@ -1,0 +1,249 @@
+#include "dataplane/switch.hpp"
+
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "wire/quant.hpp"
+
+namespace ina::dp {
+
+const char* to_string(Policy p) {
+  switch (p) {
+    case Policy::Isolated: return "isolated";
+    case Policy::SharedFcfs: return "shared-fcfs";
+    case Policy::Preemptive: return "preemptive";
+  }
+  return "?";
+}
+
+SwitchProgram::SwitchProgram(const SwitchConfig& cfg)
+    : cfg_(cfg), rng_(mix(cfg.seed, 0x5717c4)), width_(cfg.payload_values) {
+  if (cfg.payload_values == 0) throw std::invalid_argument("switch: payload_values must be > 0");
+  n_ = cfg.memory_bytes / (4ULL * cfg.payload_values);
+  if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
+  aggs_.assign(n_, Agg{});
+  vals_.assign(n_ * width_, 0);
+}
+
+void SwitchProgram::add_job(const SwitchJob& j) {
+  if (j.job == 0) throw std::invalid_argument("switch: job id 0 is reserved");
+  if (j.workers.empty() || j.workers.size() > kMaxWorkers)
+    throw std::invalid_argument(fmt::format("switch: job {} has {} workers (1..64)", j.job, j.workers.size()));
+  if (jobs_.count(j.job)) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
+  if (cfg_.policy == Policy::Isolated) {
+    if (j.region_size < 2 || j.region_size % 2 || j.region_offset + j.region_size > n_)
+      throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators",
+                                              j.job, j.region_offset, j.region_size, n_));
+    for (const auto& [id, o] : jobs_)
+      if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
+        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, id));
+  } else if (j.ps == kNoNode) {
+    throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} policy", j.job, to_string(cfg_.policy)));
+  }
+  jobs_[j.job] = j;
+}
+
+size_t SwitchProgram::remove_job(uint16_t job) {
+  size_t freed = 0;
+  for (uint32_t i = 0; i < n_; ++i)
+    if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
+  jobs_.erase(job);
+  return freed;
+}
+
+size_t SwitchProgram::occupied() const {
+  size_t c = 0;
+  for (const auto& a : aggs_) c += a.key != 0;
+  return c;
+}
+
+size_t SwitchProgram::occupied_by(uint16_t job) const {
+  size_t c = 0;
+  for (const auto& a : aggs_) c += a.key != 0 && (a.key >> 32) == job;
+  return c;
+}
+
+std::array<uint64_t, 3> SwitchProgram::task_types() const {
+  std::array<uint64_t, 3> t{0, 0, 0};
+  for (const auto& [k, bits] : tasks_) {
+    if (bits & task::kLost) ++t[2];
+    else if (bits & task::kWon) ++t[1];
+    else ++t[0];
+  }
+  return t;
+}
+
+const SwitchJob* SwitchProgram::job_of(uint16_t job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {
+  // Hash(JobID, PSN): stands in for the switch's CRC unit.
+  return static_cast<uint32_t>(splitmix64(key_of(j.job, psn)) % n_);
+}
+
+bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
+  const auto n = static_cast<unsigned>(j.workers.size());
+  if (p.h.nworkers != n || p.h.rank >= n || p.h.count > width_ || p.h.count == 0) return false;
+  if (p.h.bitmap == 0 || (p.h.bitmap & ~full_bitmap(n))) return false;
+  return true;
+}
+
+void SwitchProgram::mark(uint16_t job, uint32_t psn, uint8_t bits) {
+  if (cfg_.track_tasks) tasks_[key_of(job, psn)] |= bits;
+}
+
+void SwitchProgram::reserve(uint32_t i, const Packet& p) {
+  Agg& a = aggs_[i];
+  a.key = key_of(p.h.job, p.h.psn);
+  a.bitmap = p.h.bitmap;
+  a.priority = p.h.priority;
+  a.ecn = p.h.has(flag::kEcn);
+  a.complete = 0;
+  a.count = p.h.count;
+  std::memcpy(values(i), p.payload(), 4u * p.h.count);
+  ++st_.aggregated;
+}
+
+void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
+  Agg& a = aggs_[i];
+  int32_t* v = values(i);
+  const int32_t* x = p.payload();
+  bool ovf = false;
+  for (uint16_t k = 0; k < p.h.count; ++k) v[k] = sat_add(v[k], x[k], ovf);
+  if (p.h.count > a.count) a.count = p.h.count;
+  st_.overflow += ovf;
+  a.bitmap |= p.h.bitmap;
+  a.ecn |= p.h.has(flag::kEcn);
+  ++st_.aggregated;
+}
+
+void SwitchProgram::swap_with(uint32_t i, Packet& p) {
+  Agg& a = aggs_[i];
+  const Agg old = a;
+  const uint16_t n = std::max(old.count, p.h.count);
+  int32_t* v = values(i);
+  int32_t* x = p.payload();
+  for (uint16_t k = 0; k < n; ++k) std::swap(v[k], x[k]);
+  a.key = key_of(p.h.job, p.h.psn);
+  a.bitmap = p.h.bitmap;
+  a.priority = p.h.priority;
+  a.ecn = p.h.has(flag::kEcn);
+  a.complete = 0;
+  a.count = p.h.count;
+  p.h.job = static_cast<uint16_t>(old.key >> 32);
+  p.h.psn = static_cast<uint32_t>(old.key);
+  p.h.bitmap = old.bitmap;
+  p.h.priority = old.priority;
+  p.h.count = old.count;
+  p.h.flags = static_cast<uint16_t>((p.h.flags & ~(flag::kEcn | flag::kResend)) | (old.ecn ? flag::kEcn : 0));
+  ++st_.aggregated;
+}
+
+void SwitchProgram::load_into(uint32_t i, Packet& p) {
+  const Agg& a = aggs_[i];
+  std::memcpy(p.payload(), values(i), 4u * a.count);
+  p.h.count = a.count;
+  p.h.bitmap = a.bitmap;
+  p.h.flags = static_cast<uint16_t>((p.h.flags & ~flag::kEcn) | (a.ecn ? flag::kEcn : 0));
+}
+
+void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx) {
+  const bool ece = p->h.has(flag::kEcn) || p->h.has(flag::kEce);
+  p->h.type = PktType::Ack;
+  p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
+  p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
+  p->h.src = id();
+  for (size_t r = 1; r < j.workers.size(); ++r) {
+    Packet* c = fx.alloc();
+    c->h = p->h;
+    std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+    c->h.dst = j.workers[r];
+    fx.send(c);
+  }
+  p->h.dst = j.workers[0];
+  fx.send(p);
+  st_.acks_multicast += j.workers.size();
+}
+
+void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {
+  p->h.flags |= flags;
+  p->h.dst = j.ps;
+  ++st_.to_ps;
+  fx.send(p);
+}
+
+void SwitchProgram::handle_fetch(Packet* p, Effects& fx) {
+  ++st_.fetches;
+  const SwitchJob* j = job_of(p->h.job);
+  p->h.type = PktType::FetchReply;
+  p->h.dst = p->h.src;
+  p->h.src = id();
+  p->h.bitmap = 0;
+  p->h.count = 0;
+  p->h.flags = 0;
+  if (j && cfg_.policy != Policy::Isolated) {
+    const uint32_t i = index_of(*j, p->h.psn);
+    p->h.agg_index = i;
+    if (aggs_[i].key == key_of(p->h.job, p->h.psn)) {
+      load_into(i, *p);
+      p->h.flags |= flag::kPartial;
+      release(i);
+      ++st_.fetch_hits;
+    }
+  }
+  fx.send(p);
+}
+
+void SwitchProgram::handle_ps_ack(Packet* p, Effects& fx) {
+  const SwitchJob* j = job_of(p->h.job);
+  if (!j) { ++st_.malformed; fx.free(p); return; }
+  if (cfg_.policy != Policy::Isolated) {
+    // The result passing by frees whatever the switch still holds for this
+    // task: ATP's release-on-ack, and a stale partial under DSA.
+    const uint32_t i = index_of(*j, p->h.psn);
+    if (aggs_[i].key == key_of(p->h.job, p->h.psn)) { release(i); ++st_.released_by_ack; }
+  }
+  const bool ece = p->h.has(flag::kEce);
+  p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
+  multicast_result(p, *j, fx);
+}
+
+void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
+  if (p->h.dst == id()) {
+    if (p->h.type == PktType::Data) {
+      const SwitchJob* j = job_of(p->h.job);
+      if (!j || !valid_data(*p, *j)) { ++st_.malformed; fx.free(p); return; }
+      ++st_.data_in;
+      p->h.agg_index = index_of(*j, p->h.psn);
+      on_data(p, *j, now, fx);
+      return;
+    }
+    if (p->h.type == PktType::Fetch) { handle_fetch(p, fx); return; }
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  if (p->h.dst == kMulticast && p->h.type == PktType::Ack) { handle_ps_ack(p, fx); return; }
+  ++st_.forwarded;
+  fx.send(p);
+}
+
+std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg);
+std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg);
+std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg);
+
+std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg) {
+  switch (cfg.policy) {
+    case Policy::Isolated: return make_switchml(cfg);
+    case Policy::SharedFcfs: return make_atp(cfg);
+    case Policy::Preemptive: return make_dsa(cfg);
+  }
+  throw std::invalid_argument("unknown switch policy");
+}
+
+}  // namespace ina::dp

@@ -1,0 +1,147 @@
+#pragma once
+// Common machinery of the INA switch programs: the aggregator register
+// arrays, the control-plane job table, multicast of results, the reminder
+// fetch, accounting. Each scheme's aggregation logic is in its own file:
+//   switchml.cpp  isolated per-job regions, PSN % size + offset, shadow pool
+//   atp.cpp       shared pool, Hash(JobID, PSN), FCFS, fallback PS
+//   dsa.cpp       shared pool with priority preemption and downgrading
+//
+// Hardware model: an aggregator is one entry in a set of register arrays
+// (key, bitmap, priority, state, values); memory bytes / payload bytes gives
+// the aggregator count. A packet touches one aggregator index per pipeline
+// pass; DSA's swap needs a second pass (a resubmit), which is counted.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "proto/node.hpp"
+
+namespace ina::dp {
+
+enum class Policy { Isolated, SharedFcfs, Preemptive };
+enum class PreemptMode { Priority, Always, Coin };
+
+struct SwitchConfig {
+  Policy policy = Policy::Preemptive;
+  PreemptMode preempt = PreemptMode::Priority;
+  uint64_t memory_bytes = 5'000'000;
+  uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
+  uint64_t seed = 1;
+  bool track_tasks = false;       // record per-task preemption outcome (DSA task types)
+};
+
+struct SwitchJob {
+  uint16_t job = 0;               // >= 1
+  std::vector<NodeId> workers;    // by rank
+  NodeId ps = kNoNode;            // fallback server (ATP, DSA)
+  uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
+  uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
+};
+
+struct SwitchStats {
+  uint64_t data_in = 0;        // gradient packets addressed to the switch
+  uint64_t aggregated = 0;     // packets summed into an aggregator (incl. reservation)
+  uint64_t completed = 0;      // tasks completed in the switch
+  uint64_t to_ps = 0;          // packets sent to the PS (collision, eviction, flush, result)
+  uint64_t collisions = 0;     // addressing collisions
+  uint64_t preempt_won = 0;    // packet took the aggregator
+  uint64_t preempt_lost = 0;   // packet lost the compare and went to the PS
+  uint64_t downgrades = 0;     // aggregator priority halved
+  uint64_t resubmits = 0;      // second pipeline passes
+  uint64_t duplicates = 0;     // deduplicated by the bitmap
+  uint64_t stale = 0;          // packets for a finished phase (isolated) dropped
+  uint64_t resend_served = 0;  // retransmissions answered from a completed slot
+  uint64_t fetches = 0, fetch_hits = 0;
+  uint64_t acks_multicast = 0; // result packets replicated to workers
+  uint64_t released_by_ack = 0;// aggregators freed by a PS ack passing by
+  uint64_t overflow = 0;       // saturated int32 additions
+  uint64_t malformed = 0;      // dropped: unknown job, bad rank/bitmap/count
+  uint64_t forwarded = 0;      // plain forwarding
+};
+
+// Per-task outcome bits (instrumentation, not switch state).
+namespace task {
+constexpr uint8_t kSeen = 1, kWon = 2, kLost = 4;
+}
+
+class SwitchProgram : public Node {
+ public:
+  explicit SwitchProgram(const SwitchConfig& cfg);
+
+  // Control plane.
+  void add_job(const SwitchJob& j);
+  // Forgets the job; frees aggregators it still holds and returns how many.
+  size_t remove_job(uint16_t job);
+
+  void on_packet(Packet* p, Time now, Effects& fx) final;
+  void on_timer(uint64_t, Time, Effects&) final {}
+
+  size_t aggregators() const { return n_; }
+  size_t occupied() const;
+  size_t occupied_by(uint16_t job) const;
+  const SwitchStats& stats() const { return st_; }
+  const SwitchConfig& config() const { return cfg_; }
+  // Task outcome counts: [0] no preemption, [1] won, [2] lost (DSA §IV-C).
+  std::array<uint64_t, 3> task_types() const;
+  const std::unordered_map<uint64_t, uint8_t>& task_log() const { return tasks_; }
+
+  static uint64_t key_of(uint16_t job, uint32_t psn) { return (static_cast<uint64_t>(job) << 32) | psn; }
+
+ protected:
+  // Scheme hook: a gradient packet addressed to this switch, already validated.
+  virtual void on_data(Packet* p, const SwitchJob& j, Time now, Effects& fx) = 0;
+  // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
+  virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
+
+  // Register arrays.
+  struct Agg {
+    uint64_t key = 0;        // 0 = free
+    uint64_t bitmap = 0;
+    uint32_t priority = 0;
+    uint8_t ecn = 0;
+    uint8_t complete = 0;
+    uint16_t count = 0;
+  };
+  Agg& agg(uint32_t i) { return aggs_[i]; }
+  int32_t* values(uint32_t i) { return vals_.data() + static_cast<size_t>(i) * width_; }
+
+  void reserve(uint32_t i, const Packet& p);
+  void accumulate(uint32_t i, const Packet& p);
+  void release(uint32_t i) { aggs_[i] = Agg{}; }
+  bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == full_bitmap(static_cast<unsigned>(j.workers.size())); }
+  // Swaps the packet's aggregation state with aggregator i (DSA's packet swap).
+  void swap_with(uint32_t i, Packet& p);
+  // Writes aggregator i into p (payload, bitmap, ECN), leaving the aggregator intact.
+  void load_into(uint32_t i, Packet& p);
+
+  // Turns p into the result Ack and multicasts it to every worker of j.
+  void multicast_result(Packet* p, const SwitchJob& j, Effects& fx);
+  void send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx);
+  void mark(uint16_t job, uint32_t psn, uint8_t bits);
+  const SwitchJob* job_of(uint16_t job) const;
+
+  SwitchConfig cfg_;
+  SwitchStats st_;
+  Rng rng_;
+  size_t n_;
+  uint16_t width_;
+
+ private:
+  void handle_fetch(Packet* p, Effects& fx);
+  void handle_ps_ack(Packet* p, Effects& fx);
+  bool valid_data(const Packet& p, const SwitchJob& j) const;
+
+  std::vector<Agg> aggs_;
+  std::vector<int32_t> vals_;
+  std::unordered_map<uint16_t, SwitchJob> jobs_;
+  std::unordered_map<uint64_t, uint8_t> tasks_;
+};
+
+std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg);
+const char* to_string(Policy p);
+
+}  // namespace ina::dp

@@ -1,0 +1,259 @@
+#include "experiment/runner.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "dataplane/switch.hpp"
+#include "host/ps.hpp"
+#include "sim/engine.hpp"
+#include "sim/star.hpp"
+#include "workload/model.hpp"
+#include "workload/training_worker.hpp"
+
+namespace ina::exp {
+namespace {
+
+struct SchemeSpec {
+  dp::Policy policy;
+  dp::PreemptMode preempt = dp::PreemptMode::Priority;
+  bool ps = true;
+  bool priority = false;
+};
+
+SchemeSpec scheme_spec(const std::string& s) {
+  if (s == "switchml") return {dp::Policy::Isolated, dp::PreemptMode::Priority, false, false};
+  if (s == "atp") return {dp::Policy::SharedFcfs};
+  if (s == "dsa") return {dp::Policy::Preemptive, dp::PreemptMode::Priority, true, true};
+  if (s == "dsa-always") return {dp::Policy::Preemptive, dp::PreemptMode::Always, true, false};
+  if (s == "dsa-coin") return {dp::Policy::Preemptive, dp::PreemptMode::Coin, true, false};
+  throw std::invalid_argument("unknown scheme '" + s + "'");
+}
+
+double combine(double a, double b) { return 1 - (1 - a) * (1 - b); }
+
+}  // namespace
+
+RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
+  const SchemeSpec spec = scheme_spec(scheme);
+  const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
+  sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));
+
+  const sim::StarPlan plan = sim::plan_star(std::vector<int>(s.jobs, s.workers_per_job), spec.ps);
+
+  dp::SwitchConfig swc;
+  swc.policy = spec.policy;
+  swc.preempt = spec.preempt;
+  swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
+  swc.payload_values = payload_values;
+  swc.seed = mix(seed, 0x5);
+  swc.track_tasks = spec.policy == dp::Policy::Preemptive;
+  auto sw_owned = dp::make_switch(swc);
+  dp::SwitchProgram& sw = *sw_owned;
+  sim.add_node(std::move(sw_owned), true);
+  const uint32_t slots_per_pool = sim::register_jobs(sw, plan);
+
+  Rng job_rng(mix(seed, 0x70b5));
+  const double pkt_bytes = s.payload_bytes + s.header_bytes;
+  std::vector<workload::TrainingWorker*> workers;
+  std::vector<host::ParameterServer*> servers;
+  for (const auto& job : plan.jobs) {
+    const Time start = static_cast<Time>(job_rng.uniform() * from_us(s.start_jitter_us));
+    const char model = s.model == "mixed" ? (job.id % 2 ? 'A' : 'B') : s.model[0];
+    for (size_t r = 0; r < job.workers.size(); ++r) {
+      workload::TrainingConfig tc;
+      auto& w = tc.transport;
+      w.job = job.id;
+      w.rank = static_cast<uint8_t>(r);
+      w.nworkers = static_cast<uint8_t>(job.workers.size());
+      w.self = job.workers[r];
+      w.aggregator = plan.sw;
+      w.ps = job.ps;
+      w.payload_values = payload_values;
+      w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
+      w.window_cap = slots_per_pool;
+      w.min_rto = from_us(s.min_rto_us);
+      w.reminder_after = s.reminder_after;
+      tc.model = workload::dsa_model(model, s.partition_mb, s.compute_ms);
+      tc.iterations = s.iterations;
+      tc.start = start;
+      tc.send_jitter = from_us(s.send_jitter_us);
+      tc.seed = mix(seed, 0x1000 + w.self);
+      tc.data_seed = mix(seed, 0x2000 + job.id);
+      tc.dsa_priority = spec.priority;
+      tc.link_gbps = s.link_gbps;
+      auto node = std::make_unique<workload::TrainingWorker>(tc);
+      workers.push_back(node.get());
+      sim.add_node(std::move(node), false);
+    }
+  }
+  if (spec.ps) {
+    for (const auto& job : plan.jobs) {
+      host::PsConfig pc;
+      pc.job = job.id;
+      pc.workers = job.workers;
+      pc.sw = plan.sw;
+      pc.payload_values = payload_values;
+      pc.min_timeout = from_us(s.min_rto_us);
+      auto node = std::make_unique<host::ParameterServer>(pc);
+      servers.push_back(node.get());
+      sim.add_node(std::move(node), false);
+    }
+  }
+  // Links: every host to the switch; faults per link.
+  sim::LinkParams base;
+  base.gbps = s.link_gbps;
+  base.delay = from_us(s.rtt_us / 4);
+  base.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+  base.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+  base.loss = s.loss;
+  base.dup = s.dup;
+  base.reorder = s.reorder;
+  base.reorder_delay = from_us(s.reorder_delay_us);
+  for (NodeId h = 1; h < plan.nodes; ++h) {
+    sim::LinkParams p = base;
+    const bool lossy_worker = !plan.jobs.empty() && h == plan.jobs[0].workers[0];
+    bool is_ps = false;
+    for (const auto& j : plan.jobs) is_ps |= j.ps == h;
+    if (lossy_worker) p.loss = combine(p.loss, s.worker_loss);
+    if (is_ps) p.loss = combine(p.loss, s.ps_loss);
+    sim.connect(h, plan.sw, p, p);
+  }
+  sim.build_routes();
+
+  const auto wall0 = std::chrono::steady_clock::now();
+  sim.run(from_ms(s.max_sim_ms));
+  const Time end_of_training = sim.now();
+  // Drain: stale timers and late packets, so leaks are real leaks.
+  sim.run(sim.now() + 2 * kSec);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+
+  RunOutput out;
+  auto& m = out.metrics;
+  double jct_sum = 0, jct_max = 0, util_sum = 0;
+  size_t unfinished = 0;
+  uint64_t checked = 0, mismatches = 0, retx = 0, reminders = 0, timeouts = 0;
+  size_t wi = 0;
+  for (const auto& job : plan.jobs) {
+    Time start = -1, finish = -1;
+    for (size_t r = 0; r < job.workers.size(); ++r, ++wi) {
+      const auto* w = workers[wi];
+      start = w->start_time();
+      if (!w->finished()) { ++unfinished; continue; }
+      finish = std::max(finish, w->finish_time());
+      checked += w->verify_checked();
+      mismatches += w->verify_mismatches();
+      retx += w->transport().stats().retransmits;
+      reminders += w->transport().stats().reminders;
+      timeouts += w->transport().stats().timeouts;
+    }
+    if (finish >= 0) {
+      const double jct = to_ms(finish - start);
+      jct_sum += jct;
+      jct_max = std::max(jct_max, jct);
+    }
+  }
+  // Utilization: aggregation throughput of each worker (its gradient bytes
+  // over the span from its first send to its last result) over the link rate.
+  wi = 0;
+  size_t util_n = 0;
+  for (const auto& job : plan.jobs) {
+    const char model = s.model == "mixed" ? (job.id % 2 ? 'A' : 'B') : s.model[0];
+    const double bytes = static_cast<double>(workload::dsa_model(model, s.partition_mb).total_bytes()) * s.iterations;
+    for (size_t r = 0; r < job.workers.size(); ++r, ++wi) {
+      const auto* w = workers[wi];
+      if (!w->finished() || w->finish_time() <= w->first_send()) continue;
+      const double secs = static_cast<double>(w->finish_time() - w->first_send()) / kSec;
+      util_sum += bytes * 8 / secs / (s.link_gbps * 1e9);
+      ++util_n;
+    }
+  }
+  const auto& ss = sw.stats();
+  uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0;
+  for (auto* p : servers) {
+    ps_completions += p->stats().completions;
+    ps_timeout_rem += p->stats().timeout_reminders;
+    ps_entries += p->entries();
+    ps_conflicts += p->stats().conflicts;
+  }
+  const size_t leaked_aggs = spec.policy == dp::Policy::Isolated ? 0 : sw.occupied();
+  m["avg_jct_ms"] = plan.jobs.empty() ? 0 : jct_sum / static_cast<double>(plan.jobs.size());
+  m["max_jct_ms"] = jct_max;
+  m["utilization"] = util_n ? util_sum / static_cast<double>(util_n) : 0;
+  m["switch_completions"] = static_cast<double>(ss.completed);
+  m["ps_completions"] = static_cast<double>(ps_completions);
+  m["collisions"] = static_cast<double>(ss.collisions);
+  m["preemptions"] = static_cast<double>(ss.preempt_won);
+  m["preempt_lost"] = static_cast<double>(ss.preempt_lost);
+  m["resubmits"] = static_cast<double>(ss.resubmits);
+  m["to_ps"] = static_cast<double>(ss.to_ps);
+  m["switch_duplicates"] = static_cast<double>(ss.duplicates);
+  m["retransmits"] = static_cast<double>(retx);
+  m["timeouts"] = static_cast<double>(timeouts);
+  m["worker_reminders"] = static_cast<double>(reminders);
+  m["ps_timeout_reminders"] = static_cast<double>(ps_timeout_rem);
+  m["ps_conflicts"] = static_cast<double>(ps_conflicts);
+  if (swc.track_tasks) {
+    const auto t = sw.task_types();
+    m["tasks_type1"] = static_cast<double>(t[0]);
+    m["tasks_type2"] = static_cast<double>(t[1]);
+    m["tasks_type3"] = static_cast<double>(t[2]);
+  }
+  m["verified_values"] = static_cast<double>(checked);
+  m["verify_errors"] = static_cast<double>(mismatches);
+  m["unfinished_workers"] = static_cast<double>(unfinished);
+  m["leaked_aggregators"] = static_cast<double>(leaked_aggs);
+  m["ps_entries_left"] = static_cast<double>(ps_entries);
+  m["packets_leaked"] = static_cast<double>(sim.pool().in_use());
+  m["sim_time_ms"] = to_ms(end_of_training);
+  m["events"] = static_cast<double>(sim.events());
+  m["hops"] = static_cast<double>(sim.hops());
+  m["wall_s"] = wall;
+  out.digest = sim.digest();
+
+  std::vector<std::string> probs;
+  if (unfinished) probs.push_back(fmt::format("{} workers did not finish within run.max_sim_ms = {}", unfinished, s.max_sim_ms));
+  if (s.verify && mismatches) probs.push_back(fmt::format("{} result values differ from the exact sum", mismatches));
+  if (ps_entries) probs.push_back(fmt::format("{} PS dictionary entries left", ps_entries));
+  if (sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  if (leaked_aggs && s.dup == 0 && s.reorder == 0)
+    probs.push_back(fmt::format("{} aggregators still held after every job ended", leaked_aggs));
+  out.ok = probs.empty();
+  for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
+  return out;
+}
+
+std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
+                                 std::vector<std::string>* failures) {
+  const auto points = expand(sc);  // validates every point before anything runs
+  std::vector<Record> records;
+  Progress pr;
+  pr.total = points.size() * sc.schemes.size() * sc.seeds.size();
+  for (const auto& pt : points) {
+    for (const auto& scheme : sc.schemes) {
+      for (uint64_t seed : sc.seeds) {
+        const auto t0 = std::chrono::steady_clock::now();
+        RunOutput out = run_point(pt.settings, scheme, seed);
+        Record r;
+        r.series = pt.series;
+        r.scheme = scheme;
+        r.x = pt.x;
+        r.metrics = out.metrics;
+        records.push_back(std::move(r));
+        if (!out.ok && failures)
+          failures->push_back(fmt::format("{} x={} {} seed {}: {}", pt.series, pt.x, scheme, seed, out.problems));
+        ++pr.done;
+        pr.point = &pt;
+        pr.scheme = &scheme;
+        pr.seed = seed;
+        pr.out = &out;
+        pr.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (on_run) on_run(pr);
+      }
+    }
+  }
+  return records;
+}
+
+}  // namespace ina::exp

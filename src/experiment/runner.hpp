@@ -1,0 +1,38 @@
+#pragma once
+// Runs scenario points in the simulator: builds the star, the switch program
+// of the scheme, one PS per job (ATP, DSA), the training workers, runs, checks
+// every invariant and returns the metrics.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "experiment/results.hpp"
+#include "experiment/scenario.hpp"
+
+namespace ina::exp {
+
+struct RunOutput {
+  std::map<std::string, double> metrics;
+  bool ok = true;
+  std::string problems;  // why !ok: unfinished workers, wrong results, leaks
+  uint64_t digest = 0;
+};
+
+RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed);
+
+struct Progress {
+  size_t done = 0, total = 0;
+  const Point* point = nullptr;
+  const std::string* scheme = nullptr;
+  uint64_t seed = 0;
+  const RunOutput* out = nullptr;
+  double wall_s = 0;
+};
+
+// Runs every (point, scheme, seed); `on_run` is called after each run.
+// Returns per-seed records; `failures` collects the problem text of failed runs.
+std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
+                                 std::vector<std::string>* failures = nullptr);
+
+}  // namespace ina::exp

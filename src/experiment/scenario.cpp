@@ -1,0 +1,484 @@
+#include "experiment/scenario.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace ina::exp {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A problem with one value. The caller knows the origin and the field and
+// turns it into a ScenarioError; `value` replaces the displayed value when the
+// culprit is a part of it (one array element).
+struct Problem {
+  std::string what;
+  std::optional<std::string> value = std::nullopt;
+};
+
+[[noreturn]] void fail(std::string_view origin, std::string_view key, std::string_view what,
+                       std::string_view value) {
+  throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
+}
+
+// The allowed values of a field: a numeric interval (open or closed below,
+// optionally a step) or a set of strings.
+struct Rule {
+  double lo = -kInf;
+  double hi = kInf;
+  bool lo_open = false;
+  int step = 0;
+  std::vector<std::string_view> choices = {};
+
+  void check(double v) const {
+    if ((lo_open ? v > lo : v >= lo) && v <= hi && (step == 0 || std::fmod(v, step) == 0)) return;
+    if (step != 0) throw Problem{fmt::format("must be a multiple of {} in [{}, {}]", step, lo, hi)};
+    if (hi < kInf) throw Problem{fmt::format("must be in [{}, {}]", lo, hi)};
+    throw Problem{fmt::format("must be {} {}", lo_open ? ">" : ">=", lo)};
+  }
+  void check(const std::string& v) const {
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
+      throw Problem{fmt::format("must be one of: {}", fmt::join(choices, ", "))};
+  }
+};
+
+Rule positive() { return {.lo = 0, .lo_open = true}; }
+Rule at_least(double lo) { return {.lo = lo}; }
+Rule between(double lo, double hi) { return {.lo = lo, .hi = hi}; }
+Rule one_of(std::initializer_list<std::string_view> choices) { return {.choices = choices}; }
+
+// A settings field and a parsed value. The alternatives are in the same order
+// (integer, number, boolean, string), so index() names the type in both.
+using Member = std::variant<int Settings::*, double Settings::*, bool Settings::*, std::string Settings::*>;
+using Value = std::variant<int64_t, double, bool, std::string>;
+
+constexpr std::string_view kExpected[] = {"an integer", "a number", "a boolean", "a string"};
+constexpr std::string_view kValueType[] = {"integer", "floating-point", "boolean", "string"};
+
+struct Field {
+  std::string_view key;  // "section.key"
+  Member member;
+  Rule rule = {};
+};
+
+// The one table of settings fields: file sections, series overrides, sweep
+// values and `--set key=value` all go through it.
+const std::vector<Field>& settings_fields() {
+  static const std::vector<Field> fields = {
+      {"topology.kind", &Settings::topology_kind, one_of({"star"})},
+      {"topology.hosts", &Settings::hosts, between(1, 4096)},
+      {"topology.link_gbps", &Settings::link_gbps, positive()},
+      {"topology.rtt_us", &Settings::rtt_us, positive()},
+      {"topology.queue_kb", &Settings::queue_kb, positive()},
+      {"topology.ecn_kb", &Settings::ecn_kb, at_least(0)},
+      {"switch.memory_mb", &Settings::memory_mb, positive()},
+      {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
+      {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
+      {"workload.model", &Settings::model, one_of({"A", "B", "mixed"})},
+      {"workload.jobs", &Settings::jobs, at_least(1)},
+      {"workload.workers_per_job", &Settings::workers_per_job, between(1, 64)},
+      {"workload.iterations", &Settings::iterations, at_least(1)},
+      {"workload.start_jitter_us", &Settings::start_jitter_us, at_least(0)},
+      {"workload.send_jitter_us", &Settings::send_jitter_us, at_least(0)},
+      {"workload.partition_mb", &Settings::partition_mb, at_least(0)},
+      {"workload.compute_ms", &Settings::compute_ms, at_least(0)},
+      {"transport.init_window_kb", &Settings::init_window_kb, positive()},
+      {"transport.min_rto_us", &Settings::min_rto_us, positive()},
+      {"transport.reminder_after", &Settings::reminder_after, at_least(1)},
+      {"faults.loss", &Settings::loss, between(0, 1)},
+      {"faults.dup", &Settings::dup, between(0, 1)},
+      {"faults.reorder", &Settings::reorder, between(0, 1)},
+      {"faults.reorder_delay_us", &Settings::reorder_delay_us, at_least(0)},
+      {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
+      {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
+      {"run.verify", &Settings::verify},
+      {"run.max_sim_ms", &Settings::max_sim_ms, positive()},
+  };
+  return fields;
+}
+
+const Field* find_field(std::string_view key) {
+  const auto& fields = settings_fields();
+  auto it = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == key; });
+  return it == fields.end() ? nullptr : &*it;
+}
+
+// Stores `v` into the field after checking its type and range.
+void assign(Settings& s, const Field& f, const Value& v) {
+  auto mismatch = [&] {
+    return Problem{fmt::format("expected {}, got {}", kExpected[f.member.index()], kValueType[v.index()])};
+  };
+  std::visit(Overloaded{
+                 [&](int Settings::*m) {
+                   const auto* i = std::get_if<int64_t>(&v);
+                   if (!i) throw mismatch();
+                   f.rule.check(static_cast<double>(*i));
+                   if (*i > std::numeric_limits<int>::max())
+                     throw Problem{fmt::format("must be <= {}", std::numeric_limits<int>::max())};
+                   s.*m = static_cast<int>(*i);
+                 },
+                 [&](double Settings::*m) {
+                   double d = 0;
+                   if (const auto* i = std::get_if<int64_t>(&v)) d = static_cast<double>(*i);
+                   else if (const auto* x = std::get_if<double>(&v)) d = *x;
+                   else throw mismatch();
+                   if (!std::isfinite(d)) throw Problem{"must be finite"};
+                   f.rule.check(d);
+                   s.*m = d;
+                 },
+                 [&](bool Settings::*m) {
+                   const auto* b = std::get_if<bool>(&v);
+                   if (!b) throw mismatch();
+                   s.*m = *b;
+                 },
+                 [&](std::string Settings::*m) {
+                   const auto* t = std::get_if<std::string>(&v);
+                   if (!t) throw mismatch();
+                   f.rule.check(*t);
+                   s.*m = *t;
+                 },
+             },
+             f.member);
+}
+
+template <class T>
+std::optional<T> parse_full(std::string_view text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || p != end) return std::nullopt;
+  return v;
+}
+
+// Text (series overrides, sweep values, --set) is read as the field's type.
+Value from_text(const Field& f, const std::string& text) {
+  std::optional<Value> v;
+  switch (f.member.index()) {
+    case 0: if (auto i = parse_full<int64_t>(text)) v = *i; break;
+    case 1: if (auto d = parse_full<double>(text)) v = *d; break;
+    case 2: if (text == "true" || text == "false") v = text == "true"; break;
+    default: v = text;
+  }
+  if (!v) throw Problem{fmt::format("expected {}", kExpected[f.member.index()])};
+  return *v;
+}
+
+std::optional<Value> scalar(const toml::node& n) {
+  if (auto v = n.value_exact<int64_t>()) return *v;
+  if (auto v = n.value_exact<double>()) return *v;
+  if (auto v = n.value_exact<bool>()) return *v;
+  if (auto v = n.value_exact<std::string>()) return *v;
+  return std::nullopt;
+}
+
+std::string text_of(const Value& v) {
+  return std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
+}
+
+// One-line rendering of a node for error messages and override storage.
+std::string text_of(const toml::node& n) {
+  if (auto v = scalar(n)) return text_of(*v);
+  std::vector<std::string> parts;
+  if (const auto* arr = n.as_array()) {
+    for (const auto& e : *arr) parts.push_back(text_of(e));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+  }
+  if (const auto* tbl = n.as_table()) {
+    for (const auto& [k, e] : *tbl) parts.push_back(fmt::format("{} = {}", k.str(), text_of(e)));
+    return fmt::format("{{{}}}", fmt::join(parts, ", "));
+  }
+  std::ostringstream os;
+  n.visit([&os](const auto& x) { os << x; });  // dates and times
+  return os.str();
+}
+
+std::string_view type_of(const toml::node& n) {
+  if (auto v = scalar(n)) return kValueType[v->index()];
+  return n.is_array() ? "array" : n.is_table() ? "table" : "date-time";
+}
+
+Value value_of(const Field& f, const toml::node& n) {
+  if (auto v = scalar(n)) return *v;
+  throw Problem{fmt::format("expected {}, got {}", kExpected[f.member.index()], type_of(n))};
+}
+
+// Typed readers for the scenario-level keys.
+std::string read_string(const toml::node& n) {
+  if (auto v = n.value_exact<std::string>()) return *v;
+  throw Problem{fmt::format("expected a string, got {}", type_of(n))};
+}
+
+const toml::array& read_array(const toml::node& n) {
+  const auto* arr = n.as_array();
+  if (!arr) throw Problem{fmt::format("expected an array, got {}", type_of(n))};
+  if (arr->empty()) throw Problem{"must not be empty"};
+  return *arr;
+}
+
+std::vector<std::string> read_strings(const toml::node& n, const std::vector<std::string>& allowed = {}) {
+  std::vector<std::string> out;
+  for (const auto& e : read_array(n)) {
+    auto v = e.value_exact<std::string>();
+    if (!v) throw Problem{fmt::format("expected strings, got {}", type_of(e)), text_of(e)};
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
+      throw Problem{fmt::format("must be one of: {}", fmt::join(allowed, ", ")), *v};
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// Keys of the scenario itself (not of Settings); each reads its node into the scenario.
+struct MetaField {
+  std::string_view key;
+  void (*read)(Scenario&, const toml::node&);
+};
+
+const std::vector<MetaField>& meta_fields() {
+  static const std::vector<MetaField> fields = {
+      {"scenario.name", [](Scenario& sc, const toml::node& n) { sc.name = read_string(n); }},
+      {"scenario.title", [](Scenario& sc, const toml::node& n) { sc.title = read_string(n); }},
+      {"run.schemes", [](Scenario& sc, const toml::node& n) { sc.schemes = read_strings(n, known_schemes()); }},
+      {"run.seeds",
+       [](Scenario& sc, const toml::node& n) {
+         sc.seeds.clear();
+         for (const auto& e : read_array(n)) {
+           auto v = e.value_exact<int64_t>();
+           if (!v || *v < 0) throw Problem{"expected non-negative integers", text_of(e)};
+           sc.seeds.push_back(static_cast<uint64_t>(*v));
+         }
+       }},
+      {"sweep.key",
+       [](Scenario& sc, const toml::node& n) {
+         sc.sweep_key = read_string(n);
+         if (!find_field(sc.sweep_key)) throw Problem{"not a settings key"};
+       }},
+      {"sweep.values",
+       [](Scenario& sc, const toml::node& n) {
+         sc.sweep_values.clear();
+         for (const auto& e : read_array(n)) {
+           auto v = scalar(e);
+           if (!v) throw Problem{fmt::format("expected numbers or strings, got {}", type_of(e)), text_of(e)};
+           sc.sweep_values.push_back(text_of(*v));
+         }
+       }},
+      {"sweep.label", [](Scenario& sc, const toml::node& n) { sc.x_label = read_string(n); }},
+      {"output.metrics", [](Scenario& sc, const toml::node& n) { sc.metrics = read_strings(n); }},
+      {"output.y_label", [](Scenario& sc, const toml::node& n) { sc.y_label = read_string(n); }},
+      {"output.x_log",
+       [](Scenario& sc, const toml::node& n) {
+         auto v = n.value_exact<bool>();
+         if (!v) throw Problem{fmt::format("expected a boolean, got {}", type_of(n))};
+         sc.x_log = *v;
+       }},
+  };
+  return fields;
+}
+
+const MetaField* find_meta(std::string_view key) {
+  const auto& fields = meta_fields();
+  auto it = std::find_if(fields.begin(), fields.end(), [&](const MetaField& f) { return f.key == key; });
+  return it == fields.end() ? nullptr : &*it;
+}
+
+std::string_view section_of(std::string_view key) { return key.substr(0, key.find('.')); }
+
+// All keys allowed in a scenario file (with_meta) or in apply_setting.
+std::vector<std::string_view> known_keys(bool with_meta) {
+  std::vector<std::string_view> keys;
+  for (const auto& f : settings_fields()) keys.push_back(f.key);
+  if (with_meta)
+    for (const auto& f : meta_fields()) keys.push_back(f.key);
+  return keys;
+}
+
+std::vector<std::string_view> known_sections(bool with_meta) {
+  std::vector<std::string_view> sections;
+  for (auto key : known_keys(with_meta))
+    if (std::find(sections.begin(), sections.end(), section_of(key)) == sections.end())
+      sections.push_back(section_of(key));
+  return sections;
+}
+
+// "unknown key", listing what the section does accept.
+Problem unknown_key(std::string_view key, bool with_meta) {
+  std::vector<std::string_view> names;
+  for (auto k : known_keys(with_meta))
+    if (section_of(k) == section_of(key)) names.push_back(k.substr(k.find('.') + 1));
+  if (names.empty())
+    return {fmt::format("unknown section [{}] (sections: {})", section_of(key),
+                        fmt::join(known_sections(with_meta), ", "))};
+  return {fmt::format("unknown key (known in [{}]: {})", section_of(key), fmt::join(names, ", "))};
+}
+
+// Reads one key of a file section into the scenario.
+void read_key(Scenario& sc, const std::string& key, const toml::node& n) {
+  try {
+    if (const Field* f = find_field(key)) assign(sc.base, *f, value_of(*f, n));
+    else if (const MetaField* m = find_meta(key)) m->read(sc, n);
+    else throw unknown_key(key, true);
+  } catch (const Problem& p) {
+    fail(sc.file, key, p.what, p.value.value_or(text_of(n)));
+  }
+}
+
+// Series keys are "section.key" (quoted); unquoted dotted keys arrive as
+// nested tables and are flattened back.
+void flatten(const toml::table& t, const std::string& prefix,
+             std::vector<std::pair<std::string, const toml::node*>>& out) {
+  for (const auto& [k, v] : t) {
+    std::string key = prefix + std::string(k.str());
+    if (const auto* sub = v.as_table()) flatten(*sub, key + ".", out);
+    else out.emplace_back(std::move(key), &v);
+  }
+}
+
+void read_series(Scenario& sc, const toml::node& n) {
+  const auto* arr = n.as_array();
+  if (!arr || !arr->is_array_of_tables()) fail(sc.file, "series", "expected [[series]] tables", text_of(n));
+  for (const auto& elem : *arr) {
+    const auto& tbl = *elem.as_table();
+    Series se;
+    auto name = tbl["name"].value_exact<std::string>();
+    if (!name || name->empty()) fail(sc.file, "series.name", "every [[series]] needs a non-empty name", text_of(elem));
+    se.name = *name;
+    for (const auto& other : sc.series)
+      if (other.name == se.name) fail(sc.file, "series.name", "duplicate series name", se.name);
+    const std::string origin = fmt::format("{} [series '{}']", sc.file, se.name);
+    std::vector<std::pair<std::string, const toml::node*>> entries;
+    flatten(tbl, "", entries);
+    Settings scratch = sc.base;
+    for (const auto& [key, node] : entries) {
+      if (key == "name") continue;
+      try {
+        const Field* f = find_field(key);
+        if (!f) throw unknown_key(key, false);
+        assign(scratch, *f, value_of(*f, *node));  // typed check here; expand() applies the text
+      } catch (const Problem& p) {
+        fail(origin, key, p.what, p.value.value_or(text_of(*node)));
+      }
+      se.overrides[key] = text_of(*node);
+    }
+    sc.series.push_back(std::move(se));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_schemes() {
+  static const std::vector<std::string> schemes = {"switchml", "atp", "dsa", "dsa-always", "dsa-coin"};
+  return schemes;
+}
+
+void apply_setting(Settings& s, const std::string& key, const std::string& value, const std::string& origin) {
+  try {
+    const Field* f = find_field(key);
+    if (!f) throw unknown_key(key, false);
+    assign(s, *f, from_text(*f, value));
+  } catch (const Problem& p) {
+    fail(origin, key, p.what, p.value.value_or(value));
+  }
+}
+
+void validate(const Settings& s, const std::string& origin) {
+  const int64_t need = int64_t{s.jobs} * s.workers_per_job;
+  if (need > s.hosts)
+    fail(origin, "workload.jobs",
+         fmt::format("{} jobs x {} workers need {} hosts but topology.hosts is {}", s.jobs, s.workers_per_job,
+                     need, s.hosts),
+         std::to_string(s.jobs));
+  if (s.ecn_kb > s.queue_kb)
+    fail(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
+         fmt::format("{}", s.ecn_kb));
+}
+
+std::vector<Point> expand(const Scenario& sc) {
+  const std::vector<Series> all = sc.series.empty() ? std::vector<Series>{Series{}} : sc.series;
+  auto where = [&](std::vector<std::string> context) {
+    return context.empty() ? sc.file : fmt::format("{} [{}]", sc.file, fmt::join(context, ", "));
+  };
+  std::vector<Point> points;
+  for (const Series& se : all) {
+    std::vector<std::string> context;
+    if (!se.name.empty()) context.push_back(fmt::format("series '{}'", se.name));
+    Settings settings = sc.base;
+    for (const auto& [key, value] : se.overrides) apply_setting(settings, key, value, where(context));
+    if (sc.sweep_key.empty()) {
+      validate(settings, where(context));
+      points.push_back({se.name, 0, settings});
+      continue;
+    }
+    for (const std::string& value : sc.sweep_values) {
+      std::vector<std::string> at = context;
+      at.push_back(fmt::format("sweep {} = {}", sc.sweep_key, value));
+      const std::string origin = where(at);
+      Point p{se.name, 0, settings};
+      apply_setting(p.settings, sc.sweep_key, value, origin);
+      auto x = parse_full<double>(value);
+      if (!x) fail(origin, "sweep.values", "must be numeric (it is the x axis)", value);
+      p.x = *x;
+      validate(p.settings, origin);
+      points.push_back(std::move(p));
+    }
+  }
+  return points;
+}
+
+Scenario parse_scenario(const std::string& toml_text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, std::string_view(origin));
+  } catch (const toml::parse_error& e) {
+    throw ScenarioError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, e.source().begin.line,
+                                    e.source().begin.column, e.description()));
+  }
+  Scenario sc;
+  sc.file = origin;
+  const auto sections = known_sections(true);
+  for (const auto& [name, node] : root) {
+    const std::string section(name.str());
+    if (section == "series") {
+      read_series(sc, node);
+      continue;
+    }
+    if (std::find(sections.begin(), sections.end(), section) == sections.end())
+      fail(origin, section,
+           fmt::format("unknown section (sections: {}, [[series]])", fmt::join(sections, ", ")), text_of(node));
+    const auto* tbl = node.as_table();
+    if (!tbl) fail(origin, section, fmt::format("expected a [{}] table, got {}", section, type_of(node)), text_of(node));
+    for (const auto& [key, value] : *tbl) read_key(sc, section + "." + std::string(key.str()), value);
+  }
+  if (sc.sweep_key.empty() != sc.sweep_values.empty())
+    fail(origin, sc.sweep_key.empty() ? "sweep.key" : "sweep.values",
+         "sweep.key and sweep.values must be given together", "(missing)");
+  if (sc.x_label.empty()) sc.x_label = sc.sweep_key;
+  expand(sc);  // every concrete point is checked at load time, before anything runs
+  return sc;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(fmt::format("{}: cannot open scenario file (missing or unreadable)", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_scenario(text.str(), path);
+}
+
+}  // namespace ina::exp

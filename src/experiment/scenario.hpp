@@ -1,0 +1,101 @@
+#pragma once
+// Experiment scenario: a TOML file under scenarios/ describing topology,
+// workload, schemes, seeds and the sweep axis. Parsing is strict: an unknown
+// section or key, a value of the wrong type, or a value out of range is a
+// ScenarioError naming the file, the field and the value.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ina::exp {
+
+struct ScenarioError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One concrete configuration (everything a single simulation run needs,
+// except scheme and seed). Field names mirror the TOML keys "section.key".
+struct Settings {
+  // [topology]
+  std::string topology_kind = "star";  // topology.kind: only "star" for now
+  int hosts = 64;                      // topology.hosts: worker servers (PS servers are added on top)
+  double link_gbps = 100;              // topology.link_gbps
+  double rtt_us = 10;                  // topology.rtt_us: base RTT host-switch-host (4 propagation delays)
+  double queue_kb = 1024;              // topology.queue_kb: drop-tail buffer per output queue
+  double ecn_kb = 100;                 // topology.ecn_kb: ECN marking threshold (0 = off)
+  // [switch]
+  double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MB = 1e6 bytes)
+  int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4
+  int header_bytes = 50;               // switch.header_bytes: modelled wire overhead (306 B packets)
+  // [workload]
+  std::string model = "A";             // workload.model: "A", "B" or "mixed" (jobs alternate A, B)
+  int jobs = 8;                        // workload.jobs
+  int workers_per_job = 8;             // workload.workers_per_job (1..64)
+  int iterations = 1;                  // workload.iterations per job
+  double start_jitter_us = 1000;       // workload.start_jitter_us: job start ~ U(0, x)
+  double send_jitter_us = 300;         // workload.send_jitter_us: per-worker send jitter ~ U(0, x)
+  double partition_mb = 0;             // workload.partition_mb: 0 = the model's own (A: 4, B: 2)
+  double compute_ms = 0;               // workload.compute_ms: per layer; 0 = the model's own (A: 0.32, B: 0.64)
+  // [transport]
+  double init_window_kb = 60;          // transport.init_window_kb
+  double min_rto_us = 1000;            // transport.min_rto_us (also the PS timeout floor)
+  int reminder_after = 3;              // transport.reminder_after: retransmissions before a reminder
+  // [faults] (probabilities in [0, 1])
+  double loss = 0;                     // faults.loss: every link, both directions
+  double dup = 0;                      // faults.dup
+  double reorder = 0;                  // faults.reorder
+  double reorder_delay_us = 5;         // faults.reorder_delay_us: extra delay ~ U(0, x) for reordered packets
+  double worker_loss = 0;              // faults.worker_loss: loss on one worker's link (job 1, rank 0), both directions
+  double ps_loss = 0;                  // faults.ps_loss: loss on every PS link, both directions
+  // [run] (per-run knobs that may also be swept)
+  bool verify = true;                  // run.verify: check every result against the exact sum
+  double max_sim_ms = 10000;           // run.max_sim_ms: safety stop (a run hitting it is reported as failed)
+};
+
+struct Series {
+  std::string name;                               // legend / panel name
+  std::map<std::string, std::string> overrides;   // "section.key" -> value as text
+};
+
+struct Scenario {
+  std::string file;        // path it was loaded from ("<embedded>" for built-ins)
+  std::string name;        // [scenario] name
+  std::string title;       // [scenario] title (plot title)
+  Settings base;           // after applying the file's sections
+  std::vector<std::string> schemes = {"switchml", "atp", "dsa"};  // run.schemes
+  std::vector<uint64_t> seeds = {1};                               // run.seeds
+  std::string sweep_key;             // sweep.key, e.g. "workload.jobs" (empty = single point x = 0)
+  std::vector<std::string> sweep_values;  // sweep.values, as text, applied like overrides
+  std::string x_label;               // sweep.label (default: the key)
+  std::vector<Series> series;        // [[series]] tables; empty = one unnamed series
+  std::vector<std::string> metrics = {"avg_jct_ms"};  // output.metrics: one plot per metric
+  std::string y_label;               // output.y_label (default: the metric name)
+  bool x_log = false;                // output.x_log
+};
+
+// Known scheme names (validated in run.schemes).
+const std::vector<std::string>& known_schemes();
+
+Scenario load_scenario_file(const std::string& path);
+Scenario parse_scenario(const std::string& toml_text, const std::string& origin);
+
+// Applies "section.key=value" to settings with the same validation as the
+// file; throws ScenarioError naming `origin`, the key and the value.
+void apply_setting(Settings& s, const std::string& key, const std::string& value, const std::string& origin);
+
+// Cross-field checks (e.g. jobs * workers_per_job > hosts), run on every
+// concrete Settings before anything is simulated.
+void validate(const Settings& s, const std::string& origin);
+
+// Expands a scenario into concrete points: for each series, for each sweep
+// value, the Settings with overrides applied (series first, then the sweep).
+struct Point {
+  std::string series;
+  double x = 0;
+  Settings settings;
+};
+std::vector<Point> expand(const Scenario& sc);
+
+}  // namespace ina::exp

@@ -1,0 +1,86 @@
+#pragma once
+// PS / fallback server for one job (ATP's fallback, DSA's auxiliary PS).
+//
+// Keeps a dictionary PSN -> (values, bitmap, time) for tasks that reached it
+// (collision fallbacks, evicted partials, flushed or completed aggregates,
+// gradients and results fetched by a reminder). Merging never double-counts:
+// contributions are identified by their bitmap, and a worker's contribution
+// is the same every time it is sent, so
+//   disjoint bitmaps        -> add,
+//   packet within entry     -> duplicate, ignore,
+//   entry within packet     -> the packet supersedes the entry,
+//   partial overlap         -> drop the packet and run the reminder, which
+//                              fetches the missing workers' gradients one by one.
+// A full bitmap completes the task: the result goes to the switch as an Ack
+// to the job's multicast group and the entry is deleted.
+//
+// Reminder (DSA §IV-B): when an entry outlives its timeout (EWMA of entry
+// setup -> completion, floor min_timeout, doubled per repeat), or a worker
+// reports it is stuck, the PS asks the switch for the aggregator of that task
+// (Fetch) and every worker missing from the bitmap for its gradient
+// (GradRequest). Workers that already hold the result answer with it.
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "core/deadline_queue.hpp"
+#include "proto/node.hpp"
+
+namespace ina::host {
+
+struct PsConfig {
+  uint16_t job = 1;
+  std::vector<NodeId> workers;   // by rank
+  NodeId sw = kNoNode;           // the switch holding the job's aggregators
+  uint16_t payload_values = 64;
+  Time min_timeout = 1 * kMs;
+  Time max_timeout = 200 * kMs;
+};
+
+struct PsStats {
+  uint64_t data_in = 0, completions = 0, duplicates = 0, superseded = 0, conflicts = 0;
+  uint64_t timeout_reminders = 0, worker_reminders = 0, fetches = 0, fetch_hits = 0, grad_requests = 0;
+  uint64_t malformed = 0, max_entries = 0;
+};
+
+class ParameterServer final : public Node {
+ public:
+  explicit ParameterServer(const PsConfig& cfg);
+  void on_packet(Packet* p, Time now, Effects& fx) override;
+  void on_timer(uint64_t token, Time now, Effects& fx) override;
+
+  size_t entries() const { return index_.size(); }
+  const PsStats& stats() const { return st_; }
+  Time timeout() const { return timeout_; }
+
+ private:
+  struct Entry {
+    uint32_t psn = 0;
+    uint64_t bitmap = 0;
+    uint16_t count = 0;
+    bool ecn = false;
+    uint8_t reminders = 0;
+    Time created = 0, deadline = 0, last_reminder = -kSec;
+  };
+
+  uint32_t open(uint32_t psn, Time now, Effects& fx);
+  void merge(uint32_t e, const Packet& p, Time now, Effects& fx);
+  void complete(uint32_t e, Time now, Effects& fx);
+  void remind(uint32_t e, Time now, Effects& fx);
+  void close(uint32_t e);
+  bool valid(const Packet& p) const;
+  int32_t* vals(uint32_t e) { return vals_.data() + static_cast<size_t>(e) * cfg_.payload_values; }
+
+  PsConfig cfg_;
+  PsStats st_;
+  uint64_t full_;
+  std::vector<Entry> slots_;
+  std::vector<int32_t> vals_;
+  std::vector<uint32_t> free_;
+  std::unordered_map<uint32_t, uint32_t> index_;  // psn -> slot
+  DeadlineQueue<uint32_t> timers_;  // psn by reminder deadline
+  Time srtt_ = 0, rttvar_ = 0, timeout_;
+};
+
+}  // namespace ina::host

@@ -1,0 +1,223 @@
+#include "host/worker.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ina::host {
+
+WorkerTransport::WorkerTransport(const WorkerConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window), rto_(cfg.min_rto) {
+  if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
+    throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
+  if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
+  if (cwnd_ < 1) cwnd_ = 1;
+}
+
+uint64_t WorkerTransport::submit(std::shared_ptr<TensorIO> io, uint64_t elems, uint32_t tag) {
+  if (elems == 0) throw std::invalid_argument("worker: empty allreduce");
+  Op op;
+  op.id = next_op_id_++;
+  op.tag = tag;
+  op.io = std::move(io);
+  op.elems = elems;
+  op.psn0 = next_psn_;
+  op.npkts = static_cast<uint32_t>((elems + cfg_.payload_values - 1) / cfg_.payload_values);
+  op.recs.resize(op.npkts);
+  next_psn_ += op.npkts;
+  ops_.push_back(std::move(op));
+  ++incomplete_;
+  return ops_.back().id;
+}
+
+WorkerTransport::Op* WorkerTransport::find(uint32_t psn) {
+  auto it = std::upper_bound(ops_.begin(), ops_.end(), psn, [](uint32_t v, const Op& o) { return v < o.psn0; });
+  if (it == ops_.begin()) return nullptr;
+  --it;
+  return psn - it->psn0 < it->npkts ? &*it : nullptr;
+}
+
+uint16_t WorkerTransport::count_of(const Op& op, uint32_t idx) const {
+  const uint64_t off = static_cast<uint64_t>(idx) * cfg_.payload_values;
+  return static_cast<uint16_t>(std::min<uint64_t>(cfg_.payload_values, op.elems - off));
+}
+
+uint32_t WorkerTransport::lowest_unacked() const {
+  for (const Op& op : ops_)
+    if (!op.complete) return op.psn0 + op.low;
+  return next_psn_;
+}
+
+void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend) {
+  Rec& r = op.recs[idx];
+  Packet* p = fx.alloc();
+  Header& h = p->h;
+  h.type = PktType::Data;
+  h.flags = resend ? flag::kResend : 0;
+  h.job = cfg_.job;
+  h.src = cfg_.self;
+  h.dst = cfg_.aggregator;
+  h.rank = cfg_.rank;
+  h.nworkers = cfg_.nworkers;
+  h.psn = op.psn0 + idx;
+  h.bitmap = 1ULL << cfg_.rank;
+  h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
+  h.count = count_of(op, idx);
+  op.io->read_gradient(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
+  if (!resend) {
+    r.sent = now;
+    ++inflight_;
+    ++st_.sent;
+  } else {
+    ++st_.retransmits;
+  }
+  const int shift = std::min<int>(r.retx, 3);
+  r.deadline = now + std::min<Time>(rto_ << shift, cfg_.max_rto);
+  if (rto_q_.push(r.deadline, h.psn)) fx.set_timer(r.deadline, 0);
+  fx.send(p);
+}
+
+void WorkerTransport::pump(Time now, Effects& fx) {
+  while (send_op_ < ops_.size()) {
+    Op& op = ops_[send_op_];
+    if (op.next >= op.npkts) { ++send_op_; continue; }
+    if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) break;
+    if (cfg_.window_cap && op.psn0 + op.next - lowest_unacked() >= cfg_.window_cap) break;
+    send_data(op, op.next, now, fx, false);
+    ++op.next;
+  }
+}
+
+void WorkerTransport::decrease(Time now) {
+  if (!cfg_.aimd || now - last_decrease_ < std::max<Time>(srtt_, 1)) return;
+  cwnd_ = std::max(1.0, cwnd_ / 2);
+  last_decrease_ = now;
+  ++st_.decreases;
+}
+
+void WorkerTransport::sample_rtt(Time r) {
+  if (srtt_ == 0) {
+    srtt_ = r;
+    rttvar_ = r / 2;
+  } else {
+    const Time err = r > srtt_ ? r - srtt_ : srtt_ - r;
+    rttvar_ = (3 * rttvar_ + err) / 4;
+    srtt_ = (7 * srtt_ + r) / 8;
+  }
+  rto_ = std::clamp<Time>(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto);
+}
+
+void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
+  const Header& h = p->h;
+  if (h.job != cfg_.job || h.nworkers != cfg_.nworkers) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  switch (h.type) {
+    case PktType::Ack: on_ack(p, now, fx); return;
+    case PktType::GradRequest: on_grad_request(p, now, fx); return;
+    default: ++st_.malformed; fx.free(p); return;
+  }
+}
+
+void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
+  Op* op = find(p->h.psn);
+  const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
+  if (!op || op->complete || op->recs[idx].done) {
+    ++st_.dup_acks;
+    fx.free(p);
+    return;
+  }
+  if (idx >= op->next || p->h.count != count_of(*op, idx) ||
+      p->h.bitmap != full_bitmap(cfg_.nworkers)) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  Rec& r = op->recs[idx];
+  op->io->write_result(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
+  r.done = true;
+  --inflight_;
+  ++st_.acks;
+  ++op->ndone;
+  while (op->low < op->npkts && op->recs[op->low].done) ++op->low;
+  if (r.retx == 0) sample_rtt(now - r.sent);
+  if (p->h.has(flag::kEce)) {
+    ++st_.ece_acks;
+    decrease(now);
+  } else if (cfg_.aimd) {
+    cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);
+  }
+  fx.free(p);
+  if (op->ndone == op->npkts) {
+    op->complete = true;
+    std::vector<Rec>().swap(op->recs);
+    --incomplete_;
+    completed_.push_back(op->id);
+    while (ops_.size() > cfg_.retain_ops && ops_.front().complete && send_op_ > 0) {
+      ops_.pop_front();
+      --send_op_;
+    }
+  }
+  pump(now, fx);
+}
+
+void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
+  Op* op = find(p->h.psn);
+  const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
+  // Unknown, retired, or not yet sent (it will arrive the normal way).
+  if (!op || (!op->complete && idx >= op->next)) {
+    fx.free(p);
+    return;
+  }
+  const bool have_result = op->complete || op->recs[idx].done;
+  const NodeId ps = p->h.src;
+  Header& h = p->h;
+  h.type = PktType::Data;
+  h.flags = static_cast<uint16_t>(flag::kToPs | (have_result ? flag::kResult : 0));
+  h.src = cfg_.self;
+  h.dst = ps;
+  h.rank = cfg_.rank;
+  h.count = count_of(*op, idx);
+  h.bitmap = have_result ? full_bitmap(cfg_.nworkers) : (1ULL << cfg_.rank);
+  const uint64_t off = static_cast<uint64_t>(idx) * cfg_.payload_values;
+  if (have_result) {
+    op->io->read_result(off, p->values());
+    ++st_.results_to_ps;
+  } else {
+    op->io->read_gradient(off, p->values());
+    ++st_.grads_to_ps;
+  }
+  fx.send(p);
+}
+
+void WorkerTransport::on_timer(uint64_t, Time now, Effects& fx) { on_rto(now, fx); }
+
+void WorkerTransport::on_rto(Time now, Effects& fx) {
+  const Time next = rto_q_.expire(now, [&](uint32_t psn, Time dl) {
+    Op* op = find(psn);
+    if (!op || op->complete) return;
+    const uint32_t idx = psn - op->psn0;
+    Rec& r = op->recs[idx];
+    if (r.done || r.deadline != dl) return;
+    ++st_.timeouts;
+    decrease(now);
+    ++r.retx;
+    send_data(*op, idx, now, fx, true);
+    if (cfg_.ps != kNoNode && r.retx % cfg_.reminder_after == 0) {
+      Packet* m = fx.alloc();
+      m->h.type = PktType::Reminder;
+      m->h.job = cfg_.job;
+      m->h.src = cfg_.self;
+      m->h.dst = cfg_.ps;
+      m->h.rank = cfg_.rank;
+      m->h.nworkers = cfg_.nworkers;
+      m->h.psn = psn;
+      m->h.bitmap = 1ULL << cfg_.rank;
+      ++st_.reminders;
+      fx.send(m);
+    }
+  });
+  if (next != kNever) fx.set_timer(next, 0);
+}
+
+}  // namespace ina::host

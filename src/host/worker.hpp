@@ -1,0 +1,134 @@
+#pragma once
+// Worker transport (sans-I/O): turns allreduce operations into a PSN stream
+// of gradient packets and assembles the results carried by Acks.
+//
+//  - All ops of a job form one PSN stream in submit order; every worker of the
+//    job submits the same ops, so equal PSNs meet in the same aggregator.
+//  - Sliding window of in-flight packets, initial 60 KB (DSA §III-D); AIMD:
+//    +1 packet per window of Acks, halved on an ECN-echo Ack (at most once per
+//    RTT) and on a retransmission timeout. Out-of-order and duplicate Acks are
+//    normal with two result sources (switch and PS) and change nothing.
+//  - Isolated regions (SwitchML) add a cap: no PSN may run `window_cap` or
+//    more past the lowest unacknowledged one.
+//  - Retransmission with an EWMA RTO (TCP's estimator, Karn's rule, floor
+//    min_rto, exponential backoff per packet); after every `reminder_after`
+//    retransmissions of a packet a Reminder goes to the PS (DSA §IV-B).
+//  - A PS GradRequest is answered with this worker's gradient, or with the
+//    result if the worker already has it; completed ops are kept for
+//    `retain_ops` ops so late requests can be answered.
+// The transport is not a Node itself: a host node owns it and forwards
+// packets and timers whose token has bit 63 clear.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/deadline_queue.hpp"
+#include "host/tensor_io.hpp"
+#include "proto/node.hpp"
+
+namespace ina::host {
+
+struct WorkerConfig {
+  uint16_t job = 1;
+  uint8_t rank = 0;
+  uint8_t nworkers = 1;
+  NodeId self = kNoNode;
+  NodeId aggregator = kNoNode;  // the switch the gradients are addressed to
+  NodeId ps = kNoNode;          // fallback server (kNoNode: none, e.g. SwitchML)
+  uint16_t payload_values = 64;
+  double init_window = 196;     // packets (60 KB of 306 B packets)
+  double max_window = 1e6;
+  bool aimd = true;
+  uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
+  Time min_rto = 1 * kMs;
+  Time max_rto = 200 * kMs;
+  int reminder_after = 3;
+  size_t retain_ops = 64;
+};
+
+struct WorkerStats {
+  uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0;
+  uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0;
+  uint64_t grads_to_ps = 0, results_to_ps = 0, malformed = 0;
+};
+
+// Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
+class PriorityFn {
+ public:
+  virtual ~PriorityFn() = default;
+  virtual uint32_t priority(uint32_t tag, Time now) = 0;
+};
+
+class WorkerTransport {
+ public:
+  static constexpr uint64_t kOwnerTimer = 1ULL << 63;  // tokens with this bit belong to the owner
+
+  explicit WorkerTransport(const WorkerConfig& cfg);
+
+  // Queues an allreduce of `elems` values; returns its op id (0, 1, ...).
+  uint64_t submit(std::shared_ptr<TensorIO> io, uint64_t elems, uint32_t tag = 0);
+  // Sends what the window allows. Call after submit().
+  void pump(Time now, Effects& fx);
+  void on_packet(Packet* p, Time now, Effects& fx);
+  void on_timer(uint64_t token, Time now, Effects& fx);
+
+  // Ops completed since the last call (ids in completion order).
+  std::vector<uint64_t> take_completed() { return std::exchange(completed_, {}); }
+  bool busy() const { return incomplete_ > 0; }
+  void set_priority_fn(PriorityFn* f) { prio_ = f; }
+
+  const WorkerStats& stats() const { return st_; }
+  const WorkerConfig& config() const { return cfg_; }
+  double cwnd() const { return cwnd_; }
+  Time rto() const { return rto_; }
+  uint32_t next_psn() const { return next_psn_; }
+
+ private:
+  struct Rec {
+    Time sent = 0;
+    Time deadline = 0;
+    uint16_t retx = 0;
+    bool done = false;
+  };
+  struct Op {
+    uint64_t id;
+    uint32_t tag;
+    std::shared_ptr<TensorIO> io;
+    uint64_t elems;
+    uint32_t psn0, npkts;
+    uint32_t next = 0;   // next packet index to send
+    uint32_t ndone = 0;
+    uint32_t low = 0;    // lowest index not done
+    bool complete = false;
+    std::vector<Rec> recs;
+  };
+
+  Op* find(uint32_t psn);
+  uint16_t count_of(const Op& op, uint32_t idx) const;
+  void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
+  void on_ack(Packet* p, Time now, Effects& fx);
+  void on_grad_request(Packet* p, Time now, Effects& fx);
+  void on_rto(Time now, Effects& fx);
+  void decrease(Time now);
+  void sample_rtt(Time r);
+  uint32_t lowest_unacked() const;
+
+  WorkerConfig cfg_;
+  WorkerStats st_;
+  PriorityFn* prio_ = nullptr;
+  std::deque<Op> ops_;
+  size_t send_op_ = 0;       // index in ops_ of the op being sent
+  size_t incomplete_ = 0;
+  uint64_t next_op_id_ = 0;
+  uint32_t next_psn_ = 0;
+  double cwnd_;
+  uint64_t inflight_ = 0;
+  Time srtt_ = 0, rttvar_ = 0, rto_;
+  Time last_decrease_ = -kSec;
+  DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
+  std::vector<uint64_t> completed_;
+};
+
+}  // namespace ina::host

@@ -1,0 +1,42 @@
+#pragma once
+// A host node running allreduces through a WorkerTransport: ops are queued by
+// the caller before or during the run and start at `start`. Used by tests,
+// benchmarks and any engine that just wants "these tensors, reduced".
+#include <memory>
+#include <vector>
+
+#include "host/worker.hpp"
+
+namespace ina::host {
+
+class WorkerNode final : public Node {
+ public:
+  explicit WorkerNode(const WorkerConfig& cfg, Time start = 0) : tx_(cfg), start_(start) {}
+
+  uint64_t submit(std::shared_ptr<TensorIO> io, uint64_t elems, uint32_t tag = 0) { return tx_.submit(std::move(io), elems, tag); }
+
+  void on_start(Time now, Effects& fx) override { fx.set_timer(start_, WorkerTransport::kOwnerTimer); }
+  void on_packet(Packet* p, Time now, Effects& fx) override { tx_.on_packet(p, now, fx); collect(now); }
+  void on_timer(uint64_t token, Time now, Effects& fx) override {
+    if (token & WorkerTransport::kOwnerTimer) tx_.pump(now, fx);
+    else tx_.on_timer(token, now, fx);
+    collect(now);
+  }
+
+  WorkerTransport& transport() { return tx_; }
+  size_t completed() const { return done_; }
+  Time finish_time() const { return finish_; }
+
+ private:
+  void collect(Time now) {
+    const auto c = tx_.take_completed();
+    done_ += c.size();
+    if (!c.empty() && !tx_.busy()) finish_ = now;
+  }
+  WorkerTransport tx_;
+  Time start_;
+  size_t done_ = 0;
+  Time finish_ = -1;
+};
+
+}  // namespace ina::host

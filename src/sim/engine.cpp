@@ -1,0 +1,242 @@
+#include "sim/engine.hpp"
+
+#include <cmath>
+#include <deque>
+#include <stdexcept>
+
+namespace ina::sim {
+
+constexpr uint32_t kNoLink = UINT32_MAX;
+
+Packet* SimEffects::alloc() { return sim_.pool().get(); }
+void SimEffects::send(Packet* p) { sim_.route(current, p); }
+void SimEffects::free(Packet* p) { sim_.pool().put(p); }
+void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(current, at, token); }
+
+Simulator::Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_bytes, uint32_t min_packet_bytes)
+    : pool_(payload_capacity), header_bytes_(header_bytes), min_packet_bytes_(min_packet_bytes), seed_(seed), fx_(*this) {
+  heap_.reserve(1 << 16);
+}
+
+Simulator::~Simulator() {
+  // Return packets still in flight so the pool's accounting stays meaningful.
+  for (auto& e : heap_)
+    if (e.kind == EvKind::Deliver) pool_.put(e.pkt);
+}
+
+NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
+  if (nodes_.size() >= kMulticast) throw std::length_error("too many nodes");
+  const auto id = static_cast<NodeId>(nodes_.size());
+  n->set_id(id);
+  nodes_.push_back(std::move(n));
+  is_switch_.push_back(is_switch);
+  host_link_.push_back(kNoLink);
+  out_links_.emplace_back();
+  return id;
+}
+
+uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba) {
+  if (a >= nodes_.size() || b >= nodes_.size()) throw std::out_of_range("connect: unknown node");
+  auto make = [&](NodeId from, NodeId to, const LinkParams& p) {
+    if (!(p.gbps > 0)) throw std::invalid_argument("link bandwidth must be > 0");
+    Link l;
+    l.from = from;
+    l.to = to;
+    l.p = p;
+    l.bps = static_cast<uint64_t>(std::llround(p.gbps * 1e9));
+    l.queue_time = serialization_time(p.queue_bytes, l.bps);
+    l.ecn_time = p.ecn_bytes ? serialization_time(p.ecn_bytes, l.bps) : kNever;
+    l.rng.reseed(mix(seed_, 0x11 + links_.size()));
+    const auto id = static_cast<uint32_t>(links_.size());
+    links_.push_back(l);
+    out_links_[from].push_back(id);
+    if (!is_switch_[from]) {
+      if (host_link_[from] != kNoLink) throw std::invalid_argument("a host has exactly one link");
+      host_link_[from] = id;
+    }
+    return id;
+  };
+  const uint32_t id = make(a, b, ab);
+  make(b, a, ba);
+  return id;
+}
+
+void Simulator::build_routes() {
+  const size_t n = nodes_.size();
+  next_hop_.assign(n, {});
+  for (NodeId s = 0; s < n; ++s) {
+    if (!is_switch_[s]) continue;
+    auto& nh = next_hop_[s];
+    nh.assign(n, kNoLink);
+    // BFS from s; the first link taken out of s is inherited along the tree.
+    std::vector<uint32_t> first(n, kNoLink);
+    std::vector<bool> seen(n, false);
+    std::deque<NodeId> q;
+    seen[s] = true;
+    for (uint32_t li : out_links_[s]) {
+      NodeId v = links_[li].to;
+      if (seen[v]) continue;
+      seen[v] = true;
+      first[v] = li;
+      if (is_switch_[v]) q.push_back(v);
+    }
+    while (!q.empty()) {
+      NodeId u = q.front();
+      q.pop_front();
+      for (uint32_t li : out_links_[u]) {
+        NodeId v = links_[li].to;
+        if (seen[v]) continue;
+        seen[v] = true;
+        first[v] = first[u];
+        if (is_switch_[v]) q.push_back(v);  // hosts do not transit traffic
+      }
+    }
+    nh = std::move(first);
+  }
+}
+
+void Simulator::push(const Event& e) {
+  // 4-ary min-heap on (t, seq).
+  heap_.push_back(e);
+  size_t i = heap_.size() - 1;
+  while (i > 0) {
+    size_t parent = (i - 1) / 4;
+    const Event& p = heap_[parent];
+    if (p.t < e.t || (p.t == e.t && p.seq < e.seq)) break;
+    heap_[i] = p;
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+Event Simulator::pop() {
+  Event top = heap_[0];
+  Event last = heap_.back();
+  heap_.pop_back();
+  const size_t n = heap_.size();
+  if (n == 0) return top;
+  size_t i = 0;
+  for (;;) {
+    size_t c = 4 * i + 1;
+    if (c >= n) break;
+    size_t best = c;
+    const size_t end = c + 4 < n ? c + 4 : n;
+    for (size_t k = c + 1; k < end; ++k) {
+      const Event& a = heap_[k];
+      const Event& b = heap_[best];
+      if (a.t < b.t || (a.t == b.t && a.seq < b.seq)) best = k;
+    }
+    const Event& b = heap_[best];
+    if (last.t < b.t || (last.t == b.t && last.seq < b.seq)) break;
+    heap_[i] = b;
+    i = best;
+  }
+  heap_[i] = last;
+  return top;
+}
+
+void Simulator::schedule_timer(NodeId n, Time at, uint64_t token) {
+  Event e;
+  e.t = at < now_ ? now_ : at;
+  e.seq = seq_++;
+  e.token = token;
+  e.node = n;
+  e.kind = EvKind::Timer;
+  push(e);
+}
+
+void Simulator::route(NodeId from, Packet* p) {
+  p->h.src = p->h.src == kNoNode ? from : p->h.src;
+  uint32_t li = kNoLink;
+  if (!is_switch_[from]) {
+    li = host_link_[from];
+  } else if (p->h.dst < next_hop_[from].size()) {
+    li = next_hop_[from][p->h.dst];
+  }
+  if (li == kNoLink) {
+    ++misrouted_;
+    pool_.put(p);
+    return;
+  }
+  transmit(li, p);
+}
+
+void Simulator::transmit(uint32_t link_id, Packet* p) {
+  Link& l = links_[link_id];
+  if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
+    ++l.st.drop_loss;
+    pool_.put(p);
+    return;
+  }
+  const Time backlog = l.busy_until > now_ ? l.busy_until - now_ : 0;
+  if (backlog > l.queue_time) {
+    ++l.st.drop_queue;
+    pool_.put(p);
+    return;
+  }
+  if (backlog > l.ecn_time) {
+    p->h.flags |= flag::kEcn;
+    ++l.st.ecn_marked;
+  }
+  const uint32_t bytes = wire_bytes(*p);
+  const Time ser = serialization_time(bytes, l.bps);
+  const Time start = backlog ? l.busy_until : now_;
+  l.busy_until = start + ser;
+  l.st.busy += ser;
+  Time arrival = l.busy_until + l.p.delay;
+  if (l.p.reorder > 0 && l.rng.bernoulli(l.p.reorder)) {
+    ++l.st.reordered;
+    arrival += static_cast<Time>(l.rng.uniform() * static_cast<double>(l.p.reorder_delay)) + 1;
+  }
+  if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
+    ++l.st.duplicated;
+    Packet* c = pool_.clone(*p);
+    l.busy_until += ser;  // the copy takes the wire too
+    l.st.busy += ser;
+    enqueue_on_wire(l, c, l.busy_until + l.p.delay);
+  }
+  enqueue_on_wire(l, p, arrival);
+}
+
+void Simulator::enqueue_on_wire(Link& l, Packet* p, Time arrival) {
+  ++l.st.packets;
+  l.st.bytes += wire_bytes(*p);
+  Event e;
+  e.t = arrival;
+  e.seq = seq_++;
+  e.pkt = p;
+  e.node = l.to;
+  e.kind = EvKind::Deliver;
+  push(e);
+}
+
+void Simulator::run(Time until) {
+  if (!started_) {
+    started_ = true;
+    for (auto& n : nodes_) {
+      fx_.current = n->id();
+      n->on_start(now_, fx_);
+    }
+  }
+  while (!heap_.empty()) {
+    if (heap_[0].t > until) break;
+    Event e = pop();
+    now_ = e.t;
+    ++events_;
+    fx_.current = static_cast<NodeId>(e.node);
+    if (e.kind == EvKind::Deliver) {
+      ++hops_;
+      const Header& h = e.pkt->h;
+      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ (static_cast<uint64_t>(e.node) << 48) ^
+                 (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^ h.rank) *
+                0x100000001b3ULL;
+      nodes_[e.node]->on_packet(e.pkt, now_, fx_);
+    } else {
+      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
+      nodes_[e.node]->on_timer(e.token, now_, fx_);
+    }
+  }
+  if (until != kNever && now_ < until && heap_.empty()) now_ = until;
+}
+
+}  // namespace ina::sim

@@ -1,0 +1,143 @@
+#pragma once
+// Deterministic packet-level discrete-event simulator.
+//
+// Time is integer picoseconds. Events are (time, sequence) ordered in a
+// 4-ary heap of 32-byte PODs; ties break by insertion order, so a run is a
+// pure function of its seed. A link is a FIFO output queue plus a wire: a
+// packet's departure is computed arithmetically from the link's busy-until
+// time, so crossing a link costs exactly one event (its arrival). Queue
+// occupancy is that backlog; drop-tail and ECN marking act on it at enqueue.
+// Loss, duplication and reordering are injected per link from the link's own
+// random stream.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "core/time.hpp"
+#include "proto/node.hpp"
+#include "wire/packet.hpp"
+
+namespace ina::sim {
+
+struct LinkParams {
+  double gbps = 100;
+  Time delay = 2500 * kNs;    // propagation, one way
+  uint64_t queue_bytes = 1 << 20;
+  uint64_t ecn_bytes = 100 * 1000;  // 0 = no marking
+  double loss = 0, dup = 0, reorder = 0;
+  Time reorder_delay = 5 * kUs;   // reordered packets are held ~U(0, this) extra
+};
+
+struct LinkStats {
+  uint64_t packets = 0, bytes = 0;      // delivered
+  uint64_t drop_queue = 0, drop_loss = 0;
+  uint64_t duplicated = 0, reordered = 0, ecn_marked = 0;
+  Time busy = 0;                        // total serialization time
+};
+
+struct Link {
+  NodeId from = kNoNode, to = kNoNode;
+  LinkParams p;
+  uint64_t bps = 0;
+  Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
+  Time busy_until = 0;
+  Rng rng;
+  LinkStats st;
+};
+
+enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
+
+struct Event {
+  Time t;
+  uint64_t seq;
+  union { Packet* pkt; uint64_t token; };
+  uint32_t node;
+  EvKind kind;
+};
+static_assert(sizeof(Event) == 32);
+
+class Simulator;
+
+class SimEffects final : public Effects {
+ public:
+  explicit SimEffects(Simulator& s) : sim_(s) {}
+  Packet* alloc() override;
+  void send(Packet* p) override;
+  void free(Packet* p) override;
+  void set_timer(Time at, uint64_t token) override;
+  NodeId current = kNoNode;
+
+ private:
+  Simulator& sim_;
+};
+
+class Simulator {
+ public:
+  // header_bytes: modelled bytes on the wire besides the payload values.
+  Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_bytes = 50, uint32_t min_packet_bytes = 64);
+  ~Simulator();
+
+  // Topology. Node ids are dense, in order of addition. The simulator owns nodes.
+  NodeId add_node(std::unique_ptr<Node> n, bool is_switch);
+  // Two unidirectional links a->b and b->a; returns the id of a->b (b->a is +1).
+  uint32_t connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba);
+  // Shortest-path next hops for every switch (BFS, ties to the lowest link id).
+  void build_routes();
+
+  template <typename T>
+  T& node(NodeId id) { return static_cast<T&>(*nodes_[id]); }
+  Node& node(NodeId id) { return *nodes_[id]; }
+  size_t node_count() const { return nodes_.size(); }
+  Link& link(uint32_t id) { return links_[id]; }
+  size_t link_count() const { return links_.size(); }
+  // The link leaving host `h` (its only one).
+  uint32_t uplink(NodeId h) const { return host_link_[h]; }
+
+  // Runs until no event is left or the next one is after `until`.
+  void run(Time until = kNever);
+  Time now() const { return now_; }
+  bool idle() const { return heap_.empty(); }
+
+  PacketPool& pool() { return pool_; }
+  uint32_t wire_bytes(const Packet& p) const {
+    const uint32_t b = header_bytes_ + 4u * p.h.count;
+    return b < min_packet_bytes_ ? min_packet_bytes_ : b;
+  }
+
+  uint64_t events() const { return events_; }
+  uint64_t hops() const { return hops_; }
+  uint64_t timer_events() const { return events_ - hops_; }
+  uint64_t misrouted() const { return misrouted_; }
+  uint64_t digest() const { return digest_; }
+
+  // Used by SimEffects.
+  void route(NodeId from, Packet* p);
+  void schedule_timer(NodeId n, Time at, uint64_t token);
+
+ private:
+  void push(const Event& e);
+  Event pop();
+  void transmit(uint32_t link_id, Packet* p);
+  void enqueue_on_wire(Link& l, Packet* p, Time arrival);
+
+  PacketPool pool_;
+  uint32_t header_bytes_, min_packet_bytes_;
+  uint64_t seed_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<bool> is_switch_;
+  std::vector<Link> links_;
+  std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
+  std::vector<std::vector<uint32_t>> out_links_;
+  std::vector<std::vector<uint32_t>> next_hop_;  // [switch][dst] -> link id
+  std::vector<Event> heap_;
+  uint64_t seq_ = 0;
+  Time now_ = 0;
+  uint64_t events_ = 0, hops_ = 0, misrouted_ = 0;
+  uint64_t digest_ = 0xcbf29ce484222325ULL;
+  bool started_ = false;
+  SimEffects fx_;
+};
+
+}  // namespace ina::sim

@@ -1,0 +1,160 @@
+#include "wire/packet.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace ina {
+
+PacketPool::PacketPool(uint16_t payload_capacity, size_t slab_packets)
+    : capacity_(payload_capacity), slab_packets_(slab_packets) {
+  stride_ = sizeof(Packet) + sizeof(int32_t) * payload_capacity;
+  stride_ = (stride_ + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
+}
+
+void PacketPool::grow() {
+  auto slab = std::make_unique<std::byte[]>(stride_ * slab_packets_);
+  for (size_t i = slab_packets_; i-- > 0;) {
+    auto* p = new (slab.get() + i * stride_) Packet{};
+    p->capacity = capacity_;
+    p->next = free_;
+    free_ = p;
+  }
+  total_ += slab_packets_;
+  slabs_.push_back(std::move(slab));
+}
+
+Packet* PacketPool::get() {
+  if (!free_) grow();
+  Packet* p = free_;
+  free_ = p->next;
+  p->next = nullptr;
+  p->h = Header{};
+  ++in_use_;
+  return p;
+}
+
+void PacketPool::put(Packet* p) {
+  p->next = free_;
+  free_ = p;
+  --in_use_;
+}
+
+Packet* PacketPool::clone(const Packet& src) {
+  Packet* p = get();
+  p->h = src.h;
+  std::memcpy(p->payload(), src.payload(), sizeof(int32_t) * src.h.count);
+  return p;
+}
+
+const char* to_string(DecodeError e) {
+  switch (e) {
+    case DecodeError::None: return "ok";
+    case DecodeError::Truncated: return "truncated header";
+    case DecodeError::BadVersion: return "unsupported wire version";
+    case DecodeError::BadType: return "unknown packet type";
+    case DecodeError::BadFlags: return "unknown flag bits";
+    case DecodeError::BadWorkerCount: return "worker count out of range (1..64)";
+    case DecodeError::BadRank: return "rank not below worker count";
+    case DecodeError::BadBitmap: return "bitmap has bits beyond worker count";
+    case DecodeError::PayloadLength: return "payload length does not match count";
+    case DecodeError::PayloadTooLarge: return "payload larger than receive buffer";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename T>
+T bswap(T v) {
+  if constexpr (sizeof(T) == 2) return static_cast<T>(__builtin_bswap16(v));
+  else if constexpr (sizeof(T) == 4) return static_cast<T>(__builtin_bswap32(v));
+  else return static_cast<T>(__builtin_bswap64(v));
+}
+
+template <typename T>
+void put_be(std::byte*& p, T v) {
+  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = bswap(v);
+  std::memcpy(p, &v, sizeof(T));
+  p += sizeof(T);
+}
+
+template <typename T>
+T get_be(const std::byte*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = bswap(v);
+  return v;
+}
+
+}  // namespace
+
+size_t encode(const Header& h, std::span<const int32_t> payload, std::span<std::byte> out) {
+  const size_t need = kHeaderBytes + 4u * h.count;
+  if (out.size() < need || payload.size() < h.count) return 0;
+  std::byte* p = out.data();
+  put_be<uint8_t>(p, h.version);
+  put_be<uint8_t>(p, static_cast<uint8_t>(h.type));
+  put_be<uint16_t>(p, h.flags);
+  put_be<uint16_t>(p, h.job);
+  put_be<uint16_t>(p, h.src);
+  put_be<uint16_t>(p, h.dst);
+  put_be<uint8_t>(p, h.rank);
+  put_be<uint8_t>(p, h.nworkers);
+  put_be<uint32_t>(p, h.psn);
+  put_be<uint64_t>(p, h.bitmap);
+  put_be<uint32_t>(p, h.priority);
+  put_be<uint32_t>(p, h.agg_index);
+  put_be<uint16_t>(p, h.count);
+  put_be<uint16_t>(p, h.reserved);
+  for (size_t i = 0; i < h.count; ++i) put_be<uint32_t>(p, static_cast<uint32_t>(payload[i]));
+  return need;
+}
+
+size_t encode(const Packet& pk, std::span<std::byte> out) { return encode(pk.h, pk.values(), out); }
+
+DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> payload_out) {
+  if (in.size() < kHeaderBytes) return DecodeError::Truncated;
+  const std::byte* p = in.data();
+  Header x;
+  x.version = get_be<uint8_t>(p);
+  const uint8_t type = get_be<uint8_t>(p);
+  x.flags = get_be<uint16_t>(p);
+  x.job = get_be<uint16_t>(p);
+  x.src = get_be<uint16_t>(p);
+  x.dst = get_be<uint16_t>(p);
+  x.rank = get_be<uint8_t>(p);
+  x.nworkers = get_be<uint8_t>(p);
+  x.psn = get_be<uint32_t>(p);
+  x.bitmap = get_be<uint64_t>(p);
+  x.priority = get_be<uint32_t>(p);
+  x.agg_index = get_be<uint32_t>(p);
+  x.count = get_be<uint16_t>(p);
+  x.reserved = get_be<uint16_t>(p);
+  if (x.version != kWireVersion) return DecodeError::BadVersion;
+  if (type == 0 || type > kMaxPktType) return DecodeError::BadType;
+  x.type = static_cast<PktType>(type);
+  if (x.flags & ~flag::kAll) return DecodeError::BadFlags;
+  if (x.nworkers == 0 || x.nworkers > kMaxWorkers) return DecodeError::BadWorkerCount;
+  if (x.rank >= x.nworkers) return DecodeError::BadRank;
+  if (x.bitmap & ~full_bitmap(x.nworkers)) return DecodeError::BadBitmap;
+  if (in.size() != kHeaderBytes + 4u * x.count) return DecodeError::PayloadLength;
+  if (x.count > payload_out.size()) return DecodeError::PayloadTooLarge;
+  for (size_t i = 0; i < x.count; ++i) payload_out[i] = static_cast<int32_t>(get_be<uint32_t>(p));
+  h = x;
+  return DecodeError::None;
+}
+
+DecodeError decode(std::span<const std::byte> in, Packet& pk) {
+  return decode(in, pk.h, std::span<int32_t>(pk.payload(), pk.capacity));
+}
+
+std::string describe(const Header& h) {
+  return fmt::format("type={} job={} psn={} rank={}/{} bitmap={:#x} flags={:#x} prio={} agg={} count={} {}->{}",
+                     static_cast<int>(h.type), h.job, h.psn, h.rank, h.nworkers, h.bitmap, h.flags,
+                     h.priority, h.agg_index, h.count, h.src, h.dst);
+}
+
+}  // namespace ina

@@ -1,0 +1,134 @@
+#pragma once
+// The INA wire format (version 1) and the in-memory packet both engines use.
+//
+// On the wire a packet is a 36-byte header in network byte order followed by
+// `count` int32 values (big-endian). In memory a Packet is a header plus an
+// inline payload of fixed capacity, handed out by a PacketPool; the simulator
+// never serializes, the UDP runtime does (encode/decode below).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ina {
+
+using NodeId = uint16_t;
+constexpr NodeId kNoNode = 0xFFFF;
+constexpr NodeId kMulticast = 0xFFFE;  // "all workers of header.job", replicated by the switch
+
+constexpr uint8_t kWireVersion = 1;
+constexpr size_t kHeaderBytes = 36;
+constexpr unsigned kMaxWorkers = 64;
+
+enum class PktType : uint8_t {
+  Data = 1,        // gradient (or partial aggregate) worker -> switch -> PS
+  Ack = 2,         // aggregation result, switch/PS -> workers (payload = result)
+  Fetch = 3,       // PS -> switch: hand over the aggregator holding (job, psn)
+  FetchReply = 4,  // switch -> PS: the aggregator's content (bitmap 0 = not held)
+  GradRequest = 5, // PS -> worker: send your gradient (or result) for psn to me
+  Reminder = 6,    // worker -> PS: I am stuck on psn, please run the reminder
+};
+constexpr uint8_t kMaxPktType = 6;
+
+// Header flag bits.
+namespace flag {
+constexpr uint16_t kEcn = 1 << 0;        // CE: marked by a congested queue
+constexpr uint16_t kEce = 1 << 1;        // ECN echo, carried by an Ack to the workers
+constexpr uint16_t kResend = 1 << 2;     // retransmission by the worker
+constexpr uint16_t kCollision = 1 << 3;  // forwarded to the PS after an addressing collision
+constexpr uint16_t kPartial = 1 << 4;    // payload is a partial aggregate (bitmap may have >1 bit)
+constexpr uint16_t kEvicted = 1 << 5;    // partial aggregate evicted by a preemption
+constexpr uint16_t kToPs = 1 << 6;       // bypass switch aggregation, deliver to the PS
+constexpr uint16_t kResult = 1 << 7;     // payload is the complete aggregation result
+constexpr uint16_t kAll = (1 << 8) - 1;
+}  // namespace flag
+
+struct Header {
+  uint8_t version = kWireVersion;
+  PktType type = PktType::Data;
+  uint16_t flags = 0;
+  uint16_t job = 0;
+  NodeId src = kNoNode;
+  NodeId dst = kNoNode;
+  uint8_t rank = 0;      // sender rank (0-based) for worker packets
+  uint8_t nworkers = 0;  // workers in the job (1..64)
+  uint32_t psn = 0;      // packet sequence number within the job's stream
+  uint64_t bitmap = 0;   // contributing workers, bit r = rank r
+  uint32_t priority = 0; // DSA preemption priority (Eq. 1, fixed point)
+  uint32_t agg_index = 0;// aggregator index (set by the switch; informative elsewhere)
+  uint16_t count = 0;    // number of int32 values in the payload
+  uint16_t reserved = 0;
+
+  bool has(uint16_t f) const { return (flags & f) != 0; }
+};
+
+inline uint64_t full_bitmap(unsigned nworkers) {
+  return nworkers >= 64 ? ~0ULL : ((1ULL << nworkers) - 1);
+}
+
+// In-memory packet. The payload lives right after the struct, with the
+// capacity of the pool that allocated it.
+struct Packet {
+  Header h;
+  Packet* next = nullptr;  // free-list / queue link, owned by whoever holds the packet
+  uint16_t capacity = 0;
+
+  int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
+  const int32_t* payload() const { return reinterpret_cast<const int32_t*>(this + 1); }
+  std::span<int32_t> values() { return {payload(), h.count}; }
+  std::span<const int32_t> values() const { return {payload(), h.count}; }
+};
+static_assert(sizeof(Packet) % alignof(int32_t) == 0);
+
+// Fixed-capacity packet pool: slabs, a free list, and an in-use count so that
+// tests can assert that no packet leaked after a run.
+class PacketPool {
+ public:
+  explicit PacketPool(uint16_t payload_capacity, size_t slab_packets = 4096);
+  PacketPool(const PacketPool&) = delete;
+  PacketPool& operator=(const PacketPool&) = delete;
+
+  Packet* get();
+  void put(Packet* p);
+  Packet* clone(const Packet& src);
+
+  uint16_t capacity() const { return capacity_; }
+  size_t in_use() const { return in_use_; }
+  size_t allocated() const { return total_; }
+
+ private:
+  void grow();
+  uint16_t capacity_;
+  size_t stride_;
+  size_t slab_packets_;
+  std::vector<std::unique_ptr<std::byte[]>> slabs_;
+  Packet* free_ = nullptr;
+  size_t in_use_ = 0;
+  size_t total_ = 0;
+};
+
+// ---- binary codec (runtime, tests, fuzzing) ----
+
+enum class DecodeError {
+  None = 0, Truncated, BadVersion, BadType, BadFlags, BadWorkerCount, BadRank,
+  BadBitmap, PayloadLength, PayloadTooLarge,
+};
+const char* to_string(DecodeError e);
+
+// Bytes needed to encode `h` with its payload.
+inline size_t encoded_size(const Header& h) { return kHeaderBytes + 4u * h.count; }
+
+// Writes header + payload into `out` (must hold encoded_size bytes). Returns bytes written.
+size_t encode(const Header& h, std::span<const int32_t> payload, std::span<std::byte> out);
+size_t encode(const Packet& p, std::span<std::byte> out);
+
+// Parses and validates. On success fills `h` and copies the payload into
+// `payload_out` (capacity = payload_out.size()).
+DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> payload_out);
+DecodeError decode(std::span<const std::byte> in, Packet& p);
+
+std::string describe(const Header& h);
+
+}  // namespace ina
