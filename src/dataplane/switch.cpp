@@ -32,25 +32,26 @@ void SwitchProgram::add_job(const SwitchJob& j) {
   if (j.job == 0) throw std::invalid_argument("switch: job id 0 is reserved");
   if (j.workers.empty() || j.workers.size() > kMaxWorkers)
     throw std::invalid_argument(fmt::format("switch: job {} has {} workers (1..64)", j.job, j.workers.size()));
-  if (jobs_.count(j.job)) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
+  if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
   if (cfg_.policy == Policy::Isolated) {
     if (j.region_size < 2 || j.region_size % 2 || j.region_offset + j.region_size > n_)
       throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators",
                                               j.job, j.region_offset, j.region_size, n_));
-    for (const auto& [id, o] : jobs_)
-      if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
-        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, id));
+    for (const auto& o : jobs_)
+      if (o && j.region_offset < o->region_offset + o->region_size && o->region_offset < j.region_offset + j.region_size)
+        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o->job));
   } else if (j.ps == kNoNode) {
     throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} policy", j.job, to_string(cfg_.policy)));
   }
-  jobs_[j.job] = j;
+  if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
+  jobs_[j.job] = std::make_unique<SwitchJob>(j);
 }
 
 size_t SwitchProgram::remove_job(uint16_t job) {
   size_t freed = 0;
   for (uint32_t i = 0; i < n_; ++i)
     if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
-  jobs_.erase(job);
+  if (job < jobs_.size()) jobs_[job].reset();
   return freed;
 }
 
@@ -68,18 +69,16 @@ size_t SwitchProgram::occupied_by(uint16_t job) const {
 
 std::array<uint64_t, 3> SwitchProgram::task_types() const {
   std::array<uint64_t, 3> t{0, 0, 0};
-  for (const auto& [k, bits] : tasks_) {
-    if (bits & task::kLost) ++t[2];
-    else if (bits & task::kWon) ++t[1];
-    else ++t[0];
-  }
+  for (const auto& job : tasks_)
+    for (uint8_t bits : job) {
+      if (bits & task::kLost) ++t[2];
+      else if (bits & task::kWon) ++t[1];
+      else if (bits & task::kSeen) ++t[0];
+    }
   return t;
 }
 
-const SwitchJob* SwitchProgram::job_of(uint16_t job) const {
-  auto it = jobs_.find(job);
-  return it == jobs_.end() ? nullptr : &it->second;
-}
+const SwitchJob* SwitchProgram::job_of(uint16_t job) const { return job < jobs_.size() ? jobs_[job].get() : nullptr; }
 
 uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {
   // Hash(JobID, PSN): stands in for the switch's CRC unit.
@@ -94,7 +93,11 @@ bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
 }
 
 void SwitchProgram::mark(uint16_t job, uint32_t psn, uint8_t bits) {
-  if (cfg_.track_tasks) tasks_[key_of(job, psn)] |= bits;
+  if (!cfg_.track_tasks) return;
+  if (tasks_.size() <= job) tasks_.resize(job + 1);
+  auto& v = tasks_[job];
+  if (v.size() <= psn) v.resize(std::max<size_t>(psn + 1, v.size() * 2), 0);
+  v[psn] |= bits;
 }
 
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
@@ -113,10 +116,25 @@ void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
   Agg& a = aggs_[i];
   int32_t* v = values(i);
   const int32_t* x = p.payload();
-  bool ovf = false;
-  for (uint16_t k = 0; k < p.h.count; ++k) v[k] = sat_add(v[k], x[k], ovf);
-  if (p.h.count > a.count) a.count = p.h.count;
-  st_.overflow += ovf;
+  // Wrapping add; a lane overflowed iff both inputs differ in sign from the
+  // sum. All int32 lanes, so it vectorizes. The rare overflow is redone with
+  // saturation (the original value is the sum minus the input, mod 2^32), as
+  // the switch's saturating ALU would.
+  const size_t n = p.h.count;
+  uint32_t ovf = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t a0 = static_cast<uint32_t>(v[k]), b0 = static_cast<uint32_t>(x[k]);
+    const uint32_t r = a0 + b0;
+    ovf |= (a0 ^ r) & (b0 ^ r);
+    v[k] = static_cast<int32_t>(r);
+  }
+  if (ovf >> 31) {
+    bool o = false;
+    for (size_t k = 0; k < n; ++k)
+      v[k] = sat_add(static_cast<int32_t>(static_cast<uint32_t>(v[k]) - static_cast<uint32_t>(x[k])), x[k], o);
+    ++st_.overflow;
+  }
+  if (n > a.count) a.count = static_cast<uint16_t>(n);
   a.bitmap |= p.h.bitmap;
   a.ecn |= p.h.has(flag::kEcn);
   ++st_.aggregated;

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -58,7 +57,7 @@ struct SwitchStats {
   uint64_t fetches = 0, fetch_hits = 0;
   uint64_t acks_multicast = 0; // result packets replicated to workers
   uint64_t released_by_ack = 0;// aggregators freed by a PS ack passing by
-  uint64_t overflow = 0;       // saturated int32 additions
+  uint64_t overflow = 0;       // packets whose addition saturated int32
   uint64_t malformed = 0;      // dropped: unknown job, bad rank/bitmap/count
   uint64_t forwarded = 0;      // plain forwarding
 };
@@ -87,7 +86,6 @@ class SwitchProgram : public Node {
   const SwitchConfig& config() const { return cfg_; }
   // Task outcome counts: [0] no preemption, [1] won, [2] lost (DSA §IV-C).
   std::array<uint64_t, 3> task_types() const;
-  const std::unordered_map<uint64_t, uint8_t>& task_log() const { return tasks_; }
 
   static uint64_t key_of(uint16_t job, uint32_t psn) { return (static_cast<uint64_t>(job) << 32) | psn; }
 
@@ -137,8 +135,9 @@ class SwitchProgram : public Node {
 
   std::vector<Agg> aggs_;
   std::vector<int32_t> vals_;
-  std::unordered_map<uint16_t, SwitchJob> jobs_;
-  std::unordered_map<uint64_t, uint8_t> tasks_;
+  std::vector<std::unique_ptr<SwitchJob>> jobs_;  // by job id (the control plane's job table)
+  // Instrumentation: per job, per PSN, 2 bits (won, lost) + a seen bit.
+  std::vector<std::vector<uint8_t>> tasks_;
 };
 
 std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg);

@@ -163,12 +163,16 @@ void ParameterServer::on_packet(Packet* p, Time now, Effects& fx) {
 }
 
 void ParameterServer::on_timer(uint64_t, Time now, Effects& fx) {
-  const Time next = timers_.expire(now, [&](uint32_t psn, Time dl) {
+  auto current = [&](uint32_t psn, Time dl) {
     auto it = index_.find(psn);
-    if (it == index_.end() || slots_[it->second].deadline != dl) return;
+    return it != index_.end() && slots_[it->second].deadline == dl ? static_cast<int64_t>(it->second) : -1;
+  };
+  const Time next = timers_.expire(now, [&](uint32_t psn, Time dl) {
+    const int64_t e = current(psn, dl);
+    if (e < 0) return;
     ++st_.timeout_reminders;
-    remind(it->second, now, fx);
-  });
+    remind(static_cast<uint32_t>(e), now, fx);
+  }, [&](uint32_t psn, Time dl) { return current(psn, dl) >= 0; });
   if (next != kNever) fx.set_timer(next, 0);
 }
 

@@ -44,7 +44,7 @@ class VectorTensor final : public TensorIO {
 // Large simulated tensors without storage: values are a deterministic
 // function of (stream, rank, index) whose sum over ranks has a closed form,
 //   g_r(i) = a(i) * (r + 1) + c(r),  sum(i) = a(i) * n(n+1)/2 + sum_r c(r),
-// with a(i) a hashed value in [-2048, 2047] and c(r) a hashed value in [0, 1023].
+// with a(i) a pseudo-random value in [-2048, 2047] and c(r) a hashed value in [0, 1023].
 // A missing, duplicated or foreign contribution changes the sum, so every
 // written result is checked exactly in O(1) per element.
 class SyntheticTensor final : public TensorIO {

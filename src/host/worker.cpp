@@ -29,10 +29,16 @@ uint64_t WorkerTransport::submit(std::shared_ptr<TensorIO> io, uint64_t elems, u
 }
 
 WorkerTransport::Op* WorkerTransport::find(uint32_t psn) {
+  if (last_found_ < ops_.size()) {  // most packets belong to the op of the previous one
+    Op& o = ops_[last_found_];
+    if (psn - o.psn0 < o.npkts) return &o;
+  }
   auto it = std::upper_bound(ops_.begin(), ops_.end(), psn, [](uint32_t v, const Op& o) { return v < o.psn0; });
   if (it == ops_.begin()) return nullptr;
   --it;
-  return psn - it->psn0 < it->npkts ? &*it : nullptr;
+  if (psn - it->psn0 >= it->npkts) return nullptr;
+  last_found_ = static_cast<size_t>(it - ops_.begin());
+  return &*it;
 }
 
 uint16_t WorkerTransport::count_of(const Op& op, uint32_t idx) const {
@@ -41,8 +47,8 @@ uint16_t WorkerTransport::count_of(const Op& op, uint32_t idx) const {
 }
 
 uint32_t WorkerTransport::lowest_unacked() const {
-  for (const Op& op : ops_)
-    if (!op.complete) return op.psn0 + op.low;
+  for (size_t i = first_open_; i < ops_.size(); ++i)
+    if (!ops_[i].complete) return ops_[i].psn0 + ops_[i].low;
   return next_psn_;
 }
 
@@ -153,9 +159,12 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     std::vector<Rec>().swap(op->recs);
     --incomplete_;
     completed_.push_back(op->id);
+    while (first_open_ < ops_.size() && ops_[first_open_].complete) ++first_open_;
     while (ops_.size() > cfg_.retain_ops && ops_.front().complete && send_op_ > 0) {
       ops_.pop_front();
       --send_op_;
+      --first_open_;
+      last_found_ = 0;
     }
   }
   pump(now, fx);
@@ -193,12 +202,18 @@ void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
 void WorkerTransport::on_timer(uint64_t, Time now, Effects& fx) { on_rto(now, fx); }
 
 void WorkerTransport::on_rto(Time now, Effects& fx) {
-  const Time next = rto_q_.expire(now, [&](uint32_t psn, Time dl) {
+  auto current = [&](uint32_t psn, Time dl) -> Rec* {
     Op* op = find(psn);
-    if (!op || op->complete) return;
+    if (!op || op->complete) return nullptr;
+    Rec& r = op->recs[psn - op->psn0];
+    return r.done || r.deadline != dl ? nullptr : &r;
+  };
+  const Time next = rto_q_.expire(now, [&](uint32_t psn, Time dl) {
+    Rec* rp = current(psn, dl);
+    if (!rp) return;
+    Rec& r = *rp;
+    Op* op = find(psn);
     const uint32_t idx = psn - op->psn0;
-    Rec& r = op->recs[idx];
-    if (r.done || r.deadline != dl) return;
     ++st_.timeouts;
     decrease(now);
     ++r.retx;
@@ -216,7 +231,7 @@ void WorkerTransport::on_rto(Time now, Effects& fx) {
       ++st_.reminders;
       fx.send(m);
     }
-  });
+  }, [&](uint32_t psn, Time dl) { return current(psn, dl) != nullptr; });
   if (next != kNever) fx.set_timer(next, 0);
 }
 

@@ -120,6 +120,8 @@ class WorkerTransport {
   PriorityFn* prio_ = nullptr;
   std::deque<Op> ops_;
   size_t send_op_ = 0;       // index in ops_ of the op being sent
+  size_t first_open_ = 0;    // index in ops_ of the first incomplete op
+  size_t last_found_ = 0;    // index in ops_ of the last find() hit
   size_t incomplete_ = 0;
   uint64_t next_op_id_ = 0;
   uint32_t next_psn_ = 0;

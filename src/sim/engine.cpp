@@ -8,6 +8,13 @@ namespace ina::sim {
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 
+namespace {
+inline void prefetch_packet(const Packet* p) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < sizeof(Packet) + 64 * sizeof(int32_t); off += 64) __builtin_prefetch(c + off, 0, 2);
+}
+}  // namespace
+
 Packet* SimEffects::alloc() { return sim_.pool().get(); }
 void SimEffects::send(Packet* p) { sim_.route(current, p); }
 void SimEffects::free(Packet* p) { sim_.pool().put(p); }
@@ -22,6 +29,12 @@ Simulator::~Simulator() {
   // Return packets still in flight so the pool's accounting stays meaningful.
   for (auto& e : heap_)
     if (e.kind == EvKind::Deliver) pool_.put(e.pkt);
+  for (auto& l : links_)
+    while (l.head) {
+      Packet* p = l.head;
+      l.head = p->next;
+      pool_.put(p);
+    }
 }
 
 NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
@@ -95,6 +108,13 @@ void Simulator::build_routes() {
   }
 }
 
+namespace {
+// (t, seq) order; seq is unique, so this is a strict total order.
+inline bool before(const Event& a, const Event& b) {
+  return a.t < b.t || (a.t == b.t && a.seq < b.seq);
+}
+}  // namespace
+
 void Simulator::push(const Event& e) {
   // 4-ary min-heap on (t, seq).
   heap_.push_back(e);
@@ -102,7 +122,7 @@ void Simulator::push(const Event& e) {
   while (i > 0) {
     size_t parent = (i - 1) / 4;
     const Event& p = heap_[parent];
-    if (p.t < e.t || (p.t == e.t && p.seq < e.seq)) break;
+    if (before(p, e)) break;
     heap_[i] = p;
     i = parent;
   }
@@ -110,28 +130,30 @@ void Simulator::push(const Event& e) {
 }
 
 Event Simulator::pop() {
-  Event top = heap_[0];
-  Event last = heap_.back();
+  const Event top = heap_[0];
+  const Event last = heap_.back();
   heap_.pop_back();
   const size_t n = heap_.size();
   if (n == 0) return top;
+  Event* h = heap_.data();
   size_t i = 0;
   for (;;) {
-    size_t c = 4 * i + 1;
+    const size_t c = 4 * i + 1;
     if (c >= n) break;
     size_t best = c;
-    const size_t end = c + 4 < n ? c + 4 : n;
-    for (size_t k = c + 1; k < end; ++k) {
-      const Event& a = heap_[k];
-      const Event& b = heap_[best];
-      if (a.t < b.t || (a.t == b.t && a.seq < b.seq)) best = k;
+    if (c + 3 < n) {  // full set of four children: branch-light selection
+      const size_t b01 = before(h[c + 1], h[c]) ? c + 1 : c;
+      const size_t b23 = before(h[c + 3], h[c + 2]) ? c + 3 : c + 2;
+      best = before(h[b23], h[b01]) ? b23 : b01;
+    } else {
+      for (size_t k = c + 1; k < n; ++k)
+        if (before(h[k], h[best])) best = k;
     }
-    const Event& b = heap_[best];
-    if (last.t < b.t || (last.t == b.t && last.seq < b.seq)) break;
-    heap_[i] = b;
+    if (!before(h[best], last)) break;
+    h[i] = h[best];
     i = best;
   }
-  heap_[i] = last;
+  h[i] = last;
   return top;
 }
 
@@ -178,36 +200,70 @@ void Simulator::transmit(uint32_t link_id, Packet* p) {
     p->h.flags |= flag::kEcn;
     ++l.st.ecn_marked;
   }
-  const uint32_t bytes = wire_bytes(*p);
-  const Time ser = serialization_time(bytes, l.bps);
-  const Time start = backlog ? l.busy_until : now_;
-  l.busy_until = start + ser;
+  const Time ser = serialization_time(wire_bytes(*p), l.bps);
+  l.busy_until = (backlog ? l.busy_until : now_) + ser;
   l.st.busy += ser;
-  Time arrival = l.busy_until + l.p.delay;
-  if (l.p.reorder > 0 && l.rng.bernoulli(l.p.reorder)) {
-    ++l.st.reordered;
-    arrival += static_cast<Time>(l.rng.uniform() * static_cast<double>(l.p.reorder_delay)) + 1;
-  }
+  const Time arrival = l.busy_until + l.p.delay;
+  Packet* copy = nullptr;
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
     ++l.st.duplicated;
-    Packet* c = pool_.clone(*p);
+    copy = pool_.clone(*p);
     l.busy_until += ser;  // the copy takes the wire too
     l.st.busy += ser;
-    enqueue_on_wire(l, c, l.busy_until + l.p.delay);
   }
-  enqueue_on_wire(l, p, arrival);
+  if (l.p.reorder > 0 && l.rng.bernoulli(l.p.reorder)) {
+    ++l.st.reordered;
+    const Time extra = static_cast<Time>(l.rng.uniform() * static_cast<double>(l.p.reorder_delay)) + 1;
+    enqueue_on_wire(link_id, p, arrival + extra, false);
+  } else {
+    enqueue_on_wire(link_id, p, arrival, true);
+  }
+  if (copy) enqueue_on_wire(link_id, copy, l.busy_until + l.p.delay, true);
 }
 
-void Simulator::enqueue_on_wire(Link& l, Packet* p, Time arrival) {
+void Simulator::enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order) {
+  Link& l = links_[link_id];
   ++l.st.packets;
   l.st.bytes += wire_bytes(*p);
+  p->stamp = arrival;
+  if (!in_order) {
+    Event e;
+    e.t = arrival;
+    e.seq = seq_++;
+    e.pkt = p;
+    e.node = l.to;
+    e.kind = EvKind::Deliver;
+    push(e);
+    return;
+  }
+  p->next = nullptr;
+  if (l.tail) {
+    l.tail->next = p;
+    l.tail = p;
+  } else {
+    l.head = l.tail = p;
+    push_link_head(link_id);
+  }
+}
+
+void Simulator::push_link_head(uint32_t link_id) {
   Event e;
-  e.t = arrival;
+  e.t = links_[link_id].head->stamp;
   e.seq = seq_++;
-  e.pkt = p;
-  e.node = l.to;
-  e.kind = EvKind::Deliver;
+  e.pkt = nullptr;
+  e.node = link_id;
+  e.kind = EvKind::LinkHead;
   push(e);
+}
+
+void Simulator::deliver(NodeId to, Packet* p) {
+  ++hops_;
+  const Header& h = p->h;
+  digest_ = (digest_ ^ static_cast<uint64_t>(now_) ^ (static_cast<uint64_t>(to) << 48) ^
+             (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^ h.rank) *
+            0x100000001b3ULL;
+  fx_.current = to;
+  nodes_[to]->on_packet(p, now_, fx_);
 }
 
 void Simulator::run(Time until) {
@@ -220,20 +276,37 @@ void Simulator::run(Time until) {
   }
   while (!heap_.empty()) {
     if (heap_[0].t > until) break;
-    Event e = pop();
+    const Event e = pop();
+    if (!heap_.empty()) {  // overlap the next event's cache misses with this one
+      const Event& nx = heap_[0];
+      if (nx.kind == EvKind::LinkHead) prefetch_packet(links_[nx.node].head);
+      else if (nx.kind == EvKind::Deliver) prefetch_packet(nx.pkt);
+    }
     now_ = e.t;
     ++events_;
-    fx_.current = static_cast<NodeId>(e.node);
-    if (e.kind == EvKind::Deliver) {
-      ++hops_;
-      const Header& h = e.pkt->h;
-      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ (static_cast<uint64_t>(e.node) << 48) ^
-                 (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^ h.rank) *
-                0x100000001b3ULL;
-      nodes_[e.node]->on_packet(e.pkt, now_, fx_);
-    } else {
-      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
-      nodes_[e.node]->on_timer(e.token, now_, fx_);
+    switch (e.kind) {
+      case EvKind::LinkHead: {
+        Link& l = links_[e.node];
+        Packet* p = l.head;
+        l.head = p->next;
+        if (l.head) {
+          push_link_head(e.node);
+          prefetch_packet(l.head);  // many events pass before it is due: bring it near
+        } else {
+          l.tail = nullptr;
+        }
+        p->next = nullptr;
+        deliver(l.to, p);
+        break;
+      }
+      case EvKind::Deliver:
+        deliver(static_cast<NodeId>(e.node), e.pkt);
+        break;
+      case EvKind::Timer:
+        digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
+        fx_.current = static_cast<NodeId>(e.node);
+        nodes_[e.node]->on_timer(e.token, now_, fx_);
+        break;
     }
   }
   if (until != kNever && now_ < until && heap_.empty()) now_ = until;

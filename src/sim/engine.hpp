@@ -5,10 +5,13 @@
 // 4-ary heap of 32-byte PODs; ties break by insertion order, so a run is a
 // pure function of its seed. A link is a FIFO output queue plus a wire: a
 // packet's departure is computed arithmetically from the link's busy-until
-// time, so crossing a link costs exactly one event (its arrival). Queue
-// occupancy is that backlog; drop-tail and ECN marking act on it at enqueue.
+// time, so crossing a link costs exactly one event (its arrival). Packets in
+// flight on a link wait in the link's own FIFO (an intrusive list, arrival
+// times are non-decreasing), and only the head of each link is in the event
+// heap: the heap holds links + timers, not every packet in flight. Queue
+// occupancy is the backlog; drop-tail and ECN marking act on it at enqueue.
 // Loss, duplication and reordering are injected per link from the link's own
-// random stream.
+// random stream; a reordered packet leaves the FIFO and becomes its own event.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,11 +46,14 @@ struct Link {
   uint64_t bps = 0;
   Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
   Time busy_until = 0;
+  Packet* head = nullptr;  // in flight, in arrival order
+  Packet* tail = nullptr;
   Rng rng;
   LinkStats st;
 };
 
-enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
+// Deliver: a lone packet (reordered); LinkHead: the head of link `node`'s FIFO.
+enum class EvKind : uint32_t { Deliver = 0, Timer = 1, LinkHead = 2 };
 
 struct Event {
   Time t;
@@ -120,7 +126,9 @@ class Simulator {
   void push(const Event& e);
   Event pop();
   void transmit(uint32_t link_id, Packet* p);
-  void enqueue_on_wire(Link& l, Packet* p, Time arrival);
+  void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
+  void deliver(NodeId to, Packet* p);
+  void push_link_head(uint32_t link_id);
 
   PacketPool pool_;
   uint32_t header_bytes_, min_packet_bytes_;
