@@ -124,7 +124,6 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
 
   const auto wall0 = std::chrono::steady_clock::now();
   sim.run(from_ms(s.max_sim_ms));
-  const Time end_of_training = sim.now();
   // Drain: stale timers and late packets, so leaks are real leaks.
   sim.run(sim.now() + 2 * kSec);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -132,6 +131,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   RunOutput out;
   auto& m = out.metrics;
   double jct_sum = 0, jct_max = 0, util_sum = 0;
+  Time end_of_training = 0;
   size_t unfinished = 0;
   uint64_t checked = 0, mismatches = 0, retx = 0, reminders = 0, timeouts = 0;
   size_t wi = 0;
@@ -142,6 +142,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
       start = w->start_time();
       if (!w->finished()) { ++unfinished; continue; }
       finish = std::max(finish, w->finish_time());
+      end_of_training = std::max(end_of_training, w->finish_time());
       checked += w->verify_checked();
       mismatches += w->verify_mismatches();
       retx += w->transport().stats().retransmits;

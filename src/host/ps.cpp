@@ -57,7 +57,6 @@ void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) 
     bool ovf = false;
     for (uint16_t k = 0; k < p.h.count; ++k) v[k] = sat_add(v[k], p.payload()[k], ovf);
     en.bitmap |= b;
-    en.reminders = 0;  // progress: the next reminder waits one timeout, not a backed-off one
   } else if ((b & ~a) == 0) {
     ++st_.duplicates;
     return;
@@ -65,29 +64,37 @@ void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) 
     ++st_.superseded;
     std::memcpy(vals(e), p.payload(), 4u * p.h.count);
     en.bitmap = b;
-    en.reminders = 0;
   } else {
     ++st_.conflicts;
     remind(e, now, fx);
     return;
   }
   en.count = std::max(en.count, p.h.count);
-  if (en.bitmap == full_) complete(e, now, fx);
+  if (en.bitmap == full_) {
+    complete(e, now, fx);
+    return;
+  }
+  // Progress: the timeout counts from the last contribution, without backoff.
+  en.reminders = 0;
+  en.deadline = now + timeout_;
+  if (timers_.push(en.deadline, en.psn)) fx.set_timer(en.deadline, 0);
 }
 
 void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   Entry& en = slots_[e];
   ++st_.completions;
-  const Time sample = now - en.created;
-  if (srtt_ == 0) {
-    srtt_ = sample;
-    rttvar_ = sample / 2;
-  } else {
-    const Time err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
-    rttvar_ = (3 * rttvar_ + err) / 4;
-    srtt_ = (7 * srtt_ + sample) / 8;
+  if (!en.reminded) {  // a completion the reminder helped would measure the timeout itself
+    const Time sample = now - en.created;
+    if (srtt_ == 0) {
+      srtt_ = sample;
+      rttvar_ = sample / 2;
+    } else {
+      const Time err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
+      rttvar_ = (3 * rttvar_ + err) / 4;
+      srtt_ = (7 * srtt_ + sample) / 8;
+    }
+    timeout_ = std::clamp<Time>(srtt_ + 4 * rttvar_, cfg_.min_timeout, cfg_.max_timeout);
   }
-  timeout_ = std::clamp<Time>(srtt_ + 4 * rttvar_, cfg_.min_timeout, cfg_.max_timeout);
   Packet* a = fx.alloc();
   Header& h = a->h;
   h.type = PktType::Ack;
@@ -107,6 +114,7 @@ void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
 void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
   Entry& en = slots_[e];
   ++en.reminders;
+  en.reminded = true;
   en.last_reminder = now;
   en.deadline = now + std::min<Time>(timeout_ << std::min<int>(en.reminders, 3), cfg_.max_timeout);
   if (timers_.push(en.deadline, en.psn)) fx.set_timer(en.deadline, 0);

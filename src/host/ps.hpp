@@ -54,13 +54,27 @@ class ParameterServer final : public Node {
   const PsStats& stats() const { return st_; }
   Time timeout() const { return timeout_; }
 
+  struct EntryView {
+    uint32_t psn;
+    uint64_t bitmap;
+    unsigned reminders;
+    Time created, deadline;
+  };
+  // Introspection (tests, debugging): the open entries, in no particular order.
+  std::vector<EntryView> open_entries() const {
+    std::vector<EntryView> v;
+    for (const auto& [psn, e] : index_) v.push_back({psn, slots_[e].bitmap, slots_[e].reminders, slots_[e].created, slots_[e].deadline});
+    return v;
+  }
+
  private:
   struct Entry {
     uint32_t psn = 0;
     uint64_t bitmap = 0;
     uint16_t count = 0;
     bool ecn = false;
-    uint8_t reminders = 0;
+    bool reminded = false;   // Karn's rule: such completions are not timeout samples
+    uint8_t reminders = 0;   // consecutive reminders without progress
     Time created = 0, deadline = 0, last_reminder = -kSec;
   };
 

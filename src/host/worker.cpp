@@ -56,14 +56,17 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   Rec& r = op.recs[idx];
   Packet* p = fx.alloc();
   Header& h = p->h;
+  const uint32_t psn = op.psn0 + idx;
+  const bool redirect = !to_ps_.empty() && to_ps_.count(psn);
   h.type = PktType::Data;
-  h.flags = resend ? flag::kResend : 0;
+  h.flags = static_cast<uint16_t>((resend ? flag::kResend : 0) | (redirect ? flag::kToPs : 0));
   h.job = cfg_.job;
   h.src = cfg_.self;
-  h.dst = cfg_.aggregator;
+  h.dst = redirect ? cfg_.ps : cfg_.aggregator;
+  st_.redirected += redirect;
   h.rank = cfg_.rank;
   h.nworkers = cfg_.nworkers;
-  h.psn = op.psn0 + idx;
+  h.psn = psn;
   h.bitmap = 1ULL << cfg_.rank;
   h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
   h.count = count_of(op, idx);
@@ -141,6 +144,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   }
   Rec& r = op->recs[idx];
   op->io->write_result(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
+  if (!to_ps_.empty()) to_ps_.erase(p->h.psn);
   r.done = true;
   --inflight_;
   ++st_.acks;
@@ -173,8 +177,12 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
 void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
   Op* op = find(p->h.psn);
   const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
-  // Unknown, retired, or not yet sent (it will arrive the normal way).
-  if (!op || (!op->complete && idx >= op->next)) {
+  if (!op) {  // retired long ago, or an op this worker has not reached
+    fx.free(p);
+    return;
+  }
+  if (!op->complete && idx >= op->next) {  // not sent yet: send it to the PS when its turn comes
+    if (cfg_.ps != kNoNode) to_ps_.insert(p->h.psn);
     fx.free(p);
     return;
   }
@@ -215,7 +223,6 @@ void WorkerTransport::on_rto(Time now, Effects& fx) {
     Op* op = find(psn);
     const uint32_t idx = psn - op->psn0;
     ++st_.timeouts;
-    decrease(now);
     ++r.retx;
     send_data(*op, idx, now, fx, true);
     if (cfg_.ps != kNoNode && r.retx % cfg_.reminder_after == 0) {

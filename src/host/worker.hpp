@@ -4,10 +4,11 @@
 //
 //  - All ops of a job form one PSN stream in submit order; every worker of the
 //    job submits the same ops, so equal PSNs meet in the same aggregator.
-//  - Sliding window of in-flight packets, initial 60 KB (DSA §III-D); AIMD:
-//    +1 packet per window of Acks, halved on an ECN-echo Ack (at most once per
-//    RTT) and on a retransmission timeout. Out-of-order and duplicate Acks are
-//    normal with two result sources (switch and PS) and change nothing.
+//  - Sliding window of in-flight packets, initial 60 KB (DSA §III-D); AIMD on
+//    ECN as in DSA/ATP: +1 packet per window of Acks, halved on an ECN-echo
+//    Ack (at most once per RTT). Out-of-order and duplicate Acks are normal
+//    with two result sources (switch and PS) and change nothing; neither does
+//    a timeout, which in INA mostly means a task is stuck, not congestion.
 //  - Isolated regions (SwitchML) add a cap: no PSN may run `window_cap` or
 //    more past the lowest unacknowledged one.
 //  - Retransmission with an EWMA RTO (TCP's estimator, Karn's rule, floor
@@ -15,11 +16,13 @@
 //    retransmissions of a packet a Reminder goes to the PS (DSA §IV-B).
 //  - A PS GradRequest is answered with this worker's gradient, or with the
 //    result if the worker already has it; completed ops are kept for
-//    `retain_ops` ops so late requests can be answered.
+//    `retain_ops` ops so late requests can be answered. A request for a packet
+//    not sent yet is remembered: that packet then goes straight to the PS.
 // The transport is not a Node itself: a host node owns it and forwards
 // packets and timers whose token has bit 63 clear.
 #include <cstdint>
 #include <deque>
+#include <unordered_set>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -51,7 +54,7 @@ struct WorkerConfig {
 struct WorkerStats {
   uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0;
   uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0;
-  uint64_t grads_to_ps = 0, results_to_ps = 0, malformed = 0;
+  uint64_t grads_to_ps = 0, results_to_ps = 0, redirected = 0, malformed = 0;
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
@@ -84,6 +87,7 @@ class WorkerTransport {
   double cwnd() const { return cwnd_; }
   Time rto() const { return rto_; }
   uint32_t next_psn() const { return next_psn_; }
+  uint32_t lowest_unacked() const;  // next_psn() when nothing is outstanding
 
  private:
   struct Rec {
@@ -113,7 +117,6 @@ class WorkerTransport {
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
   void sample_rtt(Time r);
-  uint32_t lowest_unacked() const;
 
   WorkerConfig cfg_;
   WorkerStats st_;
@@ -130,6 +133,7 @@ class WorkerTransport {
   Time srtt_ = 0, rttvar_ = 0, rto_;
   Time last_decrease_ = -kSec;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
+  std::unordered_set<uint32_t> to_ps_;  // unsent PSNs the PS asked for
   std::vector<uint64_t> completed_;
 };
 
