@@ -288,7 +288,7 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
   const fs::path dir = fs::path(INA_SOURCE_DIR) / "scenarios" / "dsa";
   const std::map<std::string, size_t> expected_points = {
       {"fig8.toml", 24}, {"fig9.toml", 12}, {"fig10.toml", 2},
-      {"fig11.toml", 2}, {"loss.toml", 5},  {"loss_ps.toml", 5}};
+      {"fig11.toml", 2}, {"loss.toml", 5},  {"loss_ps.toml", 5}, {"memory.toml", 12}};
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".toml") continue;
@@ -303,7 +303,7 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
       EXPECT_EQ(p.settings.hosts, 64);
       EXPECT_DOUBLE_EQ(p.settings.link_gbps, 100);
       EXPECT_DOUBLE_EQ(p.settings.rtt_us, 10);
-      EXPECT_DOUBLE_EQ(p.settings.memory_mb, 5);
+      if (sc.sweep_key != "switch.memory_mb") EXPECT_DOUBLE_EQ(p.settings.memory_mb, 5);
       EXPECT_EQ(p.settings.payload_bytes + p.settings.header_bytes, 306);
       EXPECT_DOUBLE_EQ(p.settings.queue_kb, 1024);
       EXPECT_DOUBLE_EQ(p.settings.ecn_kb, 100);

@@ -1,12 +1,14 @@
 // The `ina` command.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "experiment/results.hpp"
 #include "experiment/runner.hpp"
@@ -54,7 +56,11 @@ y_label = "average JCT (ms)"
 int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet) {
   using namespace ina::exp;
   std::vector<std::string> failures;
+  nlohmann::json runs = nlohmann::json::array();
   const auto per_seed = run_scenario(sc, [&](const Progress& p) {
+    runs.push_back({{"series", p.point->series}, {"scheme", *p.scheme}, {"x", p.point->x}, {"seed", p.seed},
+                    {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
+                    {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"metrics", p.out->metrics}});
     if (quiet) return;
     const auto& m = p.out->metrics;
     std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: avg JCT %.3f ms, util %.3f, %s (%.1f s, %.0f hops)\n",
@@ -66,6 +72,9 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
   std::cout << format_table(records, sc.metrics.front());
   if (!out_dir.empty()) {
     for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
+    const std::string runs_file = out_dir + "/runs.json";
+    std::ofstream(runs_file) << runs.dump(1) << "\n";
+    std::cout << "wrote " << runs_file << " (every run: seed, per-job JCT, all metrics, trace digest)\n";
   }
   for (const auto& f : failures) std::cerr << "FAILED: " << f << "\n";
   return failures.empty() ? 0 : 3;

@@ -19,9 +19,11 @@ constexpr double to_ms(Time t) { return static_cast<double>(t) / kMs; }
 constexpr Time from_us(double us) { return static_cast<Time>(us * kUs); }
 constexpr Time from_ms(double ms) { return static_cast<Time>(ms * kMs); }
 
-// Serialization time of `bytes` on a link of `bps` bits per second, rounded up.
+// Serialization time of `bytes` on a link of `bps` bits per second, rounded
+// up (128-bit intermediate: exact for any size).
 constexpr Time serialization_time(uint64_t bytes, uint64_t bps) {
-  return static_cast<Time>((bytes * 8ULL * 1'000'000'000'000ULL + bps - 1) / bps);
+  const unsigned __int128 bits_ps = static_cast<unsigned __int128>(bytes) * 8ULL * 1'000'000'000'000ULL;
+  return static_cast<Time>((bits_ps + bps - 1) / bps);
 }
 
 }  // namespace ina

@@ -112,23 +112,33 @@ void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   ++st_.aggregated;
 }
 
-void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
-  Agg& a = aggs_[i];
-  int32_t* v = values(i);
-  const int32_t* x = p.payload();
-  // Wrapping add; a lane overflowed iff both inputs differ in sign from the
-  // sum. All int32 lanes, so it vectorizes. The rare overflow is redone with
-  // saturation (the original value is the sum minus the input, mod 2^32), as
-  // the switch's saturating ALU would.
-  const size_t n = p.h.count;
+namespace {
+// Wrapping add; a lane overflowed iff both inputs differ in sign from the
+// sum. All int32 lanes, so it vectorizes (fully, for the fixed-width case).
+// Returns the OR of the per-lane overflow flags (bit 31 set = overflow).
+template <size_t N>
+inline uint32_t add_lanes(int32_t* v, const int32_t* x, size_t n) {
+  const size_t len = N ? N : n;
   uint32_t ovf = 0;
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < len; ++k) {
     const uint32_t a0 = static_cast<uint32_t>(v[k]), b0 = static_cast<uint32_t>(x[k]);
     const uint32_t r = a0 + b0;
     ovf |= (a0 ^ r) & (b0 ^ r);
     v[k] = static_cast<int32_t>(r);
   }
+  return ovf;
+}
+}  // namespace
+
+void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
+  Agg& a = aggs_[i];
+  int32_t* v = values(i);
+  const int32_t* x = p.payload();
+  const size_t n = p.h.count;
+  const uint32_t ovf = n == 64 ? add_lanes<64>(v, x, n) : add_lanes<0>(v, x, n);
   if (ovf >> 31) {
+    // The rare overflow is redone with saturation, as the switch's saturating
+    // ALU would: the original value is the sum minus the input, mod 2^32.
     bool o = false;
     for (size_t k = 0; k < n; ++k)
       v[k] = sat_add(static_cast<int32_t>(static_cast<uint32_t>(v[k]) - static_cast<uint32_t>(x[k])), x[k], o);

@@ -1,6 +1,7 @@
 #include "experiment/runner.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -139,10 +140,11 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   size_t wi = 0;
   for (const auto& job : plan.jobs) {
     Time start = -1, finish = -1;
+    bool job_done = true;
     for (size_t r = 0; r < job.workers.size(); ++r, ++wi) {
       const auto* w = workers[wi];
       start = w->start_time();
-      if (!w->finished()) { ++unfinished; continue; }
+      if (!w->finished()) { ++unfinished; job_done = false; continue; }
       finish = std::max(finish, w->finish_time());
       end_of_training = std::max(end_of_training, w->finish_time());
       checked += w->verify_checked();
@@ -151,6 +153,8 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
       reminders += w->transport().stats().reminders;
       timeouts += w->transport().stats().timeouts;
     }
+    if (!job_done) finish = -1;
+    out.job_jct_ms.push_back(finish >= 0 ? to_ms(finish - start) : std::nan(""));
     if (finish >= 0) {
       const double jct = to_ms(finish - start);
       jct_sum += jct;

@@ -14,6 +14,7 @@ namespace ina::exp {
 
 struct RunOutput {
   std::map<std::string, double> metrics;
+  std::vector<double> job_jct_ms;  // per job, in job order (NaN: did not finish)
   bool ok = true;
   std::string problems;  // why !ok: unfinished workers, wrong results, leaks
   uint64_t digest = 0;

@@ -147,6 +147,14 @@ void ParameterServer::on_packet(Packet* p, Time now, Effects& fx) {
   switch (p->h.type) {
     case PktType::Data: {
       ++st_.data_in;
+      if (p->h.has(flag::kRetired)) {  // every worker already holds this result
+        auto it = index_.find(p->h.psn);
+        if (it != index_.end()) {
+          ++st_.retired;
+          close(it->second);
+        }
+        break;
+      }
       merge(open(p->h.psn, now, fx), *p, now, fx);
       break;
     }

@@ -41,6 +41,7 @@ struct PsConfig {
 struct PsStats {
   uint64_t data_in = 0, completions = 0, duplicates = 0, superseded = 0, conflicts = 0;
   uint64_t timeout_reminders = 0, worker_reminders = 0, fetches = 0, fetch_hits = 0, grad_requests = 0;
+  uint64_t retired = 0;  // stale entries dropped: a worker had retired the task
   uint64_t malformed = 0, max_entries = 0;
 };
 

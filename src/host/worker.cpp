@@ -88,6 +88,7 @@ void WorkerTransport::pump(Time now, Effects& fx) {
   while (send_op_ < ops_.size()) {
     Op& op = ops_[send_op_];
     if (op.next >= op.npkts) { ++send_op_; continue; }
+    if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) break;  // retention bound
     if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) break;
     if (cfg_.window_cap && op.psn0 + op.next - lowest_unacked() >= cfg_.window_cap) break;
     send_data(op, op.next, now, fx, false);
@@ -164,7 +165,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     --incomplete_;
     completed_.push_back(op->id);
     while (first_open_ < ops_.size() && ops_[first_open_].complete) ++first_open_;
-    while (ops_.size() > cfg_.retain_ops && ops_.front().complete && send_op_ > 0) {
+    while (first_open_ > cfg_.retain_ops) {  // keep R completed ops before the oldest open one
       ops_.pop_front();
       --send_op_;
       --first_open_;
@@ -177,7 +178,21 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
 void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
   Op* op = find(p->h.psn);
   const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
-  if (!op) {  // retired long ago, or an op this worker has not reached
+  const uint32_t retained_from = ops_.empty() ? next_psn_ : ops_.front().psn0;
+  if (!op && p->h.psn < retained_from) {  // retired: every worker has this result (see header)
+    const NodeId ps = p->h.src;
+    p->h.type = PktType::Data;
+    p->h.flags = flag::kToPs | flag::kRetired;
+    p->h.src = cfg_.self;
+    p->h.dst = ps;
+    p->h.rank = cfg_.rank;
+    p->h.bitmap = 0;
+    p->h.count = 0;
+    ++st_.retired_to_ps;
+    fx.send(p);
+    return;
+  }
+  if (!op) {  // an op this worker has not reached yet
     fx.free(p);
     return;
   }

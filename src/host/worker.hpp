@@ -15,9 +15,15 @@
 //    min_rto, exponential backoff per packet); after every `reminder_after`
 //    retransmissions of a packet a Reminder goes to the PS (DSA §IV-B).
 //  - A PS GradRequest is answered with this worker's gradient, or with the
-//    result if the worker already has it; completed ops are kept for
-//    `retain_ops` ops so late requests can be answered. A request for a packet
-//    not sent yet is remembered: that packet then goes straight to the PS.
+//    result if the worker already has it. A request for a packet not sent yet
+//    is remembered: that packet then goes straight to the PS.
+//  - Retention (R = retain_ops, equal for all workers of a job): a worker keeps
+//    the R completed ops before its oldest incomplete op, and never starts an
+//    op R or more past its oldest incomplete op. Then, if any worker has
+//    retired op k, every worker has completed op k (a peer completed op k + R,
+//    which needed this worker to start it, which needed op k done here). So a
+//    request for a retired PSN is answered "retired" and the PS drops the
+//    entry: it is a stale copy of a finished task.
 // The transport is not a Node itself: a host node owns it and forwards
 // packets and timers whose token has bit 63 clear.
 #include <cstdint>
@@ -54,7 +60,7 @@ struct WorkerConfig {
 struct WorkerStats {
   uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0;
   uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0;
-  uint64_t grads_to_ps = 0, results_to_ps = 0, redirected = 0, malformed = 0;
+  uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).

@@ -42,7 +42,8 @@ constexpr uint16_t kPartial = 1 << 4;    // payload is a partial aggregate (bitm
 constexpr uint16_t kEvicted = 1 << 5;    // partial aggregate evicted by a preemption
 constexpr uint16_t kToPs = 1 << 6;       // bypass switch aggregation, deliver to the PS
 constexpr uint16_t kResult = 1 << 7;     // payload is the complete aggregation result
-constexpr uint16_t kAll = (1 << 8) - 1;
+constexpr uint16_t kRetired = 1 << 8;    // worker -> PS: that PSN is retired here, so every worker has its result
+constexpr uint16_t kAll = (1 << 9) - 1;
 }  // namespace flag
 
 struct Header {

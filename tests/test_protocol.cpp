@@ -1,0 +1,1196 @@
+// Protocol tests: end-to-end exactness of every policy under faults in the
+// simulator, DSA task types, and unit tests of the switch programs and the PS
+// driven directly through a recording Effects.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cluster_fixture.hpp"
+
+namespace ina::test {
+namespace {
+
+// ====================================================================
+// End to end: policy x concurrent jobs x fault profile
+// ====================================================================
+
+struct PolicyCase {
+  std::string name;
+  dp::Policy policy;
+  dp::PreemptMode preempt = dp::PreemptMode::Priority;
+  bool priorities = false;
+};
+
+const std::vector<PolicyCase>& policies() {
+  static const std::vector<PolicyCase> v = {
+      {"SwitchML", dp::Policy::Isolated},
+      {"ATP", dp::Policy::SharedFcfs},
+      {"DSA", dp::Policy::Preemptive, dp::PreemptMode::Priority, true},
+      {"DSAAlways", dp::Policy::Preemptive, dp::PreemptMode::Always},
+      {"DSACoin", dp::Policy::Preemptive, dp::PreemptMode::Coin},
+  };
+  return v;
+}
+
+std::vector<Faults> fault_profiles() {
+  Faults clean;
+  Faults l1;
+  l1.name = "loss1";
+  l1.loss = 0.01;
+  Faults l5;
+  l5.name = "loss5";
+  l5.loss = 0.05;
+  Faults dr;
+  dr.name = "dup2reorder5";
+  dr.dup = 0.02;
+  dr.reorder = 0.05;
+  dr.reorder_delay = 4 * kUs;
+  Faults all;
+  all.name = "loss2dup2reorder5";
+  all.loss = 0.02;
+  all.dup = 0.02;
+  all.reorder = 0.05;
+  all.reorder_delay = 4 * kUs;
+  return {clean, l1, l5, dr, all};
+}
+
+ClusterConfig e2e_config(const PolicyCase& pc, int jobs, const Faults& f, uint64_t seed) {
+  ClusterConfig c;
+  c.policy = pc.policy;
+  c.preempt = pc.preempt;
+  const std::vector<int> wpj = {4, 3, 2};
+  c.workers_per_job.assign(wpj.begin(), wpj.begin() + jobs);
+  // Different sizes per job, including sizes that are not multiples of 64 and a 1-value op.
+  c.ops = {{1000, 64, 2500, 130}, {777, 1280, 63, 1}, {2048, 500, 321}};
+  if (pc.priorities) c.job_priority = {1u << 20, 1u << 10, 1u << 4};  // job 1 high, job 2 low, job 3 lower
+  c.job_start = {0, 7 * kUs, 15 * kUs};
+  c.rank_stagger = 700 * kNs;
+  c.aggregators = 32;  // small: collisions between (and within) jobs
+  c.faults = f;
+  c.seed = seed;
+  return c;
+}
+
+using E2EParam = std::tuple<size_t, int, size_t>;  // policy index, jobs, fault index
+
+class EndToEnd : public ::testing::TestWithParam<E2EParam> {};
+
+TEST_P(EndToEnd, ExactSumNoLeaks) {
+  const auto [pi, jobs, fi] = GetParam();
+  const PolicyCase& pc = policies()[pi];
+  const Faults f = fault_profiles()[fi];
+  for (uint64_t rep = 0; rep < 3; ++rep) {
+    const uint64_t seed = 1000 + pi * 100 + jobs * 10 + fi + rep * 7919;
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Cluster cl(e2e_config(pc, jobs, f, seed));
+    if (pc.policy == dp::Policy::Isolated) {
+      // SwitchML: every worker's window cap is the slots per pool of its region.
+      ASSERT_EQ(cl.slots_per_pool, (32u / jobs & ~1u) / 2);
+    } else {
+      ASSERT_EQ(cl.slots_per_pool, 0u);
+      ASSERT_EQ(cl.servers.size(), static_cast<size_t>(jobs));
+    }
+    ASSERT_TRUE(cl.run(10 * kSec)) << "not idle after 10 s simulated";
+    cl.check_all(pc.name + "/" + f.name);
+    // Every op completed, at every worker.
+    for (size_t j = 0; j < cl.workers.size(); ++j)
+      for (auto* w : cl.workers[j]) {
+        EXPECT_EQ(w->completed(), cl.expected[j].size());
+        EXPECT_FALSE(w->transport().busy());
+        EXPECT_GE(w->finish_time(), 0);
+      }
+    // The scheme did the work where it should.
+    const auto& st = cl.sw->stats();
+    EXPECT_GT(st.aggregated, 0u);
+    EXPECT_EQ(st.malformed, 0u);
+    if (pc.policy == dp::Policy::Isolated) {
+      EXPECT_EQ(st.to_ps, 0u);
+      EXPECT_GT(st.completed, 0u);
+    }
+    if (f.loss == 0 && !f.late_copies()) {
+      for (size_t j = 0; j < cl.workers.size(); ++j)
+        for (auto* w : cl.workers[j]) EXPECT_EQ(w->transport().stats().malformed, 0u);
+    }
+  }
+}
+
+std::string e2e_name(const ::testing::TestParamInfo<E2EParam>& info) {
+  const auto [pi, jobs, fi] = info.param;
+  return policies()[pi].name + "_" + std::to_string(jobs) + "jobs_" + fault_profiles()[fi].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, EndToEnd,
+                         ::testing::Combine(::testing::Range<size_t>(0, 5), ::testing::Values(1, 2, 3),
+                                            ::testing::Range<size_t>(0, 5)),
+                         e2e_name);
+
+// More seeds for the hardest profile with three jobs contending for a tiny pool.
+class EndToEndSeeds : public ::testing::TestWithParam<std::tuple<size_t, uint64_t>> {};
+
+TEST_P(EndToEndSeeds, ThreeJobsTinyPoolAllFaults) {
+  const auto [pi, seed0] = GetParam();
+  const PolicyCase& pc = policies()[pi];
+  for (uint64_t seed = seed0; seed < seed0 + 5; ++seed) {
+    ClusterConfig c = e2e_config(pc, 3, fault_profiles()[4], seed);
+    c.aggregators = pc.policy == dp::Policy::Isolated ? 12 : 16;
+    Cluster cl(c);
+    ASSERT_TRUE(cl.run(10 * kSec)) << "seed " << seed;
+    cl.check_all(pc.name + " seed " + std::to_string(seed));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, EndToEndSeeds,
+                         ::testing::Combine(::testing::Range<size_t>(0, 5), ::testing::Values(100, 200)),
+                         [](const auto& info) {
+                           return policies()[std::get<0>(info.param)].name + "_seed" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(SwitchMLRegions, RegisterJobsSplitsMemoryEvenly) {
+  ClusterConfig c;
+  c.policy = dp::Policy::Isolated;
+  c.workers_per_job = {2, 2, 2};
+  c.aggregators = 32;
+  Cluster cl(c);
+  // 32 / 3 = 10 aggregators per region (even), two pools of 5.
+  EXPECT_EQ(cl.slots_per_pool, 5u);
+  for (size_t j = 0; j < 3; ++j)
+    for (auto* w : cl.workers[j]) EXPECT_EQ(w->transport().config().window_cap, 5u);
+  ASSERT_TRUE(cl.run());
+  cl.check_all("switchml regions");
+}
+
+// More ops than WorkerConfig.retain_ops (64) in flight at once: one-packet
+// ops, so the initial window (196 packets) spans ~196 ops. A worker whose
+// result Ack was lost for an early op must still get it (from the PS via the
+// reminder: its peers answer the PS's GradRequest with their result), and
+// every PS entry must be resolved.
+class ManyOps : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
+
+TEST_P(ManyOps, MoreOpsThanRetainedStillComplete) {
+  const auto [pi, fi] = GetParam();
+  const PolicyCase& pc = policies()[pi];
+  const Faults f = fault_profiles()[fi];
+  ClusterConfig c;
+  c.policy = pc.policy;
+  c.preempt = pc.preempt;
+  if (pc.priorities) c.job_priority = {1u << 20, 1u << 10};
+  c.workers_per_job = {3, 2};
+  c.ops = {std::vector<uint64_t>(100, 64), std::vector<uint64_t>(90, 70)};
+  c.job_start = {0, 5 * kUs};
+  c.rank_stagger = 700 * kNs;
+  c.aggregators = 16;
+  c.faults = f;
+  c.seed = 1;
+  Cluster cl(c);
+  EXPECT_TRUE(cl.run(10 * kSec)) << "not idle after 10 s simulated (retransmitting or reminding forever)";
+  cl.check_all(pc.name + "/" + f.name + " 100 ops");
+}
+
+// The same runs with every op retained (retain_ops >= ops): they pass, which
+// pins the failure of MoreOpsThanRetainedStillComplete on op retention.
+TEST_P(ManyOps, SameRunsPassWhenEveryOpIsRetained) {
+  const auto [pi, fi] = GetParam();
+  const PolicyCase& pc = policies()[pi];
+  const Faults f = fault_profiles()[fi];
+  ClusterConfig c;
+  c.policy = pc.policy;
+  c.preempt = pc.preempt;
+  if (pc.priorities) c.job_priority = {1u << 20, 1u << 10};
+  c.workers_per_job = {3, 2};
+  c.ops = {std::vector<uint64_t>(100, 64), std::vector<uint64_t>(90, 70)};
+  c.job_start = {0, 5 * kUs};
+  c.rank_stagger = 700 * kNs;
+  c.aggregators = 16;
+  c.faults = f;
+  c.seed = 1;
+  c.retain_ops = 256;
+  Cluster cl(c);
+  EXPECT_TRUE(cl.run(10 * kSec));
+  cl.check_all(pc.name + "/" + f.name + " 100 ops, all retained");
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedPools, ManyOps,
+                         ::testing::Combine(::testing::Values<size_t>(0, 1, 2), ::testing::Values<size_t>(2, 3)),
+                         [](const auto& info) {
+                           return policies()[std::get<0>(info.param)].name + "_" +
+                                  fault_profiles()[std::get<1>(info.param)].name;
+                         });
+
+// ====================================================================
+// DSA task types (§IV-C)
+// ====================================================================
+
+TEST(DsaTaskTypes, AllThreeTypesOccurAndResolve) {
+  for (const Faults& f : {fault_profiles()[0], fault_profiles()[1]}) {
+    SCOPED_TRACE(f.name);
+    ClusterConfig c;
+    c.policy = dp::Policy::Preemptive;
+    c.preempt = dp::PreemptMode::Priority;
+    c.workers_per_job = {3, 3, 2};
+    c.ops = {{3000, 700}, {2500, 999}, {2000, 1500}};
+    c.job_priority = {1u << 20, 1u << 12, 1u << 6};
+    // The lowest-priority job starts first, the highest last: later, higher
+    // priority packets find aggregators held by lower ones (type II), lower
+    // ones find higher ones (type III); worker send jitter keeps partials waiting.
+    c.job_start = {4 * kUs, 2 * kUs, 0};
+    c.rank_stagger = 300 * kNs;
+    c.aggregators = 32;
+    c.track_tasks = true;
+    c.faults = f;
+    c.seed = 77;
+    Cluster cl(c);
+    ASSERT_TRUE(cl.run());
+    const auto t = cl.sw->task_types();
+    EXPECT_GT(t[0], 0u) << "type I: no preemption";
+    EXPECT_GT(t[1], 0u) << "type II: won a preemption";
+    EXPECT_GT(t[2], 0u) << "type III: lost a preemption";
+    // Every task of every job was seen by the switch at least once (no loss) and
+    // is classified exactly once.
+    size_t tasks = 0;
+    for (size_t j = 0; j < cl.expected.size(); ++j)
+      for (const auto& op : cl.expected[j]) tasks += (op.size() + 63) / 64;
+    if (f.loss == 0) {
+      EXPECT_EQ(t[0] + t[1] + t[2], tasks);
+    }
+    EXPECT_LE(t[0] + t[1] + t[2], tasks);
+    const auto& st = cl.sw->stats();
+    EXPECT_GT(st.preempt_won, 0u);
+    EXPECT_GT(st.preempt_lost, 0u);
+    EXPECT_GT(st.downgrades, 0u);
+    EXPECT_EQ(st.resubmits, st.preempt_won);
+    EXPECT_EQ(cl.ps_entries(), 0u) << "protocol suspension: a split task was never resolved";
+    cl.check_all("dsa task types");
+  }
+}
+
+// ====================================================================
+// Switch programs, driven directly
+// ====================================================================
+
+constexpr NodeId kSw = 0;
+constexpr NodeId kPs1 = 10, kPs2 = 11;
+// Job 1: workers 1, 2, 3 (ranks 0..2). Job 2: workers 4, 5.
+const std::vector<NodeId> kJob1 = {1, 2, 3};
+const std::vector<NodeId> kJob2 = {4, 5};
+
+std::unique_ptr<dp::SwitchProgram> make_sw(dp::Policy policy, uint64_t aggregators,
+                                           dp::PreemptMode mode = dp::PreemptMode::Priority) {
+  dp::SwitchConfig c;
+  c.policy = policy;
+  c.preempt = mode;
+  c.payload_values = 64;
+  c.memory_bytes = aggregators * 256;
+  c.track_tasks = true;
+  auto sw = dp::make_switch(c);
+  sw->set_id(kSw);
+  return sw;
+}
+
+void add_shared_jobs(dp::SwitchProgram& sw) {
+  dp::SwitchJob j1;
+  j1.job = 1;
+  j1.workers = kJob1;
+  j1.ps = kPs1;
+  sw.add_job(j1);
+  dp::SwitchJob j2;
+  j2.job = 2;
+  j2.workers = kJob2;
+  j2.ps = kPs2;
+  sw.add_job(j2);
+}
+
+void expect_multicast(const std::vector<Sent>& out, const std::vector<NodeId>& workers, uint16_t job, uint32_t psn,
+                      const std::vector<int32_t>& sum) {
+  ASSERT_EQ(out.size(), workers.size());
+  std::set<NodeId> dsts;
+  for (const auto& s : out) {
+    dsts.insert(s.h.dst);
+    EXPECT_EQ(s.h.type, PktType::Ack);
+    EXPECT_TRUE(s.h.has(flag::kResult));
+    EXPECT_EQ(s.h.job, job);
+    EXPECT_EQ(s.h.psn, psn);
+    EXPECT_EQ(s.h.bitmap, full_bitmap(static_cast<unsigned>(workers.size())));
+    EXPECT_EQ(s.h.count, sum.size());
+    EXPECT_EQ(s.v, sum);
+  }
+  EXPECT_EQ(dsts, std::set<NodeId>(workers.begin(), workers.end()));
+}
+
+// ---- DSA
+
+TEST(DsaSwitch, HigherPriorityEvictsPartialToItsPs) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1);  // one aggregator: every task collides
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(64, -100, 3), g1 = ramp(64, 5, -2);
+  sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g0, 10), 0, fx);
+  sw->on_packet(make_data(fx, 1, 5, 1, 3, 2, g1, 10), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  // Job 2, higher priority and a shorter packet: takes the aggregator.
+  const auto h0 = ramp(10, 1000), h1 = ramp(10, -7, 11);
+  sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, h0, 500), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  const Sent& ev = out[0];
+  EXPECT_EQ(ev.h.type, PktType::Data);
+  EXPECT_EQ(ev.h.dst, kPs1) << "the evicted partial goes to its own job's PS";
+  EXPECT_TRUE(ev.h.has(flag::kPartial));
+  EXPECT_TRUE(ev.h.has(flag::kEvicted));
+  EXPECT_FALSE(ev.h.has(flag::kResend));
+  EXPECT_EQ(ev.h.job, 1);
+  EXPECT_EQ(ev.h.psn, 5u);
+  EXPECT_EQ(ev.h.bitmap, 0b011u);
+  EXPECT_EQ(ev.h.priority, 10u);
+  EXPECT_EQ(ev.v, add(g0, g1));
+  EXPECT_EQ(sw->occupied_by(1), 0u);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+  // Job 2 completes in the switch with only its own values.
+  sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, h1, 500), 0, fx);
+  expect_multicast(fx.take(), kJob2, 2, 7, add(h0, h1));
+  EXPECT_EQ(sw->occupied(), 0u);
+  const auto& st = sw->stats();
+  EXPECT_EQ(st.preempt_won, 1u);
+  EXPECT_EQ(st.resubmits, 1u);
+  EXPECT_EQ(st.preempt_lost, 0u);
+  EXPECT_EQ(st.completed, 1u);
+  EXPECT_EQ(st.to_ps, 1u);
+  const auto t = sw->task_types();
+  EXPECT_EQ(t[1], 1u);  // job 2 psn 7 won
+  EXPECT_EQ(t[2], 1u);  // job 1 psn 5 lost
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, LowerPriorityGoesToPsAndHalvesAggregatorPriority) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(64, 1);
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0, 100), 0, fx);
+  const auto h = ramp(64, -50);
+  sw->on_packet(make_data(fx, 2, 9, 0, 2, 4, h, 10), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs2);
+  EXPECT_EQ(out[0].h.job, 2);
+  EXPECT_EQ(out[0].h.psn, 9u);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_FALSE(out[0].h.has(flag::kEvicted));
+  EXPECT_EQ(out[0].h.bitmap, 0b01u);
+  EXPECT_EQ(out[0].v, h);
+  EXPECT_EQ(sw->stats().preempt_lost, 1u);
+  EXPECT_EQ(sw->stats().downgrades, 1u);
+  // Priority is now 50: 49 still loses (and halves it to 25), 30 then wins.
+  sw->on_packet(make_data(fx, 2, 11, 0, 2, 4, h, 49), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_EQ(sw->stats().downgrades, 2u);
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  sw->on_packet(make_data(fx, 2, 13, 0, 2, 4, h, 30), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].h.has(flag::kEvicted));
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(out[0].h.psn, 3u);
+  EXPECT_EQ(out[0].h.priority, 25u) << "the evicted aggregator carried the downgraded priority";
+  EXPECT_EQ(out[0].v, g0);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+  EXPECT_EQ(sw->stats().preempt_won, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, DuplicateBitIsNotAddedTwice) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 4);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(20, 1), g1 = ramp(20, 100), g2 = ramp(20, -1000, 7);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g0), 0, fx);                  // duplicate
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g0, 0, flag::kResend), 0, fx);  // retransmission
+  sw->on_packet(make_data(fx, 1, 0, 1, 3, 2, g1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 1, 0, 1, 3, 2, g1), 0, fx);  // duplicate
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 1, 0, 2, 3, 3, g2), 0, fx);
+  expect_multicast(fx.take(), kJob1, 1, 0, add(add(g0, g1), g2));
+  EXPECT_EQ(sw->stats().duplicates, 3u);
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, CompletionMulticastsToEveryWorkerAndFrees) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 4);
+  add_shared_jobs(*sw);
+  for (uint32_t psn : {0u, 1u, 2u, 3u, 4u, 5u}) {
+    const auto g0 = ramp(64, static_cast<int32_t>(psn)), g1 = ramp(64, -3, 2), g2 = ramp(64, 9, -5);
+    sw->on_packet(make_data(fx, 1, psn, 2, 3, 3, g2), 0, fx);
+    sw->on_packet(make_data(fx, 1, psn, 0, 3, 1, g0), 0, fx);
+    EXPECT_EQ(sw->occupied(), 1u);
+    sw->on_packet(make_data(fx, 1, psn, 1, 3, 2, g1), 0, fx);
+    expect_multicast(fx.take(), kJob1, 1, psn, add(add(g0, g1), g2));
+    EXPECT_EQ(sw->occupied(), 0u);
+  }
+  EXPECT_EQ(sw->stats().completed, 6u);
+  EXPECT_EQ(sw->stats().to_ps, 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, FetchReturnsPartialAndFrees) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  add_shared_jobs(*sw);
+  const auto g1 = ramp(33, 17, -3);
+  sw->on_packet(make_data(fx, 1, 8, 1, 3, 2, g1), 0, fx);
+  auto fetch = [&](uint32_t psn) {
+    Packet* f = fx.alloc();
+    f->h.type = PktType::Fetch;
+    f->h.job = 1;
+    f->h.psn = psn;
+    f->h.src = kPs1;
+    f->h.dst = kSw;
+    f->h.nworkers = 3;
+    sw->on_packet(f, 0, fx);
+  };
+  fetch(9);  // not held
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::FetchReply);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.bitmap, 0u);
+  EXPECT_EQ(out[0].h.count, 0u);
+  EXPECT_EQ(sw->occupied(), 1u);
+  fetch(8);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::FetchReply);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(out[0].h.psn, 8u);
+  EXPECT_EQ(out[0].h.bitmap, 0b010u);
+  EXPECT_TRUE(out[0].h.has(flag::kPartial));
+  EXPECT_EQ(out[0].v, g1);
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(sw->stats().fetches, 2u);
+  EXPECT_EQ(sw->stats().fetch_hits, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, RetransmissionNeverReservesOrPreempts) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  add_shared_jobs(*sw);
+  const auto g = ramp(64, 3);
+  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, g, 1000, flag::kResend), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].v, g);
+  EXPECT_EQ(sw->occupied(), 0u) << "a retransmission reserved a free aggregator";
+  // Nor does it preempt, whatever its priority, nor downgrade the holder.
+  sw->on_packet(make_data(fx, 2, 6, 0, 2, 4, g, 1), 0, fx);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, g, 1000, flag::kResend), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+  EXPECT_EQ(sw->stats().preempt_won, 0u);
+  EXPECT_EQ(sw->stats().downgrades, 0u);
+  // A retransmission joins its own task.
+  sw->on_packet(make_data(fx, 2, 6, 1, 2, 5, g, 1, flag::kResend), 0, fx);
+  expect_multicast(fx.take(), kJob2, 2, 6, add(g, g));
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, PsAckPassingByReleasesStalePartial) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  add_shared_jobs(*sw);
+  sw->on_packet(make_data(fx, 1, 2, 0, 3, 1, ramp(64, 0)), 0, fx);
+  Packet* a = fx.alloc();
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = 1;
+  a->h.psn = 2;
+  a->h.src = kPs1;
+  a->h.dst = kMulticast;
+  a->h.nworkers = 3;
+  a->h.bitmap = 0b111;
+  a->h.count = 64;
+  for (int i = 0; i < 64; ++i) a->payload()[i] = i * 3;
+  sw->on_packet(a, 0, fx);
+  expect_multicast(fx.take(), kJob1, 1, 2, ramp(64, 0, 3));
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(DsaSwitch, AlwaysModePreemptsEvenAtLowerPriority) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Preemptive, 1, dp::PreemptMode::Always);
+  add_shared_jobs(*sw);
+  sw->on_packet(make_data(fx, 1, 2, 0, 3, 1, ramp(64, 0), 1000), 0, fx);
+  sw->on_packet(make_data(fx, 2, 3, 0, 2, 4, ramp(64, 1), 1), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].h.has(flag::kEvicted));
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+}
+
+// ---- ATP
+
+TEST(AtpSwitch, CollisionGoesToPs) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::SharedFcfs, 1);
+  add_shared_jobs(*sw);
+  const auto g = ramp(64, 1), h = ramp(64, 2);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g, 1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 2, 0, 1, 2, 5, h, 1000), 0, fx);  // priorities mean nothing to ATP
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs2);
+  EXPECT_EQ(out[0].h.job, 2);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_EQ(out[0].h.bitmap, 0b10u);
+  EXPECT_EQ(out[0].v, h);
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  EXPECT_EQ(sw->occupied_by(2), 0u);
+  EXPECT_EQ(sw->stats().collisions, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::SharedFcfs, 4);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(50, 1), g1 = ramp(50, -20, 4), g2 = ramp(50, 300, -9);
+  const auto sum = add(add(g0, g1), g2);
+  sw->on_packet(make_data(fx, 1, 12, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 12, 1, 3, 2, g1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 1, 12, 2, 3, 3, g2), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u) << "the aggregate goes to the PS only, not to the workers";
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.bitmap, 0b111u);
+  EXPECT_EQ(out[0].v, sum);
+  EXPECT_EQ(sw->occupied_by(1), 1u) << "kept until the PS ack passes";
+  // A late duplicate of a first transmission: nothing new.
+  sw->on_packet(make_data(fx, 1, 12, 2, 3, 3, g2), 0, fx);
+  for (const auto& s : fx.take()) EXPECT_NE(s.h.type, PktType::Ack);
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  // The PS's ack to the multicast group releases the aggregator and reaches every worker.
+  Packet* a = fx.alloc();
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = 1;
+  a->h.psn = 12;
+  a->h.src = kPs1;
+  a->h.dst = kMulticast;
+  a->h.nworkers = 3;
+  a->h.bitmap = 0b111;
+  a->h.count = 50;
+  std::copy(sum.begin(), sum.end(), a->payload());
+  sw->on_packet(a, 0, fx);
+  expect_multicast(fx.take(), kJob1, 1, 12, sum);
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(sw->stats().released_by_ack, 1u);
+  EXPECT_EQ(sw->stats().completed, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(AtpSwitch, RetransmissionFlushesItsOwnPartialAndNeverReserves) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::SharedFcfs, 1);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(64, 1), g1 = ramp(64, 1000);
+  // A retransmission finding a free aggregator goes to the PS.
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(sw->occupied(), 0u);
+  // One finding its own task joins it and flushes the partial to the PS.
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.bitmap, 0b011u);
+  EXPECT_EQ(out[0].v, add(g0, g1));
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+// ---- SwitchML
+
+void add_isolated_job(dp::SwitchProgram& sw, uint16_t job, std::vector<NodeId> workers, uint32_t off, uint32_t size) {
+  dp::SwitchJob j;
+  j.job = job;
+  j.workers = std::move(workers);
+  j.region_offset = off;
+  j.region_size = size;
+  sw.add_job(j);
+}
+
+TEST(SwitchMLSwitch, SlotIndexIsOffsetPlusPoolPlusPsnModS) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Isolated, 16);
+  add_isolated_job(*sw, 1, {1}, 4, 6);   // S = 3, slots 4..9
+  add_isolated_job(*sw, 2, {2}, 10, 6);  // S = 3, slots 10..15
+  for (uint32_t psn = 0; psn < 14; ++psn) {
+    for (uint16_t job : {1, 2}) {
+      const uint32_t off = job == 1 ? 4 : 10, s = 3;
+      sw->on_packet(make_data(fx, job, psn, 0, 1, job, ramp(8, static_cast<int32_t>(psn))), 0, fx);
+      auto out = fx.take();
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].h.type, PktType::Ack);
+      EXPECT_EQ(out[0].h.dst, job);
+      EXPECT_EQ(out[0].h.agg_index, off + ((psn / s) % 2) * s + psn % s) << "job " << job << " psn " << psn;
+      EXPECT_EQ(out[0].v, ramp(8, static_cast<int32_t>(psn)));
+    }
+    EXPECT_EQ(sw->occupied_by(1), std::min<size_t>(psn + 1, 6));
+    EXPECT_EQ(sw->occupied_by(2), std::min<size_t>(psn + 1, 6));
+  }
+  EXPECT_EQ(sw->stats().to_ps, 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(SwitchMLSwitch, PsnsTwoPoolsApartShareASlotOthersDoNot) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Isolated, 16);
+  add_isolated_job(*sw, 1, {1, 2}, 0, 6);  // S = 3
+  const auto a = ramp(64, 1), b = ramp(64, 2);
+  // psn 0 and psn 3 use different slots: both complete.
+  sw->on_packet(make_data(fx, 1, 0, 0, 2, 1, a), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 0, 2, 1, a), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 1, 2, 2, b), 0, fx);
+  expect_multicast(fx.take(), {1, 2}, 1, 0, add(a, b));
+  sw->on_packet(make_data(fx, 1, 3, 1, 2, 2, b), 0, fx);
+  expect_multicast(fx.take(), {1, 2}, 1, 3, add(a, b));
+  EXPECT_EQ(sw->stats().stale, 0u);
+}
+
+TEST(SwitchMLSwitch, RetransmissionAfterCompletionIsServedFromKeptResult) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Isolated, 16);
+  add_isolated_job(*sw, 1, {1, 2, 3}, 0, 8);  // S = 4
+  const auto g0 = ramp(64, 1), g1 = ramp(64, -5), g2 = ramp(64, 77, 2);
+  const auto sum = add(add(g0, g1), g2);
+  sw->on_packet(make_data(fx, 1, 2, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 2, 1, 3, 2, g1), 0, fx);
+  sw->on_packet(make_data(fx, 1, 2, 2, 3, 3, g2), 0, fx);
+  expect_multicast(fx.take(), {1, 2, 3}, 1, 2, sum);
+  // Worker of rank 1 lost the result: its retransmission gets it, unicast.
+  sw->on_packet(make_data(fx, 1, 2, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::Ack);
+  EXPECT_EQ(out[0].h.dst, 2);
+  EXPECT_EQ(out[0].h.psn, 2u);
+  EXPECT_TRUE(out[0].h.has(flag::kResult));
+  EXPECT_EQ(out[0].h.bitmap, 0b111u);
+  EXPECT_EQ(out[0].v, sum) << "the kept result must not absorb the retransmitted gradient";
+  EXPECT_EQ(sw->stats().resend_served, 1u);
+  EXPECT_EQ(sw->stats().completed, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(SwitchMLSwitch, StaleOlderPsnIsDropped) {
+  FakeFx fx;
+  auto sw = make_sw(dp::Policy::Isolated, 16);
+  add_isolated_job(*sw, 1, {1, 2}, 0, 6);  // S = 3: psn 0 and 6 share slot 0
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), d = ramp(64, 4);
+  sw->on_packet(make_data(fx, 1, 0, 0, 2, 1, a), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 1, 2, 2, b), 0, fx);
+  expect_multicast(fx.take(), {1, 2}, 1, 0, add(a, b));
+  sw->on_packet(make_data(fx, 1, 6, 0, 2, 1, c), 0, fx);  // new phase of slot 0
+  EXPECT_TRUE(fx.sent.empty());
+  // A delayed copy of psn 0 must neither be answered nor disturb psn 6.
+  sw->on_packet(make_data(fx, 1, 0, 1, 2, 2, b), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  EXPECT_EQ(sw->stats().stale, 1u);
+  sw->on_packet(make_data(fx, 1, 6, 1, 2, 2, d), 0, fx);
+  expect_multicast(fx.take(), {1, 2}, 1, 6, add(c, d));
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+// ---- malformed data, every policy
+
+class MalformedData : public ::testing::TestWithParam<dp::Policy> {};
+
+TEST_P(MalformedData, CountedAndDroppedNeverAggregated) {
+  const dp::Policy policy = GetParam();
+  FakeFx fx(128);  // packets can carry more than the switch's 64 values
+  auto sw = make_sw(policy, 8);
+  dp::SwitchJob j;
+  j.job = 1;
+  j.workers = kJob1;
+  if (policy == dp::Policy::Isolated) {
+    j.region_offset = 0;
+    j.region_size = 8;
+  } else {
+    j.ps = kPs1;
+  }
+  sw->add_job(j);
+  const auto g = ramp(64, 5);
+  std::vector<Packet*> bad;
+  bad.push_back(make_data(fx, 9, 0, 0, 3, 1, g));  // unknown job
+  bad.push_back(make_data(fx, 0, 0, 0, 3, 1, g));  // job 0
+  {
+    Packet* p = make_data(fx, 1, 0, 0, 3, 1, g);
+    p->h.rank = 3;  // rank >= n
+    bad.push_back(p);
+  }
+  {
+    Packet* p = make_data(fx, 1, 0, 0, 3, 1, g);
+    p->h.bitmap = 0b1001;  // bit beyond n
+    bad.push_back(p);
+  }
+  {
+    Packet* p = make_data(fx, 1, 0, 0, 3, 1, g);
+    p->h.bitmap = 0;  // contributes nothing
+    bad.push_back(p);
+  }
+  bad.push_back(make_data(fx, 1, 0, 0, 3, 1, {}));              // count 0
+  bad.push_back(make_data(fx, 1, 0, 0, 3, 1, ramp(65, 1)));     // count > payload
+  bad.push_back(make_data(fx, 1, 0, 0, 4, 1, g));               // wrong worker count
+  {
+    Packet* p = make_data(fx, 1, 0, 0, 3, 1, g);
+    p->h.type = PktType::GradRequest;  // not a switch packet
+    bad.push_back(p);
+  }
+  size_t n = 0;
+  for (Packet* p : bad) {
+    sw->on_packet(p, 0, fx);
+    ++n;
+    EXPECT_EQ(sw->stats().malformed, n) << "case " << n;
+    EXPECT_TRUE(fx.sent.empty()) << "case " << n;
+    EXPECT_EQ(sw->occupied(), 0u) << "case " << n;
+  }
+  EXPECT_EQ(sw->stats().aggregated, 0u);
+  EXPECT_EQ(fx.freed, bad.size());
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+  // The job still aggregates correctly afterwards.
+  const auto g1 = ramp(64, -9), g2 = ramp(64, 100, 3);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 1, 3, 2, g1), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 2, 3, 3, g2), 0, fx);
+  auto out = fx.take();
+  ASSERT_FALSE(out.empty());
+  for (const auto& s : out) EXPECT_EQ(s.v, add(add(g, g1), g2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, MalformedData,
+                         ::testing::Values(dp::Policy::Isolated, dp::Policy::SharedFcfs, dp::Policy::Preemptive),
+                         [](const auto& info) { return std::string(dp::to_string(info.param)) == "shared-fcfs"
+                                                           ? std::string("SharedFcfs")
+                                                           : std::string(dp::to_string(info.param)); });
+
+TEST(SwitchControlPlane, RejectsBadJobs) {
+  auto shared = make_sw(dp::Policy::Preemptive, 8);
+  dp::SwitchJob j;
+  j.job = 1;
+  j.workers = kJob1;
+  EXPECT_THROW(shared->add_job(j), std::invalid_argument) << "shared pool without a PS";
+  j.ps = kPs1;
+  j.job = 0;
+  EXPECT_THROW(shared->add_job(j), std::invalid_argument);
+  j.job = 1;
+  shared->add_job(j);
+  EXPECT_THROW(shared->add_job(j), std::invalid_argument) << "registered twice";
+  auto iso = make_sw(dp::Policy::Isolated, 8);
+  add_isolated_job(*iso, 1, {1}, 0, 4);
+  EXPECT_THROW(add_isolated_job(*iso, 2, {2}, 2, 4), std::invalid_argument) << "overlap";
+  EXPECT_THROW(add_isolated_job(*iso, 3, {3}, 4, 3), std::invalid_argument) << "odd size";
+  EXPECT_THROW(add_isolated_job(*iso, 4, {4}, 6, 4), std::invalid_argument) << "beyond memory";
+  add_isolated_job(*iso, 5, {5}, 4, 4);
+}
+
+// ====================================================================
+// PS, driven directly
+// ====================================================================
+
+constexpr NodeId kPsId = 10;
+
+struct PsRig {
+  PsRig() {
+    host::PsConfig c;
+    c.job = 1;
+    c.workers = kJob1;
+    c.sw = kSw;
+    c.payload_values = 64;
+    c.min_timeout = 1 * kMs;
+    ps = std::make_unique<host::ParameterServer>(c);
+    ps->set_id(kPsId);
+  }
+  // A packet to the PS: Data with `bitmap` and values (kPartial if >1 bit).
+  void data(uint32_t psn, uint64_t bitmap, const std::vector<int32_t>& v, Time now = 0, uint16_t flags = 0) {
+    Packet* p = make_data(fx, 1, psn, static_cast<uint8_t>(std::countr_zero(bitmap)), 3, kSw, v, 0, flags, kPsId);
+    p->h.bitmap = bitmap;
+    ps->on_packet(p, now, fx);
+  }
+  FakeFx fx;
+  std::unique_ptr<host::ParameterServer> ps;
+};
+
+void expect_ps_ack(const std::vector<Sent>& out, uint32_t psn, const std::vector<int32_t>& sum) {
+  ASSERT_EQ(out.size(), 1u) << "exactly one Ack";
+  EXPECT_EQ(out[0].h.type, PktType::Ack);
+  EXPECT_EQ(out[0].h.dst, kMulticast);
+  EXPECT_EQ(out[0].h.src, kPsId);
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(out[0].h.psn, psn);
+  EXPECT_EQ(out[0].h.nworkers, 3);
+  EXPECT_EQ(out[0].h.bitmap, 0b111u);
+  EXPECT_TRUE(out[0].h.has(flag::kResult));
+  EXPECT_EQ(out[0].v, sum);
+}
+
+// The reminder's packets: one Fetch to the switch and one GradRequest per missing rank.
+void expect_reminder(const std::vector<Sent>& out, uint32_t psn, const std::set<uint8_t>& missing_ranks) {
+  size_t fetches = 0;
+  std::set<uint8_t> ranks;
+  for (const auto& s : out) {
+    EXPECT_EQ(s.h.job, 1);
+    EXPECT_EQ(s.h.psn, psn);
+    if (s.h.type == PktType::Fetch) {
+      ++fetches;
+      EXPECT_EQ(s.h.dst, kSw);
+    } else {
+      ASSERT_EQ(s.h.type, PktType::GradRequest);
+      ASSERT_LT(s.h.rank, 3);
+      EXPECT_EQ(s.h.dst, kJob1[s.h.rank]);
+      EXPECT_TRUE(ranks.insert(s.h.rank).second) << "rank asked twice";
+    }
+  }
+  EXPECT_EQ(fetches, 1u);
+  EXPECT_EQ(ranks, missing_ranks);
+  EXPECT_EQ(out.size(), 1 + missing_ranks.size());
+}
+
+TEST(Ps, DisjointBitmapsAdd) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, -30, 2), c = ramp(64, 500, -7);
+  r.data(4, 0b001, a);
+  EXPECT_EQ(r.ps->entries(), 1u);
+  r.data(4, 0b100, c);
+  EXPECT_TRUE(r.fx.sent.empty());
+  r.data(4, 0b010, b);
+  expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
+  EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_EQ(r.ps->stats().completions, 1u);
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+TEST(Ps, SubsetIsIgnored) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3);
+  r.data(4, 0b011, add(a, b));
+  r.data(4, 0b001, a);   // already counted
+  r.data(4, 0b011, add(a, b));
+  EXPECT_TRUE(r.fx.sent.empty());
+  EXPECT_EQ(r.ps->stats().duplicates, 2u);
+  r.data(4, 0b100, c);
+  expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
+}
+
+TEST(Ps, SupersetReplaces) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3);
+  r.data(4, 0b001, a);
+  r.data(4, 0b011, add(a, b));
+  EXPECT_TRUE(r.fx.sent.empty());
+  EXPECT_EQ(r.ps->stats().superseded, 1u);
+  r.data(4, 0b100, c);
+  expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
+  // A full-bitmap result (a worker answering with its result) completes at once.
+  r.data(5, 0b010, b);
+  r.data(5, 0b111, c, 0, flag::kToPs | flag::kResult);
+  expect_ps_ack(r.fx.take(), 5, c);
+  EXPECT_EQ(r.ps->entries(), 0u);
+}
+
+TEST(Ps, PartialOverlapIsAConflictAndRunsTheReminder) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3);
+  r.data(4, 0b011, add(a, b), 100 * kNs);
+  r.data(4, 0b110, add(b, c), 200 * kNs);  // overlaps on rank 1 only
+  EXPECT_EQ(r.ps->stats().conflicts, 1u);
+  expect_reminder(r.fx.take(), 4, {2});
+  EXPECT_EQ(r.ps->entries(), 1u);
+  // The conflicting packet was dropped: rank 2's gradient completes the sum exactly.
+  r.data(4, 0b100, c, 300 * kNs, flag::kToPs);
+  expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
+}
+
+TEST(Ps, TimeoutFetchesFromSwitchAndAsksOnlyMissingRanks) {
+  PsRig r;
+  const auto b = ramp(64, 2);
+  const Time t0 = 5 * kUs;
+  r.data(7, 0b010, b, t0);
+  ASSERT_FALSE(r.fx.timers.empty());
+  const auto [at, token] = r.fx.timers.back();
+  EXPECT_EQ(at, t0 + 1 * kMs) << "the first timeout is the floor";
+  // An early firing does nothing.
+  r.ps->on_timer(token, at - 1, r.fx);
+  EXPECT_TRUE(r.fx.sent.empty());
+  r.ps->on_timer(token, at, r.fx);
+  expect_reminder(r.fx.take(), 7, {0, 2});
+  EXPECT_EQ(r.ps->stats().timeout_reminders, 1u);
+  // The answers: the switch's partial (rank 0) and rank 2's gradient.
+  const auto a = ramp(64, 1), c = ramp(64, 3);
+  Packet* fr = make_data(r.fx, 1, 7, 0, 3, kSw, a, 0, flag::kPartial, kPsId);
+  fr->h.type = PktType::FetchReply;
+  fr->h.bitmap = 0b001;
+  r.ps->on_packet(fr, at + kUs, r.fx);
+  EXPECT_TRUE(r.fx.sent.empty());
+  r.data(7, 0b100, c, at + 2 * kUs, flag::kToPs);
+  expect_ps_ack(r.fx.take(), 7, add(add(a, b), c));
+  EXPECT_EQ(r.ps->entries(), 0u);
+  // Later timers for the closed entry are stale.
+  const auto timers = r.fx.timers;
+  for (const auto& [t, tok] : timers) r.ps->on_timer(tok, t + 10 * kMs, r.fx);
+  EXPECT_TRUE(r.fx.sent.empty());
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+TEST(Ps, RepeatedTimeoutsKeepReminding) {
+  PsRig r;
+  r.data(7, 0b010, ramp(64, 2), 0);
+  for (int k = 1; k <= 3; ++k) {
+    ASSERT_FALSE(r.fx.timers.empty());
+    const Time at = std::max_element(r.fx.timers.begin(), r.fx.timers.end())->first;
+    r.ps->on_timer(0, at, r.fx);
+    expect_reminder(r.fx.take(), 7, {0, 2});
+    EXPECT_EQ(r.ps->stats().timeout_reminders, static_cast<uint64_t>(k));
+  }
+}
+
+Packet* reminder(FakeFx& fx, uint32_t psn, uint8_t rank) {
+  Packet* m = fx.alloc();
+  m->h.type = PktType::Reminder;
+  m->h.job = 1;
+  m->h.src = kJob1[rank];
+  m->h.dst = kPsId;
+  m->h.rank = rank;
+  m->h.nworkers = 3;
+  m->h.psn = psn;
+  m->h.bitmap = 1ULL << rank;
+  return m;
+}
+
+TEST(Ps, WorkerReminderRunsTheReminderImmediately) {
+  PsRig r;
+  const Time now = 5 * kMs;
+  r.ps->on_packet(reminder(r.fx, 21, 1), now, r.fx);
+  expect_reminder(r.fx.take(), 21, {0, 1, 2});  // nothing known yet: everyone is asked
+  EXPECT_EQ(r.ps->stats().worker_reminders, 1u);
+  // Workers that already have the result answer with it: that completes the task.
+  const auto sum = ramp(64, 42);
+  r.data(21, 0b111, sum, now + kUs, flag::kToPs | flag::kResult);
+  expect_ps_ack(r.fx.take(), 21, sum);
+  EXPECT_EQ(r.ps->entries(), 0u);
+
+  // With an entry already holding rank 0, long before any timeout: only ranks 1 and 2 are asked.
+  r.data(22, 0b001, ramp(64, 1), now);
+  EXPECT_TRUE(r.fx.sent.empty());
+  r.ps->on_packet(reminder(r.fx, 22, 2), now + 2 * kUs, r.fx);
+  expect_reminder(r.fx.take(), 22, {1, 2});
+  EXPECT_EQ(r.ps->stats().timeout_reminders, 0u);
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+TEST(Ps, MalformedIsCountedAndDropped) {
+  PsRig r;
+  Packet* p = make_data(r.fx, 2, 1, 0, 3, 1, ramp(8, 1), 0, 0, kPsId);  // other job
+  r.ps->on_packet(p, 0, r.fx);
+  p = make_data(r.fx, 1, 1, 0, 2, 1, ramp(8, 1), 0, 0, kPsId);  // wrong worker count
+  r.ps->on_packet(p, 0, r.fx);
+  p = make_data(r.fx, 1, 1, 0, 3, 1, ramp(8, 1), 0, 0, kPsId);
+  p->h.bitmap = 0b1000;  // beyond the workers
+  r.ps->on_packet(p, 0, r.fx);
+  p = make_data(r.fx, 1, 1, 0, 3, 1, ramp(65, 1), 0, 0, kPsId);  // larger than the payload
+  r.ps->on_packet(p, 0, r.fx);
+  EXPECT_EQ(r.ps->stats().malformed, 4u);
+  EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_TRUE(r.fx.sent.empty());
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+// ====================================================================
+// Worker transport, driven directly
+// ====================================================================
+
+struct WorkerRig {
+  WorkerRig() : tx(config()) {
+    grad = ramp(100, -500, 7);
+    io = std::make_shared<host::VectorTensor>(grad);
+  }
+  static host::WorkerConfig config() {
+    host::WorkerConfig w;
+    w.job = 1;
+    w.rank = 1;
+    w.nworkers = 3;
+    w.self = kJob1[1];
+    w.aggregator = kSw;
+    w.ps = kPsId;
+    w.payload_values = 64;
+    return w;
+  }
+  Packet* ack(uint32_t psn, const std::vector<int32_t>& v, uint64_t bitmap = 0b111) {
+    Packet* a = fx.alloc();
+    a->h.type = PktType::Ack;
+    a->h.flags = flag::kResult;
+    a->h.job = 1;
+    a->h.psn = psn;
+    a->h.src = kSw;
+    a->h.dst = kJob1[1];
+    a->h.nworkers = 3;
+    a->h.bitmap = bitmap;
+    a->h.count = static_cast<uint16_t>(v.size());
+    std::copy(v.begin(), v.end(), a->payload());
+    return a;
+  }
+  Packet* grad_request(uint32_t psn) {
+    Packet* q = fx.alloc();
+    q->h.type = PktType::GradRequest;
+    q->h.job = 1;
+    q->h.psn = psn;
+    q->h.src = kPsId;
+    q->h.dst = kJob1[1];
+    q->h.rank = 1;
+    q->h.nworkers = 3;
+    return q;
+  }
+  FakeFx fx;
+  host::WorkerTransport tx;
+  std::vector<int32_t> grad;
+  std::shared_ptr<host::VectorTensor> io;
+};
+
+TEST(Worker, SendsGradientPacketsOfTheStream) {
+  WorkerRig w;
+  EXPECT_EQ(w.tx.submit(w.io, 100), 0u);
+  w.tx.pump(0, w.fx);
+  auto out = w.fx.take();
+  ASSERT_EQ(out.size(), 2u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(out[k].h.type, PktType::Data);
+    EXPECT_EQ(out[k].h.psn, k);
+    EXPECT_EQ(out[k].h.dst, kSw);
+    EXPECT_EQ(out[k].h.src, kJob1[1]);
+    EXPECT_EQ(out[k].h.rank, 1);
+    EXPECT_EQ(out[k].h.nworkers, 3);
+    EXPECT_EQ(out[k].h.bitmap, 0b010u);
+    EXPECT_FALSE(out[k].h.has(flag::kResend));
+  }
+  EXPECT_EQ(out[0].v, std::vector<int32_t>(w.grad.begin(), w.grad.begin() + 64));
+  EXPECT_EQ(out[1].v, std::vector<int32_t>(w.grad.begin() + 64, w.grad.end()));
+  EXPECT_EQ(w.tx.next_psn(), 2u);
+  EXPECT_TRUE(w.tx.busy());
+}
+
+TEST(Worker, AcksAreValidatedAndAssembled) {
+  WorkerRig w;
+  w.tx.submit(w.io, 100);
+  w.tx.pump(0, w.fx);
+  w.fx.take();
+  const auto r0 = ramp(64, 7), r1 = ramp(36, -3);
+  w.tx.on_packet(w.ack(1, ramp(64, 0)), 10 * kUs, w.fx);  // wrong count for psn 1
+  w.tx.on_packet(w.ack(1, r1, 0b011), 10 * kUs, w.fx);    // not a full result
+  EXPECT_EQ(w.tx.stats().malformed, 2u);
+  EXPECT_EQ(w.io->result, std::vector<int32_t>(100, 0));
+  w.tx.on_packet(w.ack(0, r0), 10 * kUs, w.fx);
+  w.tx.on_packet(w.ack(0, r0), 11 * kUs, w.fx);  // duplicate result (switch and PS)
+  EXPECT_EQ(w.tx.stats().dup_acks, 1u);
+  EXPECT_TRUE(w.tx.take_completed().empty());
+  w.tx.on_packet(w.ack(1, r1), 12 * kUs, w.fx);
+  EXPECT_EQ(w.tx.take_completed(), std::vector<uint64_t>{0});
+  EXPECT_FALSE(w.tx.busy());
+  std::vector<int32_t> want = r0;
+  want.insert(want.end(), r1.begin(), r1.end());
+  EXPECT_EQ(w.io->result, want);
+  EXPECT_EQ(w.fx.pool.in_use(), 0u);
+}
+
+TEST(Worker, GradRequestAnsweredWithGradientOrResult) {
+  WorkerRig w;
+  w.tx.submit(w.io, 100);
+  w.tx.submit(std::make_shared<host::VectorTensor>(ramp(10, 1)), 10);  // psn 2
+  w.tx.pump(0, w.fx);
+  w.fx.take();
+  w.tx.on_packet(w.grad_request(9), 0, w.fx);  // unknown psn: ignored
+  EXPECT_TRUE(w.fx.sent.empty());
+  w.tx.on_packet(w.grad_request(1), 0, w.fx);
+  auto out = w.fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.dst, kPsId);
+  EXPECT_TRUE(out[0].h.has(flag::kToPs));
+  EXPECT_FALSE(out[0].h.has(flag::kResult));
+  EXPECT_EQ(out[0].h.bitmap, 0b010u);
+  EXPECT_EQ(out[0].h.psn, 1u);
+  EXPECT_EQ(out[0].v, std::vector<int32_t>(w.grad.begin() + 64, w.grad.end()));
+  const auto r0 = ramp(64, 7);
+  w.tx.on_packet(w.ack(0, r0), 10 * kUs, w.fx);
+  w.tx.on_packet(w.grad_request(0), 11 * kUs, w.fx);
+  out = w.fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].h.has(flag::kResult));
+  EXPECT_EQ(out[0].h.bitmap, 0b111u);
+  EXPECT_EQ(out[0].v, r0);
+  EXPECT_EQ(w.fx.pool.in_use(), 0u);
+}
+
+TEST(Worker, RetransmitsWithBackoffAndRemindsThePs) {
+  WorkerRig w;
+  w.tx.submit(std::make_shared<host::VectorTensor>(ramp(10, 1)), 10);
+  w.tx.pump(0, w.fx);
+  w.fx.take();
+  Time last = 0, gap = 0;
+  int retx = 0;
+  for (int round = 0; round < 6; ++round) {
+    ASSERT_FALSE(w.fx.timers.empty());
+    const Time at = std::max_element(w.fx.timers.begin(), w.fx.timers.end())->first;
+    ASSERT_GT(at, last);
+    EXPECT_GE(at - last, gap) << "backoff never shrinks";
+    gap = at - last;
+    last = at;
+    w.tx.on_timer(0, at, w.fx);
+    auto out = w.fx.take();
+    size_t data = 0, reminders = 0;
+    for (const auto& s : out) {
+      if (s.h.type == PktType::Data) {
+        ++data;
+        EXPECT_TRUE(s.h.has(flag::kResend));
+        EXPECT_EQ(s.v, ramp(10, 1));
+      } else if (s.h.type == PktType::Reminder) {
+        ++reminders;
+        EXPECT_EQ(s.h.dst, kPsId);
+        EXPECT_EQ(s.h.psn, 0u);
+      }
+    }
+    ++retx;
+    EXPECT_EQ(data, 1u) << "round " << round;
+    EXPECT_EQ(reminders, retx % 3 == 0 ? 1u : 0u) << "a reminder after every 3 retransmissions";
+  }
+  EXPECT_GT(gap, 1 * kMs) << "exponential backoff";
+  EXPECT_EQ(w.tx.stats().retransmits, 6u);
+  EXPECT_EQ(w.tx.stats().reminders, 2u);
+}
+
+}  // namespace
+}  // namespace ina::test

@@ -1,0 +1,329 @@
+// Simulator: determinism, the link model (timing, drop-tail, ECN, loss),
+// and experiment::run_point for every scheme.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cluster_fixture.hpp"
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
+
+namespace ina::test {
+namespace {
+
+// ---------------------------------------------------------------- determinism
+
+ClusterConfig lossy_dsa(uint64_t seed) {
+  ClusterConfig c;
+  c.policy = dp::Policy::Preemptive;
+  c.workers_per_job = {3, 2};
+  c.ops = {{1500, 200}, {900, 640}};
+  c.job_priority = {1u << 16, 1u << 8};
+  c.job_start = {0, 4 * kUs};
+  c.rank_stagger = 500 * kNs;
+  c.aggregators = 16;
+  c.faults.name = "lossy";
+  c.faults.loss = 0.03;
+  c.faults.dup = 0.01;
+  c.faults.reorder = 0.03;
+  c.seed = seed;
+  return c;
+}
+
+struct Trace {
+  uint64_t digest, events, hops;
+  Time end;  // last worker finish time
+};
+
+Trace run_trace(uint64_t seed) {
+  Cluster cl(lossy_dsa(seed));
+  EXPECT_TRUE(cl.run());
+  cl.check_all("determinism seed " + std::to_string(seed));
+  Time last = -1;
+  for (const auto& job : cl.workers)
+    for (auto* w : job) last = std::max(last, w->finish_time());
+  return {cl.sim.digest(), cl.sim.events(), cl.sim.hops(), last};
+}
+
+TEST(Determinism, SameSeedSameTraceDifferentSeedDifferentTrace) {
+  const Trace a = run_trace(42), b = run_trace(42), c = run_trace(43);
+  EXPECT_EQ(a.digest, b.digest);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.hops, b.hops);
+  EXPECT_EQ(a.end, b.end);
+  EXPECT_GT(a.hops, 100u);
+  EXPECT_GT(a.end, 0);
+  EXPECT_NE(a.digest, c.digest);
+}
+
+// ---------------------------------------------------------------- link model
+
+// Sends `n` packets of `count` values to `dst`: all at start (gap 0, back to
+// back in the link's queue) or one every `gap`.
+class Source final : public Node {
+ public:
+  Source(NodeId dst, int n, uint16_t count, Time gap = 0) : dst_(dst), n_(n), count_(count), gap_(gap) {}
+  void on_start(Time now, Effects& fx) override {
+    if (gap_ == 0) {
+      while (sent_ < n_) send_one(fx);
+    } else {
+      fx.set_timer(now, 0);
+    }
+  }
+  void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+  void on_timer(uint64_t, Time now, Effects& fx) override {
+    send_one(fx);
+    if (sent_ < n_) fx.set_timer(now + gap_, 0);
+  }
+
+ private:
+  void send_one(Effects& fx) {
+    Packet* p = fx.alloc();
+    p->h.type = PktType::Data;
+    p->h.dst = dst_;
+    p->h.psn = static_cast<uint32_t>(sent_++);
+    p->h.count = count_;
+    fx.send(p);
+  }
+  NodeId dst_;
+  int n_;
+  uint16_t count_;
+  Time gap_;
+  int sent_ = 0;
+};
+
+// Records (arrival time, psn, flags) of everything it receives.
+class Sink final : public Node {
+ public:
+  struct Rx {
+    Time t;
+    uint32_t psn;
+    uint16_t flags;
+  };
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    rx.push_back({now, p->h.psn, p->h.flags});
+    fx.free(p);
+  }
+  void on_timer(uint64_t, Time, Effects&) override {}
+  std::vector<Rx> rx;
+};
+
+struct LinkRig {
+  LinkRig(const sim::LinkParams& p, int n, uint16_t count = 64, uint64_t seed = 1, Time gap = 0) : sim(seed, 64) {
+    auto s = std::make_unique<Sink>();
+    sink = s.get();
+    sim.add_node(std::move(s), true);  // node 0 (a "switch": receives from the host's link)
+    sim.add_node(std::make_unique<Source>(0, n, count, gap), false);
+    link = sim.connect(1, 0, p, p);
+    sim.build_routes();
+  }
+  sim::Simulator sim;
+  Sink* sink;
+  uint32_t link;
+};
+
+TEST(Link, SerializationPlusPropagationIsExact) {
+  sim::LinkParams p;
+  p.gbps = 100;
+  p.delay = 2500 * kNs;
+  LinkRig rig(p, 3);  // 64 values + 50 B header = 306 B
+  rig.sim.run();
+  ASSERT_EQ(rig.sink->rx.size(), 3u);
+  EXPECT_EQ(serialization_time(306, 100'000'000'000ULL), 24480);
+  // Back to back: each packet waits for the previous one's serialization.
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(rig.sink->rx[k].psn, k);
+    EXPECT_EQ(rig.sink->rx[k].t, static_cast<Time>(k + 1) * 24480 + 2500 * kNs);
+  }
+  const auto& st = rig.sim.link(rig.link).st;
+  EXPECT_EQ(st.packets, 3u);
+  EXPECT_EQ(st.bytes, 3u * 306);
+  EXPECT_EQ(st.busy, 3 * 24480);
+  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+}
+
+TEST(Link, MinimumPacketSizeAndOtherRates) {
+  sim::LinkParams p;
+  p.gbps = 40;
+  p.delay = 1 * kUs;
+  LinkRig rig(p, 1, 1);  // 54 B -> padded to 64 B
+  rig.sim.run();
+  ASSERT_EQ(rig.sink->rx.size(), 1u);
+  EXPECT_EQ(rig.sink->rx[0].t, 64 * 8 * 25 + 1 * kUs);  // 25 ps per bit at 40 Gbps
+}
+
+TEST(Link, DropTailWhenBacklogExceedsQueue) {
+  sim::LinkParams p;
+  p.queue_bytes = 1000;
+  p.ecn_bytes = 0;
+  LinkRig rig(p, 10);
+  rig.sim.run();
+  // Packet k finds k * 306 B of backlog; it is dropped when that exceeds 1000 B.
+  size_t expect = 0;
+  for (int k = 0; k < 10; ++k) expect += k * 306 <= 1000;
+  ASSERT_EQ(expect, 4u);
+  EXPECT_EQ(rig.sink->rx.size(), expect);
+  const auto& st = rig.sim.link(rig.link).st;
+  EXPECT_EQ(st.drop_queue, 10 - expect);
+  EXPECT_EQ(st.ecn_marked, 0u);
+  for (size_t k = 0; k < rig.sink->rx.size(); ++k) EXPECT_EQ(rig.sink->rx[k].psn, k) << "drop-tail keeps the head";
+  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+}
+
+TEST(Link, EcnMarksWhenBacklogExceedsThreshold) {
+  sim::LinkParams p;
+  p.ecn_bytes = 700;
+  LinkRig rig(p, 8);
+  rig.sim.run();
+  ASSERT_EQ(rig.sink->rx.size(), 8u);
+  size_t marked = 0;
+  for (const auto& r : rig.sink->rx) {
+    const bool want = r.psn * 306 > 700;  // backlog seen by packet psn
+    EXPECT_EQ((r.flags & flag::kEcn) != 0, want) << "psn " << r.psn;
+    marked += want;
+  }
+  EXPECT_EQ(rig.sim.link(rig.link).st.ecn_marked, marked);
+  EXPECT_EQ(marked, 5u);
+}
+
+TEST(Link, LossRateIsRoughlyTheConfiguredOne) {
+  sim::LinkParams p;
+  p.loss = 0.1;
+  p.ecn_bytes = 0;
+  const int n = 20000;
+  LinkRig rig(p, n, 64, 7, 100 * kNs);  // paced: no queueing
+  rig.sim.run();
+  const auto& st = rig.sim.link(rig.link).st;
+  const double frac = static_cast<double>(st.drop_loss) / n;
+  EXPECT_NEAR(frac, 0.1, 0.015);
+  EXPECT_EQ(st.drop_loss + rig.sink->rx.size(), static_cast<size_t>(n));
+  EXPECT_EQ(st.drop_queue, 0u);
+  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+}
+
+TEST(Link, DuplicationAndReorderingAreInjected) {
+  sim::LinkParams p;
+  p.dup = 0.05;
+  p.reorder = 0.05;
+  p.reorder_delay = 5 * kUs;
+  p.ecn_bytes = 0;
+  const int n = 5000;
+  LinkRig rig(p, n, 64, 9, 100 * kNs);  // paced: no queueing
+  rig.sim.run();
+  const auto& st = rig.sim.link(rig.link).st;
+  EXPECT_EQ(rig.sink->rx.size(), n + st.duplicated);
+  EXPECT_NEAR(static_cast<double>(st.duplicated) / n, 0.05, 0.015);
+  EXPECT_NEAR(static_cast<double>(st.reordered) / n, 0.05, 0.015);
+  size_t inversions = 0;
+  for (size_t k = 1; k < rig.sink->rx.size(); ++k) inversions += rig.sink->rx[k].psn < rig.sink->rx[k - 1].psn;
+  EXPECT_GT(inversions, 0u);
+  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+}
+
+TEST(Time, SerializationTimeIsExactForLargeSizes) {
+  // 2^30 B at 100 Gbps: 2^33 bits / 1e11 bit/s = 85.89934592 ms.
+  EXPECT_EQ(serialization_time(1ULL << 30, 100'000'000'000ULL), 85'899'345'920);
+  EXPECT_EQ(serialization_time(4'000'000, 100'000'000'000ULL), 320'000'000);    // a 4 MB buffer
+  EXPECT_EQ(serialization_time(16'000'000, 100'000'000'000ULL), 1'280'000'000);  // a 16 MB buffer
+  EXPECT_EQ(serialization_time(2'000'000, 100'000'000'000ULL), 160'000'000);
+  EXPECT_EQ(serialization_time(306, 40'000'000'000ULL), 61'200);
+  EXPECT_EQ(serialization_time(1, 3), 2'666'666'666'667);  // rounded up
+}
+
+TEST(Link, LargeQueueDoesNotDropBelowItsSize) {
+  // A 4 MB buffer (e.g. topology.queue_kb = 4000) and a 1.5 MB burst: nothing may be dropped.
+  sim::LinkParams p;
+  p.queue_bytes = 4'000'000;
+  p.ecn_bytes = 0;
+  const int n = 12000;  // 12000 * 306 B = 3.67 MB of backlog
+  LinkRig rig(p, n);
+  rig.sim.run();
+  EXPECT_EQ(rig.sim.link(rig.link).st.drop_queue, 0u);
+  EXPECT_EQ(rig.sink->rx.size(), static_cast<size_t>(n));
+}
+
+TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
+  struct T final : Node {
+    void on_start(Time, Effects& fx) override {
+      fx.set_timer(30, 3);
+      fx.set_timer(10, 1);
+      fx.set_timer(30, 4);
+      fx.set_timer(20, 2);
+    }
+    void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+    void on_timer(uint64_t tok, Time now, Effects&) override { fired.emplace_back(now, tok); }
+    std::vector<std::pair<Time, uint64_t>> fired;
+  };
+  sim::Simulator s(1, 64);
+  auto t = std::make_unique<T>();
+  T* tp = t.get();
+  s.add_node(std::move(t), false);
+  s.run(25);
+  EXPECT_EQ(tp->fired.size(), 2u);
+  EXPECT_FALSE(s.idle());
+  s.run();
+  EXPECT_TRUE(s.idle());
+  const std::vector<std::pair<Time, uint64_t>> want = {{10, 1}, {20, 2}, {30, 3}, {30, 4}};
+  EXPECT_EQ(tp->fired, want);
+}
+
+// ---------------------------------------------------------------- run_point
+
+exp::Settings small_settings() {
+  exp::Settings s;
+  s.jobs = 2;
+  s.workers_per_job = 4;
+  s.hosts = 8;
+  s.partition_mb = 0.05;
+  s.max_sim_ms = 2000;
+  return s;
+}
+
+class RunPoint : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RunPoint, OkVerifiedAndReproducible) {
+  const exp::Settings s = small_settings();
+  const std::string scheme = GetParam();
+  const exp::RunOutput a = exp::run_point(s, scheme, 5);
+  EXPECT_TRUE(a.ok) << a.problems;
+  EXPECT_EQ(a.metrics.at("verify_errors"), 0);
+  EXPECT_EQ(a.metrics.at("unfinished_workers"), 0);
+  EXPECT_GT(a.metrics.at("verified_values"), 0);
+  EXPECT_EQ(a.metrics.at("ps_entries_left"), 0);
+  EXPECT_EQ(a.metrics.at("packets_leaked"), 0);
+  EXPECT_GT(a.metrics.at("avg_jct_ms"), 0);
+  // Each of 8 workers verified 4 partitions of 0.05 MiB.
+  const double values = 4.0 * std::llround(0.05 * (1 << 20) / 4);
+  EXPECT_EQ(a.metrics.at("verified_values"), 8 * values);
+  const exp::RunOutput b = exp::run_point(s, scheme, 5);
+  EXPECT_EQ(a.digest, b.digest);
+  EXPECT_EQ(a.metrics.at("events"), b.metrics.at("events"));
+  EXPECT_EQ(a.metrics.at("avg_jct_ms"), b.metrics.at("avg_jct_ms"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, RunPoint, ::testing::Values("switchml", "atp", "dsa", "dsa-always", "dsa-coin"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(RunPointLossy, DsaUnderLossIsOkAndSeedMatters) {
+  exp::Settings s = small_settings();
+  s.loss = 0.01;
+  s.memory_mb = 0.01;  // ~39 aggregators: collisions and preemptions
+  const exp::RunOutput a = exp::run_point(s, "dsa", 3);
+  EXPECT_TRUE(a.ok) << a.problems;
+  EXPECT_EQ(a.metrics.at("verify_errors"), 0);
+  EXPECT_GT(a.metrics.at("retransmits"), 0);
+  const exp::RunOutput b = exp::run_point(s, "dsa", 4);
+  EXPECT_TRUE(b.ok) << b.problems;
+  EXPECT_NE(a.digest, b.digest);
+}
+
+}  // namespace
+}  // namespace ina::test
