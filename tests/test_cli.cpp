@@ -1,0 +1,112 @@
+// End-to-end tests of the `ina` command: exit codes, messages, output files.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(INA_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ina_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+}  // namespace
+
+TEST(Cli, BadScenarioNamesFileFieldAndValueAndRunsNothing) {
+  const auto d = temp_dir("bad");
+  write(d / "neg.toml", "[topology]\nlink_gbps = -5\n");
+  auto r = run("sim " + (d / "neg.toml").string() + " --out " + (d / "out").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("neg.toml"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("topology.link_gbps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-5"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "out")) << "nothing may run or be written for a bad file";
+
+  write(d / "hosts.toml", "[topology]\nhosts = 8\n[workload]\njobs = 3\nworkers_per_job = 4\n");
+  r = run("sim " + (d / "hosts.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("workload.jobs"), std::string::npos) << r.output;
+
+  r = run("sim " + (d / "missing.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("missing.toml"), std::string::npos) << r.output;
+
+  r = run("sim " + (d / "neg.toml").string() + " --set workload.jobs=zero");
+  EXPECT_NE(r.status, 0);
+}
+
+TEST(Cli, SmallScenarioWritesVerifiedResults) {
+  const auto d = temp_dir("ok");
+  write(d / "s.toml", R"(
+[scenario]
+name = "cli-test"
+title = "cli test"
+[workload]
+jobs = 2
+workers_per_job = 3
+partition_mb = 0.02
+[run]
+schemes = ["switchml", "atp", "dsa"]
+seeds = [1, 2]
+[sweep]
+key = "switch.memory_mb"
+values = [0.01, 1]
+)");
+  const auto out = d / "out";
+  auto r = run("sim " + (d / "s.toml").string() + " --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[12/12]"), std::string::npos) << "one progress line per run";
+  for (const char* f : {"results.json", "results.csv", "avg_jct_ms.png", "runs.json"})
+    EXPECT_TRUE(fs::exists(out / f) && fs::file_size(out / f) > 0) << f;
+
+  const auto results = nlohmann::json::parse(std::ifstream(out / "results.json"));
+  ASSERT_EQ(results.size(), 6u);  // 3 schemes x 2 memory sizes, averaged over 2 seeds
+  for (const auto& rec : results) {
+    EXPECT_EQ(rec["seeds"], 2);
+    EXPECT_GT(rec["avg_jct_ms"].get<double>(), 0);
+    EXPECT_EQ(rec["verify_errors"].get<double>(), 0);
+    EXPECT_EQ(rec["unfinished_workers"].get<double>(), 0);
+    EXPECT_GT(rec["verified_values"].get<double>(), 0);
+  }
+  const auto runs = nlohmann::json::parse(std::ifstream(out / "runs.json"));
+  ASSERT_EQ(runs.size(), 12u);
+  for (const auto& run : runs) {
+    EXPECT_TRUE(run["ok"].get<bool>()) << run.dump();
+    EXPECT_EQ(run["job_jct_ms"].size(), 2u);
+  }
+}
+
+TEST(Cli, MaxSimTimeFailsTheRunWithExitStatus3) {
+  const auto d = temp_dir("slow");
+  write(d / "s.toml", "[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.05\n[run]\nschemes = [\"dsa\"]\nmax_sim_ms = 0.2\n");
+  auto r = run("sim " + (d / "s.toml").string() + " --quiet");
+  EXPECT_EQ(r.status, 3) << r.output;
+  EXPECT_NE(r.output.find("did not finish"), std::string::npos) << r.output;
+}

@@ -1,0 +1,67 @@
+// Paper-derived expectations (DSA §VII) that the simulator must keep
+// reproducing. Sizes are reduced where the ordering does not depend on them.
+#include <gtest/gtest.h>
+
+#include "experiment/runner.hpp"
+
+using namespace ina::exp;
+
+namespace {
+
+double jct(const Settings& s, const char* scheme, uint64_t seed = 1) {
+  const auto out = run_point(s, scheme, seed);
+  EXPECT_TRUE(out.ok) << scheme << ": " << out.problems;
+  return out.metrics.at("avg_jct_ms");
+}
+
+}  // namespace
+
+// Fig. 8/9: with DNN A (4 MiB partitions) and 5 MiB of switch memory, DSA's
+// completion at the switch (no PS round trip) beats ATP clearly.
+TEST(PaperExpectations, DsaBeatsAtpOnDnnA) {
+  Settings s;
+  s.jobs = 4;
+  s.workers_per_job = 8;
+  s.model = "A";
+  const double dsa = jct(s, "dsa"), atp = jct(s, "atp");
+  EXPECT_LT(dsa * 1.15, atp) << "dsa " << dsa << " ms, atp " << atp << " ms";
+}
+
+// When the switch memory per job is scarce, isolation (SwitchML) and FCFS
+// sharing (ATP) both lose to preemption.
+TEST(PaperExpectations, DsaBeatsBothBaselinesWhenMemoryIsScarce) {
+  Settings s;
+  s.jobs = 8;
+  s.workers_per_job = 8;
+  s.partition_mb = 0.5;
+  s.memory_mb = 0.125;
+  const double dsa = jct(s, "dsa"), sml = jct(s, "switchml"), atp = jct(s, "atp");
+  EXPECT_LT(dsa * 1.1, sml) << "dsa " << dsa << " ms, switchml " << sml << " ms";
+  EXPECT_LT(dsa * 1.1, atp) << "dsa " << dsa << " ms, atp " << atp << " ms";
+}
+
+// Fig. 10: utilization (aggregation throughput / link rate) of DSA above ATP.
+TEST(PaperExpectations, DsaUtilizationAboveAtp) {
+  Settings s;
+  s.jobs = 4;
+  s.workers_per_job = 8;
+  s.model = "A";
+  const auto dsa = run_point(s, "dsa", 1), atp = run_point(s, "atp", 1);
+  ASSERT_TRUE(dsa.ok && atp.ok);
+  EXPECT_GT(dsa.metrics.at("utilization"), 1.2 * atp.metrics.at("utilization"));
+  EXPECT_LE(dsa.metrics.at("utilization"), 1.0);
+}
+
+// Loss on the PS links hurts ATP (every result passes the PS) but hardly DSA.
+TEST(PaperExpectations, PsLossHurtsAtpMoreThanDsa) {
+  Settings s;
+  s.jobs = 2;
+  s.workers_per_job = 4;
+  s.partition_mb = 1;
+  Settings lossy = s;
+  lossy.ps_loss = 0.01;
+  const double dsa0 = jct(s, "dsa"), dsa1 = jct(lossy, "dsa");
+  const double atp0 = jct(s, "atp"), atp1 = jct(lossy, "atp");
+  EXPECT_LT(dsa1 / dsa0, atp1 / atp0);
+  EXPECT_GT(atp1, 1.2 * atp0);
+}
