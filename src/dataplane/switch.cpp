@@ -100,7 +100,7 @@ void SwitchProgram::mark(uint16_t job, uint32_t psn, uint8_t bits) {
   v[psn] |= bits;
 }
 
-void SwitchProgram::reserve(uint32_t i, const Packet& p) {
+void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
   Agg& a = aggs_[i];
   a.key = key_of(p.h.job, p.h.psn);
   a.bitmap = p.h.bitmap;
@@ -108,6 +108,10 @@ void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   a.ecn = p.h.has(flag::kEcn);
   a.complete = 0;
   a.count = p.h.count;
+}
+
+void SwitchProgram::reserve(uint32_t i, const Packet& p) {
+  set_meta(i, p);
   std::memcpy(values(i), p.payload(), 4u * p.h.count);
   ++st_.aggregated;
 }
@@ -157,12 +161,7 @@ void SwitchProgram::swap_with(uint32_t i, Packet& p) {
   int32_t* v = values(i);
   int32_t* x = p.payload();
   for (uint16_t k = 0; k < n; ++k) std::swap(v[k], x[k]);
-  a.key = key_of(p.h.job, p.h.psn);
-  a.bitmap = p.h.bitmap;
-  a.priority = p.h.priority;
-  a.ecn = p.h.has(flag::kEcn);
-  a.complete = 0;
-  a.count = p.h.count;
+  set_meta(i, p);
   p.h.job = static_cast<uint16_t>(old.key >> 32);
   p.h.psn = static_cast<uint32_t>(old.key);
   p.h.bitmap = old.bitmap;

@@ -108,6 +108,7 @@ class SwitchProgram : public Node {
   int32_t* values(uint32_t i) { return vals_.data() + static_cast<size_t>(i) * width_; }
 
   void reserve(uint32_t i, const Packet& p);
+  void set_meta(uint32_t i, const Packet& p);  // key, bitmap, priority, ECN, count of p
   void accumulate(uint32_t i, const Packet& p);
   void release(uint32_t i) { aggs_[i] = Agg{}; }
   bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == full_bitmap(static_cast<unsigned>(j.workers.size())); }

@@ -9,7 +9,7 @@
 namespace ina::host {
 
 ParameterServer::ParameterServer(const PsConfig& cfg)
-    : cfg_(cfg), full_(full_bitmap(static_cast<unsigned>(cfg.workers.size()))), timeout_(cfg.min_timeout) {
+    : cfg_(cfg), full_(full_bitmap(static_cast<unsigned>(cfg.workers.size()))), est_(cfg.min_timeout, cfg.max_timeout) {
   if (cfg.workers.empty() || cfg.workers.size() > kMaxWorkers) throw std::invalid_argument("ps: 1..64 workers");
   if (cfg.payload_values == 0) throw std::invalid_argument("ps: payload_values must be > 0");
 }
@@ -34,7 +34,7 @@ uint32_t ParameterServer::open(uint32_t psn, Time now, Effects& fx) {
   slots_[e] = Entry{};
   slots_[e].psn = psn;
   slots_[e].created = now;
-  slots_[e].deadline = now + timeout_;
+  slots_[e].deadline = now + est_.timeout();
   std::fill_n(vals(e), cfg_.payload_values, 0);
   index_.emplace(psn, e);
   st_.max_entries = std::max<uint64_t>(st_.max_entries, index_.size());
@@ -76,25 +76,15 @@ void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) 
   }
   // Progress: the timeout counts from the last contribution, without backoff.
   en.reminders = 0;
-  en.deadline = now + timeout_;
+  en.deadline = now + est_.timeout();
   if (timers_.push(en.deadline, en.psn)) fx.set_timer(en.deadline, 0);
 }
 
 void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   Entry& en = slots_[e];
   ++st_.completions;
-  if (!en.reminded) {  // a completion the reminder helped would measure the timeout itself
-    const Time sample = now - en.created;
-    if (srtt_ == 0) {
-      srtt_ = sample;
-      rttvar_ = sample / 2;
-    } else {
-      const Time err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
-      rttvar_ = (3 * rttvar_ + err) / 4;
-      srtt_ = (7 * srtt_ + sample) / 8;
-    }
-    timeout_ = std::clamp<Time>(srtt_ + 4 * rttvar_, cfg_.min_timeout, cfg_.max_timeout);
-  }
+  // Karn's rule: a completion the reminder helped would measure the timeout itself.
+  if (!en.reminded) est_.sample(now - en.created);
   Packet* a = fx.alloc();
   Header& h = a->h;
   h.type = PktType::Ack;
@@ -116,7 +106,7 @@ void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
   ++en.reminders;
   en.reminded = true;
   en.last_reminder = now;
-  en.deadline = now + std::min<Time>(timeout_ << std::min<int>(en.reminders, 3), cfg_.max_timeout);
+  en.deadline = now + std::min<Time>(est_.timeout() << std::min<int>(en.reminders, 3), cfg_.max_timeout);
   if (timers_.push(en.deadline, en.psn)) fx.set_timer(en.deadline, 0);
   auto make = [&](PktType t, NodeId dst, uint8_t rank) {
     Packet* q = fx.alloc();

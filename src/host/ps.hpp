@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/deadline_queue.hpp"
+#include "core/rtt_estimator.hpp"
 #include "proto/node.hpp"
 
 namespace ina::host {
@@ -53,7 +54,7 @@ class ParameterServer final : public Node {
 
   size_t entries() const { return index_.size(); }
   const PsStats& stats() const { return st_; }
-  Time timeout() const { return timeout_; }
+  Time timeout() const { return est_.timeout(); }
 
   struct EntryView {
     uint32_t psn;
@@ -95,7 +96,7 @@ class ParameterServer final : public Node {
   std::vector<uint32_t> free_;
   std::unordered_map<uint32_t, uint32_t> index_;  // psn -> slot
   DeadlineQueue<uint32_t> timers_;  // psn by reminder deadline
-  Time srtt_ = 0, rttvar_ = 0, timeout_;
+  RttEstimator est_;  // entry setup -> completion
 };
 
 }  // namespace ina::host

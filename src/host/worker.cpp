@@ -5,7 +5,8 @@
 
 namespace ina::host {
 
-WorkerTransport::WorkerTransport(const WorkerConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window), rto_(cfg.min_rto) {
+WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
+    : cfg_(cfg), cwnd_(cfg.init_window), rtt_(cfg.min_rto, cfg.max_rto) {
   if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
@@ -79,7 +80,7 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
     ++st_.retransmits;
   }
   const int shift = std::min<int>(r.retx, 3);
-  r.deadline = now + std::min<Time>(rto_ << shift, cfg_.max_rto);
+  r.deadline = now + std::min<Time>(rtt_.timeout() << shift, cfg_.max_rto);
   if (rto_q_.push(r.deadline, h.psn)) fx.set_timer(r.deadline, 0);
   fx.send(p);
 }
@@ -97,22 +98,10 @@ void WorkerTransport::pump(Time now, Effects& fx) {
 }
 
 void WorkerTransport::decrease(Time now) {
-  if (!cfg_.aimd || now - last_decrease_ < std::max<Time>(srtt_, 1)) return;
+  if (!cfg_.aimd || now - last_decrease_ < std::max<Time>(rtt_.srtt(), 1)) return;
   cwnd_ = std::max(1.0, cwnd_ / 2);
   last_decrease_ = now;
   ++st_.decreases;
-}
-
-void WorkerTransport::sample_rtt(Time r) {
-  if (srtt_ == 0) {
-    srtt_ = r;
-    rttvar_ = r / 2;
-  } else {
-    const Time err = r > srtt_ ? r - srtt_ : srtt_ - r;
-    rttvar_ = (3 * rttvar_ + err) / 4;
-    srtt_ = (7 * srtt_ + r) / 8;
-  }
-  rto_ = std::clamp<Time>(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto);
 }
 
 void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
@@ -151,7 +140,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   ++st_.acks;
   ++op->ndone;
   while (op->low < op->npkts && op->recs[op->low].done) ++op->low;
-  if (r.retx == 0) sample_rtt(now - r.sent);
+  if (r.retx == 0) rtt_.sample(now - r.sent);  // Karn's rule
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
     decrease(now);

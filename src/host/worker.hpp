@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/deadline_queue.hpp"
+#include "core/rtt_estimator.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
 
@@ -91,7 +92,7 @@ class WorkerTransport {
   const WorkerStats& stats() const { return st_; }
   const WorkerConfig& config() const { return cfg_; }
   double cwnd() const { return cwnd_; }
-  Time rto() const { return rto_; }
+  Time rto() const { return rtt_.timeout(); }
   uint32_t next_psn() const { return next_psn_; }
   uint32_t lowest_unacked() const;  // next_psn() when nothing is outstanding
 
@@ -122,7 +123,6 @@ class WorkerTransport {
   void on_grad_request(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
-  void sample_rtt(Time r);
 
   WorkerConfig cfg_;
   WorkerStats st_;
@@ -136,7 +136,7 @@ class WorkerTransport {
   uint32_t next_psn_ = 0;
   double cwnd_;
   uint64_t inflight_ = 0;
-  Time srtt_ = 0, rttvar_ = 0, rto_;
+  RttEstimator rtt_;
   Time last_decrease_ = -kSec;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
   std::unordered_set<uint32_t> to_ps_;  // unsent PSNs the PS asked for
