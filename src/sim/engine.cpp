@@ -30,10 +30,9 @@ Simulator::~Simulator() {
   for (auto& e : heap_)
     if (e.kind == EvKind::Deliver) pool_.put(e.pkt);
   for (auto& l : links_)
-    while (l.head) {
-      Packet* p = l.head;
-      l.head = p->next;
-      pool_.put(p);
+    while (!l.wire.empty()) {
+      pool_.put(l.wire.front());
+      l.wire.pop();
     }
 }
 
@@ -225,7 +224,6 @@ void Simulator::enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool 
   Link& l = links_[link_id];
   ++l.st.packets;
   l.st.bytes += wire_bytes(*p);
-  p->stamp = arrival;
   if (!in_order) {
     Event e;
     e.t = arrival;
@@ -236,19 +234,14 @@ void Simulator::enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool 
     push(e);
     return;
   }
-  p->next = nullptr;
-  if (l.tail) {
-    l.tail->next = p;
-    l.tail = p;
-  } else {
-    l.head = l.tail = p;
-    push_link_head(link_id);
-  }
+  const bool was_empty = l.wire.empty();
+  l.wire.push(arrival, p);
+  if (was_empty) push_link_head(link_id);
 }
 
 void Simulator::push_link_head(uint32_t link_id) {
   Event e;
-  e.t = links_[link_id].head->stamp;
+  e.t = links_[link_id].wire.front_time();
   e.seq = seq_++;
   e.pkt = nullptr;
   e.node = link_id;
@@ -279,7 +272,7 @@ void Simulator::run(Time until) {
     const Event e = pop();
     if (!heap_.empty()) {  // overlap the next event's cache misses with this one
       const Event& nx = heap_[0];
-      if (nx.kind == EvKind::LinkHead) prefetch_packet(links_[nx.node].head);
+      if (nx.kind == EvKind::LinkHead) prefetch_packet(links_[nx.node].wire.front());
       else if (nx.kind == EvKind::Deliver) prefetch_packet(nx.pkt);
     }
     now_ = e.t;
@@ -287,15 +280,12 @@ void Simulator::run(Time until) {
     switch (e.kind) {
       case EvKind::LinkHead: {
         Link& l = links_[e.node];
-        Packet* p = l.head;
-        l.head = p->next;
-        if (l.head) {
+        Packet* p = l.wire.front();
+        l.wire.pop();
+        if (!l.wire.empty()) {
           push_link_head(e.node);
-          prefetch_packet(l.head);  // many events pass before it is due: bring it near
-        } else {
-          l.tail = nullptr;
+          prefetch_packet(l.wire.front());  // many events pass before it is due: bring it near
         }
-        p->next = nullptr;
         deliver(l.to, p);
         break;
       }

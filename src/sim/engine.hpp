@@ -6,9 +6,9 @@
 // pure function of its seed. A link is a FIFO output queue plus a wire: a
 // packet's departure is computed arithmetically from the link's busy-until
 // time, so crossing a link costs exactly one event (its arrival). Packets in
-// flight on a link wait in the link's own FIFO (an intrusive list, arrival
-// times are non-decreasing), and only the head of each link is in the event
-// heap: the heap holds links + timers, not every packet in flight. Queue
+// flight on a link wait in the link's own FIFO (arrival times are
+// non-decreasing), and only the head of each link is in the event heap: the
+// heap holds links + timers, not every packet in flight. Queue
 // occupancy is the backlog; drop-tail and ECN marking act on it at enqueue.
 // Loss, duplication and reordering are injected per link from the link's own
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
@@ -40,14 +40,40 @@ struct LinkStats {
   Time busy = 0;                        // total serialization time
 };
 
+// Packets in flight on one link in arrival order: a growable ring of
+// (arrival, packet) pairs, so the next arrival time is read without touching
+// the packet (which is usually not in cache yet).
+class WireFifo {
+ public:
+  bool empty() const { return n_ == 0; }
+  size_t size() const { return n_; }
+  Time front_time() const { return buf_[head_].first; }
+  Packet* front() const { return buf_[head_].second; }
+  void pop() { head_ = (head_ + 1) & (buf_.size() - 1); --n_; }
+  void push(Time t, Packet* p) {
+    if (n_ == buf_.size()) grow();
+    buf_[(head_ + n_) & (buf_.size() - 1)] = {t, p};
+    ++n_;
+  }
+
+ private:
+  void grow() {
+    std::vector<std::pair<Time, Packet*>> b(buf_.empty() ? 64 : 2 * buf_.size());
+    for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+    buf_ = std::move(b);
+    head_ = 0;
+  }
+  std::vector<std::pair<Time, Packet*>> buf_;
+  size_t head_ = 0, n_ = 0;
+};
+
 struct Link {
   NodeId from = kNoNode, to = kNoNode;
   LinkParams p;
   uint64_t bps = 0;
   Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
   Time busy_until = 0;
-  Packet* head = nullptr;  // in flight, in arrival order
-  Packet* tail = nullptr;
+  WireFifo wire;  // in flight, in arrival order
   Rng rng;
   LinkStats st;
 };

@@ -74,7 +74,6 @@ inline uint64_t full_bitmap(unsigned nworkers) {
 struct Packet {
   Header h;
   Packet* next = nullptr;  // free-list / queue link, owned by whoever holds the packet
-  int64_t stamp = 0;       // engine scratch (the simulator: arrival time on a link)
   uint16_t capacity = 0;
 
   int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
