@@ -70,6 +70,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
   };
   const uint32_t id = make(a, b, ab);
   make(b, a, ba);
+  build_tree();
   return id;
 }
 
@@ -236,17 +237,35 @@ void Simulator::enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool 
   }
   const bool was_empty = l.wire.empty();
   l.wire.push(arrival, p);
-  if (was_empty) push_link_head(link_id);
+  if (was_empty) key_link(link_id);
 }
 
-void Simulator::push_link_head(uint32_t link_id) {
-  Event e;
-  e.t = links_[link_id].wire.front_time();
-  e.seq = seq_++;
-  e.pkt = nullptr;
-  e.node = link_id;
-  e.kind = EvKind::LinkHead;
-  push(e);
+void Simulator::build_tree() {
+  leaves_ = 1;
+  while (leaves_ < links_.size()) leaves_ *= 2;
+  leaf_.assign(leaves_, LeafKey{});
+  win_.assign(leaves_, 0);
+  for (size_t n = leaves_ - 1; n >= 1; --n) {
+    const uint32_t a = child_winner(2 * n), b = child_winner(2 * n + 1);
+    win_[n] = less_leaf(b, a) ? b : a;
+  }
+  winner_ = leaves_ > 1 ? win_[1] : 0;
+}
+
+void Simulator::key_link(uint32_t link_id) {
+  LeafKey& k = leaf_[link_id];
+  const Link& l = links_[link_id];
+  if (l.wire.empty()) {
+    k = LeafKey{};
+  } else {
+    k.t = l.wire.front_time();
+    k.seq = seq_++;
+  }
+  for (size_t n = (leaves_ + link_id) / 2; n >= 1; n /= 2) {
+    const uint32_t a = child_winner(2 * n), b = child_winner(2 * n + 1);
+    win_[n] = less_leaf(b, a) ? b : a;
+  }
+  winner_ = leaves_ > 1 ? win_[1] : 0;
 }
 
 void Simulator::deliver(NodeId to, Packet* p) {
@@ -267,36 +286,33 @@ void Simulator::run(Time until) {
       n->on_start(now_, fx_);
     }
   }
-  while (!heap_.empty()) {
-    if (heap_[0].t > until) break;
-    const Event e = pop();
-    if (!heap_.empty()) {  // overlap the next event's cache misses with this one
-      const Event& nx = heap_[0];
-      if (nx.kind == EvKind::LinkHead) prefetch_packet(links_[nx.node].wire.front());
-      else if (nx.kind == EvKind::Deliver) prefetch_packet(nx.pkt);
-    }
-    now_ = e.t;
+  for (;;) {
+    const bool have_link = leaves_ && leaf_[winner_].t != kNever;
+    const bool have_heap = !heap_.empty();
+    if (!have_link && !have_heap) break;
+    const bool link_first = have_link && (!have_heap || leaf_[winner_].t < heap_[0].t ||
+                                          (leaf_[winner_].t == heap_[0].t && leaf_[winner_].seq < heap_[0].seq));
+    const Time t = link_first ? leaf_[winner_].t : heap_[0].t;
+    if (t > until) break;
+    now_ = t;
     ++events_;
-    switch (e.kind) {
-      case EvKind::LinkHead: {
-        Link& l = links_[e.node];
-        Packet* p = l.wire.front();
-        l.wire.pop();
-        if (!l.wire.empty()) {
-          push_link_head(e.node);
-          prefetch_packet(l.wire.front());  // many events pass before it is due: bring it near
-        }
-        deliver(l.to, p);
-        break;
-      }
-      case EvKind::Deliver:
-        deliver(static_cast<NodeId>(e.node), e.pkt);
-        break;
-      case EvKind::Timer:
-        digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
-        fx_.current = static_cast<NodeId>(e.node);
-        nodes_[e.node]->on_timer(e.token, now_, fx_);
-        break;
+    if (link_first) {
+      const uint32_t li = winner_;
+      Link& l = links_[li];
+      Packet* p = l.wire.front();
+      l.wire.pop();
+      key_link(li);
+      if (leaf_[winner_].t != kNever) prefetch_packet(links_[winner_].wire.front());  // the next one due
+      deliver(l.to, p);
+      continue;
+    }
+    const Event e = pop();
+    if (e.kind == EvKind::Deliver) {
+      deliver(static_cast<NodeId>(e.node), e.pkt);
+    } else {
+      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
+      fx_.current = static_cast<NodeId>(e.node);
+      nodes_[e.node]->on_timer(e.token, now_, fx_);
     }
   }
   if (until != kNever && now_ < until && heap_.empty()) now_ = until;

@@ -7,8 +7,11 @@
 // packet's departure is computed arithmetically from the link's busy-until
 // time, so crossing a link costs exactly one event (its arrival). Packets in
 // flight on a link wait in the link's own FIFO (arrival times are
-// non-decreasing), and only the head of each link is in the event heap: the
-// heap holds links + timers, not every packet in flight. Queue
+// non-decreasing). The links' heads compete in a tournament (winner) tree
+// keyed by (arrival, sequence): delivering a head and keying the next one is
+// one leaf-to-root pass with one comparison per level. Timers and reordered packets are in a 4-ary heap. The
+// earlier of the two is the next event, so the global order is (time,
+// sequence) exactly as if every event were in one queue. Queue
 // occupancy is the backlog; drop-tail and ECN marking act on it at enqueue.
 // Loss, duplication and reordering are injected per link from the link's own
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
@@ -78,8 +81,8 @@ struct Link {
   LinkStats st;
 };
 
-// Deliver: a lone packet (reordered); LinkHead: the head of link `node`'s FIFO.
-enum class EvKind : uint32_t { Deliver = 0, Timer = 1, LinkHead = 2 };
+// Heap events. Deliver: a lone packet (reordered); Timer: a node's timer.
+enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
 
 struct Event {
   Time t;
@@ -154,7 +157,23 @@ class Simulator {
   void transmit(uint32_t link_id, Packet* p);
   void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
   void deliver(NodeId to, Packet* p);
-  void push_link_head(uint32_t link_id);
+  // Tournament tree over links.
+  struct LeafKey {
+    Time t = kNever;
+    uint64_t seq = UINT64_MAX;
+  };
+  void key_link(uint32_t link_id);  // re-keys a link from its wire head, updates the path
+  void build_tree();
+  bool less_leaf(uint32_t a, uint32_t b) const {
+    const LeafKey& x = leaf_[a];
+    const LeafKey& y = leaf_[b];
+    return x.t < y.t || (x.t == y.t && x.seq < y.seq);
+  }
+  uint32_t child_winner(size_t c) const { return c >= leaves_ ? static_cast<uint32_t>(c - leaves_) : win_[c]; }
+  std::vector<LeafKey> leaf_;   // per link (padded to a power of two)
+  std::vector<uint32_t> win_;   // internal nodes 1..P-1: winner of the subtree
+  uint32_t winner_ = 0;
+  size_t leaves_ = 0;
 
   PacketPool pool_;
   uint32_t header_bytes_, min_packet_bytes_;
