@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.hpp"
 #include "experiment/results.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
   bench->allow_extras();
 
+  const ina::cli::Runner plan = ina::cli::register_plan(app);
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
       std::cout << sc.title << "\n";
       return simulate(sc, demo_out, false);
     }
+    if (app.got_subcommand("plan")) return plan();
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());

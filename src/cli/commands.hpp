@@ -1,0 +1,17 @@
+#pragma once
+// Each subcommand family lives in its own file under src/cli/ and registers
+// itself on the app; main() runs whichever was chosen.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace ina::cli {
+
+// A registered command: run() is called if its subcommand was selected and
+// returns the process exit status.
+using Runner = std::function<int()>;
+
+// `ina plan ...`: control-plane planners (src/cli/plan.cpp).
+Runner register_plan(CLI::App& app);
+
+}  // namespace ina::cli
