@@ -14,4 +14,7 @@ using Runner = std::function<int()>;
 // `ina plan ...`: control-plane planners (src/cli/plan.cpp).
 Runner register_plan(CLI::App& app);
 
+// `ina switch`, `ina ps`, `ina worker`, `ina run`: the UDP runtime (src/cli/runtime.cpp).
+Runner register_runtime(CLI::App& app);
+
 }  // namespace ina::cli

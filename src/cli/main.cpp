@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   bench->allow_extras();
 
   const ina::cli::Runner plan = ina::cli::register_plan(app);
+  const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
       return simulate(sc, demo_out, false);
     }
     if (app.got_subcommand("plan")) return plan();
+    for (const char* c : {"switch", "ps", "worker", "run"})
+      if (app.got_subcommand(c)) return runtime();
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());
