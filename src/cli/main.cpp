@@ -127,9 +127,9 @@ int main(int argc, char** argv) {
       std::cout << sc.title << "\n";
       return simulate(sc, demo_out, false);
     }
-    if (app.got_subcommand("plan")) return plan();
-    for (const char* c : {"switch", "ps", "worker", "run"})
-      if (app.got_subcommand(c)) return runtime();
+    const std::string chosen = app.get_subcommands().front()->get_name();
+    if (chosen == "plan") return plan();
+    if (chosen == "switch" || chosen == "ps" || chosen == "worker" || chosen == "run") return runtime();
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());
