@@ -110,3 +110,11 @@ TEST(Cli, MaxSimTimeFailsTheRunWithExitStatus3) {
   EXPECT_EQ(r.status, 3) << r.output;
   EXPECT_NE(r.output.find("did not finish"), std::string::npos) << r.output;
 }
+
+TEST(Cli, BenchSimRunsAndReportsHopsPerSecond) {
+  auto r = run("bench sim --benchmark_filter=star_line_rate_1ms/16 --benchmark_min_time=0.01");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("hops_per_s"), std::string::npos) << r.output;
+  r = run("bench no-such-suite");
+  EXPECT_EQ(r.status, 2) << r.output;
+}
