@@ -70,7 +70,9 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                  p.out->ok ? "ok" : "FAILED", p.wall_s, m.at("hops"));
   }, &failures);
   const auto records = average_over_seeds(per_seed);
-  std::cout << format_table(records, sc.metrics.front());
+  const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
+  std::cout << sc.metrics.front() << " by " << x_name << " and scheme (mean over " << sc.seeds.size() << " seeds):\n"
+            << format_table(records, sc.metrics.front(), x_name);
   if (!out_dir.empty()) {
     for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
     const std::string runs_file = out_dir + "/runs.json";

@@ -219,7 +219,7 @@ std::vector<Record> average_over_seeds(const std::vector<Record>& per_seed) {
   return out;
 }
 
-std::string format_table(const std::vector<Record>& records, const std::string& metric) {
+std::string format_table(const std::vector<Record>& records, const std::string& metric, const std::string& x_name) {
   std::vector<std::string> schemes, series;
   std::vector<std::pair<std::string, double>> rows;  // (series, x)
   std::map<std::tuple<std::string, double, std::string>, double> cells;
@@ -239,7 +239,7 @@ std::string format_table(const std::vector<Record>& records, const std::string& 
 
   const bool named = series.size() > 1 || !series.front().empty();
   std::vector<std::vector<std::string>> table;
-  table.push_back({"series", "x"});
+  table.push_back({"series", x_name});
   table.back().insert(table.back().end(), schemes.begin(), schemes.end());
   for (const auto& [s, x] : rows) {
     table.push_back({s, fmt::format("{}", x)});

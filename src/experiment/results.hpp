@@ -38,6 +38,7 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
 std::vector<Record> average_over_seeds(const std::vector<Record>& per_seed);
 
 // A fixed-width text table: rows = (series, x), columns = schemes, cells = metric.
-std::string format_table(const std::vector<Record>& records, const std::string& metric);
+std::string format_table(const std::vector<Record>& records, const std::string& metric,
+                         const std::string& x_name = "x");
 
 }  // namespace ina::exp
