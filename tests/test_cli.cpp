@@ -103,6 +103,20 @@ values = [0.01, 1]
   }
 }
 
+TEST(Cli, ParallelRunsGiveByteIdenticalResults) {
+  const auto d = temp_dir("par");
+  write(d / "s.toml", "[workload]\njobs = 2\nworkers_per_job = 3\npartition_mb = 0.02\nsend_jitter_us = 50\n"
+                      "[run]\nschemes = [\"atp\", \"dsa\"]\nseeds = [1, 2, 3]\n");
+  ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 1 --out " + (d / "a").string()).status, 0);
+  ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 3 --out " + (d / "b").string()).status, 0);
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(slurp(d / "a" / "results.json"), slurp(d / "b" / "results.json"));
+  EXPECT_EQ(slurp(d / "a" / "results.csv"), slurp(d / "b" / "results.csv"));
+}
+
 TEST(Cli, MaxSimTimeFailsTheRunWithExitStatus3) {
   const auto d = temp_dir("slow");
   write(d / "s.toml", "[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.05\n[run]\nschemes = [\"dsa\"]\nmax_sim_ms = 0.2\n");

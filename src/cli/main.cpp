@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -54,21 +55,22 @@ metrics = ["avg_jct_ms"]
 y_label = "average JCT (ms)"
 )toml";
 
-int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet) {
+int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads) {
   using namespace ina::exp;
   std::vector<std::string> failures;
   nlohmann::json runs = nlohmann::json::array();
   const auto per_seed = run_scenario(sc, [&](const Progress& p) {
     runs.push_back({{"series", p.point->series}, {"scheme", *p.scheme}, {"x", p.point->x}, {"seed", p.seed},
                     {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
-                    {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"metrics", p.out->metrics}});
+                    {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s},
+                    {"metrics", p.out->metrics}});
     if (quiet) return;
     const auto& m = p.out->metrics;
     std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: avg JCT %.3f ms, util %.3f, %s (%.1f s, %.0f hops)\n",
                  p.done, p.total, p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x,
                  p.scheme->c_str(), static_cast<unsigned long long>(p.seed), m.at("avg_jct_ms"), m.at("utilization"),
                  p.out->ok ? "ok" : "FAILED", p.wall_s, m.at("hops"));
-  }, &failures);
+  }, &failures, threads);
   const auto records = average_over_seeds(per_seed);
   const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
   std::cout << sc.metrics.front() << " by " << x_name << " and scheme (mean over " << sc.seeds.size() << " seeds):\n"
@@ -92,11 +94,14 @@ int main(int argc, char** argv) {
   std::string file, out_dir;
   std::vector<std::string> sets;
   bool quiet = false;
+  unsigned threads = 1;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
   sim->add_option("--out", out_dir, "write results.json, results.csv and PNG plots here");
   sim->add_option("--set", sets, "override a setting for every point, e.g. --set workload.iterations=2");
   sim->add_flag("--quiet", quiet, "no per-run progress lines");
+  sim->add_option("-j,--jobs", threads, "simulations to run in parallel (results do not depend on it)")
+      ->check(CLI::Range(1u, 256u));
 
   std::string demo_out = "out/demo";
   auto* demo = app.add_subcommand("demo", "Run the built-in demo (DSA Fig. 8, reduced) and print average JCT per scheme");
@@ -122,12 +127,12 @@ int main(int argc, char** argv) {
         if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
         ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
       }
-      return simulate(sc, out_dir, quiet);
+      return simulate(sc, out_dir, quiet, threads);
     }
     if (*demo) {
       auto sc = ina::exp::parse_scenario(kDemoScenario, "<demo>");
       std::cout << sc.title << "\n";
-      return simulate(sc, demo_out, false);
+      return simulate(sc, demo_out, false, std::max(1u, std::thread::hardware_concurrency()));
     }
     const std::string chosen = app.get_subcommands().front()->get_name();
     if (chosen == "plan") return plan();

@@ -1,6 +1,9 @@
 #include "experiment/runner.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <stdexcept>
 
@@ -123,13 +126,11 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   }
   sim.build_routes();
 
-  const auto wall0 = std::chrono::steady_clock::now();
   sim.run(from_ms(s.max_sim_ms));
   bool all_finished = true;
   for (const auto* w : workers) all_finished &= w->finished();
   // Drain stale timers and late packets, so that what is left is a real leak.
   if (all_finished) sim.run(sim.now() + 2 * kSec);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 
   RunOutput out;
   auto& m = out.metrics;
@@ -216,7 +217,6 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   m["sim_time_ms"] = to_ms(end_of_training);
   m["events"] = static_cast<double>(sim.events());
   m["hops"] = static_cast<double>(sim.hops());
-  m["wall_s"] = wall;
   out.digest = sim.digest();
 
   std::vector<std::string> probs;
@@ -232,34 +232,58 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
 }
 
 std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
-                                 std::vector<std::string>* failures) {
+                                 std::vector<std::string>* failures, unsigned threads) {
   const auto points = expand(sc);  // validates every point before anything runs
-  std::vector<Record> records;
+  struct Task {
+    const Point* point;
+    const std::string* scheme;
+    uint64_t seed;
+  };
+  std::vector<Task> tasks;
+  for (const auto& pt : points)
+    for (const auto& scheme : sc.schemes)
+      for (uint64_t seed : sc.seeds) tasks.push_back({&pt, &scheme, seed});
+
+  std::vector<Record> records(tasks.size());
+  std::vector<std::string> problems(tasks.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;  // serializes on_run and the progress count
   Progress pr;
-  pr.total = points.size() * sc.schemes.size() * sc.seeds.size();
-  for (const auto& pt : points) {
-    for (const auto& scheme : sc.schemes) {
-      for (uint64_t seed : sc.seeds) {
+  pr.total = tasks.size();
+  std::exception_ptr error;
+  auto work = [&] {
+    for (size_t i; (i = next++) < tasks.size();) {
+      const Task& t = tasks[i];
+      try {
         const auto t0 = std::chrono::steady_clock::now();
-        RunOutput out = run_point(pt.settings, scheme, seed);
-        Record r;
-        r.series = pt.series;
-        r.scheme = scheme;
-        r.x = pt.x;
-        r.metrics = out.metrics;
-        records.push_back(std::move(r));
-        if (!out.ok && failures)
-          failures->push_back(fmt::format("{} x={} {} seed {}: {}", pt.series, pt.x, scheme, seed, out.problems));
+        RunOutput out = run_point(t.point->settings, *t.scheme, t.seed);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        records[i] = Record{t.point->series, *t.scheme, t.point->x, 1, out.metrics};
+        if (!out.ok)
+          problems[i] = fmt::format("{} x={} {} seed {}: {}", t.point->series, t.point->x, *t.scheme, t.seed, out.problems);
+        std::lock_guard lock(mu);
         ++pr.done;
-        pr.point = &pt;
-        pr.scheme = &scheme;
-        pr.seed = seed;
+        pr.point = t.point;
+        pr.scheme = t.scheme;
+        pr.seed = t.seed;
         pr.out = &out;
-        pr.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        pr.wall_s = wall;
         if (on_run) on_run(pr);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = tasks.size();
       }
     }
-  }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+  if (failures)
+    for (auto& p : problems)
+      if (!p.empty()) failures->push_back(std::move(p));
   return records;
 }
 

@@ -31,9 +31,11 @@ struct Progress {
   double wall_s = 0;
 };
 
-// Runs every (point, scheme, seed); `on_run` is called after each run.
-// Returns per-seed records; `failures` collects the problem text of failed runs.
+// Runs every (point, scheme, seed), on `threads` threads (runs are
+// independent, so results do not depend on it); `on_run` is called after each
+// run, one call at a time. Returns per-seed records in (point, scheme, seed)
+// order; `failures` collects the problem text of failed runs.
 std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
-                                 std::vector<std::string>* failures = nullptr);
+                                 std::vector<std::string>* failures = nullptr, unsigned threads = 1);
 
 }  // namespace ina::exp
