@@ -15,6 +15,7 @@ const char* to_string(Policy p) {
     case Policy::Isolated: return "isolated";
     case Policy::SharedFcfs: return "shared-fcfs";
     case Policy::Preemptive: return "preemptive";
+    case Policy::Routed: return "routed";
   }
   return "?";
 }
@@ -263,12 +264,14 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
 std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg);
 std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg);
 std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg);
+std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg);
 
 std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg) {
   switch (cfg.policy) {
     case Policy::Isolated: return make_switchml(cfg);
     case Policy::SharedFcfs: return make_atp(cfg);
     case Policy::Preemptive: return make_dsa(cfg);
+    case Policy::Routed: return make_grid(cfg);
   }
   throw std::invalid_argument("unknown switch policy");
 }

@@ -5,6 +5,7 @@
 //   switchml.cpp  isolated per-job regions, PSN % size + offset, shadow pool
 //   atp.cpp       shared pool, Hash(JobID, PSN), FCFS, fallback PS
 //   dsa.cpp       shared pool with priority preemption and downgrading
+//   grid.cpp      GRID: aggregate only fragments addressed to this switch, rate sync
 //
 // Hardware model: an aggregator is one entry in a set of register arrays
 // (key, bitmap, priority, state, values); memory bytes / payload bytes gives
@@ -21,7 +22,7 @@
 
 namespace ina::dp {
 
-enum class Policy { Isolated, SharedFcfs, Preemptive };
+enum class Policy { Isolated, SharedFcfs, Preemptive, Routed };
 enum class PreemptMode { Priority, Always, Coin };
 
 struct SwitchConfig {
@@ -31,6 +32,8 @@ struct SwitchConfig {
   uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
   uint64_t seed = 1;
   bool track_tasks = false;       // record per-task preemption outcome (DSA task types)
+  double capacity_gbps = 0;       // Routed: aggregation processing capacity C_s (0 = unlimited)
+  uint32_t evict_after = 8;       // Routed: collisions after which a unit's partial goes to the PS
 };
 
 struct SwitchJob {
@@ -39,6 +42,7 @@ struct SwitchJob {
   NodeId ps = kNoNode;            // fallback server (ATP, DSA)
   uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
+  uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates
 };
 
 struct SwitchStats {
@@ -60,6 +64,9 @@ struct SwitchStats {
   uint64_t overflow = 0;       // packets whose addition saturated int32
   uint64_t malformed = 0;      // dropped: unknown job, bad rank/bitmap/count
   uint64_t forwarded = 0;      // plain forwarding
+  uint64_t rate_syncs = 0;     // Routed: fragments dropped with a rate-sync control packet
+  uint64_t capacity_drops = 0; // Routed: of which for lack of processing capacity
+  uint64_t evictions = 0;      // Routed: partials sent to the PS after repeated collisions
 };
 
 // Per-task outcome bits (instrumentation, not switch state).

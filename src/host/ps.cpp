@@ -121,6 +121,10 @@ void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
   };
   ++st_.fetches;
   make(PktType::Fetch, cfg_.sw, 0);
+  for (NodeId sw : cfg_.more_switches) {
+    ++st_.fetches;
+    make(PktType::Fetch, sw, 0);
+  }
   for (size_t r = 0; r < cfg_.workers.size(); ++r) {
     if (en.bitmap & (1ULL << r)) continue;
     ++st_.grad_requests;

@@ -34,6 +34,7 @@ struct PsConfig {
   uint16_t job = 1;
   std::vector<NodeId> workers;   // by rank
   NodeId sw = kNoNode;           // the switch holding the job's aggregators
+  std::vector<NodeId> more_switches;  // further aggregation switches (GRID), also fetched by the reminder
   uint16_t payload_values = 64;
   Time min_timeout = 1 * kMs;
   Time max_timeout = 200 * kMs;

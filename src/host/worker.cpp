@@ -92,6 +92,17 @@ void WorkerTransport::pump(Time now, Effects& fx) {
     if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) break;  // retention bound
     if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) break;
     if (cfg_.window_cap && op.psn0 + op.next - lowest_unacked() >= cfg_.window_cap) break;
+    if (cfg_.rate_gbps > 0) {
+      if (now < next_tx_) {
+        if (!pace_armed_) {
+          pace_armed_ = true;
+          fx.set_timer(next_tx_, kPaceTimer);
+        }
+        break;
+      }
+      const double gap_ps = cfg_.wire_bytes * 8.0 / cfg_.rate_gbps * 1000.0;  // bits / (Gbit/s) = ns
+      next_tx_ = std::max(next_tx_, now) + static_cast<Time>(gap_ps);
+    }
     send_data(op, op.next, now, fx, false);
     ++op.next;
   }
@@ -114,6 +125,7 @@ void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
   switch (h.type) {
     case PktType::Ack: on_ack(p, now, fx); return;
     case PktType::GradRequest: on_grad_request(p, now, fx); return;
+    case PktType::RateSync: on_rate_sync(p, now, fx); return;
     default: ++st_.malformed; fx.free(p); return;
   }
 }
@@ -211,7 +223,26 @@ void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
   fx.send(p);
 }
 
-void WorkerTransport::on_timer(uint64_t, Time now, Effects& fx) { on_rto(now, fx); }
+void WorkerTransport::on_rate_sync(Packet* p, Time now, Effects& fx) {
+  ++st_.rate_syncs;
+  Op* op = find(p->h.psn);
+  fx.free(p);
+  if (!op || op->complete) return;
+  const uint32_t idx = p->h.psn - op->psn0;
+  if (idx >= op->next || op->recs[idx].done) return;
+  decrease(now);
+  ++op->recs[idx].retx;
+  send_data(*op, idx, now, fx, true);
+}
+
+void WorkerTransport::on_timer(uint64_t token, Time now, Effects& fx) {
+  if (token == kPaceTimer) {
+    pace_armed_ = false;
+    pump(now, fx);
+    return;
+  }
+  on_rto(now, fx);
+}
 
 void WorkerTransport::on_rto(Time now, Effects& fx) {
   auto current = [&](uint32_t psn, Time dl) -> Rec* {

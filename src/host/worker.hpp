@@ -11,6 +11,9 @@
 //    a timeout, which in INA mostly means a task is stuck, not congestion.
 //  - Isolated regions (SwitchML) add a cap: no PSN may run `window_cap` or
 //    more past the lowest unacknowledged one.
+//  - A RateSync from a switch (GRID §5.2: the fragment was dropped at a
+//    collision) halves the window and resends that packet at once.
+//  - Optional pacing at a planned rate (GRID's per-worker sending rate).
 //  - Retransmission with an EWMA RTO (TCP's estimator, Karn's rule, floor
 //    min_rto, exponential backoff per packet); after every `reminder_after`
 //    retransmissions of a packet a Reminder goes to the PS (DSA §IV-B).
@@ -52,6 +55,8 @@ struct WorkerConfig {
   double max_window = 1e6;
   bool aimd = true;
   uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
+  double rate_gbps = 0;         // pacing: planned sending rate (GRID); 0 = window-limited only
+  uint32_t wire_bytes = 306;    // bytes per full packet on the wire, for pacing
   Time min_rto = 1 * kMs;
   Time max_rto = 200 * kMs;
   int reminder_after = 3;
@@ -60,7 +65,7 @@ struct WorkerConfig {
 
 struct WorkerStats {
   uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0;
-  uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0;
+  uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0, rate_syncs = 0;
   uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
 };
 
@@ -74,6 +79,7 @@ class PriorityFn {
 class WorkerTransport {
  public:
   static constexpr uint64_t kOwnerTimer = 1ULL << 63;  // tokens with this bit belong to the owner
+  static constexpr uint64_t kPaceTimer = 1;            // the transport's pacing timer (RTO timer is 0)
 
   explicit WorkerTransport(const WorkerConfig& cfg);
 
@@ -121,6 +127,7 @@ class WorkerTransport {
   void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
   void on_ack(Packet* p, Time now, Effects& fx);
   void on_grad_request(Packet* p, Time now, Effects& fx);
+  void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
 
@@ -138,6 +145,8 @@ class WorkerTransport {
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
   Time last_decrease_ = -kSec;
+  Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
+  bool pace_armed_ = false;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
   std::unordered_set<uint32_t> to_ps_;  // unsent PSNs the PS asked for
   std::vector<uint64_t> completed_;

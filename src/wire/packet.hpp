@@ -29,8 +29,9 @@ enum class PktType : uint8_t {
   FetchReply = 4,  // switch -> PS: the aggregator's content (bitmap 0 = not held)
   GradRequest = 5, // PS -> worker: send your gradient (or result) for psn to me
   Reminder = 6,    // worker -> PS: I am stuck on psn, please run the reminder
+  RateSync = 7,    // switch -> worker: psn was dropped (collision / capacity): halve the window, resend it (GRID)
 };
-constexpr uint8_t kMaxPktType = 6;
+constexpr uint8_t kMaxPktType = 7;
 
 // Header flag bits.
 namespace flag {
