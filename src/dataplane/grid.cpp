@@ -3,7 +3,10 @@
 // Every fragment carries its aggregation node in the header's destination
 // (the "node id"): a worker routed to this switch addresses its fragments
 // here, all others pass through as plain forwarding. For its own fragments the
-// switch uses memory unit Hash(job, fragment id) % M:
+// switch uses memory unit Hash(fragment id) % M, with the job folded in. Per
+// §5.2 a collision means a fragment arrived while the one M ids before it was
+// still aggregating, i.e. the index is the fragment id mod M (consecutive
+// fragments in flight never collide; asynchrony between workers does):
 //  - same fragment: deduplicate by bitmap, else add; once the aggregation
 //    count of the routing policy is reached (every rank in the job's agg_mask
 //    here), the partial aggregate goes to the PS and the unit is freed;
@@ -31,6 +34,10 @@ class GridSwitch final : public SwitchProgram {
       : SwitchProgram(cfg), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8), tokens_(depth_) {}
 
  protected:
+  uint32_t index_of(const SwitchJob& j, uint32_t psn) const override {
+    return static_cast<uint32_t>((psn + static_cast<uint64_t>(j.job) * 0x9E3779B1ULL) % n_);
+  }
+
   void on_data(Packet* p, const SwitchJob& j, Time now, Effects& fx) override {
     if (!(p->h.bitmap & j.agg_mask)) {  // not routed here: the PS aggregates it
       send_to_ps(p, j, flag::kToPs, fx);

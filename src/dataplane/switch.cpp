@@ -186,6 +186,9 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
   p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
   p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
   p->h.src = id();
+  p->h.dst = kMulticast;
+  st_.acks_multicast += j.workers.size();
+  if (fx.multicast(p)) return;
   for (size_t r = 1; r < j.workers.size(); ++r) {
     Packet* c = fx.alloc();
     c->h = p->h;
@@ -195,7 +198,6 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
   }
   p->h.dst = j.workers[0];
   fx.send(p);
-  st_.acks_multicast += j.workers.size();
 }
 
 void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {

@@ -24,6 +24,7 @@ class WorkerNode final : public Node {
   }
 
   WorkerTransport& transport() { return tx_; }
+  const WorkerTransport& transport() const { return tx_; }
   size_t completed() const { return done_; }
   Time finish_time() const { return finish_; }
 

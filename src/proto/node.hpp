@@ -28,6 +28,11 @@ class Effects {
   virtual void send(Packet* p) = 0;
   virtual void free(Packet* p) = 0;
   virtual void set_timer(Time at, uint64_t token) = 0;
+  // Replicates p to every member of multicast group p->h.job along the
+  // engine's distribution tree (one copy per branch, split at the last
+  // common switch). Returns false, leaving p with the caller, if the engine
+  // has no tree for the group: the caller then sends one unicast copy per member.
+  virtual bool multicast(Packet* p) { return false; }
 };
 
 class Node {

@@ -1,6 +1,7 @@
 #include "sim/engine.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <deque>
 #include <stdexcept>
 
@@ -19,6 +20,44 @@ Packet* SimEffects::alloc() { return sim_.pool().get(); }
 void SimEffects::send(Packet* p) { sim_.route(current, p); }
 void SimEffects::free(Packet* p) { sim_.pool().put(p); }
 void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(current, at, token); }
+bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(current, p); }
+
+void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members) {
+  if (members.size() > 64) throw std::invalid_argument("multicast groups hold at most 64 members");
+  if (groups_.size() <= group) groups_.resize(group + 1);
+  groups_[group] = std::move(members);
+}
+
+bool Simulator::multicast_from(NodeId from, Packet* p) {
+  if (p->h.job >= groups_.size() || groups_[p->h.job].empty() || !is_switch_[from]) return false;
+  const auto& members = groups_[p->h.job];
+  const uint64_t todo = p->mcast ? p->mcast : (members.size() == 64 ? ~0ULL : (1ULL << members.size()) - 1);
+  // Members by next-hop link, in member order; one copy per link.
+  std::vector<std::pair<uint32_t, uint64_t>> branches;
+  for (size_t m = 0; m < members.size(); ++m) {
+    if (!(todo >> m & 1)) continue;
+    const uint32_t li = next_hop_[from][members[m]];
+    if (li == kNoLink) continue;
+    auto it = std::find_if(branches.begin(), branches.end(), [&](const auto& b) { return b.first == li; });
+    if (it == branches.end()) branches.emplace_back(li, 1ULL << m);
+    else it->second |= 1ULL << m;
+  }
+  for (size_t b = 0; b < branches.size(); ++b) {
+    Packet* c = b + 1 == branches.size() ? p : pool_.clone(*p);
+    const auto [li, mask] = branches[b];
+    const NodeId to = links_[li].to;
+    if (!is_switch_[to]) {  // the last hop: a unicast copy for that member
+      c->h.dst = to;
+      c->mcast = 0;
+    } else {
+      c->h.dst = kMulticast;
+      c->mcast = mask;
+    }
+    transmit(li, c);
+  }
+  if (branches.empty()) pool_.put(p);
+  return true;
+}
 
 Simulator::Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_bytes, uint32_t min_packet_bytes)
     : pool_(payload_capacity), header_bytes_(header_bytes), min_packet_bytes_(min_packet_bytes), seed_(seed), fx_(*this) {

@@ -102,6 +102,7 @@ class SimEffects final : public Effects {
   void send(Packet* p) override;
   void free(Packet* p) override;
   void set_timer(Time at, uint64_t token) override;
+  bool multicast(Packet* p) override;
   NodeId current = kNoNode;
 
  private:
@@ -129,6 +130,11 @@ class Simulator {
   size_t link_count() const { return links_.size(); }
   // The link leaving host `h` (its only one).
   uint32_t uplink(NodeId h) const { return host_link_[h]; }
+
+  // Multicast group `group` (a job id): its members, in rank order. Packets a
+  // node multicasts to the group are replicated along the shortest-path tree.
+  void set_multicast_group(uint16_t group, std::vector<NodeId> members);
+  bool multicast_from(NodeId from, Packet* p);
 
   // Runs until no event is left or the next one is after `until`.
   void run(Time until = kNever);
@@ -184,6 +190,7 @@ class Simulator {
   std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
   std::vector<std::vector<uint32_t>> out_links_;
   std::vector<std::vector<uint32_t>> next_hop_;  // [switch][dst] -> link id
+  std::vector<std::vector<NodeId>> groups_;     // by group id
   std::vector<Event> heap_;
   uint64_t seq_ = 0;
   Time now_ = 0;

@@ -30,6 +30,7 @@ Packet* PacketPool::get() {
   Packet* p = free_;
   free_ = p->next;
   p->next = nullptr;
+  p->mcast = 0;
   p->h = Header{};
   ++in_use_;
   return p;

@@ -75,6 +75,7 @@ inline uint64_t full_bitmap(unsigned nworkers) {
 struct Packet {
   Header h;
   Packet* next = nullptr;  // free-list / queue link, owned by whoever holds the packet
+  uint64_t mcast = 0;      // engine scratch: multicast members this copy still serves (0 = all)
   uint16_t capacity = 0;
 
   int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
