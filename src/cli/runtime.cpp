@@ -1,10 +1,302 @@
 // `ina switch`, `ina ps`, `ina worker`, `ina run`: the UDP runtime commands.
+// The logic lives in src/runtime/; this file maps command lines onto it.
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
+#include "runtime/communicator.hpp"
+#include "runtime/launcher.hpp"
+#include "runtime/ps_daemon.hpp"
+#include "runtime/switch_daemon.hpp"
+#include "runtime/worker_app.hpp"
 
 namespace ina::cli {
 
+namespace {
+
+// Fault-injection flags shared by every runtime command.
+struct FaultFlags {
+  double loss = 0, duplicate = 0, reorder = 0, reorder_us = 500, delay_us = 0;
+  uint64_t seed = 1;
+
+  void add(CLI::App* c, bool with_delay) {
+    c->add_option("--loss", loss, "drop this fraction of sent datagrams")->check(CLI::Range(0.0, 0.999));
+    c->add_option("--duplicate", duplicate, "send this fraction of datagrams twice")->check(CLI::Range(0.0, 0.999));
+    c->add_option("--reorder", reorder, "hold back this fraction of datagrams by U(0, --reorder-us)")->check(CLI::Range(0.0, 0.999));
+    c->add_option("--reorder-us", reorder_us, "reordering delay bound (microseconds)")->check(CLI::NonNegativeNumber);
+    if (with_delay) c->add_option("--delay-us", delay_us, "extra delay of every sent datagram (a straggler)")->check(CLI::NonNegativeNumber);
+    c->add_option("--fault-seed", seed, "seed of the fault-injection stream");
+  }
+  rt::FaultConfig config() const {
+    rt::FaultConfig f;
+    f.loss = loss;
+    f.duplicate = duplicate;
+    f.reorder = reorder;
+    f.reorder_delay = from_us(reorder_us);
+    f.delay = from_us(delay_us);
+    f.seed = seed;
+    return f;
+  }
+};
+
+// SIGINT/SIGTERM as a descriptor of the daemon's own loop: a signal stops it cleanly.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set_, nullptr);
+    fd_ = rt::UniqueFd(signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC));
+  }
+  template <typename Stop>
+  void attach(rt::UdpEngine& engine, Stop stop) {
+    engine.watch(fd_.get(), EPOLLIN, [this, stop](uint32_t) {
+      signalfd_siginfo si;
+      while (::read(fd_.get(), &si, sizeof si) == sizeof si) signo_ = static_cast<int>(si.ssi_signo);
+      stop();
+    });
+  }
+  int signo() const { return signo_; }
+
+ private:
+  sigset_t set_;
+  rt::UniqueFd fd_;
+  int signo_ = 0;
+};
+
+struct SwitchCmd {
+  std::string listen = "127.0.0.1:7700", policy = "dsa", stats_json;
+  uint64_t memory = 5'000'000, seed = 1;
+  unsigned payload = 64, regions = 4;
+  double ecn_kb = 512;
+  int ready_fd = -1;
+  bool quiet = false, track_tasks = false;
+  FaultFlags faults;
+
+  int run() const {
+    rt::SwitchDaemonConfig c;
+    c.listen = rt::Endpoint::parse(listen);
+    c.program.policy = rt::parse_policy(policy);
+    c.program.memory_bytes = memory;
+    c.program.payload_values = static_cast<uint16_t>(payload);
+    c.program.seed = seed;
+    c.program.track_tasks = track_tasks;
+    c.isolated_regions = regions;
+    c.faults = faults.config();
+    c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
+    c.log = !quiet;
+    StopSignals sig;
+    rt::SwitchDaemon d(c);
+    sig.attach(d.engine(), [&d] { d.request_stop(); });
+    if (ready_fd >= 0) {  // tell the launcher where we listen
+      const std::string line = fmt::format("{}\n", d.endpoint().port());
+      [[maybe_unused]] auto r = ::write(ready_fd, line.data(), line.size());
+      ::close(ready_fd);
+    }
+    if (quiet) std::fflush(stderr);
+    else std::fprintf(stderr, "ina switch: listening on %s (UDP data, TCP control)\n", d.endpoint().str().c_str());
+    d.run();
+    if (!stats_json.empty()) std::ofstream(stats_json) << d.stats().dump(1) << "\n";
+    return 0;
+  }
+};
+
+struct PsCmd {
+  std::string sw = "127.0.0.1:7700", bind_ip;
+  unsigned job = 1, workers = 1;
+  double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
+  bool quiet = false;
+  FaultFlags faults;
+
+  int run() const {
+    rt::PsDaemonConfig c;
+    c.sw = rt::Endpoint::parse(sw);
+    c.job = static_cast<uint16_t>(job);
+    c.nworkers = workers;
+    c.bind_ip = bind_ip;
+    c.faults = faults.config();
+    c.connect_timeout = from_ms(connect_timeout_ms);
+    c.rendezvous_timeout = from_ms(rendezvous_timeout_ms);
+    c.min_timeout = from_ms(min_timeout_ms);
+    c.log = !quiet;
+    StopSignals sig;
+    try {
+      rt::PsDaemon d(c);
+      sig.attach(d.engine(), [&d] { d.request_stop(); });
+      d.run();
+      if (sig.signo()) return 128 + sig.signo();  // stopped before the job finished
+      if (!quiet) std::fprintf(stderr, "ina ps job %u: job finished: %s\n", job, d.stats()["ps"].dump().c_str());
+      return 0;
+    } catch (const rt::RuntimeError& e) {
+      std::fprintf(stderr, "ina ps job %u: error: %s\n", job, e.what());
+      return 1;
+    }
+  }
+};
+
+struct WorkerCmd {
+  std::string config, sw, scale;
+  unsigned job = 0, rank = 0, workers = 0, payload = 0, priority = 0;
+  uint64_t size = 0, seed = 1;
+  unsigned iterations = 1;
+  double window_kb = 0;
+  std::string report;
+  bool quiet = false;
+  FaultFlags faults;
+  CLI::App* app = nullptr;
+
+  bool given(const char* flag) const { return app->count(flag) > 0; }
+
+  int run() const {
+    rt::WorkerAppConfig w;
+    // Precedence: defaults < --config file < INA_* environment < flags.
+    CommConfig c = config.empty() ? CommConfig{} : CommConfig::from_toml_file(config);
+    c = CommConfig::from_env(c);
+    if (given("--switch")) c.switch_addr = sw;
+    if (given("--job")) c.job = static_cast<uint16_t>(job);
+    if (given("--rank")) c.rank = rank;
+    if (given("--workers")) c.nworkers = workers;
+    if (given("--payload")) c.payload_values = static_cast<uint16_t>(payload);
+    if (given("--priority")) c.priority = priority;
+    if (given("--window-kb")) c.window_kb = window_kb;
+    if (given("--scale")) c = CommConfig::from_toml_string(fmt::format("[communicator]\nscale = \"{}\"\n", scale), "--scale", c);
+    const rt::FaultConfig f = faults.config();
+    if (given("--loss")) c.faults.loss = f.loss;
+    if (given("--duplicate")) c.faults.duplicate = f.duplicate;
+    if (given("--reorder")) c.faults.reorder = f.reorder;
+    if (given("--reorder-us")) c.faults.reorder_delay = f.reorder_delay;
+    if (given("--delay-us")) c.faults.delay = f.delay;
+    if (given("--fault-seed")) c.faults.seed = f.seed;
+    w.comm = c;
+    w.bytes = size;
+    w.iterations = iterations;
+    w.seed = seed;
+    w.report = report;
+    w.log = !quiet;
+    try {
+      return rt::run_worker_app(w);
+    } catch (const rt::RuntimeError& e) {
+      std::fprintf(stderr, "ina worker job %u rank %u: error: %s\n", c.job, c.rank, e.what());
+      return 1;
+    }
+  }
+};
+
+struct RunCmd {
+  rt::LaunchConfig c;
+  std::string delay_worker;
+
+  int run() {
+    if (!delay_worker.empty()) {
+      unsigned j = 0, r = 0;
+      char extra;
+      if (std::sscanf(delay_worker.c_str(), "%u:%u%c", &j, &r, &extra) != 2 || j == 0)
+        throw rt::RuntimeError(fmt::format("--delay-worker expects JOB:RANK (job from 1), got '{}'", delay_worker));
+      c.delay_job = j;
+      c.delay_rank = r;
+    }
+    return rt::launch(c, std::cout);
+  }
+};
+
+}  // namespace
+
 Runner register_runtime(CLI::App& app) {
-  return [] { return 0; };
+  auto sw = std::make_shared<SwitchCmd>();
+  auto ps = std::make_shared<PsCmd>();
+  auto wk = std::make_shared<WorkerCmd>();
+  auto rn = std::make_shared<RunCmd>();
+
+  auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation policy, serves many jobs");
+  s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
+  s->add_option("--policy", sw->policy, "isolated|switchml, atp|shared-fcfs, dsa|preemptive")->capture_default_str();
+  s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(CLI::PositiveNumber);
+  s->add_option("--payload", sw->payload, "int32 values per packet (64 = Tofino's 256 B; e.g. 1024 for a software switch)")
+      ->capture_default_str()->check(CLI::Range(1, 16000));
+  s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once")->capture_default_str()->check(CLI::Range(1, 4096));
+  s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")->capture_default_str();
+  s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
+  s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
+  s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
+  s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
+  s->add_flag("--quiet", sw->quiet, "log errors only");
+  sw->faults.add(s, false);
+
+  auto* p = app.add_subcommand("ps", "PS / fallback server of one job (ATP, DSA)");
+  p->add_option("--switch", ps->sw, "the switch's address")->capture_default_str();
+  p->add_option("--job", ps->job, "job id (>= 1)")->required()->check(CLI::Range(1, 65535));
+  p->add_option("--workers", ps->workers, "workers in the job")->required()->check(CLI::Range(1, 64));
+  p->add_option("--bind-ip", ps->bind_ip, "local address for data (default: the one that reaches the switch)");
+  p->add_option("--connect-timeout-ms", ps->connect_timeout_ms, "give up connecting to the switch after this")->capture_default_str();
+  p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")->capture_default_str();
+  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")->capture_default_str()->check(CLI::PositiveNumber);
+  p->add_flag("--quiet", ps->quiet, "log errors only");
+  ps->faults.add(p, false);
+
+  auto* w = app.add_subcommand("worker", "Run K verified allreduces of S bytes through ina::Communicator");
+  wk->app = w;
+  w->add_option("--config", wk->config, "communicator TOML file ([communicator], [faults])");
+  w->add_option("--switch", wk->sw, "the switch's address (default 127.0.0.1:7700)");
+  w->add_option("--job", wk->job, "job id")->check(CLI::Range(1, 65535));
+  w->add_option("--rank", wk->rank, "this worker's rank")->check(CLI::Range(0, 63));
+  w->add_option("--workers", wk->workers, "workers in the job")->check(CLI::Range(1, 64));
+  w->add_option("--payload", wk->payload, "values per packet the switch must use (0: any)");
+  w->add_option("--priority", wk->priority, "DSA priority of this worker's packets")->check(CLI::Range(1, INT32_MAX));
+  w->add_option("--scale", wk->scale, "fixed-point scale: 'agree' (default) or a number");
+  w->add_option("--window-kb", wk->window_kb, "initial send window")->check(CLI::PositiveNumber);
+  w->add_option("--size", wk->size, "bytes per allreduce (floats)")->required()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  w->add_option("--iterations", wk->iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
+  w->add_option("--seed", wk->seed, "gradient seed (the same on every worker of a job)");
+  w->add_option("--report", wk->report, "write a JSON report here");
+  w->add_flag("--quiet", wk->quiet, "log errors only");
+  wk->faults.add(w, true);
+
+  auto& c = rn->c;
+  auto* r = app.add_subcommand("run", "Launch switch, PS(es) and workers on loopback; verify and report goodput");
+  r->add_option("--workers", c.workers, "workers per job")->capture_default_str()->check(CLI::Range(1, 64));
+  r->add_option("--scheme", c.scheme, "dsa, atp or switchml")->capture_default_str()->check(CLI::IsMember({"dsa", "atp", "switchml"}));
+  r->add_option("--jobs", c.jobs, "concurrent jobs")->capture_default_str()->check(CLI::Range(1, 64));
+  r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  r->add_option("--iterations", c.iterations, "allreduces per worker")->capture_default_str()->check(CLI::Range(1, 1000000));
+  r->add_option("--payload", c.payload, "int32 values per packet")->capture_default_str()->check(CLI::Range(1, 16000));
+  r->add_option("--memory", c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(CLI::PositiveNumber);
+  r->add_option("--loss", c.loss, "datagram loss rate injected in every process")->check(CLI::Range(0.0, 0.999));
+  r->add_option("--duplicate", c.duplicate, "duplication rate")->check(CLI::Range(0.0, 0.999));
+  r->add_option("--reorder", c.reorder, "reordering rate")->check(CLI::Range(0.0, 0.999));
+  r->add_option("--delay-worker", rn->delay_worker, "JOB:RANK of a straggler (with --delay-us)");
+  r->add_option("--delay-us", c.delay_us, "extra delay of the straggler's datagrams")->check(CLI::NonNegativeNumber);
+  r->add_option("--priorities", c.priorities, "DSA priority per job (default: job j gets 2^20 / 2^(j-1))");
+  r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)");
+  r->add_option("--port", c.port, "switch port (default: ephemeral)");
+  r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()->check(CLI::PositiveNumber);
+  r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
+  r->add_option("--json", c.json_out, "write a JSON summary (per-worker reports, switch statistics)");
+  r->add_option("--work-dir", c.work_dir, "keep generated configs and reports here (default: a temporary directory)");
+  r->add_flag("--verbose", c.verbose, "let every process log its events");
+
+  return [&app, sw, ps, wk, rn]() -> int {
+    try {
+      if (app.got_subcommand("switch")) return sw->run();
+      if (app.got_subcommand("ps")) return ps->run();
+      if (app.got_subcommand("worker")) return wk->run();
+      if (app.got_subcommand("run")) return rn->run();
+    } catch (const rt::RuntimeError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  };
 }
 
 }  // namespace ina::cli

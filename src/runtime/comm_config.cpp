@@ -1,0 +1,191 @@
+// CommConfig: validation and loading from TOML and INA_* environment
+// variables. One table of settings serves both sources, so a key and its
+// variable cannot drift apart.
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "runtime/communicator.hpp"
+
+namespace ina {
+
+namespace {
+
+uint64_t parse_uint(const std::string& text, uint64_t lo, uint64_t hi, const std::string& where) {
+  uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || v < lo || v > hi)
+    throw RuntimeError(fmt::format("invalid {} '{}': expected an integer in {}..{}", where, text, lo, hi));
+  return v;
+}
+
+double parse_double(const std::string& text, double lo, double hi, const std::string& where) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi)
+    throw RuntimeError(fmt::format("invalid {} '{}': expected a number in [{}, {}]", where, text, lo, hi));
+  return v;
+}
+
+Time parse_ms(const std::string& text, const std::string& where) {
+  return from_ms(parse_double(text, 0.001, 86'400'000, where));
+}
+
+struct Setting {
+  const char* section;
+  const char* key;
+  const char* env;
+  void (*set)(CommConfig&, const std::string& value, const std::string& where);
+};
+
+const Setting kSettings[] = {
+    {"communicator", "switch", "INA_SWITCH",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       rt::Endpoint::parse(v);  // reject a bad address here, naming the setting
+       c.switch_addr = v;
+       (void)w;
+     }},
+    {"communicator", "bind_ip", "INA_BIND_IP", [](CommConfig& c, const std::string& v, const std::string&) { c.bind_ip = v; }},
+    {"communicator", "job", "INA_JOB",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.job = static_cast<uint16_t>(parse_uint(v, 1, 65535, w)); }},
+    {"communicator", "rank", "INA_RANK",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.rank = static_cast<unsigned>(parse_uint(v, 0, 63, w)); }},
+    {"communicator", "workers", "INA_WORKERS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.nworkers = static_cast<unsigned>(parse_uint(v, 1, 64, w)); }},
+    {"communicator", "payload", "INA_PAYLOAD",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       c.payload_values = static_cast<uint16_t>(parse_uint(v, 0, 16000, w));
+     }},
+    {"communicator", "priority", "INA_PRIORITY",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       c.priority = static_cast<uint32_t>(parse_uint(v, 1, INT32_MAX, w));
+     }},
+    {"communicator", "scale", "INA_SCALE",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       if (v == "agree") {
+         c.scale_mode = ScaleMode::Agree;
+         return;
+       }
+       c.scale_mode = ScaleMode::Fixed;
+       c.fixed_scale = parse_double(v, 1e-300, 1e300, w + " (\"agree\" or a positive scale)");
+     }},
+    {"communicator", "window_kb", "INA_WINDOW_KB",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.window_kb = parse_double(v, 0.001, 1e7, w); }},
+    {"communicator", "max_window_kb", "INA_MAX_WINDOW_KB",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.max_window_kb = parse_double(v, 0.001, 1e7, w); }},
+    {"communicator", "retain_ops", "INA_RETAIN_OPS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.retain_ops = parse_uint(v, 1, 1u << 20, w); }},
+    {"communicator", "min_rto_ms", "INA_MIN_RTO_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.min_rto = parse_ms(v, w); }},
+    {"communicator", "connect_timeout_ms", "INA_CONNECT_TIMEOUT_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.connect_timeout = parse_ms(v, w); }},
+    {"communicator", "rendezvous_timeout_ms", "INA_RENDEZVOUS_TIMEOUT_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.rendezvous_timeout = parse_ms(v, w); }},
+    {"communicator", "timeout_ms", "INA_TIMEOUT_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.progress_timeout = parse_ms(v, w); }},
+    {"communicator", "close_timeout_ms", "INA_CLOSE_TIMEOUT_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.close_timeout = parse_ms(v, w); }},
+    {"faults", "loss", "INA_LOSS",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.loss = parse_double(v, 0, 0.999, w); }},
+    {"faults", "duplicate", "INA_DUPLICATE",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.duplicate = parse_double(v, 0, 0.999, w); }},
+    {"faults", "reorder", "INA_REORDER",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.reorder = parse_double(v, 0, 0.999, w); }},
+    {"faults", "reorder_us", "INA_REORDER_US",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       c.faults.reorder_delay = from_us(parse_double(v, 0, 1e7, w));
+     }},
+    {"faults", "delay_us", "INA_DELAY_US",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.delay = from_us(parse_double(v, 0, 1e7, w)); }},
+    {"faults", "seed", "INA_FAULT_SEED",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.seed = parse_uint(v, 0, UINT64_MAX, w); }},
+};
+
+// A TOML scalar as the text the setters parse.
+std::string scalar_text(const toml::node& n, const std::string& where) {
+  if (auto s = n.as_string()) return s->get();
+  if (auto i = n.as_integer()) return std::to_string(i->get());
+  if (auto f = n.as_floating_point()) return fmt::format("{}", f->get());
+  throw RuntimeError(fmt::format("invalid {}: expected a number or a string", where));
+}
+
+}  // namespace
+
+void CommConfig::validate() const {
+  rt::Endpoint::parse(switch_addr);
+  if (job == 0) throw RuntimeError("communicator: job ids start at 1");
+  if (nworkers == 0 || nworkers > kMaxWorkers)
+    throw RuntimeError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWorkers, nworkers));
+  if (rank >= nworkers)
+    throw RuntimeError(fmt::format("communicator: rank {} is not below the worker count {}", rank, nworkers));
+  if (scale_mode == ScaleMode::Fixed && !(fixed_scale > 0 && std::isfinite(fixed_scale)))
+    throw RuntimeError("communicator: a fixed scale must be a positive number");
+  if (!(window_kb > 0) || !(max_window_kb > 0)) throw RuntimeError("communicator: window sizes must be > 0");
+  if (retain_ops == 0) throw RuntimeError("communicator: retain_ops must be >= 1");
+  if (priority == 0) throw RuntimeError("communicator: priority must be >= 1");
+  for (Time t : {min_rto, connect_timeout, rendezvous_timeout, progress_timeout, close_timeout})
+    if (t <= 0) throw RuntimeError("communicator: timeouts must be > 0");
+  faults.validate();
+}
+
+nlohmann::json CommConfig::to_json() const {
+  return {{"switch", switch_addr}, {"bind_ip", bind_ip}, {"job", job}, {"rank", rank}, {"workers", nworkers},
+          {"payload", payload_values}, {"priority", priority},
+          {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
+          {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
+          {"min_rto_ms", to_ms(min_rto)}, {"connect_timeout_ms", to_ms(connect_timeout)},
+          {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
+          {"close_timeout_ms", to_ms(close_timeout)}, {"faults", faults.to_json()}};
+}
+
+CommConfig CommConfig::from_toml_string(const std::string& text, const std::string& origin, CommConfig base) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw RuntimeError(fmt::format("{}: {} (line {})", origin, e.description(), e.source().begin.line));
+  }
+  for (const auto& [sec, node] : root) {
+    const std::string section(sec.str());
+    const auto* table = node.as_table();
+    bool known_section = false;
+    for (const auto& s : kSettings) known_section |= section == s.section;
+    if (!known_section || !table)
+      throw RuntimeError(fmt::format("{}: unknown section [{}] (expected [communicator] and [faults])", origin, section));
+    for (const auto& [k, v] : *table) {
+      const std::string key(k.str());
+      const Setting* found = nullptr;
+      for (const auto& s : kSettings)
+        if (section == s.section && key == s.key) found = &s;
+      if (!found) throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
+      const std::string where = fmt::format("{}: {}.{}", origin, section, key);
+      found->set(base, scalar_text(v, where), where);
+    }
+  }
+  return base;
+}
+
+CommConfig CommConfig::from_toml_file(const std::string& path, CommConfig base) {
+  std::ifstream in(path);
+  if (!in) throw RuntimeError(fmt::format("cannot read communicator configuration '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_toml_string(ss.str(), path, std::move(base));
+}
+
+CommConfig CommConfig::from_toml_file(const std::string& path) { return from_toml_file(path, CommConfig{}); }
+CommConfig CommConfig::from_env() { return from_env(CommConfig{}); }
+
+CommConfig CommConfig::from_env(CommConfig base) {
+  if (const char* path = std::getenv("INA_CONFIG"); path && *path) base = from_toml_file(path, std::move(base));
+  for (const auto& s : kSettings)
+    if (const char* v = std::getenv(s.env)) s.set(base, v, s.env);
+  return base;
+}
+
+}  // namespace ina

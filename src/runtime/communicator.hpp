@@ -1,0 +1,172 @@
+#pragma once
+// ina::Communicator: the worker-side allreduce API over a running `ina switch`.
+//
+//   ina::CommConfig cfg = ina::CommConfig::from_env();   // or a struct, or from_toml_file()
+//   ina::Communicator comm(cfg);                         // joins job cfg.job as rank cfg.rank
+//   comm.allreduce(std::span<float>(grad));              // in place: the sum over all workers
+//   auto r = comm.allreduce_async(std::span<float>(g2)); // returns at once
+//   r.wait();
+//
+// It owns a host::WorkerTransport (the same object the simulator drives) and
+// a Host UdpEngine whose gateway is the switch. The engine loop runs in one
+// internal I/O thread; calls hand their work to it and wait on a handle.
+//
+// Floats are sent as int32 fixed point (FixedPointCodec) and summed exactly
+// by the switch, so every worker gets bit-identical results, equal to
+// decode(sum over workers of encode(x)). The scale:
+//  - ScaleMode::Agree (default): before each float allreduce a small exact
+//    round agrees on the largest binary exponent of |x| over all workers:
+//    every worker contributes a one-hot vector over float exponents (plus one
+//    "non-finite" lane), whose sum tells everyone the global maximum. The
+//    scale is then FixedPointCodec::safe_scale(that bound, n): no value can
+//    overflow, and n values can never overflow their int32 sum.
+//  - ScaleMode::Fixed: the caller's scale, one round. Each worker appends one
+//    lane holding its count of values that saturate; if the summed count is
+//    nonzero, every worker sees it, and all of them redo the op with an
+//    agreed scale (the fallback) — AllreduceInfo::retried tells.
+//  - NaN or +-Inf in any worker's input: fixed point cannot carry them. Every
+//    worker's call then fails with NonFiniteError (consistently, so the job
+//    stays in step and the communicator stays usable); the buffer is untouched.
+// Integer allreduce is exact as it is, provided |x| <= INT32_MAX / n (the
+// switch saturates beyond, and counts it in its "overflow" statistic).
+//
+// Ordering: every worker of a job must issue the same allreduces (same sizes)
+// in the same order; the op sequence forms one PSN stream. Each op's
+// internal rounds are submitted in an order that depends only on the issue
+// order, never on timing, so streams stay identical across workers.
+//
+// Bounded waits: joining (connect_timeout, rendezvous_timeout), every op
+// (progress_timeout: no result for that long fails the op, naming the switch)
+// and close (close_timeout). A switch that goes away, or a peer that leaves
+// the job, fails pending and later calls with the switch's message.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/net.hpp"
+#include "runtime/udp_engine.hpp"
+
+namespace ina {
+
+using rt::RuntimeError;
+
+struct NonFiniteError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+
+enum class ScaleMode { Agree, Fixed };
+enum class ReduceOp { Sum, Average };
+
+struct CommConfig {
+  std::string switch_addr = "127.0.0.1:7700";  // `ina switch` (UDP data and TCP control)
+  std::string bind_ip;          // local UDP address; empty: the one that reaches the switch
+  uint16_t job = 1;
+  unsigned rank = 0;
+  unsigned nworkers = 1;
+  uint16_t payload_values = 0;  // 0: the switch's; otherwise it must match
+  uint32_t priority = 1u << 16; // DSA preemption priority of this worker's packets (higher wins)
+  ScaleMode scale_mode = ScaleMode::Agree;
+  double fixed_scale = 0;       // ScaleMode::Fixed
+  double window_kb = 60;        // initial send window (DSA §III-D: 60 KB)
+  double max_window_kb = 8192;
+  size_t retain_ops = 8;        // completed ops kept to answer the PS; equal on every worker of a job
+  // RTO floor. The simulator's 1 ms (DSA §VI) assumes microsecond RTTs; a
+  // software switch on a shared host sees millisecond scheduling delays, and
+  // a spurious timeout costs a retransmission and PS work.
+  Time min_rto = 5 * kMs;
+  Time connect_timeout = 10 * kSec;
+  Time rendezvous_timeout = 60 * kSec;
+  Time progress_timeout = 60 * kSec;
+  Time close_timeout = 30 * kSec;
+  rt::FaultConfig faults;       // applied to every datagram this worker sends
+
+  // Throws RuntimeError naming the bad field.
+  void validate() const;
+  nlohmann::json to_json() const;
+
+  // TOML: a [communicator] table (switch, bind_ip, job, rank, workers, payload,
+  // priority, scale = "agree" | number, window_kb, max_window_kb, retain_ops,
+  // min_rto_ms, connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
+  // close_timeout_ms) and a [faults] table (loss, duplicate, reorder,
+  // reorder_us, delay_us, seed). Unknown keys are errors.
+  // `base` supplies the values the file does not set (defaults if omitted).
+  static CommConfig from_toml_file(const std::string& path);
+  static CommConfig from_toml_file(const std::string& path, CommConfig base);
+  static CommConfig from_toml_string(const std::string& text, const std::string& origin, CommConfig base);
+  // INA_CONFIG (a TOML file, read first), then INA_SWITCH, INA_BIND_IP,
+  // INA_JOB, INA_RANK, INA_WORKERS, INA_PAYLOAD, INA_PRIORITY, INA_SCALE,
+  // INA_WINDOW_KB, INA_MAX_WINDOW_KB, INA_RETAIN_OPS, INA_MIN_RTO_MS,
+  // INA_CONNECT_TIMEOUT_MS, INA_RENDEZVOUS_TIMEOUT_MS, INA_TIMEOUT_MS,
+  // INA_CLOSE_TIMEOUT_MS, INA_LOSS, INA_DUPLICATE, INA_REORDER,
+  // INA_REORDER_US, INA_DELAY_US, INA_FAULT_SEED.
+  static CommConfig from_env();
+  static CommConfig from_env(CommConfig base);
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::Sum;
+  uint32_t priority = 0;  // 0: the communicator's
+};
+
+struct AllreduceInfo {
+  double scale = 0;      // float ops: the fixed-point scale used
+  bool retried = false;  // ScaleMode::Fixed: saturated somewhere, redone with an agreed scale
+  Time elapsed = 0;      // from issue to completion
+};
+
+class Communicator {
+ public:
+  struct OpState;
+
+  // Handle of an asynchronous allreduce. The buffer must stay alive and
+  // untouched until the op is finished.
+  class Request {
+   public:
+    Request() = default;
+    bool valid() const { return static_cast<bool>(op_); }
+    // True once the op has finished (successfully or not); never blocks.
+    bool test() const;
+    // Blocks until the op finishes; throws its error. Bounded by the
+    // communicator's progress timeout.
+    void wait();
+    const AllreduceInfo& info() const;
+
+   private:
+    friend class Communicator;
+    explicit Request(std::shared_ptr<OpState> op) : op_(std::move(op)) {}
+    std::shared_ptr<OpState> op_;
+  };
+
+  // Connects to the switch and joins the job; throws RuntimeError.
+  explicit Communicator(const CommConfig& cfg);
+  // close(), swallowing its errors.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  AllreduceInfo allreduce(std::span<float> data, const AllreduceOptions& o = {});
+  AllreduceInfo allreduce(std::span<int32_t> data, const AllreduceOptions& o = {});
+  Request allreduce_async(std::span<float> data, const AllreduceOptions& o = {});
+  Request allreduce_async(std::span<int32_t> data, const AllreduceOptions& o = {});
+
+  // Waits for outstanding ops, then until every worker of the job is done
+  // (so late requests of slower peers are still answered). Idempotent.
+  void close();
+
+  const CommConfig& config() const;
+  unsigned rank() const;
+  unsigned size() const;
+  uint16_t payload_values() const;
+  const std::string& policy() const;
+  // Transport and engine statistics (a snapshot; thread-safe).
+  nlohmann::json stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ina

@@ -1,0 +1,80 @@
+#pragma once
+// The runtime's control plane: how a worker or a PS joins a job at `ina
+// switch`. It is the runtime's counterpart of what the simulator's runner
+// does by direct calls (node ids, SwitchProgram::add_job, remove_job).
+//
+// Newline-delimited JSON over TCP, on the same port number as the switch's
+// UDP data socket. The connection lives as long as the member does, so the
+// switch learns at once when a member goes away.
+//
+//   member -> switch  {"op":"join","role":"worker"|"ps","job":J,"rank":r,"nworkers":N,
+//                      "payload":V (0: any),"retain_ops":R,"udp":"ip:port"}
+//   switch -> member  {"op":"waiting","workers_joined":k,"nworkers":N,"ps_joined":b,"ps_needed":b}
+//                     {"op":"ready","job":J,"self":id,"switch":0,"ps":id|-1,"workers":[ids by rank],
+//                      "payload":V,"window_cap":S,"policy":"..."}
+//                     {"op":"error","message":"..."}          (then the switch closes)
+//   worker -> switch  {"op":"done"}    I have finished all my allreduces
+//   switch -> member  {"op":"finish"}  every worker is done: the job is over (barrier)
+//                     {"op":"abort","message":"..."}  a member left early: the job is dead
+//   anyone -> switch  {"op":"stats"}  -> {"op":"stats", ...}
+//
+// A job goes live when all N workers (and, for shared policies, its PS) have
+// joined: the switch assigns node ids, registers the job with the switch
+// program and its address book, and answers "ready". Errors are explicit: a
+// worker count that differs from the job's, a rank or PS already present, a
+// job id that is live, a payload that differs from the switch's.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/net.hpp"
+#include "wire/packet.hpp"
+
+namespace ina::rt {
+
+enum class Role { Worker, Ps };
+const char* to_string(Role r);
+
+struct JoinOptions {
+  Endpoint sw;                  // the switch (UDP data and TCP control)
+  Role role = Role::Worker;
+  uint16_t job = 1;
+  unsigned rank = 0;            // workers
+  unsigned nworkers = 1;
+  uint16_t payload_values = 0;  // 0: accept the switch's
+  size_t retain_ops = 0;        // workers: must agree within the job
+  std::string bind_ip;          // UDP source address; empty: the one that reaches the switch
+  int udp_buffer_bytes = 4 << 20;
+  Time connect_timeout = 10 * kSec;
+  Time rendezvous_timeout = 60 * kSec;
+};
+
+// The switch's answer to a completed rendezvous.
+struct JobAssignment {
+  uint16_t job = 0;
+  NodeId self = kNoNode;
+  NodeId sw = kNoNode;
+  NodeId ps = kNoNode;
+  std::vector<NodeId> workers;  // by rank
+  uint16_t payload_values = 0;
+  uint32_t window_cap = 0;      // isolated policy: slots per pool
+  std::string policy;
+};
+
+struct Joined {
+  LineChannel control;  // stays open for the member's lifetime
+  UniqueFd udp;         // bound data socket, advertised to the switch
+  JobAssignment job;
+};
+
+// Connects (retrying until connect_timeout), binds the UDP socket, joins and
+// waits for "ready" (at most rendezvous_timeout). Throws RuntimeError with the
+// switch's address and what was missing on timeout, or the switch's reason
+// when it rejects the join.
+Joined join_job(const JoinOptions& o);
+
+// Asks a running switch for its statistics ({"op":"stats", ...}).
+nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout);
+
+}  // namespace ina::rt

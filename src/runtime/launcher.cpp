@@ -1,0 +1,448 @@
+#include "runtime/launcher.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/control.hpp"
+#include "runtime/net.hpp"
+#include "runtime/switch_daemon.hpp"
+
+extern char** environ;
+
+namespace ina::rt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Kind { Switch, Ps, Worker };
+
+struct Child {
+  std::string name;
+  Kind kind;
+  unsigned job = 0, rank = 0;
+  pid_t pid = -1;
+  bool reaped = false;
+  int status = 0;
+};
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) {
+    const int code = WEXITSTATUS(st);
+    if (code == 3) return "exited with status 3 (results differed from the exact sum)";
+    if (code == 127) return "exited with status 127 (could not be started)";
+    return fmt::format("exited with status {}", code);
+  }
+  if (WIFSIGNALED(st)) return fmt::format("was killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  return "stopped";
+}
+
+bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+std::string mib(uint64_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+// Children, their process group, and the signals that concern them.
+class Supervisor {
+ public:
+  explicit Supervisor(std::string binary) : binary_(std::move(binary)), parent_(getpid()) {
+    sigemptyset(&set_);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    sigprocmask(SIG_BLOCK, &set_, &old_);
+    sigfd_ = UniqueFd(signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sigfd_) throw RuntimeError(fmt::format("signalfd: {}", errno_text(errno)));
+    // Children get the environment without INA_* variables: the run's
+    // configuration is explicit and must not be overridden by the caller's shell.
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "INA_", 4) != 0) env_.emplace_back(*e);
+  }
+  ~Supervisor() {
+    stop_all();
+    sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+  Child& spawn(Kind kind, std::string name, unsigned job, unsigned rank, const std::vector<std::string>& args,
+               int keep_fd = -1) {
+    std::vector<std::string> argv_s{binary_};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw RuntimeError(fmt::format("fork: {}", errno_text(errno)));
+    if (pid == 0) {  // child: async-signal-safe calls only
+      setpgid(0, pgid_);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent_) _exit(126);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+      execve(argv[0], argv.data(), envp.data());
+      const char msg[] = "ina run: cannot execute the ina binary\n";
+      [[maybe_unused]] auto r = write(2, msg, sizeof msg - 1);
+      _exit(127);
+    }
+    setpgid(pid, pgid_ ? pgid_ : pid);  // both sides set it: no race with an early kill
+    if (!pgid_) pgid_ = pid;
+    Child c;
+    c.name = std::move(name);
+    c.kind = kind;
+    c.job = job;
+    c.rank = rank;
+    c.pid = pid;
+    kids_.push_back(std::move(c));
+    return kids_.back();
+  }
+
+  // Waits until a signal arrives, `fd` (if >= 0) is readable, or `deadline`.
+  // Returns the children reaped meanwhile; sets interrupted() on SIGINT/SIGTERM/SIGHUP.
+  std::vector<Child*> wait(Time deadline, int fd = -1, bool* fd_ready = nullptr) {
+    std::vector<Child*> reaped;
+    pollfd p[2] = {{sigfd_.get(), POLLIN, 0}, {fd, POLLIN, 0}};
+    const Time left = std::max<Time>(0, deadline - monotonic_now());
+    const int r = ::poll(p, fd >= 0 ? 2 : 1, static_cast<int>(std::min<Time>(left, kSec) / kMs) + 1);
+    if (fd_ready) *fd_ready = r > 0 && fd >= 0 && (p[1].revents & (POLLIN | POLLHUP));
+    signalfd_siginfo si;
+    while (::read(sigfd_.get(), &si, sizeof si) == sizeof si)
+      if (si.ssi_signo != SIGCHLD) interrupted_ = static_cast<int>(si.ssi_signo);
+    reap(reaped);
+    return reaped;
+  }
+
+  // SIGTERM to the group, a grace period, then SIGKILL; reaps everyone.
+  void stop_all(Time grace = 3 * kSec) {
+    if (!pgid_ || all_reaped()) return;
+    kill(-pgid_, SIGTERM);
+    const Time deadline = monotonic_now() + grace;
+    while (!all_reaped() && monotonic_now() < deadline) wait(deadline);
+    if (!all_reaped()) kill(-pgid_, SIGKILL);
+    for (auto& c : kids_)
+      if (!c.reaped) {
+        int st = 0;
+        if (waitpid(c.pid, &st, 0) == c.pid) {
+          c.reaped = true;
+          c.status = st;
+        }
+      }
+  }
+
+  bool all_reaped() const {
+    for (const auto& c : kids_)
+      if (!c.reaped) return false;
+    return true;
+  }
+  int interrupted() const { return interrupted_; }
+  std::deque<Child>& kids() { return kids_; }
+
+ private:
+  void reap(std::vector<Child*>& out) {
+    int st = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+      for (auto& c : kids_)
+        if (c.pid == pid) {
+          c.reaped = true;
+          c.status = st;
+          out.push_back(&c);
+        }
+  }
+
+  std::string binary_;
+  pid_t parent_;
+  pid_t pgid_ = 0;
+  sigset_t set_, old_;
+  UniqueFd sigfd_;
+  std::vector<std::string> env_;
+  std::deque<Child> kids_;
+  int interrupted_ = 0;
+};
+
+struct Failure {
+  int status;
+  std::string message;
+};
+
+std::vector<std::string> fault_args(const LaunchConfig& c) {
+  std::vector<std::string> a;
+  if (c.loss > 0) a.insert(a.end(), {"--loss", fmt::format("{}", c.loss)});
+  if (c.duplicate > 0) a.insert(a.end(), {"--duplicate", fmt::format("{}", c.duplicate)});
+  if (c.reorder > 0) a.insert(a.end(), {"--reorder", fmt::format("{}", c.reorder)});
+  return a;
+}
+
+void validate(const LaunchConfig& c) {
+  if (c.scheme != "dsa" && c.scheme != "atp" && c.scheme != "switchml")
+    throw RuntimeError(fmt::format("--scheme must be dsa, atp or switchml, got '{}'", c.scheme));
+  if (c.workers < 1 || c.workers > kMaxWorkers) throw RuntimeError(fmt::format("--workers must be in 1..{}", kMaxWorkers));
+  if (c.jobs < 1 || c.jobs > 64) throw RuntimeError("--jobs must be in 1..64");
+  if (c.size_bytes < 4) throw RuntimeError("--size must be at least 4 bytes");
+  if (c.iterations < 1) throw RuntimeError("--iterations must be >= 1");
+  if (c.payload < 1 || c.payload > 16000) throw RuntimeError("--payload must be in 1..16000 values");
+  for (double r : {c.loss, c.duplicate, c.reorder})
+    if (!(r >= 0 && r < 1)) throw RuntimeError("--loss, --duplicate and --reorder must be in [0, 1)");
+  if (!c.priorities.empty() && c.priorities.size() != c.jobs)
+    throw RuntimeError(fmt::format("--priorities needs one value per job ({})", c.jobs));
+  if (c.delay_job > c.jobs || (c.delay_job && c.delay_rank >= c.workers))
+    throw RuntimeError("--delay-worker names a job or rank that does not exist");
+  if (!(c.timeout_s > 0)) throw RuntimeError("--timeout must be > 0");
+}
+
+}  // namespace
+
+int launch(const LaunchConfig& cfg_in, std::ostream& out) {
+  LaunchConfig cfg = cfg_in;
+  validate(cfg);
+  if (cfg.binary.empty()) cfg.binary = fs::read_symlink("/proc/self/exe").string();
+  const bool own_dir = cfg.work_dir.empty();
+  if (own_dir) {
+    std::string tmpl = (fs::temp_directory_path() / "ina-run-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw RuntimeError(fmt::format("cannot create a temporary directory: {}", errno_text(errno)));
+    cfg.work_dir = tmpl;
+  } else {
+    fs::create_directories(cfg.work_dir);
+  }
+  struct DirGuard {
+    std::string dir;
+    bool remove;
+    ~DirGuard() {
+      std::error_code ec;
+      if (remove) fs::remove_all(dir, ec);
+    }
+  } guard{cfg.work_dir, own_dir};
+
+  const Time t_start = monotonic_now();
+  const Time deadline = t_start + static_cast<Time>(cfg.timeout_s * kSec);
+  const bool with_ps = cfg.scheme != "switchml";
+  Supervisor sup(cfg.binary);
+  const std::vector<std::string> quiet = cfg.verbose ? std::vector<std::string>{} : std::vector<std::string>{"--quiet"};
+
+  auto fail = [&](Failure f) {
+    std::cerr << "ina run: " << f.message << "\n";
+    if (!sup.all_reaped()) std::cerr << "ina run: stopping the remaining processes\n";
+    sup.stop_all();
+    return f.status;
+  };
+  auto child_failure = [&](const Child& c) {
+    const int st = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 3 ? 3 : 1;
+    return Failure{st, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status))};
+  };
+  auto interrupted = [&]() {
+    const int sig = sup.interrupted();
+    return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
+  };
+
+  // 1. The switch; it reports its port through a pipe once both sockets are bound.
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) throw RuntimeError(fmt::format("pipe: {}", errno_text(errno)));
+  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+  std::vector<std::string> sw_args{"switch", "--listen", fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme,
+                                   "--memory", std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
+                                   "--regions", std::to_string(cfg.jobs), "--seed", std::to_string(cfg.seed),
+                                   "--fault-seed", std::to_string(cfg.seed * 7919),
+                                   "--ready-fd", std::to_string(ready_w.get())};
+  for (auto& a : fault_args(cfg)) sw_args.push_back(a);
+  sw_args.insert(sw_args.end(), quiet.begin(), quiet.end());
+  Child* sw = &sup.spawn(Kind::Switch, "switch", 0, 0, sw_args, ready_w.get());
+  ready_w.reset();
+  std::string port_line;
+  const Time ready_deadline = std::min(deadline, monotonic_now() + 15 * kSec);
+  for (;;) {
+    bool readable = false;
+    for (Child* c : sup.wait(ready_deadline, ready_r.get(), &readable))
+      if (c == sw) return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status))});
+    if (sup.interrupted()) return fail(interrupted());
+    if (readable) {
+      char buf[64];
+      const ssize_t n = ::read(ready_r.get(), buf, sizeof buf);
+      if (n > 0) port_line.append(buf, static_cast<size_t>(n));
+      if (port_line.find('\n') != std::string::npos) break;
+      if (n == 0) {  // closed without a port: it is exiting; let the reaper name the status
+        const Time until = monotonic_now() + 5 * kSec;
+        while (!sw->reaped && monotonic_now() < until) sup.wait(until);
+        return fail({1, sw->reaped ? fmt::format("the switch (pid {}) {} before it was ready", sw->pid, describe_status(sw->status))
+                                   : "the switch closed its ready pipe without reporting a port"});
+      }
+    }
+    if (monotonic_now() >= ready_deadline) return fail({1, "timed out waiting for the switch to start"});
+  }
+  const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", std::stoi(port_line)));
+
+  // 2. PSes and workers.
+  for (unsigned j = 1; j <= cfg.jobs; ++j) {
+    if (with_ps) {
+      std::vector<std::string> a{"ps", "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
+                                 std::to_string(cfg.workers), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j)};
+      for (auto& f : fault_args(cfg)) a.push_back(f);
+      a.insert(a.end(), quiet.begin(), quiet.end());
+      sup.spawn(Kind::Ps, fmt::format("PS of job {}", j), j, 0, a);
+    }
+    const uint32_t prio = cfg.priorities.empty() ? (1u << 20) >> std::min(j - 1, 19u) : cfg.priorities[j - 1];
+    const fs::path toml = fs::path(cfg.work_dir) / fmt::format("job{}.toml", j);
+    {
+      std::ofstream f(toml);
+      f << "# generated by `ina run`\n[communicator]\n"
+        << fmt::format("switch = \"{}\"\njob = {}\nworkers = {}\npayload = {}\npriority = {}\n", sw_ep.str(), j,
+                       cfg.workers, cfg.payload, prio);
+      if (cfg.window_kb > 0) f << fmt::format("window_kb = {}\n", cfg.window_kb);
+      f << "[faults]\n" << fmt::format("loss = {}\nduplicate = {}\nreorder = {}\n", cfg.loss, cfg.duplicate, cfg.reorder);
+      if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
+    }
+    for (unsigned r = 0; r < cfg.workers; ++r) {
+      std::vector<std::string> a{"worker", "--config", toml.string(), "--rank", std::to_string(r), "--size",
+                                 std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations),
+                                 "--seed", std::to_string(cfg.seed), "--fault-seed", std::to_string(cfg.seed * 7919 + 100 * j + r),
+                                 "--report", (fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r)).string()};
+      if (cfg.delay_job == j && cfg.delay_rank == r && cfg.delay_us > 0)
+        a.insert(a.end(), {"--delay-us", fmt::format("{}", cfg.delay_us)});
+      a.insert(a.end(), quiet.begin(), quiet.end());
+      sup.spawn(Kind::Worker, fmt::format("worker rank {} of job {}", r, j), j, r, a);
+    }
+  }
+
+  // 3. Until every worker has exited; anything else that exits is a failure.
+  auto workers_done = [&](unsigned job) {
+    for (const auto& c : sup.kids())
+      if (c.kind == Kind::Worker && (job == 0 || c.job == job) && !(c.reaped && exited_ok(c.status))) return false;
+    return true;
+  };
+  for (;;) {
+    auto reaped = sup.wait(deadline);
+    // Among children reaped together, one killed by a signal is the likelier
+    // cause: the others typically exited because their job was aborted.
+    std::stable_sort(reaped.begin(), reaped.end(),
+                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
+    for (Child* c : reaped) {
+      // A PS exits 0 only when the switch has told it the job finished (its
+      // workers may still be writing their reports); the switch never exits on its own.
+      const bool ok = exited_ok(c->status) && c->kind != Kind::Switch;
+      if (!ok) {
+        Failure f = child_failure(*c);
+        if (c->kind == Kind::Switch && exited_ok(c->status))
+          f.message = fmt::format("the switch (pid {}) exited while jobs were running", c->pid);
+        return fail(f);
+      }
+    }
+    if (sup.interrupted()) return fail(interrupted());
+    if (workers_done(0)) break;
+    if (monotonic_now() >= deadline)
+      return fail({1, fmt::format("timed out after {:.0f} s (--timeout) with workers still running", cfg.timeout_s)});
+  }
+  // The PSes leave when the switch tells them their job is finished.
+  const Time ps_deadline = std::min(deadline, monotonic_now() + 10 * kSec);
+  for (;;) {
+    bool all = true;
+    for (const auto& c : sup.kids())
+      if (c.kind == Kind::Ps && !c.reaped) all = false;
+    for (const auto& c : sup.kids())
+      if (c.kind == Kind::Ps && c.reaped && !exited_ok(c.status)) return fail(child_failure(c));
+    if (all) break;
+    if (monotonic_now() >= ps_deadline) return fail({1, "a PS did not exit after its job finished"});
+    sup.wait(ps_deadline);
+    if (sup.interrupted()) return fail(interrupted());
+  }
+
+  // 4. The switch's statistics, then stop it.
+  nlohmann::json stats;
+  try {
+    stats = query_switch_stats(sw_ep, 5 * kSec);
+  } catch (const RuntimeError& e) {
+    return fail({1, fmt::format("cannot read the switch's statistics: {}", e.what())});
+  }
+  kill(sw->pid, SIGTERM);
+  const Time sw_deadline = monotonic_now() + 5 * kSec;
+  while (!sw->reaped && monotonic_now() < sw_deadline) sup.wait(sw_deadline);
+  if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid)});
+  if (!exited_ok(sw->status)) return fail(child_failure(*sw));
+
+  // 5. Reports and summary.
+  const double wall = to_ms(monotonic_now() - t_start) / 1000;
+  nlohmann::json jobs = nlohmann::json::array();
+  uint64_t mismatches = 0;
+  out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
+                     "loss {}, duplicate {}, reorder {}\n",
+                     cfg.scheme, stats.value("policy", "?"), cfg.jobs, cfg.workers, cfg.iterations,
+                     mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
+  for (unsigned j = 1; j <= cfg.jobs; ++j) {
+    nlohmann::json reports = nlohmann::json::array();
+    double slowest = 0;
+    uint64_t verified = 0, bad = 0;
+    for (unsigned r = 0; r < cfg.workers; ++r) {
+      const fs::path p = fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r);
+      std::ifstream in(p);
+      auto rep = nlohmann::json::parse(in, nullptr, false);
+      if (rep.is_discarded()) return fail({1, fmt::format("worker rank {} of job {} left no readable report {}", r, j, p.string())});
+      slowest = std::max(slowest, rep.at("allreduce_seconds").get<double>());
+      verified += rep.at("verified").get<uint64_t>();
+      bad += rep.at("mismatches").get<uint64_t>();
+      reports.push_back(std::move(rep));
+    }
+    mismatches += bad;
+    const double bytes = static_cast<double>(cfg.size_bytes) * cfg.iterations;
+    const double goodput = slowest > 0 ? bytes / slowest : 0;
+    out << fmt::format("job {}: {} values verified on {} workers, {}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
+                       "allreduce, slowest worker)\n",
+                       j, verified, cfg.workers, bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6,
+                       goodput * 8 / 1e9, slowest);
+    jobs.push_back({{"job", j}, {"goodput_bytes_per_s", goodput}, {"allreduce_seconds", slowest},
+                    {"verified", verified}, {"mismatches", bad}, {"workers", reports}});
+  }
+  const auto& s = stats["switch"];
+  const auto& e = stats["engine"];
+  out << fmt::format("switch: {} aggregators; {} gradient packets in, {} tasks completed in the switch, {} packets to "
+                     "the PS, {} collisions, preemptions {} won / {} lost, {} duplicates, {} overflows; {} aggregators "
+                     "held after the jobs ended\n",
+                     stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
+                     s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
+                     s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
+  out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign, {} ECN-marked; injected: {} lost, {} "
+                     "duplicated, {} reordered; wall time {:.2f} s\n",
+                     e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("rx_malformed", 0),
+                     e.value("rx_foreign", 0), e.value("ecn_marked", 0), e.value("fault_lost", 0),
+                     e.value("fault_duplicated", 0), e.value("fault_reordered", 0), wall);
+  std::vector<std::string> problems;
+  if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
+  if (stats.value("occupied", 0) != 0) problems.push_back(fmt::format("{} aggregators leaked", stats.value("occupied", 0)));
+  if (stats["jobs"].value("aborted", 0) != 0) problems.push_back("a job was aborted");
+  if (stats["jobs"].value("finished", 0u) != cfg.jobs) problems.push_back("not every job finished at the switch");
+  if (!cfg.json_out.empty()) {
+    nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
+                        {"config",
+                         {{"scheme", cfg.scheme}, {"workers", cfg.workers}, {"jobs", cfg.jobs},
+                          {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
+                          {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
+                          {"reorder", cfg.reorder}, {"seed", cfg.seed}}},
+                        {"jobs", jobs}, {"switch", stats}};
+    std::ofstream f(cfg.json_out);
+    f << j.dump(1) << "\n";
+    if (!f) std::cerr << "ina run: cannot write " << cfg.json_out << "\n";
+  }
+  for (const auto& p : problems) std::cerr << "ina run: FAILED: " << p << "\n";
+  if (mismatches) return 3;
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace ina::rt

@@ -1,0 +1,234 @@
+#include "runtime/net.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace ina::rt {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+Endpoint Endpoint::parse(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
+    throw RuntimeError(fmt::format("invalid address '{}': expected ip:port, e.g. 127.0.0.1:7700", text));
+  std::string host(text.substr(0, colon));
+  const std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || port > 65535)
+    throw RuntimeError(fmt::format("invalid address '{}': port '{}' is not a number in 0..65535", text, port_text));
+  if (host == "localhost") host = "127.0.0.1";
+  Endpoint e;
+  e.sa.sin_family = AF_INET;
+  e.sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &e.sa.sin_addr) != 1)
+    throw RuntimeError(fmt::format("invalid address '{}': '{}' is not an IPv4 address", text, host));
+  return e;
+}
+
+Endpoint Endpoint::any(uint16_t port) {
+  Endpoint e;
+  e.sa.sin_family = AF_INET;
+  e.sa.sin_port = htons(port);
+  e.sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  return e;
+}
+
+std::string Endpoint::ip() const {
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+  return buf;
+}
+
+std::string Endpoint::str() const { return fmt::format("{}:{}", ip(), port()); }
+
+Endpoint Endpoint::with_port(uint16_t port) const {
+  Endpoint e = *this;
+  e.sa.sin_port = htons(port);
+  return e;
+}
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Time monotonic_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<Time>(ts.tv_sec) * kSec + static_cast<Time>(ts.tv_nsec) * kNs;
+}
+
+UniqueFd bind_udp(const Endpoint& at, int buffer_bytes) {
+  UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) throw RuntimeError(fmt::format("cannot create a UDP socket: {}", errno_text(errno)));
+  // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0)
+    throw RuntimeError(fmt::format("cannot bind UDP socket to {}: {}", at.str(), errno_text(errno)));
+  return fd;
+}
+
+UniqueFd listen_tcp(const Endpoint& at) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) throw RuntimeError(fmt::format("cannot create a TCP socket: {}", errno_text(errno)));
+  const int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // restart while old connections linger
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0)
+    throw RuntimeError(fmt::format("cannot bind TCP control socket to {}: {}", at.str(), errno_text(errno)));
+  if (::listen(fd.get(), 256) != 0)
+    throw RuntimeError(fmt::format("cannot listen on {}: {}", at.str(), errno_text(errno)));
+  return fd;
+}
+
+UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what) {
+  const Time deadline = monotonic_now() + timeout;
+  std::string last = "no attempt";
+  for (;;) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) throw RuntimeError(fmt::format("cannot create a TCP socket: {}", errno_text(errno)));
+    int err = 0;
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to.sa), sizeof to.sa) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd.get(), POLLOUT, 0};
+        const Time left = deadline - monotonic_now();
+        const int ms = static_cast<int>(std::max<Time>(0, std::min<Time>(left, kSec)) / kMs);
+        const int r = ::poll(&p, 1, ms);
+        if (r > 0) {
+          socklen_t len = sizeof err;
+          getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+        } else {
+          err = ETIMEDOUT;
+        }
+      }
+    }
+    if (err == 0) {
+      const int one = 1;
+      setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    last = errno_text(err);
+    const Time left = deadline - monotonic_now();
+    if (left <= 0)
+      throw RuntimeError(fmt::format("timed out after {:.1f} s connecting to {} at {} ({})", to_ms(timeout) / 1000,
+                                     what, to.str(), last));
+    const Time nap = std::min<Time>(left, 50 * kMs);
+    timespec ts{static_cast<time_t>(nap / kSec), static_cast<long>(nap % kSec / kNs)};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+Endpoint local_endpoint(int fd) {
+  Endpoint e;
+  socklen_t len = sizeof e.sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&e.sa), &len);
+  return e;
+}
+
+Endpoint peer_endpoint(int fd) {
+  Endpoint e;
+  socklen_t len = sizeof e.sa;
+  getpeername(fd, reinterpret_cast<sockaddr*>(&e.sa), &len);
+  return e;
+}
+
+// ---------------------------------------------------------------- LineChannel
+
+void LineChannel::send(const nlohmann::json& msg) {
+  if (out_off_ == out_.size()) {
+    out_.clear();
+    out_off_ = 0;
+  }
+  out_ += msg.dump();
+  out_ += '\n';
+  flush();
+}
+
+bool LineChannel::flush() {
+  while (out_off_ < out_.size()) {
+    const ssize_t n = ::send(fd_.get(), out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      throw RuntimeError(fmt::format("control connection broken: {}", errno_text(errno)));
+    }
+    out_off_ += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
+  if (&msgs != &backlog_ && !backlog_.empty()) {  // left over by wait_message
+    for (auto& m : backlog_) msgs.push_back(std::move(m));
+    backlog_.clear();
+  }
+  bool eof = false;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+    if (n > 0) {
+      in_.append(buf, static_cast<size_t>(n));
+      if (in_.size() > kMaxLine && in_.find('\n') == std::string::npos)
+        throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));
+      continue;
+    }
+    if (n == 0) { eof = true; break; }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    eof = true;  // reset by peer and the like: the connection is gone
+    break;
+  }
+  size_t start = 0;
+  for (size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string_view line(in_.data() + start, nl - start);
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw RuntimeError(fmt::format("malformed control message: '{:.80}'", line));
+    msgs.push_back(std::move(j));
+  }
+  in_.erase(0, start);
+  return !eof;
+}
+
+bool LineChannel::wait_message(nlohmann::json& msg, Time deadline, const std::string& peer) {
+  for (;;) {
+    if (!backlog_.empty()) {
+      msg = std::move(backlog_.front());
+      backlog_.erase(backlog_.begin());
+      return true;
+    }
+    const bool open = receive(backlog_);
+    if (!backlog_.empty()) continue;
+    if (!open) throw RuntimeError(fmt::format("{} closed the control connection", peer));
+    const Time left = deadline - monotonic_now();
+    if (left <= 0) return false;
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<Time>(left, kSec) / kMs) + 1);
+  }
+}
+
+bool LineChannel::flush_until(Time deadline) {
+  while (!flush()) {
+    const Time left = deadline - monotonic_now();
+    if (left <= 0) return false;
+    pollfd p{fd_.get(), POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<Time>(left, kSec) / kMs) + 1);
+  }
+  return true;
+}
+
+}  // namespace ina::rt

@@ -1,0 +1,111 @@
+#pragma once
+// Socket plumbing for the UDP runtime: IPv4 endpoints, owned file
+// descriptors, UDP/TCP socket setup with errors that name the address, and a
+// newline-delimited JSON channel used by the control plane (job rendezvous,
+// barrier, stats). Nothing here knows the INA protocol.
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/time.hpp"
+
+namespace ina::rt {
+
+// Every runtime failure the user should read (bad address, bind failure,
+// timeout, rejected join, aborted job) is a RuntimeError with a full message.
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// "ip:port" (IPv4, numeric or "localhost").
+struct Endpoint {
+  sockaddr_in sa{};
+
+  static Endpoint parse(std::string_view text);  // throws RuntimeError naming the text
+  static Endpoint any(uint16_t port = 0);
+  std::string str() const;
+  std::string ip() const;
+  uint16_t port() const { return ntohs(sa.sin_port); }
+  bool is_wildcard() const { return sa.sin_addr.s_addr == htonl(INADDR_ANY); }
+  Endpoint with_port(uint16_t port) const;
+  bool operator==(const Endpoint& o) const {
+    return sa.sin_addr.s_addr == o.sa.sin_addr.s_addr && sa.sin_port == o.sa.sin_port;
+  }
+};
+
+// An owned file descriptor (closed on destruction).
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) { reset(); fd_ = std::exchange(o.fd_, -1); }
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+std::string errno_text(int err);
+
+// Non-blocking UDP socket bound to `at` (port 0: ephemeral), with large
+// socket buffers. Throws "cannot bind UDP socket to <at>: <reason>".
+UniqueFd bind_udp(const Endpoint& at, int buffer_bytes);
+// Non-blocking listening TCP socket.
+UniqueFd listen_tcp(const Endpoint& at);
+// Connects to `to`, retrying refused connections until `timeout` has passed
+// (the peer may not be up yet). The result is non-blocking. Throws
+// "timed out after X s connecting to <what> at <to> (<last error>)".
+UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what);
+Endpoint local_endpoint(int fd);
+Endpoint peer_endpoint(int fd);
+// Monotonic clock in picoseconds (CLOCK_MONOTONIC).
+Time monotonic_now();
+
+// Newline-delimited JSON messages over a non-blocking stream socket.
+class LineChannel {
+ public:
+  static constexpr size_t kMaxLine = 1 << 20;
+
+  LineChannel() = default;
+  explicit LineChannel(UniqueFd fd) : fd_(std::move(fd)) {}
+  int fd() const { return fd_.get(); }
+  bool open() const { return static_cast<bool>(fd_); }
+  void close() { fd_.reset(); }
+
+  // Queues a message and writes as much as the socket takes.
+  void send(const nlohmann::json& msg);
+  // Writes queued bytes; returns true when nothing is left. Throws on a broken connection.
+  bool flush();
+  bool pending_output() const { return out_off_ < out_.size(); }
+  // Reads what is available and appends complete messages to `msgs`. Returns
+  // false at end of stream. Throws RuntimeError on an oversized line or bad JSON.
+  bool receive(std::vector<nlohmann::json>& msgs);
+  // Blocks (with poll) until one message arrives or `deadline` (monotonic) passes;
+  // returns false on timeout. Throws if the peer closes the connection.
+  bool wait_message(nlohmann::json& msg, Time deadline, const std::string& peer);
+  // Blocks until queued output is written or `deadline` passes.
+  bool flush_until(Time deadline);
+
+ private:
+  UniqueFd fd_;
+  std::string in_, out_;
+  size_t out_off_ = 0;
+  std::vector<nlohmann::json> backlog_;  // parsed but not yet handed out by wait_message
+};
+
+}  // namespace ina::rt

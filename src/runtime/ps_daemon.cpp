@@ -1,0 +1,115 @@
+#include "runtime/ps_daemon.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "host/ps.hpp"
+#include "runtime/control.hpp"
+
+namespace ina::rt {
+
+struct PsDaemon::Impl {
+  PsDaemonConfig cfg;
+  Joined joined;
+  std::unique_ptr<host::ParameterServer> ps;
+  std::unique_ptr<UdpEngine> engine;
+  UniqueFd stop_fd;
+  std::atomic<bool> stopping{false};
+  bool finished = false;
+  std::string abort_reason;
+
+  explicit Impl(const PsDaemonConfig& c) : cfg(c) {
+    JoinOptions jo;
+    jo.sw = cfg.sw;
+    jo.role = Role::Ps;
+    jo.job = cfg.job;
+    jo.nworkers = cfg.nworkers;
+    jo.bind_ip = cfg.bind_ip;
+    jo.connect_timeout = cfg.connect_timeout;
+    jo.rendezvous_timeout = cfg.rendezvous_timeout;
+    joined = join_job(jo);
+    const JobAssignment& a = joined.job;
+    host::PsConfig pc;
+    pc.job = a.job;
+    pc.workers = a.workers;
+    pc.sw = a.sw;
+    pc.payload_values = a.payload_values;
+    pc.min_timeout = cfg.min_timeout;
+    ps = std::make_unique<host::ParameterServer>(pc);
+    ps->set_id(a.self);
+    EngineConfig ec;
+    ec.mode = EngineMode::Host;
+    ec.payload_values = a.payload_values;
+    ec.gateway = cfg.sw;
+    ec.faults = cfg.faults;
+    engine = std::make_unique<UdpEngine>(ec, std::move(joined.udp));
+    engine->add_node(*ps);
+    stop_fd = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    engine->watch(stop_fd.get(), EPOLLIN, [this](uint32_t) {
+      uint64_t v;
+      [[maybe_unused]] auto r = ::read(stop_fd.get(), &v, sizeof v);
+      stopping = true;
+    });
+    engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
+    engine->start();
+  }
+
+  void on_control() {
+    std::vector<nlohmann::json> msgs;
+    bool open = true;
+    try {
+      open = joined.control.receive(msgs);
+    } catch (const RuntimeError& e) {
+      abort_reason = e.what();
+      return;
+    }
+    for (const auto& m : msgs) {
+      const std::string op = m.value("op", "");
+      if (op == "finish") finished = true;
+      else if (op == "abort") abort_reason = fmt::format("job {} aborted by the switch: {}", cfg.job, m.value("message", "?"));
+    }
+    if (!open && !finished && abort_reason.empty())
+      abort_reason = fmt::format("lost the control connection to the switch at {}", cfg.sw.str());
+    if (!open || finished || !abort_reason.empty()) engine->unwatch(joined.control.fd());
+  }
+};
+
+PsDaemon::PsDaemon(const PsDaemonConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+PsDaemon::~PsDaemon() = default;
+UdpEngine& PsDaemon::engine() { return *impl_->engine; }
+
+void PsDaemon::run() {
+  Impl& m = *impl_;
+  if (m.cfg.log)
+    std::fprintf(stderr, "ina ps job %u: serving (node %u, %zu workers, switch %s)\n", m.cfg.job, m.joined.job.self,
+                 m.joined.job.workers.size(), m.cfg.sw.str().c_str());
+  while (!m.stopping && !m.finished && m.abort_reason.empty()) m.engine->poll(kSec);
+  if (!m.abort_reason.empty()) throw RuntimeError(m.abort_reason);
+}
+
+void PsDaemon::request_stop() {
+  const uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(impl_->stop_fd.get(), &one, sizeof one);
+}
+
+nlohmann::json PsDaemon::stats() const {
+  const auto& s = impl_->ps->stats();
+  return {{"job", impl_->cfg.job},
+          {"node", impl_->joined.job.self},
+          {"open_entries", impl_->ps->entries()},
+          {"ps",
+           {{"data_in", s.data_in}, {"completions", s.completions}, {"duplicates", s.duplicates},
+            {"superseded", s.superseded}, {"conflicts", s.conflicts}, {"timeout_reminders", s.timeout_reminders},
+            {"worker_reminders", s.worker_reminders}, {"fetches", s.fetches}, {"fetch_hits", s.fetch_hits},
+            {"grad_requests", s.grad_requests}, {"retired", s.retired}, {"malformed", s.malformed},
+            {"max_entries", s.max_entries}}},
+          {"engine", impl_->engine->stats().to_json()}};
+}
+
+}  // namespace ina::rt

@@ -1,0 +1,43 @@
+#pragma once
+// `ina ps`: the PS / fallback server of one job. Joins the job at the switch
+// (control.hpp), then hosts a host::ParameterServer in a Host UdpEngine whose
+// gateway is the switch, until the switch reports the job finished.
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/udp_engine.hpp"
+
+namespace ina::rt {
+
+struct PsDaemonConfig {
+  Endpoint sw = Endpoint::parse("127.0.0.1:7700");
+  uint16_t job = 1;
+  unsigned nworkers = 1;
+  std::string bind_ip;      // empty: the address that reaches the switch
+  FaultConfig faults;
+  Time min_timeout = 5 * kMs;  // reminder timeout floor (DSA §VI uses 1 ms; see CommConfig::min_rto)
+  Time connect_timeout = 10 * kSec;
+  Time rendezvous_timeout = 60 * kSec;
+  bool log = true;
+};
+
+class PsDaemon {
+ public:
+  // Connects and joins (blocking, bounded by the timeouts); throws RuntimeError.
+  explicit PsDaemon(const PsDaemonConfig& cfg);
+  ~PsDaemon();
+  // Serves until the job finishes (returns) or is aborted (throws
+  // RuntimeError with the switch's reason), or until request_stop().
+  void run();
+  void request_stop();  // thread-safe, async-signal-safe
+  UdpEngine& engine();
+  nlohmann::json stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ina::rt

@@ -1,0 +1,440 @@
+#include "runtime/switch_daemon.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "runtime/control.hpp"
+
+namespace ina::rt {
+
+nlohmann::json to_json(const dp::SwitchStats& s) {
+  return {{"data_in", s.data_in}, {"aggregated", s.aggregated}, {"completed", s.completed}, {"to_ps", s.to_ps},
+          {"collisions", s.collisions}, {"preempt_won", s.preempt_won}, {"preempt_lost", s.preempt_lost},
+          {"downgrades", s.downgrades}, {"resubmits", s.resubmits}, {"duplicates", s.duplicates},
+          {"stale", s.stale}, {"resend_served", s.resend_served}, {"fetches", s.fetches},
+          {"fetch_hits", s.fetch_hits}, {"acks_multicast", s.acks_multicast},
+          {"released_by_ack", s.released_by_ack}, {"overflow", s.overflow}, {"malformed", s.malformed},
+          {"forwarded", s.forwarded}};
+}
+
+dp::Policy parse_policy(const std::string& name) {
+  if (name == "dsa" || name == "preemptive") return dp::Policy::Preemptive;
+  if (name == "atp" || name == "shared-fcfs") return dp::Policy::SharedFcfs;
+  if (name == "switchml" || name == "isolated") return dp::Policy::Isolated;
+  throw RuntimeError(fmt::format("unknown policy '{}': expected isolated (switchml), atp or dsa", name));
+}
+
+namespace {
+
+constexpr NodeId kSwitchId = 0;
+
+struct Job;
+
+struct Conn {
+  LineChannel ch;
+  Endpoint peer;
+  // Membership (after an accepted join).
+  Job* job = nullptr;
+  Role role = Role::Worker;
+  unsigned rank = 0;
+  NodeId id = kNoNode;
+  Endpoint udp;
+  bool done = false;
+};
+
+struct Job {
+  uint16_t id = 0;
+  unsigned nworkers = 0;
+  size_t retain_ops = 0;
+  bool live = false;
+  std::vector<Conn*> workers;  // by rank
+  Conn* ps = nullptr;
+  unsigned joined = 0, done = 0;
+  int region = -1;
+  Time since = 0;
+  std::vector<Conn*> members() const {
+    std::vector<Conn*> v;
+    for (Conn* c : workers)
+      if (c) v.push_back(c);
+    if (ps) v.push_back(ps);
+    return v;
+  }
+};
+
+// Reads an unsigned integer field of a join, with its allowed range.
+uint64_t field(const nlohmann::json& m, const char* name, uint64_t lo, uint64_t hi) {
+  auto it = m.find(name);
+  if (it == m.end() || !it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi)
+    throw RuntimeError(fmt::format("join: field '{}' must be an integer in {}..{}, got {}", name, lo, hi,
+                                   it == m.end() ? std::string("nothing") : it->dump()));
+  return it->get<uint64_t>();
+}
+
+}  // namespace
+
+struct SwitchDaemon::Impl {
+  SwitchDaemonConfig cfg;
+  std::unique_ptr<dp::SwitchProgram> program;
+  std::unique_ptr<UdpEngine> engine;
+  UniqueFd listener, stop_fd;
+  Endpoint endpoint;
+  std::atomic<bool> stopping{false};
+  std::unordered_map<int, std::unique_ptr<Conn>> conns;
+  std::map<uint16_t, std::unique_ptr<Job>> jobs;
+  std::vector<bool> id_used;
+  NodeId next_id = 1;
+  std::vector<bool> region_used;
+  uint32_t region_size = 0;
+  uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0;
+
+  explicit Impl(const SwitchDaemonConfig& c) : cfg(c) {
+    program = dp::make_switch(cfg.program);
+    program->set_id(kSwitchId);
+    if (cfg.program.policy == dp::Policy::Isolated) {
+      if (cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
+      region_size = static_cast<uint32_t>(program->aggregators() / cfg.isolated_regions) & ~1u;
+      if (region_size < 2)
+        throw RuntimeError(fmt::format("switch: {} aggregators cannot be split into {} isolated regions",
+                                       program->aggregators(), cfg.isolated_regions));
+      region_used.assign(cfg.isolated_regions, false);
+    }
+    // UDP first (the data port), then TCP control on the same port number. An
+    // ephemeral UDP port may be taken for TCP: then try another one.
+    for (int attempt = 0;; ++attempt) {
+      UniqueFd udp = bind_udp(cfg.listen, 8 << 20);
+      const Endpoint at = local_endpoint(udp.get());
+      try {
+        listener = listen_tcp(at);
+      } catch (const RuntimeError&) {
+        if (cfg.listen.port() != 0 || attempt >= 8) throw;
+        continue;
+      }
+      EngineConfig ec;
+      ec.mode = EngineMode::Router;
+      ec.payload_values = cfg.program.payload_values;
+      ec.faults = cfg.faults;
+      ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
+      ec.socket_buffer_bytes = 8 << 20;
+      engine = std::make_unique<UdpEngine>(ec, std::move(udp));
+      endpoint = at;
+      break;
+    }
+    engine->add_node(*program);
+    id_used.assign(kMulticast, false);
+    id_used[kSwitchId] = true;
+    stop_fd = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    engine->watch(stop_fd.get(), EPOLLIN, [this](uint32_t) {
+      uint64_t v;
+      [[maybe_unused]] auto r = ::read(stop_fd.get(), &v, sizeof v);
+      stopping = true;
+    });
+    engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
+    engine->start();
+  }
+
+  template <typename... A>
+  void log(fmt::format_string<A...> f, A&&... a) {
+    if (!cfg.log) return;
+    std::fprintf(stderr, "ina switch %s: %s\n", endpoint.str().c_str(), fmt::format(f, std::forward<A>(a)...).c_str());
+  }
+
+  void accept_all() {
+    for (;;) {
+      const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      auto c = std::make_unique<Conn>();
+      c->ch = LineChannel(UniqueFd(fd));
+      c->peer = peer_endpoint(fd);
+      engine->watch(fd, EPOLLIN, [this, fd](uint32_t ev) { on_conn(fd, ev); });
+      conns.emplace(fd, std::move(c));
+    }
+  }
+
+  void on_conn(int fd, uint32_t ev) {
+    auto it = conns.find(fd);
+    if (it == conns.end()) return;
+    Conn& c = *it->second;
+    std::vector<nlohmann::json> msgs;
+    bool open = true;
+    try {
+      if (ev & EPOLLOUT) flush(c);
+      open = c.ch.receive(msgs);
+      for (const auto& m : msgs) {
+        if (!conns.count(fd)) return;  // closed while handling an earlier message
+        handle(c, m);
+      }
+    } catch (const RuntimeError& e) {
+      if (conns.count(fd)) reject(c, e.what());
+      return;
+    }
+    if (!open && conns.count(fd)) drop(c, "disconnected");
+  }
+
+  void flush(Conn& c) {
+    bool all = true;
+    try {
+      all = c.ch.flush();
+    } catch (const RuntimeError&) {
+    }
+    engine->rewatch(c.ch.fd(), EPOLLIN | (all ? 0u : EPOLLOUT));
+  }
+  // A broken connection is noticed by its own readiness event and dropped there.
+  void send(Conn& c, const nlohmann::json& m) {
+    try {
+      c.ch.send(m);
+    } catch (const RuntimeError&) {
+      return;
+    }
+    if (c.ch.pending_output()) engine->rewatch(c.ch.fd(), EPOLLIN | EPOLLOUT);
+  }
+
+  // Tells the peer why, then closes its connection (and leaves its job).
+  void reject(Conn& c, const std::string& why) {
+    ++joins_rejected;
+    log("rejected {}: {}", c.peer.str(), why);
+    try {
+      c.ch.send({{"op", "error"}, {"message", why}});
+      c.ch.flush_until(monotonic_now() + 100 * kMs);
+    } catch (const RuntimeError&) {
+    }
+    drop(c, "was rejected");
+  }
+
+  // Closes a connection; a member leaving a live job that is not finished aborts it.
+  void drop(Conn& c, const std::string& how) {
+    const int fd = c.ch.fd();
+    if (Job* j = c.job) {
+      if (j->live) {
+        abort_job(*j, fmt::format("{} of job {} {}", describe(c), j->id, how), &c);
+      } else {
+        leave_pending(*j, c);
+      }
+    }
+    engine->unwatch(fd);
+    conns.erase(fd);
+  }
+
+  static std::string describe(const Conn& c) {
+    return c.role == Role::Worker ? fmt::format("worker rank {}", c.rank) : std::string("the PS");
+  }
+
+  void handle(Conn& c, const nlohmann::json& m) {
+    const std::string op = m.value("op", "");
+    if (op == "join") return join(c, m);
+    if (op == "done") {
+      if (!c.job || c.role != Role::Worker || !c.job->live)
+        throw RuntimeError("'done' from a connection that is not a worker of a live job");
+      if (!c.done) {
+        c.done = true;
+        if (++c.job->done == c.job->nworkers) finish_job(*c.job);
+      }
+      return;
+    }
+    if (op == "stats") {
+      auto s = stats();
+      s["op"] = "stats";
+      send(c, s);
+      return;
+    }
+    throw RuntimeError(fmt::format("unknown control operation '{}'", op));
+  }
+
+  bool needs_ps() const { return cfg.program.policy != dp::Policy::Isolated; }
+
+  void join(Conn& c, const nlohmann::json& m) {
+    if (c.job) throw RuntimeError("this connection has already joined a job");
+    const std::string role = m.value("role", "");
+    if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
+    const auto job_id = static_cast<uint16_t>(field(m, "job", 1, 65535));
+    const auto n = static_cast<unsigned>(field(m, "nworkers", 1, kMaxWorkers));
+    const auto payload = field(m, "payload", 0, 65535);
+    const bool worker = role == "worker";
+    const unsigned rank = worker ? static_cast<unsigned>(field(m, "rank", 0, n - 1)) : 0;
+    const size_t retain = worker ? field(m, "retain_ops", 1, 1u << 20) : 0;
+    Endpoint udp;
+    try {
+      udp = Endpoint::parse(m.value("udp", ""));
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("join: field 'udp': {}", e.what()));
+    }
+    if (udp.is_wildcard()) udp = c.peer.with_port(udp.port());
+    if (payload != 0 && payload != cfg.program.payload_values)
+      throw RuntimeError(fmt::format("payload mismatch: this switch carries {} values per packet, the member asked for {}",
+                                     cfg.program.payload_values, payload));
+    if (!worker && !needs_ps())
+      throw RuntimeError(fmt::format("job {}: this switch runs the {} policy, whose jobs have no PS",
+                                     job_id, dp::to_string(cfg.program.policy)));
+    auto it = jobs.find(job_id);
+    if (it != jobs.end() && it->second->live)
+      throw RuntimeError(fmt::format("job {} is already running on this switch ({} workers, for {:.1f} s); "
+                                     "a second job must use another job id", job_id, it->second->nworkers,
+                                     to_ms(engine->now() - it->second->since) / 1000));
+    if (it == jobs.end()) {
+      auto j = std::make_unique<Job>();
+      j->id = job_id;
+      j->nworkers = n;
+      j->workers.assign(n, nullptr);
+      j->since = engine->now();
+      it = jobs.emplace(job_id, std::move(j)).first;
+    }
+    Job& j = *it->second;
+    if (n != j.nworkers)
+      throw RuntimeError(fmt::format("wrong worker count: job {} has {} workers, this member says {}", job_id,
+                                     j.nworkers, n));
+    if (worker) {
+      if (j.workers[rank]) throw RuntimeError(fmt::format("rank {} of job {} has already joined", rank, job_id));
+      if (j.retain_ops && retain != j.retain_ops)
+        throw RuntimeError(fmt::format("job {}: retain_ops {} differs from the other workers' {}", job_id, retain,
+                                       j.retain_ops));
+      j.retain_ops = retain;
+      j.workers[rank] = &c;
+    } else {
+      if (j.ps) throw RuntimeError(fmt::format("job {} already has a PS", job_id));
+      j.ps = &c;
+    }
+    ++j.joined;
+    c.job = &j;
+    c.role = worker ? Role::Worker : Role::Ps;
+    c.rank = rank;
+    c.udp = udp;
+    const bool complete = j.joined == j.nworkers + (needs_ps() ? 1u : 0u);
+    if (complete) return go_live(j);
+    const unsigned wj = j.joined - (j.ps ? 1 : 0);
+    for (Conn* mbr : j.members())
+      send(*mbr, {{"op", "waiting"}, {"workers_joined", wj}, {"nworkers", j.nworkers}, {"ps_joined", j.ps != nullptr},
+                  {"ps_needed", needs_ps()}});
+  }
+
+  void leave_pending(Job& j, Conn& c) {
+    if (c.role == Role::Worker) j.workers[c.rank] = nullptr;
+    else j.ps = nullptr;
+    --j.joined;
+    c.job = nullptr;
+    if (j.joined == 0) jobs.erase(j.id);
+  }
+
+  NodeId alloc_id() {
+    for (size_t k = 0; k < id_used.size(); ++k) {
+      const NodeId id = next_id;
+      next_id = static_cast<NodeId>(next_id + 1 >= kMulticast ? 1 : next_id + 1);
+      if (!id_used[id]) {
+        id_used[id] = true;
+        return id;
+      }
+    }
+    throw RuntimeError("switch: no free node id");
+  }
+
+  void go_live(Job& j) {
+    dp::SwitchJob sj;
+    sj.job = j.id;
+    if (cfg.program.policy == dp::Policy::Isolated) {
+      for (size_t r = 0; r < region_used.size(); ++r)
+        if (!region_used[r]) { j.region = static_cast<int>(r); break; }
+      if (j.region < 0) {
+        const std::string why = fmt::format("job {}: no free aggregator region (the isolated policy serves at most {} "
+                                            "jobs at once on this switch)", j.id, region_used.size());
+        for (Conn* c : j.members()) { c->job = nullptr; reject(*c, why); }
+        jobs.erase(j.id);
+        return;
+      }
+      region_used[static_cast<size_t>(j.region)] = true;
+      sj.region_offset = static_cast<uint32_t>(j.region) * region_size;
+      sj.region_size = region_size;
+    }
+    for (Conn* c : j.members()) {
+      c->id = alloc_id();
+      engine->set_route(c->id, c->udp);
+    }
+    for (Conn* c : j.workers) sj.workers.push_back(c->id);
+    sj.ps = j.ps ? j.ps->id : kNoNode;
+    program->add_job(sj);
+    j.live = true;
+    j.since = engine->now();
+    nlohmann::json ready = {{"op", "ready"}, {"job", j.id}, {"switch", kSwitchId},
+                            {"ps", j.ps ? int{j.ps->id} : -1}, {"workers", sj.workers},
+                            {"payload", cfg.program.payload_values}, {"window_cap", region_size / 2},
+                            {"policy", dp::to_string(cfg.program.policy)}};
+    if (cfg.program.policy != dp::Policy::Isolated) ready["window_cap"] = 0;
+    for (Conn* c : j.members()) {
+      ready["self"] = c->id;
+      send(*c, ready);
+    }
+    log("job {} started: {} workers{}{}", j.id, j.nworkers, j.ps ? ", PS" : "",
+        j.region >= 0 ? fmt::format(", region {} ({} aggregators)", j.region, region_size) : "");
+  }
+
+  // Frees everything the job held: aggregators, routes, node ids, region.
+  void teardown(Job& j) {
+    const size_t freed = program->remove_job(j.id);
+    freed_at_teardown += freed;
+    for (Conn* c : j.members()) {
+      engine->clear_route(c->id);
+      id_used[c->id] = false;
+      c->job = nullptr;
+    }
+    if (j.region >= 0) region_used[static_cast<size_t>(j.region)] = false;
+    jobs.erase(j.id);
+  }
+
+  void finish_job(Job& j) {
+    ++jobs_finished;
+    log("job {} finished after {:.3f} s", j.id, to_ms(engine->now() - j.since) / 1000);
+    for (Conn* c : j.members()) send(*c, {{"op", "finish"}});
+    teardown(j);
+  }
+
+  void abort_job(Job& j, const std::string& why, Conn* cause) {
+    ++jobs_aborted;
+    log("job {} aborted: {}", j.id, why);
+    for (Conn* c : j.members())
+      if (c != cause) send(*c, {{"op", "abort"}, {"message", why}});
+    teardown(j);
+  }
+
+  nlohmann::json stats() const {
+    nlohmann::json live = nlohmann::json::array(), pending = nlohmann::json::array();
+    for (const auto& [id, j] : jobs) (j->live ? live : pending).push_back(id);
+    nlohmann::json out = {
+        {"endpoint", endpoint.str()}, {"policy", dp::to_string(cfg.program.policy)},
+        {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
+        {"aggregators", program->aggregators()}, {"occupied", program->occupied()},
+        {"packets_in_use", engine->packets_in_use()}, {"switch", to_json(program->stats())},
+        {"engine", engine->stats().to_json()}, {"faults", cfg.faults.to_json()},
+        {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
+                  {"aggregators_freed_at_teardown", freed_at_teardown}}},
+        {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}}}};
+    if (cfg.program.track_tasks) out["task_types"] = program->task_types();
+    return out;
+  }
+};
+
+SwitchDaemon::SwitchDaemon(const SwitchDaemonConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+SwitchDaemon::~SwitchDaemon() = default;
+const Endpoint& SwitchDaemon::endpoint() const { return impl_->endpoint; }
+UdpEngine& SwitchDaemon::engine() { return *impl_->engine; }
+
+void SwitchDaemon::run() {
+  impl_->log("serving ({} policy, {} aggregators of {} values)", dp::to_string(impl_->cfg.program.policy),
+             impl_->program->aggregators(), impl_->cfg.program.payload_values);
+  while (!impl_->stopping) impl_->engine->poll(kSec);
+}
+
+void SwitchDaemon::request_stop() {
+  const uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(impl_->stop_fd.get(), &one, sizeof one);
+}
+
+nlohmann::json SwitchDaemon::stats() const { return impl_->stats(); }
+
+}  // namespace ina::rt

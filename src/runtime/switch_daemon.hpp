@@ -1,0 +1,50 @@
+#pragma once
+// `ina switch`: a software switch. Hosts one switch program from
+// dp::make_switch (isolated / shared FCFS / preemptive) in a Router UdpEngine
+// and runs the control plane (control.hpp) that admits jobs, so one process
+// serves several jobs at once. Under the isolated policy the aggregator
+// memory is split into `isolated_regions` equal regions, one per live job.
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "dataplane/switch.hpp"
+#include "runtime/udp_engine.hpp"
+
+namespace ina::rt {
+
+struct SwitchDaemonConfig {
+  Endpoint listen = Endpoint::parse("127.0.0.1:7700");  // UDP data and TCP control, same port (0: ephemeral)
+  dp::SwitchConfig program;       // policy, memory, payload, seed
+  unsigned isolated_regions = 4;  // isolated policy: at most this many live jobs
+  FaultConfig faults;             // applied to everything the switch sends
+  uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on gradients above this receive backlog (0: never)
+  bool log = true;                // one line per job event on stderr
+};
+
+class SwitchDaemon {
+ public:
+  // Binds both sockets; throws RuntimeError (e.g. "cannot bind UDP socket to
+  // 127.0.0.1:7700: Address already in use").
+  explicit SwitchDaemon(const SwitchDaemonConfig& cfg);
+  ~SwitchDaemon();
+
+  const Endpoint& endpoint() const;
+  UdpEngine& engine();
+  // Serves until request_stop().
+  void run();
+  // Thread-safe and async-signal-safe.
+  void request_stop();
+  // Statistics as answered to {"op":"stats"}; call from the loop's thread or after run().
+  nlohmann::json stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+nlohmann::json to_json(const dp::SwitchStats& s);
+// "dsa" | "preemptive", "atp" | "shared-fcfs", "switchml" | "isolated" -> policy; throws RuntimeError otherwise.
+dp::Policy parse_policy(const std::string& name);
+
+}  // namespace ina::rt

@@ -1,0 +1,213 @@
+#pragma once
+// The UDP engine: the runtime's implementation of ina::Effects. It drives the
+// very same sans-I/O nodes as the simulator (SwitchProgram, ParameterServer,
+// WorkerTransport through a host node) with real datagrams and real timers.
+//
+//  - One event loop (epoll) per engine, one non-blocking UDP socket, batched
+//    recvmmsg / sendmmsg. Extra descriptors (control connections, eventfds,
+//    signalfds) can be watched by the same loop.
+//  - Time is CLOCK_MONOTONIC in picoseconds since the engine was created, so
+//    nodes see the same ina::Time as in the simulator. Timers are a min-heap
+//    of (time, sequence); set_timer() cannot be cancelled (nodes ignore stale
+//    tokens), exactly as the node contract says.
+//  - Routing mirrors the simulator's star: a Router engine hosts the switch
+//    program and resolves header.dst through its address book (NodeId ->
+//    IPv4 endpoint); a Host engine sends every datagram to its gateway (the
+//    switch), as a host with one uplink does.
+//  - Every datagram is decoded with the bounds-checked ina::decode. A datagram
+//    that does not decode is counted (per DecodeError) and dropped; so is a
+//    valid-looking one from an address that is not the registered address of
+//    its claimed source (Router) or not the gateway (Host). Nothing a peer
+//    sends can crash the engine.
+//  - Fault injection in the send path: loss, duplication, reordering (the
+//    datagram is held U(0, reorder_delay)) and an extra delay for packets from
+//    or to a chosen node, from a seeded random stream.
+//  - A Router can mark ECN-CE on gradient packets when its socket's receive
+//    backlog exceeds a threshold: the runtime analogue of the simulator's
+//    queue marking, which lets the workers' AIMD window react to a busy switch.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.hpp"
+#include "proto/node.hpp"
+#include "runtime/net.hpp"
+#include "wire/packet.hpp"
+
+namespace ina::rt {
+
+struct FaultConfig {
+  double loss = 0;            // probability a datagram is dropped
+  double duplicate = 0;       // probability a datagram is sent twice
+  double reorder = 0;         // probability a datagram is held back ...
+  Time reorder_delay = 500 * kUs;  // ... by U(0, reorder_delay)
+  Time delay = 0;             // extra delay for datagrams from or to delay_node
+  NodeId delay_node = kNoNode;// kNoNode: every datagram this engine sends
+  uint64_t seed = 1;
+
+  bool any() const { return loss > 0 || duplicate > 0 || reorder > 0 || delay > 0; }
+  void validate() const;  // throws RuntimeError naming the bad field
+  nlohmann::json to_json() const;
+};
+
+enum class EngineMode { Router, Host };
+
+struct EngineConfig {
+  EngineMode mode = EngineMode::Host;
+  uint16_t payload_values = 64;    // largest payload (int32 values) of a datagram
+  Endpoint bind = Endpoint::parse("127.0.0.1:0");
+  Endpoint gateway;                // Host: where every datagram goes (the switch)
+  FaultConfig faults;
+  unsigned batch = 64;             // datagrams per recvmmsg / sendmmsg
+  int socket_buffer_bytes = 4 << 20;
+  size_t max_tx_queue = 1 << 16;   // datagrams waiting for socket space; beyond that they are dropped
+  uint64_t ecn_backlog_bytes = 0;  // Router: mark CE above this receive backlog (0 = never)
+};
+
+struct EngineStats {
+  uint64_t rx_datagrams = 0, rx_bytes = 0, tx_datagrams = 0, tx_bytes = 0;
+  uint64_t rx_malformed = 0;   // did not decode (see decode_errors) or was truncated
+  uint64_t rx_foreign = 0;     // decoded, but not from the registered address of its source
+  uint64_t rx_unknown_dst = 0; // Host: addressed to no node of this engine
+  uint64_t tx_unroutable = 0;  // Router: destination not in the address book
+  uint64_t tx_overflow = 0;    // dropped because the send queue was full
+  uint64_t tx_errors = 0;      // sendmmsg failures other than "would block"
+  uint64_t fault_lost = 0, fault_duplicated = 0, fault_reordered = 0, fault_delayed = 0;
+  uint64_t ecn_marked = 0, timers_fired = 0, loop_iterations = 0;
+  std::array<uint64_t, 10> decode_errors{};  // indexed by DecodeError
+
+  nlohmann::json to_json() const;
+};
+
+class UdpEngine final : public Effects {
+ public:
+  // Binds cfg.bind, or adopts `bound` (a socket from bind_udp) if given.
+  explicit UdpEngine(const EngineConfig& cfg, UniqueFd bound = {});
+  ~UdpEngine() override;
+  UdpEngine(const UdpEngine&) = delete;
+  UdpEngine& operator=(const UdpEngine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  const Endpoint& local() const { return local_; }
+
+  // Nodes are not owned; their ids must be set. A Router hosts exactly one.
+  void add_node(Node& n);
+  // Router address book.
+  void set_route(NodeId id, const Endpoint& to);
+  void clear_route(NodeId id);
+
+  // Other descriptors served by this loop. The handler gets the epoll events.
+  using FdHandler = std::function<void(uint32_t events)>;
+  void watch(int fd, uint32_t events, FdHandler handler);
+  void rewatch(int fd, uint32_t events);
+  void unwatch(int fd);
+
+  // Calls on_start of every node (once).
+  void start();
+  // One loop iteration: waits for I/O at most `max_wait` (less if a timer is
+  // due sooner), then handles every ready datagram and descriptor, fires due
+  // timers, releases delayed datagrams and flushes the send queue.
+  void poll(Time max_wait);
+  // Time of the last clock reading (updated around every wait and batch).
+  Time now() const { return now_; }
+
+  // Runs f(now, effects) in the context of node n (its sends and timers are
+  // attributed to n), then flushes. For owners that act outside a callback,
+  // e.g. to submit work to a worker transport.
+  template <typename F>
+  void invoke(Node& n, F&& f) {
+    Node* prev = current_;
+    current_ = &n;
+    now_ = clock();
+    f(now_, static_cast<Effects&>(*this));
+    current_ = prev;
+    flush_tx();
+  }
+
+  // Effects.
+  Packet* alloc() override { return pool_.get(); }
+  void send(Packet* p) override;
+  void free(Packet* p) override { pool_.put(p); }
+  void set_timer(Time at, uint64_t token) override;
+
+  const EngineStats& stats() const { return st_; }
+  size_t packets_in_use() const { return pool_.in_use(); }
+  size_t pending_timers() const { return timers_.size(); }
+
+ private:
+  struct Timer {
+    Time at;
+    uint64_t seq;
+    Node* node;
+    uint64_t token;
+    bool operator>(const Timer& o) const { return at > o.at || (at == o.at && seq > o.seq); }
+  };
+  struct Delayed {
+    Time at;
+    uint64_t seq;
+    Packet* p;
+    sockaddr_in to;
+    bool operator>(const Delayed& o) const { return at > o.at || (at == o.at && seq > o.seq); }
+  };
+  struct Route {
+    sockaddr_in sa{};
+    bool valid = false;
+  };
+  struct TxItem {
+    sockaddr_in to;
+    uint32_t len;
+  };
+
+  Time clock() const { return monotonic_now() - epoch_; }
+  void on_readable();
+  void handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, bool truncated, bool mark_ecn);
+  uint64_t receive_backlog() const;
+  void enqueue_tx(const Packet& p, const sockaddr_in& to);
+  void flush_tx();
+  void fire_timers();
+  void release_delayed();
+  Node* node_for(NodeId dst) const;
+
+  EngineConfig cfg_;
+  UniqueFd sock_, epoll_;
+  Endpoint local_;
+  Time epoch_;
+  Time now_ = 0;
+  PacketPool pool_;
+  Rng fault_rng_;
+  size_t slot_bytes_;
+  std::vector<Node*> nodes_;
+  Node* current_ = nullptr;
+  bool started_ = false;
+  std::vector<Route> routes_;
+  std::unordered_map<int, std::shared_ptr<FdHandler>> watches_;
+
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  std::priority_queue<Delayed, std::vector<Delayed>, std::greater<Delayed>> delayed_;
+  uint64_t seq_ = 0;
+
+  // Receive batch.
+  std::vector<std::byte> rxbuf_;
+  std::vector<sockaddr_in> rxaddr_;
+  std::vector<::mmsghdr> rxmsg_;
+  std::vector<::iovec> rxiov_;
+  // Send queue: encoded datagrams from tx_head_ on.
+  std::vector<std::byte> txbuf_;
+  std::vector<TxItem> txq_;
+  size_t tx_head_ = 0;
+  bool tx_blocked_ = false;
+  std::vector<::mmsghdr> txmsg_;
+  std::vector<::iovec> txiov_;
+
+  EngineStats st_;
+};
+
+}  // namespace ina::rt

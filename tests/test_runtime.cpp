@@ -1,0 +1,916 @@
+// The UDP runtime: engine, daemons, ina::Communicator and `ina run`, on
+// loopback. In-process tests run the switch, PS and workers as threads (each
+// with its own engine and sockets); the multi-process tests fork/exec the ina
+// binary. Every wait is bounded.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.hpp"
+#include "runtime/communicator.hpp"
+#include "runtime/control.hpp"
+#include "runtime/ps_daemon.hpp"
+#include "runtime/switch_daemon.hpp"
+#include "runtime/udp_engine.hpp"
+#include "runtime/worker_app.hpp"
+#include "wire/quant.hpp"
+
+namespace fs = std::filesystem;
+using namespace ina;
+using namespace ina::rt;
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+// A node that keeps every packet it gets (header only) and frees it.
+class Sink final : public Node {
+ public:
+  void on_packet(Packet* p, Time, Effects& fx) override {
+    got.push_back(p->h);
+    fx.free(p);
+  }
+  void on_timer(uint64_t, Time, Effects&) override {}
+  std::vector<Header> got;
+};
+
+UniqueFd plain_udp() { return bind_udp(Endpoint::parse("127.0.0.1:0"), 1 << 20); }
+
+void send_raw(int fd, const Endpoint& to, const void* data, size_t len) {
+  ASSERT_EQ(::sendto(fd, data, len, 0, reinterpret_cast<const sockaddr*>(&to.sa), sizeof to.sa),
+            static_cast<ssize_t>(len));
+}
+
+std::vector<std::byte> encoded(const Header& h, const std::vector<int32_t>& v) {
+  std::vector<std::byte> b(encoded_size(h));
+  encode(h, v, b);
+  return b;
+}
+
+Header data_header(uint16_t job, NodeId src, NodeId dst, uint16_t count) {
+  Header h;
+  h.type = PktType::Data;
+  h.job = job;
+  h.src = src;
+  h.dst = dst;
+  h.nworkers = 2;
+  h.rank = 0;
+  h.bitmap = 1;
+  h.count = count;
+  return h;
+}
+
+// Polls an engine until pred() or the deadline.
+template <typename Pred>
+bool pump_until(UdpEngine& e, Pred pred, Time limit = 2 * kSec) {
+  const Time end = monotonic_now() + limit;
+  while (!pred()) {
+    if (monotonic_now() > end) return false;
+    e.poll(5 * kMs);
+  }
+  return true;
+}
+
+// A switch daemon in a thread.
+struct LocalSwitch {
+  SwitchDaemon d;
+  std::thread t;
+  explicit LocalSwitch(const SwitchDaemonConfig& c) : d(c), t([this] { d.run(); }) {}
+  ~LocalSwitch() {
+    d.request_stop();
+    t.join();
+  }
+  std::string addr() const { return d.endpoint().str(); }
+};
+
+SwitchDaemonConfig switch_config(dp::Policy policy, uint16_t payload = 64, uint64_t memory = 1 << 20) {
+  SwitchDaemonConfig c;
+  c.listen = Endpoint::parse("127.0.0.1:0");
+  c.program.policy = policy;
+  c.program.payload_values = payload;
+  c.program.memory_bytes = memory;
+  c.log = false;
+  return c;
+}
+
+// A PS daemon in a thread; it ends when its job does.
+struct LocalPs {
+  std::thread t;
+  std::string error;
+  LocalPs(const Endpoint& sw, uint16_t job, unsigned n, FaultConfig f = {}) {
+    t = std::thread([=, this] {
+      try {
+        PsDaemonConfig c;
+        c.sw = sw;
+        c.job = job;
+        c.nworkers = n;
+        c.faults = f;
+        c.rendezvous_timeout = 10 * kSec;
+        c.log = false;
+        PsDaemon d(c);
+        d.run();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+  }
+  ~LocalPs() { t.join(); }
+};
+
+CommConfig comm_config(const std::string& sw, uint16_t job, unsigned rank, unsigned n) {
+  CommConfig c;
+  c.switch_addr = sw;
+  c.job = job;
+  c.rank = rank;
+  c.nworkers = n;
+  c.connect_timeout = 5 * kSec;
+  c.rendezvous_timeout = 10 * kSec;
+  c.progress_timeout = 20 * kSec;
+  c.close_timeout = 10 * kSec;
+  return c;
+}
+
+// Runs body(rank) for every rank in its own thread; returns the errors.
+std::vector<std::string> run_workers(unsigned n, const std::function<void(unsigned)>& body) {
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (unsigned r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+// Gradients of mixed magnitudes (exponents -12..12), different per worker and op.
+std::vector<float> random_floats(uint64_t seed, size_t n) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, static_cast<int>(rng.below(25)) - 12));
+  return v;
+}
+
+// The exact expected result, computed independently of the runtime: the
+// agreed scale is the safe scale for the largest exponent of any input, and
+// the sum is the int64 sum of every worker's quantized values.
+std::vector<float> reference(const std::vector<std::vector<float>>& xs, double divisor = 1.0) {
+  const auto n = static_cast<unsigned>(xs.size());
+  float m = 0;
+  for (const auto& x : xs)
+    for (float v : x) m = std::max(m, std::fabs(v));
+  int e = 0;
+  std::frexp(m, &e);
+  const double scale = m > 0 ? FixedPointCodec::safe_scale(std::nextafter(std::ldexp(1.0f, e), 0.0f), n) : 1.0;
+  const FixedPointCodec codec(scale, n);
+  std::vector<int64_t> sum(xs[0].size(), 0);
+  std::vector<int32_t> q(xs[0].size());
+  for (const auto& x : xs) {
+    EXPECT_EQ(codec.encode(x, q).overflowed, 0u);
+    for (size_t i = 0; i < q.size(); ++i) sum[i] += q[i];
+  }
+  std::vector<int32_t> s32(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    EXPECT_LE(std::llabs(sum[i]), INT32_MAX);
+    s32[i] = static_cast<int32_t>(sum[i]);
+  }
+  std::vector<float> out(sum.size());
+  codec.decode(s32, out, divisor);
+  return out;
+}
+
+size_t count_differences(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return d;
+}
+
+// ---------------------------------------------------------------- processes
+
+struct Proc {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out;
+};
+
+Proc run_ina(const std::vector<std::string>& args, int timeout_s = 50) {
+  const fs::path log = fs::temp_directory_path() / ("ina_rt_" + std::to_string(getpid()) + ".log");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<std::string> a{INA_BINARY};
+    a.insert(a.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  Proc p;
+  const Time end = monotonic_now() + static_cast<Time>(timeout_s) * kSec;
+  int st = 0;
+  for (;;) {
+    if (waitpid(pid, &st, WNOHANG) == pid) break;
+    if (monotonic_now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      ADD_FAILURE() << "ina " << args[0] << " did not finish within " << timeout_s << " s";
+      break;
+    }
+    usleep(20000);
+  }
+  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  p.out = ss.str();
+  fs::remove(log);
+  return p;
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> v;
+  for (pid_t c; in >> c;) v.push_back(c);
+  return v;
+}
+
+std::string cmdline_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  for (auto& c : s)
+    if (c == '\0') c = ' ';
+  return s;
+}
+
+bool alive(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const auto rp = stat.rfind(')');
+  return rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] != 'Z';
+}
+
+fs::path temp_file(const std::string& name) {
+  return fs::temp_directory_path() / ("ina_rt_" + std::to_string(getpid()) + "_" + name);
+}
+
+}  // namespace
+
+// ================================================================ engine
+
+TEST(UdpEngine, MalformedForeignAndValidDatagrams) {
+  EngineConfig ec;
+  ec.mode = EngineMode::Router;
+  ec.payload_values = 16;
+  UdpEngine eng(ec);
+  Sink sw;
+  sw.set_id(0);
+  eng.add_node(sw);
+  eng.start();
+  UniqueFd peer = plain_udp(), stranger = plain_udp();
+  eng.set_route(5, local_endpoint(peer.get()));
+
+  const char junk[] = "definitely not an INA packet, but longer than a header";
+  send_raw(peer.get(), eng.local(), junk, sizeof junk);
+  send_raw(peer.get(), eng.local(), junk, 3);  // truncated
+  auto good = encoded(data_header(1, 5, 0, 4), {1, 2, 3, 4});
+  auto bad_count = good;
+  bad_count[33] = std::byte{9};  // count field says 9 values, 4 present
+  send_raw(peer.get(), eng.local(), bad_count.data(), bad_count.size());
+  std::vector<int32_t> big(17, 1);
+  auto too_big = encoded(data_header(1, 5, 0, 17), big);  // more values than this engine's payload
+  send_raw(peer.get(), eng.local(), too_big.data(), too_big.size());
+  send_raw(stranger.get(), eng.local(), good.data(), good.size());  // valid, but from an unregistered address
+  auto spoofed = encoded(data_header(1, 6, 0, 4), {1, 2, 3, 4});    // registered address, another node's id
+  send_raw(peer.get(), eng.local(), spoofed.data(), spoofed.size());
+  send_raw(peer.get(), eng.local(), good.data(), good.size());
+
+  ASSERT_TRUE(pump_until(eng, [&] { return eng.stats().rx_datagrams == 7; }));
+  const auto& s = eng.stats();
+  EXPECT_EQ(s.rx_malformed, 4u);
+  EXPECT_EQ(s.rx_foreign, 2u);
+  EXPECT_EQ(s.decode_errors[static_cast<size_t>(DecodeError::Truncated)], 1u);
+  EXPECT_EQ(s.decode_errors[static_cast<size_t>(DecodeError::PayloadLength)], 1u);
+  ASSERT_EQ(sw.got.size(), 1u);
+  EXPECT_EQ(sw.got[0].src, 5);
+  EXPECT_EQ(eng.packets_in_use(), 0u);
+}
+
+TEST(UdpEngine, RoutesByDestinationAndFiresTimersInOrder) {
+  // A host engine (one node) talks to a router engine hosting a forwarding node.
+  struct Fwd final : Node {
+    void on_packet(Packet* p, Time, Effects& fx) override { fx.send(p); }  // routed by header.dst
+    void on_timer(uint64_t, Time, Effects&) override {}
+  } fwd;
+  struct Timed final : Node {
+    void on_start(Time now, Effects& fx) override {
+      fx.set_timer(now + 3 * kMs, 3);
+      fx.set_timer(now + 1 * kMs, 1);
+      fx.set_timer(now + 2 * kMs, 2);
+      start = now;
+    }
+    void on_packet(Packet* p, Time, Effects& fx) override {
+      got.push_back(p->h.psn);
+      fx.free(p);
+    }
+    void on_timer(uint64_t token, Time now, Effects&) override {
+      fired.push_back(token);
+      EXPECT_GE(now - start, static_cast<Time>(token) * kMs);
+    }
+    Time start = 0;
+    std::vector<uint64_t> fired;
+    std::vector<uint32_t> got;
+  } host;
+  EngineConfig rc;
+  rc.mode = EngineMode::Router;
+  UdpEngine router(rc);
+  fwd.set_id(0);
+  router.add_node(fwd);
+  EngineConfig hc;
+  hc.gateway = router.local();
+  UdpEngine eng(hc);
+  host.set_id(7);
+  eng.add_node(host);
+  router.set_route(7, eng.local());
+  router.start();
+  eng.start();
+  eng.invoke(host, [&](Time, Effects& fx) {
+    for (uint32_t i = 0; i < 100; ++i) {
+      Packet* p = fx.alloc();
+      p->h = data_header(1, 7, 7, 0);  // to itself, through the switch
+      p->h.psn = i;
+      fx.send(p);
+    }
+  });
+  const Time end = monotonic_now() + 2 * kSec;
+  while ((host.got.size() < 100 || host.fired.size() < 3) && monotonic_now() < end) {
+    router.poll(kMs);
+    eng.poll(kMs);
+  }
+  EXPECT_EQ(host.fired, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(host.got.size(), 100u);
+  EXPECT_EQ(router.stats().rx_foreign, 0u);
+}
+
+TEST(UdpEngine, FaultInjectionIsCountedAndConservesDatagrams) {
+  UniqueFd gw = plain_udp();
+  EngineConfig hc;
+  hc.gateway = local_endpoint(gw.get());
+  hc.faults.loss = 0.2;
+  hc.faults.duplicate = 0.1;
+  hc.faults.reorder = 0.2;
+  hc.faults.reorder_delay = 2 * kMs;
+  hc.faults.seed = 42;
+  UdpEngine eng(hc);
+  Sink n;
+  n.set_id(3);
+  eng.add_node(n);
+  const int total = 2000;
+  eng.invoke(n, [&](Time, Effects& fx) {
+    for (int i = 0; i < total; ++i) {
+      Packet* p = fx.alloc();
+      p->h = data_header(1, 3, 0, 0);
+      fx.send(p);
+    }
+  });
+  ASSERT_TRUE(pump_until(eng, [&] { return eng.packets_in_use() == 0; }));  // delayed copies released
+  size_t got = 0;
+  char buf[256];
+  for (int idle = 0; idle < 50;) {
+    if (::recv(gw.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) ++got;
+    else { ++idle; usleep(1000); }
+  }
+  const auto& s = eng.stats();
+  EXPECT_EQ(got, total - s.fault_lost + s.fault_duplicated);
+  EXPECT_EQ(s.tx_datagrams, got);
+  EXPECT_NEAR(static_cast<double>(s.fault_lost) / total, 0.2, 0.05);
+  EXPECT_GT(s.fault_duplicated, 0u);
+  EXPECT_GT(s.fault_reordered, 0u);
+}
+
+// ================================================================ communicator
+
+class CommSchemes : public ::testing::TestWithParam<std::tuple<dp::Policy, double>> {};
+
+TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
+  const auto [policy, loss] = GetParam();
+  FaultConfig faults;
+  faults.loss = loss;
+  faults.duplicate = loss;
+  faults.reorder = loss * 5;
+  LocalSwitch sw(switch_config(policy));
+  const unsigned n = 3;
+  std::unique_ptr<LocalPs> ps;
+  if (policy != dp::Policy::Isolated) ps = std::make_unique<LocalPs>(sw.d.endpoint(), 1, n, faults);
+  const std::vector<size_t> sizes = {1, 64, 1000, 20000};  // below, at and above one packet
+  std::vector<std::vector<std::vector<float>>> xs(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k)
+    for (unsigned r = 0; r < n; ++r) xs[k].push_back(random_floats(1000 * k + r, sizes[k]));
+  std::vector<std::vector<float>> results(n * sizes.size());
+  std::vector<std::vector<int32_t>> ints(n);
+  auto errors = run_workers(n, [&](unsigned r) {
+    CommConfig c = comm_config(sw.addr(), 1, r, n);
+    c.faults = faults;
+    c.faults.seed = 77 + r;
+    Communicator comm(c);
+    EXPECT_EQ(comm.payload_values(), 64);
+    // Blocking, then several in flight at once.
+    for (size_t k = 0; k < 2; ++k) {
+      results[r * sizes.size() + k] = xs[k][r];
+      comm.allreduce(std::span<float>(results[r * sizes.size() + k]));
+    }
+    std::vector<Communicator::Request> reqs;
+    for (size_t k = 2; k < sizes.size(); ++k) {
+      results[r * sizes.size() + k] = xs[k][r];
+      reqs.push_back(comm.allreduce_async(std::span<float>(results[r * sizes.size() + k])));
+    }
+    ints[r].resize(5000);
+    for (size_t i = 0; i < ints[r].size(); ++i) ints[r][i] = static_cast<int32_t>(i * (r + 1)) - 7000;
+    auto ri = comm.allreduce_async(std::span<int32_t>(ints[r]));
+    for (auto& q : reqs) q.wait();
+    ri.wait();
+    EXPECT_TRUE(ri.test());
+    comm.close();
+  });
+  for (unsigned r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto ref = reference(xs[k]);
+    for (unsigned r = 0; r < n; ++r)
+      EXPECT_EQ(count_differences(results[r * sizes.size() + k], ref), 0u) << "op " << k << " rank " << r;
+  }
+  for (unsigned r = 0; r < n; ++r)
+    for (size_t i = 0; i < ints[r].size(); i += 997)
+      ASSERT_EQ(ints[r][i], static_cast<int32_t>(i * 6) - 21000) << "rank " << r << " index " << i;
+  ps.reset();
+  const auto st = query_switch_stats(sw.d.endpoint(), 2 * kSec);
+  EXPECT_EQ(st["occupied"], 0);
+  EXPECT_EQ(st["packets_in_use"], 0);
+  EXPECT_EQ(st["jobs"]["finished"], 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, CommSchemes,
+                         ::testing::Combine(::testing::Values(dp::Policy::Preemptive, dp::Policy::SharedFcfs,
+                                                              dp::Policy::Isolated),
+                                            ::testing::Values(0.0, 0.01)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == dp::Policy::Preemptive   ? "dsa"
+                                              : std::get<0>(info.param) == dp::Policy::SharedFcfs ? "atp"
+                                                                                                   : "switchml") +
+                                  (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
+                         });
+
+TEST(Communicator, FixedScaleOverflowFallsBackAndAverageDivides) {
+  LocalSwitch sw(switch_config(dp::Policy::Isolated, 256));
+  const unsigned n = 2;
+  std::vector<std::vector<float>> x = {random_floats(5, 3000), random_floats(6, 3000)};
+  x[1][17] = 1e6f;  // far beyond what the fixed scale can carry
+  std::vector<std::vector<float>> got(n), small(n), avg(n);
+  std::vector<AllreduceInfo> info(n), info_small(n);
+  auto errors = run_workers(n, [&](unsigned r) {
+    CommConfig c = comm_config(sw.addr(), 4, r, n);
+    c.scale_mode = ScaleMode::Fixed;
+    c.fixed_scale = 1 << 20;
+    Communicator comm(c);
+    got[r] = x[r];
+    info[r] = comm.allreduce(std::span<float>(got[r]));
+    small[r] = {0.5f, -0.25f, static_cast<float>(r)};  // fits: no retry, the caller's scale
+    info_small[r] = comm.allreduce(std::span<float>(small[r]));
+    avg[r] = x[r];
+    AllreduceOptions o;
+    o.op = ReduceOp::Average;
+    comm.allreduce(std::span<float>(avg[r]), o);
+  });
+  for (unsigned r = 0; r < n; ++r) {
+    ASSERT_EQ(errors[r], "");
+    EXPECT_TRUE(info[r].retried);
+    EXPECT_EQ(count_differences(got[r], reference(x)), 0u);
+    EXPECT_FALSE(info_small[r].retried);
+    EXPECT_EQ(info_small[r].scale, 1 << 20);
+    EXPECT_EQ(small[r], (std::vector<float>{1.0f, -0.5f, 1.0f}));
+    EXPECT_TRUE(info[r].retried);
+    EXPECT_EQ(count_differences(avg[r], reference(x, n)), 0u);
+  }
+}
+
+TEST(Communicator, NonFiniteInputFailsEveryWorkerConsistentlyAndKeepsWorking) {
+  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
+  LocalPs ps(sw.d.endpoint(), 2, 2);
+  std::vector<std::string> first(2);
+  std::vector<std::vector<float>> after(2);
+  auto errors = run_workers(2, [&](unsigned r) {
+    Communicator comm(comm_config(sw.addr(), 2, r, 2));
+    std::vector<float> bad(100, 1.0f);
+    if (r == 1) bad[50] = std::nanf("");
+    try {
+      comm.allreduce(std::span<float>(bad));
+    } catch (const NonFiniteError& e) {
+      first[r] = e.what();
+    }
+    EXPECT_EQ(bad[0], 1.0f) << "the buffer is unchanged";
+    after[r] = {1.0f, 2.0f};
+    comm.allreduce(std::span<float>(after[r]));
+  });
+  for (unsigned r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "");
+    EXPECT_NE(first[r].find("NaN or infinite"), std::string::npos) << first[r];
+    EXPECT_EQ(after[r], (std::vector<float>{2.0f, 4.0f}));
+  }
+}
+
+TEST(Communicator, LargePayloadAndStragglerStayExact) {
+  LocalSwitch sw(switch_config(dp::Policy::Preemptive, 1024, 1 << 20));
+  LocalPs ps(sw.d.endpoint(), 3, 3);
+  const size_t elems = 300'000;
+  std::vector<std::vector<float>> got(3);
+  auto errors = run_workers(3, [&](unsigned r) {
+    CommConfig c = comm_config(sw.addr(), 3, r, 3);
+    if (r == 2) c.faults.delay = 2 * kMs;  // a straggler
+    Communicator comm(c);
+    EXPECT_EQ(comm.payload_values(), 1024);
+    got[r].resize(elems);
+    for (unsigned k = 0; k < 2; ++k) {
+      synthetic_gradient(9, 3, k, r, 3, 0, got[r]);
+      comm.allreduce(std::span<float>(got[r]));
+      std::vector<float> expect(elems);
+      synthetic_sum(9, 3, k, 3, 0, expect);
+      EXPECT_EQ(count_differences(got[r], expect), 0u) << "iteration " << k;
+    }
+  });
+  for (auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// ================================================================ robustness
+
+TEST(Robustness, SwitchNotRunningTimesOutNamingTheAddress) {
+  UniqueFd hold = plain_udp();  // a port nobody listens on (TCP)
+  const std::string addr = local_endpoint(hold.get()).str();
+  CommConfig c = comm_config(addr, 1, 0, 1);
+  c.connect_timeout = 300 * kMs;
+  const Time t0 = monotonic_now();
+  try {
+    Communicator comm(c);
+    FAIL() << "joined a switch that does not exist";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("timed out"), std::string::npos) << m;
+    EXPECT_NE(m.find(addr), std::string::npos) << m;
+  }
+  EXPECT_LT(monotonic_now() - t0, 3 * kSec);
+}
+
+TEST(Robustness, WrongWorkerCountAndLiveJobIdAreRejected) {
+  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  std::atomic<bool> holder_ready{false}, release{false};
+  std::string holder_error;
+  // Job 5 with one worker is live as soon as it joins.
+  std::thread holder([&] {
+    try {
+      Communicator comm(comm_config(sw.addr(), 5, 0, 1));
+      holder_ready = true;
+      const Time end = monotonic_now() + 10 * kSec;
+      while (!release && monotonic_now() < end) usleep(1000);
+    } catch (const std::exception& e) {
+      holder_error = e.what();
+      holder_ready = true;
+    }
+  });
+  while (!holder_ready) usleep(1000);
+  ASSERT_EQ(holder_error, "");
+  try {
+    Communicator again(comm_config(sw.addr(), 5, 0, 1));
+    ADD_FAILURE() << "a second job reused a live job id";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("job 5 is already running"), std::string::npos) << e.what();
+  }
+  // Job 6: rank 0 says 2 workers, rank 1 says 3.
+  std::string err0, err1;
+  std::thread w0([&] {
+    try {
+      CommConfig c = comm_config(sw.addr(), 6, 0, 2);
+      c.rendezvous_timeout = 1 * kSec;
+      Communicator comm(c);
+    } catch (const std::exception& e) {
+      err0 = e.what();
+    }
+  });
+  usleep(100000);
+  try {
+    Communicator comm(comm_config(sw.addr(), 6, 1, 3));
+  } catch (const RuntimeError& e) {
+    err1 = e.what();
+  }
+  w0.join();
+  release = true;
+  holder.join();
+  EXPECT_NE(err1.find("wrong worker count: job 6 has 2 workers"), std::string::npos) << err1;
+  EXPECT_NE(err0.find("1 of 2 workers joined"), std::string::npos) << err0;  // the rendezvous timeout says what is missing
+}
+
+TEST(Robustness, PortInUseIsAClearError) {
+  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
+  SwitchDaemonConfig c = switch_config(dp::Policy::Preemptive);
+  c.listen = sw.d.endpoint();
+  try {
+    SwitchDaemon second(c);
+    FAIL() << "bound a port in use";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("Address already in use"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(sw.addr()), std::string::npos) << e.what();
+  }
+  const Proc p = run_ina({"switch", "--listen", sw.addr(), "--quiet"}, 10);
+  EXPECT_EQ(p.status, 1) << p.out;
+  EXPECT_NE(p.out.find("Address already in use"), std::string::npos) << p.out;
+  const Proc r = run_ina({"run", "--port", std::to_string(sw.d.endpoint().port())}, 20);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("Address already in use"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the switch (pid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("before it was ready"), std::string::npos) << r.out;
+}
+
+TEST(Robustness, MalformedDatagramToARunningSwitchIsCountedAndDropped) {
+  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
+  UniqueFd s = plain_udp();
+  const char junk[] = "\x01\x07garbage";
+  for (int i = 0; i < 5; ++i) send_raw(s.get(), sw.d.endpoint(), junk, sizeof junk);
+  auto pkt = encoded(data_header(1, 9, 0, 1), {42});  // well-formed, from no member
+  send_raw(s.get(), sw.d.endpoint(), pkt.data(), pkt.size());
+  nlohmann::json st;
+  const Time end = monotonic_now() + 2 * kSec;
+  do {
+    usleep(2000);
+    st = query_switch_stats(sw.d.endpoint(), kSec);
+  } while (st["engine"]["rx_datagrams"].get<int>() < 6 && monotonic_now() < end);
+  EXPECT_EQ(st["engine"]["rx_malformed"], 5);
+  EXPECT_EQ(st["engine"]["rx_foreign"], 1);
+  EXPECT_EQ(st["switch"]["data_in"], 0);
+  // A malformed control message gets an error answer and a closed connection.
+  LineChannel ctl(connect_tcp(sw.d.endpoint(), kSec, "the switch"));
+  const char line[] = "this is not json\n";
+  ASSERT_EQ(::send(ctl.fd(), line, sizeof line - 1, 0), static_cast<ssize_t>(sizeof line - 1));
+  nlohmann::json reply;
+  ASSERT_TRUE(ctl.wait_message(reply, monotonic_now() + 2 * kSec, "switch"));
+  EXPECT_EQ(reply["op"], "error");
+  EXPECT_NE(reply["message"].get<std::string>().find("malformed control message"), std::string::npos) << reply;
+  // Still serving: a job runs normally afterwards.
+  auto errors = run_workers(1, [&](unsigned) {
+    LocalPs ps(sw.d.endpoint(), 1, 1);
+    Communicator comm(comm_config(sw.addr(), 1, 0, 1));
+    std::vector<int32_t> v = {1, 2, 3};
+    comm.allreduce(std::span<int32_t>(v));
+    EXPECT_EQ(v, (std::vector<int32_t>{1, 2, 3}));
+  });
+  EXPECT_EQ(errors[0], "");
+}
+
+TEST(Robustness, PeerLeavingAbortsTheJobForTheOthers) {
+  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  std::string err;
+  std::atomic<bool> joined{false};
+  std::thread survivor([&] {
+    try {
+      Communicator comm(comm_config(sw.addr(), 8, 0, 2));
+      joined = true;
+      std::vector<float> v(1000, 1.0f);
+      comm.allreduce(std::span<float>(v));  // rank 1 never contributes: it is gone
+    } catch (const RuntimeError& e) {
+      err = e.what();
+    }
+  });
+  {
+    // Rank 1 joins, then vanishes without saying "done" (a crash).
+    JoinOptions o;
+    o.sw = sw.d.endpoint();
+    o.job = 8;
+    o.rank = 1;
+    o.nworkers = 2;
+    o.retain_ops = CommConfig{}.retain_ops;
+    Joined j = join_job(o);
+    while (!joined) usleep(1000);
+    usleep(50000);
+  }
+  survivor.join();
+  EXPECT_NE(err.find("aborted"), std::string::npos) << err;
+  EXPECT_NE(err.find("worker rank 1 of job 8 disconnected"), std::string::npos) << err;
+}
+
+TEST(Config, TomlAndEnvironmentAreStrict) {
+  const auto c = CommConfig::from_toml_string(
+      "[communicator]\nswitch = \"127.0.0.1:9000\"\njob = 3\nrank = 1\nworkers = 4\nscale = 0.5\n"
+      "timeout_ms = 1500\n[faults]\nloss = 0.01\ndelay_us = 250\n",
+      "t.toml", CommConfig{});
+  EXPECT_EQ(c.switch_addr, "127.0.0.1:9000");
+  EXPECT_EQ(c.job, 3);
+  EXPECT_EQ(c.rank, 1u);
+  EXPECT_EQ(c.nworkers, 4u);
+  EXPECT_EQ(c.scale_mode, ScaleMode::Fixed);
+  EXPECT_EQ(c.fixed_scale, 0.5);
+  EXPECT_EQ(c.progress_timeout, 1500 * kMs);
+  EXPECT_EQ(c.faults.loss, 0.01);
+  EXPECT_EQ(c.faults.delay, 250 * kUs);
+  auto error_of = [](const std::string& text) {
+    try {
+      CommConfig::from_toml_string(text, "bad.toml", CommConfig{});
+    } catch (const RuntimeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("[communicator]\njobb = 1\n").find("unknown key communicator.jobb"), std::string::npos);
+  EXPECT_NE(error_of("[communicator]\nworkers = 65\n").find("communicator.workers"), std::string::npos);
+  EXPECT_NE(error_of("[communicator]\nswitch = \"nowhere\"\n").find("nowhere"), std::string::npos);
+  EXPECT_NE(error_of("[netw]\nx = 1\n").find("unknown section [netw]"), std::string::npos);
+
+  setenv("INA_JOB", "9", 1);
+  setenv("INA_LOSS", "0.02", 1);
+  const auto e = CommConfig::from_env();
+  EXPECT_EQ(e.job, 9);
+  EXPECT_EQ(e.faults.loss, 0.02);
+  setenv("INA_RANK", "x", 1);
+  try {
+    CommConfig::from_env();
+    ADD_FAILURE() << "accepted INA_RANK=x";
+  } catch (const RuntimeError& err) {
+    EXPECT_NE(std::string(err.what()).find("INA_RANK"), std::string::npos) << err.what();
+  }
+  unsetenv("INA_JOB");
+  unsetenv("INA_LOSS");
+  unsetenv("INA_RANK");
+}
+
+// ================================================================ ina run (processes)
+
+struct RunCase {
+  std::string scheme;
+  int workers, jobs;
+  double loss;
+};
+
+class InaRun : public ::testing::TestWithParam<RunCase> {};
+
+TEST_P(InaRun, EveryResultExactAndNothingLeaks) {
+  const RunCase rc = GetParam();
+  const fs::path json = temp_file("run_" + rc.scheme + ".json");
+  const Proc p = run_ina({"run", "--scheme", rc.scheme, "--workers", std::to_string(rc.workers), "--jobs",
+                          std::to_string(rc.jobs), "--size", "200000", "--iterations", "3", "--loss",
+                          std::to_string(rc.loss), "--json", json.string(), "--timeout", "40"});
+  ASSERT_EQ(p.status, 0) << p.out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  fs::remove(json);
+  EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"];
+  ASSERT_EQ(j["jobs"].size(), static_cast<size_t>(rc.jobs));
+  for (const auto& job : j["jobs"]) {
+    EXPECT_EQ(job["mismatches"], 0);
+    EXPECT_EQ(job["verified"], 50000u * 3 * rc.workers);
+    EXPECT_GT(job["goodput_bytes_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(j["switch"]["occupied"], 0);
+  EXPECT_EQ(j["switch"]["jobs"]["finished"], rc.jobs);
+  if (rc.loss > 0) {
+    EXPECT_GT(j["switch"]["engine"]["fault_lost"].get<int>(), 0);
+  }
+  EXPECT_NE(p.out.find("all exact"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("goodput"), std::string::npos) << p.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, InaRun,
+                         ::testing::Values(RunCase{"dsa", 2, 2, 0.0}, RunCase{"atp", 3, 1, 0.01},
+                                           RunCase{"switchml", 4, 2, 0.01}, RunCase{"dsa", 4, 1, 0.01}),
+                         [](const auto& info) {
+                           return info.param.scheme + "_" + std::to_string(info.param.workers) + "w_" +
+                                  std::to_string(info.param.jobs) + "j" + (info.param.loss > 0 ? "_lossy" : "");
+                         });
+
+TEST(InaRunProcesses, DsaPreemptsBetweenTwoJobs) {
+  const fs::path json = temp_file("preempt.json");
+  // 64 KB of aggregator memory: 256 aggregators for two jobs of 2 workers, so tasks collide.
+  const Proc p = run_ina({"run", "--scheme", "dsa", "--workers", "2", "--jobs", "2", "--size", "400000",
+                          "--iterations", "2", "--memory", "65536", "--json", json.string(), "--timeout", "40"});
+  ASSERT_EQ(p.status, 0) << p.out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  fs::remove(json);
+  EXPECT_EQ(j["switch"]["aggregators"], 256);
+  EXPECT_GT(j["switch"]["switch"]["preempt_won"].get<int>(), 0) << j["switch"].dump();
+  EXPECT_GT(j["switch"]["switch"]["collisions"].get<int>(), 0);
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_NE(p.out.find("preemptions"), std::string::npos);
+}
+
+// Starts `ina run` in the background and returns its pid once its workers exist.
+pid_t start_run_with_workers(const fs::path& log, std::vector<pid_t>& kids) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(INA_BINARY, INA_BINARY, "run", "--scheme", "dsa", "--workers", "2", "--size", "4000000", "--iterations",
+          "1000", "--timeout", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const Time end = monotonic_now() + 10 * kSec;
+  while (monotonic_now() < end) {
+    kids = children_of(pid);
+    int workers = 0;
+    for (pid_t k : kids) workers += cmdline_of(k).find(" worker ") != std::string::npos;
+    if (workers == 2) break;
+    usleep(20000);
+  }
+  usleep(300000);  // let the job get going
+  return pid;
+}
+
+int wait_exit(pid_t pid, Time limit) {
+  const Time end = monotonic_now() + limit;
+  int st = 0;
+  while (waitpid(pid, &st, WNOHANG) != pid) {
+    if (monotonic_now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      ADD_FAILURE() << "ina run did not exit in time";
+      return -1;
+    }
+    usleep(10000);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+TEST(InaRunProcesses, DeadWorkerIsNamedAndEverythingStops) {
+  const fs::path log = temp_file("dead.log");
+  std::vector<pid_t> kids;
+  const pid_t run = start_run_with_workers(log, kids);
+  pid_t victim = -1;
+  for (pid_t k : kids)
+    if (cmdline_of(k).find(" worker ") != std::string::npos && cmdline_of(k).find("--rank 1") != std::string::npos)
+      victim = k;
+  ASSERT_GT(victim, 0) << read_file(log);
+  kill(victim, SIGKILL);
+  const int st = wait_exit(run, 20 * kSec);
+  const std::string out = read_file(log);
+  fs::remove(log);
+  EXPECT_EQ(st, 1) << out;
+  EXPECT_NE(out.find("worker rank 1 of job 1 (pid " + std::to_string(victim) + ") was killed by signal 9"),
+            std::string::npos) << out;
+  for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "orphan " << k << ": " << cmdline_of(k);
+}
+
+TEST(InaRunProcesses, InterruptStopsEveryProcess) {
+  const fs::path log = temp_file("int.log");
+  std::vector<pid_t> kids;
+  const pid_t run = start_run_with_workers(log, kids);
+  ASSERT_GE(kids.size(), 4u) << read_file(log);  // switch, PS, 2 workers
+  kill(run, SIGINT);
+  const int st = wait_exit(run, 20 * kSec);
+  const std::string out = read_file(log);
+  fs::remove(log);
+  EXPECT_EQ(st, 130) << out;
+  EXPECT_NE(out.find("interrupted"), std::string::npos) << out;
+  for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "orphan " << k << ": " << cmdline_of(k);
+}
+
+TEST(InaRunProcesses, WorkerWithoutSwitchFailsWithTimeout) {
+  UniqueFd hold = plain_udp();
+  const std::string addr = local_endpoint(hold.get()).str();
+  // The connect timeout comes from the environment (the default is 10 s).
+  setenv("INA_CONNECT_TIMEOUT_MS", "300", 1);
+  const Proc q = run_ina({"worker", "--switch", addr, "--job", "1", "--rank", "0", "--workers", "1", "--size", "64"}, 20);
+  unsetenv("INA_CONNECT_TIMEOUT_MS");
+  EXPECT_EQ(q.status, 1) << q.out;
+  EXPECT_NE(q.out.find("timed out"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find(addr), std::string::npos) << q.out;
+}
+
+TEST(InaRunProcesses, BadArgumentsAreReported) {
+  const Proc p = run_ina({"run", "--workers", "2", "--priorities", "5", "--jobs", "2"}, 10);
+  EXPECT_EQ(p.status, 1) << p.out;
+  EXPECT_NE(p.out.find("--priorities needs one value per job"), std::string::npos) << p.out;
+}
