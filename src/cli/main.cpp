@@ -1,5 +1,8 @@
 // The `ina` command.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -114,6 +117,8 @@ int main(int argc, char** argv) {
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
   bench->allow_extras();
 
+  auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train)");
+  train->prefix_command();  // everything after `train` goes to ina-train
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
@@ -135,6 +140,17 @@ int main(int argc, char** argv) {
       return simulate(sc, demo_out, false, std::max(1u, std::thread::hardware_concurrency()));
     }
     const std::string chosen = app.get_subcommands().front()->get_name();
+    if (chosen == "train") {
+      // ina-train sits next to ina (both built by CMake into the same directory).
+      const auto exe = std::filesystem::canonical("/proc/self/exe").parent_path() / "ina-train";
+      std::vector<std::string> args = {exe.string()};
+      for (const auto& a : train->remaining()) args.push_back(a);
+      std::vector<char*> cargs;
+      for (auto& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      ::execv(cargs[0], cargs.data());
+      throw std::runtime_error("cannot run " + exe.string() + ": " + std::strerror(errno));
+    }
     if (chosen == "plan") return plan();
     if (chosen == "switch" || chosen == "ps" || chosen == "worker" || chosen == "run") return runtime();
     if (*bench) {
