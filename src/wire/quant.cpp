@@ -1,6 +1,7 @@
 #include "wire/quant.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace ina {
@@ -12,17 +13,29 @@ FixedPointCodec::FixedPointCodec(double scale, unsigned nworkers) : scale_(scale
 }
 
 QuantStats FixedPointCodec::encode(std::span<const float> in, std::span<int32_t> out) const {
-  QuantStats st;
+  // Branch-free so it vectorizes: adding and subtracting 1.5 * 2^52 rounds a
+  // double to the nearest integer, ties to even (what nearbyint does in the
+  // default rounding mode) for |v| < 2^51; larger values are clamped anyway.
+  constexpr double kRound = 6755399441055744.0;
   const double lim = limit_;
+  uint64_t overflowed = 0;
+  float max_abs = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const float x = in[i];
-    if (std::isnan(x)) { out[i] = 0; ++st.overflowed; continue; }
-    if (std::isfinite(x)) st.max_abs = std::max(st.max_abs, std::fabs(x));
-    const double v = std::nearbyint(static_cast<double>(x) * scale_);
-    if (v > lim) { out[i] = limit_; ++st.overflowed; }
-    else if (v < -lim) { out[i] = -limit_; ++st.overflowed; }
-    else out[i] = static_cast<int32_t>(v);
+    const bool nan = x != x;
+    const float ax = std::fabs(x);
+    max_abs = ax > max_abs && ax <= std::numeric_limits<float>::max() ? ax : max_abs;
+    const double v = static_cast<double>(x) * scale_;
+    double r = (v + kRound) - kRound;
+    const bool over = r > lim || r < -lim;
+    r = r > lim ? lim : r;
+    r = r < -lim ? -lim : r;
+    overflowed += over | nan;
+    out[i] = nan ? 0 : static_cast<int32_t>(r);
   }
+  QuantStats st;
+  st.overflowed = overflowed;
+  st.max_abs = max_abs;
   return st;
 }
 
