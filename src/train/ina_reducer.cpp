@@ -1,0 +1,45 @@
+#include <fmt/format.h>
+
+#include "runtime/communicator.hpp"
+#include "train/reducer.hpp"
+
+namespace ina::train {
+
+namespace {
+
+class InaReducer final : public Reducer {
+ public:
+  explicit InaReducer(const WorkerConfig& w) : comm_(make_config(w)) {}
+  void average(std::span<float> data) override {
+    AllreduceOptions o;
+    o.op = ReduceOp::Average;
+    comm_.allreduce(data, o);
+  }
+  void close() override { comm_.close(); }
+  std::string describe() const override {
+    return fmt::format("ina ({} policy, {} values per packet)", comm_.policy(), comm_.payload_values());
+  }
+
+ private:
+  static CommConfig make_config(const WorkerConfig& w) {
+    CommConfig c;
+    c.switch_addr = w.switch_addr;
+    c.job = w.job;
+    c.rank = w.rank;
+    c.nworkers = w.train.workers;
+    c.payload_values = w.train.payload;
+    const Time t = static_cast<Time>(std::min(w.train.timeout_s, 120.0) * kSec);
+    c.rendezvous_timeout = t;
+    c.progress_timeout = t;
+    c.close_timeout = t;
+    c.validate();
+    return c;
+  }
+  Communicator comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> make_ina_reducer(const WorkerConfig& cfg) { return std::make_unique<InaReducer>(cfg); }
+
+}  // namespace ina::train

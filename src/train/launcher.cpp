@@ -1,0 +1,420 @@
+// The launcher role of ina-train: switch (+ PS) and workers as child
+// processes on loopback, supervised with bounded waits; then the summary.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "train/train.hpp"
+
+extern char** environ;
+
+namespace ina::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+enum class Kind { Switch, Ps, Worker };
+
+struct Child {
+  std::string name;
+  Kind kind;
+  unsigned rank = 0;
+  pid_t pid = -1;
+  bool reaped = false;
+  int status = 0;
+};
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) {
+    if (WEXITSTATUS(st) == 127) return "exited with status 127 (could not be started)";
+    return fmt::format("exited with status {}", WEXITSTATUS(st));
+  }
+  if (WIFSIGNALED(st)) return fmt::format("was killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  return "stopped";
+}
+
+bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+// Children in one process group; SIGCHLD and the terminating signals through a signalfd.
+class Supervisor {
+ public:
+  Supervisor() : parent_(getpid()) {
+    sigemptyset(&set_);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    sigprocmask(SIG_BLOCK, &set_, &old_);
+    sigfd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sigfd_ < 0) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
+    // The children's configuration is explicit: no INA_* from the caller's shell.
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "INA_", 4) != 0) env_.emplace_back(*e);
+  }
+  ~Supervisor() {
+    stop_all();
+    ::close(sigfd_);
+    sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+  Child& spawn(Kind kind, std::string name, unsigned rank, const std::string& exe, const std::vector<std::string>& args,
+               int keep_fd = -1) {
+    std::vector<std::string> argv_s{exe};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) {  // async-signal-safe calls only
+      setpgid(0, pgid_);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent_) _exit(126);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+      execve(argv[0], argv.data(), envp.data());
+      const char msg[] = "ina-train: cannot execute a child binary\n";
+      [[maybe_unused]] auto r = write(2, msg, sizeof msg - 1);
+      _exit(127);
+    }
+    setpgid(pid, pgid_ ? pgid_ : pid);
+    if (!pgid_) pgid_ = pid;
+    kids_.push_back(Child{std::move(name), kind, rank, pid, false, 0});
+    return kids_.back();
+  }
+
+  // Waits (at most until `deadline`, and at most 1 s) for a signal or `fd`
+  // readable; returns the children reaped meanwhile.
+  std::vector<Child*> wait(double deadline, int fd = -1, bool* fd_ready = nullptr) {
+    std::vector<Child*> reaped;
+    pollfd p[2] = {{sigfd_, POLLIN, 0}, {fd, POLLIN, 0}};
+    const double left = std::clamp(deadline - now_s(), 0.0, 1.0);
+    const int r = ::poll(p, fd >= 0 ? 2 : 1, static_cast<int>(left * 1000) + 1);
+    if (fd_ready) *fd_ready = r > 0 && fd >= 0 && (p[1].revents & (POLLIN | POLLHUP));
+    signalfd_siginfo si;
+    while (::read(sigfd_, &si, sizeof si) == sizeof si)
+      if (si.ssi_signo != SIGCHLD) interrupted_ = static_cast<int>(si.ssi_signo);
+    int st = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+      for (auto& c : kids_)
+        if (c.pid == pid) {
+          c.reaped = true;
+          c.status = st;
+          reaped.push_back(&c);
+        }
+    return reaped;
+  }
+
+  void stop_all(double grace = 3) {
+    if (!pgid_ || all_reaped()) return;
+    kill(-pgid_, SIGTERM);
+    const double deadline = now_s() + grace;
+    while (!all_reaped() && now_s() < deadline) wait(deadline);
+    if (!all_reaped()) kill(-pgid_, SIGKILL);
+    for (auto& c : kids_)
+      if (!c.reaped) {
+        int st = 0;
+        if (waitpid(c.pid, &st, 0) == c.pid) {
+          c.reaped = true;
+          c.status = st;
+        }
+      }
+  }
+
+  bool all_reaped() const {
+    return std::all_of(kids_.begin(), kids_.end(), [](const Child& c) { return c.reaped; });
+  }
+  int interrupted() const { return interrupted_; }
+  std::deque<Child>& kids() { return kids_; }
+
+ private:
+  pid_t parent_;
+  pid_t pgid_ = 0;
+  sigset_t set_, old_;
+  int sigfd_ = -1;
+  std::vector<std::string> env_;
+  std::deque<Child> kids_;
+  int interrupted_ = 0;
+};
+
+struct Failure {
+  int status;
+  std::string message;
+};
+
+void validate(const TrainConfig& c) {
+  if (c.backend != "ina" && c.backend != "gloo")
+    throw std::runtime_error(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
+  if (c.scheme != "dsa" && c.scheme != "atp" && c.scheme != "switchml")
+    throw std::runtime_error(fmt::format("--scheme must be dsa, atp or switchml, got '{}'", c.scheme));
+  if (c.workers < 1 || c.workers > 64) throw std::runtime_error("--workers must be in 1..64");
+  if (c.epochs < 1) throw std::runtime_error("--epochs must be >= 1");
+  if (c.batch < 1) throw std::runtime_error("--batch must be >= 1");
+  if (!(c.lr > 0)) throw std::runtime_error("--lr must be > 0");
+  if (!(c.momentum >= 0 && c.momentum < 1)) throw std::runtime_error("--momentum must be in [0, 1)");
+  if (c.hidden < 1) throw std::runtime_error("--hidden must be >= 1");
+  if (!(c.timeout_s > 0)) throw std::runtime_error("--timeout must be > 0");
+  if (!(c.target_acc > 0 && c.target_acc <= 1)) throw std::runtime_error("--target-acc must be in (0, 1]");
+  if (c.payload < 1 || c.payload > 16000) throw std::runtime_error("--payload must be in 1..16000");
+}
+
+std::vector<std::string> worker_args(const TrainConfig& c) {
+  std::vector<std::string> a{"--role", "worker", "--backend", c.backend, "--scheme", c.scheme,
+                             "--workers", std::to_string(c.workers), "--epochs", std::to_string(c.epochs),
+                             "--batch", std::to_string(c.batch), "--lr", fmt::format("{}", c.lr),
+                             "--momentum", fmt::format("{}", c.momentum), "--hidden", std::to_string(c.hidden),
+                             "--seed", std::to_string(c.seed), "--limit-train", std::to_string(c.limit_train),
+                             "--limit-test", std::to_string(c.limit_test), "--target-acc", fmt::format("{}", c.target_acc),
+                             "--data", c.data_dir, "--payload", std::to_string(c.payload),
+                             "--timeout", fmt::format("{}", c.timeout_s)};
+  if (c.verbose) a.push_back("--verbose");
+  return a;
+}
+
+std::string ina_binary(const TrainConfig& c, const std::string& self_exe) {
+  if (!c.ina_binary.empty()) return c.ina_binary;
+  return (fs::path(self_exe).parent_path() / "ina").string();
+}
+
+}  // namespace
+
+int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
+  validate(cfg);
+  const bool ina = cfg.backend == "ina";
+  const std::string ina_exe = ina_binary(cfg, self_exe);
+  if (ina && ::access(ina_exe.c_str(), X_OK) != 0)
+    throw std::runtime_error(fmt::format("cannot execute {} (set --ina-binary)", ina_exe));
+  std::string tmpl = (fs::temp_directory_path() / "ina-train-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+  struct DirGuard {
+    std::string dir;
+    ~DirGuard() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } guard{tmpl};
+  const fs::path work = tmpl;
+
+  const double t_start = now_s();
+  const double deadline = t_start + cfg.timeout_s;
+  Supervisor sup;
+  const std::string label = ina ? fmt::format("ina/{}", cfg.scheme) : "gloo";
+  auto fail = [&](Failure f) {
+    std::cerr << "ina-train: " << f.message << "\n";
+    if (!sup.all_reaped()) std::cerr << "ina-train: stopping the remaining processes\n";
+    sup.stop_all();
+    return f.status;
+  };
+  auto interrupted = [&]() {
+    const int sig = sup.interrupted();
+    return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
+  };
+  auto child_failure = [&](const Child& c) { return Failure{1, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status))}; };
+
+  // 1. ina: the switch (it reports its port through a pipe) and, for atp/dsa, the PS.
+  Child* sw = nullptr;
+  std::string switch_addr;
+  if (ina) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+    std::vector<std::string> a{"switch", "--listen", "127.0.0.1:0", "--policy", cfg.scheme, "--memory",
+                               std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
+                               "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1])};
+    if (!cfg.verbose) a.push_back("--quiet");
+    sw = &sup.spawn(Kind::Switch, "the switch", 0, ina_exe, a, ready[1]);
+    ::close(ready[1]);
+    std::string line;
+    const double ready_deadline = std::min(deadline, now_s() + 15);
+    for (;;) {
+      bool readable = false;
+      for (Child* c : sup.wait(ready_deadline, ready[0], &readable))
+        if (c == sw) {
+          ::close(ready[0]);
+          return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status))});
+        }
+      if (sup.interrupted()) {
+        ::close(ready[0]);
+        return fail(interrupted());
+      }
+      if (readable) {
+        char buf[64];
+        const ssize_t n = ::read(ready[0], buf, sizeof buf);
+        if (n > 0) line.append(buf, static_cast<size_t>(n));
+        if (line.find('\n') != std::string::npos) break;
+        if (n == 0) {
+          ::close(ready[0]);
+          return fail({1, "the switch closed its ready pipe without reporting a port"});
+        }
+      }
+      if (now_s() >= ready_deadline) {
+        ::close(ready[0]);
+        return fail({1, "timed out waiting for the switch to start"});
+      }
+    }
+    ::close(ready[0]);
+    switch_addr = fmt::format("127.0.0.1:{}", std::stoi(line));
+    if (cfg.scheme != "switchml") {
+      std::vector<std::string> p{"ps", "--switch", switch_addr, "--job", "1", "--workers", std::to_string(cfg.workers)};
+      if (!cfg.verbose) p.push_back("--quiet");
+      sup.spawn(Kind::Ps, "the PS", 0, ina_exe, p);
+    }
+  }
+
+  // 2. The workers.
+  const auto common = worker_args(cfg);
+  for (unsigned r = 0; r < cfg.workers; ++r) {
+    auto a = common;
+    a.insert(a.end(), {"--rank", std::to_string(r), "--report", (work / fmt::format("rank{}.json", r)).string()});
+    if (ina)
+      a.insert(a.end(), {"--switch", switch_addr, "--job", "1"});
+    else
+      a.insert(a.end(), {"--store", (work / "gloo-store").string()});
+    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), r, self_exe, a);
+  }
+
+  // 3. Until every worker has exited 0; anything else exiting is a failure.
+  for (;;) {
+    auto reaped = sup.wait(deadline);
+    std::stable_sort(reaped.begin(), reaped.end(),
+                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
+    for (Child* c : reaped) {
+      if (!exited_ok(c->status)) return fail(child_failure(*c));
+      if (c->kind == Kind::Switch) return fail({1, fmt::format("the switch (pid {}) exited during training", c->pid)});
+    }
+    if (sup.interrupted()) return fail(interrupted());
+    bool done = true;
+    for (const auto& c : sup.kids())
+      if (c.kind == Kind::Worker && !c.reaped) done = false;
+    if (done) break;
+    if (now_s() >= deadline)
+      return fail({1, fmt::format("timed out after {:.0f} s (--timeout) with workers still running", cfg.timeout_s)});
+  }
+  // 4. The PS leaves once the switch finishes the job; then stop the switch.
+  if (ina) {
+    const double ps_deadline = std::min(deadline, now_s() + 10);
+    for (;;) {
+      bool all = true;
+      for (const auto& c : sup.kids())
+        if (c.kind == Kind::Ps) {
+          if (c.reaped && !exited_ok(c.status)) return fail(child_failure(c));
+          if (!c.reaped) all = false;
+        }
+      if (all) break;
+      if (now_s() >= ps_deadline) return fail({1, "the PS did not exit after the job finished"});
+      sup.wait(ps_deadline);
+      if (sup.interrupted()) return fail(interrupted());
+    }
+    kill(sw->pid, SIGTERM);
+    const double sw_deadline = now_s() + 5;
+    while (!sw->reaped && now_s() < sw_deadline) sup.wait(sw_deadline);
+    if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid)});
+    if (!exited_ok(sw->status)) return fail(child_failure(*sw));
+  }
+  const double wall = now_s() - t_start;
+
+  // 5. Reports and summary.
+  std::vector<nlohmann::json> reps;
+  for (unsigned r = 0; r < cfg.workers; ++r) {
+    const fs::path p = work / fmt::format("rank{}.json", r);
+    std::ifstream in(p);
+    auto rep = nlohmann::json::parse(in, nullptr, false);
+    if (rep.is_discarded()) return fail({1, fmt::format("worker rank {} left no readable report", r)});
+    reps.push_back(std::move(rep));
+  }
+  const auto& r0 = reps[0];
+  std::map<std::string, std::vector<unsigned>> by_sum;
+  for (unsigned r = 0; r < cfg.workers; ++r) by_sum[reps[r].at("checksum").get<std::string>()].push_back(r);
+  const bool identical = by_sum.size() == 1;
+  std::optional<double> tta;
+  std::optional<unsigned> tta_epoch;
+  nlohmann::json epochs = nlohmann::json::array();
+  std::cout << fmt::format("ina-train: {}, {} workers, {} epochs, batch {} per worker, lr {}, momentum {}, MLP 784-{}-10 "
+                           "({} parameters), seed {}, {} training samples, {} steps per epoch\n",
+                           r0.at("reducer").get<std::string>(), cfg.workers, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum,
+                           cfg.hidden, r0.at("parameters").get<uint64_t>(), cfg.seed, r0.at("train_samples").get<uint64_t>(),
+                           r0.at("steps_per_epoch").get<uint64_t>());
+  std::cout << "epoch  test_acc_%  test_loss  train_loss  train_s  allreduce_s\n";
+  for (const auto& e : r0.at("epochs")) {
+    const double acc = e.at("test_accuracy").get<double>();
+    if (!tta && acc >= cfg.target_acc) {
+      tta = e.at("train_seconds").get<double>();
+      tta_epoch = e.at("epoch").get<unsigned>();
+    }
+    std::cout << fmt::format("{:5}  {:10.2f}  {:9.4f}  {:10.4f}  {:7.2f}  {:11.2f}\n", e.at("epoch").get<unsigned>(), 100 * acc,
+                             e.at("test_loss").get<double>(), e.at("train_loss").get<double>(),
+                             e.at("train_seconds").get<double>(), e.at("comm_seconds").get<double>());
+    epochs.push_back({{"epoch", e.at("epoch")}, {"test_accuracy", acc}, {"test_loss", e.at("test_loss")},
+                      {"train_loss", e.at("train_loss")}, {"train_seconds", e.at("train_seconds")},
+                      {"comm_seconds", e.at("comm_seconds")}});
+  }
+  if (tta)
+    std::cout << fmt::format("time to {:.1f} % test accuracy: {:.2f} s (epoch {})\n", 100 * cfg.target_acc, *tta, *tta_epoch);
+  else
+    std::cout << fmt::format("time to {:.1f} % test accuracy: not reached in {} epochs\n", 100 * cfg.target_acc, cfg.epochs);
+  std::cout << fmt::format("loss (rank 0, mean of 20 steps): first {:.4f}, last {:.4f}\n", r0.at("first_loss").get<double>(),
+                           r0.at("last_loss").get<double>());
+  if (identical) {
+    std::cout << fmt::format("parameters: bit-identical on all {} workers (checksum {})\n", cfg.workers, by_sum.begin()->first);
+  } else {
+    std::cerr << "ina-train: FAILED: the workers' parameters differ:";
+    for (const auto& [sum, ranks] : by_sum) {
+      std::cerr << " " << sum << " on ranks";
+      for (unsigned r : ranks) std::cerr << " " << r;
+      std::cerr << ";";
+    }
+    std::cerr << "\n";
+  }
+  std::cout << fmt::format("wall time {:.2f} s\n", wall);
+  if (!cfg.json_out.empty()) {
+    nlohmann::json checksums = nlohmann::json::array();
+    for (const auto& r : reps) checksums.push_back(r.at("checksum"));
+    nlohmann::json j = {{"ok", identical},
+                        {"label", label},
+                        {"config",
+                         {{"backend", cfg.backend}, {"scheme", ina ? cfg.scheme : ""}, {"workers", cfg.workers},
+                          {"epochs", cfg.epochs}, {"batch", cfg.batch}, {"lr", cfg.lr}, {"momentum", cfg.momentum},
+                          {"hidden", cfg.hidden}, {"seed", cfg.seed}, {"limit_train", cfg.limit_train},
+                          {"limit_test", cfg.limit_test}, {"payload", cfg.payload}, {"target_accuracy", cfg.target_acc}}},
+                        {"epochs", epochs},
+                        {"final_test_accuracy", epochs.back().at("test_accuracy")},
+                        {"time_to_accuracy_seconds", tta ? nlohmann::json(*tta) : nlohmann::json(nullptr)},
+                        {"time_to_accuracy_epoch", tta_epoch ? nlohmann::json(*tta_epoch) : nlohmann::json(nullptr)},
+                        {"first_loss", r0.at("first_loss")},
+                        {"last_loss", r0.at("last_loss")},
+                        {"identical_parameters", identical},
+                        {"checksums", checksums},
+                        {"wall_seconds", wall},
+                        {"workers", reps}};
+    std::ofstream f(cfg.json_out);
+    f << j.dump(1) << "\n";
+    if (!f) std::cerr << "ina-train: cannot write " << cfg.json_out << "\n";
+  }
+  return identical ? 0 : 2;
+}
+
+}  // namespace ina::train

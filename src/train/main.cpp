@@ -1,0 +1,54 @@
+// ina-train: see train.hpp. `ina train ARGS` execs `ina-train ARGS`.
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "train/train.hpp"
+
+int main(int argc, char** argv) {
+  using namespace ina::train;
+  TrainConfig c;
+  WorkerConfig w;
+  std::string role = "launcher";
+  CLI::App app{"ina train: data-parallel training of an MLP on Fashion-MNIST; gradients averaged through `ina switch` "
+               "(--backend ina) or gloo (--backend gloo). Starts the switch, PS and workers on loopback."};
+  app.add_option("--backend", c.backend, "ina | gloo")->capture_default_str();
+  app.add_option("--scheme", c.scheme, "ina: dsa | atp | switchml")->capture_default_str();
+  app.add_option("--workers", c.workers, "worker processes")->capture_default_str();
+  app.add_option("--epochs", c.epochs, "epochs")->capture_default_str();
+  app.add_option("--batch", c.batch, "batch size per worker (global batch: batch x workers)")->capture_default_str();
+  app.add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--hidden", c.hidden, "hidden units of the MLP 784-H-10")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the initialization and the shuffling (the same on every worker)")->capture_default_str();
+  app.add_option("--limit-train", c.limit_train, "use the first N training images (0: all 60000)")->capture_default_str();
+  app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images (0: all 10000)")->capture_default_str();
+  app.add_option("--target-acc", c.target_acc, "test accuracy (0..1) for the time-to-accuracy")->capture_default_str();
+  app.add_option("--data", c.data_dir, "directory of the gzipped Fashion-MNIST IDX files")->capture_default_str();
+  app.add_option("--payload", c.payload, "ina: int32 values per packet")->capture_default_str();
+  app.add_option("--memory", c.memory_bytes, "ina: switch aggregator memory in bytes")->capture_default_str();
+  app.add_option("--timeout", c.timeout_s, "bound of the whole run in seconds")->capture_default_str();
+  app.add_option("--json", c.json_out, "write a JSON summary here");
+  app.add_option("--ina-binary", c.ina_binary, "the `ina` executable (default: next to ina-train)");
+  app.add_flag("--verbose", c.verbose, "children log their events");
+  // Internal: the launcher starts the workers with these.
+  auto* grp = app.add_option_group("internal");
+  grp->add_option("--role", role, "launcher | worker")->check(CLI::IsMember({"launcher", "worker"}));
+  grp->add_option("--rank", w.rank);
+  grp->add_option("--switch", w.switch_addr);
+  grp->add_option("--job", w.job);
+  grp->add_option("--store", w.store_path);
+  grp->add_option("--report", w.report);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (role == "worker") {
+      w.train = c;
+      return run_worker(w);
+    }
+    return run_launcher(c, std::filesystem::canonical("/proc/self/exe").string());
+  } catch (const std::exception& e) {
+    std::cerr << "ina-train: " << e.what() << "\n";
+    return 1;
+  }
+}

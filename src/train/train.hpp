@@ -1,0 +1,68 @@
+#pragma once
+// ina-train: data-parallel training of a small MLP on Fashion-MNIST, with
+// gradients averaged either by ina::Communicator through `ina switch`
+// (scheme dsa | atp | switchml) or by gloo (c10d::ProcessGroupGloo), the
+// baseline. One executable, two roles:
+//  - the launcher (default): starts `ina switch` (+ `ina ps` for atp/dsa) and
+//    N copies of itself as workers, supervises them with bounded waits,
+//    collects their reports, prints test accuracy per epoch and
+//    time-to-accuracy, and checks that every worker ends with bit-identical
+//    parameters;
+//  - a worker (`--role worker`): trains on its shard and writes a JSON report.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ina::train {
+
+struct TrainConfig {
+  std::string backend = "ina";   // ina | gloo
+  std::string scheme = "dsa";    // ina: dsa | atp | switchml
+  unsigned workers = 2;
+  unsigned epochs = 3;
+  unsigned batch = 64;           // per worker; the global batch is batch x workers
+  double lr = 0.05;
+  double momentum = 0.9;
+  unsigned hidden = 128;         // MLP 784 -> hidden -> 10
+  uint64_t seed = 1;
+  uint64_t limit_train = 0;      // use the first N training images (0: all 60000)
+  uint64_t limit_test = 0;       // evaluate on the first N test images (0: all 10000)
+  double target_acc = 0.85;      // time-to-accuracy target (test accuracy, 0..1)
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  uint16_t payload = 1024;       // ina: int32 values per packet (software switch)
+  uint64_t memory_bytes = 5'000'000;
+  double timeout_s = 600;        // whole run (launcher), and the workers' collective timeout
+  std::string json_out;
+  std::string ina_binary;        // empty: `ina` next to ina-train
+  bool verbose = false;
+};
+
+// Worker-only settings, filled by the launcher.
+struct WorkerConfig {
+  TrainConfig train;
+  unsigned rank = 0;
+  std::string switch_addr;       // ina
+  uint16_t job = 1;              // ina
+  std::string store_path;        // gloo: FileStore
+  std::string report;            // JSON report written at the end
+};
+
+// One Fashion-MNIST split: images as float [n][784] normalized, labels 0..9.
+struct Dataset {
+  uint64_t n = 0;
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+};
+
+// Reads `<dir>/<prefix>-images-idx3-ubyte.gz` and the labels (gzip via
+// `gzip -dc`); keeps the first `limit` samples (0: all). Throws std::runtime_error.
+Dataset load_fashion_mnist(const std::string& dir, const std::string& prefix, uint64_t limit);
+
+// Runs a worker; returns the process exit status.
+int run_worker(const WorkerConfig& cfg);
+
+// Runs the launcher; returns the process exit status (0 ok, 1 failure,
+// 2 parameters differ between workers, 130/143 interrupted).
+int run_launcher(const TrainConfig& cfg, const std::string& self_exe);
+
+}  // namespace ina::train

@@ -1,0 +1,99 @@
+// The emulated cluster: scripts/netns-cluster builds network namespaces with
+// veth pairs and tc rate limits and runs one ina job across them. Skipped (with
+// the script's reason) only where namespaces cannot be created: the script
+// exits 77 when it is not root, `ip netns` is missing or namespace creation is
+// refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScriptResult {
+  int status = -1;     // exit status, or -1 if killed by a signal
+  std::string output;  // stdout + stderr
+};
+
+// Runs `cmd` through the shell with a hard bound (coreutils `timeout`, then KILL).
+ScriptResult run_bounded(const std::string& cmd, int seconds) {
+  const std::string full =
+      "timeout --kill-after=5 " + std::to_string(seconds) + " " + cmd + " 2>&1";
+  ScriptResult r;
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string script() { return std::string(INA_SOURCE_DIR) + "/scripts/netns-cluster"; }
+
+std::string temp_json(const char* tag) {
+  return (fs::temp_directory_path() / (std::string("ina-netns-test-") + tag + "-" + std::to_string(::getpid()) + ".json"))
+      .string();
+}
+
+void run_cluster(const char* scheme, unsigned workers) {
+  const std::string json = temp_json(scheme);
+  fs::remove(json);
+  const std::string cmd = script() + " --ina " + INA_BINARY + " --workers " + std::to_string(workers) +
+                          " --scheme " + scheme +
+                          " --size 262144 --iterations 2 --worker-rate 100mbit --switch-rate 1gbit --timeout 40 --json " +
+                          json;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ScriptResult r = run_bounded(cmd, 50);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.status == 77) GTEST_SKIP() << "network namespaces cannot be created here: " << r.output;
+  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  EXPECT_LT(secs, 55.0);
+  EXPECT_NE(r.output.find("netns-cluster: OK"), std::string::npos) << r.output;
+
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON summary at " << json << "\n" << r.output;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  fs::remove(json);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  EXPECT_EQ(j.at("mismatches").get<uint64_t>(), 0u);
+  EXPECT_EQ(j.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 2 * workers);
+  ASSERT_EQ(j.at("workers").size(), workers);
+  for (const auto& w : j.at("workers")) EXPECT_EQ(w.at("mismatches").get<uint64_t>(), 0u);
+  // The worker links are limited to 100 Mbit/s: goodput cannot exceed them
+  // (a small margin for tbf's burst), and the job must make real progress.
+  const double gbps = j.at("goodput_gbit_per_s").get<double>();
+  EXPECT_GT(gbps, 0.001) << r.output;
+  EXPECT_LT(gbps, 0.1 * 1.5) << "faster than the 100 Mbit/s worker links: tc shaping is not in effect\n" << r.output;
+  // Everything the script created is gone: its namespaces are tagged "inanc<pid>-".
+  const auto at = r.output.find("namespaces (");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string tag = r.output.substr(at + 12, r.output.find('-', at + 12) - (at + 12)) + "-";
+  const ScriptResult left = run_bounded("ip netns list", 10);
+  EXPECT_EQ(left.output.find(tag), std::string::npos) << "namespaces left behind:\n" << left.output;
+}
+
+TEST(NetnsCluster, DsaTwoWorkersExactAndShaped) { run_cluster("dsa", 2); }
+TEST(NetnsCluster, SwitchMlThreeWorkersExactAndShaped) { run_cluster("switchml", 3); }
+
+TEST(NetnsCluster, RejectsBadOptionsBeforeTouchingAnything) {
+  const ScriptResult r = run_bounded(script() + " --workers 0", 10);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--workers"), std::string::npos) << r.output;
+  const ScriptResult s = run_bounded(script() + " --scheme nope", 10);
+  EXPECT_EQ(s.status, 2) << s.output;
+}
+
+}  // namespace
