@@ -1,12 +1,638 @@
 // `ina plan`: control-plane planners. Subcommands are added per planner.
+//
+//   ina plan grid        GRID / ATP / SwitchML / Geryon plan for one job
+//   ina plan grid-sweep  the GRID paper's large-scale experiments (a TOML file)
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "cli/commands.hpp"
+#include "control/grid.hpp"
+#include "experiment/results.hpp"
+#include "topo/graph.hpp"
 
 namespace ina::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace grid = ina::control::grid;
+using ojson = nlohmann::ordered_json;
+
+// A user error in a plan command: reported as "error: ..." with exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ---- Topology and job ------------------------------------------------------
+
+struct TopologyChoice {
+  topo::Graph graph;
+  bool generated = false;
+  std::optional<topo::JobSpec> job;  // a file's default job
+};
+
+// A generator spec, deployed with programmable switches per `d` drawn from
+// `seed`, or a JSON topology file (whose switches set "ina" and
+// "capacity_gbps" themselves). `what` names the option or field in errors.
+TopologyChoice load_topology(const std::string& spec, const topo::InaDeployment& d, uint64_t seed,
+                             const std::string& what) {
+  if (auto g = topo::generate(spec)) {
+    topo::deploy_ina(*g, d, seed);
+    return {std::move(*g), true, std::nullopt};
+  }
+  if (!fs::exists(spec))
+    throw UsageError(fmt::format("{}: no such file '{}' (or use fat-tree:K, fat-tree-paper, leaf-spine-paper)", what, spec));
+  auto file = topo::load_topology_file(spec);
+  return {std::move(file.graph), false, std::move(file.job)};
+}
+
+// "GBPS" or "MIN:MAX" into d.min_gbps / d.max_gbps.
+void parse_capacity(const std::string& text, topo::InaDeployment& d) {
+  auto number = [&](std::string_view part) {
+    double v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || end != part.data() + part.size() || !(v > 0) || !std::isfinite(v))
+      throw UsageError(fmt::format("--capacity: expected GBPS or MIN:MAX with positive numbers, got '{}'", text));
+    return v;
+  };
+  const auto colon = text.find(':');
+  d.min_gbps = number(std::string_view(text).substr(0, colon));
+  d.max_gbps = colon == std::string::npos ? d.min_gbps : number(std::string_view(text).substr(colon + 1));
+  if (d.min_gbps > d.max_gbps) throw UsageError(fmt::format("--capacity: MIN > MAX in '{}'", text));
+}
+
+// ---- Output ------------------------------------------------------------------
+
+std::string node_name(const grid::Instance& inst, topo::NodeId id) { return inst.graph().node(id).name; }
+
+// (Not fmt::join: with strings it trips a GCC 12 false -Wstringop-overflow in fmt 9.)
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : std::string(sep)) + parts[i];
+  return out;
+}
+
+// Rates are reported to 1 bps (1e-9 Gbps): the LP solver's ~1e-11 noise
+// would otherwise show as 2.999999999991 for 3.
+double gbps(double v) { return std::round(v * 1e9) / 1e9; }
+
+ojson plan_json(const grid::Instance& inst, const grid::Plan& p, uint64_t seed, const grid::Plan* feasible) {
+  ojson j;
+  j["scheme"] = p.scheme;
+  j["topology"] = inst.graph().name;
+  j["ps"] = node_name(inst, inst.ps());
+  j["seed"] = seed;
+  j["links_enforced"] = inst.model().enforce_links;
+  j["max_rate_gbps"] = gbps(inst.max_rate());
+  j["lambda_gbps"] = gbps(p.lambda_gbps);
+  if (p.lp_lambda_gbps) j["lp_lambda_gbps"] = gbps(*p.lp_lambda_gbps);
+  if (p.lambda_bound_gbps) j["lambda_bound_gbps"] = gbps(*p.lambda_bound_gbps);
+  j["avg_rate_gbps"] = gbps(p.avg_rate_gbps);
+  j["switch_agg_gbps"] = gbps(p.switch_agg_gbps);
+  j["ps_agg_gbps"] = gbps(p.ps_load_gbps);
+  ojson workers = ojson::array();
+  for (const auto& w : p.workers) {
+    ojson shares = ojson::array();
+    for (const auto& s : w.shares) shares.push_back({{"node", node_name(inst, s.node)}, {"rate_gbps", gbps(s.gbps)}});
+    workers.push_back({{"worker", node_name(inst, w.worker)},
+                       {"node", node_name(inst, w.node)},
+                       {"rate_gbps", gbps(w.rate_gbps)},
+                       {"shares", shares}});
+  }
+  j["workers"] = workers;
+  ojson switches = ojson::array();
+  for (const auto& s : p.switches)
+    switches.push_back({{"switch", node_name(inst, s.sw)},
+                        {"capacity_gbps", gbps(s.capacity_gbps)},
+                        {"load_gbps", gbps(s.load_gbps)},
+                        {"y_gbps", gbps(s.y_gbps)},
+                        {"factor", s.factor}});
+  j["switches"] = switches;
+  j["ps_ingress"] = {{"load_gbps", gbps(p.ps_load_gbps)}, {"capacity_gbps", gbps(p.ps_capacity_gbps)}, {"factor", p.ps_factor}};
+  j["max_factor"] = {{"switch", p.max_switch_factor}, {"ps", p.ps_factor}, {"link", p.max_link_factor}};
+  ojson violations = ojson::array();
+  for (const auto& v : p.violations)
+    violations.push_back({{"kind", grid::kind_name(v.kind)},
+                          {"name", v.name},
+                          {"load_gbps", gbps(v.load_gbps)},
+                          {"capacity_gbps", gbps(v.capacity_gbps)},
+                          {"factor", v.factor}});
+  j["violations"] = violations;
+  if (feasible) {
+    ojson rates = ojson::array();
+    for (const auto& w : feasible->workers)
+      rates.push_back({{"worker", node_name(inst, w.worker)}, {"rate_gbps", gbps(w.rate_gbps)}});
+    j["feasible"] = {{"lambda_gbps", gbps(feasible->lambda_gbps)},
+                     {"avg_rate_gbps", gbps(feasible->avg_rate_gbps)},
+                     {"workers", rates}};
+  }
+  return j;
+}
+
+void print_plan(const grid::Instance& inst, const grid::Plan& p, const grid::Plan* feasible) {
+  fmt::print("{} on {}: PS {} (ingress {:g} Gbps), {} workers, {} programmable switches, links {}\n", p.scheme,
+             inst.graph().name, node_name(inst, inst.ps()), inst.ps_ingress(), inst.num_workers(),
+             inst.num_switches(), inst.model().enforce_links ? "enforced" : "ignored (paper's assumption)");
+  fmt::print("lambda (minimum sending rate) {:.4f} Gbps", p.lambda_gbps);
+  if (p.lp_lambda_gbps) fmt::print(" (LP relaxation {:.4f})", *p.lp_lambda_gbps);
+  if (p.lambda_bound_gbps && gbps(*p.lambda_bound_gbps) <= gbps(p.lambda_gbps)) fmt::print(" (proven optimal)");
+  else if (p.lambda_bound_gbps) fmt::print(" (node limit hit; CBC upper bound {:.4f})", *p.lambda_bound_gbps);
+  fmt::print(", average {:.4f} Gbps\n\n", p.avg_rate_gbps);
+  fmt::print("{:<12} {:<12} {:>10}  {}\n", "worker", "node", "rate_gbps", "shares");
+  for (const auto& w : p.workers) {
+    std::vector<std::string> shares;
+    if (w.shares.size() > 1)
+      for (const auto& s : w.shares) shares.push_back(fmt::format("{}={:.4f}", node_name(inst, s.node), s.gbps));
+    fmt::print("{:<12} {:<12} {:>10.4f}  {}\n", node_name(inst, w.worker), node_name(inst, w.node), w.rate_gbps,
+               join(shares, " "));
+  }
+  fmt::print("\n{:<12} {:>12} {:>10} {:>10} {:>8}\n", "switch", "capacity", "load", "y", "factor");
+  for (const auto& s : p.switches)
+    if (s.load_gbps > 0)
+      fmt::print("{:<12} {:>12.4f} {:>10.4f} {:>10.4f} {:>8.3f}\n", node_name(inst, s.sw), s.capacity_gbps,
+                 s.load_gbps, s.y_gbps, s.factor);
+  const size_t idle = static_cast<size_t>(std::count_if(p.switches.begin(), p.switches.end(),
+                                                        [](const auto& s) { return s.load_gbps <= 0; }));
+  if (idle > 0) fmt::print("(idle programmable switches, not listed: {})\n", idle);
+  fmt::print("PS ingress {:.4f} / {:g} Gbps (factor {:.3f}); aggregation rate of switches {:.4f} Gbps\n",
+             p.ps_load_gbps, p.ps_capacity_gbps, p.ps_factor, p.switch_agg_gbps);
+  fmt::print("max load/capacity: switch {:.3f}, PS {:.3f}, link {:.3f}\n", p.max_switch_factor, p.ps_factor,
+             p.max_link_factor);
+  if (p.violations.empty()) {
+    fmt::print("violations: none\n");
+  } else {
+    fmt::print("violations ({}):\n", p.violations.size());
+    for (const auto& v : p.violations)
+      fmt::print("  {:<6} {:<20} load {:.4f} > capacity {:.4f} Gbps (x{:.3f})\n", grid::kind_name(v.kind), v.name,
+                 v.load_gbps, v.capacity_gbps, v.factor);
+  }
+  if (feasible && !p.violations.empty())
+    fmt::print("feasible rates for these aggregation nodes (max-min fair): lambda {:.4f} Gbps, average {:.4f} Gbps\n",
+               feasible->lambda_gbps, feasible->avg_rate_gbps);
+}
+
+// ---- ina plan grid -----------------------------------------------------------
+
+struct GridArgs {
+  std::string topology;
+  std::string ps;
+  std::vector<std::string> workers;
+  int random = 0;
+  uint64_t seed = 1;
+  std::string scheme = "grid";
+  bool json = false;
+  bool ignore_links = false;
+  int max_nodes = 2000;
+  std::string programmable;
+  std::string capacity;
+};
+
+int run_grid(const GridArgs& a, const CLI::App& cmd) {
+  auto given = [&](const char* opt) { return cmd.count(opt) > 0; };
+  if (given("--workers") && given("--random")) throw UsageError("give either --workers or --random, not both");
+  const auto& names = grid::scheme_names();
+  if (std::find(names.begin(), names.end(), a.scheme) == names.end())
+    throw UsageError(fmt::format("--scheme: unknown scheme '{}' (schemes: {})", a.scheme, join(names, ", ")));
+  topo::InaDeployment deployment;
+  if (given("--programmable")) topo::parse_ina_where(a.programmable, deployment);
+  if (given("--capacity")) parse_capacity(a.capacity, deployment);
+  TopologyChoice topo_choice = load_topology(a.topology, deployment, a.seed, "--topology");
+  if (!topo_choice.generated && (given("--programmable") || given("--capacity")))
+    throw UsageError(fmt::format("--programmable and --capacity apply to generated topologies; in '{}' the switches "
+                                 "set \"ina\" and \"capacity_gbps\" themselves", a.topology));
+  const topo::Graph& g = topo_choice.graph;
+
+  topo::JobSpec spec;
+  if (given("--ps")) spec.ps = a.ps;
+  else if (topo_choice.job) spec.ps = topo_choice.job->ps;
+  else throw UsageError(fmt::format("--ps is required ({} names no default job)", a.topology));
+  const topo::NodeId ps = g.at(spec.ps, "--ps");
+  if (given("--random")) {
+    for (const auto w : topo::place_workers(g, ps, a.random, topo::Placement::Random, a.seed))
+      spec.workers.push_back(g.node(w).name);
+  } else if (given("--workers")) {
+    spec.workers = a.workers;
+  } else if (topo_choice.job) {
+    spec.workers = topo_choice.job->workers;
+  } else {
+    throw UsageError("give the workers with --workers LIST or --random N");
+  }
+  const topo::Job job = topo::resolve_job(g, spec, "job");
+
+  grid::GridModel model;
+  model.enforce_links = !a.ignore_links;
+  const grid::Instance inst(g, job, model);
+  const grid::Plan plan = grid::plan_scheme(inst, a.scheme, a.seed, a.max_nodes);
+  std::optional<grid::Plan> feasible;
+  if (a.scheme == "grid") feasible = grid::feasible_rates(inst, plan);
+  if (a.json) std::cout << plan_json(inst, plan, a.seed, feasible ? &*feasible : nullptr).dump(2) << "\n";
+  else print_plan(inst, plan, feasible ? &*feasible : nullptr);
+  return 0;
+}
+
+// ---- ina plan grid-sweep -----------------------------------------------------
+//
+// [scenario] name, title
+// [topology] kind = "fat-tree-paper" | "leaf-spine-paper" | "fat-tree:K" | JSON file (relative to the TOML file)
+//            programmable = "tor" | "all" | "random:F"     (generated topologies)
+//            capacity_gbps = [MIN, MAX]                      C_s ~ U(MIN, MAX) per seed
+//            links = true                                    enforce link capacities
+// [job]      ps = "last" | "first" | host name               placement = "packed" | "random"
+// [run]      schemes = [...], seeds = [...], exact_max_nodes = 2000 (grid-exact)
+// [sweep]    workers = [...], label = "..."
+// [output]   metrics = [...], y_label = "..."
+// [[series]] name = "...", plus any "topology.*" / "job.*" key
+
+struct SweepError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct SweepSettings {
+  std::string kind = "fat-tree-paper";
+  std::string programmable = "tor";
+  double cap_min = 100, cap_max = 3200;
+  bool links = true;
+  std::string ps = "last";
+  std::string placement = "packed";
+};
+
+struct Sweep {
+  std::string file;
+  std::string name, title;
+  SweepSettings base;
+  std::vector<std::pair<std::string, SweepSettings>> series;
+  std::vector<std::string> schemes = {"grid", "atp", "switchml", "geryon"};
+  std::vector<uint64_t> seeds = {1};
+  int exact_max_nodes = 2000;  // grid-exact
+  std::vector<int> workers;
+  std::string x_label = "number of workers";
+  std::vector<std::string> metrics = {"avg_rate_gbps", "switch_agg_gbps", "ps_agg_gbps"};
+  std::string y_label = "Gbps";
+};
+
+// Every metric a sweep record carries.
+const std::vector<std::string>& sweep_metrics() {
+  static const std::vector<std::string> m = {
+      "min_rate_gbps", "avg_rate_gbps", "switch_agg_gbps", "ps_agg_gbps", "max_switch_factor", "ps_factor",
+      "max_link_factor", "feasible_min_rate_gbps", "feasible_avg_rate_gbps", "feasible_switch_agg_gbps",
+      "feasible_ps_agg_gbps", "lp_lambda_gbps", "lambda_bound_gbps"};
+  return m;
+}
+
+struct Bad {
+  std::string what;
+};
+
+std::string show(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&os](const auto& v) { os << v; });
+  return os.str();
+}
+
+std::string read_string(const toml::node& n) {
+  if (auto v = n.value_exact<std::string>(); v && !v->empty()) return *v;
+  throw Bad{"expected a non-empty string"};
+}
+
+template <class T>
+std::vector<T> read_list(const toml::node& n, const char* what) {
+  const auto* arr = n.as_array();
+  if (!arr || arr->empty()) throw Bad{fmt::format("expected a non-empty array of {}", what)};
+  std::vector<T> out;
+  for (const auto& e : *arr) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      out.push_back(read_string(e));
+    } else {
+      auto v = e.value_exact<int64_t>();
+      if (!v) throw Bad{fmt::format("expected {}", what)};
+      out.push_back(static_cast<T>(*v));
+    }
+  }
+  return out;
+}
+
+// Keys of SweepSettings ([topology] and [job], also allowed in [[series]]).
+using SettingReader = void (*)(SweepSettings&, const toml::node&);
+const std::vector<std::pair<std::string_view, SettingReader>>& setting_keys() {
+  static const std::vector<std::pair<std::string_view, SettingReader>> keys = {
+      {"topology.kind", [](SweepSettings& s, const toml::node& n) { s.kind = read_string(n); }},
+      {"topology.programmable",
+       [](SweepSettings& s, const toml::node& n) {
+         s.programmable = read_string(n);
+         topo::InaDeployment d;
+         try {
+           topo::parse_ina_where(s.programmable, d);
+         } catch (const topo::TopologyError& e) {
+           throw Bad{e.what()};
+         }
+       }},
+      {"topology.capacity_gbps",
+       [](SweepSettings& s, const toml::node& n) {
+         const auto* arr = n.as_array();
+         if (!arr || arr->size() != 2) throw Bad{"expected [MIN, MAX] in Gbps"};
+         double v[2];
+         for (int i = 0; i < 2; ++i) {
+           auto x = (*arr)[static_cast<size_t>(i)].value<double>();
+           if (!x || !(*x > 0) || !std::isfinite(*x)) throw Bad{"expected [MIN, MAX] with 0 < MIN <= MAX"};
+           v[i] = *x;
+         }
+         if (v[0] > v[1]) throw Bad{"expected [MIN, MAX] with 0 < MIN <= MAX"};
+         s.cap_min = v[0];
+         s.cap_max = v[1];
+       }},
+      {"topology.links",
+       [](SweepSettings& s, const toml::node& n) {
+         auto v = n.value_exact<bool>();
+         if (!v) throw Bad{"expected true or false"};
+         s.links = *v;
+       }},
+      {"job.ps", [](SweepSettings& s, const toml::node& n) { s.ps = read_string(n); }},
+      {"job.placement",
+       [](SweepSettings& s, const toml::node& n) {
+         s.placement = read_string(n);
+         if (s.placement != "packed" && s.placement != "random") throw Bad{"expected \"packed\" or \"random\""};
+       }},
+  };
+  return keys;
+}
+
+[[noreturn]] void sweep_fail(const std::string& origin, const std::string& key, const std::string& what,
+                             const std::string& value) {
+  throw SweepError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
+}
+
+std::string known_keys(std::string_view section) {
+  std::vector<std::string> out;
+  for (const auto& [k, r] : setting_keys())
+    if (section.empty() || k.starts_with(std::string(section) + ".")) out.emplace_back(k);
+  return join(out, ", ");
+}
+
+void read_setting(SweepSettings& s, const std::string& origin, const std::string& key, const toml::node& n) {
+  for (const auto& [k, reader] : setting_keys()) {
+    if (k != key) continue;
+    try {
+      reader(s, n);
+    } catch (const Bad& b) {
+      sweep_fail(origin, key, b.what, show(n));
+    }
+    return;
+  }
+  const std::string section = key.substr(0, key.find('.'));
+  sweep_fail(origin, key, fmt::format("unknown key (known: {})", known_keys(section == key ? "" : section)), show(n));
+}
+
+void flatten(const toml::table& t, const std::string& prefix, std::vector<std::pair<std::string, const toml::node*>>& out) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix + std::string(k.str());
+    if (const auto* sub = v.as_table()) flatten(*sub, key + ".", out);
+    else out.emplace_back(key, &v);
+  }
+}
+
+Sweep load_sweep(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    if (!fs::exists(path)) throw SweepError(fmt::format("{}: cannot open sweep file", path));
+    throw SweepError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, e.source().begin.line,
+                                 e.source().begin.column, e.description()));
+  }
+  Sweep sw;
+  sw.file = path;
+  sw.name = fs::path(path).stem().string();
+  std::vector<const toml::node*> series_nodes;
+  for (const auto& [sec_key, node] : root) {
+    const std::string sec(sec_key.str());
+    if (sec == "series") {
+      const auto* arr = node.as_array();
+      if (!arr || !arr->is_array_of_tables()) sweep_fail(path, "series", "expected [[series]] tables", show(node));
+      for (const auto& e : *arr) series_nodes.push_back(&e);
+      continue;
+    }
+    const auto* tbl = node.as_table();
+    if (!tbl) sweep_fail(path, sec, "expected a table", show(node));
+    for (const auto& [k, v] : *tbl) {
+      const std::string key = sec + "." + std::string(k.str());
+      try {
+        if (sec == "topology" || sec == "job") {
+          read_setting(sw.base, path, key, v);
+        } else if (key == "scenario.name") {
+          sw.name = read_string(v);
+        } else if (key == "scenario.title") {
+          sw.title = read_string(v);
+        } else if (key == "run.schemes") {
+          sw.schemes = read_list<std::string>(v, "scheme names");
+          for (const auto& s : sw.schemes)
+            if (std::find(grid::scheme_names().begin(), grid::scheme_names().end(), s) == grid::scheme_names().end())
+              throw Bad{fmt::format("unknown scheme '{}' (schemes: {})", s, join(grid::scheme_names(), ", "))};
+        } else if (key == "run.exact_max_nodes") {
+          auto t = v.value_exact<int64_t>();
+          if (!t || *t < 1 || *t > 100'000'000) throw Bad{"expected an integer in [1, 100000000]"};
+          sw.exact_max_nodes = static_cast<int>(*t);
+        } else if (key == "run.seeds") {
+          sw.seeds = read_list<uint64_t>(v, "integer seeds");
+        } else if (key == "sweep.workers") {
+          sw.workers = read_list<int>(v, "integer worker counts");
+          for (const int w : sw.workers)
+            if (w < 1) throw Bad{fmt::format("worker counts must be >= 1, got {}", w)};
+        } else if (key == "sweep.label") {
+          sw.x_label = read_string(v);
+        } else if (key == "output.metrics") {
+          sw.metrics = read_list<std::string>(v, "metric names");
+          for (const auto& m : sw.metrics)
+            if (std::find(sweep_metrics().begin(), sweep_metrics().end(), m) == sweep_metrics().end())
+              throw Bad{fmt::format("unknown metric '{}' (metrics: {})", m, join(sweep_metrics(), ", "))};
+        } else if (key == "output.y_label") {
+          sw.y_label = read_string(v);
+        } else {
+          static const std::string known =
+              "scenario.name, scenario.title, " + known_keys("") +
+              ", run.schemes, run.seeds, run.exact_max_nodes, sweep.workers, sweep.label, output.metrics, output.y_label, [[series]]";
+          throw Bad{fmt::format("unknown key (known: {})", known)};
+        }
+      } catch (const Bad& b) {
+        sweep_fail(path, key, b.what, show(v));
+      }
+    }
+  }
+  if (sw.workers.empty()) sweep_fail(path, "sweep.workers", "required", "(missing)");
+  if (sw.title.empty()) sw.title = sw.name;
+  for (const toml::node* n : series_nodes) {
+    const auto& tbl = *n->as_table();
+    auto name = tbl["name"].value_exact<std::string>();
+    if (!name || name->empty()) sweep_fail(path, "series.name", "every [[series]] needs a non-empty name", show(*n));
+    for (const auto& [other, s] : sw.series)
+      if (other == *name) sweep_fail(path, "series.name", "duplicate series name", *name);
+    SweepSettings s = sw.base;
+    std::vector<std::pair<std::string, const toml::node*>> entries;
+    flatten(tbl, "", entries);
+    for (const auto& [key, node] : entries)
+      if (key != "name") read_setting(s, fmt::format("{} [series '{}']", path, *name), key, *node);
+    sw.series.emplace_back(*name, s);
+  }
+  if (sw.series.empty()) sw.series.emplace_back("", sw.base);
+  return sw;
+}
+
+// One (series, worker count, seed): the topology with its INA deployment,
+// the job, and every scheme's plan as a result record.
+std::vector<exp::Record> run_sweep_point(const Sweep& sw, const std::string& series, const SweepSettings& s,
+                                         int workers, uint64_t seed) {
+  const std::string origin = series.empty() ? sw.file : fmt::format("{} [series '{}']", sw.file, series);
+  topo::InaDeployment d;
+  topo::parse_ina_where(s.programmable, d);
+  d.min_gbps = s.cap_min;
+  d.max_gbps = s.cap_max;
+  std::string kind = s.kind;
+  if (!topo::generate(kind)) kind = (fs::path(sw.file).parent_path() / kind).string();
+  TopologyChoice t = load_topology(kind, d, seed, origin + ": field 'topology.kind'");
+  const topo::Graph& g = t.graph;
+  const auto hosts = g.hosts();
+  topo::NodeId ps = topo::kNoNode;
+  if (s.ps == "first") ps = hosts.front();
+  else if (s.ps == "last") ps = hosts.back();
+  else ps = g.at(s.ps, origin + ": field 'job.ps'");
+  topo::Job job;
+  job.ps = ps;
+  job.workers = topo::place_workers(
+      g, ps, workers, s.placement == "random" ? topo::Placement::Random : topo::Placement::Packed, seed);
+  grid::GridModel model;
+  model.enforce_links = s.links;
+  const grid::Instance inst(g, job, model);
+
+  std::vector<exp::Record> out;
+  for (const auto& scheme : sw.schemes) {
+    const grid::Plan p = grid::plan_scheme(inst, scheme, seed, sw.exact_max_nodes);
+    const grid::Plan f = scheme == "grid" ? grid::feasible_rates(inst, p) : p;
+    exp::Record r;
+    r.series = series;
+    r.scheme = scheme;
+    r.x = workers;
+    r.metrics = {{"min_rate_gbps", p.lambda_gbps},
+                 {"avg_rate_gbps", p.avg_rate_gbps},
+                 {"switch_agg_gbps", p.switch_agg_gbps},
+                 {"ps_agg_gbps", p.ps_load_gbps},
+                 {"max_switch_factor", p.max_switch_factor},
+                 {"ps_factor", p.ps_factor},
+                 {"max_link_factor", p.max_link_factor},
+                 {"feasible_min_rate_gbps", f.lambda_gbps},
+                 {"feasible_avg_rate_gbps", f.avg_rate_gbps},
+                 {"feasible_switch_agg_gbps", f.switch_agg_gbps},
+                 {"feasible_ps_agg_gbps", f.ps_load_gbps}};
+    if (p.lp_lambda_gbps) r.metrics["lp_lambda_gbps"] = *p.lp_lambda_gbps;
+    if (p.lambda_bound_gbps) r.metrics["lambda_bound_gbps"] = *p.lambda_bound_gbps;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int run_grid_sweep(const std::string& file, const std::string& out_dir) {
+  const Sweep sw = load_sweep(file);
+  std::vector<exp::Record> per_seed;
+  const size_t total = sw.series.size() * sw.workers.size() * sw.seeds.size();
+  size_t done = 0;
+  for (const auto& [series, s] : sw.series)
+    for (const int w : sw.workers)
+      for (const uint64_t seed : sw.seeds) {
+        const auto start = std::chrono::steady_clock::now();
+        auto recs = run_sweep_point(sw, series, s, w, seed);
+        per_seed.insert(per_seed.end(), recs.begin(), recs.end());
+        fmt::print(stderr, "[{}/{}] {}{}{} workers, seed {}: {:.2f} s\n", ++done, total, series, series.empty() ? "" : ", ",
+                   w, seed, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+  const auto records = exp::average_over_seeds(per_seed);
+
+  exp::Scenario sc;
+  sc.file = sw.file;
+  sc.name = sw.name;
+  sc.title = sw.title;
+  sc.schemes = sw.schemes;
+  sc.seeds = sw.seeds;
+  sc.sweep_key = "workers";
+  for (const int w : sw.workers) sc.sweep_values.push_back(std::to_string(w));
+  sc.x_label = sw.x_label;
+  for (const auto& [series, s] : sw.series)
+    if (!series.empty()) sc.series.push_back({series, {}});
+  sc.metrics = sw.metrics;
+  sc.y_label = sw.y_label;
+
+  fmt::print("{}\n", sw.title);
+  for (const auto& m : sw.metrics) fmt::print("\n{}:\n{}", m, exp::format_table(records, m));
+  if (!out_dir.empty())
+    for (const auto& f : exp::write_results(out_dir, sc, records)) fmt::print("wrote {}\n", f);
+  return 0;
+}
+
+// Runs a plan command: user errors exit 2 with "error: ...".
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const topo::TopologyError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const grid::PlanError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const SweepError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 2;
+}
+
+}  // namespace
 
 Runner register_plan(CLI::App& app) {
   auto* plan = app.add_subcommand("plan", "Control-plane planners (routing, placement, schedules)");
   plan->require_subcommand(1);
-  return [] { return 0; };
+
+  auto args = std::make_shared<GridArgs>();
+  auto* g = plan->add_subcommand("grid", "GRID gradient routing (R-GRIA) or a baseline for one training job");
+  g->add_option("--topology", args->topology,
+                "topology: a JSON file (see scenarios/grid/fig1.json), fat-tree:K, fat-tree-paper or leaf-spine-paper")
+      ->required();
+  g->add_option("--ps", args->ps, "PS host (default: the topology file's job.ps)");
+  g->add_option("--workers", args->workers, "worker hosts, comma-separated (default: the file's job.workers)")
+      ->delimiter(',');
+  g->add_option("--random", args->random, "N workers drawn at random from the hosts (seeded)");
+  g->add_option("--seed", args->seed, "seed for rounding, --random and generated INA deployments (default 1)");
+  g->add_option("--scheme", args->scheme,
+                "grid (R-GRIA), atp, switchml, geryon, or grid-exact (Eq. (1) solved by CBC; small instances)");
+  g->add_option("--max-nodes", args->max_nodes,
+                 "grid-exact: CBC branch-and-bound node limit (default 2000; deterministic, unlike a time limit)");
+  g->add_flag("--json", args->json, "print one JSON object");
+  g->add_flag("--ignore-links", args->ignore_links,
+              "do not enforce link capacities (the paper's Eq. (1) exactly: links assumed sufficient)");
+  g->add_option("--programmable", args->programmable,
+                "generated topologies: programmable switches tor (default), all or random:F");
+  g->add_option("--capacity", args->capacity,
+                "generated topologies: switch capacity GBPS or MIN:MAX drawn uniformly (default 100:3200)");
+
+  auto sweep_file = std::make_shared<std::string>();
+  auto sweep_out = std::make_shared<std::string>();
+  auto* s = plan->add_subcommand("grid-sweep", "GRID's large-scale experiments (Figs. 11-16) from a TOML file");
+  s->add_option("file", *sweep_file, "sweep TOML file (see scenarios/grid/)")->required();
+  s->add_option("--out", *sweep_out, "write results.json, results.csv and PNG plots here");
+
+  return [plan, g, s, args, sweep_file, sweep_out] {
+    if (g->parsed()) return guarded([&] { return run_grid(*args, *g); });
+    if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out); });
+    return 0;
+  };
 }
 
 }  // namespace ina::cli
