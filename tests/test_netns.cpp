@@ -52,7 +52,7 @@ void run_cluster(const char* scheme, unsigned workers) {
   fs::remove(json);
   const std::string cmd = script() + " --ina " + INA_BINARY + " --workers " + std::to_string(workers) +
                           " --scheme " + scheme +
-                          " --size 262144 --iterations 2 --worker-rate 100mbit --switch-rate 1gbit --timeout 40 --json " +
+                          " --size 1048576 --iterations 2 --worker-rate 100mbit --switch-rate 1gbit --timeout 40 --json " +
                           json;
   const auto t0 = std::chrono::steady_clock::now();
   const ScriptResult r = run_bounded(cmd, 50);
@@ -69,7 +69,7 @@ void run_cluster(const char* scheme, unsigned workers) {
   ASSERT_FALSE(j.is_discarded()) << r.output;
   EXPECT_TRUE(j.at("ok").get<bool>());
   EXPECT_EQ(j.at("mismatches").get<uint64_t>(), 0u);
-  EXPECT_EQ(j.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 2 * workers);
+  EXPECT_EQ(j.at("verified").get<uint64_t>(), uint64_t{1048576 / 4} * 2 * workers);
   ASSERT_EQ(j.at("workers").size(), workers);
   for (const auto& w : j.at("workers")) EXPECT_EQ(w.at("mismatches").get<uint64_t>(), 0u);
   // The worker links are limited to 100 Mbit/s: goodput cannot exceed them

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -317,7 +318,7 @@ std::vector<T> read_list(const toml::node& n, const char* what) {
       out.push_back(read_string(e));
     } else {
       auto v = e.value_exact<int64_t>();
-      if (!v) throw Bad{fmt::format("expected {}", what)};
+      if (!v || *v < 0 || *v > std::numeric_limits<int>::max()) throw Bad{fmt::format("expected {}", what)};
       out.push_back(static_cast<T>(*v));
     }
   }
@@ -445,9 +446,9 @@ Sweep load_sweep(const std::string& path) {
           if (!t || *t < 1 || *t > 100'000'000) throw Bad{"expected an integer in [1, 100000000]"};
           sw.exact_max_nodes = static_cast<int>(*t);
         } else if (key == "run.seeds") {
-          sw.seeds = read_list<uint64_t>(v, "integer seeds");
+          sw.seeds = read_list<uint64_t>(v, "non-negative integer seeds");
         } else if (key == "sweep.workers") {
-          sw.workers = read_list<int>(v, "integer worker counts");
+          sw.workers = read_list<int>(v, "positive integer worker counts");
           for (const int w : sw.workers)
             if (w < 1) throw Bad{fmt::format("worker counts must be >= 1, got {}", w)};
         } else if (key == "sweep.label") {

@@ -85,7 +85,8 @@ GriaModel build_gria(const Instance& inst, const LpOptions& opt) {
   // and the |N|(|S|+1) rows (1b) are replaced by |N| rows
   //  (1ab) sum_s r_n^s <= T,
   // which has the same optimum and the same r, y, lambda; it solves about
-  // 5-10x faster. LpOptions::literal builds (1a) and (1b) verbatim.
+  // 5x faster (500-server leaf-spine, 100 workers: 0.2 s instead of 1 s).
+  // LpOptions::literal builds (1a) and (1b) verbatim.
   const bool literal = opt.literal;
   GriaModel m;
   LpBuilder& lp = m.lp;
