@@ -9,33 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(INA_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ina_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+using ina_test::CliResult;
+CliResult run(const std::string& args) { return ina_test::run_ina(args); }
+fs::path temp_dir(const std::string& name) { return ina_test::fresh_dir("cli_" + name); }
+void write(const fs::path& p, const std::string& text) { ina_test::write_file(p, text); }
 
 }  // namespace
 

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
 #include "experiment/grid_sim.hpp"
 
 using namespace ina;
@@ -68,4 +71,15 @@ TEST(GridSim, ExactUnderOnePercentLoss) {
     EXPECT_TRUE(r.ok) << r.problems;
     EXPECT_GT(r.retransmits, 0u);
   }
+}
+
+TEST(GridSim, PlanGridSimulateReportsAchievedRates) {
+  const auto r = ina_test::run_ina("plan grid --topology " + std::string(INA_SOURCE_DIR) +
+                                   "/scenarios/grid/fig1.json --scheme grid-exact --simulate 0.25 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_TRUE(j.contains("simulated")) << r.output;
+  EXPECT_TRUE(j["simulated"]["ok"].get<bool>());
+  EXPECT_GT(j["simulated"]["achieved_min_gbps"].get<double>(), 0.9 * 3.0);
+  EXPECT_LE(j["simulated"]["achieved_min_gbps"].get<double>(), 3.0 * 1.01);
 }

@@ -1,0 +1,39 @@
+#pragma once
+// Helpers for tests that run the `ina` command (INA_BINARY).
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace ina_test {
+
+struct CliResult {
+  int status;
+  std::string output;
+};
+
+// Runs `ina ARGS` with stderr folded into the output.
+inline CliResult run_ina(const std::string& args) {
+  const std::string cmd = std::string(INA_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A fresh, empty directory for one test.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("ina_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+inline void write_file(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+}  // namespace ina_test
