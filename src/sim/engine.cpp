@@ -31,11 +31,11 @@ void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members)
 bool Simulator::multicast_from(NodeId from, Packet* p) {
   if (p->h.job >= groups_.size() || groups_[p->h.job].empty() || !is_switch_[from]) return false;
   const auto& members = groups_[p->h.job];
-  const uint64_t todo = p->mcast ? p->mcast : (members.size() == 64 ? ~0ULL : (1ULL << members.size()) - 1);
+  const uint64_t pending = p->mcast ? p->mcast : (members.size() == 64 ? ~0ULL : (1ULL << members.size()) - 1);
   // Members by next-hop link, in member order; one copy per link.
   std::vector<std::pair<uint32_t, uint64_t>> branches;
   for (size_t m = 0; m < members.size(); ++m) {
-    if (!(todo >> m & 1)) continue;
+    if (!(pending >> m & 1)) continue;
     const uint32_t li = next_hop_[from][members[m]];
     if (li == kNoLink) continue;
     auto it = std::find_if(branches.begin(), branches.end(), [&](const auto& b) { return b.first == li; });
