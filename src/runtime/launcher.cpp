@@ -23,9 +23,9 @@
 
 #include "runtime/control.hpp"
 #include "runtime/net.hpp"
+#include "runtime/supervisor.hpp"
 #include "runtime/switch_daemon.hpp"
 
-extern char** environ;
 
 namespace ina::rt {
 
@@ -33,153 +33,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Kind { Switch, Ps, Worker };
-
-struct Child {
-  std::string name;
-  Kind kind;
-  unsigned job = 0, rank = 0;
-  pid_t pid = -1;
-  bool reaped = false;
-  int status = 0;
-};
-
-std::string describe_status(int st) {
-  if (WIFEXITED(st)) {
-    const int code = WEXITSTATUS(st);
-    if (code == 3) return "exited with status 3 (results differed from the exact sum)";
-    if (code == 127) return "exited with status 127 (could not be started)";
-    return fmt::format("exited with status {}", code);
-  }
-  if (WIFSIGNALED(st)) return fmt::format("was killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
-  return "stopped";
-}
-
-bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
-
 std::string mib(uint64_t bytes) {
   if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
   if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
   return fmt::format("{} B", bytes);
 }
-
-// Children, their process group, and the signals that concern them.
-class Supervisor {
- public:
-  explicit Supervisor(std::string binary) : binary_(std::move(binary)), parent_(getpid()) {
-    sigemptyset(&set_);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
-    sigprocmask(SIG_BLOCK, &set_, &old_);
-    sigfd_ = UniqueFd(signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!sigfd_) throw RuntimeError(fmt::format("signalfd: {}", errno_text(errno)));
-    // Children get the environment without INA_* variables: the run's
-    // configuration is explicit and must not be overridden by the caller's shell.
-    for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "INA_", 4) != 0) env_.emplace_back(*e);
-  }
-  ~Supervisor() {
-    stop_all();
-    sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-
-  Child& spawn(Kind kind, std::string name, unsigned job, unsigned rank, const std::vector<std::string>& args,
-               int keep_fd = -1) {
-    std::vector<std::string> argv_s{binary_};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) throw RuntimeError(fmt::format("fork: {}", errno_text(errno)));
-    if (pid == 0) {  // child: async-signal-safe calls only
-      setpgid(0, pgid_);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent_) _exit(126);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
-      execve(argv[0], argv.data(), envp.data());
-      const char msg[] = "ina run: cannot execute the ina binary\n";
-      [[maybe_unused]] auto r = write(2, msg, sizeof msg - 1);
-      _exit(127);
-    }
-    setpgid(pid, pgid_ ? pgid_ : pid);  // both sides set it: no race with an early kill
-    if (!pgid_) pgid_ = pid;
-    Child c;
-    c.name = std::move(name);
-    c.kind = kind;
-    c.job = job;
-    c.rank = rank;
-    c.pid = pid;
-    kids_.push_back(std::move(c));
-    return kids_.back();
-  }
-
-  // Waits until a signal arrives, `fd` (if >= 0) is readable, or `deadline`.
-  // Returns the children reaped meanwhile; sets interrupted() on SIGINT/SIGTERM/SIGHUP.
-  std::vector<Child*> wait(Time deadline, int fd = -1, bool* fd_ready = nullptr) {
-    std::vector<Child*> reaped;
-    pollfd p[2] = {{sigfd_.get(), POLLIN, 0}, {fd, POLLIN, 0}};
-    const Time left = std::max<Time>(0, deadline - monotonic_now());
-    const int r = ::poll(p, fd >= 0 ? 2 : 1, static_cast<int>(std::min<Time>(left, kSec) / kMs) + 1);
-    if (fd_ready) *fd_ready = r > 0 && fd >= 0 && (p[1].revents & (POLLIN | POLLHUP));
-    signalfd_siginfo si;
-    while (::read(sigfd_.get(), &si, sizeof si) == sizeof si)
-      if (si.ssi_signo != SIGCHLD) interrupted_ = static_cast<int>(si.ssi_signo);
-    reap(reaped);
-    return reaped;
-  }
-
-  // SIGTERM to the group, a grace period, then SIGKILL; reaps everyone.
-  void stop_all(Time grace = 3 * kSec) {
-    if (!pgid_ || all_reaped()) return;
-    kill(-pgid_, SIGTERM);
-    const Time deadline = monotonic_now() + grace;
-    while (!all_reaped() && monotonic_now() < deadline) wait(deadline);
-    if (!all_reaped()) kill(-pgid_, SIGKILL);
-    for (auto& c : kids_)
-      if (!c.reaped) {
-        int st = 0;
-        if (waitpid(c.pid, &st, 0) == c.pid) {
-          c.reaped = true;
-          c.status = st;
-        }
-      }
-  }
-
-  bool all_reaped() const {
-    for (const auto& c : kids_)
-      if (!c.reaped) return false;
-    return true;
-  }
-  int interrupted() const { return interrupted_; }
-  std::deque<Child>& kids() { return kids_; }
-
- private:
-  void reap(std::vector<Child*>& out) {
-    int st = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-      for (auto& c : kids_)
-        if (c.pid == pid) {
-          c.reaped = true;
-          c.status = st;
-          out.push_back(&c);
-        }
-  }
-
-  std::string binary_;
-  pid_t parent_;
-  pid_t pgid_ = 0;
-  sigset_t set_, old_;
-  UniqueFd sigfd_;
-  std::vector<std::string> env_;
-  std::deque<Child> kids_;
-  int interrupted_ = 0;
-};
 
 struct Failure {
   int status;
@@ -237,7 +95,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   const Time t_start = monotonic_now();
   const Time deadline = t_start + static_cast<Time>(cfg.timeout_s * kSec);
   const bool with_ps = cfg.scheme != "switchml";
-  Supervisor sup(cfg.binary);
+  Supervisor sup;
   const std::vector<std::string> quiet = cfg.verbose ? std::vector<std::string>{} : std::vector<std::string>{"--quiet"};
 
   auto fail = [&](Failure f) {
@@ -266,7 +124,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
                                    "--ready-fd", std::to_string(ready_w.get())};
   for (auto& a : fault_args(cfg)) sw_args.push_back(a);
   sw_args.insert(sw_args.end(), quiet.begin(), quiet.end());
-  Child* sw = &sup.spawn(Kind::Switch, "switch", 0, 0, sw_args, ready_w.get());
+  Child* sw = &sup.spawn(Kind::Switch, "switch", 0, 0, cfg.binary, sw_args, ready_w.get());
   ready_w.reset();
   std::string port_line;
   const Time ready_deadline = std::min(deadline, monotonic_now() + 15 * kSec);
@@ -298,7 +156,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
                                  std::to_string(cfg.workers), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j)};
       for (auto& f : fault_args(cfg)) a.push_back(f);
       a.insert(a.end(), quiet.begin(), quiet.end());
-      sup.spawn(Kind::Ps, fmt::format("PS of job {}", j), j, 0, a);
+      sup.spawn(Kind::Ps, fmt::format("PS of job {}", j), j, 0, cfg.binary, a);
     }
     const uint32_t prio = cfg.priorities.empty() ? (1u << 20) >> std::min(j - 1, 19u) : cfg.priorities[j - 1];
     const fs::path toml = fs::path(cfg.work_dir) / fmt::format("job{}.toml", j);
@@ -319,7 +177,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       if (cfg.delay_job == j && cfg.delay_rank == r && cfg.delay_us > 0)
         a.insert(a.end(), {"--delay-us", fmt::format("{}", cfg.delay_us)});
       a.insert(a.end(), quiet.begin(), quiet.end());
-      sup.spawn(Kind::Worker, fmt::format("worker rank {} of job {}", r, j), j, r, a);
+      sup.spawn(Kind::Worker, fmt::format("worker rank {} of job {}", r, j), j, r, cfg.binary, a);
     }
   }
 

@@ -23,144 +23,26 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/supervisor.hpp"
 #include "train/train.hpp"
 
-extern char** environ;
 
 namespace ina::train {
 
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
-double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+double now_s() { return static_cast<double>(rt::monotonic_now()) / static_cast<double>(kSec); }
 
-enum class Kind { Switch, Ps, Worker };
+using rt::Child;
+using rt::describe_status;
+using rt::exited_ok;
+using rt::Kind;
+using rt::Supervisor;
 
-struct Child {
-  std::string name;
-  Kind kind;
-  unsigned rank = 0;
-  pid_t pid = -1;
-  bool reaped = false;
-  int status = 0;
-};
-
-std::string describe_status(int st) {
-  if (WIFEXITED(st)) {
-    if (WEXITSTATUS(st) == 127) return "exited with status 127 (could not be started)";
-    return fmt::format("exited with status {}", WEXITSTATUS(st));
-  }
-  if (WIFSIGNALED(st)) return fmt::format("was killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
-  return "stopped";
-}
-
-bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
-
-// Children in one process group; SIGCHLD and the terminating signals through a signalfd.
-class Supervisor {
- public:
-  Supervisor() : parent_(getpid()) {
-    sigemptyset(&set_);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
-    sigprocmask(SIG_BLOCK, &set_, &old_);
-    sigfd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sigfd_ < 0) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
-    // The children's configuration is explicit: no INA_* from the caller's shell.
-    for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "INA_", 4) != 0) env_.emplace_back(*e);
-  }
-  ~Supervisor() {
-    stop_all();
-    ::close(sigfd_);
-    sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-
-  Child& spawn(Kind kind, std::string name, unsigned rank, const std::string& exe, const std::vector<std::string>& args,
-               int keep_fd = -1) {
-    std::vector<std::string> argv_s{exe};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    if (pid == 0) {  // async-signal-safe calls only
-      setpgid(0, pgid_);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent_) _exit(126);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
-      execve(argv[0], argv.data(), envp.data());
-      const char msg[] = "ina-train: cannot execute a child binary\n";
-      [[maybe_unused]] auto r = write(2, msg, sizeof msg - 1);
-      _exit(127);
-    }
-    setpgid(pid, pgid_ ? pgid_ : pid);
-    if (!pgid_) pgid_ = pid;
-    kids_.push_back(Child{std::move(name), kind, rank, pid, false, 0});
-    return kids_.back();
-  }
-
-  // Waits (at most until `deadline`, and at most 1 s) for a signal or `fd`
-  // readable; returns the children reaped meanwhile.
-  std::vector<Child*> wait(double deadline, int fd = -1, bool* fd_ready = nullptr) {
-    std::vector<Child*> reaped;
-    pollfd p[2] = {{sigfd_, POLLIN, 0}, {fd, POLLIN, 0}};
-    const double left = std::clamp(deadline - now_s(), 0.0, 1.0);
-    const int r = ::poll(p, fd >= 0 ? 2 : 1, static_cast<int>(left * 1000) + 1);
-    if (fd_ready) *fd_ready = r > 0 && fd >= 0 && (p[1].revents & (POLLIN | POLLHUP));
-    signalfd_siginfo si;
-    while (::read(sigfd_, &si, sizeof si) == sizeof si)
-      if (si.ssi_signo != SIGCHLD) interrupted_ = static_cast<int>(si.ssi_signo);
-    int st = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-      for (auto& c : kids_)
-        if (c.pid == pid) {
-          c.reaped = true;
-          c.status = st;
-          reaped.push_back(&c);
-        }
-    return reaped;
-  }
-
-  void stop_all(double grace = 3) {
-    if (!pgid_ || all_reaped()) return;
-    kill(-pgid_, SIGTERM);
-    const double deadline = now_s() + grace;
-    while (!all_reaped() && now_s() < deadline) wait(deadline);
-    if (!all_reaped()) kill(-pgid_, SIGKILL);
-    for (auto& c : kids_)
-      if (!c.reaped) {
-        int st = 0;
-        if (waitpid(c.pid, &st, 0) == c.pid) {
-          c.reaped = true;
-          c.status = st;
-        }
-      }
-  }
-
-  bool all_reaped() const {
-    return std::all_of(kids_.begin(), kids_.end(), [](const Child& c) { return c.reaped; });
-  }
-  int interrupted() const { return interrupted_; }
-  std::deque<Child>& kids() { return kids_; }
-
- private:
-  pid_t parent_;
-  pid_t pgid_ = 0;
-  sigset_t set_, old_;
-  int sigfd_ = -1;
-  std::vector<std::string> env_;
-  std::deque<Child> kids_;
-  int interrupted_ = 0;
-};
+// Deadlines here are seconds on the supervisor's monotonic clock.
+Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
 struct Failure {
   int status;
@@ -246,13 +128,13 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
                                std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
                                "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1])};
     if (!cfg.verbose) a.push_back("--quiet");
-    sw = &sup.spawn(Kind::Switch, "the switch", 0, ina_exe, a, ready[1]);
+    sw = &sup.spawn(Kind::Switch, "the switch", 1, 0, ina_exe, a, ready[1]);
     ::close(ready[1]);
     std::string line;
     const double ready_deadline = std::min(deadline, now_s() + 15);
     for (;;) {
       bool readable = false;
-      for (Child* c : sup.wait(ready_deadline, ready[0], &readable))
+      for (Child* c : sup.wait(at(ready_deadline), ready[0], &readable))
         if (c == sw) {
           ::close(ready[0]);
           return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status))});
@@ -281,7 +163,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     if (cfg.scheme != "switchml") {
       std::vector<std::string> p{"ps", "--switch", switch_addr, "--job", "1", "--workers", std::to_string(cfg.workers)};
       if (!cfg.verbose) p.push_back("--quiet");
-      sup.spawn(Kind::Ps, "the PS", 0, ina_exe, p);
+      sup.spawn(Kind::Ps, "the PS", 1, 0, ina_exe, p);
     }
   }
 
@@ -294,12 +176,12 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
       a.insert(a.end(), {"--switch", switch_addr, "--job", "1"});
     else
       a.insert(a.end(), {"--store", (work / "gloo-store").string()});
-    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), r, self_exe, a);
+    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, self_exe, a);
   }
 
   // 3. Until every worker has exited 0; anything else exiting is a failure.
   for (;;) {
-    auto reaped = sup.wait(deadline);
+    auto reaped = sup.wait(at(deadline));
     std::stable_sort(reaped.begin(), reaped.end(),
                      [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
     for (Child* c : reaped) {
@@ -326,12 +208,12 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
         }
       if (all) break;
       if (now_s() >= ps_deadline) return fail({1, "the PS did not exit after the job finished"});
-      sup.wait(ps_deadline);
+      sup.wait(at(ps_deadline));
       if (sup.interrupted()) return fail(interrupted());
     }
     kill(sw->pid, SIGTERM);
     const double sw_deadline = now_s() + 5;
-    while (!sw->reaped && now_s() < sw_deadline) sup.wait(sw_deadline);
+    while (!sw->reaped && now_s() < sw_deadline) sup.wait(at(sw_deadline));
     if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid)});
     if (!exited_ok(sw->status)) return fail(child_failure(*sw));
   }
