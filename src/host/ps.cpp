@@ -52,6 +52,8 @@ void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) 
   const uint64_t a = en.bitmap, b = p.h.bitmap;
   en.ecn |= p.h.has(flag::kEcn);
   if (b == 0) return;
+  if (p.h.has(flag::kResult)) en.known = true;
+  else en.waiting |= b;
   if ((a & b) == 0) {
     int32_t* v = vals(e);
     bool ovf = false;
@@ -85,20 +87,41 @@ void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   ++st_.completions;
   // Karn's rule: a completion the reminder helped would measure the timeout itself.
   if (!en.reminded) est_.sample(now - en.created);
-  Packet* a = fx.alloc();
-  Header& h = a->h;
-  h.type = PktType::Ack;
-  h.flags = static_cast<uint16_t>(flag::kResult | (en.ecn ? flag::kEce : 0));
-  h.job = cfg_.job;
-  h.src = id();
-  h.dst = kMulticast;
-  h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
-  h.psn = en.psn;
-  h.bitmap = full_;
-  h.count = en.count;
-  std::memcpy(a->payload(), vals(e), 4u * en.count);
+  // A result some worker already held completed this task once and was
+  // multicast then: only the workers that came back for it (a retransmission
+  // or a reminder) still need it. Multicasting it again would put a copy on
+  // every worker's downlink per retransmission, and a late second copy of the
+  // result (two workers answering one GradRequest) would be multicast twice.
+  std::vector<NodeId> to;
+  if (en.known) {
+    ++st_.known_results;
+    for (size_t r = 0; r < cfg_.workers.size(); ++r)
+      if (en.waiting & (1ULL << r)) to.push_back(cfg_.workers[r]);
+    if (to.empty()) {
+      ++st_.unneeded_results;
+      close(e);
+      return;
+    }
+    st_.unicast_results += to.size();
+  } else {
+    to.push_back(kMulticast);
+  }
+  for (NodeId dst : to) {
+    Packet* a = fx.alloc();
+    Header& h = a->h;
+    h.type = PktType::Ack;
+    h.flags = static_cast<uint16_t>(flag::kResult | (en.ecn ? flag::kEce : 0));
+    h.job = cfg_.job;
+    h.src = id();
+    h.dst = dst;
+    h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
+    h.psn = en.psn;
+    h.bitmap = full_;
+    h.count = en.count;
+    std::memcpy(a->payload(), vals(e), 4u * en.count);
+    fx.send(a);
+  }
   close(e);
-  fx.send(a);
 }
 
 void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
@@ -162,6 +185,7 @@ void ParameterServer::on_packet(Packet* p, Time now, Effects& fx) {
     case PktType::Reminder: {
       ++st_.worker_reminders;
       const uint32_t e = open(p->h.psn, now, fx);
+      slots_[e].waiting |= p->h.bitmap;
       // A stuck worker is acted on at once (at most once per timeout floor),
       // whatever the EWMA timeout has grown to.
       if (now - slots_[e].last_reminder >= cfg_.min_timeout) remind(e, now, fx);

@@ -44,6 +44,9 @@ struct PsStats {
   uint64_t data_in = 0, completions = 0, duplicates = 0, superseded = 0, conflicts = 0;
   uint64_t timeout_reminders = 0, worker_reminders = 0, fetches = 0, fetch_hits = 0, grad_requests = 0;
   uint64_t retired = 0;  // stale entries dropped: a worker had retired the task
+  // Completions from a result a worker already held: sent only to the workers
+  // still waiting (unicast copies), or to nobody when no worker is waiting.
+  uint64_t known_results = 0, unicast_results = 0, unneeded_results = 0;
   uint64_t malformed = 0, max_entries = 0;
 };
 
@@ -77,6 +80,8 @@ class ParameterServer final : public Node {
     uint16_t count = 0;
     bool ecn = false;
     bool reminded = false;   // Karn's rule: such completions are not timeout samples
+    bool known = false;      // a worker sent the finished result: the task had completed once
+    uint64_t waiting = 0;    // workers whose own gradient or reminder reached this entry
     uint8_t reminders = 0;   // consecutive reminders without progress
     Time created = 0, deadline = 0, last_reminder = -kSec;
   };

@@ -107,7 +107,8 @@ nlohmann::json PsDaemon::stats() const {
            {{"data_in", s.data_in}, {"completions", s.completions}, {"duplicates", s.duplicates},
             {"superseded", s.superseded}, {"conflicts", s.conflicts}, {"timeout_reminders", s.timeout_reminders},
             {"worker_reminders", s.worker_reminders}, {"fetches", s.fetches}, {"fetch_hits", s.fetch_hits},
-            {"grad_requests", s.grad_requests}, {"retired", s.retired}, {"malformed", s.malformed},
+            {"grad_requests", s.grad_requests}, {"retired", s.retired}, {"known_results", s.known_results},
+            {"unicast_results", s.unicast_results}, {"unneeded_results", s.unneeded_results}, {"malformed", s.malformed},
             {"max_entries", s.max_entries}}},
           {"engine", impl_->engine->stats().to_json()}};
 }
