@@ -842,10 +842,11 @@ struct PsRig {
   std::unique_ptr<host::ParameterServer> ps;
 };
 
-void expect_ps_ack(const std::vector<Sent>& out, uint32_t psn, const std::vector<int32_t>& sum) {
+void expect_ps_ack(const std::vector<Sent>& out, uint32_t psn, const std::vector<int32_t>& sum,
+                   NodeId dst = kMulticast) {
   ASSERT_EQ(out.size(), 1u) << "exactly one Ack";
   EXPECT_EQ(out[0].h.type, PktType::Ack);
-  EXPECT_EQ(out[0].h.dst, kMulticast);
+  EXPECT_EQ(out[0].h.dst, dst);
   EXPECT_EQ(out[0].h.src, kPsId);
   EXPECT_EQ(out[0].h.job, 1);
   EXPECT_EQ(out[0].h.psn, psn);
@@ -912,11 +913,52 @@ TEST(Ps, SupersetReplaces) {
   EXPECT_EQ(r.ps->stats().superseded, 1u);
   r.data(4, 0b100, c);
   expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
-  // A full-bitmap result (a worker answering with its result) completes at once.
+  // A full-bitmap result (a worker answering with its result) completes at once,
+  // and goes only to the worker that came back for it (rank 1), not to all.
   r.data(5, 0b010, b);
   r.data(5, 0b111, c, 0, flag::kToPs | flag::kResult);
-  expect_ps_ack(r.fx.take(), 5, c);
+  expect_ps_ack(r.fx.take(), 5, c, kJob1[1]);
   EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_EQ(r.ps->stats().known_results, 1u);
+  EXPECT_EQ(r.ps->stats().unicast_results, 1u);
+}
+
+// A task completed once (its result multicast) and asked for again by two
+// workers whose result copies were lost: the result a third worker holds goes
+// to those two only. A second, late copy of the result (two workers answered
+// the GradRequest) finds no entry, completes a fresh one that no worker waits
+// for, and is dropped instead of being multicast again.
+TEST(Ps, KnownResultGoesOnlyToTheWaitingWorkers) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), sum = add(add(a, b), c);
+  r.data(7, 0b001, a, 0, flag::kResend | flag::kCollision);
+  r.data(7, 0b010, b, kUs, flag::kResend | flag::kCollision);
+  EXPECT_TRUE(r.fx.sent.empty());
+  r.data(7, 0b111, sum, 2 * kUs, flag::kToPs | flag::kResult);  // rank 2 answers with the result
+  auto out = r.fx.take();
+  ASSERT_EQ(out.size(), 2u);
+  std::set<NodeId> to;
+  for (const auto& s : out) {
+    EXPECT_EQ(s.h.type, PktType::Ack);
+    EXPECT_EQ(s.h.psn, 7u);
+    EXPECT_EQ(s.h.bitmap, 0b111u);
+    EXPECT_TRUE(s.h.has(flag::kResult));
+    EXPECT_EQ(s.v, sum);
+    to.insert(s.h.dst);
+  }
+  EXPECT_EQ(to, (std::set<NodeId>{kJob1[0], kJob1[1]}));
+  EXPECT_EQ(r.ps->entries(), 0u);
+  r.data(7, 0b111, sum, 3 * kUs, flag::kToPs | flag::kResult);  // the late second answer
+  EXPECT_TRUE(r.fx.take().empty());
+  EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_EQ(r.ps->stats().known_results, 2u);
+  EXPECT_EQ(r.ps->stats().unicast_results, 2u);
+  EXPECT_EQ(r.ps->stats().unneeded_results, 1u);
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+  // Gradients alone (no worker held the result) still complete with one multicast.
+  r.data(8, 0b011, add(a, b), 4 * kUs, flag::kPartial);
+  r.data(8, 0b100, c, 5 * kUs, flag::kCollision);
+  expect_ps_ack(r.fx.take(), 8, sum);
 }
 
 TEST(Ps, PartialOverlapIsAConflictAndRunsTheReminder) {
@@ -997,7 +1039,7 @@ TEST(Ps, WorkerReminderRunsTheReminderImmediately) {
   // Workers that already have the result answer with it: that completes the task.
   const auto sum = ramp(64, 42);
   r.data(21, 0b111, sum, now + kUs, flag::kToPs | flag::kResult);
-  expect_ps_ack(r.fx.take(), 21, sum);
+  expect_ps_ack(r.fx.take(), 21, sum, kJob1[1]);  // only the reminding worker waits for it
   EXPECT_EQ(r.ps->entries(), 0u);
 
   // With an entry already holding rank 0, long before any timeout: only ranks 1 and 2 are asked.
@@ -1031,12 +1073,13 @@ TEST(Ps, MalformedIsCountedAndDropped) {
 // ====================================================================
 
 struct WorkerRig {
-  WorkerRig() : tx(config()) {
+  explicit WorkerRig(bool fast_retransmit = false) : tx(config(fast_retransmit)) {
     grad = ramp(100, -500, 7);
     io = std::make_shared<host::VectorTensor>(grad);
   }
-  static host::WorkerConfig config() {
+  static host::WorkerConfig config(bool fast_retransmit = false) {
     host::WorkerConfig w;
+    w.fast_retransmit = fast_retransmit;
     w.job = 1;
     w.rank = 1;
     w.nworkers = 3;
@@ -1186,6 +1229,53 @@ TEST(Worker, RetransmitsWithBackoffAndRemindsThePs) {
   EXPECT_GT(gap, 1 * kMs) << "exponential backoff";
   EXPECT_EQ(w.tx.stats().retransmits, 6u);
   EXPECT_EQ(w.tx.stats().reminders, 2u);
+}
+
+// Time-based fast retransmit (RACK): a result for a packet sent later than
+// another by more than srtt/4 presumes the earlier one lost and resends it at
+// once; a packet overtaken within srtt/4 (reordering) is left alone, and so is
+// everything when the option is off (the papers' workers only time out).
+TEST(Worker, FastRetransmitResendsAnOvertakenPacket) {
+  for (bool fast : {false, true}) {
+    SCOPED_TRACE(fast ? "fast retransmit on" : "off");
+    WorkerRig w(fast);
+    const auto v = ramp(10, 1);
+    auto send_op = [&](Time at) {  // one single-packet op sent at `at`
+      w.tx.submit(std::make_shared<host::VectorTensor>(v), 10);
+      w.tx.pump(at, w.fx);
+    };
+    send_op(0);                   // psn 0
+    send_op(1 * kMs);             // psn 1
+    send_op(1 * kMs + 10 * kUs);  // psn 2
+    send_op(2 * kMs);             // psn 3
+    w.fx.take();
+    w.tx.on_packet(w.ack(0, v), 100 * kUs, w.fx);  // srtt 100 us: tolerance 25 us
+    const double cwnd = w.tx.cwnd();
+    w.tx.on_packet(w.ack(2, v), 1100 * kUs, w.fx);  // psn 1 overtaken by 10 us only
+    EXPECT_TRUE(w.fx.take().empty()) << "reordering within srtt/4 is tolerated";
+    w.tx.on_packet(w.ack(3, v), 2100 * kUs, w.fx);  // psn 1 overtaken by 1 ms: lost
+    auto out = w.fx.take();
+    EXPECT_EQ(w.tx.stats().timeouts, 0u);
+    if (!fast) {
+      EXPECT_TRUE(out.empty());
+      EXPECT_EQ(w.tx.stats().fast_retransmits, 0u);
+      continue;
+    }
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].h.type, PktType::Data);
+    EXPECT_EQ(out[0].h.psn, 1u);
+    EXPECT_TRUE(out[0].h.has(flag::kResend));
+    EXPECT_EQ(out[0].v, v);
+    EXPECT_EQ(w.tx.stats().fast_retransmits, 1u);
+    EXPECT_LT(w.tx.cwnd(), cwnd) << "a loss halves the window";
+    // The retransmission is recent now: further results of earlier-sent
+    // packets do not resend it again; its own result completes the op.
+    w.tx.on_packet(w.ack(3, v), 2200 * kUs, w.fx);
+    EXPECT_TRUE(w.fx.take().empty());
+    w.tx.on_packet(w.ack(1, v), 2300 * kUs, w.fx);
+    EXPECT_FALSE(w.tx.busy());
+    EXPECT_EQ(w.fx.pool.in_use(), 0u);
+  }
 }
 
 }  // namespace

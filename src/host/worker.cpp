@@ -72,6 +72,7 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
   h.count = count_of(op, idx);
   op.io->read_gradient(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
+  r.last_tx = now;
   if (!resend) {
     r.sent = now;
     ++inflight_;
@@ -152,7 +153,10 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   ++st_.acks;
   ++op->ndone;
   while (op->low < op->npkts && op->recs[op->low].done) ++op->low;
-  if (r.retx == 0) rtt_.sample(now - r.sent);  // Karn's rule
+  if (r.retx == 0) {
+    rtt_.sample(now - r.sent);  // Karn's rule
+    rack_sent_ = std::max(rack_sent_, r.sent);
+  }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
     decrease(now);
@@ -160,6 +164,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);
   }
   fx.free(p);
+  if (cfg_.fast_retransmit) detect_losses(now, fx);
   if (op->ndone == op->npkts) {
     op->complete = true;
     std::vector<Rec>().swap(op->recs);
@@ -174,6 +179,30 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     }
   }
   pump(now, fx);
+}
+
+void WorkerTransport::detect_losses(Time now, Effects& fx) {
+  if (rack_sent_ < 0) return;
+  const Time reorder = std::max<Time>(rtt_.srtt() / 4, 1);
+  // Outstanding packets in PSN order. First transmissions happen in PSN
+  // order, so the scan ends at the first never-retransmitted packet sent too
+  // recently; a retransmitted one sent recently is skipped.
+  for (size_t o = first_open_; o < ops_.size() && o <= send_op_; ++o) {
+    Op& op = ops_[o];
+    if (op.complete) continue;
+    for (uint32_t idx = op.low; idx < op.next; ++idx) {
+      Rec& r = op.recs[idx];
+      if (r.done) continue;
+      if (r.last_tx + reorder >= rack_sent_) {
+        if (r.retx == 0) return;
+        continue;
+      }
+      ++r.retx;
+      ++st_.fast_retransmits;
+      decrease(now);
+      send_data(op, idx, now, fx, true);
+    }
+  }
 }
 
 void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {

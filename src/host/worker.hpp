@@ -17,6 +17,14 @@
 //  - Retransmission with an EWMA RTO (TCP's estimator, Karn's rule, floor
 //    min_rto, exponential backoff per packet); after every `reminder_after`
 //    retransmissions of a packet a Reminder goes to the PS (DSA §IV-B).
+//  - Optional time-based fast retransmit (`fast_retransmit`, after TCP RACK,
+//    RFC 8985): a result for a packet first sent at t means every packet
+//    last sent before t - srtt/4 and still without a result is presumed lost;
+//    it is retransmitted at once instead of after an RTO, and the window is
+//    halved (a loss is a congestion signal; once per RTT). Off in the
+//    simulator's paper scenarios (the papers' workers only time out); on in
+//    the UDP runtime, where the RTO floor must sit above scheduling jitter
+//    and waiting for it on every loss would stall the window.
 //  - A PS GradRequest is answered with this worker's gradient, or with the
 //    result if the worker already has it. A request for a packet not sent yet
 //    is remembered: that packet then goes straight to the PS.
@@ -59,12 +67,13 @@ struct WorkerConfig {
   uint32_t wire_bytes = 306;    // bytes per full packet on the wire, for pacing
   Time min_rto = 1 * kMs;
   Time max_rto = 200 * kMs;
+  bool fast_retransmit = false;  // RACK-style loss detection (see the header)
   int reminder_after = 3;
   size_t retain_ops = 64;
 };
 
 struct WorkerStats {
-  uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0;
+  uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0, fast_retransmits = 0;
   uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0, rate_syncs = 0;
   uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
 };
@@ -104,7 +113,8 @@ class WorkerTransport {
 
  private:
   struct Rec {
-    Time sent = 0;
+    Time sent = 0;       // first transmission
+    Time last_tx = 0;    // latest transmission
     Time deadline = 0;
     uint16_t retx = 0;
     bool done = false;
@@ -130,6 +140,7 @@ class WorkerTransport {
   void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
+  void detect_losses(Time now, Effects& fx);
 
   WorkerConfig cfg_;
   WorkerStats st_;
@@ -145,6 +156,7 @@ class WorkerTransport {
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
   Time last_decrease_ = -kSec;
+  Time rack_sent_ = -1;       // fast retransmit: first-send time of the latest-sent packet with a result
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
   bool pace_armed_ = false;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline

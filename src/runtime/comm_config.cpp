@@ -32,6 +32,12 @@ double parse_double(const std::string& text, double lo, double hi, const std::st
   return v;
 }
 
+bool parse_bool(const std::string& text, const std::string& where) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  throw RuntimeError(fmt::format("invalid {} '{}': expected true or false (or 1 or 0)", where, text));
+}
+
 Time parse_ms(const std::string& text, const std::string& where) {
   return from_ms(parse_double(text, 0.001, 86'400'000, where));
 }
@@ -82,6 +88,8 @@ const Setting kSettings[] = {
      [](CommConfig& c, const std::string& v, const std::string& w) { c.retain_ops = parse_uint(v, 1, 1u << 20, w); }},
     {"communicator", "min_rto_ms", "INA_MIN_RTO_MS",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.min_rto = parse_ms(v, w); }},
+    {"communicator", "fast_retransmit", "INA_FAST_RETRANSMIT",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.fast_retransmit = parse_bool(v, w); }},
     {"communicator", "connect_timeout_ms", "INA_CONNECT_TIMEOUT_MS",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.connect_timeout = parse_ms(v, w); }},
     {"communicator", "rendezvous_timeout_ms", "INA_RENDEZVOUS_TIMEOUT_MS",
@@ -111,7 +119,8 @@ std::string scalar_text(const toml::node& n, const std::string& where) {
   if (auto s = n.as_string()) return s->get();
   if (auto i = n.as_integer()) return std::to_string(i->get());
   if (auto f = n.as_floating_point()) return fmt::format("{}", f->get());
-  throw RuntimeError(fmt::format("invalid {}: expected a number or a string", where));
+  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  throw RuntimeError(fmt::format("invalid {}: expected a number, a boolean or a string", where));
 }
 
 }  // namespace
@@ -138,7 +147,7 @@ nlohmann::json CommConfig::to_json() const {
           {"payload", payload_values}, {"priority", priority},
           {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
           {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
-          {"min_rto_ms", to_ms(min_rto)}, {"connect_timeout_ms", to_ms(connect_timeout)},
+          {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit}, {"connect_timeout_ms", to_ms(connect_timeout)},
           {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
           {"close_timeout_ms", to_ms(close_timeout)}, {"faults", faults.to_json()}};
 }

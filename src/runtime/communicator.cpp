@@ -274,6 +274,7 @@ struct Communicator::Impl {
     wc.max_window = std::max(wc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
     wc.window_cap = a.window_cap;
     wc.min_rto = cfg.min_rto;
+    wc.fast_retransmit = cfg.fast_retransmit;
     wc.retain_ops = cfg.retain_ops;
     tx = std::make_unique<host::WorkerTransport>(wc);
     node = std::make_unique<CommNode>(*tx, completed_ids);
@@ -538,7 +539,7 @@ struct Communicator::Impl {
         {"node", node->id()},
         {"transport",
          {{"sent", s.sent}, {"retransmits", s.retransmits}, {"reminders", s.reminders}, {"timeouts", s.timeouts},
-          {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"decreases", s.decreases},
+          {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"decreases", s.decreases},
           {"grads_to_ps", s.grads_to_ps}, {"results_to_ps", s.results_to_ps}, {"retired_to_ps", s.retired_to_ps},
           {"redirected", s.redirected}, {"malformed", s.malformed}, {"cwnd", tx->cwnd()},
           {"rto_us", to_us(tx->rto())}}},
