@@ -1278,5 +1278,40 @@ TEST(Worker, FastRetransmitResendsAnOvertakenPacket) {
   }
 }
 
+// The delay signal: an Ack whose round trip exceeds the smallest one by more
+// than delay_target halves the window like an ECN echo (once per RTT); with
+// the target off (the simulator's default) the same Acks grow the window.
+TEST(Worker, DelaySignalHalvesTheWindowOnlyWhenEnabled) {
+  for (Time target : {Time{0}, 1 * kMs}) {
+    SCOPED_TRACE(target ? "delay target 1 ms" : "off");
+    host::WorkerConfig c = WorkerRig::config();
+    c.delay_target = target;
+    c.init_window = 8;
+    WorkerRig w;
+    host::WorkerTransport tx(c);
+    const auto v = ramp(10, 1);
+    for (int k = 0; k < 3; ++k) tx.submit(std::make_shared<host::VectorTensor>(v), 10);
+    tx.pump(0, w.fx);
+    ASSERT_EQ(w.fx.take().size(), 3u);
+    tx.on_packet(w.ack(0, v), 100 * kUs, w.fx);  // the smallest round trip: 100 us
+    const double before = tx.cwnd();
+    tx.on_packet(w.ack(1, v), 900 * kUs, w.fx);  // 800 us above it: within 1 ms
+    EXPECT_GT(tx.cwnd(), before);
+    const double grown = tx.cwnd();
+    tx.on_packet(w.ack(2, v), 5 * kMs, w.fx);  // 4.9 ms above it
+    if (target) {
+      EXPECT_EQ(tx.stats().delayed_acks, 1u);
+      EXPECT_EQ(tx.stats().decreases, 1u);
+      EXPECT_DOUBLE_EQ(tx.cwnd(), grown / 2);
+    } else {
+      EXPECT_EQ(tx.stats().delayed_acks, 0u);
+      EXPECT_EQ(tx.stats().decreases, 0u);
+      EXPECT_GT(tx.cwnd(), grown);
+    }
+    EXPECT_FALSE(tx.busy());
+    EXPECT_EQ(w.fx.pool.in_use(), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace ina::test

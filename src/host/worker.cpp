@@ -153,12 +153,19 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   ++st_.acks;
   ++op->ndone;
   while (op->low < op->npkts && op->recs[op->low].done) ++op->low;
-  if (r.retx == 0) {
-    rtt_.sample(now - r.sent);  // Karn's rule
+  bool delayed = false;
+  if (r.retx == 0) {  // Karn's rule: only unambiguous round trips are samples
+    const Time rtt = now - r.sent;
+    rtt_.sample(rtt);
     rack_sent_ = std::max(rack_sent_, r.sent);
+    min_rtt_ = std::min(min_rtt_, rtt);
+    delayed = cfg_.delay_target > 0 && rtt > min_rtt_ + cfg_.delay_target;
   }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
+    decrease(now);
+  } else if (delayed) {
+    ++st_.delayed_acks;
     decrease(now);
   } else if (cfg_.aimd) {
     cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);

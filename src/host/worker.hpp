@@ -25,6 +25,13 @@
 //    simulator's paper scenarios (the papers' workers only time out); on in
 //    the UDP runtime, where the RTO floor must sit above scheduling jitter
 //    and waiting for it on every loss would stall the window.
+//  - Optional delay signal (`delay_target` > 0): an Ack whose round trip
+//    exceeds the smallest one seen by more than the target counts as an
+//    ECN echo (the window is halved, once per RTT). For networks whose
+//    bottleneck queues cannot mark ECN (a software switch over ordinary
+//    links, tc-shaped ports): without it the window grows until the queue
+//    delay outruns the RTO and timeouts cascade. Off in the simulator (its
+//    switches mark ECN, as the papers' do).
 //  - A PS GradRequest is answered with this worker's gradient, or with the
 //    result if the worker already has it. A request for a packet not sent yet
 //    is remembered: that packet then goes straight to the PS.
@@ -68,13 +75,14 @@ struct WorkerConfig {
   Time min_rto = 1 * kMs;
   Time max_rto = 200 * kMs;
   bool fast_retransmit = false;  // RACK-style loss detection (see the header)
+  Time delay_target = 0;         // queueing delay that counts as congestion (0: off)
   int reminder_after = 3;
   size_t retain_ops = 64;
 };
 
 struct WorkerStats {
   uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0, fast_retransmits = 0;
-  uint64_t acks = 0, dup_acks = 0, ece_acks = 0, decreases = 0, rate_syncs = 0;
+  uint64_t acks = 0, dup_acks = 0, ece_acks = 0, delayed_acks = 0, decreases = 0, rate_syncs = 0;
   uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
 };
 
@@ -156,6 +164,7 @@ class WorkerTransport {
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
   Time last_decrease_ = -kSec;
+  Time min_rtt_ = kNever;     // delay signal: the smallest round trip seen
   Time rack_sent_ = -1;       // fast retransmit: first-send time of the latest-sent packet with a result
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
   bool pace_armed_ = false;

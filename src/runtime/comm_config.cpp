@@ -88,6 +88,10 @@ const Setting kSettings[] = {
      [](CommConfig& c, const std::string& v, const std::string& w) { c.retain_ops = parse_uint(v, 1, 1u << 20, w); }},
     {"communicator", "min_rto_ms", "INA_MIN_RTO_MS",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.min_rto = parse_ms(v, w); }},
+    {"communicator", "delay_target_ms", "INA_DELAY_TARGET_MS",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       c.delay_target = from_ms(parse_double(v, 0, 86'400'000, w));
+     }},
     {"communicator", "fast_retransmit", "INA_FAST_RETRANSMIT",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.fast_retransmit = parse_bool(v, w); }},
     {"communicator", "connect_timeout_ms", "INA_CONNECT_TIMEOUT_MS",
@@ -147,7 +151,8 @@ nlohmann::json CommConfig::to_json() const {
           {"payload", payload_values}, {"priority", priority},
           {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
           {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
-          {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit}, {"connect_timeout_ms", to_ms(connect_timeout)},
+          {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit},
+          {"delay_target_ms", to_ms(delay_target)}, {"connect_timeout_ms", to_ms(connect_timeout)},
           {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
           {"close_timeout_ms", to_ms(close_timeout)}, {"faults", faults.to_json()}};
 }

@@ -275,6 +275,7 @@ struct Communicator::Impl {
     wc.window_cap = a.window_cap;
     wc.min_rto = cfg.min_rto;
     wc.fast_retransmit = cfg.fast_retransmit;
+    wc.delay_target = cfg.delay_target;
     wc.retain_ops = cfg.retain_ops;
     tx = std::make_unique<host::WorkerTransport>(wc);
     node = std::make_unique<CommNode>(*tx, completed_ids);
@@ -539,7 +540,7 @@ struct Communicator::Impl {
         {"node", node->id()},
         {"transport",
          {{"sent", s.sent}, {"retransmits", s.retransmits}, {"reminders", s.reminders}, {"timeouts", s.timeouts},
-          {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"decreases", s.decreases},
+          {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"delayed_acks", s.delayed_acks}, {"decreases", s.decreases},
           {"grads_to_ps", s.grads_to_ps}, {"results_to_ps", s.results_to_ps}, {"retired_to_ps", s.retired_to_ps},
           {"redirected", s.redirected}, {"malformed", s.malformed}, {"cwnd", tx->cwnd()},
           {"rto_us", to_us(tx->rto())}}},
