@@ -822,8 +822,9 @@ TEST(SwitchControlPlane, RejectsBadJobs) {
 constexpr NodeId kPsId = 10;
 
 struct PsRig {
-  PsRig() {
+  explicit PsRig(bool targeted = false) {
     host::PsConfig c;
+    c.targeted_known_results = targeted;
     c.job = 1;
     c.workers = kJob1;
     c.sw = kSw;
@@ -913,52 +914,62 @@ TEST(Ps, SupersetReplaces) {
   EXPECT_EQ(r.ps->stats().superseded, 1u);
   r.data(4, 0b100, c);
   expect_ps_ack(r.fx.take(), 4, add(add(a, b), c));
-  // A full-bitmap result (a worker answering with its result) completes at once,
-  // and goes only to the worker that came back for it (rank 1), not to all.
+  // A full-bitmap result (a worker answering with its result) completes at once.
   r.data(5, 0b010, b);
   r.data(5, 0b111, c, 0, flag::kToPs | flag::kResult);
-  expect_ps_ack(r.fx.take(), 5, c, kJob1[1]);
+  expect_ps_ack(r.fx.take(), 5, c);
   EXPECT_EQ(r.ps->entries(), 0u);
   EXPECT_EQ(r.ps->stats().known_results, 1u);
-  EXPECT_EQ(r.ps->stats().unicast_results, 1u);
 }
 
 // A task completed once (its result multicast) and asked for again by two
-// workers whose result copies were lost: the result a third worker holds goes
-// to those two only. A second, late copy of the result (two workers answered
-// the GradRequest) finds no entry, completes a fresh one that no worker waits
-// for, and is dropped instead of being multicast again.
-TEST(Ps, KnownResultGoesOnlyToTheWaitingWorkers) {
-  PsRig r;
-  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), sum = add(add(a, b), c);
-  r.data(7, 0b001, a, 0, flag::kResend | flag::kCollision);
-  r.data(7, 0b010, b, kUs, flag::kResend | flag::kCollision);
-  EXPECT_TRUE(r.fx.sent.empty());
-  r.data(7, 0b111, sum, 2 * kUs, flag::kToPs | flag::kResult);  // rank 2 answers with the result
-  auto out = r.fx.take();
-  ASSERT_EQ(out.size(), 2u);
-  std::set<NodeId> to;
-  for (const auto& s : out) {
-    EXPECT_EQ(s.h.type, PktType::Ack);
-    EXPECT_EQ(s.h.psn, 7u);
-    EXPECT_EQ(s.h.bitmap, 0b111u);
-    EXPECT_TRUE(s.h.has(flag::kResult));
-    EXPECT_EQ(s.v, sum);
-    to.insert(s.h.dst);
+// workers whose result copies were lost. The paper's PS (default) multicasts
+// the result a third worker holds, and again for a late second copy of it.
+// With targeted_known_results (the runtime) it goes to those two only, and the
+// late copy finds no entry, completes a fresh one no worker waits for, and is
+// dropped.
+TEST(Ps, KnownResultGoesOnlyToTheWaitingWorkersWhenTargeted) {
+  for (bool targeted : {false, true}) {
+    SCOPED_TRACE(targeted ? "targeted" : "multicast (paper)");
+    PsRig r(targeted);
+    const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), sum = add(add(a, b), c);
+    r.data(7, 0b001, a, 0, flag::kResend | flag::kCollision);
+    r.data(7, 0b010, b, kUs, flag::kResend | flag::kCollision);
+    EXPECT_TRUE(r.fx.sent.empty());
+    r.data(7, 0b111, sum, 2 * kUs, flag::kToPs | flag::kResult);  // rank 2 answers with the result
+    auto out = r.fx.take();
+    if (!targeted) {
+      expect_ps_ack(out, 7, sum);
+      r.data(7, 0b111, sum, 3 * kUs, flag::kToPs | flag::kResult);  // the late second answer
+      expect_ps_ack(r.fx.take(), 7, sum);
+      EXPECT_EQ(r.ps->stats().known_results, 2u);
+      EXPECT_EQ(r.ps->stats().unicast_results, 0u);
+      continue;
+    }
+    ASSERT_EQ(out.size(), 2u);
+    std::set<NodeId> to;
+    for (const auto& s : out) {
+      EXPECT_EQ(s.h.type, PktType::Ack);
+      EXPECT_EQ(s.h.psn, 7u);
+      EXPECT_EQ(s.h.bitmap, 0b111u);
+      EXPECT_TRUE(s.h.has(flag::kResult));
+      EXPECT_EQ(s.v, sum);
+      to.insert(s.h.dst);
+    }
+    EXPECT_EQ(to, (std::set<NodeId>{kJob1[0], kJob1[1]}));
+    EXPECT_EQ(r.ps->entries(), 0u);
+    r.data(7, 0b111, sum, 3 * kUs, flag::kToPs | flag::kResult);  // the late second answer
+    EXPECT_TRUE(r.fx.take().empty());
+    EXPECT_EQ(r.ps->entries(), 0u);
+    EXPECT_EQ(r.ps->stats().known_results, 2u);
+    EXPECT_EQ(r.ps->stats().unicast_results, 2u);
+    EXPECT_EQ(r.ps->stats().unneeded_results, 1u);
+    EXPECT_EQ(r.fx.pool.in_use(), 0u);
+    // Gradients alone (no worker held the result) still complete with one multicast.
+    r.data(8, 0b011, add(a, b), 4 * kUs, flag::kPartial);
+    r.data(8, 0b100, c, 5 * kUs, flag::kCollision);
+    expect_ps_ack(r.fx.take(), 8, sum);
   }
-  EXPECT_EQ(to, (std::set<NodeId>{kJob1[0], kJob1[1]}));
-  EXPECT_EQ(r.ps->entries(), 0u);
-  r.data(7, 0b111, sum, 3 * kUs, flag::kToPs | flag::kResult);  // the late second answer
-  EXPECT_TRUE(r.fx.take().empty());
-  EXPECT_EQ(r.ps->entries(), 0u);
-  EXPECT_EQ(r.ps->stats().known_results, 2u);
-  EXPECT_EQ(r.ps->stats().unicast_results, 2u);
-  EXPECT_EQ(r.ps->stats().unneeded_results, 1u);
-  EXPECT_EQ(r.fx.pool.in_use(), 0u);
-  // Gradients alone (no worker held the result) still complete with one multicast.
-  r.data(8, 0b011, add(a, b), 4 * kUs, flag::kPartial);
-  r.data(8, 0b100, c, 5 * kUs, flag::kCollision);
-  expect_ps_ack(r.fx.take(), 8, sum);
 }
 
 TEST(Ps, PartialOverlapIsAConflictAndRunsTheReminder) {
@@ -1039,7 +1050,7 @@ TEST(Ps, WorkerReminderRunsTheReminderImmediately) {
   // Workers that already have the result answer with it: that completes the task.
   const auto sum = ramp(64, 42);
   r.data(21, 0b111, sum, now + kUs, flag::kToPs | flag::kResult);
-  expect_ps_ack(r.fx.take(), 21, sum, kJob1[1]);  // only the reminding worker waits for it
+  expect_ps_ack(r.fx.take(), 21, sum);
   EXPECT_EQ(r.ps->entries(), 0u);
 
   // With an entry already holding rank 0, long before any timeout: only ranks 1 and 2 are asked.

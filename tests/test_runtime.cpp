@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -684,6 +685,51 @@ TEST(Robustness, MalformedDatagramToARunningSwitchIsCountedAndDropped) {
     EXPECT_EQ(v, (std::vector<int32_t>{1, 2, 3}));
   });
   EXPECT_EQ(errors[0], "");
+}
+
+// A job so short that the switch's "finish" reaches the PS in the same read
+// as the "ready" answering its join: the PS must still see it and leave (it
+// used to wait forever: the message sat in the channel's backlog, and epoll
+// never reports data already read off the socket).
+TEST(Robustness, PsSeesAFinishThatArrivedWithTheJoinAnswer) {
+  UniqueFd lfd = listen_tcp(Endpoint::parse("127.0.0.1:0"));
+  const Endpoint at = local_endpoint(lfd.get());
+  std::thread fake_switch([&] {
+    pollfd p{lfd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return;
+    UniqueFd c(::accept4(lfd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    LineChannel ch(std::move(c));
+    nlohmann::json join;
+    if (!ch.wait_message(join, monotonic_now() + 5 * kSec, "ps")) return;
+    const std::string both =
+        nlohmann::json{{"op", "ready"}, {"job", 3}, {"self", 5}, {"switch", 1}, {"ps", 5}, {"workers", {2}},
+                       {"payload", 64}, {"window_cap", 0}, {"policy", "dsa"}}
+            .dump() +
+        "\n" + nlohmann::json{{"op", "finish"}}.dump() + "\n";
+    [[maybe_unused]] auto n = ::send(ch.fd(), both.data(), both.size(), MSG_NOSIGNAL);
+    char buf[64];
+    pollfd q{ch.fd(), POLLIN, 0};
+    ::poll(&q, 1, 5000);  // until the PS closes its end
+    [[maybe_unused]] auto r = ::recv(ch.fd(), buf, sizeof buf, 0);
+  });
+  PsDaemonConfig c;
+  c.sw = at;
+  c.job = 3;
+  c.nworkers = 1;
+  c.log = false;
+  auto d = std::make_unique<PsDaemon>(c);
+  std::atomic<bool> done{false};
+  std::thread runner([&] {
+    d->run();
+    done = true;
+  });
+  const Time end = monotonic_now() + 3 * kSec;
+  while (!done && monotonic_now() < end) usleep(1000);
+  EXPECT_TRUE(done) << "the PS missed the finish that came with its join answer";
+  if (!done) d->request_stop();
+  runner.join();
+  d.reset();
+  fake_switch.join();
 }
 
 TEST(Robustness, PeerLeavingAbortsTheJobForTheOthers) {

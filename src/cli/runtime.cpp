@@ -116,11 +116,12 @@ struct PsCmd {
   std::string sw = "127.0.0.1:7700", bind_ip;
   unsigned job = 1, workers = 1;
   double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
-  bool quiet = false;
+  bool quiet = false, multicast_known = false;
   FaultFlags faults;
 
   int run() const {
     rt::PsDaemonConfig c;
+    c.targeted_known_results = !multicast_known;
     c.sw = rt::Endpoint::parse(sw);
     c.job = static_cast<uint16_t>(job);
     c.nworkers = workers;
@@ -241,6 +242,9 @@ Runner register_runtime(CLI::App& app) {
   p->add_option("--connect-timeout-ms", ps->connect_timeout_ms, "give up connecting to the switch after this")->capture_default_str();
   p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")->capture_default_str();
   p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")->capture_default_str()->check(CLI::PositiveNumber);
+  p->add_flag("--multicast-known-results", ps->multicast_known,
+              "multicast a result a worker already held to every worker, as the papers' PS does "
+              "(default: only to the workers waiting for it)");
   p->add_flag("--quiet", ps->quiet, "log errors only");
   ps->faults.add(p, false);
 

@@ -89,12 +89,10 @@ void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   if (!en.reminded) est_.sample(now - en.created);
   // A result some worker already held completed this task once and was
   // multicast then: only the workers that came back for it (a retransmission
-  // or a reminder) still need it. Multicasting it again would put a copy on
-  // every worker's downlink per retransmission, and a late second copy of the
-  // result (two workers answering one GradRequest) would be multicast twice.
+  // or a reminder) still need it (see PsConfig::targeted_known_results).
   std::vector<NodeId> to;
-  if (en.known) {
-    ++st_.known_results;
+  if (en.known) ++st_.known_results;
+  if (en.known && cfg_.targeted_known_results) {
     for (size_t r = 0; r < cfg_.workers.size(); ++r)
       if (en.waiting & (1ULL << r)) to.push_back(cfg_.workers[r]);
     if (to.empty()) {

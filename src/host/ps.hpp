@@ -38,14 +38,21 @@ struct PsConfig {
   uint16_t payload_values = 64;
   Time min_timeout = 1 * kMs;
   Time max_timeout = 200 * kMs;
+  // A completion from a result some worker already held (the task had
+  // completed and been multicast once) goes only to the workers still
+  // waiting for it, and nowhere when none is (a second, late copy of the
+  // result). Off: multicast it again, as the papers' PS does; the extra
+  // copies cost every worker's downlink but give a lossy link spares. The
+  // simulator's paper scenarios keep it off; the UDP runtime turns it on.
+  bool targeted_known_results = false;
 };
 
 struct PsStats {
   uint64_t data_in = 0, completions = 0, duplicates = 0, superseded = 0, conflicts = 0;
   uint64_t timeout_reminders = 0, worker_reminders = 0, fetches = 0, fetch_hits = 0, grad_requests = 0;
   uint64_t retired = 0;  // stale entries dropped: a worker had retired the task
-  // Completions from a result a worker already held: sent only to the workers
-  // still waiting (unicast copies), or to nobody when no worker is waiting.
+  // Completions from a result a worker already held; with
+  // targeted_known_results, the unicast copies sent and those nobody needed.
   uint64_t known_results = 0, unicast_results = 0, unneeded_results = 0;
   uint64_t malformed = 0, max_entries = 0;
 };

@@ -292,6 +292,7 @@ struct Communicator::Impl {
     engine->watch(wake_fd.get(), EPOLLIN, [this](uint32_t) { on_wake(); });
     engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
     engine->start();
+    on_control();  // messages read together with the join's answer (see PsDaemon)
     snapshot();
     io = std::thread([this] { io_main(); });
   }

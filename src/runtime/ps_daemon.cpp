@@ -41,6 +41,7 @@ struct PsDaemon::Impl {
     pc.sw = a.sw;
     pc.payload_values = a.payload_values;
     pc.min_timeout = cfg.min_timeout;
+    pc.targeted_known_results = cfg.targeted_known_results;
     ps = std::make_unique<host::ParameterServer>(pc);
     ps->set_id(a.self);
     EngineConfig ec;
@@ -58,6 +59,9 @@ struct PsDaemon::Impl {
     });
     engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
     engine->start();
+    // Messages that arrived with the join's answer (a short job's "finish"
+    // can) are already read off the socket: epoll would never report them.
+    on_control();
   }
 
   void on_control() {

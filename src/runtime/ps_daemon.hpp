@@ -18,6 +18,7 @@ struct PsDaemonConfig {
   std::string bind_ip;      // empty: the address that reaches the switch
   FaultConfig faults;
   Time min_timeout = 5 * kMs;  // reminder timeout floor (DSA §VI uses 1 ms; see CommConfig::min_rto)
+  bool targeted_known_results = true;  // host::PsConfig; off: the papers' multicast
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   bool log = true;
