@@ -119,19 +119,14 @@ void BM_Ina(benchmark::State& state, const char* scheme) {
 
 // ---------------------------------------------------------------- baselines
 
-// A program built next to this binary (ina-gloo-allreduce, ina-mpi-allreduce).
-std::string sibling(const char* name) {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  const fs::path dir = len > 0 ? fs::path(std::string(self, static_cast<size_t>(len))).parent_path() : fs::path(".");
-  return (dir / name).string();
-}
-
 std::string self_binary() {
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   return len > 0 ? std::string(self, static_cast<size_t>(len)) : std::string("ina");
 }
+
+// A program built next to this binary (ina-gloo-allreduce, ina-mpi-allreduce).
+std::string sibling(const char* name) { return (fs::path(self_binary()).parent_path() / name).string(); }
 
 // Runs `cmd` (a baseline job), reads "<marker> <seconds>" from its output.
 void run_baseline(benchmark::State& state, const std::string& cmd, const char* marker, int limit_s) {

@@ -292,7 +292,7 @@ struct Communicator::Impl {
     engine->watch(wake_fd.get(), EPOLLIN, [this](uint32_t) { on_wake(); });
     engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
     engine->start();
-    on_control();  // messages read together with the join's answer (see PsDaemon)
+    on_control();  // messages read together with the join's answer (rt::read_control)
     snapshot();
     io = std::thread([this] { io_main(); });
   }
@@ -348,27 +348,21 @@ struct Communicator::Impl {
   }
 
   void on_control() {
-    std::vector<nlohmann::json> msgs;
-    bool open = true;
-    try {
-      open = joined.control.receive(msgs);
-    } catch (const RuntimeError& e) {
-      failure = fmt::format("control connection to the switch at {}: {}", sw.str(), e.what());
+    const rt::ControlNews n = rt::read_control(joined.control);
+    if (!n.error.empty()) {
+      failure = fmt::format("control connection to the switch at {}: {}", sw.str(), n.error);
       return;
     }
-    for (const auto& m : msgs) {
-      const std::string op = m.value("op", "");
-      if (op == "finish") finished = true;
-      else if (op == "abort")
-        failure = fmt::format("job {} aborted by the switch at {}: {}", cfg.job, sw.str(), m.value("message", "?"));
-    }
-    if (!open) {
+    finished |= n.finished;
+    if (!n.aborted.empty()) failure = fmt::format("job {} aborted by the switch at {}: {}", cfg.job, sw.str(), n.aborted);
+    if (!n.open) {
       engine->unwatch(joined.control.fd());
       control_open = false;
       if (!finished && failure.empty())
         failure = fmt::format("lost the control connection to the switch at {} ({})", sw.str(), where());
     }
   }
+
 
   void submit(const std::shared_ptr<OpState>& op, std::shared_ptr<host::TensorIO> io, uint64_t elems) {
     const uint32_t prio = op->opt.priority ? op->opt.priority : cfg.priority;

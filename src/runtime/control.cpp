@@ -67,6 +67,23 @@ Joined join_job(const JoinOptions& o) {
   }
 }
 
+ControlNews read_control(LineChannel& ch) {
+  ControlNews n;
+  std::vector<nlohmann::json> msgs;
+  try {
+    n.open = ch.receive(msgs);
+  } catch (const RuntimeError& e) {
+    n.error = e.what();
+    return n;
+  }
+  for (const auto& m : msgs) {
+    const std::string op = m.value("op", "");
+    if (op == "finish") n.finished = true;
+    else if (op == "abort") n.aborted = m.value("message", "?");
+  }
+  return n;
+}
+
 nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout) {
   const Time deadline = monotonic_now() + timeout;
   LineChannel ch(connect_tcp(sw, timeout, "the switch"));

@@ -74,6 +74,20 @@ struct Joined {
 // when it rejects the join.
 Joined join_job(const JoinOptions& o);
 
+// What a job member's control connection said since the last call: the
+// switch's "finish" or "abort", and whether the connection is still open.
+// Messages join_job read along with "ready" come first (epoll never reports
+// data already read off the socket, so members call this once right after
+// they start watching the connection). A broken or malformed stream sets
+// `error`.
+struct ControlNews {
+  bool open = true;
+  bool finished = false;
+  std::string aborted;  // the switch's reason, if it aborted the job
+  std::string error;
+};
+ControlNews read_control(LineChannel& ch);
+
 // Asks a running switch for its statistics ({"op":"stats", ...}).
 nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout);
 

@@ -59,29 +59,22 @@ struct PsDaemon::Impl {
     });
     engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
     engine->start();
-    // Messages that arrived with the join's answer (a short job's "finish"
-    // can) are already read off the socket: epoll would never report them.
-    on_control();
+    on_control();  // messages read together with the join's answer (read_control)
   }
 
   void on_control() {
-    std::vector<nlohmann::json> msgs;
-    bool open = true;
-    try {
-      open = joined.control.receive(msgs);
-    } catch (const RuntimeError& e) {
-      abort_reason = e.what();
+    const ControlNews n = read_control(joined.control);
+    if (!n.error.empty()) {
+      abort_reason = n.error;
       return;
     }
-    for (const auto& m : msgs) {
-      const std::string op = m.value("op", "");
-      if (op == "finish") finished = true;
-      else if (op == "abort") abort_reason = fmt::format("job {} aborted by the switch: {}", cfg.job, m.value("message", "?"));
-    }
-    if (!open && !finished && abort_reason.empty())
+    finished |= n.finished;
+    if (!n.aborted.empty()) abort_reason = fmt::format("job {} aborted by the switch: {}", cfg.job, n.aborted);
+    if (!n.open && !finished && abort_reason.empty())
       abort_reason = fmt::format("lost the control connection to the switch at {}", cfg.sw.str());
-    if (!open || finished || !abort_reason.empty()) engine->unwatch(joined.control.fd());
+    if (!n.open || finished || !abort_reason.empty()) engine->unwatch(joined.control.fd());
   }
+
 };
 
 PsDaemon::PsDaemon(const PsDaemonConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
