@@ -48,6 +48,8 @@ struct GridNet {
       for (size_t r = 0; r < n; ++r)
         if (assign[r] == s) j.agg_mask |= 1ULL << r;
       prog->add_job(j);
+      for (NodeId peer = 0; peer < 3; ++peer)
+        if (peer != s) prog->add_peer(peer);
       sw.push_back(prog.get());
       sim.add_node(std::move(prog), true);
     }
@@ -71,6 +73,7 @@ struct GridNet {
       w.nworkers = static_cast<uint8_t>(n);
       w.self = wid[r];
       w.aggregator = assign[r];
+      w.switches = {0, 1, 2};
       w.ps = PS;
       w.init_window = 16;
       w.rate_gbps = rate_gbps;

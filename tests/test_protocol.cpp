@@ -654,7 +654,7 @@ TEST(SwitchMLSwitch, SlotIndexIsOffsetPlusPoolPlusPsnModS) {
       ASSERT_EQ(out.size(), 1u);
       EXPECT_EQ(out[0].h.type, PktType::Ack);
       EXPECT_EQ(out[0].h.dst, job);
-      EXPECT_EQ(out[0].h.agg_index, off + ((psn / s) % 2) * s + psn % s) << "job " << job << " psn " << psn;
+      EXPECT_EQ(sw->holder_of(job, psn), off + ((psn / s) % 2) * s + psn % s) << "job " << job << " psn " << psn;
       EXPECT_EQ(out[0].v, ramp(8, static_cast<int32_t>(psn)));
     }
     EXPECT_EQ(sw->occupied_by(1), std::min<size_t>(psn + 1, 6));

@@ -14,15 +14,14 @@ namespace {
 
 class AtpSwitch final : public SwitchProgram {
  public:
-  using SwitchProgram::SwitchProgram;
+  explicit AtpSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), complete_(n_, 0) {}
 
  protected:
-  void on_data(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
-    const uint32_t i = p->h.agg_index;
+  void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
     Agg& a = agg(i);
     const bool resend = p->h.has(flag::kResend);
     if (a.key == key_of(p->h.job, p->h.psn)) {
-      if (a.complete) {  // the PS's Ack was lost: hand the result to the PS again
+      if (complete_[i]) {  // the PS's Ack was lost: hand the result to the PS again
         load_into(i, *p);
         send_to_ps(p, j, flag::kPartial, fx);
         return;
@@ -41,6 +40,7 @@ class AtpSwitch final : public SwitchProgram {
     }
     if (a.key == 0 && !resend) {
       reserve(i, *p);
+      complete_[i] = 0;
       if (full(i, j)) { complete(i, p, j, fx); return; }
       fx.free(p);
       return;
@@ -51,11 +51,13 @@ class AtpSwitch final : public SwitchProgram {
 
  private:
   void complete(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
-    agg(i).complete = 1;
+    complete_[i] = 1;
     ++st_.completed;
     load_into(i, *p);
     send_to_ps(p, j, flag::kPartial, fx);
   }
+
+  std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
 };
 
 }  // namespace

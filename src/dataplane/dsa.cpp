@@ -19,11 +19,10 @@ namespace {
 
 class DsaSwitch final : public SwitchProgram {
  public:
-  using SwitchProgram::SwitchProgram;
+  explicit DsaSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), priority_(n_, 0) {}
 
  protected:
-  void on_data(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
-    const uint32_t i = p->h.agg_index;
+  void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
     Agg& a = agg(i);
     const uint16_t job = p->h.job;
     const uint32_t psn = p->h.psn;
@@ -38,23 +37,27 @@ class DsaSwitch final : public SwitchProgram {
     if (a.key == 0) {
       if (resend) { send_to_ps(p, j, flag::kCollision, fx); return; }
       reserve(i, *p);
+      priority_[i] = p->h.priority;
       finish_or_free(i, p, j, fx);
       return;
     }
     ++st_.collisions;
-    if (!resend && wins(p->h.priority, a.priority)) {
+    if (!resend && wins(p->h.priority, priority_[i])) {
       ++st_.preempt_won;
       ++st_.resubmits;
       const auto victim_job = static_cast<uint16_t>(a.key >> 32);
       mark(victim_job, static_cast<uint32_t>(a.key), task::kLost);
       mark(job, psn, task::kWon);
-      swap_with(i, *p);  // p now carries the evicted partial aggregate
-      const SwitchJob* vj = job_of(victim_job);
+      const uint32_t held = priority_[i];
+      priority_[i] = p->h.priority;
+      const SwitchJob* vj = swap_with(i, *p);  // p now carries the evicted partial aggregate
+      p->h.priority = held;                    // ... and the priority it held the aggregator with
       if (full(i, j)) {  // a one-worker job completes on arrival
         Packet* r = fx.alloc();
         r->h = p->h;
         r->h.job = job;
         r->h.psn = psn;
+        r->h.nworkers = static_cast<uint8_t>(j.workers.size());
         load_into(i, *r);
         release(i);
         ++st_.completed;
@@ -67,7 +70,7 @@ class DsaSwitch final : public SwitchProgram {
     if (!resend) {
       ++st_.preempt_lost;
       ++st_.downgrades;
-      a.priority >>= 1;
+      priority_[i] >>= 1;
       mark(job, psn, task::kLost);
     }
     send_to_ps(p, j, flag::kCollision, fx);
@@ -90,6 +93,8 @@ class DsaSwitch final : public SwitchProgram {
     ++st_.completed;
     multicast_result(p, j, fx);
   }
+
+  std::vector<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
 };
 
 }  // namespace

@@ -31,19 +31,19 @@ namespace {
 class GridSwitch final : public SwitchProgram {
  public:
   explicit GridSwitch(const SwitchConfig& cfg)
-      : SwitchProgram(cfg), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8), tokens_(depth_) {}
+      : SwitchProgram(cfg), collisions_(n_, 0), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
+        tokens_(depth_) {}
 
  protected:
   uint32_t index_of(const SwitchJob& j, uint32_t psn) const override {
     return static_cast<uint32_t>((psn + static_cast<uint64_t>(j.job) * 0x9E3779B1ULL) % n_);
   }
 
-  void on_data(Packet* p, const SwitchJob& j, Time now, Effects& fx) override {
+  void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time now, Effects& fx) override {
     if (!(p->h.bitmap & j.agg_mask)) {  // not routed here: the PS aggregates it
       send_to_ps(p, j, flag::kToPs, fx);
       return;
     }
-    const uint32_t i = p->h.agg_index;
     Agg& a = agg(i);
     if (a.key == key_of(p->h.job, p->h.psn)) {
       if (a.bitmap & p->h.bitmap) { ++st_.duplicates; fx.free(p); return; }
@@ -55,18 +55,17 @@ class GridSwitch final : public SwitchProgram {
     if (a.key == 0) {
       if (!take(*p, now)) { rate_sync(p, true, fx); return; }
       reserve(i, *p);
-      a.priority = 0;  // the collision counter
+      collisions_[i] = 0;
       finish_or_free(i, p, j, fx);
       return;
     }
     ++st_.collisions;
-    if (++a.priority < cfg_.evict_after || !take(*p, now)) { rate_sync(p, false, fx); return; }
+    if (++collisions_[i] < cfg_.evict_after || !take(*p, now)) { rate_sync(p, false, fx); return; }
     // The unit keeps losing to newer fragments: its partial goes to its PS.
-    const SwitchJob* victim = job_of(static_cast<uint16_t>(a.key >> 32));
     ++st_.evictions;
     ++st_.resubmits;  // the swap needs a second pass, as DSA's
-    swap_with(i, *p);
-    a.priority = 0;
+    const SwitchJob* victim = swap_with(i, *p);
+    collisions_[i] = 0;
     if (victim) send_to_ps(p, *victim, flag::kPartial | flag::kEvicted, fx);
     else fx.free(p);
   }
@@ -101,6 +100,7 @@ class GridSwitch final : public SwitchProgram {
     send_to_ps(p, j, flag::kPartial, fx);
   }
 
+  std::vector<uint32_t> collisions_;  // register: collisions the held fragment has caused
   double bits_per_ps_, depth_, tokens_;
   Time last_ = 0;
 };

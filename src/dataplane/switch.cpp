@@ -29,23 +29,41 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg)
   vals_.assign(n_ * width_, 0);
 }
 
+void SwitchProgram::check_job(const SwitchJob& j) const {
+  if (j.ps == kNoNode)
+    throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} policy", j.job, to_string(cfg_.policy)));
+}
+
 void SwitchProgram::add_job(const SwitchJob& j) {
   if (j.job == 0) throw std::invalid_argument("switch: job id 0 is reserved");
   if (j.workers.empty() || j.workers.size() > kMaxWorkers)
     throw std::invalid_argument(fmt::format("switch: job {} has {} workers (1..64)", j.job, j.workers.size()));
   if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
-  if (cfg_.policy == Policy::Isolated) {
-    if (j.region_size < 2 || j.region_size % 2 || j.region_offset + j.region_size > n_)
-      throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators",
-                                              j.job, j.region_offset, j.region_size, n_));
-    for (const auto& o : jobs_)
-      if (o && j.region_offset < o->region_offset + o->region_size && o->region_offset < j.region_offset + j.region_size)
-        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o->job));
-  } else if (j.ps == kNoNode) {
-    throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} policy", j.job, to_string(cfg_.policy)));
-  }
+  for (NodeId w : j.workers)
+    if (w == kNoNode || w == kMulticast || w == id())
+      throw std::invalid_argument(fmt::format("switch: job {} has an invalid worker node id {}", j.job, w));
+  check_job(j);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
   jobs_[j.job] = std::make_unique<SwitchJob>(j);
+}
+
+void SwitchProgram::add_peer(NodeId sw) {
+  if (sw == kNoNode || sw == kMulticast) throw std::invalid_argument(fmt::format("switch: invalid peer node id {}", sw));
+  if (!is_peer(sw)) peers_.push_back(sw);
+}
+
+bool SwitchProgram::is_peer(NodeId n) const {
+  for (NodeId p : peers_)
+    if (p == n) return true;
+  return false;
+}
+
+bool SwitchProgram::is_member(const SwitchJob& j, NodeId n) const {
+  if (n == kNoNode) return false;
+  if (n == j.ps) return true;
+  for (NodeId w : j.workers)
+    if (w == n) return true;
+  return false;
 }
 
 size_t SwitchProgram::remove_job(uint16_t job) {
@@ -66,6 +84,13 @@ size_t SwitchProgram::occupied_by(uint16_t job) const {
   size_t c = 0;
   for (const auto& a : aggs_) c += a.key != 0 && (a.key >> 32) == job;
   return c;
+}
+
+int64_t SwitchProgram::holder_of(uint16_t job, uint32_t psn) const {
+  const uint64_t k = key_of(job, psn);
+  for (size_t i = 0; i < n_; ++i)
+    if (aggs_[i].key == k) return static_cast<int64_t>(i);
+  return -1;
 }
 
 std::array<uint64_t, 3> SwitchProgram::task_types() const {
@@ -105,9 +130,7 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
   Agg& a = aggs_[i];
   a.key = key_of(p.h.job, p.h.psn);
   a.bitmap = p.h.bitmap;
-  a.priority = p.h.priority;
   a.ecn = p.h.has(flag::kEcn);
-  a.complete = 0;
   a.count = p.h.count;
 }
 
@@ -155,7 +178,7 @@ void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
   ++st_.aggregated;
 }
 
-void SwitchProgram::swap_with(uint32_t i, Packet& p) {
+const SwitchJob* SwitchProgram::swap_with(uint32_t i, Packet& p) {
   Agg& a = aggs_[i];
   const Agg old = a;
   const uint16_t n = std::max(old.count, p.h.count);
@@ -163,18 +186,25 @@ void SwitchProgram::swap_with(uint32_t i, Packet& p) {
   int32_t* x = p.payload();
   for (uint16_t k = 0; k < n; ++k) std::swap(v[k], x[k]);
   set_meta(i, p);
-  p.h.job = static_cast<uint16_t>(old.key >> 32);
+  const auto victim = static_cast<uint16_t>(old.key >> 32);
+  const SwitchJob* vj = job_of(victim);
+  p.h.job = victim;
   p.h.psn = static_cast<uint32_t>(old.key);
   p.h.bitmap = old.bitmap;
-  p.h.priority = old.priority;
+  p.h.priority = 0;
   p.h.count = old.count;
-  p.h.flags = static_cast<uint16_t>((p.h.flags & ~(flag::kEcn | flag::kResend)) | (old.ecn ? flag::kEcn : 0));
+  p.h.nworkers = vj ? static_cast<uint8_t>(vj->workers.size()) : 0;
+  p.h.rank = static_cast<uint8_t>(old.bitmap ? std::countr_zero(old.bitmap) : 0);
+  p.h.src = id();
+  p.h.flags = old.ecn ? flag::kEcn : 0;
   ++st_.aggregated;
+  return vj;
 }
 
 void SwitchProgram::load_into(uint32_t i, Packet& p) {
   const Agg& a = aggs_[i];
   std::memcpy(p.payload(), values(i), 4u * a.count);
+  p.h.src = id();  // the aggregate is the switch's packet now
   p.h.count = a.count;
   p.h.bitmap = a.bitmap;
   p.h.flags = static_cast<uint16_t>((p.h.flags & ~flag::kEcn) | (a.ecn ? flag::kEcn : 0));
@@ -207,58 +237,71 @@ void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Ef
   fx.send(p);
 }
 
-void SwitchProgram::handle_fetch(Packet* p, Effects& fx) {
+void SwitchProgram::handle_fetch(Packet* p, const SwitchJob& j, Effects& fx) {
   ++st_.fetches;
-  const SwitchJob* j = job_of(p->h.job);
   p->h.type = PktType::FetchReply;
   p->h.dst = p->h.src;
   p->h.src = id();
   p->h.bitmap = 0;
   p->h.count = 0;
   p->h.flags = 0;
-  if (j && cfg_.policy != Policy::Isolated) {
-    const uint32_t i = index_of(*j, p->h.psn);
-    p->h.agg_index = i;
-    if (aggs_[i].key == key_of(p->h.job, p->h.psn)) {
-      load_into(i, *p);
-      p->h.flags |= flag::kPartial;
-      release(i);
-      ++st_.fetch_hits;
-    }
+  const uint32_t i = index_of(j, p->h.psn);
+  if (aggs_[i].key == key_of(p->h.job, p->h.psn)) {
+    load_into(i, *p);
+    p->h.flags |= flag::kPartial;
+    release(i);
+    ++st_.fetch_hits;
   }
   fx.send(p);
 }
 
-void SwitchProgram::handle_ps_ack(Packet* p, Effects& fx) {
-  const SwitchJob* j = job_of(p->h.job);
-  if (!j) { ++st_.malformed; fx.free(p); return; }
-  if (cfg_.policy != Policy::Isolated) {
-    // The result passing by frees whatever the switch still holds for this
-    // task: ATP's release-on-ack, and a stale partial under DSA.
-    const uint32_t i = index_of(*j, p->h.psn);
-    if (aggs_[i].key == key_of(p->h.job, p->h.psn)) { release(i); ++st_.released_by_ack; }
-  }
+void SwitchProgram::handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx) {
+  // The result passing by frees whatever the switch still holds for this
+  // task: ATP's release-on-ack, and a stale partial under DSA.
+  const uint32_t i = index_of(j, p->h.psn);
+  if (aggs_[i].key == key_of(p->h.job, p->h.psn)) { release(i); ++st_.released_by_ack; }
   const bool ece = p->h.has(flag::kEce);
   p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
-  multicast_result(p, *j, fx);
+  multicast_result(p, j, fx);
 }
 
+// Job isolation: every packet is checked against the job table before it can
+// touch anything. A job's Data comes from its worker of the claimed rank, its
+// Fetches from its PS, its result Acks from its PS (or a peer switch, down the multicast tree); a packet passing through comes from a
+// member of its job (or another switch) and goes to a member of its job (or
+// another switch). The engine vouches that a source node id is the sender
+// (the UDP runtime binds each node id to the address that joined).
 void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
+  const SwitchJob* j = job_of(p->h.job);
+  const NodeId src = p->h.src;
+  auto drop = [&](uint64_t& counter) { ++counter; fx.free(p); };
   if (p->h.dst == id()) {
     if (p->h.type == PktType::Data) {
-      const SwitchJob* j = job_of(p->h.job);
-      if (!j || !valid_data(*p, *j)) { ++st_.malformed; fx.free(p); return; }
+      if (!j || !valid_data(*p, *j)) return drop(st_.malformed);
+      if (j->workers[p->h.rank] != src || p->h.bitmap != (1ULL << p->h.rank)) return drop(st_.foreign_data);
       ++st_.data_in;
-      p->h.agg_index = index_of(*j, p->h.psn);
-      on_data(p, *j, now, fx);
+      on_data(p, *j, index_of(*j, p->h.psn), now, fx);
       return;
     }
-    if (p->h.type == PktType::Fetch) { handle_fetch(p, fx); return; }
-    ++st_.malformed;
-    fx.free(p);
+    if (p->h.type == PktType::Fetch) {
+      if (!j) return drop(st_.malformed);
+      if (j->ps == kNoNode || src != j->ps) return drop(st_.foreign_fetch);
+      handle_fetch(p, *j, fx);
+      return;
+    }
+    return drop(st_.malformed);
+  }
+  if (p->h.dst == kMulticast) {
+    if (p->h.type != PktType::Ack || !j) return drop(st_.malformed);
+    // From the PS, or from a peer switch passing it down the multicast tree.
+    if ((j->ps == kNoNode || src != j->ps) && !is_peer(src)) return drop(st_.foreign_ack);
+    handle_ps_ack(p, *j, fx);
     return;
   }
-  if (p->h.dst == kMulticast && p->h.type == PktType::Ack) { handle_ps_ack(p, fx); return; }
+  const bool from_peer = is_peer(src);
+  if (!j && !from_peer) return drop(st_.foreign_forward);
+  if (!from_peer && (!is_member(*j, src) || !(is_member(*j, p->h.dst) || is_peer(p->h.dst))))
+    return drop(st_.foreign_forward);
   ++st_.forwarded;
   fx.send(p);
 }

@@ -63,6 +63,13 @@ struct SwitchStats {
   uint64_t released_by_ack = 0;// aggregators freed by a PS ack passing by
   uint64_t overflow = 0;       // packets whose addition saturated int32
   uint64_t malformed = 0;      // dropped: unknown job, bad rank/bitmap/count
+  // Dropped because the sender is not who the packet says it may come from
+  // (job isolation): never aggregated, answered, forwarded or allowed to free anything.
+  uint64_t foreign_data = 0;   // Data for a job/rank the source is not bound to
+  uint64_t foreign_ack = 0;    // a result Ack for a job from anyone but its PS
+  uint64_t foreign_fetch = 0;  // a Fetch for a job from anyone but its PS
+  uint64_t foreign_forward = 0;// a packet to forward whose source or destination is not of its job
+  uint64_t foreign() const { return foreign_data + foreign_ack + foreign_fetch + foreign_forward; }
   uint64_t forwarded = 0;      // plain forwarding
   uint64_t rate_syncs = 0;     // Routed: fragments dropped with a rate-sync control packet
   uint64_t capacity_drops = 0; // Routed: of which for lack of processing capacity
@@ -82,6 +89,9 @@ class SwitchProgram : public Node {
   void add_job(const SwitchJob& j);
   // Forgets the job; frees aggregators it still holds and returns how many.
   size_t remove_job(uint16_t job);
+  // Another switch of the same network (multi-switch topologies): its
+  // packets (fetch replies, rate syncs, results) are forwarded for any job.
+  void add_peer(NodeId sw);
 
   void on_packet(Packet* p, Time now, Effects& fx) final;
   void on_timer(uint64_t, Time, Effects&) final {}
@@ -89,6 +99,8 @@ class SwitchProgram : public Node {
   size_t aggregators() const { return n_; }
   size_t occupied() const;
   size_t occupied_by(uint16_t job) const;
+  // Introspection (tests): the aggregator holding task (job, psn), or -1.
+  int64_t holder_of(uint16_t job, uint32_t psn) const;
   const SwitchStats& stats() const { return st_; }
   const SwitchConfig& config() const { return cfg_; }
   // Task outcome counts: [0] no preemption, [1] won, [2] lost (DSA §IV-C).
@@ -97,31 +109,40 @@ class SwitchProgram : public Node {
   static uint64_t key_of(uint16_t job, uint32_t psn) { return (static_cast<uint64_t>(job) << 32) | psn; }
 
  protected:
-  // Scheme hook: a gradient packet addressed to this switch, already validated.
-  virtual void on_data(Packet* p, const SwitchJob& j, Time now, Effects& fx) = 0;
+  // Scheme hook: a gradient packet addressed to this switch, already
+  // validated (its source is worker `rank` of job j), for aggregator `i` = index_of(j, psn).
+  virtual void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time now, Effects& fx) = 0;
+  // Scheme hook: control-plane checks of a job before it is registered (throws std::invalid_argument).
+  virtual void check_job(const SwitchJob& j) const;
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
 
-  // Register arrays.
+  // The register arrays every scheme has; a scheme keeps its own further
+  // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's
+  // completion state) in its own class, indexed the same way.
   struct Agg {
     uint64_t key = 0;        // 0 = free
     uint64_t bitmap = 0;
-    uint32_t priority = 0;
     uint8_t ecn = 0;
-    uint8_t complete = 0;
     uint16_t count = 0;
   };
   Agg& agg(uint32_t i) { return aggs_[i]; }
   int32_t* values(uint32_t i) { return vals_.data() + static_cast<size_t>(i) * width_; }
 
   void reserve(uint32_t i, const Packet& p);
-  void set_meta(uint32_t i, const Packet& p);  // key, bitmap, priority, ECN, count of p
+  void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p
   void accumulate(uint32_t i, const Packet& p);
   void release(uint32_t i) { aggs_[i] = Agg{}; }
   bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == full_bitmap(static_cast<unsigned>(j.workers.size())); }
-  // Swaps the packet's aggregation state with aggregator i (DSA's packet swap).
-  void swap_with(uint32_t i, Packet& p);
-  // Writes aggregator i into p (payload, bitmap, ECN), leaving the aggregator intact.
+  // DSA's packet swap (and GRID's eviction). The packet's contribution takes
+  // aggregator i (key, bitmap, ECN, count, values), and p leaves carrying the
+  // evicted partial aggregate as this switch's own packet of the victim's
+  // job: the victim's job, PSN, bitmap, count, ECN and values, the victim
+  // job's worker count, the lowest contributing rank, src = this switch,
+  // priority 0, flags cleared but ECN. Returns the victim's job entry, or
+  // nullptr if that job is no longer registered (the caller frees p).
+  const SwitchJob* swap_with(uint32_t i, Packet& p);
+  // Writes aggregator i into p (payload, bitmap, ECN; src = this switch), leaving the aggregator intact.
   void load_into(uint32_t i, Packet& p);
 
   // Turns p into the result Ack and multicasts it to every worker of j.
@@ -129,6 +150,11 @@ class SwitchProgram : public Node {
   void send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx);
   void mark(uint16_t job, uint32_t psn, uint8_t bits);
   const SwitchJob* job_of(uint16_t job) const;
+  template <typename F>
+  void for_each_job(F&& f) const {
+    for (const auto& j : jobs_)
+      if (j) f(*j);
+  }
 
   SwitchConfig cfg_;
   SwitchStats st_;
@@ -137,13 +163,16 @@ class SwitchProgram : public Node {
   uint16_t width_;
 
  private:
-  void handle_fetch(Packet* p, Effects& fx);
-  void handle_ps_ack(Packet* p, Effects& fx);
+  void handle_fetch(Packet* p, const SwitchJob& j, Effects& fx);
+  void handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx);
   bool valid_data(const Packet& p, const SwitchJob& j) const;
+  bool is_peer(NodeId n) const;
+  bool is_member(const SwitchJob& j, NodeId n) const;
 
   std::vector<Agg> aggs_;
   std::vector<int32_t> vals_;
   std::vector<std::unique_ptr<SwitchJob>> jobs_;  // by job id (the control plane's job table)
+  std::vector<NodeId> peers_;
   // Instrumentation: per job, per PSN, 2 bits (won, lost) + a seen bit.
   std::vector<std::vector<uint8_t>> tasks_;
 };

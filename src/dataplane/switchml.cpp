@@ -6,6 +6,10 @@
 // reaches a slot, every worker already holds PSN's result and the slot may be
 // reused. Until then the completed slot keeps the result (the "shadow copy")
 // and answers retransmissions of workers whose result was lost. No PS.
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -13,20 +17,29 @@ namespace {
 
 class SwitchMLSwitch final : public SwitchProgram {
  public:
-  using SwitchProgram::SwitchProgram;
+  explicit SwitchMLSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), complete_(n_, 0) {}
 
  protected:
+  void check_job(const SwitchJob& j) const override {
+    if (j.region_size < 2 || j.region_size % 2 || j.region_offset + j.region_size > n_)
+      throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators",
+                                              j.job, j.region_offset, j.region_size, n_));
+    for_each_job([&](const SwitchJob& o) {
+      if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
+        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o.job));
+    });
+  }
+
   uint32_t index_of(const SwitchJob& j, uint32_t psn) const override {
     const uint32_t s = j.region_size / 2;
     return j.region_offset + ((psn / s) % 2) * s + psn % s;
   }
 
-  void on_data(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
-    const uint32_t i = p->h.agg_index;
+  void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
     Agg& a = agg(i);
     const uint64_t k = key_of(p->h.job, p->h.psn);
     if (a.key == k) {
-      if (a.complete) {
+      if (complete_[i]) {
         // Retransmission after completion: unicast the kept result.
         const NodeId to = j.workers[p->h.rank];
         load_into(i, *p);
@@ -42,17 +55,21 @@ class SwitchMLSwitch final : public SwitchProgram {
       accumulate(i, *p);
     } else if (a.key == 0 || static_cast<uint32_t>(a.key) < p->h.psn) {
       reserve(i, *p);  // a new phase of this slot
+      complete_[i] = 0;
     } else {
       ++st_.stale;     // a delayed copy from a phase already reused
       fx.free(p);
       return;
     }
     if (!full(i, j)) { fx.free(p); return; }
-    a.complete = 1;
+    complete_[i] = 1;
     ++st_.completed;
     load_into(i, *p);
     multicast_result(p, j, fx);
   }
+
+ private:
+  std::vector<uint8_t> complete_;  // register: the slot holds its phase's result (the shadow copy)
 };
 
 }  // namespace

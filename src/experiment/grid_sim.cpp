@@ -49,6 +49,10 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
     if (!g.is_host(v) && mask.count(v)) agg_switches.push_back(static_cast<NodeId>(v));
 
+  std::vector<NodeId> all_switches;  // peers of each other; results may come from any of them
+  for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
+    if (!g.is_host(v)) all_switches.push_back(static_cast<NodeId>(v));
+
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
   std::vector<dp::SwitchProgram*> switches;
   std::vector<host::WorkerNode*> nodes(n, nullptr);
@@ -77,6 +81,8 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
       if (sj.agg_mask && !node.ina)
         throw std::invalid_argument(fmt::format("plan aggregates at '{}', which is not programmable", node.name));
       prog->add_job(sj);
+      for (NodeId peer : all_switches)
+        if (peer != v) prog->add_peer(peer);
       switches.push_back(prog.get());
       sim.add_node(std::move(prog), true);
     } else if (v == job.ps) {
@@ -96,6 +102,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
       w.nworkers = static_cast<uint8_t>(n);
       w.self = static_cast<NodeId>(v);
       w.aggregator = static_cast<NodeId>(wp.node);
+      w.switches = all_switches;
       w.ps = ps_id;
       w.payload_values = s.payload_values;
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
@@ -159,6 +166,15 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   if (unfinished) probs.push_back(fmt::format("{} workers did not finish within {} ms", unfinished, s.max_sim_ms));
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished && ps->entries()) probs.push_back(fmt::format("{} PS entries left", ps->entries()));
+  // Every node is honest here: anything refused is a protocol bug.
+  uint64_t sw_bad = 0, w_bad = 0;
+  for (auto* sw : switches) sw_bad += sw->stats().malformed + sw->stats().foreign();
+  for (auto* w : nodes) w_bad += w->transport().stats().malformed + w->transport().stats().foreign;
+  if (sw_bad) probs.push_back(fmt::format("switches refused {} packets as malformed or foreign", sw_bad));
+  if (ps->stats().malformed + ps->stats().foreign)
+    probs.push_back(fmt::format("the PS refused {} packets as malformed and {} as foreign", ps->stats().malformed,
+                                ps->stats().foreign));
+  if (w_bad) probs.push_back(fmt::format("workers refused {} packets as malformed or foreign", w_bad));
   out.ok = probs.empty();
   for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
   return out;

@@ -178,8 +178,11 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     }
   }
   const auto& ss = sw.stats();
-  uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0;
+  uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0, ps_refused = 0;
+  uint64_t worker_refused = 0;
+  for (const auto* w : workers) worker_refused += w->transport().stats().malformed + w->transport().stats().foreign;
   for (auto* p : servers) {
+    ps_refused += p->stats().malformed + p->stats().foreign;
     ps_completions += p->stats().completions;
     ps_timeout_rem += p->stats().timeout_reminders;
     ps_entries += p->entries();
@@ -224,6 +227,11 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   if (s.verify && mismatches) probs.push_back(fmt::format("{} result values differ from the exact sum", mismatches));
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS dictionary entries left", ps_entries));
   if (all_finished && sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  // Every node here is honest: a packet refused as malformed or foreign is a protocol bug.
+  if (ss.malformed + ss.foreign())
+    probs.push_back(fmt::format("the switch refused {} packets as malformed and {} as foreign", ss.malformed, ss.foreign()));
+  if (ps_refused) probs.push_back(fmt::format("PSs refused {} packets as malformed or foreign", ps_refused));
+  if (worker_refused) probs.push_back(fmt::format("workers refused {} packets as malformed or foreign", worker_refused));
   if (leaked_aggs && s.dup == 0 && s.reorder == 0)
     probs.push_back(fmt::format("{} aggregators still held after every job ended", leaked_aggs));
   out.ok = probs.empty();

@@ -19,6 +19,22 @@ bool ParameterServer::valid(const Packet& p) const {
          (p.h.bitmap & ~full_) == 0;
 }
 
+// Who may say what (job isolation): FetchReplies come from the job's
+// switches; gradients, results and reminders from the job's worker of the
+// claimed rank, about its own contribution; partial aggregates (evicted,
+// flushed, completed in the switch) and forwarded collisions from a switch
+// or the worker itself.
+bool ParameterServer::authentic(const Packet& p) const {
+  const NodeId src = p.h.src;
+  bool from_switch = src == cfg_.sw;
+  for (NodeId s : cfg_.more_switches) from_switch |= src == s;
+  if (p.h.type == PktType::FetchReply) return from_switch;
+  if (p.h.type == PktType::Data && from_switch) return true;
+  if (p.h.rank >= cfg_.workers.size() || cfg_.workers[p.h.rank] != src) return false;
+  if (p.h.type == PktType::Data && p.h.has(flag::kResult)) return p.h.bitmap == full_;
+  return (p.h.bitmap & ~(1ULL << p.h.rank)) == 0;
+}
+
 uint32_t ParameterServer::open(uint32_t psn, Time now, Effects& fx) {
   auto it = index_.find(psn);
   if (it != index_.end()) return it->second;
@@ -156,6 +172,11 @@ void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
 void ParameterServer::on_packet(Packet* p, Time now, Effects& fx) {
   if (!valid(*p)) {
     ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  if (!authentic(*p)) {
+    ++st_.foreign;
     fx.free(p);
     return;
   }

@@ -55,6 +55,9 @@ struct PsStats {
   // targeted_known_results, the unicast copies sent and those nobody needed.
   uint64_t known_results = 0, unicast_results = 0, unneeded_results = 0;
   uint64_t malformed = 0, max_entries = 0;
+  // Dropped: the source is neither one of the job's switches nor the worker
+  // of the claimed rank, or claims contributions that are not its own.
+  uint64_t foreign = 0;
 };
 
 class ParameterServer final : public Node {
@@ -99,6 +102,7 @@ class ParameterServer final : public Node {
   void remind(uint32_t e, Time now, Effects& fx);
   void close(uint32_t e);
   bool valid(const Packet& p) const;
+  bool authentic(const Packet& p) const;
   int32_t* vals(uint32_t e) { return vals_.data() + static_cast<size_t>(e) * cfg_.payload_values; }
 
   PsConfig cfg_;

@@ -123,6 +123,17 @@ void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
+  const bool from_switch = h.src == cfg_.aggregator ||
+                           std::find(cfg_.switches.begin(), cfg_.switches.end(), h.src) != cfg_.switches.end();
+  const bool from_ps = cfg_.ps != kNoNode && h.src == cfg_.ps;
+  const bool allowed = h.type == PktType::GradRequest ? from_ps
+                       : h.type == PktType::RateSync  ? from_switch
+                                                      : from_switch || from_ps;
+  if (!allowed) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
   switch (h.type) {
     case PktType::Ack: on_ack(p, now, fx); return;
     case PktType::GradRequest: on_grad_request(p, now, fx); return;

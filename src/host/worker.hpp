@@ -65,6 +65,10 @@ struct WorkerConfig {
   NodeId self = kNoNode;
   NodeId aggregator = kNoNode;  // the switch the gradients are addressed to
   NodeId ps = kNoNode;          // fallback server (kNoNode: none, e.g. SwitchML)
+  // Further switches whose results and rate syncs this worker accepts
+  // (multi-switch topologies: the result may be multicast from another
+  // switch). Results come only from these, the aggregator and the PS.
+  std::vector<NodeId> switches;
   uint16_t payload_values = 64;
   double init_window = 196;     // packets (60 KB of 306 B packets)
   double max_window = 1e6;
@@ -84,6 +88,7 @@ struct WorkerStats {
   uint64_t sent = 0, retransmits = 0, reminders = 0, timeouts = 0, fast_retransmits = 0;
   uint64_t acks = 0, dup_acks = 0, ece_acks = 0, delayed_acks = 0, decreases = 0, rate_syncs = 0;
   uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
+  uint64_t foreign = 0;  // dropped: not from this job's switch or PS (job isolation)
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
