@@ -442,3 +442,22 @@ TEST(BadInput, TrainHelpListsTheTrainingOptions) {
   for (const char* opt : {"--backend", "--epochs", "--batch", "--lr", "--workers", "--target-acc"})
     EXPECT_TRUE(has(r.output, opt)) << opt << "\n" << r.output;
 }
+
+// ---- 12b. the plot's title fits its canvas ------------------------------------------
+
+TEST(BadInput, PlotTitleIsWrappedToTheCanvasWidth) {
+  const auto d = dir("plot");
+  write_file(d / "t.toml",
+             "[scenario]\nname = \"t\"\ntitle = \"DSA Fig. 8 (reduced): average JCT vs number of jobs, DNN A, 8 "
+             "workers/job\"\n[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.01\n"
+             "[run]\nschemes = [\"dsa\"]\n");
+  const auto r = run_ina("sim --quiet " + (d / "t.toml").string() + " --out " + (d / "out").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream gp(d / "out" / "avg_jct_ms.gp");
+  const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
+  // 480 px wide: at most 55 characters per line (8 px each, 40 px of margin).
+  EXPECT_TRUE(has(script, "set multiplot layout 1,1 title \"DSA Fig. 8 (reduced): average JCT vs number of jobs,\\n"
+                          "DNN A, 8 workers/job\"\n"))
+      << script;
+  EXPECT_TRUE(fs::exists(d / "out" / "avg_jct_ms.png"));
+}
