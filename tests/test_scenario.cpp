@@ -139,7 +139,7 @@ TEST(Scenario, ErrorsNameFileFieldAndValue) {
   const std::vector<Case> cases = {
       {with("topology", "colour = 3"), "topology.colour", "(value: 3)"},                // unknown key
       {with("network", "mtu = 1500"), "'network'", "mtu = 1500"},                       // unknown section
-      {with("topology", "link_gbps = -5"), "topology.link_gbps", "must be > 0 (value: -5)"},
+      {with("topology", "link_gbps = -5"), "topology.link_gbps", "must be in [0.001, 100000] (Gbps: 1 Mbps to 100 Tbps) (value: -5)"},
       {with("topology", "hosts = \"many\""), "topology.hosts", "expected an integer, got string (value: many)"},
       {with("workload", "jobs = 9"), "workload.jobs", "9 jobs x"},                      // workers > hosts
       {with("run", "schemes = [\"dsa\", \"sharp\"]"), "run.schemes", "(value: sharp)"},
@@ -162,7 +162,7 @@ TEST(Scenario, ErrorsNameFileFieldAndValue) {
 
 TEST(Scenario, ExactMessageForNegativeBandwidth) {
   EXPECT_EQ(error_of("[topology]\nlink_gbps = -5\n"),
-            "demo.toml: field 'topology.link_gbps': must be > 0 (value: -5)");
+            "demo.toml: field 'topology.link_gbps': must be in [0.001, 100000] (Gbps: 1 Mbps to 100 Tbps) (value: -5)");
 }
 
 TEST(Scenario, TooManyWorkersNamesBothFields) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "experiment/estimate.hpp"
 #include "experiment/results.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
@@ -58,8 +59,54 @@ metrics = ["avg_jct_ms"]
 y_label = "average JCT (ms)"
 )toml";
 
-int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads) {
+// Creates `dir` and writes a probe file in it, so that an unwritable output
+// directory is found before the simulation, not after it.
+void check_output_dir(const std::string& dir, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ina::exp::ScenarioError(fmt::format("{} '{}': cannot create the directory: {}", flag, dir, ec.message()));
+  if (!fs::is_directory(dir, ec)) throw ina::exp::ScenarioError(fmt::format("{} '{}': not a directory", flag, dir));
+  const fs::path probe = fs::path(dir) / fmt::format(".ina-write-probe-{}", ::getpid());
+  bool ok = false;
+  errno = 0;
+  {
+    std::ofstream f(probe);
+    f << "probe\n";
+    f.flush();
+    ok = static_cast<bool>(f);
+  }
+  const int err = errno;
+  fs::remove(probe, ec);
+  if (!ok)
+    throw ina::exp::ScenarioError(
+        fmt::format("{} '{}': cannot write files in the directory: {}", flag, dir, err ? std::strerror(err) : "write failed"));
+}
+
+// Prints the resource estimate and refuses a run that cannot fit in memory.
+void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet, bool force) {
   using namespace ina::exp;
+  using ina::human_bytes;
+  const Estimate est = estimate_sim(sc, threads);
+  const uint64_t avail = ina::mem_available_bytes();
+  if (!quiet)
+    std::fprintf(stderr, "ina sim: estimate: %s; available: %s\n", est.summary().c_str(),
+                 avail ? human_bytes(avail).c_str() : "unknown");
+  if (!avail || est.total_bytes() <= avail) return;
+  const MemoryPart& top = est.parts.front();
+  const std::string msg = fmt::format(
+      "{}: estimated peak memory {} exceeds the available memory {} (MemAvailable, /proc/meminfo); largest part: "
+      "{} {}, sized by {}{}; reduce these fields or pass --force to run anyway",
+      sc.file, human_bytes(est.total_bytes()), human_bytes(avail), top.what, human_bytes(top.bytes),
+      top.fields.empty() ? "the process" : top.fields, threads > 1 ? fmt::format(" (x{} runs at once, -j)", threads) : "");
+  if (!force) throw ScenarioError(msg);
+  std::fprintf(stderr, "ina sim: warning (--force): %s\n", msg.c_str());
+}
+
+int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads, bool force = false) {
+  using namespace ina::exp;
+  if (!out_dir.empty()) check_output_dir(out_dir, "--out");
+  check_resources(sc, threads, quiet, force);
   std::vector<std::string> failures;
   nlohmann::json runs = nlohmann::json::array();
   const auto per_seed = run_scenario(sc, [&](const Progress& p) {
@@ -96,13 +143,14 @@ int main(int argc, char** argv) {
 
   std::string file, out_dir;
   std::vector<std::string> sets;
-  bool quiet = false;
+  bool quiet = false, force = false;
   unsigned threads = 1;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
   sim->add_option("--out", out_dir, "write results.json, results.csv and PNG plots here");
   sim->add_option("--set", sets, "override a setting for every point, e.g. --set workload.iterations=2");
-  sim->add_flag("--quiet", quiet, "no per-run progress lines");
+  sim->add_flag("--quiet", quiet, "no per-run progress lines (nor the resource estimate)");
+  sim->add_flag("--force", force, "run even if the estimated peak memory exceeds the available memory");
   sim->add_option("-j,--jobs", threads, "simulations to run in parallel (results do not depend on it)")
       ->check(CLI::Range(1u, 256u));
 
@@ -117,8 +165,9 @@ int main(int argc, char** argv) {
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
   bench->allow_extras();
 
-  auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train)");
-  train->prefix_command();  // everything after `train` goes to ina-train
+  auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train; `ina train --help` lists its options)");
+  train->prefix_command();  // everything after `train` goes to ina-train ...
+  train->set_help_flag();    // ... --help too: ina-train lists the training options
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
@@ -132,7 +181,7 @@ int main(int argc, char** argv) {
         if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
         ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
       }
-      return simulate(sc, out_dir, quiet, threads);
+      return simulate(sc, out_dir, quiet, threads, force);
     }
     if (*demo) {
       auto sc = ina::exp::parse_scenario(kDemoScenario, "<demo>");

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "experiment/grid_sim.hpp"
 #include "control/grid.hpp"
@@ -644,7 +645,7 @@ Runner register_plan(CLI::App& app) {
   g->add_option("--simulate", args->simulate_mb,
                 "run the plan in the packet-level simulator with this many MiB of gradient per worker "
                 "(GRID data plane; reports achieved vs planned rates)")
-      ->check(CLI::Range(0.0, 1024.0));
+      ->check(Finite(0, 1024, false, "MiB"));
   g->add_flag("--ignore-links", args->ignore_links,
               "do not enforce link capacities (the paper's Eq. (1) exactly: links assumed sufficient)");
   g->add_option("--programmable", args->programmable,

@@ -5,6 +5,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,7 +14,9 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/launcher.hpp"
@@ -24,17 +28,22 @@ namespace ina::cli {
 
 namespace {
 
+// Aggregator memory of a switch: at most 1 GiB (its register arrays are allocated at start).
+const CLI::Validator kMemoryRange = CLI::Range(uint64_t{1}, uint64_t{1} << 30);
+
 // Fault-injection flags shared by every runtime command.
 struct FaultFlags {
   double loss = 0, duplicate = 0, reorder = 0, reorder_us = 500, delay_us = 0;
   uint64_t seed = 1;
 
   void add(CLI::App* c, bool with_delay) {
-    c->add_option("--loss", loss, "drop this fraction of sent datagrams")->check(CLI::Range(0.0, 0.999));
-    c->add_option("--duplicate", duplicate, "send this fraction of datagrams twice")->check(CLI::Range(0.0, 0.999));
-    c->add_option("--reorder", reorder, "hold back this fraction of datagrams by U(0, --reorder-us)")->check(CLI::Range(0.0, 0.999));
-    c->add_option("--reorder-us", reorder_us, "reordering delay bound (microseconds)")->check(CLI::NonNegativeNumber);
-    if (with_delay) c->add_option("--delay-us", delay_us, "extra delay of every sent datagram (a straggler)")->check(CLI::NonNegativeNumber);
+    c->add_option("--loss", loss, "drop this fraction of sent datagrams")->check(Finite(0, 0.999));
+    c->add_option("--duplicate", duplicate, "send this fraction of datagrams twice")->check(Finite(0, 0.999));
+    c->add_option("--reorder", reorder, "hold back this fraction of datagrams by U(0, --reorder-us)")->check(Finite(0, 0.999));
+    c->add_option("--reorder-us", reorder_us, "reordering delay bound (microseconds)")->check(Finite(0, 1e8, false, "microseconds"));
+    if (with_delay)
+      c->add_option("--delay-us", delay_us, "extra delay of every sent datagram (a straggler)")
+          ->check(Finite(0, 1e8, false, "microseconds"));
     c->add_option("--fault-seed", seed, "seed of the fault-injection stream");
   }
   rt::FaultConfig config() const {
@@ -85,6 +94,10 @@ struct SwitchCmd {
   FaultFlags faults;
 
   int run() const {
+    if (memory < uint64_t{4} * payload)
+      throw rt::RuntimeError(fmt::format(
+          "--memory {} holds no aggregator of --payload {} values ({} bytes each); give at least {} bytes", memory,
+          payload, 4 * payload, 4 * payload));
     rt::SwitchDaemonConfig c;
     c.listen = rt::Endpoint::parse(listen);
     c.program.policy = rt::parse_policy(policy);
@@ -113,7 +126,7 @@ struct SwitchCmd {
 };
 
 struct PsCmd {
-  std::string sw = "127.0.0.1:7700", bind_ip;
+  std::string sw = "127.0.0.1:7700", bind_ip, stats_json;
   unsigned job = 1, workers = 1;
   double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
   bool quiet = false, multicast_known = false;
@@ -132,14 +145,30 @@ struct PsCmd {
     c.min_timeout = from_ms(min_timeout_ms);
     c.log = !quiet;
     StopSignals sig;
+    std::unique_ptr<rt::PsDaemon> d;
+    // The statistics go to --stats-json whenever the PS got as far as joining
+    // (also when its job was aborted or it was stopped): `ina run` reports them.
+    auto write_stats = [&](const char* outcome) {
+      if (stats_json.empty() || !d) return;
+      nlohmann::json j = d->stats();
+      j["outcome"] = outcome;
+      std::ofstream f(stats_json);
+      f << j.dump(1) << "\n";
+      if (!f) std::fprintf(stderr, "ina ps job %u: cannot write %s\n", job, stats_json.c_str());
+    };
     try {
-      rt::PsDaemon d(c);
-      sig.attach(d.engine(), [&d] { d.request_stop(); });
-      d.run();
-      if (sig.signo()) return 128 + sig.signo();  // stopped before the job finished
-      if (!quiet) std::fprintf(stderr, "ina ps job %u: job finished: %s\n", job, d.stats()["ps"].dump().c_str());
+      d = std::make_unique<rt::PsDaemon>(c);
+      sig.attach(d->engine(), [&d] { d->request_stop(); });
+      d->run();
+      if (sig.signo()) {  // stopped before the job finished
+        write_stats("stopped");
+        return 128 + sig.signo();
+      }
+      write_stats("finished");
+      if (!quiet) std::fprintf(stderr, "ina ps job %u: job finished: %s\n", job, d->stats()["ps"].dump().c_str());
       return 0;
     } catch (const rt::RuntimeError& e) {
+      write_stats("failed");
       std::fprintf(stderr, "ina ps job %u: error: %s\n", job, e.what());
       return 1;
     }
@@ -197,8 +226,41 @@ struct WorkerCmd {
 struct RunCmd {
   rt::LaunchConfig c;
   std::string delay_worker;
+  std::string workers = "2";
+  CLI::Option* jobs_opt = nullptr;
+
+  // --workers N (every job) or N1,N2,... (one per job; the count of jobs unless --jobs says otherwise).
+  void parse_workers() {
+    std::vector<unsigned> counts;
+    size_t at = 0;
+    for (;;) {
+      const size_t comma = workers.find(',', at);
+      const std::string part = workers.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      unsigned v = 0;
+      const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+      if (part.empty() || ec != std::errc{} || p != part.data() + part.size() || v < 1 || v > 64)
+        throw rt::RuntimeError(fmt::format(
+            "--workers: expected N or N1,N2,... with every count in 1..64, got '{}' (bad count '{}')", workers, part));
+      counts.push_back(v);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    if (counts.size() == 1) {
+      c.workers = counts[0];
+      c.job_workers.clear();
+      return;
+    }
+    if (jobs_opt && jobs_opt->count() > 0 && c.jobs != counts.size())
+      throw rt::RuntimeError(fmt::format("--workers '{}' gives {} worker counts but --jobs is {}: give one count per job",
+                                         workers, counts.size(), c.jobs));
+    if (counts.size() > 64) throw rt::RuntimeError(fmt::format("--workers '{}': at most 64 jobs", workers));
+    c.jobs = static_cast<unsigned>(counts.size());
+    c.job_workers = counts;
+    c.workers = *std::max_element(counts.begin(), counts.end());
+  }
 
   int run() {
+    parse_workers();
     if (!delay_worker.empty()) {
       unsigned j = 0, r = 0;
       char extra;
@@ -222,11 +284,12 @@ Runner register_runtime(CLI::App& app) {
   auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation policy, serves many jobs");
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
   s->add_option("--policy", sw->policy, "isolated|switchml, atp|shared-fcfs, dsa|preemptive")->capture_default_str();
-  s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(CLI::PositiveNumber);
+  s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (64 = Tofino's 256 B; e.g. 1024 for a software switch)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
   s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once")->capture_default_str()->check(CLI::Range(1, 4096));
-  s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")->capture_default_str();
+  s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")
+      ->capture_default_str()->check(Finite(0, 1e6, false, "KiB"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
@@ -239,9 +302,13 @@ Runner register_runtime(CLI::App& app) {
   p->add_option("--job", ps->job, "job id (>= 1)")->required()->check(CLI::Range(1, 65535));
   p->add_option("--workers", ps->workers, "workers in the job")->required()->check(CLI::Range(1, 64));
   p->add_option("--bind-ip", ps->bind_ip, "local address for data (default: the one that reaches the switch)");
-  p->add_option("--connect-timeout-ms", ps->connect_timeout_ms, "give up connecting to the switch after this")->capture_default_str();
-  p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")->capture_default_str();
-  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")->capture_default_str()->check(CLI::PositiveNumber);
+  p->add_option("--connect-timeout-ms", ps->connect_timeout_ms, "give up connecting to the switch after this")
+      ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
+  p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")
+      ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
+  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")
+      ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
+  p->add_option("--stats-json", ps->stats_json, "write the PS's statistics here on exit (also when the job failed)");
   p->add_flag("--multicast-known-results", ps->multicast_known,
               "multicast a result a worker already held to every worker, as the papers' PS does "
               "(default: only to the workers waiting for it)");
@@ -255,11 +322,11 @@ Runner register_runtime(CLI::App& app) {
   w->add_option("--job", wk->job, "job id")->check(CLI::Range(1, 65535));
   w->add_option("--rank", wk->rank, "this worker's rank")->check(CLI::Range(0, 63));
   w->add_option("--workers", wk->workers, "workers in the job")->check(CLI::Range(1, 64));
-  w->add_option("--payload", wk->payload, "values per packet the switch must use (0: any)");
+  w->add_option("--payload", wk->payload, "values per packet the switch must use (0: any)")->check(CLI::Range(0, 16000));
   w->add_option("--priority", wk->priority, "DSA priority of this worker's packets")->check(CLI::Range(1, INT32_MAX));
   w->add_option("--scale", wk->scale, "fixed-point scale: 'agree' (default) or a number");
-  w->add_option("--window-kb", wk->window_kb, "initial send window")->check(CLI::PositiveNumber);
-  w->add_option("--size", wk->size, "bytes per allreduce (floats)")->required()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  w->add_option("--window-kb", wk->window_kb, "initial send window")->check(Finite(0, 1e6, true, "KB"));
+  w->add_option("--size", wk->size, "bytes per allreduce (floats)")->required()->check(FloatBytes(uint64_t{1} << 34));
   w->add_option("--iterations", wk->iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
   w->add_option("--seed", wk->seed, "gradient seed (the same on every worker of a job)");
   w->add_option("--report", wk->report, "write a JSON report here");
@@ -268,26 +335,33 @@ Runner register_runtime(CLI::App& app) {
 
   auto& c = rn->c;
   auto* r = app.add_subcommand("run", "Launch switch, PS(es) and workers on loopback; verify and report goodput");
-  r->add_option("--workers", c.workers, "workers per job")->capture_default_str()->check(CLI::Range(1, 64));
+  r->add_option("--workers", rn->workers,
+                "workers per job: N (every job) or N1,N2,... (one count per job; sets --jobs if not given)")
+      ->capture_default_str();
   r->add_option("--scheme", c.scheme, "dsa, atp or switchml")->capture_default_str()->check(CLI::IsMember({"dsa", "atp", "switchml"}));
   r->add_option("--jobs", c.jobs, "concurrent jobs")->capture_default_str()->check(CLI::Range(1, 64));
-  r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(FloatBytes(uint64_t{1} << 34));
   r->add_option("--iterations", c.iterations, "allreduces per worker")->capture_default_str()->check(CLI::Range(1, 1000000));
   r->add_option("--payload", c.payload, "int32 values per packet")->capture_default_str()->check(CLI::Range(1, 16000));
-  r->add_option("--memory", c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(CLI::PositiveNumber);
-  r->add_option("--loss", c.loss, "datagram loss rate injected in every process")->check(CLI::Range(0.0, 0.999));
-  r->add_option("--duplicate", c.duplicate, "duplication rate")->check(CLI::Range(0.0, 0.999));
-  r->add_option("--reorder", c.reorder, "reordering rate")->check(CLI::Range(0.0, 0.999));
+  r->add_option("--memory", c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
+  r->add_option("--loss", c.loss, "datagram loss rate injected in every process")->check(Finite(0, 0.999));
+  r->add_option("--duplicate", c.duplicate, "duplication rate")->check(Finite(0, 0.999));
+  r->add_option("--reorder", c.reorder, "reordering rate")->check(Finite(0, 0.999));
   r->add_option("--delay-worker", rn->delay_worker, "JOB:RANK of a straggler (with --delay-us)");
-  r->add_option("--delay-us", c.delay_us, "extra delay of the straggler's datagrams")->check(CLI::NonNegativeNumber);
-  r->add_option("--priorities", c.priorities, "DSA priority per job (default: job j gets 2^20 / 2^(j-1))");
-  r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)");
+  r->add_option("--delay-us", c.delay_us, "extra delay of the straggler's datagrams")->check(Finite(0, 1e8, false, "microseconds"));
+  r->add_option("--priorities", c.priorities, "DSA priority per job (default: job j gets 2^20 / 2^(j-1))")
+      ->delimiter(',')->check(CLI::Range(uint32_t{1}, uint32_t{INT32_MAX}));
+  r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)")
+      ->check(Finite(0, 1e6, false, "KB"));
   r->add_option("--port", c.port, "switch port (default: ephemeral)");
-  r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()->check(CLI::PositiveNumber);
+  r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
+      ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
   r->add_option("--json", c.json_out, "write a JSON summary (per-worker reports, switch statistics)");
   r->add_option("--work-dir", c.work_dir, "keep generated configs and reports here (default: a temporary directory)");
   r->add_flag("--verbose", c.verbose, "let every process log its events");
+  r->add_flag("--force", c.force, "start even beyond the process bound (64 per CPU) or the memory estimate");
+  rn->jobs_opt = r->get_option("--jobs");
 
   return [&app, sw, ps, wk, rn]() -> int {
     try {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <tuple>
 
@@ -135,8 +136,23 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
       "  set terminal png noenhanced size {0},400\n"
       "}}\n",
       480 * panels.size());
+  // The figure title is wrapped at word boundaries to the canvas width (about
+  // 8 px per character of the default font), or gnuplot cuts it off at both ends.
+  const size_t title_chars = (480 * panels.size() - 40) / 8;
+  std::string title, line;
+  std::istringstream words(sc.title);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > title_chars) {
+      title += (title.empty() ? "" : "\n") + line;
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  if (!line.empty()) title += (title.empty() ? "" : "\n") + line;
+  std::string title_gp = gp_string(title);  // newlines inside a double-quoted gnuplot string are "\n"
+  for (size_t at = 0; (at = title_gp.find('\n', at)) != std::string::npos;) title_gp.replace(at, 1, "\\n");
   script += fmt::format("set output {}\nset multiplot layout 1,{} title {}\n", gp_string(png.filename().string()),
-                        panels.size(), gp_string(sc.title));
+                        panels.size(), title_gp);
   script += fmt::format("set xlabel {}\nset ylabel {}\n", gp_string(x_label),
                         gp_string(sc.y_label.empty() ? metric : sc.y_label));
   script += "set yrange [0:*]\nset offsets 0, 0, graph 0.3, 0  # headroom for the key\nset grid\nset key top left\n";

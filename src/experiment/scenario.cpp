@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -25,6 +26,7 @@ struct Overloaded : F... {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMiBytes = 1 << 20;  // switch.memory_mb and workload.partition_mb are MiB (workload::kMiB)
 
 // A problem with one value. The caller knows the origin and the field and
 // turns it into a ScenarioError; `value` replaces the displayed value when the
@@ -47,12 +49,14 @@ struct Rule {
   bool lo_open = false;
   int step = 0;
   std::vector<std::string_view> choices = {};
+  std::string_view why = {};  // what the bounds mean, appended to the message
 
   void check(double v) const {
     if ((lo_open ? v > lo : v >= lo) && v <= hi && (step == 0 || std::fmod(v, step) == 0)) return;
-    if (step != 0) throw Problem{fmt::format("must be a multiple of {} in [{}, {}]", step, lo, hi)};
-    if (hi < kInf) throw Problem{fmt::format("must be in [{}, {}]", lo, hi)};
-    throw Problem{fmt::format("must be {} {}", lo_open ? ">" : ">=", lo)};
+    const std::string note = why.empty() ? "" : fmt::format(" ({})", why);
+    if (step != 0) throw Problem{fmt::format("must be a multiple of {} in [{}, {}]{}", step, lo, hi, note)};
+    if (hi < kInf) throw Problem{fmt::format("must be in {}{}, {}]{}", lo_open ? "(" : "[", lo, hi, note)};
+    throw Problem{fmt::format("must be {} {}{}", lo_open ? ">" : ">=", lo, note)};
   }
   void check(const std::string& v) const {
     if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
@@ -60,9 +64,8 @@ struct Rule {
   }
 };
 
-Rule positive() { return {.lo = 0, .lo_open = true}; }
-Rule at_least(double lo) { return {.lo = lo}; }
-Rule between(double lo, double hi) { return {.lo = lo, .hi = hi}; }
+Rule between(double lo, double hi, std::string_view why = {}) { return {.lo = lo, .hi = hi, .why = why}; }
+Rule positive_up_to(double hi, std::string_view why) { return {.lo = 0, .hi = hi, .lo_open = true, .why = why}; }
 Rule one_of(std::initializer_list<std::string_view> choices) { return {.choices = choices}; }
 
 // A settings field and a parsed value. The alternatives are in the same order
@@ -82,35 +85,41 @@ struct Field {
 // The one table of settings fields: file sections, series overrides, sweep
 // values and `--set key=value` all go through it.
 const std::vector<Field>& settings_fields() {
+  // Every numeric field has physically meaningful bounds: they keep the
+  // simulator's integer picosecond arithmetic exact (a link slower than
+  // 1 Mbps or a time beyond ~10^6 s would overflow or divide by zero in
+  // core/time.hpp) and every allocation a field sizes bounded
+  // (experiment/estimate.hpp checks the total against the machine's memory).
   static const std::vector<Field> fields = {
       {"topology.kind", &Settings::topology_kind, one_of({"star"})},
       {"topology.hosts", &Settings::hosts, between(1, 4096)},
-      {"topology.link_gbps", &Settings::link_gbps, positive()},
-      {"topology.rtt_us", &Settings::rtt_us, positive()},
-      {"topology.queue_kb", &Settings::queue_kb, positive()},
-      {"topology.ecn_kb", &Settings::ecn_kb, at_least(0)},
-      {"switch.memory_mb", &Settings::memory_mb, positive()},
+      {"topology.link_gbps", &Settings::link_gbps, between(0.001, 100000, "Gbps: 1 Mbps to 100 Tbps")},
+      {"topology.rtt_us", &Settings::rtt_us, between(0.001, 1e6, "microseconds: 1 ns to 1 s")},
+      {"topology.queue_kb", &Settings::queue_kb, positive_up_to(1e6, "KB per output queue: at most 1 GB")},
+      {"topology.ecn_kb", &Settings::ecn_kb, between(0, 1e6, "KB: at most 1 GB; 0 = off")},
+      {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
       {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
       {"workload.model", &Settings::model, one_of({"A", "B", "mixed"})},
-      {"workload.jobs", &Settings::jobs, at_least(1)},
+      {"workload.jobs", &Settings::jobs, between(1, 4096, "at most one job per host")},
       {"workload.workers_per_job", &Settings::workers_per_job, between(1, 64)},
-      {"workload.iterations", &Settings::iterations, at_least(1)},
-      {"workload.start_jitter_us", &Settings::start_jitter_us, at_least(0)},
-      {"workload.send_jitter_us", &Settings::send_jitter_us, at_least(0)},
-      {"workload.partition_mb", &Settings::partition_mb, at_least(0)},
-      {"workload.compute_ms", &Settings::compute_ms, at_least(0)},
-      {"transport.init_window_kb", &Settings::init_window_kb, positive()},
-      {"transport.min_rto_us", &Settings::min_rto_us, positive()},
-      {"transport.reminder_after", &Settings::reminder_after, at_least(1)},
+      {"workload.iterations", &Settings::iterations, between(1, 100000)},
+      {"workload.start_jitter_us", &Settings::start_jitter_us, between(0, 1e8, "microseconds: at most 100 s")},
+      {"workload.send_jitter_us", &Settings::send_jitter_us, between(0, 1e8, "microseconds: at most 100 s")},
+      {"workload.partition_mb", &Settings::partition_mb,
+       between(0, 1024, "MiB per gradient partition: at most 1 GiB; 0 = the model's own")},
+      {"workload.compute_ms", &Settings::compute_ms, between(0, 1e6, "milliseconds per layer: at most 1000 s")},
+      {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
+      {"transport.min_rto_us", &Settings::min_rto_us, positive_up_to(1e8, "microseconds: at most 100 s")},
+      {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
       {"faults.loss", &Settings::loss, between(0, 1)},
       {"faults.dup", &Settings::dup, between(0, 1)},
       {"faults.reorder", &Settings::reorder, between(0, 1)},
-      {"faults.reorder_delay_us", &Settings::reorder_delay_us, at_least(0)},
+      {"faults.reorder_delay_us", &Settings::reorder_delay_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
       {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
       {"run.verify", &Settings::verify},
-      {"run.max_sim_ms", &Settings::max_sim_ms, positive()},
+      {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
   };
   return fields;
 }
@@ -407,6 +416,30 @@ void validate(const Settings& s, const std::string& origin) {
   if (s.ecn_kb > s.queue_kb)
     fail(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
          fmt::format("{}", s.ecn_kb));
+  const int packet = s.payload_bytes + s.header_bytes;
+  if (s.queue_kb * 1000 < packet)
+    fail(origin, "topology.queue_kb",
+         fmt::format("a queue must hold one packet (switch.payload_bytes + switch.header_bytes = {} B)", packet),
+         fmt::format("{}", s.queue_kb));
+  if (s.memory_mb * kMiBytes < s.payload_bytes)
+    fail(origin, "switch.memory_mb",
+         fmt::format("holds no aggregator of switch.payload_bytes = {} B", s.payload_bytes),
+         fmt::format("{}", s.memory_mb));
+  if (s.partition_mb > 0 && s.partition_mb * kMiBytes < 4)
+    fail(origin, "workload.partition_mb", "must be 0 (the model's own) or at least 4 bytes",
+         fmt::format("{}", s.partition_mb));
+}
+
+void validate(const Settings& s, const std::vector<std::string>& schemes, const std::string& origin) {
+  validate(s, origin);
+  // SwitchML isolates two pools of at least one slot per job (sim::register_jobs).
+  const bool isolated = std::find(schemes.begin(), schemes.end(), "switchml") != schemes.end();
+  const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
+  if (isolated && aggregators / s.jobs < 2)
+    fail(origin, "switch.memory_mb",
+         fmt::format("switchml needs 2 aggregators per job: {:.0f} aggregators of {} B for {} jobs", aggregators,
+                     s.payload_bytes, s.jobs),
+         fmt::format("{}", s.memory_mb));
 }
 
 std::vector<Point> expand(const Scenario& sc) {
@@ -421,7 +454,7 @@ std::vector<Point> expand(const Scenario& sc) {
     Settings settings = sc.base;
     for (const auto& [key, value] : se.overrides) apply_setting(settings, key, value, where(context));
     if (sc.sweep_key.empty()) {
-      validate(settings, where(context));
+      validate(settings, sc.schemes, where(context));
       points.push_back({se.name, 0, settings});
       continue;
     }
@@ -434,7 +467,7 @@ std::vector<Point> expand(const Scenario& sc) {
       auto x = parse_full<double>(value);
       if (!x) fail(origin, "sweep.values", "must be numeric (it is the x axis)", value);
       p.x = *x;
-      validate(p.settings, origin);
+      validate(p.settings, sc.schemes, origin);
       points.push_back(std::move(p));
     }
   }
@@ -474,11 +507,27 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
 }
 
 Scenario load_scenario_file(const std::string& path) {
+  // A directory opens and reads as empty, and an empty file parses as "all
+  // defaults": both would silently run the built-in scenario.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(st))
+    throw ScenarioError(fmt::format("{}: is a directory, not a scenario file", path));
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_fifo(st) &&
+      !std::filesystem::is_character_file(st))
+    throw ScenarioError(fmt::format("{}: not a regular file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(fmt::format("{}: cannot open scenario file (missing or unreadable)", path));
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_scenario(text.str(), path);
+  if (in.bad()) throw ScenarioError(fmt::format("{}: cannot read scenario file", path));
+  const std::string body = text.str();
+  Scenario sc = parse_scenario(body, path);
+  // Nothing but whitespace and comments: the file sets nothing at all.
+  if (toml::parse(body).empty())
+    throw ScenarioError(fmt::format("{}: empty scenario file (no section or key; it would run the built-in defaults)",
+                                    path));
+  return sc;
 }
 
 }  // namespace ina::exp

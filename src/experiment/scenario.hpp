@@ -26,7 +26,7 @@ struct Settings {
   double queue_kb = 1024;              // topology.queue_kb: drop-tail buffer per output queue
   double ecn_kb = 100;                 // topology.ecn_kb: ECN marking threshold (0 = off)
   // [switch]
-  double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MB = 1e6 bytes)
+  double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
   int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4
   int header_bytes = 50;               // switch.header_bytes: modelled wire overhead (306 B packets)
   // [workload]
@@ -88,6 +88,8 @@ void apply_setting(Settings& s, const std::string& key, const std::string& value
 // Cross-field checks (e.g. jobs * workers_per_job > hosts), run on every
 // concrete Settings before anything is simulated.
 void validate(const Settings& s, const std::string& origin);
+// The same, plus the checks that depend on the schemes to run (switchml's regions).
+void validate(const Settings& s, const std::vector<std::string>& schemes, const std::string& origin);
 
 // Expands a scenario into concrete points: for each series, for each sweep
 // value, the Settings with overrides applied (series first, then the sweep).

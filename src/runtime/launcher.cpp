@@ -19,8 +19,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/resources.hpp"
 #include "runtime/control.hpp"
 #include "runtime/net.hpp"
 #include "runtime/supervisor.hpp"
@@ -42,7 +44,16 @@ std::string mib(uint64_t bytes) {
 struct Failure {
   int status;
   std::string message;
+  const Child* child = nullptr;  // the process that failed, if one did
 };
+
+// "--workers 64 x --jobs 64" or "--workers 3,2".
+std::string workers_flags(const LaunchConfig& c) {
+  if (c.job_workers.empty()) return fmt::format("--workers {} x --jobs {}", c.workers, c.jobs);
+  std::string list;
+  for (unsigned w : c.job_workers) list += (list.empty() ? "" : ",") + std::to_string(w);
+  return fmt::format("--workers {} ({} jobs)", list, c.jobs);
+}
 
 std::vector<std::string> fault_args(const LaunchConfig& c) {
   std::vector<std::string> a;
@@ -55,25 +66,79 @@ std::vector<std::string> fault_args(const LaunchConfig& c) {
 void validate(const LaunchConfig& c) {
   if (c.scheme != "dsa" && c.scheme != "atp" && c.scheme != "switchml")
     throw RuntimeError(fmt::format("--scheme must be dsa, atp or switchml, got '{}'", c.scheme));
-  if (c.workers < 1 || c.workers > kMaxWorkers) throw RuntimeError(fmt::format("--workers must be in 1..{}", kMaxWorkers));
-  if (c.jobs < 1 || c.jobs > 64) throw RuntimeError("--jobs must be in 1..64");
-  if (c.size_bytes < 4) throw RuntimeError("--size must be at least 4 bytes");
+  if (c.workers < 1 || c.workers > kMaxWorkers)
+    throw RuntimeError(fmt::format("--workers must be in 1..{}, got {}", kMaxWorkers, c.workers));
+  if (c.jobs < 1 || c.jobs > 64) throw RuntimeError(fmt::format("--jobs must be in 1..64, got {}", c.jobs));
+  if (!c.job_workers.empty() && c.job_workers.size() != c.jobs)
+    throw RuntimeError(fmt::format("--workers gives {} counts for {} jobs: give one count per job", c.job_workers.size(), c.jobs));
+  for (unsigned w : c.job_workers)
+    if (w < 1 || w > kMaxWorkers) throw RuntimeError(fmt::format("--workers: every count must be in 1..{}, got {}", kMaxWorkers, w));
+  if (c.size_bytes < 4 || c.size_bytes % 4 != 0)
+    throw RuntimeError(fmt::format("--size must be a positive multiple of 4 bytes (whole float32 values), got {}", c.size_bytes));
+  if (c.memory_bytes < uint64_t{4} * c.payload)
+    throw RuntimeError(fmt::format("--memory {} holds no aggregator of --payload {} values ({} bytes each)", c.memory_bytes,
+                                   c.payload, 4 * c.payload));
+  for (uint32_t p : c.priorities)
+    if (p < 1 || p > INT32_MAX) throw RuntimeError(fmt::format("--priorities: every priority must be in 1..{}, got {}", INT32_MAX, p));
+  if (!(c.delay_us >= 0 && c.delay_us <= 1e8)) throw RuntimeError(fmt::format("--delay-us must be in [0, 1e8], got {}", c.delay_us));
+  if (!(c.window_kb >= 0 && c.window_kb <= 1e6)) throw RuntimeError(fmt::format("--window-kb must be in [0, 1e6], got {}", c.window_kb));
   if (c.iterations < 1) throw RuntimeError("--iterations must be >= 1");
   if (c.payload < 1 || c.payload > 16000) throw RuntimeError("--payload must be in 1..16000 values");
   for (double r : {c.loss, c.duplicate, c.reorder})
     if (!(r >= 0 && r < 1)) throw RuntimeError("--loss, --duplicate and --reorder must be in [0, 1)");
   if (!c.priorities.empty() && c.priorities.size() != c.jobs)
     throw RuntimeError(fmt::format("--priorities needs one value per job ({})", c.jobs));
-  if (c.delay_job > c.jobs || (c.delay_job && c.delay_rank >= c.workers))
-    throw RuntimeError("--delay-worker names a job or rank that does not exist");
-  if (!(c.timeout_s > 0)) throw RuntimeError("--timeout must be > 0");
+  if (c.delay_job > c.jobs || (c.delay_job && c.delay_rank >= c.workers_of(c.delay_job)))
+    throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
+  if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
 }
 
 }  // namespace
 
+unsigned LaunchConfig::total_workers() const {
+  unsigned n = 0;
+  for (unsigned j = 1; j <= jobs; ++j) n += workers_of(j);
+  return n;
+}
+
+LaunchEstimate estimate_launch(const LaunchConfig& c) {
+  LaunchEstimate e;
+  const uint64_t workers = c.total_workers();
+  const uint64_t ps = c.scheme == "switchml" ? 0 : c.jobs;
+  e.processes = 2 + ps + workers;             // launcher, switch, PSes, workers
+  e.threads = 2 + ps + 2 * workers;           // a worker: main + the Communicator's I/O thread
+  e.worker_bytes = kProcessBaseline + 7 * c.size_bytes;
+  const uint64_t agg_bytes = uint64_t{4} * c.payload;
+  e.switch_bytes = c.memory_bytes / agg_bytes * (24 + agg_bytes);  // dp::SwitchProgram: Agg (24 B) + values
+  e.memory_bytes = workers * e.worker_bytes + e.switch_bytes + (2 + ps) * kProcessBaseline;
+  return e;
+}
+
+void check_launch_resources(const LaunchConfig& c) {
+  const LaunchEstimate e = estimate_launch(c);
+  const std::string who = workers_flags(c);
+  const std::string parts = fmt::format("{} workers, {} PSes, the switch and this launcher", c.total_workers(),
+                                        c.scheme == "switchml" ? 0 : c.jobs);
+  if (const uint64_t limit = nproc_limit(); limit && e.threads > limit)
+    throw RuntimeError(fmt::format("{}: {} processes with {} threads ({}) exceed RLIMIT_NPROC = {}; use fewer workers or jobs",
+                                   who, e.processes, e.threads, parts, limit));
+  if (c.force) return;
+  const uint64_t bound = 64ULL * online_cpus();
+  if (e.processes > bound)
+    throw RuntimeError(fmt::format("{}: {} processes ({}) exceed the bound of {} (64 per CPU, {} CPUs); use fewer workers "
+                                   "or jobs, or --force",
+                                   who, e.processes, parts, bound, online_cpus()));
+  if (const uint64_t avail = mem_available_bytes(); avail && e.memory_bytes > avail)
+    throw RuntimeError(fmt::format("{} --size {}: estimated memory {} ({} per worker, {} for the switch's arrays) exceeds "
+                                   "the available memory {} (MemAvailable); use fewer or smaller workers, or --force",
+                                   who, c.size_bytes, human_bytes(e.memory_bytes), human_bytes(e.worker_bytes),
+                                   human_bytes(e.switch_bytes), human_bytes(avail)));
+}
+
 int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   LaunchConfig cfg = cfg_in;
   validate(cfg);
+  check_launch_resources(cfg);
   if (cfg.binary.empty()) cfg.binary = fs::read_symlink("/proc/self/exe").string();
   const bool own_dir = cfg.work_dir.empty();
   if (own_dir) {
@@ -98,15 +163,59 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   Supervisor sup;
   const std::vector<std::string> quiet = cfg.verbose ? std::vector<std::string>{} : std::vector<std::string>{"--quiet"};
 
+  // Each PS writes its statistics here at exit (also when stopped or failed).
+  auto ps_stats_path = [&](unsigned j) { return fs::path(cfg.work_dir) / fmt::format("ps-job{}.json", j); };
+  auto read_ps_stats = [&]() {
+    nlohmann::json all = nlohmann::json::array();
+    if (!with_ps) return all;
+    for (unsigned j = 1; j <= cfg.jobs; ++j) {
+      std::ifstream in(ps_stats_path(j));
+      auto st = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+      if (st.is_discarded() || st.is_null()) st = {{"job", j}, {"missing", "the PS left no statistics"}};
+      all.push_back(std::move(st));
+    }
+    return all;
+  };
+  auto config_json = [&]() {
+    nlohmann::json per_job = nlohmann::json::array();
+    for (unsigned j = 1; j <= cfg.jobs; ++j) per_job.push_back(cfg.workers_of(j));
+    return nlohmann::json{{"scheme", cfg.scheme}, {"workers", per_job}, {"jobs", cfg.jobs},
+                          {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
+                          {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
+                          {"reorder", cfg.reorder}, {"seed", cfg.seed}};
+  };
+  auto write_json = [&](const nlohmann::json& j) {
+    if (cfg.json_out.empty()) return;
+    std::ofstream f(cfg.json_out);
+    f << j.dump(1) << "\n";
+    if (!f) std::cerr << "ina run: cannot write " << cfg.json_out << "\n";
+  };
   auto fail = [&](Failure f) {
     std::cerr << "ina run: " << f.message << "\n";
     if (!sup.all_reaped()) std::cerr << "ina run: stopping the remaining processes\n";
     sup.stop_all();
+    if (!cfg.json_out.empty()) {
+      nlohmann::json failure = {{"message", f.message}, {"exit_status", f.status}};
+      if (const Child* c = f.child) {
+        static constexpr const char* kKinds[] = {"switch", "ps", "worker"};
+        failure["process"] = c->name;
+        failure["kind"] = kKinds[static_cast<int>(c->kind)];
+        failure["job"] = c->job;
+        failure["rank"] = c->rank;
+        failure["pid"] = c->pid;
+        if (WIFEXITED(c->status)) failure["exit_code"] = WEXITSTATUS(c->status);
+        if (WIFSIGNALED(c->status)) failure["signal"] = WTERMSIG(c->status);
+        failure["status"] = describe_status(c->status);
+      }
+      write_json({{"ok", false}, {"problems", {f.message}}, {"failure", failure},
+                  {"wall_seconds", to_ms(monotonic_now() - t_start) / 1000}, {"config", config_json()},
+                  {"ps", read_ps_stats()}});
+    }
     return f.status;
   };
   auto child_failure = [&](const Child& c) {
     const int st = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 3 ? 3 : 1;
-    return Failure{st, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status))};
+    return Failure{st, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status)), &c};
   };
   auto interrupted = [&]() {
     const int sig = sup.interrupted();
@@ -131,7 +240,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   for (;;) {
     bool readable = false;
     for (Child* c : sup.wait(ready_deadline, ready_r.get(), &readable))
-      if (c == sw) return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status))});
+      if (c == sw) return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status)), c});
     if (sup.interrupted()) return fail(interrupted());
     if (readable) {
       char buf[64];
@@ -142,7 +251,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
         const Time until = monotonic_now() + 5 * kSec;
         while (!sw->reaped && monotonic_now() < until) sup.wait(until);
         return fail({1, sw->reaped ? fmt::format("the switch (pid {}) {} before it was ready", sw->pid, describe_status(sw->status))
-                                   : "the switch closed its ready pipe without reporting a port"});
+                                   : "the switch closed its ready pipe without reporting a port", sw});
       }
     }
     if (monotonic_now() >= ready_deadline) return fail({1, "timed out waiting for the switch to start"});
@@ -153,7 +262,8 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   for (unsigned j = 1; j <= cfg.jobs; ++j) {
     if (with_ps) {
       std::vector<std::string> a{"ps", "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
-                                 std::to_string(cfg.workers), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j)};
+                                 std::to_string(cfg.workers_of(j)), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j),
+                                 "--stats-json", ps_stats_path(j).string()};
       for (auto& f : fault_args(cfg)) a.push_back(f);
       a.insert(a.end(), quiet.begin(), quiet.end());
       sup.spawn(Kind::Ps, fmt::format("PS of job {}", j), j, 0, cfg.binary, a);
@@ -164,12 +274,12 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       std::ofstream f(toml);
       f << "# generated by `ina run`\n[communicator]\n"
         << fmt::format("switch = \"{}\"\njob = {}\nworkers = {}\npayload = {}\npriority = {}\n", sw_ep.str(), j,
-                       cfg.workers, cfg.payload, prio);
+                       cfg.workers_of(j), cfg.payload, prio);
       if (cfg.window_kb > 0) f << fmt::format("window_kb = {}\n", cfg.window_kb);
       f << "[faults]\n" << fmt::format("loss = {}\nduplicate = {}\nreorder = {}\n", cfg.loss, cfg.duplicate, cfg.reorder);
       if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
     }
-    for (unsigned r = 0; r < cfg.workers; ++r) {
+    for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
       std::vector<std::string> a{"worker", "--config", toml.string(), "--rank", std::to_string(r), "--size",
                                  std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations),
                                  "--seed", std::to_string(cfg.seed), "--fault-seed", std::to_string(cfg.seed * 7919 + 100 * j + r),
@@ -233,22 +343,24 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   kill(sw->pid, SIGTERM);
   const Time sw_deadline = monotonic_now() + 5 * kSec;
   while (!sw->reaped && monotonic_now() < sw_deadline) sup.wait(sw_deadline);
-  if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid)});
+  if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid), sw});
   if (!exited_ok(sw->status)) return fail(child_failure(*sw));
 
   // 5. Reports and summary.
   const double wall = to_ms(monotonic_now() - t_start) / 1000;
   nlohmann::json jobs = nlohmann::json::array();
   uint64_t mismatches = 0;
+  std::string per_job;
+  for (unsigned j = 1; j <= cfg.jobs; ++j) per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
   out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
                      "loss {}, duplicate {}, reorder {}\n",
-                     cfg.scheme, stats.value("policy", "?"), cfg.jobs, cfg.workers, cfg.iterations,
+                     cfg.scheme, stats.value("policy", "?"), cfg.jobs, per_job, cfg.iterations,
                      mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
   for (unsigned j = 1; j <= cfg.jobs; ++j) {
     nlohmann::json reports = nlohmann::json::array();
     double slowest = 0;
     uint64_t verified = 0, bad = 0;
-    for (unsigned r = 0; r < cfg.workers; ++r) {
+    for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
       const fs::path p = fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r);
       std::ifstream in(p);
       auto rep = nlohmann::json::parse(in, nullptr, false);
@@ -263,7 +375,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     const double goodput = slowest > 0 ? bytes / slowest : 0;
     out << fmt::format("job {}: {} values verified on {} workers, {}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
                        "allreduce, slowest worker)\n",
-                       j, verified, cfg.workers, bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6,
+                       j, verified, cfg.workers_of(j), bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6,
                        goodput * 8 / 1e9, slowest);
     jobs.push_back({{"job", j}, {"goodput_bytes_per_s", goodput}, {"allreduce_seconds", slowest},
                     {"verified", verified}, {"mismatches", bad}, {"workers", reports}});
@@ -286,17 +398,19 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   if (stats.value("occupied", 0) != 0) problems.push_back(fmt::format("{} aggregators leaked", stats.value("occupied", 0)));
   if (stats["jobs"].value("aborted", 0) != 0) problems.push_back("a job was aborted");
   if (stats["jobs"].value("finished", 0u) != cfg.jobs) problems.push_back("not every job finished at the switch");
+  const nlohmann::json ps_stats = read_ps_stats();
+  uint64_t ps_malformed = 0;
+  for (const auto& p : ps_stats) {
+    if (p.contains("missing")) problems.push_back(fmt::format("the PS of job {} left no statistics", p.value("job", 0u)));
+    else ps_malformed += p["ps"].value("malformed", uint64_t{0});
+  }
+  if (with_ps)
+    out << fmt::format("PS: {} malformed packets over {} PSes\n", ps_malformed, ps_stats.size());
   if (!cfg.json_out.empty()) {
     nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
-                        {"config",
-                         {{"scheme", cfg.scheme}, {"workers", cfg.workers}, {"jobs", cfg.jobs},
-                          {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
-                          {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
-                          {"reorder", cfg.reorder}, {"seed", cfg.seed}}},
-                        {"jobs", jobs}, {"switch", stats}};
-    std::ofstream f(cfg.json_out);
-    f << j.dump(1) << "\n";
-    if (!f) std::cerr << "ina run: cannot write " << cfg.json_out << "\n";
+                        {"config", config_json()}, {"jobs", jobs}, {"switch", stats}, {"ps", ps_stats}};
+    if (!problems.empty()) j["failure"] = {{"message", fmt::format("{}", fmt::join(problems, "; "))}, {"exit_status", mismatches ? 3 : 1}};
+    write_json(j);
   }
   for (const auto& p : problems) std::cerr << "ina run: FAILED: " << p << "\n";
   if (mismatches) return 3;

@@ -22,8 +22,9 @@ namespace ina::rt {
 struct LaunchConfig {
   std::string binary;             // the `ina` executable; empty: /proc/self/exe
   std::string scheme = "dsa";     // dsa | atp | switchml
-  unsigned workers = 2;           // per job
+  unsigned workers = 2;           // per job (when job_workers is empty)
   unsigned jobs = 1;
+  std::vector<unsigned> job_workers;  // one worker count per job (`--workers 3,2`); empty: `workers` each
   uint64_t size_bytes = 1 << 20;  // per allreduce
   unsigned iterations = 3;
   uint16_t payload = 64;          // values per packet
@@ -39,10 +40,36 @@ struct LaunchConfig {
   std::string json_out;           // write a JSON summary here
   std::string work_dir;           // generated configs and reports; empty: a fresh temp dir (removed after)
   bool verbose = false;           // children log their events
+  bool force = false;             // start beyond the process bound or the memory estimate (never beyond RLIMIT_NPROC)
+
+  unsigned workers_of(unsigned job) const { return job_workers.empty() ? workers : job_workers.at(job - 1); }
+  unsigned total_workers() const;
 };
+
+// What a launch needs, computed before anything starts: every process of the
+// run (launcher, switch, PSes, workers), their threads (a worker has the
+// Communicator's I/O thread besides its main thread), and peak memory (per
+// process: kProcessBaseline; per worker: its gradient, the fixed-point copy
+// and the results the Communicator retains, about 7 x --size; the switch's
+// register arrays).
+struct LaunchEstimate {
+  uint64_t processes = 0, threads = 0, memory_bytes = 0;
+  uint64_t worker_bytes = 0, switch_bytes = 0;  // per worker; the switch's arrays
+};
+inline constexpr uint64_t kProcessBaseline = 8 << 20;
+LaunchEstimate estimate_launch(const LaunchConfig& cfg);
+
+// Throws RuntimeError naming --workers / --jobs (and the numbers) if the run
+// would start more processes than 64 per CPU or need more memory than
+// MemAvailable (unless cfg.force), or more tasks than RLIMIT_NPROC.
+void check_launch_resources(const LaunchConfig& cfg);
 
 // Returns the process exit status: 0 success, 1 failure, 3 a result
 // mismatch, 130/143 interrupted. Messages go to `out` (summary) and stderr.
+// With json_out, the JSON summary is written on every outcome after the
+// configuration was accepted: "ok", "problems", and on a failure "failure"
+// naming the process (name, kind, job, rank, pid, exit_code or signal) and
+// the message; "ps" holds each PS's statistics (PsStats, incl. "malformed").
 int launch(const LaunchConfig& cfg, std::ostream& out);
 
 }  // namespace ina::rt

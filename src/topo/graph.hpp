@@ -180,7 +180,8 @@ std::optional<Graph> generate(std::string_view spec);
 // object is strict: an unknown key, a wrong type, a duplicate or unknown node
 // name, a capacity <= 0, a duplicate link, or (with "job") a worker that
 // cannot reach the PS is a TopologyError naming the file, the field (e.g.
-// "links[3].b") and the value.
+// "links[3].b") and the value. A document nested deeper than
+// kMaxJsonDepth (64, core/json_depth.hpp) is refused before it is parsed.
 struct JobSpec {
   std::string ps;
   std::vector<std::string> workers;

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "core/json_depth.hpp"
 #include "topo/graph.hpp"
 
 namespace ina::topo {
@@ -63,6 +64,11 @@ struct Reader {
 TopologyFile parse_topology_json(const std::string& text, const std::string& origin) {
   const Reader rd{origin};
   json root;
+  // nlohmann parses recursively: a deeply nested document would overflow the
+  // stack, so the nesting is bounded (kMaxJsonDepth) before it parses.
+  if (const size_t depth = json_nesting_depth(text); depth > kMaxJsonDepth)
+    throw TopologyError(fmt::format("{}: JSON nested {} levels deep; the limit is {} (core/json_depth.hpp)", origin,
+                                    depth, kMaxJsonDepth));
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
@@ -161,6 +167,9 @@ TopologyFile parse_topology_json(const std::string& text, const std::string& ori
 }
 
 TopologyFile load_topology_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw TopologyError(fmt::format("{}: is a directory, not a topology file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TopologyError(fmt::format("{}: cannot open topology file", path));
   std::ostringstream text;

@@ -1,0 +1,49 @@
+#pragma once
+// CLI11 validators for numeric flags. CLI11's own Range/PositiveNumber let
+// NaN through (every comparison with NaN is false) and accept infinities; the
+// checks here do not. A failure reads "--flag: <what>, got '<value>'" (CLI11
+// prefixes the flag name) and exits before anything runs.
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace ina::cli {
+
+// A finite number in [lo, hi] (lo excluded if lo_open). `unit` follows the
+// bounds in the message, e.g. "KiB".
+inline CLI::Validator Finite(double lo, double hi, bool lo_open = false, std::string unit = {}) {
+  const std::string range = fmt::format("{}{}, {}]{}", lo_open ? "(" : "[", lo, hi, unit.empty() ? "" : " " + unit);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const char* b = text.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(b, &end);
+        if (text.empty() || end != b + text.size()) return fmt::format("expected a number, got '{}'", text);
+        if (!std::isfinite(v)) return fmt::format("must be a finite number in {}, got '{}'", range, text);
+        if ((lo_open ? !(v > lo) : !(v >= lo)) || !(v <= hi))
+          return fmt::format("must be in {}, got '{}'", range, text);
+        return {};
+      },
+      "FINITE in " + range, "Finite");
+}
+
+// A byte count of whole float32 values: a positive multiple of 4 up to `max`.
+inline CLI::Validator FloatBytes(uint64_t max) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        uint64_t v = 0;
+        const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || v == 0 || v % 4 != 0 || v > max)
+          return fmt::format("must be a positive multiple of 4 bytes (whole float32 values) up to {}, got '{}'", max,
+                             text);
+        return {};
+      },
+      fmt::format("multiple of 4 in [4, {}]", max), "FloatBytes");
+}
+
+}  // namespace ina::cli
