@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -128,6 +129,37 @@ struct ClusterConfig {
   bool track_tasks = false;
   Time link_delay = 1 * kUs;
   size_t retain_ops = 0;  // 0 = the WorkerConfig default
+  // Optional: wraps each worker and PS node before it is added (e.g. in a
+  // DropNth that drops one chosen packet on arrival). The node keeps its id.
+  std::function<std::unique_ptr<Node>(NodeId, std::unique_ptr<Node>)> wrap_host;
+};
+
+// Hands every packet and timer to `inner`, except the nth packet (1-based)
+// delivered to this node that matches `match`: that one is dropped, as if
+// lost on the last link. A targeted fault, unlike random loss.
+class DropNth final : public Node {
+ public:
+  DropNth(std::unique_ptr<Node> inner, std::function<bool(const Header&)> match, int nth = 1)
+      : inner_(std::move(inner)), match_(std::move(match)), nth_(nth) {}
+  void on_start(Time now, Effects& fx) override {
+    inner_->set_id(id());
+    inner_->on_start(now, fx);
+  }
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    if (match_(p->h) && ++seen_ == nth_) {
+      ++dropped;
+      fx.free(p);
+      return;
+    }
+    inner_->on_packet(p, now, fx);
+  }
+  void on_timer(uint64_t token, Time now, Effects& fx) override { inner_->on_timer(token, now, fx); }
+  int dropped = 0;
+
+ private:
+  std::unique_ptr<Node> inner_;
+  std::function<bool(const Header&)> match_;
+  int nth_, seen_ = 0;
 };
 
 class Cluster {
@@ -190,7 +222,7 @@ class Cluster {
         if (!prio.empty() && !c.job_priority.empty()) node->transport().set_priority_fn(prio.back().get());
         for (size_t o = 0; o < sizes.size(); ++o) node->submit(tensors[j][r][o], sizes[o], static_cast<uint32_t>(o));
         workers[j].push_back(node.get());
-        const NodeId id = sim.add_node(std::move(node), false);
+        const NodeId id = sim.add_node(wrap(job.workers[r], std::move(node)), false);
         EXPECT_EQ(id, job.workers[r]);
       }
     }
@@ -203,7 +235,7 @@ class Cluster {
         pc.payload_values = c.payload;
         auto node = std::make_unique<host::ParameterServer>(pc);
         servers.push_back(node.get());
-        const NodeId id = sim.add_node(std::move(node), false);
+        const NodeId id = sim.add_node(wrap(job.ps, std::move(node)), false);
         EXPECT_EQ(id, job.ps);
       }
     }
@@ -215,6 +247,12 @@ class Cluster {
     lp.reorder = c.faults.reorder;
     lp.reorder_delay = c.faults.reorder_delay;
     sim::wire_star(sim, plan, lp, lp);
+  }
+
+  std::unique_ptr<Node> wrap(NodeId id, std::unique_ptr<Node> n) {
+    if (!cfg.wrap_host) return n;
+    n->set_id(id);
+    return cfg.wrap_host(id, std::move(n));
   }
 
   // Runs until no event is left (or the bound); true if the simulator went idle.

@@ -41,19 +41,15 @@ TEST(GridSim, AchievesTheFeasibleRateOfEveryScheme) {
       const auto r = exp::simulate_plan(l.tf.graph, l.job, plan, s);
       ASSERT_TRUE(r.ok) << r.problems;
       EXPECT_EQ(r.verify_errors, 0u);
-      // Never faster than planned (pacing). On the testbed, most of the
-      // feasible rate of the plan's nodes when each worker has a single
-      // aggregation node (the simulated worker sends to one node: a plan that
-      // splits a worker over several, ATP's overflow, runs on its largest
-      // share). Not all of it: the planner ignores the result multicast,
-      // which shares link directions with gradients in plans that fill links.
+      // Never faster than planned (pacing). The fixed-path baselines, paced at feasible rates on a lossless
+      // network, must deliver them: at least 95 % (measured 0.98 to 1.08).
+      // Catches pacing, rate-sync or window bugs that throttle a worker.
+      // GRID's plans fill links whose other direction carries the result
+      // multicast, which the planner ignores: a floor of 60 % there
+      // (measured 0.65 to 0.98), instead of the former 20 %.
       EXPECT_LE(r.achieved_min_gbps, plan.lambda_gbps * 1.01);
-      EXPECT_GT(r.achieved_min_gbps, 0.2 * feasible.lambda_gbps);
-      const bool single = std::all_of(plan.workers.begin(), plan.workers.end(),
-                                       [](const auto& w) { return w.shares.size() <= 1; });
-      if (std::string(file) == "testbed.json" && single) {
-        EXPECT_GT(r.achieved_min_gbps, 0.6 * feasible.lambda_gbps);
-      }
+      const bool grid_plan = scheme.rfind("grid", 0) == 0;
+      EXPECT_GT(r.achieved_min_gbps, (grid_plan ? 0.6 : 0.95) * feasible.lambda_gbps);
     }
   }
 }

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -54,12 +53,9 @@ void run_cluster(const char* scheme, unsigned workers) {
                           " --scheme " + scheme +
                           " --size 1048576 --iterations 2 --worker-rate 100mbit --switch-rate 1gbit --timeout 40 --json " +
                           json;
-  const auto t0 = std::chrono::steady_clock::now();
   const ScriptResult r = run_bounded(cmd, 50);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.status == 77) GTEST_SKIP() << "network namespaces cannot be created here: " << r.output;
   ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  EXPECT_LT(secs, 55.0);
   EXPECT_NE(r.output.find("netns-cluster: OK"), std::string::npos) << r.output;
 
   std::ifstream in(json);
@@ -77,9 +73,17 @@ void run_cluster(const char* scheme, unsigned workers) {
     for (const auto& w : j.at("workers")) EXPECT_EQ(w.at("mismatches").get<uint64_t>(), 0u);
   }
   // The worker links are limited to 100 Mbit/s: goodput cannot exceed them
-  // (a small margin for tbf's burst), and the job must make real progress.
+  // (a small margin for tbf's burst). And it must come close to what the
+  // algorithm allows: INA sends and receives each gradient once per worker
+  // link, so it can run at the link rate (measured 97 %); a ring allreduce
+  // moves 2(n-1)/n of it each way, at most n/(2(n-1)) = 75 % of the link
+  // for 3 ranks (measured 75 %); OpenMPI's 2-rank allreduce measured 58 %.
+  // Catches a runtime that stalls on timeouts or throttles its window.
   const double gbps = j.at("goodput_gbit_per_s").get<double>();
-  EXPECT_GT(gbps, 0.001) << r.output;
+  const double frac = j.at("fraction_of_worker_link").get<double>();
+  const std::string sch = scheme;
+  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.4 : 0.8;
+  EXPECT_GT(frac, floor) << r.output;
   EXPECT_LT(gbps, 0.1 * 1.5) << "faster than the 100 Mbit/s worker links: tc shaping is not in effect\n" << r.output;
   // Everything the script created is gone: its namespaces are tagged "inanc<pid>-".
   const auto at = r.output.find("namespaces (");

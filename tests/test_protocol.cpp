@@ -105,9 +105,32 @@ TEST_P(EndToEnd, ExactSumNoLeaks) {
         EXPECT_FALSE(w->transport().busy());
         EXPECT_GE(w->finish_time(), 0);
       }
-    // The scheme did the work where it should.
+    // The scheme did the work where it should. Without faults, SwitchML and
+    // ATP never time out and complete every task exactly once: at the switch
+    // (SwitchML, where every gradient packet is summed exactly once) or at
+    // the PS (ATP: the switch's aggregates and collisions all end there).
+    // Catches a task completed twice, a gradient aggregated twice or never,
+    // and spurious retransmissions. (DSA does time out without faults: a
+    // split task waits for the PS's reminder, DSA §IV-B.)
     const auto& st = cl.sw->stats();
-    EXPECT_GT(st.aggregated, 0u);
+    if (f.loss == 0 && !f.late_copies() && pc.policy != dp::Policy::Preemptive) {
+      uint64_t tasks = 0, grads = 0, retx = 0, ps_done = 0;
+      for (size_t j = 0; j < cl.workers.size(); ++j)
+        for (const auto& op : cl.expected[j]) {
+          tasks += (op.size() + 63) / 64;
+          grads += (op.size() + 63) / 64 * cl.workers[j].size();
+        }
+      for (const auto& job : cl.workers)
+        for (auto* w : job) retx += w->transport().stats().retransmits;
+      for (auto* p : cl.servers) ps_done += p->stats().completions;
+      EXPECT_EQ(retx, 0u) << "no fault, yet a worker timed out";
+      if (pc.policy == dp::Policy::Isolated) {
+        EXPECT_EQ(st.completed, tasks);
+        EXPECT_EQ(st.aggregated, grads);
+      } else {
+        EXPECT_EQ(ps_done, tasks);
+      }
+    }
     EXPECT_EQ(st.malformed, 0u);
     if (pc.policy == dp::Policy::Isolated) {
       EXPECT_EQ(st.to_ps, 0u);
@@ -1205,19 +1228,25 @@ TEST(Worker, GradRequestAnsweredWithGradientOrResult) {
   EXPECT_EQ(w.fx.pool.in_use(), 0u);
 }
 
+// Catches: a backoff that does not double per retransmission, or one without
+// the x8 cap (shift limited to 3), or reminders at the wrong retransmissions.
 TEST(Worker, RetransmitsWithBackoffAndRemindsThePs) {
   WorkerRig w;
   w.tx.submit(std::make_shared<host::VectorTensor>(ramp(10, 1)), 10);
   w.tx.pump(0, w.fx);
   w.fx.take();
-  Time last = 0, gap = 0;
+  // No RTT sample yet: the RTO is the 1 ms floor, doubled per retransmission
+  // of the packet up to x8 (then flat, below max_rto = 200 ms).
+  const std::vector<Time> gaps = {1 * kMs, 2 * kMs, 4 * kMs, 8 * kMs, 8 * kMs, 8 * kMs};
+  Time last = 0;
   int retx = 0;
   for (int round = 0; round < 6; ++round) {
     ASSERT_FALSE(w.fx.timers.empty());
     const Time at = std::max_element(w.fx.timers.begin(), w.fx.timers.end())->first;
-    ASSERT_GT(at, last);
-    EXPECT_GE(at - last, gap) << "backoff never shrinks";
-    gap = at - last;
+    EXPECT_EQ(at - last, gaps[static_cast<size_t>(round)]) << "round " << round;
+    // Firing just before the deadline does nothing.
+    w.tx.on_timer(0, at - 1, w.fx);
+    EXPECT_TRUE(w.fx.sent.empty()) << "round " << round;
     last = at;
     w.tx.on_timer(0, at, w.fx);
     auto out = w.fx.take();
@@ -1237,7 +1266,8 @@ TEST(Worker, RetransmitsWithBackoffAndRemindsThePs) {
     EXPECT_EQ(data, 1u) << "round " << round;
     EXPECT_EQ(reminders, retx % 3 == 0 ? 1u : 0u) << "a reminder after every 3 retransmissions";
   }
-  EXPECT_GT(gap, 1 * kMs) << "exponential backoff";
+  EXPECT_EQ(last, 31 * kMs) << "1 + 2 + 4 + 8 + 8 + 8";
+  EXPECT_EQ(w.tx.rto(), 1 * kMs) << "backoff is per packet: the estimator is untouched";
   EXPECT_EQ(w.tx.stats().retransmits, 6u);
   EXPECT_EQ(w.tx.stats().reminders, 2u);
 }
@@ -1322,6 +1352,376 @@ TEST(Worker, DelaySignalHalvesTheWindowOnlyWhenEnabled) {
     EXPECT_FALSE(tx.busy());
     EXPECT_EQ(w.fx.pool.in_use(), 0u);
   }
+}
+
+
+// ====================================================================
+// Worker transport: congestion control, RTO estimation, PS interplay
+// ====================================================================
+
+// Acks, one per single-packet op, each op sent `rtt` before its Ack, so every
+// round trip (and srtt) is exactly `rtt`.
+struct OneRttRig {
+  explicit OneRttRig(host::WorkerConfig c) : tx(c) {}
+  void send_op(Time at) {
+    tx.submit(std::make_shared<host::VectorTensor>(v), 10);
+    tx.pump(at, w.fx);
+  }
+  Packet* ack(uint32_t psn, bool ece) {
+    Packet* a = w.ack(psn, v);
+    if (ece) a->h.flags |= flag::kEce;
+    return a;
+  }
+  WorkerRig w;
+  host::WorkerTransport tx;
+  std::vector<int32_t> v = ramp(10, 1);
+};
+
+// Catches: halving on every ECN-echo Ack (a burst of marks would collapse the
+// window to 1), never halving, or growing the window on an ECE Ack.
+TEST(Worker, EcnEchoHalvesTheWindowAtMostOncePerRtt) {
+  host::WorkerConfig c = WorkerRig::config();
+  c.init_window = 10;
+  OneRttRig r(c);
+  const Time rtt = 100 * kUs;
+  for (int k = 0; k < 4; ++k) r.send_op(k * 10 * kUs);  // psn k sent at 10k us
+  ASSERT_EQ(r.w.fx.take().size(), 4u);
+  r.tx.on_packet(r.ack(0, false), rtt, r.w.fx);  // srtt = 100 us; +1/cwnd
+  EXPECT_DOUBLE_EQ(r.tx.cwnd(), 10.1);
+  r.send_op(110 * kUs);  // psn 4
+  r.tx.on_packet(r.ack(1, true), 10 * kUs + rtt, r.w.fx);  // first echo: halve
+  EXPECT_DOUBLE_EQ(r.tx.cwnd(), 5.05);
+  r.send_op(120 * kUs);  // psn 5
+  r.tx.on_packet(r.ack(2, true), 20 * kUs + rtt, r.w.fx);  // 10 us later: same RTT, unchanged
+  r.tx.on_packet(r.ack(3, true), 30 * kUs + rtt, r.w.fx);  // 20 us later: unchanged
+  EXPECT_DOUBLE_EQ(r.tx.cwnd(), 5.05) << "an echo within one RTT of the last decrease neither halves nor grows";
+  EXPECT_EQ(r.tx.stats().decreases, 1u);
+  ASSERT_EQ(r.w.fx.take().size(), 2u);
+  r.tx.on_packet(r.ack(4, true), 110 * kUs + rtt, r.w.fx);  // one srtt after the decrease: halve again
+  EXPECT_DOUBLE_EQ(r.tx.cwnd(), 2.525);
+  r.tx.on_packet(r.ack(5, false), 120 * kUs + rtt, r.w.fx);  // unmarked: additive increase
+  EXPECT_DOUBLE_EQ(r.tx.cwnd(), 2.525 + 1 / 2.525);
+  EXPECT_EQ(r.tx.stats().ece_acks, 4u);
+  EXPECT_EQ(r.tx.stats().decreases, 2u);
+  EXPECT_EQ(r.w.fx.pool.in_use(), 0u);
+}
+
+// Catches: an RTT sample taken from the Ack of a retransmitted packet (Karn's
+// rule): here it would put the RTO at 2.5 + 4 * 1.25 = 7.5 ms instead of the floor.
+TEST(Worker, KarnsRuleAcksOfRetransmittedPacketsAreNotSamples) {
+  OneRttRig r(WorkerRig::config());
+  r.send_op(0);  // psn 0
+  r.w.fx.take();
+  r.tx.on_timer(0, 1 * kMs, r.w.fx);  // RTO (floor): retransmitted, next deadline 3 ms
+  ASSERT_EQ(r.w.fx.take().size(), 1u);
+  r.tx.on_packet(r.ack(0, false), 2500 * kUs, r.w.fx);
+  EXPECT_EQ(r.tx.rto(), 1 * kMs) << "ambiguous round trip used as a sample";
+  r.tx.on_timer(0, 3 * kMs, r.w.fx);  // stale: psn 0 is done
+  EXPECT_TRUE(r.w.fx.sent.empty());
+  // An unambiguous one is: 0.8 ms gives srtt 0.8, rttvar 0.4, RTO 2.4 ms.
+  r.w.fx.timers.clear();
+  r.send_op(40 * kMs);  // psn 1
+  ASSERT_EQ(r.w.fx.timers.size(), 1u);
+  EXPECT_EQ(r.w.fx.timers[0].first, 41 * kMs) << "first timeout: the floor";
+  r.tx.on_packet(r.ack(1, false), 40'800 * kUs, r.w.fx);
+  EXPECT_EQ(r.tx.rto(), 2'400 * kUs);
+  r.tx.on_timer(0, 41 * kMs, r.w.fx);  // stale
+  // The next packet's first timeout is that RTO, exactly.
+  r.w.fx.timers.clear();
+  r.send_op(50 * kMs);  // psn 2
+  ASSERT_EQ(r.w.fx.timers.size(), 1u);
+  EXPECT_EQ(r.w.fx.timers[0].first, 52'400 * kUs);
+  EXPECT_EQ(r.w.fx.take().size(), 2u);  // psn 1 and psn 2, first transmissions only
+  EXPECT_EQ(r.tx.stats().retransmits, 1u);
+}
+
+// Catches: a RateSync (GRID §5.2) that does not halve the window or does not
+// resend the dropped fragment at once, or that resends fragments already
+// done or never sent.
+TEST(Worker, RateSyncHalvesTheWindowAndResendsThatFragmentAtOnce) {
+  host::WorkerConfig c = WorkerRig::config();
+  c.init_window = 8;
+  WorkerRig w;
+  host::WorkerTransport tx(c);
+  tx.submit(std::make_shared<host::VectorTensor>(ramp(64 * 10, 1)), 64 * 10);  // psn 0..9
+  tx.pump(0, w.fx);
+  ASSERT_EQ(w.fx.take().size(), 8u);
+  tx.on_packet(w.ack(0, ramp(64, 0)), 50 * kUs, w.fx);  // srtt 50 us; cwnd 8.125: psn 8 goes
+  ASSERT_EQ(w.fx.take().size(), 1u);
+  auto sync = [&](uint32_t psn) {
+    Packet* p = w.fx.alloc();
+    p->h.type = PktType::RateSync;
+    p->h.flags = flag::kEce;
+    p->h.job = 1;
+    p->h.psn = psn;
+    p->h.src = kSw;
+    p->h.dst = kJob1[1];
+    p->h.nworkers = 3;
+    return p;
+  };
+  tx.on_packet(sync(3), 60 * kUs, w.fx);
+  auto out = w.fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.psn, 3u);
+  EXPECT_EQ(out[0].h.dst, kSw);
+  EXPECT_TRUE(out[0].h.has(flag::kResend));
+  EXPECT_EQ(out[0].v, ramp(64, 1 + 3 * 64));
+  EXPECT_DOUBLE_EQ(tx.cwnd(), 8.125 / 2);
+  tx.on_packet(sync(0), 61 * kUs, w.fx);  // already done
+  tx.on_packet(sync(9), 62 * kUs, w.fx);  // never sent
+  EXPECT_TRUE(w.fx.take().empty());
+  EXPECT_EQ(tx.stats().rate_syncs, 3u);
+  EXPECT_EQ(tx.stats().retransmits, 1u);
+  EXPECT_EQ(tx.stats().decreases, 1u);
+  EXPECT_EQ(w.fx.pool.in_use(), 0u);
+}
+
+// Catches: a worker that answers a GradRequest for a retired PSN with
+// whatever its buffer now holds, or not at all (the PS would remind forever).
+TEST(Worker, GradRequestForARetiredPsnIsAnsweredRetired) {
+  host::WorkerConfig c = WorkerRig::config();
+  c.retain_ops = 1;  // keep only the last completed op
+  OneRttRig r(c);
+  for (int k = 0; k < 3; ++k) r.send_op(0);  // psn 0, 1, 2
+  r.w.fx.take();
+  for (uint32_t k = 0; k < 3; ++k) r.tx.on_packet(r.ack(k, false), 10 * kUs, r.w.fx);  // each sends the next
+  ASSERT_FALSE(r.tx.busy());
+  r.w.fx.take();
+  r.tx.on_packet(r.w.grad_request(0), 20 * kUs, r.w.fx);  // retired (ops 0, 1 dropped)
+  r.tx.on_packet(r.w.grad_request(2), 20 * kUs, r.w.fx);  // still retained: the result
+  auto out = r.w.fx.take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.dst, kPsId);
+  EXPECT_EQ(out[0].h.src, kJob1[1]);
+  EXPECT_EQ(out[0].h.psn, 0u);
+  EXPECT_EQ(out[0].h.flags, flag::kToPs | flag::kRetired);
+  EXPECT_EQ(out[0].h.bitmap, 0u);
+  EXPECT_EQ(out[0].h.count, 0u);
+  EXPECT_EQ(out[1].h.psn, 2u);
+  EXPECT_EQ(out[1].h.flags, flag::kToPs | flag::kResult);
+  EXPECT_EQ(out[1].h.bitmap, 0b111u);
+  EXPECT_EQ(out[1].v, r.v);
+  EXPECT_EQ(r.tx.stats().retired_to_ps, 1u);
+  EXPECT_EQ(r.tx.stats().results_to_ps, 1u);
+  EXPECT_EQ(r.w.fx.pool.in_use(), 0u);
+}
+
+// Catches: a PS that keeps (or re-opens) an entry a worker reported retired,
+// or that completes it with a zero "result".
+TEST(Ps, RetiredAnswerDropsTheStaleEntryAndOpensNone) {
+  PsRig r;
+  r.data(6, 0b001, ramp(64, 1), 0, flag::kResend | flag::kCollision);  // a late copy of a finished task
+  ASSERT_EQ(r.ps->entries(), 1u);
+  Packet* p = make_data(r.fx, 1, 6, 1, 3, kJob1[1], {}, 0, flag::kToPs | flag::kRetired, kPsId);
+  p->h.bitmap = 0;
+  r.ps->on_packet(p, 10 * kUs, r.fx);
+  EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_TRUE(r.fx.sent.empty()) << "a retired task is not completed again";
+  EXPECT_EQ(r.ps->stats().retired, 1u);
+  // Retired for a PSN the PS does not hold: nothing is opened.
+  p = make_data(r.fx, 1, 7, 1, 3, kJob1[1], {}, 0, flag::kToPs | flag::kRetired, kPsId);
+  p->h.bitmap = 0;
+  r.ps->on_packet(p, 11 * kUs, r.fx);
+  EXPECT_EQ(r.ps->entries(), 0u);
+  EXPECT_EQ(r.ps->stats().retired, 1u);
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+// Catches: a request for a not-yet-sent packet being dropped (the PS would
+// wait for a switch aggregate that never forms) or answered with an unsent
+// slice; and the remembered packet still going to the switch.
+TEST(Worker, GradRequestForAnUnsentPacketSendsItToThePsWhenItsTurnComes) {
+  host::WorkerConfig c = WorkerRig::config();
+  c.init_window = 1;
+  c.aimd = false;
+  WorkerRig w;
+  host::WorkerTransport tx(c);
+  tx.submit(w.io, 100);  // psn 0, 1
+  const auto v2 = ramp(20, 900, -3);
+  tx.submit(std::make_shared<host::VectorTensor>(v2), 20);  // psn 2
+  tx.pump(0, w.fx);
+  ASSERT_EQ(w.fx.take().size(), 1u);  // psn 0 only (window 1)
+  tx.on_packet(w.grad_request(2), 5 * kUs, w.fx);
+  EXPECT_TRUE(w.fx.sent.empty()) << "not sent yet: nothing to answer with now";
+  tx.on_packet(w.ack(0, ramp(64, 0)), 10 * kUs, w.fx);
+  auto out = w.fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.psn, 1u);
+  EXPECT_EQ(out[0].h.dst, kSw) << "only the requested packet is redirected";
+  EXPECT_FALSE(out[0].h.has(flag::kToPs));
+  tx.on_packet(w.ack(1, ramp(36, 0)), 20 * kUs, w.fx);
+  out = w.fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.psn, 2u);
+  EXPECT_EQ(out[0].h.dst, kPsId);
+  EXPECT_EQ(out[0].h.flags, flag::kToPs);
+  EXPECT_EQ(out[0].h.bitmap, 0b010u);
+  EXPECT_EQ(out[0].v, v2);
+  EXPECT_EQ(tx.stats().redirected, 1u);
+  EXPECT_EQ(tx.stats().grads_to_ps, 0u) << "not an answer: a first transmission";
+}
+
+// Catches: the SwitchML cap computed from the highest acked PSN (or the
+// window) instead of the lowest unacknowledged one: a PSN S past it would
+// overwrite a slot whose result some worker may still need.
+TEST(Worker, SwitchMLCapNoPsnAPoolPastTheLowestUnacked) {
+  host::WorkerConfig c = WorkerRig::config();
+  c.window_cap = 4;
+  WorkerRig w;
+  host::WorkerTransport tx(c);
+  tx.submit(std::make_shared<host::VectorTensor>(ramp(64 * 12, 1)), 64 * 12);  // psn 0..11
+  auto psns = [&] {
+    std::vector<uint32_t> v;
+    for (const auto& s : w.fx.take()) v.push_back(s.h.psn);
+    return v;
+  };
+  tx.pump(0, w.fx);
+  EXPECT_EQ(psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  for (uint32_t k : {3u, 2u, 1u}) tx.on_packet(w.ack(k, ramp(64, 0)), 10 * kUs, w.fx);
+  EXPECT_TRUE(psns().empty()) << "psn 0 is still unacknowledged: psn 4 would reuse its slot phase";
+  EXPECT_EQ(tx.lowest_unacked(), 0u);
+  tx.on_packet(w.ack(0, ramp(64, 0)), 11 * kUs, w.fx);
+  EXPECT_EQ(psns(), (std::vector<uint32_t>{4, 5, 6, 7}));
+  tx.on_packet(w.ack(5, ramp(64, 0)), 12 * kUs, w.fx);
+  EXPECT_TRUE(psns().empty());
+  tx.on_packet(w.ack(4, ramp(64, 0)), 13 * kUs, w.fx);  // lowest unacked 6: up to 9
+  EXPECT_EQ(psns(), (std::vector<uint32_t>{8, 9}));
+}
+
+// Catches: the PS's entry timeout sampling a completion the reminder helped
+// (Karn's rule): the 100 ms one here would put it at 119.375 ms.
+TEST(Ps, KarnsRuleACompletionAfterAReminderIsNotATimeoutSample) {
+  PsRig r;
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), sum = add(add(a, b), c);
+  EXPECT_EQ(r.ps->timeout(), 1 * kMs);
+  // Unreminded: created at 0, complete at 5 ms: srtt 5, rttvar 2.5: 15 ms.
+  r.data(1, 0b001, a, 0);
+  r.data(1, 0b110, add(b, c), 5 * kMs);
+  expect_ps_ack(r.fx.take(), 1, sum);
+  EXPECT_EQ(r.ps->timeout(), 15 * kMs);
+  // A worker's Reminder, then completion 100 ms after creation: not a sample.
+  r.data(2, 0b001, a, 10 * kMs);
+  r.ps->on_packet(reminder(r.fx, 2, 1), 20 * kMs, r.fx);
+  expect_reminder(r.fx.take(), 2, {1, 2});
+  r.data(2, 0b110, add(b, c), 110 * kMs);
+  expect_ps_ack(r.fx.take(), 2, sum);
+  EXPECT_EQ(r.ps->timeout(), 15 * kMs);
+  // Nor after the PS's own timeout reminder.
+  r.data(3, 0b001, a, 200 * kMs);
+  r.ps->on_timer(0, 215 * kMs, r.fx);
+  expect_reminder(r.fx.take(), 3, {1, 2});
+  r.data(3, 0b110, add(b, c), 290 * kMs);
+  expect_ps_ack(r.fx.take(), 3, sum);
+  EXPECT_EQ(r.ps->timeout(), 15 * kMs);
+  // A clean one is: 1 ms: rttvar (7.5 + 4) / 4 = 2.875, srtt (35 + 1) / 8 = 4.5: 16 ms.
+  r.data(4, 0b011, add(a, b), 300 * kMs);
+  r.data(4, 0b100, c, 301 * kMs);
+  expect_ps_ack(r.fx.take(), 4, sum);
+  EXPECT_EQ(r.ps->timeout(), 16 * kMs);
+  EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+// ====================================================================
+// Switch arithmetic and GRID eviction, driven directly
+// ====================================================================
+
+// Catches: wrapping int32 addition, a saturation redo that corrupts lanes
+// that did not overflow, or an overflow counter per lane instead of per packet.
+TEST(SwitchSaturation, ClampsToInt32AndCountsOverflowingPackets) {
+  for (uint16_t count : {uint16_t{64}, uint16_t{5}}) {  // the fixed-width and the generic adder
+    SCOPED_TRACE(count);
+    FakeFx fx;
+    auto sw = make_sw(dp::Policy::Preemptive, 4);
+    add_shared_jobs(*sw);
+    constexpr int32_t kMax = INT32_MAX, kMin = INT32_MIN;
+    std::vector<int32_t> g0 = ramp(count, 1000), g1 = ramp(count, -20), g2 = ramp(count, 7, 2);
+    std::vector<int32_t> want = add(add(g0, g1), g2);
+    g0[0] = kMax - 5, g1[0] = 10, g2[0] = 1;       // saturates, then saturates again
+    g0[1] = kMin + 5, g1[1] = -10, g2[1] = 0;      // saturates low
+    g0[2] = 100, g1[2] = 200, g2[2] = -300;        // exact 0, in overflowing packets
+    g0[3] = kMax, g1[3] = 0, g2[3] = kMin;         // exact -1: no overflow at all
+    g0[4] = kMax - 1, g1[4] = 1, g2[4] = -kMax;    // exact 0, reaches MAX without overflow
+    want[0] = kMax, want[1] = kMin, want[2] = 0, want[3] = -1, want[4] = 0;
+    sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g0), 0, fx);
+    sw->on_packet(make_data(fx, 1, 0, 1, 3, 2, g1), 0, fx);
+    EXPECT_EQ(sw->stats().overflow, 1u);
+    sw->on_packet(make_data(fx, 1, 0, 2, 3, 3, g2), 0, fx);
+    EXPECT_EQ(sw->stats().overflow, 2u);
+    expect_multicast(fx.take(), kJob1, 1, 0, want);
+    EXPECT_EQ(fx.pool.in_use(), 0u);
+  }
+}
+
+// Catches: a GRID unit that never gives up its stuck partial (its index is
+// blocked for good), one that evicts too early, or an evicted partial sent to
+// the colliding fragment's PS or with the wrong values/bitmap.
+TEST(GridSwitch, AfterEvictAfterCollisionsThePartialGoesToItsPs) {
+  FakeFx fx;
+  dp::SwitchConfig sc;
+  sc.policy = dp::Policy::Routed;
+  sc.payload_values = 64;
+  sc.memory_bytes = 256;  // one unit: every fragment maps to it
+  sc.evict_after = 3;
+  auto sw = dp::make_switch(sc);
+  sw->set_id(kSw);
+  dp::SwitchJob j1;
+  j1.job = 1;
+  j1.workers = kJob1;
+  j1.ps = kPs1;
+  j1.agg_mask = 0b111;
+  sw->add_job(j1);
+  dp::SwitchJob j2;
+  j2.job = 2;
+  j2.workers = kJob2;
+  j2.ps = kPs2;
+  j2.agg_mask = 0b11;
+  sw->add_job(j2);
+  const auto g0 = ramp(64, -40, 3), g1 = ramp(64, 11, -1);
+  sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 5, 1, 3, 2, g1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  const auto h0 = ramp(30, 500), h1 = ramp(30, -9, 4);
+  for (int k = 1; k <= 2; ++k) {  // collisions below evict_after: rate-sync back to the sender
+    sw->on_packet(make_data(fx, 2, 8, 0, 2, 4, h0), k * kUs, fx);
+    auto out = fx.take();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].h.type, PktType::RateSync);
+    EXPECT_EQ(out[0].h.dst, 4);
+    EXPECT_EQ(out[0].h.psn, 8u);
+    EXPECT_EQ(sw->occupied_by(1), 1u) << "collision " << k;
+  }
+  sw->on_packet(make_data(fx, 2, 8, 0, 2, 4, h0), 3 * kUs, fx);  // the 3rd: evict
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.dst, kPs1) << "to the evicted partial's own PS";
+  EXPECT_EQ(out[0].h.job, 1);
+  EXPECT_EQ(out[0].h.psn, 5u);
+  EXPECT_EQ(out[0].h.bitmap, 0b011u);
+  EXPECT_TRUE(out[0].h.has(flag::kPartial));
+  EXPECT_TRUE(out[0].h.has(flag::kEvicted));
+  EXPECT_EQ(out[0].v, add(g0, g1));
+  EXPECT_EQ(sw->occupied_by(1), 0u);
+  EXPECT_EQ(sw->occupied_by(2), 1u);
+  // The new fragment holds the unit with its own values and a reset counter.
+  sw->on_packet(make_data(fx, 2, 8, 1, 2, 5, h1), 4 * kUs, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs2);
+  EXPECT_EQ(out[0].h.job, 2);
+  EXPECT_EQ(out[0].h.bitmap, 0b11u);
+  EXPECT_TRUE(out[0].h.has(flag::kPartial));
+  EXPECT_FALSE(out[0].h.has(flag::kEvicted));
+  EXPECT_EQ(out[0].v, add(h0, h1));
+  const auto& st = sw->stats();
+  EXPECT_EQ(st.collisions, 3u);
+  EXPECT_EQ(st.rate_syncs, 2u);
+  EXPECT_EQ(st.evictions, 1u);
+  EXPECT_EQ(st.completed, 1u);
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -165,40 +167,30 @@ std::vector<std::string> run_workers(unsigned n, const std::function<void(unsign
   return errors;
 }
 
-// Gradients of mixed magnitudes (exponents -12..12), different per worker and op.
-std::vector<float> random_floats(uint64_t seed, size_t n) {
+// Gradients of mixed magnitudes (about 2^-12 .. 2^12), different per worker
+// and op, all integer multiples of 2^-grain_bits (at most 24 significant
+// bits, so exact floats). Any fixed-point scale of at least 2^grain_bits
+// carries them exactly, so the allreduce must return the exact real sum.
+std::vector<float> dyadic_floats(uint64_t seed, size_t n, int grain_bits = 12) {
   Rng rng(seed);
   std::vector<float> v(n);
-  for (auto& x : v)
-    x = static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, static_cast<int>(rng.below(25)) - 12));
+  for (auto& x : v) {
+    const double mag = std::ldexp(1.0, static_cast<int>(rng.below(24)));  // 2^0 .. 2^23 grains
+    const auto m = static_cast<int64_t>((rng.uniform() * 2 - 1) * mag);
+    x = static_cast<float>(std::ldexp(static_cast<double>(m), -grain_bits));
+  }
   return v;
 }
 
-// The exact expected result, computed independently of the runtime: the
-// agreed scale is the safe scale for the largest exponent of any input, and
-// the sum is the int64 sum of every worker's quantized values.
-std::vector<float> reference(const std::vector<std::vector<float>>& xs, double divisor = 1.0) {
-  const auto n = static_cast<unsigned>(xs.size());
-  float m = 0;
-  for (const auto& x : xs)
-    for (float v : x) m = std::max(m, std::fabs(v));
-  int e = 0;
-  std::frexp(m, &e);
-  const double scale = m > 0 ? FixedPointCodec::safe_scale(std::nextafter(std::ldexp(1.0f, e), 0.0f), n) : 1.0;
-  const FixedPointCodec codec(scale, n);
-  std::vector<int64_t> sum(xs[0].size(), 0);
-  std::vector<int32_t> q(xs[0].size());
-  for (const auto& x : xs) {
-    EXPECT_EQ(codec.encode(x, q).overflowed, 0u);
-    for (size_t i = 0; i < q.size(); ++i) sum[i] += q[i];
+// The expected result, independent of the codec: the exact sum (doubles add
+// these dyadic values exactly), divided, rounded once to float.
+std::vector<float> exact_sum(const std::vector<std::vector<float>>& xs, double divisor = 1.0) {
+  std::vector<float> out(xs[0].size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    double s = 0;
+    for (const auto& x : xs) s += x[i];
+    out[i] = static_cast<float>(s / divisor);
   }
-  std::vector<int32_t> s32(sum.size());
-  for (size_t i = 0; i < sum.size(); ++i) {
-    EXPECT_LE(std::llabs(sum[i]), INT32_MAX);
-    s32[i] = static_cast<int32_t>(sum[i]);
-  }
-  std::vector<float> out(sum.size());
-  codec.decode(s32, out, divisor);
   return out;
 }
 
@@ -413,6 +405,139 @@ TEST(UdpEngine, FaultInjectionIsCountedAndConservesDatagrams) {
   EXPECT_GT(s.fault_reordered, 0u);
 }
 
+// ---------------------------------------------------------------- back-pressure
+
+// Receives every datagram waiting on `fd` (until it stays empty for ~20 ms);
+// returns their PSNs in arrival order.
+std::vector<uint32_t> drain_psns(int fd) {
+  std::vector<uint32_t> psns;
+  std::vector<std::byte> buf(2048);
+  PacketPool pool(64);
+  for (int idle = 0; idle < 20;) {
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n <= 0) {
+      ++idle;
+      usleep(1000);
+      continue;
+    }
+    idle = 0;
+    Packet* q = pool.get();
+    if (decode(std::span<const std::byte>(buf.data(), static_cast<size_t>(n)), *q) == DecodeError::None)
+      psns.push_back(q->h.psn);
+    pool.put(q);
+  }
+  return psns;
+}
+
+// Sends `total` datagrams (PSN = index) from a Host engine to a receiver that
+// does not read during the send, then pumps the engine until its queue is
+// empty. Runs in the calling thread's network namespace.
+struct BackPressureRun {
+  uint64_t sent_before_block = 0;  // tx_datagrams right after the burst
+  EngineStats st;
+  std::vector<uint32_t> received;
+  bool drained = false;
+};
+
+BackPressureRun back_pressure_run(int total, unsigned batch, size_t max_tx_queue, int sndbuf) {
+  BackPressureRun out;
+  UniqueFd rx = plain_udp();
+  EngineConfig hc;
+  hc.gateway = local_endpoint(rx.get());
+  hc.batch = batch;
+  hc.max_tx_queue = max_tx_queue;
+  hc.socket_buffer_bytes = sndbuf;
+  UdpEngine eng(hc);
+  Sink n;
+  n.set_id(3);
+  eng.add_node(n);
+  eng.invoke(n, [&](Time, Effects& fx) {
+    for (int i = 0; i < total; ++i) {
+      Packet* p = fx.alloc();
+      p->h = data_header(1, 3, 0, 8);
+      p->h.psn = static_cast<uint32_t>(i);
+      for (int k = 0; k < 8; ++k) p->payload()[k] = i;
+      fx.send(p);
+    }
+  });
+  out.sent_before_block = eng.stats().tx_datagrams;
+  const uint64_t want = static_cast<uint64_t>(total) - eng.stats().tx_overflow;
+  out.drained = pump_until(eng, [&] { return eng.stats().tx_datagrams == want; }, 5 * kSec);
+  out.st = eng.stats();
+  out.received = drain_psns(rx.get());
+  return out;
+}
+
+// Runs f in a thread inside a new network namespace whose loopback is shaped
+// by tbf at 20 Mbit/s: the qdisc holds datagrams charged to the sender's
+// socket, so a small SO_SNDBUF really blocks (on plain loopback sends never
+// would). Returns "" or the reason it could not be set up.
+std::string in_shaped_netns(const std::function<void()>& f) {
+  std::string why;
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      why = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+      return;
+    }
+    if (std::system("ip link set lo up && tc qdisc add dev lo root tbf rate 20mbit burst 1600 limit 4000000 "
+                    ">/dev/null 2>&1") != 0) {
+      why = "ip/tc could not shape the namespace's loopback";
+      return;
+    }
+    f();
+  });
+  t.join();
+  return why;
+}
+
+// Catches: a queue that is not resumed on EPOLLOUT (stalls for good), one
+// that resends or skips datagrams after EAGAIN, or reorders them.
+TEST(UdpEngine, BlockedSendQueueDrainsOnWritableInOrderWithoutLoss) {
+  BackPressureRun r;
+  const int total = 300;
+  const std::string why = in_shaped_netns([&] { r = back_pressure_run(total, 64, 1 << 16, 4608); });
+  if (!why.empty()) GTEST_SKIP() << why;
+  ASSERT_LT(r.sent_before_block, static_cast<uint64_t>(total)) << "the socket never blocked: nothing was tested";
+  EXPECT_TRUE(r.drained) << "the queue was not drained after the socket became writable";
+  EXPECT_EQ(r.st.tx_overflow, 0u);
+  EXPECT_EQ(r.st.tx_errors, 0u);
+  EXPECT_EQ(r.st.tx_datagrams, static_cast<uint64_t>(total));
+  std::vector<uint32_t> want(total);
+  for (int i = 0; i < total; ++i) want[i] = static_cast<uint32_t>(i);
+  EXPECT_EQ(r.received, want) << "every datagram exactly once, in send order";
+}
+
+// Catches: wrong tx_overflow accounting while blocked, or a full queue that
+// drops queued datagrams instead of new ones: exactly max_tx_queue wait, the
+// rest of the burst is counted as overflow and never sent.
+TEST(UdpEngine, FullSendQueueWhileBlockedDropsTheNewestAndCountsThem) {
+  BackPressureRun r;
+  const int total = 300;
+  const size_t cap = 50;
+  const std::string why = in_shaped_netns([&] { r = back_pressure_run(total, 8, cap, 4608); });
+  if (!why.empty()) GTEST_SKIP() << why;
+  ASSERT_LT(r.sent_before_block + cap, static_cast<uint64_t>(total)) << "the socket never blocked";
+  EXPECT_TRUE(r.drained);
+  const uint64_t kept = r.sent_before_block + cap;
+  EXPECT_EQ(r.st.tx_overflow, total - kept);
+  EXPECT_EQ(r.st.tx_datagrams, kept);
+  std::vector<uint32_t> want(kept);
+  for (uint64_t i = 0; i < kept; ++i) want[i] = static_cast<uint32_t>(i);
+  EXPECT_EQ(r.received, want);
+}
+
+// The same accounting without blocking (plain loopback): a burst larger than
+// max_tx_queue before the first flush keeps exactly the first max_tx_queue.
+// Catches: overflow counted per flush instead of per datagram, or the queue
+// bound ignored.
+TEST(UdpEngine, SendQueueBoundDropsTheExcessOfABurst) {
+  const BackPressureRun r = back_pressure_run(25, 64, 10, 4 << 20);
+  EXPECT_EQ(r.sent_before_block, 10u);
+  EXPECT_EQ(r.st.tx_overflow, 15u);
+  EXPECT_EQ(r.st.tx_datagrams, 10u);
+  EXPECT_EQ(r.received, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
 // ================================================================ communicator
 
 class CommSchemes : public ::testing::TestWithParam<std::tuple<dp::Policy, double>> {};
@@ -430,7 +555,7 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
   const std::vector<size_t> sizes = {1, 64, 1000, 20000};  // below, at and above one packet
   std::vector<std::vector<std::vector<float>>> xs(sizes.size());
   for (size_t k = 0; k < sizes.size(); ++k)
-    for (unsigned r = 0; r < n; ++r) xs[k].push_back(random_floats(1000 * k + r, sizes[k]));
+    for (unsigned r = 0; r < n; ++r) xs[k].push_back(dyadic_floats(1000 * k + r, sizes[k]));
   std::vector<std::vector<float>> results(n * sizes.size());
   std::vector<std::vector<int32_t>> ints(n);
   auto errors = run_workers(n, [&](unsigned r) {
@@ -459,7 +584,7 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
   });
   for (unsigned r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    const auto ref = reference(xs[k]);
+    const auto ref = exact_sum(xs[k]);
     for (unsigned r = 0; r < n; ++r)
       EXPECT_EQ(count_differences(results[r * sizes.size() + k], ref), 0u) << "op " << k << " rank " << r;
   }
@@ -484,13 +609,30 @@ INSTANTIATE_TEST_SUITE_P(Runtime, CommSchemes,
                                   (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
                          });
 
+// Catches: a retry that keeps the saturated values or the old scale, a
+// fallback scale other than the safe one for the largest exponent, and an
+// Average that is not divided or not redone. The scale by hand: max |x| = 1e6
+// lies in [2^19, 2^20); the largest float below 2^20 is 2^20 - 2^-4, and
+// (2^20 - 2^-4) * 2^10 = 2^30 - 64 fits INT32_MAX / 2 = 2^30 - 1 while
+// * 2^11 does not: scale 1024.
 TEST(Communicator, FixedScaleOverflowFallsBackAndAverageDivides) {
   LocalSwitch sw(switch_config(dp::Policy::Isolated, 256));
   const unsigned n = 2;
-  std::vector<std::vector<float>> x = {random_floats(5, 3000), random_floats(6, 3000)};
+  // Multiples of 2^-9: exact at the fallback scale 1024.
+  std::vector<std::vector<float>> x = {dyadic_floats(5, 3000, 9), dyadic_floats(6, 3000, 9)};
   x[1][17] = 1e6f;  // far beyond what the fixed scale can carry
+  // Rounding at scale 1024 (ties to even), by hand, per worker in units of
+  // 2^-10: 3 * 2^-12 -> 0.75 -> 1; 2^-11 -> 0.5 -> 0; 3 * 2^-11 -> 1.5 -> 2.
+  for (auto& xr : x) {
+    xr[5] = std::ldexp(3.0f, -12);
+    xr[6] = std::ldexp(1.0f, -11);
+    xr[7] = std::ldexp(3.0f, -11);
+  }
+  std::vector<float> want = exact_sum(x), want_avg = exact_sum(x, n);
+  want[5] = std::ldexp(1.0f, -9), want[6] = 0, want[7] = std::ldexp(1.0f, -8);
+  want_avg[5] = std::ldexp(1.0f, -10), want_avg[6] = 0, want_avg[7] = std::ldexp(1.0f, -9);
   std::vector<std::vector<float>> got(n), small(n), avg(n);
-  std::vector<AllreduceInfo> info(n), info_small(n);
+  std::vector<AllreduceInfo> info(n), info_small(n), info_avg(n);
   auto errors = run_workers(n, [&](unsigned r) {
     CommConfig c = comm_config(sw.addr(), 4, r, n);
     c.scale_mode = ScaleMode::Fixed;
@@ -503,17 +645,19 @@ TEST(Communicator, FixedScaleOverflowFallsBackAndAverageDivides) {
     avg[r] = x[r];
     AllreduceOptions o;
     o.op = ReduceOp::Average;
-    comm.allreduce(std::span<float>(avg[r]), o);
+    info_avg[r] = comm.allreduce(std::span<float>(avg[r]), o);
   });
   for (unsigned r = 0; r < n; ++r) {
     ASSERT_EQ(errors[r], "");
     EXPECT_TRUE(info[r].retried);
-    EXPECT_EQ(count_differences(got[r], reference(x)), 0u);
+    EXPECT_EQ(info[r].scale, 1024.0);
+    EXPECT_EQ(count_differences(got[r], want), 0u);
     EXPECT_FALSE(info_small[r].retried);
     EXPECT_EQ(info_small[r].scale, 1 << 20);
     EXPECT_EQ(small[r], (std::vector<float>{1.0f, -0.5f, 1.0f}));
-    EXPECT_TRUE(info[r].retried);
-    EXPECT_EQ(count_differences(avg[r], reference(x, n)), 0u);
+    EXPECT_TRUE(info_avg[r].retried);
+    EXPECT_EQ(info_avg[r].scale, 1024.0);
+    EXPECT_EQ(count_differences(avg[r], want_avg), 0u);
   }
 }
 

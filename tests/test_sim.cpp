@@ -270,6 +270,120 @@ TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
   EXPECT_EQ(tp->fired, want);
 }
 
+// ---------------------------------------------------------------- multicast tree
+
+// A switch that multicasts one result packet per group at start (the root)
+// and re-multicasts any multicast packet it receives (inner switches).
+class McastSwitch final : public Node {
+ public:
+  explicit McastSwitch(std::vector<uint16_t> groups = {}) : groups_(std::move(groups)) {}
+  void on_start(Time, Effects& fx) override {
+    for (uint16_t g : groups_) {
+      Packet* p = fx.alloc();
+      p->h.type = PktType::Ack;
+      p->h.job = g;
+      p->h.psn = 100 + g;
+      p->h.dst = kMulticast;
+      p->h.count = 3;
+      for (int k = 0; k < 3; ++k) p->payload()[k] = 7 * g + k;
+      ASSERT_TRUE(fx.multicast(p));
+    }
+  }
+  void on_packet(Packet* p, Time, Effects& fx) override {
+    if (p->h.dst == kMulticast) {
+      ++relayed;
+      ASSERT_TRUE(fx.multicast(p));
+    } else {
+      fx.send(p);
+    }
+  }
+  void on_timer(uint64_t, Time, Effects&) override {}
+  int relayed = 0;
+
+ private:
+  std::vector<uint16_t> groups_;
+};
+
+class McastHost final : public Node {
+ public:
+  void on_packet(Packet* p, Time, Effects& fx) override {
+    got.push_back({p->h.job, p->h.psn, p->h.dst, std::vector<int32_t>(p->payload(), p->payload() + p->h.count)});
+    fx.free(p);
+  }
+  void on_timer(uint64_t, Time, Effects&) override {}
+  struct Rx {
+    uint16_t job;
+    uint32_t psn;
+    NodeId dst;
+    std::vector<int32_t> v;
+  };
+  std::vector<Rx> got;
+};
+
+// Root R (0) with inner switches A (1) and B (2); hosts 3, 4, 8 under A,
+// 5, 6 under B, 7 directly under R. Group 1 = {7, 3, 5, 4, 6} (in that rank
+// order), group 2 = {3, 5}. Host 8 is in no group.
+// Catches: the root sending one copy per member instead of one per branch,
+// a member missed or served twice, copies to non-members or to branches
+// without members, or a wrong member mask handed down the tree.
+TEST(Multicast, OneCopyPerBranchAndExactlyOnePerMember) {
+  sim::Simulator s(1, 64);
+  auto root = std::make_unique<McastSwitch>(std::vector<uint16_t>{1, 2});
+  auto a = std::make_unique<McastSwitch>();
+  auto b = std::make_unique<McastSwitch>();
+  McastSwitch* ap = a.get();
+  McastSwitch* bp = b.get();
+  s.add_node(std::move(root), true);
+  s.add_node(std::move(a), true);
+  s.add_node(std::move(b), true);
+  std::vector<McastHost*> hosts(9, nullptr);
+  for (NodeId h = 3; h <= 8; ++h) {
+    auto n = std::make_unique<McastHost>();
+    hosts[h] = n.get();
+    s.add_node(std::move(n), false);
+  }
+  sim::LinkParams lp;
+  const uint32_t ra = s.connect(0, 1, lp, lp), rb = s.connect(0, 2, lp, lp);
+  std::vector<uint32_t> down(9);  // switch -> host link of each host
+  for (NodeId h : {3, 4, 8}) down[h] = s.connect(h, 1, lp, lp) + 1;
+  for (NodeId h : {5, 6}) down[h] = s.connect(h, 2, lp, lp) + 1;
+  down[7] = s.connect(7, 0, lp, lp) + 1;
+  s.build_routes();
+  s.set_multicast_group(1, {7, 3, 5, 4, 6});
+  s.set_multicast_group(2, {3, 5});
+  s.run();
+  ASSERT_TRUE(s.idle());
+  EXPECT_EQ(s.link(ra).st.packets, 2u) << "one copy per group on the R -> A branch";
+  EXPECT_EQ(s.link(rb).st.packets, 2u);
+  EXPECT_EQ(s.link(down[7]).st.packets, 1u);
+  EXPECT_EQ(s.link(down[3]).st.packets, 2u);
+  EXPECT_EQ(s.link(down[4]).st.packets, 1u);
+  EXPECT_EQ(s.link(down[5]).st.packets, 2u);
+  EXPECT_EQ(s.link(down[6]).st.packets, 1u);
+  EXPECT_EQ(s.link(down[8]).st.packets, 0u) << "host 8 is in no group";
+  EXPECT_EQ(ap->relayed, 2);
+  EXPECT_EQ(bp->relayed, 2);
+  auto jobs_of = [&](NodeId h) {
+    std::vector<uint16_t> j;
+    for (const auto& r : hosts[h]->got) {
+      EXPECT_EQ(r.dst, h) << "the last hop is a unicast copy for that member";
+      EXPECT_EQ(r.psn, 100u + r.job);
+      EXPECT_EQ(r.v, (std::vector<int32_t>{7 * r.job, 7 * r.job + 1, 7 * r.job + 2}));
+      j.push_back(r.job);
+    }
+    std::sort(j.begin(), j.end());
+    return j;
+  };
+  EXPECT_EQ(jobs_of(3), (std::vector<uint16_t>{1, 2}));
+  EXPECT_EQ(jobs_of(4), (std::vector<uint16_t>{1}));
+  EXPECT_EQ(jobs_of(5), (std::vector<uint16_t>{1, 2}));
+  EXPECT_EQ(jobs_of(6), (std::vector<uint16_t>{1}));
+  EXPECT_EQ(jobs_of(7), (std::vector<uint16_t>{1}));
+  EXPECT_TRUE(hosts[8]->got.empty());
+  EXPECT_EQ(s.pool().in_use(), 0u);
+  EXPECT_EQ(s.misrouted(), 0u);
+}
+
 // ---------------------------------------------------------------- run_point
 
 exp::Settings small_settings() {

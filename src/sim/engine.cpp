@@ -313,6 +313,7 @@ void Simulator::deliver(NodeId to, Packet* p) {
   digest_ = (digest_ ^ static_cast<uint64_t>(now_) ^ (static_cast<uint64_t>(to) << 48) ^
              (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^ h.rank) *
             0x100000001b3ULL;
+  if (trace_) trace_->push_back({now_, to, false, h.type, h.job, h.flags, h.psn, h.src, h.dst, h.rank, h.bitmap, 0});
   fx_.current = to;
   nodes_[to]->on_packet(p, now_, fx_);
 }
@@ -350,6 +351,8 @@ void Simulator::run(Time until) {
       deliver(static_cast<NodeId>(e.node), e.pkt);
     } else {
       digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
+      if (trace_)
+        trace_->push_back({now_, static_cast<NodeId>(e.node), true, PktType{}, 0, 0, 0, kNoNode, kNoNode, 0, 0, e.token});
       fx_.current = static_cast<NodeId>(e.node);
       nodes_[e.node]->on_timer(e.token, now_, fx_);
     }

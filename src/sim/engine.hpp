@@ -93,6 +93,21 @@ struct Event {
 };
 static_assert(sizeof(Event) == 32);
 
+// One delivery or timer, as seen by the optional trace sink (tests compare
+// traces event by event; the digest() folds the same events into a hash).
+struct TraceRecord {
+  Time t;
+  NodeId node;         // the node handed the packet or the timer
+  bool timer;          // false: a packet delivery
+  PktType type;        // deliveries: the header fields
+  uint16_t job, flags;
+  uint32_t psn;
+  NodeId src, dst;
+  uint8_t rank;
+  uint64_t bitmap;
+  uint64_t token;      // timers: the token
+};
+
 class Simulator;
 
 class SimEffects final : public Effects {
@@ -152,6 +167,8 @@ class Simulator {
   uint64_t timer_events() const { return events_ - hops_; }
   uint64_t misrouted() const { return misrouted_; }
   uint64_t digest() const { return digest_; }
+  // Appends every delivery and timer to `sink` from now on (nullptr: off).
+  void set_trace(std::vector<TraceRecord>* sink) { trace_ = sink; }
 
   // Used by SimEffects.
   void route(NodeId from, Packet* p);
@@ -197,6 +214,7 @@ class Simulator {
   uint64_t events_ = 0, hops_ = 0, misrouted_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ULL;
   bool started_ = false;
+  std::vector<TraceRecord>* trace_ = nullptr;
   SimEffects fx_;
 };
 
