@@ -201,6 +201,7 @@ TEST(GoldenTrace, Grid) {
       w.nworkers = static_cast<uint8_t>(job.workers.size());
       w.self = job.workers[r];
       w.aggregator = (mask[j] >> r & 1) ? plan.sw : job.ps;
+      w.switches = {plan.sw};  // results reach every worker from the switch
       w.ps = job.ps;
       w.init_window = 16;
       auto node = std::make_unique<host::WorkerNode>(w, static_cast<Time>(j * 2000 + r * 300) * kNs);
