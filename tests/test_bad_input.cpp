@@ -402,9 +402,9 @@ TEST(BadInput, RunWritesItsJsonReportOnFailureNamingTheProcess) {
 
 // ---- 11. jobs of different sizes; PS counters in the report -----------------
 
-// NOTE: expected to FAIL on branch h-badinput until the swap_with fix (DSA:
-// the victim's PS sees malformed evicted partials) is merged from main. It
-// asserts malformed == 0 for every PS and the switch; do not disable it.
+// Catches the swap_with bug: with jobs of different sizes the DSA eviction
+// handed the victim's PS partials with the winner's worker count (measured
+// before the fix: 2 and 129 malformed per run). Nothing is refused now.
 TEST(BadInput, RunJobsOfDifferentSizesReportsPsCounters) {
   const auto d = dir("sizes");
   const fs::path json = d / "run.json";
@@ -429,9 +429,12 @@ TEST(BadInput, RunJobsOfDifferentSizesReportsPsCounters) {
     EXPECT_EQ(ps.at("outcome"), "finished") << ps.dump();
     const uint64_t malformed = ps.at("ps").at("malformed").get<uint64_t>();
     RecordProperty(fmt::format("ps_job{}_malformed", ps.at("job").get<int>()), std::to_string(malformed));
-    EXPECT_EQ(malformed, 0u) << "PS of job " << ps.at("job") << " (known swap_with bug until the fix is merged)";
+    EXPECT_EQ(malformed, 0u) << "PS of job " << ps.at("job");
+    EXPECT_EQ(ps.at("ps").at("foreign"), 0) << "PS of job " << ps.at("job");
   }
   EXPECT_EQ(j["switch"]["switch"].at("malformed"), 0);
+  for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"})
+    EXPECT_EQ(j["switch"]["switch"].at(k), 0) << k;
 }
 
 // ---- 12. `ina train --help` ------------------------------------------------------

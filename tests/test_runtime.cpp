@@ -35,6 +35,7 @@
 #include "runtime/udp_engine.hpp"
 #include "runtime/worker_app.hpp"
 #include "wire/quant.hpp"
+#include "test_keys.hpp"
 
 namespace fs = std::filesystem;
 using namespace ina;
@@ -111,6 +112,8 @@ SwitchDaemonConfig switch_config(dp::Policy policy, uint16_t payload = 64, uint6
   c.program.payload_values = payload;
   c.program.memory_bytes = memory;
   c.log = false;
+  c.key = ina::test::test_switch_key();
+  c.has_key = true;
   return c;
 }
 
@@ -592,7 +595,7 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
     for (size_t i = 0; i < ints[r].size(); i += 997)
       ASSERT_EQ(ints[r][i], static_cast<int32_t>(i * 6) - 21000) << "rank " << r << " index " << i;
   ps.reset();
-  const auto st = query_switch_stats(sw.d.endpoint(), 2 * kSec);
+  const auto st = query_switch_stats(sw.d.endpoint(), 2 * kSec, &ina::test::test_switch_key(), 0);
   EXPECT_EQ(st["occupied"], 0);
   EXPECT_EQ(st["packets_in_use"], 0);
   EXPECT_EQ(st["jobs"]["finished"], 1);
@@ -807,7 +810,7 @@ TEST(Robustness, MalformedDatagramToARunningSwitchIsCountedAndDropped) {
   const Time end = monotonic_now() + 2 * kSec;
   do {
     usleep(2000);
-    st = query_switch_stats(sw.d.endpoint(), kSec);
+    st = query_switch_stats(sw.d.endpoint(), kSec, &ina::test::test_switch_key(), 0);
   } while (st["engine"]["rx_datagrams"].get<int>() < 6 && monotonic_now() < end);
   EXPECT_EQ(st["engine"]["rx_malformed"], 5);
   EXPECT_EQ(st["engine"]["rx_foreign"], 1);
@@ -817,6 +820,8 @@ TEST(Robustness, MalformedDatagramToARunningSwitchIsCountedAndDropped) {
   const char line[] = "this is not json\n";
   ASSERT_EQ(::send(ctl.fd(), line, sizeof line - 1, 0), static_cast<ssize_t>(sizeof line - 1));
   nlohmann::json reply;
+  ASSERT_TRUE(ctl.wait_message(reply, monotonic_now() + 2 * kSec, "switch"));
+  EXPECT_EQ(reply["op"], "hello");  // the switch greets first, with its nonce
   ASSERT_TRUE(ctl.wait_message(reply, monotonic_now() + 2 * kSec, "switch"));
   EXPECT_EQ(reply["op"], "error");
   EXPECT_NE(reply["message"].get<std::string>().find("malformed control message"), std::string::npos) << reply;
@@ -843,6 +848,7 @@ TEST(Robustness, PsSeesAFinishThatArrivedWithTheJoinAnswer) {
     if (::poll(&p, 1, 5000) != 1) return;
     UniqueFd c(::accept4(lfd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     LineChannel ch(std::move(c));
+    ch.send({{"op", "hello"}, {"version", 2}, {"nonce", std::string(64, 'a')}});
     nlohmann::json join;
     if (!ch.wait_message(join, monotonic_now() + 5 * kSec, "ps")) return;
     const std::string both =
@@ -898,6 +904,7 @@ TEST(Robustness, PeerLeavingAbortsTheJobForTheOthers) {
     o.rank = 1;
     o.nworkers = 2;
     o.retain_ops = CommConfig{}.retain_ops;
+    o.key = job_key(ina::test::test_switch_key(), 8);
     Joined j = join_job(o);
     while (!joined) usleep(1000);
     usleep(50000);
@@ -1103,4 +1110,212 @@ TEST(InaRunProcesses, BadArgumentsAreReported) {
   const Proc p = run_ina({"run", "--workers", "2", "--priorities", "5", "--jobs", "2"}, 10);
   EXPECT_EQ(p.status, 1) << p.out;
   EXPECT_NE(p.out.find("--priorities needs one value per job"), std::string::npos) << p.out;
+}
+
+// ====================================================================
+// Security of the shared switch (job isolation, credentials, control input)
+// ====================================================================
+
+namespace {
+
+// Sends one encoded packet from `fd` (a member's bound data socket) to the switch.
+void send_raw(int fd, const Endpoint& to, const Header& h, const std::vector<int32_t>& vals) {
+  std::vector<std::byte> buf(kHeaderBytes + 4 * vals.size());
+  Header x = h;
+  x.count = static_cast<uint16_t>(vals.size());
+  const size_t n = encode(x, vals, buf);
+  ASSERT_EQ(::sendto(fd, buf.data(), n, 0, reinterpret_cast<const sockaddr*>(&to.sa), sizeof to.sa),
+            static_cast<ssize_t>(n));
+}
+
+// One control exchange on a fresh connection: reads the hello, sends `line`, returns the answer.
+nlohmann::json control_exchange(const Endpoint& sw, const std::string& line, std::string* nonce = nullptr) {
+  LineChannel ch(connect_tcp(sw, kSec, "the switch"));
+  nlohmann::json m;
+  EXPECT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));
+  EXPECT_EQ(m["op"], "hello");
+  if (nonce) *nonce = m["nonce"].get<std::string>();
+  const std::string l = line + "\n";
+  ::send(ch.fd(), l.data(), l.size(), MSG_NOSIGNAL);
+  nlohmann::json reply;
+  if (!ch.wait_message(reply, monotonic_now() + 5 * kSec, "switch")) return nlohmann::json{{"op", "timeout"}};
+  return reply;
+}
+
+}  // namespace
+
+// The issue's probes, over real sockets: a process that joined job 99 (with
+// job 99's credential) sends job 4 forged Data (rank 1, top priority), forged
+// result Acks and Fetches while job 4 runs; job 4's results stay exact and
+// the switch counts each forgery under its reason.
+TEST(Security, AnotherJobsMemberCannotAddToAckOrFetchAJobsAggregators) {
+  LocalSwitch sw(switch_config(dp::Policy::Preemptive, 64, 64 << 10));
+  const Key key = ina::test::test_switch_key();
+  // Job 99: one worker (the intruder, joined by hand) and its PS.
+  LocalPs ps99(sw.d.endpoint(), 99, 1);
+  JoinOptions o;
+  o.sw = sw.d.endpoint();
+  o.job = 99;
+  o.nworkers = 1;
+  o.retain_ops = CommConfig{}.retain_ops;
+  o.key = job_key(key, 99);
+  Joined intruder = join_job(o);
+  const NodeId me = intruder.job.self;
+
+  LocalPs ps4(sw.d.endpoint(), 4, 2);
+  const size_t n = 40000;
+  std::atomic<int> phase{0};
+  std::vector<std::vector<int32_t>> out(2);
+  auto errors = run_workers(3, [&](unsigned r) {
+    if (r == 2) {  // the intruder, once job 4 is live
+      while (phase.load() < 1) usleep(1000);
+      const int fd = intruder.udp.get();
+      for (uint32_t psn = 0; psn < 300; ++psn) {
+        Header h;
+        h.type = PktType::Data;
+        h.job = 4;
+        h.psn = psn;
+        h.rank = 1;
+        h.nworkers = 2;
+        h.bitmap = 0b10;
+        h.priority = 0xFFFFFFFF;
+        h.src = me;
+        h.dst = 0;
+        send_raw(fd, sw.d.endpoint(), h, std::vector<int32_t>(64, 1 << 20));
+        h.type = PktType::Ack;
+        h.flags = flag::kResult;
+        h.bitmap = 0b11;
+        h.dst = kMulticast;
+        send_raw(fd, sw.d.endpoint(), h, std::vector<int32_t>(64, -7));
+        h.type = PktType::Fetch;
+        h.flags = 0;
+        h.bitmap = 0;
+        h.dst = 0;
+        send_raw(fd, sw.d.endpoint(), h, {});
+      }
+      phase = 2;
+      return;
+    }
+    Communicator comm(comm_config(sw.addr(), 4, r, 2));
+    for (int it = 0; it < 3; ++it) {
+      std::vector<int32_t> v(n);
+      for (size_t k = 0; k < n; ++k) v[k] = static_cast<int32_t>(k % 1000) * (r + 1) - it;
+      comm.allreduce(std::span<int32_t>(v));
+      if (it == 0) phase = std::max(phase.load(), 1);
+      for (size_t k = 0; k < n; ++k)
+        ASSERT_EQ(v[k], static_cast<int32_t>(k % 1000) * 3 - 2 * it) << "rank " << r << " iteration " << it << " k " << k;
+    }
+  });
+  EXPECT_EQ(errors, (std::vector<std::string>{"", "", ""}));
+  // Every forgery reached the switch and was refused under its reason.
+  nlohmann::json st;
+  const Time end = monotonic_now() + 3 * kSec;
+  do {
+    st = query_switch_stats(sw.d.endpoint(), kSec, &key, 0);
+  } while (st["switch"]["foreign_fetch"].get<uint64_t>() < 300 && monotonic_now() < end);
+  EXPECT_EQ(st["switch"]["foreign_data"], 300);
+  EXPECT_EQ(st["switch"]["foreign_ack"], 300);
+  EXPECT_EQ(st["switch"]["foreign_fetch"], 300);
+  EXPECT_EQ(st["switch"]["malformed"], 0);
+}
+
+TEST(Security, JoinNeedsTheJobsCredentialAndStatsRevealNoOtherJob) {
+  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  const Key key = ina::test::test_switch_key();
+  // Job 99's key does not open job 4.
+  JoinOptions o;
+  o.sw = sw.d.endpoint();
+  o.job = 4;
+  o.nworkers = 2;
+  o.retain_ops = CommConfig{}.retain_ops;
+  o.key = job_key(key, 99);
+  try {
+    join_job(o);
+    ADD_FAILURE() << "a join with another job's credential was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("authentication failed for job 4"), std::string::npos) << e.what();
+  }
+  // Job 4's rank 0 joins properly and waits for rank 1.
+  o.key = job_key(key, 4);
+  std::thread waiting([&] {
+    JoinOptions r1 = o;
+    r1.rank = 1;
+    usleep(300000);
+    Joined j = join_job(r1);
+    usleep(100000);
+  });
+  Joined j0 = join_job(o);
+  // No proof: the switch's shape only; no job id, no counters.
+  auto anon = control_exchange(sw.d.endpoint(), R"({"op":"stats"})");
+  EXPECT_EQ(anon["op"], "stats");
+  EXPECT_FALSE(anon.contains("jobs")) << anon;
+  EXPECT_FALSE(anon.contains("switch")) << anon;
+  EXPECT_EQ(anon.dump().find("\"live\""), std::string::npos) << anon;
+  // Job 4's proof: job 4's state, nothing of the others.
+  const auto own = query_switch_stats(sw.d.endpoint(), kSec, &o.key, 4);
+  EXPECT_EQ(own["job"]["job"], 4);
+  EXPECT_EQ(own["job"]["live"], true);
+  EXPECT_FALSE(own.contains("jobs")) << own;
+  // A proof made with job 4's key for job 5, and a made-up one: refused.
+  std::string nonce;
+  LineChannel ch(connect_tcp(sw.d.endpoint(), kSec, "the switch"));
+  nlohmann::json m;
+  ASSERT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));
+  ch.send({{"op", "stats"}, {"job", 5}, {"proof", proof(o.key, stats_message(m["nonce"].get<std::string>(), 5))}});
+  ASSERT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));
+  EXPECT_EQ(m["op"], "error");
+  EXPECT_NE(m["message"].get<std::string>().find("the proof for job 5 is wrong"), std::string::npos) << m;
+  waiting.join();
+}
+
+// One bad line closes its own connection with an error; the switch, and a
+// job that is live on it, go on. Each of the issue's crashing lines is here.
+TEST(Security, MalformedControlLinesCloseOnlyTheirConnection) {
+  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');        // 40 KB: parsed? no, scanned
+  const std::string deeper = std::string(200000, '[') + std::string(200000, ']');    // the issue's 200 k levels
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"op":1})", "field 'op' must be a string"},
+      {R"({"op":"join","role":5,"job":1,"nworkers":1,"payload":0,"retain_ops":8,"udp":"127.0.0.1:1","proof":""})",
+       "field 'role' must be a string"},
+      {R"({"op":"join","role":"worker","job":1,"rank":0,"nworkers":1,"payload":0,"retain_ops":8,"udp":5,"proof":""})",
+       "field 'udp' must be a string"},
+      {R"({"op":"join","role":"worker","job":-1,"rank":0,"nworkers":1,"payload":0,"retain_ops":8,"udp":"x","proof":""})",
+       "field 'job' must be an integer in 1..65535"},
+      {R"({"op":"join","role":"worker","job":1,"rank":0,"nworkers":1,"payload":0,"retain_ops":8,"udp":"127.0.0.1:9","proof":"00"})",
+       "authentication failed for job 1"},
+      {R"({"op":"stats","extra":{"a":[1]}})", "unknown field 'extra'"},
+      {"{\"op\":\"join\",\"role\":" + deep + "}", "nested 20001 levels deep"},
+      {"{\"op\":\"join\",\"role\":" + deeper + "}", "longer than 65536 bytes"},
+      {"[1,2,3]", "malformed control message"},
+  };
+  // A job is live during all of this.
+  std::atomic<bool> stop{false};
+  std::string job_error;
+  std::thread job([&] {
+    try {
+      Communicator comm(comm_config(sw.addr(), 1, 0, 1));
+      std::vector<int32_t> v(5000);
+      for (int it = 0; !stop; ++it) {
+        for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<int32_t>(k) - it;
+        comm.allreduce(std::span<int32_t>(v));
+        for (size_t k = 0; k < v.size(); ++k)
+          if (v[k] != static_cast<int32_t>(k) - it) throw std::runtime_error("wrong result");
+      }
+    } catch (const std::exception& e) {
+      job_error = e.what();
+    }
+  });
+  for (const auto& [line, want] : cases) {
+    const auto reply = control_exchange(sw.d.endpoint(), line);
+    EXPECT_EQ(reply["op"], "error") << line.substr(0, 80);
+    EXPECT_NE(reply.value("message", "").find(want), std::string::npos) << reply.dump().substr(0, 300);
+  }
+  stop = true;
+  job.join();
+  EXPECT_EQ(job_error, "");
+  const auto st = query_switch_stats(sw.d.endpoint(), kSec, &ina::test::test_switch_key(), 0);
+  EXPECT_EQ(st["control"]["rejected"], cases.size());
+  EXPECT_EQ(st["control"]["auth_failures"], 1);
+  EXPECT_EQ(st["jobs"]["aborted"], 0);
 }

@@ -85,7 +85,7 @@ class StopSignals {
 };
 
 struct SwitchCmd {
-  std::string listen = "127.0.0.1:7700", policy = "dsa", stats_json;
+  std::string listen = "127.0.0.1:7700", policy = "dsa", stats_json, key_file, new_key_file;
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = 64, regions = 4;
   double ecn_kb = 512;
@@ -109,6 +109,16 @@ struct SwitchCmd {
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
     c.log = !quiet;
+    if (!key_file.empty()) {
+      c.key = rt::read_key_file(key_file);
+    } else if (!new_key_file.empty()) {
+      c.key = rt::random_key();
+      rt::write_key_file(new_key_file, c.key);
+    } else if (!rt::key_from_env("INA_SWITCH_KEY", c.key)) {
+      throw rt::RuntimeError("ina switch: no switch key: give --key-file FILE (make one with 'ina key new FILE'), "
+                             "--new-key-file FILE, or INA_SWITCH_KEY");
+    }
+    c.has_key = true;
     StopSignals sig;
     rt::SwitchDaemon d(c);
     sig.attach(d.engine(), [&d] { d.request_stop(); });
@@ -126,7 +136,7 @@ struct SwitchCmd {
 };
 
 struct PsCmd {
-  std::string sw = "127.0.0.1:7700", bind_ip, stats_json;
+  std::string sw = "127.0.0.1:7700", bind_ip, stats_json, key_file;
   unsigned job = 1, workers = 1;
   double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
   bool quiet = false, multicast_known = false;
@@ -138,6 +148,10 @@ struct PsCmd {
     c.sw = rt::Endpoint::parse(sw);
     c.job = static_cast<uint16_t>(job);
     c.nworkers = workers;
+    if (!key_file.empty()) {
+      c.key = rt::read_key_file(key_file);
+      c.has_key = true;
+    }
     c.bind_ip = bind_ip;
     c.faults = faults.config();
     c.connect_timeout = from_ms(connect_timeout_ms);
@@ -176,7 +190,7 @@ struct PsCmd {
 };
 
 struct WorkerCmd {
-  std::string config, sw, scale;
+  std::string config, sw, scale, key_file;
   unsigned job = 0, rank = 0, workers = 0, payload = 0, priority = 0;
   uint64_t size = 0, seed = 1;
   unsigned iterations = 1;
@@ -197,6 +211,7 @@ struct WorkerCmd {
     if (given("--job")) c.job = static_cast<uint16_t>(job);
     if (given("--rank")) c.rank = rank;
     if (given("--workers")) c.nworkers = workers;
+    if (given("--key-file")) c.job_key = rt::to_hex(rt::read_key_file(key_file));
     if (given("--payload")) c.payload_values = static_cast<uint16_t>(payload);
     if (given("--priority")) c.priority = priority;
     if (given("--window-kb")) c.window_kb = window_kb;
@@ -293,15 +308,38 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
+  s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");
+  s->add_option("--new-key-file", sw->new_key_file, "create a fresh switch key in this file (mode 0600) and use it");
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
   s->add_flag("--quiet", sw->quiet, "log errors only");
   sw->faults.add(s, false);
+
+  // Credentials (runtime/auth.hpp): a switch key, and the per-job keys derived from it.
+  auto* k = app.add_subcommand("key", "Switch keys and job credentials");
+  k->require_subcommand(1);
+  auto key_new_file = std::make_shared<std::string>();
+  auto* kn = k->add_subcommand("new", "Create a random switch key in FILE (mode 0600)");
+  kn->add_option("FILE", *key_new_file, "where to write it")->required();
+  kn->callback([key_new_file] { rt::write_key_file(*key_new_file, rt::random_key()); });
+  auto key_job_src = std::make_shared<std::string>();
+  auto key_job_out = std::make_shared<std::string>();
+  auto key_job_id = std::make_shared<unsigned>(0);
+  auto* kj = k->add_subcommand("job", "Derive job J's credential from the switch key (hand it to job J's processes only)");
+  kj->add_option("--switch-key-file", *key_job_src, "the switch key")->required();
+  kj->add_option("--job", *key_job_id, "job id")->required()->check(CLI::Range(1, 65535));
+  kj->add_option("--out", *key_job_out, "write it to this file (mode 0600) instead of standard output");
+  kj->callback([key_job_src, key_job_out, key_job_id] {
+    const rt::Key jk = rt::job_key(rt::read_key_file(*key_job_src), static_cast<uint16_t>(*key_job_id));
+    if (key_job_out->empty()) std::cout << rt::to_hex(jk) << "\n";
+    else rt::write_key_file(*key_job_out, jk);
+  });
 
   auto* p = app.add_subcommand("ps", "PS / fallback server of one job (ATP, DSA)");
   p->add_option("--switch", ps->sw, "the switch's address")->capture_default_str();
   p->add_option("--job", ps->job, "job id (>= 1)")->required()->check(CLI::Range(1, 65535));
   p->add_option("--workers", ps->workers, "workers in the job")->required()->check(CLI::Range(1, 64));
   p->add_option("--bind-ip", ps->bind_ip, "local address for data (default: the one that reaches the switch)");
+  p->add_option("--key-file", ps->key_file, "the job's credential (else INA_JOB_KEY, or derived from INA_SWITCH_KEY)");
   p->add_option("--connect-timeout-ms", ps->connect_timeout_ms, "give up connecting to the switch after this")
       ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
   p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")
@@ -321,6 +359,7 @@ Runner register_runtime(CLI::App& app) {
   w->add_option("--switch", wk->sw, "the switch's address (default 127.0.0.1:7700)");
   w->add_option("--job", wk->job, "job id")->check(CLI::Range(1, 65535));
   w->add_option("--rank", wk->rank, "this worker's rank")->check(CLI::Range(0, 63));
+  w->add_option("--key-file", wk->key_file, "the job's credential (else job_key in --config, INA_JOB_KEY or INA_SWITCH_KEY)");
   w->add_option("--workers", wk->workers, "workers in the job")->check(CLI::Range(1, 64));
   w->add_option("--payload", wk->payload, "values per packet the switch must use (0: any)")->check(CLI::Range(0, 16000));
   w->add_option("--priority", wk->priority, "DSA priority of this worker's packets")->check(CLI::Range(1, INT32_MAX));

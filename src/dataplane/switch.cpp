@@ -215,6 +215,7 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
   p->h.type = PktType::Ack;
   p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
   p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
+  p->h.nworkers = static_cast<uint8_t>(j.workers.size());  // the job's, whatever the PS wrote
   p->h.src = id();
   p->h.dst = kMulticast;
   st_.acks_multicast += j.workers.size();
@@ -240,6 +241,7 @@ void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Ef
 void SwitchProgram::handle_fetch(Packet* p, const SwitchJob& j, Effects& fx) {
   ++st_.fetches;
   p->h.type = PktType::FetchReply;
+  p->h.nworkers = static_cast<uint8_t>(j.workers.size());
   p->h.dst = p->h.src;
   p->h.src = id();
   p->h.bitmap = 0;

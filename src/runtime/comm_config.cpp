@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/communicator.hpp"
+#include "runtime/auth.hpp"
 
 namespace ina {
 
@@ -55,6 +56,11 @@ const Setting kSettings[] = {
        rt::Endpoint::parse(v);  // reject a bad address here, naming the setting
        c.switch_addr = v;
        (void)w;
+     }},
+    {"communicator", "job_key", "INA_JOB_KEY",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       rt::parse_key(v, w);  // 64 hex digits, or an error naming the setting
+       c.job_key = v;
      }},
     {"communicator", "bind_ip", "INA_BIND_IP", [](CommConfig& c, const std::string& v, const std::string&) { c.bind_ip = v; }},
     {"communicator", "job", "INA_JOB",

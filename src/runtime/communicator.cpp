@@ -258,6 +258,7 @@ struct Communicator::Impl {
     jo.bind_ip = cfg.bind_ip;
     jo.connect_timeout = cfg.connect_timeout;
     jo.rendezvous_timeout = cfg.rendezvous_timeout;
+    jo.key = cfg.job_key.empty() ? rt::job_key_from_env(cfg.job) : rt::parse_key(cfg.job_key, "communicator job_key");
     joined = rt::join_job(jo);
     const rt::JobAssignment& a = joined.job;
 
@@ -537,7 +538,7 @@ struct Communicator::Impl {
          {{"sent", s.sent}, {"retransmits", s.retransmits}, {"reminders", s.reminders}, {"timeouts", s.timeouts},
           {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"delayed_acks", s.delayed_acks}, {"decreases", s.decreases},
           {"grads_to_ps", s.grads_to_ps}, {"results_to_ps", s.results_to_ps}, {"retired_to_ps", s.retired_to_ps},
-          {"redirected", s.redirected}, {"malformed", s.malformed}, {"cwnd", tx->cwnd()},
+          {"redirected", s.redirected}, {"malformed", s.malformed}, {"foreign", s.foreign}, {"cwnd", tx->cwnd()},
           {"rto_us", to_us(tx->rto())}}},
         {"engine", engine->stats().to_json()}};
     std::lock_guard lk(stats_mu);

@@ -64,6 +64,10 @@ struct CommConfig {
   std::string switch_addr = "127.0.0.1:7700";  // `ina switch` (UDP data and TCP control)
   std::string bind_ip;          // local UDP address; empty: the one that reaches the switch
   uint16_t job = 1;
+  // The job's credential (64 hex digits, from its launcher): proves at the
+  // switch that this process may join `job`. Empty: INA_JOB_KEY, or derived
+  // from INA_SWITCH_KEY (see runtime/auth.hpp).
+  std::string job_key;
   unsigned rank = 0;
   unsigned nworkers = 1;
   uint16_t payload_values = 0;  // 0: the switch's; otherwise it must match

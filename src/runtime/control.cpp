@@ -31,7 +31,31 @@ JobAssignment parse_ready(const nlohmann::json& m) {
   return a;
 }
 
+// The switch's first message on a connection: its nonce.
+std::string read_hello(LineChannel& ch, Time deadline, const std::string& peer) {
+  nlohmann::json m;
+  if (!ch.wait_message(m, deadline, peer)) throw RuntimeError(fmt::format("{} did not greet within the timeout", peer));
+  const auto op = m.find("op");
+  const auto nonce = m.find("nonce");
+  if (op == m.end() || *op != "hello" || nonce == m.end() || !nonce->is_string() || nonce->get_ref<const std::string&>().size() != 64)
+    throw RuntimeError(fmt::format("{} is not an ina switch of this version (it opened with {:.120})", peer, m.dump()));
+  return nonce->get<std::string>();
+}
+
+std::string op_of(const nlohmann::json& m) {
+  const auto it = m.find("op");
+  return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
+
+Key job_key_from_env(uint16_t job) {
+  Key k;
+  if (key_from_env("INA_JOB_KEY", k)) return k;
+  if (key_from_env("INA_SWITCH_KEY", k)) return job_key(k, job);
+  throw RuntimeError(fmt::format("job {}: no credential: set INA_JOB_KEY (the job's key, from its launcher) or "
+                                 "INA_SWITCH_KEY (the switch key)", job));
+}
 
 Joined join_job(const JoinOptions& o) {
   Joined j;
@@ -40,28 +64,36 @@ Joined join_job(const JoinOptions& o) {
                                       : Endpoint::parse(o.bind_ip + ":0");
   j.udp = bind_udp(udp_at, o.udp_buffer_bytes);
   const Endpoint udp = local_endpoint(j.udp.get());
-  j.control.send({{"op", "join"}, {"role", to_string(o.role)}, {"job", o.job}, {"rank", o.rank},
-                  {"nworkers", o.nworkers}, {"payload", o.payload_values}, {"retain_ops", o.retain_ops},
-                  {"udp", udp.str()}});
   const Time deadline = monotonic_now() + o.rendezvous_timeout;
   const std::string peer = fmt::format("the switch at {}", o.sw.str());
+  const std::string nonce = read_hello(j.control, monotonic_now() + o.connect_timeout, peer);
+  const bool worker = o.role == Role::Worker;
+  const std::string sig = proof(o.key, join_message(nonce, to_string(o.role), o.job, worker ? o.rank : 0, o.nworkers,
+                                                    o.payload_values, worker ? o.retain_ops : 0, udp.str()));
+  j.control.send({{"op", "join"}, {"role", to_string(o.role)}, {"job", o.job}, {"rank", o.rank},
+                  {"nworkers", o.nworkers}, {"payload", o.payload_values}, {"retain_ops", o.retain_ops},
+                  {"udp", udp.str()}, {"proof", sig}});
   std::string progress = "no other member had joined";
   for (;;) {
     nlohmann::json m;
     if (!j.control.wait_message(m, deadline, peer))
       throw RuntimeError(fmt::format("{}: timed out after {:.1f} s waiting at {} for job {} to assemble ({})", who(o),
                                      to_ms(o.rendezvous_timeout) / 1000, peer, o.job, progress));
-    const std::string op = m.value("op", "");
-    if (op == "ready") {
-      j.job = parse_ready(m);
-      return j;
-    }
-    if (op == "error")
-      throw RuntimeError(fmt::format("{}: {} rejected the join: {}", who(o), peer, m.value("message", "?")));
-    if (op == "waiting") {
-      progress = fmt::format("{} of {} workers joined", m.value("workers_joined", 0), m.value("nworkers", 0));
-      if (m.value("ps_needed", false)) progress += m.value("ps_joined", false) ? ", PS joined" : ", no PS yet";
-      continue;
+    const std::string op = op_of(m);
+    try {
+      if (op == "ready") {
+        j.job = parse_ready(m);
+        return j;
+      }
+      if (op == "error")
+        throw RuntimeError(fmt::format("{}: {} rejected the join: {}", who(o), peer, m.value("message", "?")));
+      if (op == "waiting") {
+        progress = fmt::format("{} of {} workers joined", m.value("workers_joined", 0), m.value("nworkers", 0));
+        if (m.value("ps_needed", false)) progress += m.value("ps_joined", false) ? ", PS joined" : ", no PS yet";
+        continue;
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw RuntimeError(fmt::format("{}: malformed '{}' message from {}: {}", who(o), op, peer, e.what()));
     }
     throw RuntimeError(fmt::format("{}: unexpected control message from {}: {}", who(o), peer, m.dump()));
   }
@@ -77,21 +109,31 @@ ControlNews read_control(LineChannel& ch) {
     return n;
   }
   for (const auto& m : msgs) {
-    const std::string op = m.value("op", "");
-    if (op == "finish") n.finished = true;
-    else if (op == "abort") n.aborted = m.value("message", "?");
+    const std::string op = op_of(m);
+    if (op == "finish") {
+      n.finished = true;
+    } else if (op == "abort") {
+      const auto it = m.find("message");
+      n.aborted = it != m.end() && it->is_string() ? it->get<std::string>() : std::string("(no reason given)");
+    }
   }
   return n;
 }
 
-nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout) {
+nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout, const Key* key, uint16_t job) {
   const Time deadline = monotonic_now() + timeout;
   LineChannel ch(connect_tcp(sw, timeout, "the switch"));
-  ch.send({{"op", "stats"}});
-  nlohmann::json m;
   const std::string peer = fmt::format("the switch at {}", sw.str());
+  const std::string nonce = read_hello(ch, deadline, peer);
+  nlohmann::json q = {{"op", "stats"}};
+  if (key) {
+    q["job"] = job;
+    q["proof"] = proof(*key, stats_message(nonce, job));
+  }
+  ch.send(q);
+  nlohmann::json m;
   if (!ch.wait_message(m, deadline, peer)) throw RuntimeError(fmt::format("timed out waiting for stats from {}", peer));
-  if (m.value("op", "") != "stats") throw RuntimeError(fmt::format("{} answered the stats query with {}", peer, m.dump()));
+  if (op_of(m) != "stats") throw RuntimeError(fmt::format("{} answered the stats query with {:.200}", peer, m.dump()));
   return m;
 }
 

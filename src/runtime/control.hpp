@@ -7,8 +7,10 @@
 // UDP data socket. The connection lives as long as the member does, so the
 // switch learns at once when a member goes away.
 //
+//   switch -> anyone  {"op":"hello","version":2,"nonce":"<64 hex>"}   first, on every connection
 //   member -> switch  {"op":"join","role":"worker"|"ps","job":J,"rank":r,"nworkers":N,
-//                      "payload":V (0: any),"retain_ops":R,"udp":"ip:port"}
+//                      "payload":V (0: any),"retain_ops":R,"udp":"ip:port",
+//                      "proof":HMAC(job_key(J), join_message(nonce, fields))}   (auth.hpp)
 //   switch -> member  {"op":"waiting","workers_joined":k,"nworkers":N,"ps_joined":b,"ps_needed":b}
 //                     {"op":"ready","job":J,"self":id,"switch":0,"ps":id|-1,"workers":[ids by rank],
 //                      "payload":V,"window_cap":S,"policy":"..."}
@@ -16,7 +18,13 @@
 //   worker -> switch  {"op":"done"}    I have finished all my allreduces
 //   switch -> member  {"op":"finish"}  every worker is done: the job is over (barrier)
 //                     {"op":"abort","message":"..."}  a member left early: the job is dead
-//   anyone -> switch  {"op":"stats"}  -> {"op":"stats", ...}
+//   anyone -> switch  {"op":"stats"}  -> {"op":"stats", ...}   the switch's shape only
+//                     {"op":"stats","job":J,"proof":HMAC(job_key(J), stats_message(nonce, J))}  + job J's state
+//                     {"op":"stats","job":0,"proof":HMAC(switch_key, stats_message(nonce, 0))}  everything
+//
+// Every message is validated (types, ranges, known fields, at most 64 KiB,
+// nesting depth 8); a bad one, or a wrong proof, closes that connection with
+// {"op":"error"}: never the switch, and no other job notices.
 //
 // A job goes live when all N workers (and, for shared policies, its PS) have
 // joined: the switch assigns node ids, registers the job with the switch
@@ -28,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/auth.hpp"
 #include "runtime/net.hpp"
 #include "wire/packet.hpp"
 
@@ -44,6 +53,7 @@ struct JoinOptions {
   unsigned nworkers = 1;
   uint16_t payload_values = 0;  // 0: accept the switch's
   size_t retain_ops = 0;        // workers: must agree within the job
+  Key key{};                    // the job's credential, job_key(switch key, job) (auth.hpp)
   std::string bind_ip;          // UDP source address; empty: the one that reaches the switch
   int udp_buffer_bytes = 4 << 20;
   Time connect_timeout = 10 * kSec;
@@ -88,7 +98,13 @@ struct ControlNews {
 };
 ControlNews read_control(LineChannel& ch);
 
-// Asks a running switch for its statistics ({"op":"stats", ...}).
-nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout);
+// Asks a running switch for its statistics ({"op":"stats", ...}): with no key
+// only the switch's shape; with job J's key that job's state; with the
+// switch key and job 0 everything.
+nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout, const Key* key = nullptr, uint16_t job = 0);
+
+// The job key a member uses: INA_JOB_KEY, else derived from INA_SWITCH_KEY;
+// throws RuntimeError naming both variables if neither is set.
+Key job_key_from_env(uint16_t job);
 
 }  // namespace ina::rt

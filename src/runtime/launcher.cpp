@@ -1,5 +1,7 @@
 #include "runtime/launcher.hpp"
 
+#include "runtime/auth.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -226,7 +228,17 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) throw RuntimeError(fmt::format("pipe: {}", errno_text(errno)));
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
-  std::vector<std::string> sw_args{"switch", "--listen", fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme,
+  // Credentials: a fresh switch key; each job's processes get only their job's key.
+  const Key switch_key = random_key();
+  const fs::path switch_key_file = fs::path(cfg.work_dir) / "switch.key";
+  write_key_file(switch_key_file.string(), switch_key);
+  auto job_key_file = [&](unsigned j) {
+    const fs::path f = fs::path(cfg.work_dir) / fmt::format("job{}.key", j);
+    if (!fs::exists(f)) write_key_file(f.string(), job_key(switch_key, static_cast<uint16_t>(j)));
+    return f.string();
+  };
+  std::vector<std::string> sw_args{"switch", "--key-file", switch_key_file.string(),
+                                   "--listen", fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme,
                                    "--memory", std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
                                    "--regions", std::to_string(cfg.jobs), "--seed", std::to_string(cfg.seed),
                                    "--fault-seed", std::to_string(cfg.seed * 7919),
@@ -261,7 +273,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   // 2. PSes and workers.
   for (unsigned j = 1; j <= cfg.jobs; ++j) {
     if (with_ps) {
-      std::vector<std::string> a{"ps", "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
+      std::vector<std::string> a{"ps", "--key-file", job_key_file(j), "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
                                  std::to_string(cfg.workers_of(j)), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j),
                                  "--stats-json", ps_stats_path(j).string()};
       for (auto& f : fault_args(cfg)) a.push_back(f);
@@ -280,7 +292,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
     }
     for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
-      std::vector<std::string> a{"worker", "--config", toml.string(), "--rank", std::to_string(r), "--size",
+      std::vector<std::string> a{"worker", "--key-file", job_key_file(j), "--config", toml.string(), "--rank", std::to_string(r), "--size",
                                  std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations),
                                  "--seed", std::to_string(cfg.seed), "--fault-seed", std::to_string(cfg.seed * 7919 + 100 * j + r),
                                  "--report", (fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r)).string()};
@@ -336,7 +348,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   // 4. The switch's statistics, then stop it.
   nlohmann::json stats;
   try {
-    stats = query_switch_stats(sw_ep, 5 * kSec);
+    stats = query_switch_stats(sw_ep, 5 * kSec, &switch_key, 0);
   } catch (const RuntimeError& e) {
     return fail({1, fmt::format("cannot read the switch's statistics: {}", e.what())});
   }

@@ -1,5 +1,7 @@
 #include "runtime/net.hpp"
 
+#include "core/json_depth.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -195,6 +197,10 @@ bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
   for (size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
     const std::string_view line(in_.data() + start, nl - start);
     if (line.empty()) continue;
+    // Control messages are flat objects; a deep one is refused before the
+    // (recursive) parser sees it.
+    if (const size_t d = json_nesting_depth(line); d > kMaxDepth)
+      throw RuntimeError(fmt::format("control message nested {} levels deep (at most {})", d, kMaxDepth));
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       throw RuntimeError(fmt::format("malformed control message: '{:.80}'", line));

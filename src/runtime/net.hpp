@@ -79,7 +79,8 @@ Time monotonic_now();
 // Newline-delimited JSON messages over a non-blocking stream socket.
 class LineChannel {
  public:
-  static constexpr size_t kMaxLine = 1 << 20;
+  static constexpr size_t kMaxLine = 64 << 10;  // a control message is a few hundred bytes
+  static constexpr size_t kMaxDepth = 8;         // control messages are objects a few levels deep at most
 
   LineChannel() = default;
   explicit LineChannel(UniqueFd fd) : fd_(std::move(fd)) {}

@@ -33,6 +33,7 @@ struct PsDaemon::Impl {
     jo.bind_ip = cfg.bind_ip;
     jo.connect_timeout = cfg.connect_timeout;
     jo.rendezvous_timeout = cfg.rendezvous_timeout;
+    jo.key = cfg.has_key ? cfg.key : job_key_from_env(cfg.job);
     joined = join_job(jo);
     const JobAssignment& a = joined.job;
     host::PsConfig pc;
@@ -106,7 +107,7 @@ nlohmann::json PsDaemon::stats() const {
             {"worker_reminders", s.worker_reminders}, {"fetches", s.fetches}, {"fetch_hits", s.fetch_hits},
             {"grad_requests", s.grad_requests}, {"retired", s.retired}, {"known_results", s.known_results},
             {"unicast_results", s.unicast_results}, {"unneeded_results", s.unneeded_results}, {"malformed", s.malformed},
-            {"max_entries", s.max_entries}}},
+            {"foreign", s.foreign}, {"max_entries", s.max_entries}}},
           {"engine", impl_->engine->stats().to_json()}};
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/auth.hpp"
 #include "runtime/udp_engine.hpp"
 
 namespace ina::rt {
@@ -15,6 +16,8 @@ struct PsDaemonConfig {
   Endpoint sw = Endpoint::parse("127.0.0.1:7700");
   uint16_t job = 1;
   unsigned nworkers = 1;
+  Key key{};                // the job's credential; unless has_key, from INA_JOB_KEY / INA_SWITCH_KEY
+  bool has_key = false;
   std::string bind_ip;      // empty: the address that reaches the switch
   FaultConfig faults;
   Time min_timeout = 5 * kMs;  // reminder timeout floor (DSA §VI uses 1 ms; see CommConfig::min_rto)

@@ -68,14 +68,16 @@ class Supervisor {
   }
 
   // Starts `exe args...` in the group; `keep_fd` (if >= 0) stays open in the child.
+  // `env` adds NAME=VALUE entries to this child's environment only.
   Child& spawn(Kind kind, std::string name, unsigned job, unsigned rank, const std::string& exe,
-               const std::vector<std::string>& args, int keep_fd = -1) {
+               const std::vector<std::string>& args, int keep_fd = -1, std::vector<std::string> env = {}) {
     std::vector<std::string> argv_s{exe};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv, envp;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     for (auto& e : env_) envp.push_back(e.data());
+    for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     const std::string msg = "cannot execute " + exe + "\n";  // formatted before fork: the child may not allocate
     const pid_t pid = fork();

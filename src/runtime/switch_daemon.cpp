@@ -24,7 +24,8 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"stale", s.stale}, {"resend_served", s.resend_served}, {"fetches", s.fetches},
           {"fetch_hits", s.fetch_hits}, {"acks_multicast", s.acks_multicast},
           {"released_by_ack", s.released_by_ack}, {"overflow", s.overflow}, {"malformed", s.malformed},
-          {"forwarded", s.forwarded}};
+          {"forwarded", s.forwarded}, {"foreign_data", s.foreign_data}, {"foreign_ack", s.foreign_ack},
+          {"foreign_fetch", s.foreign_fetch}, {"foreign_forward", s.foreign_forward}};
 }
 
 dp::Policy parse_policy(const std::string& name) {
@@ -43,6 +44,7 @@ struct Job;
 struct Conn {
   LineChannel ch;
   Endpoint peer;
+  std::string nonce;  // sent in "hello"; every proof on this connection covers it
   // Membership (after an accepted join).
   Job* job = nullptr;
   Role role = Role::Worker;
@@ -71,13 +73,31 @@ struct Job {
   }
 };
 
-// Reads an unsigned integer field of a join, with its allowed range.
-uint64_t field(const nlohmann::json& m, const char* name, uint64_t lo, uint64_t hi) {
+// Typed fields of a control message: a missing field or one of the wrong
+// type or range is an error naming the operation, the field and the value.
+uint64_t field(const nlohmann::json& m, const char* op, const char* name, uint64_t lo, uint64_t hi) {
   auto it = m.find(name);
   if (it == m.end() || !it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi)
-    throw RuntimeError(fmt::format("join: field '{}' must be an integer in {}..{}, got {}", name, lo, hi,
+    throw RuntimeError(fmt::format("{}: field '{}' must be an integer in {}..{}, got {:.80}", op, name, lo, hi,
                                    it == m.end() ? std::string("nothing") : it->dump()));
   return it->get<uint64_t>();
+}
+
+std::string text_field(const nlohmann::json& m, const char* op, const char* name, size_t max_len) {
+  auto it = m.find(name);
+  if (it == m.end() || !it->is_string() || it->get_ref<const std::string&>().size() > max_len)
+    throw RuntimeError(fmt::format("{}: field '{}' must be a string of at most {} characters, got {:.80}", op, name,
+                                   max_len, it == m.end() ? std::string("nothing") : it->dump()));
+  return it->get<std::string>();
+}
+
+// Every field of a message must be one the operation knows.
+void only_fields(const nlohmann::json& m, const char* op, std::initializer_list<const char*> known) {
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok |= it.key() == k;
+    if (!ok) throw RuntimeError(fmt::format("{}: unknown field '{:.40}'", op, it.key()));
+  }
 }
 
 }  // namespace
@@ -95,9 +115,12 @@ struct SwitchDaemon::Impl {
   NodeId next_id = 1;
   std::vector<bool> region_used;
   uint32_t region_size = 0;
-  uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0;
+  uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0, auth_failures = 0;
 
   explicit Impl(const SwitchDaemonConfig& c) : cfg(c) {
+    if (!cfg.has_key)
+      throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
+                         "'ina key new FILE' creates one");
     program = dp::make_switch(cfg.program);
     program->set_id(kSwitchId);
     if (cfg.program.policy == dp::Policy::Isolated) {
@@ -155,8 +178,11 @@ struct SwitchDaemon::Impl {
       auto c = std::make_unique<Conn>();
       c->ch = LineChannel(UniqueFd(fd));
       c->peer = peer_endpoint(fd);
+      c->nonce = to_hex(random_key());
       engine->watch(fd, EPOLLIN, [this, fd](uint32_t ev) { on_conn(fd, ev); });
+      Conn& ref = *c;
       conns.emplace(fd, std::move(c));
+      send(ref, {{"op", "hello"}, {"version", 2}, {"nonce", ref.nonce}});
     }
   }
 
@@ -173,7 +199,9 @@ struct SwitchDaemon::Impl {
         if (!conns.count(fd)) return;  // closed while handling an earlier message
         handle(c, m);
       }
-    } catch (const RuntimeError& e) {
+    } catch (const std::exception& e) {
+      // A bad message closes this connection with the reason; the daemon and
+      // every other job go on.
       if (conns.count(fd)) reject(c, e.what());
       return;
     }
@@ -229,9 +257,10 @@ struct SwitchDaemon::Impl {
   }
 
   void handle(Conn& c, const nlohmann::json& m) {
-    const std::string op = m.value("op", "");
+    const std::string op = text_field(m, "control message", "op", 16);
     if (op == "join") return join(c, m);
     if (op == "done") {
+      only_fields(m, "done", {"op"});
       if (!c.job || c.role != Role::Worker || !c.job->live)
         throw RuntimeError("'done' from a connection that is not a worker of a live job");
       if (!c.done) {
@@ -241,29 +270,51 @@ struct SwitchDaemon::Impl {
       return;
     }
     if (op == "stats") {
-      auto s = stats();
+      only_fields(m, "stats", {"op", "job", "proof"});
+      // No proof: totals only, nothing that names or counts another job.
+      // A job's proof: also that job's state. The switch key's (job 0): everything.
+      nlohmann::json s;
+      if (!m.contains("proof")) {
+        s = public_stats();
+      } else {
+        const auto job = static_cast<uint16_t>(field(m, "stats", "job", 0, 65535));
+        const Key k = job == 0 ? cfg.key : job_key(cfg.key, job);
+        if (!proof_matches(text_field(m, "stats", "proof", 64), proof(k, stats_message(c.nonce, job))))
+          throw RuntimeError(fmt::format("stats: the proof for {} is wrong", job == 0 ? std::string("the operator") : fmt::format("job {}", job)));
+        s = job == 0 ? stats() : job_stats(job);
+      }
       s["op"] = "stats";
       send(c, s);
       return;
     }
-    throw RuntimeError(fmt::format("unknown control operation '{}'", op));
+    throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
   }
 
   bool needs_ps() const { return cfg.program.policy != dp::Policy::Isolated; }
 
   void join(Conn& c, const nlohmann::json& m) {
     if (c.job) throw RuntimeError("this connection has already joined a job");
-    const std::string role = m.value("role", "");
+    only_fields(m, "join", {"op", "role", "job", "rank", "nworkers", "payload", "retain_ops", "udp", "proof"});
+    const std::string role = text_field(m, "join", "role", 8);
     if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
-    const auto job_id = static_cast<uint16_t>(field(m, "job", 1, 65535));
-    const auto n = static_cast<unsigned>(field(m, "nworkers", 1, kMaxWorkers));
-    const auto payload = field(m, "payload", 0, 65535);
+    const auto job_id = static_cast<uint16_t>(field(m, "join", "job", 1, 65535));
+    const auto n = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWorkers));
+    const auto payload = field(m, "join", "payload", 0, 65535);
     const bool worker = role == "worker";
-    const unsigned rank = worker ? static_cast<unsigned>(field(m, "rank", 0, n - 1)) : 0;
-    const size_t retain = worker ? field(m, "retain_ops", 1, 1u << 20) : 0;
+    const unsigned rank = worker ? static_cast<unsigned>(field(m, "join", "rank", 0, n - 1)) : 0;
+    const size_t retain = worker ? field(m, "join", "retain_ops", 1, 1u << 20) : 0;
+    const std::string udp_text = text_field(m, "join", "udp", 64);
+    // The credential: proof of job_key(job) over this connection's nonce and every field.
+    const std::string want = proof(job_key(cfg.key, job_id),
+                                   join_message(c.nonce, role, job_id, worker ? rank : 0, n, payload, worker ? retain : 0, udp_text));
+    if (!m.contains("proof") || !proof_matches(text_field(m, "join", "proof", 64), want)) {
+      ++auth_failures;
+      throw RuntimeError(fmt::format("join: authentication failed for job {}: the proof does not match that job's "
+                                     "credential (INA_JOB_KEY)", job_id));
+    }
     Endpoint udp;
     try {
-      udp = Endpoint::parse(m.value("udp", ""));
+      udp = Endpoint::parse(udp_text);
     } catch (const RuntimeError& e) {
       throw RuntimeError(fmt::format("join: field 'udp': {}", e.what()));
     }
@@ -402,6 +453,31 @@ struct SwitchDaemon::Impl {
     teardown(j);
   }
 
+  // What anyone may read: the switch's shape and totals; no job ids, no per-job counts.
+  nlohmann::json public_stats() const {
+    return {{"endpoint", endpoint.str()}, {"policy", dp::to_string(cfg.program.policy)},
+            {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
+            {"aggregators", program->aggregators()}};
+  }
+
+  // A job's own view: its state and how many aggregators it holds.
+  nlohmann::json job_stats(uint16_t id) const {
+    nlohmann::json out = public_stats();
+    auto it = jobs.find(id);
+    nlohmann::json j = {{"job", id}, {"known", it != jobs.end()}};
+    if (it != jobs.end()) {
+      const Job& job = *it->second;
+      j["live"] = job.live;
+      j["nworkers"] = job.nworkers;
+      j["workers_joined"] = job.joined - (job.ps ? 1 : 0);
+      j["ps_joined"] = job.ps != nullptr;
+      j["aggregators_held"] = program->occupied_by(id);
+      j["seconds"] = to_ms(engine->now() - job.since) / 1000;
+    }
+    out["job"] = j;
+    return out;
+  }
+
   nlohmann::json stats() const {
     nlohmann::json live = nlohmann::json::array(), pending = nlohmann::json::array();
     for (const auto& [id, j] : jobs) (j->live ? live : pending).push_back(id);
@@ -413,7 +489,7 @@ struct SwitchDaemon::Impl {
         {"engine", engine->stats().to_json()}, {"faults", cfg.faults.to_json()},
         {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
-        {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}}}};
+        {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
     if (cfg.program.track_tasks) out["task_types"] = program->task_types();
     return out;
   }

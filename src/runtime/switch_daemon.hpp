@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataplane/switch.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/udp_engine.hpp"
 
 namespace ina::rt {
@@ -20,6 +21,10 @@ struct SwitchDaemonConfig {
   FaultConfig faults;             // applied to everything the switch sends
   uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on gradients above this receive backlog (0: never)
   bool log = true;                // one line per job event on stderr
+  // The switch key (auth.hpp): a join for job J must prove job_key(key, J);
+  // statistics of all jobs need the key itself. Required.
+  Key key{};
+  bool has_key = false;
 };
 
 class SwitchDaemon {

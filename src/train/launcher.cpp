@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/auth.hpp"
 #include "runtime/supervisor.hpp"
 #include "train/train.hpp"
 
@@ -121,6 +122,10 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   // 1. ina: the switch (it reports its port through a pipe) and, for atp/dsa, the PS.
   Child* sw = nullptr;
   std::string switch_addr;
+  // Credentials (runtime/auth.hpp): the switch gets a fresh key, the job's
+  // processes job 1's key only, each through its own environment.
+  const rt::Key switch_key = rt::random_key();
+  const std::vector<std::string> job_env{"INA_JOB_KEY=" + rt::to_hex(rt::job_key(switch_key, 1))};
   if (ina) {
     int ready[2];
     if (pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
@@ -128,7 +133,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
                                std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
                                "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1])};
     if (!cfg.verbose) a.push_back("--quiet");
-    sw = &sup.spawn(Kind::Switch, "the switch", 1, 0, ina_exe, a, ready[1]);
+    sw = &sup.spawn(Kind::Switch, "the switch", 1, 0, ina_exe, a, ready[1], {"INA_SWITCH_KEY=" + rt::to_hex(switch_key)});
     ::close(ready[1]);
     std::string line;
     const double ready_deadline = std::min(deadline, now_s() + 15);
@@ -163,7 +168,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     if (cfg.scheme != "switchml") {
       std::vector<std::string> p{"ps", "--switch", switch_addr, "--job", "1", "--workers", std::to_string(cfg.workers)};
       if (!cfg.verbose) p.push_back("--quiet");
-      sup.spawn(Kind::Ps, "the PS", 1, 0, ina_exe, p);
+      sup.spawn(Kind::Ps, "the PS", 1, 0, ina_exe, p, -1, job_env);
     }
   }
 
@@ -176,7 +181,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
       a.insert(a.end(), {"--switch", switch_addr, "--job", "1"});
     else
       a.insert(a.end(), {"--store", (work / "gloo-store").string()});
-    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, self_exe, a);
+    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, self_exe, a, -1, ina ? job_env : std::vector<std::string>{});
   }
 
   // 3. Until every worker has exited 0; anything else exiting is a failure.

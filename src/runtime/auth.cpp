@@ -1,0 +1,124 @@
+#include "runtime/auth.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "runtime/net.hpp"
+
+namespace ina::rt {
+
+Key random_key() {
+  Key k{};
+  size_t got = 0;
+  while (got < k.size()) {
+    const ssize_t n = ::getrandom(k.data() + got, k.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError(fmt::format("getrandom: {}", errno_text(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return k;
+}
+
+std::string to_hex(const Key& k) {
+  static const char* d = "0123456789abcdef";
+  std::string s(2 * k.size(), '0');
+  for (size_t i = 0; i < k.size(); ++i) {
+    s[2 * i] = d[k[i] >> 4];
+    s[2 * i + 1] = d[k[i] & 15];
+  }
+  return s;
+}
+
+namespace {
+int nibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+Key parse_key(std::string_view hex, const std::string& what) {
+  while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.back()))) hex.remove_suffix(1);
+  while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.front()))) hex.remove_prefix(1);
+  Key k{};
+  if (hex.size() != 2 * k.size())
+    throw RuntimeError(fmt::format("{}: a key is 64 hex digits (256 bits), got {} characters", what, hex.size()));
+  for (size_t i = 0; i < k.size(); ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw RuntimeError(fmt::format("{}: a key is 64 hex digits; character {} is not one", what, 2 * i + (hi < 0 ? 1 : 2)));
+    k[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return k;
+}
+
+Key read_key_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw RuntimeError(fmt::format("cannot read key file '{}': {}", path, errno_text(errno)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_key(ss.str(), fmt::format("key file '{}'", path));
+}
+
+void write_key_file(const std::string& path, const Key& k) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
+  UniqueFd guard(fd);
+  ::fchmod(fd, 0600);
+  const std::string s = to_hex(k) + "\n";
+  if (::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size()))
+    throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
+}
+
+namespace {
+std::array<uint8_t, 32> hmac(const Key& key, std::string_view msg) {
+  std::array<uint8_t, 32> out{};
+  unsigned len = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+            msg.size(), out.data(), &len) ||
+      len != out.size())
+    throw RuntimeError("HMAC-SHA256 failed (libcrypto)");
+  return out;
+}
+}  // namespace
+
+Key job_key(const Key& switch_key, uint16_t job) { return hmac(switch_key, fmt::format("ina job key v1\n{}", job)); }
+
+std::string proof(const Key& key, std::string_view message) { return to_hex(hmac(key, message)); }
+
+bool proof_matches(std::string_view got, const std::string& want) {
+  if (got.size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
+  return diff == 0;
+}
+
+std::string join_message(std::string_view nonce, std::string_view role, uint16_t job, unsigned rank,
+                         unsigned nworkers, uint64_t payload, uint64_t retain_ops, std::string_view udp) {
+  return fmt::format("ina join v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", nonce, role, job, rank, nworkers, payload, retain_ops, udp);
+}
+
+std::string stats_message(std::string_view nonce, uint16_t job) { return fmt::format("ina stats v2\n{}\n{}", nonce, job); }
+
+bool key_from_env(const char* var, Key& out) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return false;
+  out = parse_key(v, fmt::format("environment variable {}", var));
+  return true;
+}
+
+}  // namespace ina::rt
