@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Into a span as large as any count (65535 values): only the header decides.
   Header h;
-  std::vector<int32_t> payload(0xFFFF);
+  static std::vector<int32_t> payload(0xFFFF);
   const DecodeError err = decode(in, h, payload);
   FUZZ_CHECK(to_string(err) != nullptr, "no name for DecodeError %d", static_cast<int>(err));
   if (err != DecodeError::None) return 0;
