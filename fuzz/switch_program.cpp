@@ -26,22 +26,6 @@ namespace {
 
 constexpr NodeId kSwitch = 50;
 
-// Known finding, reported and not yet fixed (src/dataplane/ is not ours to
-// change): when a packet preempts (DSA) or evicts (GRID) another job's
-// aggregator, swap_with() hands the victim's partial to the victim's PS in a
-// packet that keeps the preempting packet's nworkers/rank/src. With jobs of
-// different sizes the PS (valid(): nworkers mismatch) or the wire decoder
-// (bitmap beyond nworkers) drops the evicted partial. Reproducer:
-// corpus/switch_program/finding_evicted_nworkers. INA_FUZZ_STRICT=1 turns
-// this allowance off.
-bool known_issue(const Packet& p, const std::array<dp::SwitchJob, 3>& jobs) {
-  static const bool strict = std::getenv("INA_FUZZ_STRICT") != nullptr;
-  if (strict || !p.h.has(flag::kEvicted) || p.h.type != PktType::Data) return false;
-  for (const dp::SwitchJob& j : jobs)
-    if (p.h.job == j.job && p.h.dst == j.ps) return p.h.nworkers != j.workers.size();
-  return false;
-}
-
 std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
   std::array<dp::SwitchJob, 3> js;
   const uint32_t region = std::max<uint32_t>(2, static_cast<uint32_t>(n / 3) & ~1u);
@@ -61,6 +45,31 @@ std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
     j.agg_mask = (pick & full) ? (pick & full) : full;
   }
   return js;
+}
+
+// Known findings, reported and not yet fixed (src/dataplane/ is not ours to
+// change). Packets they produce are tolerated so that fuzzing goes on past
+// them; INA_FUZZ_STRICT=1 turns that off.
+// 1. When a packet preempts (DSA) or evicts (GRID) another job's aggregator,
+//    swap_with() hands the victim's partial to the victim's PS in a packet
+//    that keeps the preempting packet's nworkers/rank/src. With jobs of
+//    different sizes the PS (valid(): nworkers mismatch) or the wire decoder
+//    (bitmap beyond nworkers) drops the evicted partial.
+//    Reproducer: corpus/switch_program/finding_evicted_nworkers.
+// 2. handle_ps_ack() does not check a PS result's nworkers against the job
+//    table, and multicast_result() sets the job's full bitmap but keeps the
+//    packet's nworkers: a result Ack with the wrong nworkers goes out to every
+//    worker as a packet the decoder rejects (bitmap beyond nworkers).
+//    Reproducer: corpus/switch_program/finding_ps_ack_nworkers.
+bool known_issue(const Packet& p, const std::array<dp::SwitchJob, 3>& jobs) {
+  static const bool strict = std::getenv("INA_FUZZ_STRICT") != nullptr;
+  if (strict) return false;
+  for (const dp::SwitchJob& j : jobs) {
+    if (p.h.job != j.job || p.h.nworkers == j.workers.size()) continue;
+    if (p.h.type == PktType::Data && p.h.has(flag::kEvicted) && p.h.dst == j.ps) return true;  // 1
+    if (p.h.type == PktType::Ack && p.h.has(flag::kResult)) return true;                         // 2
+  }
+  return false;
 }
 
 // Gradients and partials the switch sends to a job's PS, in answer to a
