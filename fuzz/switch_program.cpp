@@ -56,11 +56,13 @@ std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
 //    different sizes the PS (valid(): nworkers mismatch) or the wire decoder
 //    (bitmap beyond nworkers) drops the evicted partial.
 //    Reproducer: corpus/switch_program/finding_evicted_nworkers.
-// 2. handle_ps_ack() does not check a PS result's nworkers against the job
-//    table, and multicast_result() sets the job's full bitmap but keeps the
-//    packet's nworkers: a result Ack with the wrong nworkers goes out to every
-//    worker as a packet the decoder rejects (bitmap beyond nworkers).
-//    Reproducer: corpus/switch_program/finding_ps_ack_nworkers.
+// 2. The switch does not check the nworkers of the PS's packets against the
+//    job table (Data is checked by valid_data()), and keeps it in its answer:
+//    handle_ps_ack() multicasts a result Ack with the job's full bitmap and
+//    the PS's nworkers; handle_fetch() answers a Fetch with the aggregator's
+//    bitmap and the Fetch's nworkers. Either is a packet the decoder rejects
+//    (bitmap beyond nworkers). Needs a faulty PS. Reproducers:
+//    corpus/switch_program/finding_ps_ack_nworkers, finding_fetch_nworkers.
 bool known_issue(const Packet& p, const std::array<dp::SwitchJob, 3>& jobs) {
   static const bool strict = std::getenv("INA_FUZZ_STRICT") != nullptr;
   if (strict) return false;
@@ -68,6 +70,7 @@ bool known_issue(const Packet& p, const std::array<dp::SwitchJob, 3>& jobs) {
     if (p.h.job != j.job || p.h.nworkers == j.workers.size()) continue;
     if (p.h.type == PktType::Data && p.h.has(flag::kEvicted) && p.h.dst == j.ps) return true;  // 1
     if (p.h.type == PktType::Ack && p.h.has(flag::kResult)) return true;                         // 2
+    if (p.h.type == PktType::FetchReply) return true;                                            // 2
   }
   return false;
 }
