@@ -1,9 +1,13 @@
 # Two entry points: `make demo` and `make test`. Both install dependencies
 # (Debian packages via scripts/setup), configure and build first.
+# `make fuzz` builds the libFuzzer targets with clang-14 (fuzz/README.md) and
+# runs each for FUZZ_SECONDS over its corpus.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: setup configure build demo test bench clean
+.PHONY: setup configure build demo test bench fuzz clean
 
 setup:
 	./scripts/setup
@@ -23,5 +27,11 @@ test: build
 bench: build
 	./$(BUILD)/ina bench sim
 
+fuzz: setup
+	@command -v clang++-14 >/dev/null || { echo "make fuzz needs clang-14 and libFuzzer: apt-get install clang-14 libclang-rt-14-dev"; exit 1; }
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINA_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	./fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -24,6 +24,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Deduction guide: clang < 17 has no CTAD for aggregates (the fuzz build uses clang-14).
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMiBytes = 1 << 20;  // switch.memory_mb and workload.partition_mb are MiB (workload::kMiB)

@@ -71,7 +71,8 @@ TopologyFile parse_topology_json(const std::string& text, const std::string& ori
                                     depth, kMaxJsonDepth));
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond double (e.g. 1e999).
     throw TopologyError(fmt::format("{}: JSON syntax error: {}", origin, e.what()));
   }
   rd.only_keys(root, "", {"name", "description", "link_gbps", "nodes", "links", "job"});
