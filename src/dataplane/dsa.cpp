@@ -58,6 +58,7 @@ class DsaSwitch final : public SwitchProgram {
         r->h.job = job;
         r->h.psn = psn;
         r->h.nworkers = static_cast<uint8_t>(j.workers.size());
+        r->h.rank = 0;  // the winner's job has one worker
         load_into(i, *r);
         release(i);
         ++st_.completed;

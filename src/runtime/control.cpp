@@ -47,7 +47,71 @@ std::string op_of(const nlohmann::json& m) {
   return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// Typed fields of a control message: a missing field or one of the wrong
+// type or range is an error naming the operation, the field and the value.
+uint64_t field(const nlohmann::json& m, const char* op, const char* name, uint64_t lo, uint64_t hi) {
+  auto it = m.find(name);
+  if (it == m.end() || !it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi)
+    throw RuntimeError(fmt::format("{}: field '{}' must be an integer in {}..{}, got {:.80}", op, name, lo, hi,
+                                   it == m.end() ? std::string("nothing") : it->dump()));
+  return it->get<uint64_t>();
+}
+
+std::string text_field(const nlohmann::json& m, const char* op, const char* name, size_t max_len) {
+  auto it = m.find(name);
+  if (it == m.end() || !it->is_string() || it->get_ref<const std::string&>().size() > max_len)
+    throw RuntimeError(fmt::format("{}: field '{}' must be a string of at most {} characters, got {:.80}", op, name,
+                                   max_len, it == m.end() ? std::string("nothing") : it->dump()));
+  return it->get<std::string>();
+}
+
+// Every field of a message must be one the operation knows.
+void only_fields(const nlohmann::json& m, const char* op, std::initializer_list<const char*> known) {
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok |= it.key() == k;
+    if (!ok) throw RuntimeError(fmt::format("{}: unknown field '{:.40}'", op, it.key()));
+  }
+}
+
 }  // namespace
+
+ControlRequest parse_control_request(const nlohmann::json& m) {
+  if (!m.is_object()) throw RuntimeError("control message: not a JSON object");
+  const std::string op = text_field(m, "control message", "op", 16);
+  if (op == "join") {
+    only_fields(m, "join", {"op", "role", "job", "rank", "nworkers", "payload", "retain_ops", "udp", "proof"});
+    JoinRequest r;
+    const std::string role = text_field(m, "join", "role", 8);
+    if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
+    r.role = role == "worker" ? Role::Worker : Role::Ps;
+    r.job = static_cast<uint16_t>(field(m, "join", "job", 1, 65535));
+    r.nworkers = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWorkers));
+    r.payload = field(m, "join", "payload", 0, 65535);
+    if (r.role == Role::Worker) {
+      r.rank = static_cast<unsigned>(field(m, "join", "rank", 0, r.nworkers - 1));
+      r.retain_ops = field(m, "join", "retain_ops", 1, 1u << 20);
+    }
+    r.udp = text_field(m, "join", "udp", 64);
+    if (m.contains("proof")) r.proof = text_field(m, "join", "proof", 64);
+    return r;
+  }
+  if (op == "stats") {
+    only_fields(m, "stats", {"op", "job", "proof"});
+    StatsRequest r;
+    r.with_proof = m.contains("proof");
+    if (r.with_proof) {
+      r.job = static_cast<uint16_t>(field(m, "stats", "job", 0, 65535));
+      r.proof = text_field(m, "stats", "proof", 64);
+    }
+    return r;
+  }
+  if (op == "done") {
+    only_fields(m, "done", {"op"});
+    return DoneRequest{};
+  }
+  throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
+}
 
 Key job_key_from_env(uint16_t job) {
   Key k;

@@ -32,6 +32,7 @@
 // worker count that differs from the job's, a rank or PS already present, a
 // job id that is live, a payload that differs from the switch's.
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -97,6 +98,27 @@ struct ControlNews {
   std::string error;
 };
 ControlNews read_control(LineChannel& ch);
+
+// A member's request to the switch, validated: every field of the right
+// type and range, no unknown field. parse_control_request throws
+// RuntimeError naming the operation, the field and the value.
+struct JoinRequest {
+  Role role = Role::Worker;
+  uint16_t job = 0;
+  unsigned rank = 0, nworkers = 0;  // rank 0 for a PS
+  uint64_t payload = 0;
+  uint64_t retain_ops = 0;          // 0 for a PS
+  std::string udp;                  // as sent (signed as sent); Endpoint::parse it after the proof
+  std::string proof;                // empty if absent
+};
+struct StatsRequest {
+  bool with_proof = false;
+  uint16_t job = 0;                 // 0: the operator (switch key)
+  std::string proof;
+};
+struct DoneRequest {};
+using ControlRequest = std::variant<JoinRequest, StatsRequest, DoneRequest>;
+ControlRequest parse_control_request(const nlohmann::json& m);
 
 // Asks a running switch for its statistics ({"op":"stats", ...}): with no key
 // only the switch's shape; with job J's key that job's state; with the

@@ -172,6 +172,18 @@ bool LineChannel::flush() {
   return true;
 }
 
+nlohmann::json LineChannel::parse_line(std::string_view line) {
+  if (line.size() > kMaxLine) throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));
+  // Control messages are flat objects; a deep one is refused before the
+  // (recursive) parser sees it.
+  if (const size_t d = json_nesting_depth(line); d > kMaxDepth)
+    throw RuntimeError(fmt::format("control message nested {} levels deep (at most {})", d, kMaxDepth));
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw RuntimeError(fmt::format("malformed control message: '{:.80}'", line));
+  return j;
+}
+
 bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
   if (&msgs != &backlog_ && !backlog_.empty()) {  // left over by wait_message
     for (auto& m : backlog_) msgs.push_back(std::move(m));
@@ -197,14 +209,7 @@ bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
   for (size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
     const std::string_view line(in_.data() + start, nl - start);
     if (line.empty()) continue;
-    // Control messages are flat objects; a deep one is refused before the
-    // (recursive) parser sees it.
-    if (const size_t d = json_nesting_depth(line); d > kMaxDepth)
-      throw RuntimeError(fmt::format("control message nested {} levels deep (at most {})", d, kMaxDepth));
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      throw RuntimeError(fmt::format("malformed control message: '{:.80}'", line));
-    msgs.push_back(std::move(j));
+    msgs.push_back(parse_line(line));
   }
   in_.erase(0, start);
   return !eof;

@@ -96,6 +96,9 @@ class LineChannel {
   // Reads what is available and appends complete messages to `msgs`. Returns
   // false at end of stream. Throws RuntimeError on an oversized line or bad JSON.
   bool receive(std::vector<nlohmann::json>& msgs);
+  // One line (without its newline) -> a JSON object, or RuntimeError: too
+  // long, nested too deep, not JSON, not an object.
+  static nlohmann::json parse_line(std::string_view line);
   // Blocks (with poll) until one message arrives or `deadline` (monotonic) passes;
   // returns false on timeout. Throws if the peer closes the connection.
   bool wait_message(nlohmann::json& msg, Time deadline, const std::string& peer);

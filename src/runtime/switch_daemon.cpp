@@ -73,33 +73,6 @@ struct Job {
   }
 };
 
-// Typed fields of a control message: a missing field or one of the wrong
-// type or range is an error naming the operation, the field and the value.
-uint64_t field(const nlohmann::json& m, const char* op, const char* name, uint64_t lo, uint64_t hi) {
-  auto it = m.find(name);
-  if (it == m.end() || !it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi)
-    throw RuntimeError(fmt::format("{}: field '{}' must be an integer in {}..{}, got {:.80}", op, name, lo, hi,
-                                   it == m.end() ? std::string("nothing") : it->dump()));
-  return it->get<uint64_t>();
-}
-
-std::string text_field(const nlohmann::json& m, const char* op, const char* name, size_t max_len) {
-  auto it = m.find(name);
-  if (it == m.end() || !it->is_string() || it->get_ref<const std::string&>().size() > max_len)
-    throw RuntimeError(fmt::format("{}: field '{}' must be a string of at most {} characters, got {:.80}", op, name,
-                                   max_len, it == m.end() ? std::string("nothing") : it->dump()));
-  return it->get<std::string>();
-}
-
-// Every field of a message must be one the operation knows.
-void only_fields(const nlohmann::json& m, const char* op, std::initializer_list<const char*> known) {
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    bool ok = false;
-    for (const char* k : known) ok |= it.key() == k;
-    if (!ok) throw RuntimeError(fmt::format("{}: unknown field '{:.40}'", op, it.key()));
-  }
-}
-
 }  // namespace
 
 struct SwitchDaemon::Impl {
@@ -257,10 +230,9 @@ struct SwitchDaemon::Impl {
   }
 
   void handle(Conn& c, const nlohmann::json& m) {
-    const std::string op = text_field(m, "control message", "op", 16);
-    if (op == "join") return join(c, m);
-    if (op == "done") {
-      only_fields(m, "done", {"op"});
+    const ControlRequest req = parse_control_request(m);
+    if (const auto* j = std::get_if<JoinRequest>(&req)) return join(c, *j);
+    if (std::holds_alternative<DoneRequest>(req)) {
       if (!c.job || c.role != Role::Worker || !c.job->live)
         throw RuntimeError("'done' from a connection that is not a worker of a live job");
       if (!c.done) {
@@ -269,52 +241,45 @@ struct SwitchDaemon::Impl {
       }
       return;
     }
-    if (op == "stats") {
-      only_fields(m, "stats", {"op", "job", "proof"});
-      // No proof: totals only, nothing that names or counts another job.
-      // A job's proof: also that job's state. The switch key's (job 0): everything.
-      nlohmann::json s;
-      if (!m.contains("proof")) {
-        s = public_stats();
-      } else {
-        const auto job = static_cast<uint16_t>(field(m, "stats", "job", 0, 65535));
-        const Key k = job == 0 ? cfg.key : job_key(cfg.key, job);
-        if (!proof_matches(text_field(m, "stats", "proof", 64), proof(k, stats_message(c.nonce, job))))
-          throw RuntimeError(fmt::format("stats: the proof for {} is wrong", job == 0 ? std::string("the operator") : fmt::format("job {}", job)));
-        s = job == 0 ? stats() : job_stats(job);
+    const auto& q = std::get<StatsRequest>(req);
+    // No proof: the switch's shape only, nothing that names or counts a job.
+    // A job's proof: also that job's state. The switch key's (job 0): everything.
+    nlohmann::json s;
+    if (!q.with_proof) {
+      s = public_stats();
+    } else {
+      const Key k = q.job == 0 ? cfg.key : job_key(cfg.key, q.job);
+      if (!proof_matches(q.proof, proof(k, stats_message(c.nonce, q.job)))) {
+        ++auth_failures;
+        throw RuntimeError(fmt::format("stats: the proof for {} is wrong",
+                                       q.job == 0 ? std::string("the operator") : fmt::format("job {}", q.job)));
       }
-      s["op"] = "stats";
-      send(c, s);
-      return;
+      s = q.job == 0 ? stats() : job_stats(q.job);
     }
-    throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
+    s["op"] = "stats";
+    send(c, s);
   }
 
   bool needs_ps() const { return cfg.program.policy != dp::Policy::Isolated; }
 
-  void join(Conn& c, const nlohmann::json& m) {
+  void join(Conn& c, const JoinRequest& r) {
     if (c.job) throw RuntimeError("this connection has already joined a job");
-    only_fields(m, "join", {"op", "role", "job", "rank", "nworkers", "payload", "retain_ops", "udp", "proof"});
-    const std::string role = text_field(m, "join", "role", 8);
-    if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
-    const auto job_id = static_cast<uint16_t>(field(m, "join", "job", 1, 65535));
-    const auto n = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWorkers));
-    const auto payload = field(m, "join", "payload", 0, 65535);
-    const bool worker = role == "worker";
-    const unsigned rank = worker ? static_cast<unsigned>(field(m, "join", "rank", 0, n - 1)) : 0;
-    const size_t retain = worker ? field(m, "join", "retain_ops", 1, 1u << 20) : 0;
-    const std::string udp_text = text_field(m, "join", "udp", 64);
+    const auto job_id = r.job;
+    const unsigned n = r.nworkers, rank = r.rank;
+    const uint64_t payload = r.payload;
+    const bool worker = r.role == Role::Worker;
+    const size_t retain = r.retain_ops;
     // The credential: proof of job_key(job) over this connection's nonce and every field.
-    const std::string want = proof(job_key(cfg.key, job_id),
-                                   join_message(c.nonce, role, job_id, worker ? rank : 0, n, payload, worker ? retain : 0, udp_text));
-    if (!m.contains("proof") || !proof_matches(text_field(m, "join", "proof", 64), want)) {
+    const std::string want =
+        proof(job_key(cfg.key, job_id), join_message(c.nonce, to_string(r.role), job_id, rank, n, payload, retain, r.udp));
+    if (!proof_matches(r.proof, want)) {
       ++auth_failures;
       throw RuntimeError(fmt::format("join: authentication failed for job {}: the proof does not match that job's "
                                      "credential (INA_JOB_KEY)", job_id));
     }
     Endpoint udp;
     try {
-      udp = Endpoint::parse(udp_text);
+      udp = Endpoint::parse(r.udp);
     } catch (const RuntimeError& e) {
       throw RuntimeError(fmt::format("join: field 'udp': {}", e.what()));
     }
