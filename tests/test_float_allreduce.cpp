@@ -455,7 +455,9 @@ TEST_P(FloatSim, AgreedScaleIsExactAndIdenticalOnEveryWorker) {
   }
   uint64_t retransmits = 0;
   for (auto* w : s.workers) retransmits += w->transport().stats().retransmits;
-  if (loss > 0) EXPECT_GT(retransmits, 0u) << "the lossy run lost nothing";
+  if (loss > 0) {
+    EXPECT_GT(retransmits, 0u) << "the lossy run lost nothing";
+  }
   for (unsigned r = 0; r < n; ++r) {
     EXPECT_EQ(s.workers[r]->rounds(), 2 * sizes.size() + 1);
     for (size_t i = 0; i < ints[r].size(); i += 37) EXPECT_EQ(ints[r][i], static_cast<int32_t>(6 * i) - 900);
