@@ -8,148 +8,20 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
-#include "host/tensor_io.hpp"
+#include "host/float_allreduce.hpp"
 #include "host/worker.hpp"
 #include "runtime/control.hpp"
-#include "wire/quant.hpp"
 
 namespace ina {
 
 namespace {
-
-// The scale round: one lane per binary exponent e of a float (|x| < 2^e,
-// e from frexp), plus one lane counting workers with non-finite values.
-constexpr int kExpMin = -149;
-constexpr int kExpMax = 128;
-constexpr size_t kExpLanes = kExpMax - kExpMin + 1;
-constexpr size_t kScaleLanes = kExpLanes + 1;
-
-// Large int32 buffers are recycled: allocating and faulting in tens of MB per
-// op would cost more than the op's arithmetic.
-class BufferPool {
- public:
-  std::vector<int32_t> get(size_t n) {
-    std::vector<int32_t> v;
-    if (!free_.empty()) {
-      v = std::move(free_.back());
-      free_.pop_back();
-    }
-    v.resize(n);
-    return v;
-  }
-  void put(std::vector<int32_t> v) {
-    if (free_.size() < kKeep) free_.push_back(std::move(v));
-  }
-
- private:
-  static constexpr size_t kKeep = 4;
-  std::vector<std::vector<int32_t>> free_;
-};
-
-// Results of a sub-op are kept as int32 sums: a worker that already has a
-// result must be able to hand it to the PS while the transport retains the op.
-class ResultStore : public host::TensorIO {
- public:
-  ResultStore(BufferPool& pool, size_t n) : pool_(pool), res_(pool.get(n)) {}
-  ~ResultStore() override { pool_.put(std::move(res_)); }
-  void write_result(uint64_t off, std::span<const int32_t> in) override {
-    std::memcpy(res_.data() + off, in.data(), in.size_bytes());
-  }
-  void read_result(uint64_t off, std::span<int32_t> out) override {
-    std::memcpy(out.data(), res_.data() + off, out.size_bytes());
-  }
-  std::span<const int32_t> result() const { return res_; }
-
- protected:
-  std::span<int32_t> scratch() { return res_; }
-
- private:
-  BufferPool& pool_;
-  std::vector<int32_t> res_;
-};
-
-// Scale round of a float op: the one-hot exponent lanes.
-class ScaleIO final : public ResultStore {
- public:
-  ScaleIO(BufferPool& pool, std::span<const float> x) : ResultStore(pool, kScaleLanes), lanes_(kScaleLanes, 0) {
-    float m = 0;
-    bool nonfinite = false;
-    for (const float v : x) {
-      if (std::isfinite(v)) m = std::max(m, std::fabs(v));
-      else nonfinite = true;
-    }
-    if (m > 0) {
-      int e = 0;
-      std::frexp(m, &e);  // m < 2^e
-      lanes_[static_cast<size_t>(e - kExpMin)] = 1;
-    }
-    if (nonfinite) lanes_[kExpLanes] = 1;
-  }
-  void read_gradient(uint64_t off, std::span<int32_t> out) override {
-    std::memcpy(out.data(), lanes_.data() + off, out.size_bytes());
-  }
-  // Workers that passed non-finite values.
-  int32_t nonfinite() const { return result()[kExpLanes]; }
-  // The agreed scale: safe for the largest exponent any worker reported.
-  double scale(unsigned nworkers) const {
-    for (size_t l = kExpLanes; l-- > 0;)
-      if (result()[l] > 0) {
-        const int e = static_cast<int>(l) + kExpMin;
-        const float bound = std::nextafter(std::ldexp(1.0f, e), 0.0f);  // largest float below 2^e
-        return FixedPointCodec::safe_scale(bound, nworkers);
-      }
-    return 1.0;  // every value is zero
-  }
-
- private:
-  std::vector<int32_t> lanes_;
-};
-
-// Data round of a float op: quantized on the fly as packets are sent. With a
-// trailer, lane n carries this worker's count of saturated values.
-class FloatIO final : public ResultStore {
- public:
-  FloatIO(BufferPool& pool, std::span<const float> x, double scale, unsigned nworkers, bool trailer)
-      : ResultStore(pool, x.size() + (trailer ? 1 : 0)), x_(x), codec_(scale, nworkers) {
-    if (trailer) {
-      // The count comes from the codec itself; the scratch is the result buffer,
-      // which the results overwrite later.
-      const QuantStats st = codec_.encode(x, scratch().first(x.size()));
-      trailer_ = static_cast<int32_t>(std::min<uint64_t>(st.overflowed, static_cast<uint64_t>(codec_.limit())));
-    }
-  }
-  void read_gradient(uint64_t off, std::span<int32_t> out) override {
-    const size_t k = off < x_.size() ? std::min<size_t>(out.size(), x_.size() - off) : 0;
-    if (k) codec_.encode(x_.subspan(off, k), out.first(k));
-    if (k < out.size()) out[k] = trailer_;  // only lane n lies beyond the data
-  }
-  const FixedPointCodec& codec() const { return codec_; }
-  int32_t trailer_sum() const { return result()[x_.size()]; }
-
- private:
-  std::span<const float> x_;
-  FixedPointCodec codec_;
-  int32_t trailer_ = 0;
-};
-
-class IntIO final : public ResultStore {
- public:
-  IntIO(BufferPool& pool, std::span<const int32_t> x) : ResultStore(pool, x.size()), x_(x) {}
-  void read_gradient(uint64_t off, std::span<int32_t> out) override {
-    std::memcpy(out.data(), x_.data() + off, out.size_bytes());
-  }
-
- private:
-  std::span<const int32_t> x_;
-};
 
 // The host node: the worker transport, with op tags used as DSA priorities.
 class CommNode final : public Node, public host::PriorityFn {
@@ -179,18 +51,11 @@ class CommNode final : public Node, public host::PriorityFn {
 
 struct Communicator::OpState {
   enum class Kind { Float, Int };
-  enum class Stage { New, Scale, Data };
   Kind kind = Kind::Float;
   std::span<float> f;
   std::span<int32_t> i;
   AllreduceOptions opt;
   Time issued = 0;
-  // I/O thread only.
-  Stage stage = Stage::New;
-  bool fixed_round = false;    // the data round carries a trailer lane
-  bool submitted_all = false;  // later ops may start submitting
-  std::shared_ptr<ScaleIO> scale_io;
-  std::shared_ptr<ResultStore> data_io;
   // Completion.
   std::mutex m;
   std::condition_variable cv;
@@ -219,7 +84,9 @@ struct Communicator::Impl {
   CommConfig cfg;
   rt::Endpoint sw;
   rt::Joined joined;
-  BufferPool buffers;  // before the transport: retained ops return buffers here
+  // The float protocol and the issue order of the ops' rounds
+  // (host/float_allreduce.hpp); this file only moves work between threads.
+  host::AllreduceQueue queue;
   std::vector<uint64_t> completed_ids;
   std::unique_ptr<host::WorkerTransport> tx;
   std::unique_ptr<CommNode> node;
@@ -234,8 +101,7 @@ struct Communicator::Impl {
   std::string broken;  // set once the communicator can no longer work
 
   // I/O thread only.
-  std::deque<std::shared_ptr<OpState>> pending;  // not fully submitted, issue order
-  std::unordered_map<uint64_t, std::shared_ptr<OpState>> by_sub;  // transport op id -> op
+  std::unordered_map<uint64_t, std::shared_ptr<OpState>> live;  // queue handle -> op
   bool finished = false, done_sent = false, control_open = true;
   Time close_deadline = 0, last_progress = 0;
   uint64_t last_acks = 0;
@@ -340,11 +206,12 @@ struct Communicator::Impl {
   void on_wake() {
     uint64_t v;
     [[maybe_unused]] auto r = ::read(wake_fd.get(), &v, sizeof v);
+    std::vector<std::shared_ptr<OpState>> ops;
     {
       std::lock_guard lk(mu);
-      for (auto& op : inbox) pending.push_back(std::move(op));
-      inbox.clear();
+      ops.swap(inbox);
     }
+    for (auto& op : ops) enqueue(std::move(op));
     advance();
   }
 
@@ -365,112 +232,57 @@ struct Communicator::Impl {
   }
 
 
-  void submit(const std::shared_ptr<OpState>& op, std::shared_ptr<host::TensorIO> io, uint64_t elems) {
+  // Hands an op to the queue, in issue order. The op's tag is its DSA priority.
+  void enqueue(std::shared_ptr<OpState> op) {
     const uint32_t prio = op->opt.priority ? op->opt.priority : cfg.priority;
-    uint64_t id = 0;
-    engine->invoke(*node, [&](Time now, Effects& fx) {
-      id = tx->submit(std::move(io), elems, prio);
-      tx->pump(now, fx);
-    });
-    by_sub.emplace(id, op);
-  }
-
-  void submit_scale(const std::shared_ptr<OpState>& op) {
-    op->stage = OpState::Stage::Scale;
-    op->scale_io = std::make_shared<ScaleIO>(buffers, op->f);
-    submit(op, op->scale_io, kScaleLanes);
-  }
-
-  void submit_float_data(const std::shared_ptr<OpState>& op, double scale, bool trailer) {
-    op->stage = OpState::Stage::Data;
-    op->fixed_round = trailer;
-    op->info.scale = scale;
-    auto io = std::make_shared<FloatIO>(buffers, op->f, scale, cfg.nworkers, trailer);
-    op->data_io = io;
-    submit(op, io, op->f.size() + (trailer ? 1 : 0));
-  }
-
-  // Starts the op at the head of the submission order.
-  void begin(const std::shared_ptr<OpState>& op) {
+    uint64_t h = 0;
     if (op->kind == OpState::Kind::Int) {
-      op->stage = OpState::Stage::Data;
-      auto io = std::make_shared<IntIO>(buffers, op->i);
-      op->data_io = io;
-      submit(op, io, op->i.size());
-      op->submitted_all = true;
-    } else if (cfg.scale_mode == ScaleMode::Fixed) {
-      submit_float_data(op, cfg.fixed_scale, true);  // the verdict on overflow gates later ops
+      h = queue.add(op->i, prio);
     } else {
-      submit_scale(op);
+      host::FloatAllreduceOptions fo;
+      fo.nworkers = cfg.nworkers;
+      fo.job = cfg.job;
+      fo.mode = cfg.scale_mode == ScaleMode::Fixed ? host::FloatScaleMode::Fixed : host::FloatScaleMode::Agree;
+      fo.fixed_scale = cfg.fixed_scale;
+      fo.average = op->opt.op == ReduceOp::Average;
+      h = queue.add(op->f, fo, prio);
     }
+    live.emplace(h, std::move(op));
   }
 
-  // Submits in issue order: an op's rounds depend only on results every
-  // worker shares, so all workers produce the same PSN stream.
+  void pump() {
+    engine->invoke(*node, [&](Time now, Effects& fx) { tx->pump(now, fx); });
+  }
+
+  // Submits what the queue allows now (its issue order).
   void advance() {
-    while (!pending.empty()) {
-      auto op = pending.front();
-      if (op->stage == OpState::Stage::New) begin(op);
-      if (!op->submitted_all) return;
-      pending.pop_front();
-    }
+    if (queue.submit_ready(*tx)) pump();
   }
 
   void process_completions() {
     while (!completed_ids.empty()) {
       const auto ids = std::exchange(completed_ids, {});
-      for (uint64_t id : ids) {
-        auto it = by_sub.find(id);
-        if (it == by_sub.end()) continue;
-        auto op = it->second;
-        by_sub.erase(it);
-        on_round_done(op);
+      std::vector<host::AllreduceQueue::Finished> fin;
+      size_t sent = 0;
+      if (queue.on_completed(*tx, ids, fin, &sent)) last_progress = engine->now();
+      if (sent) pump();
+      for (auto& f : fin) {
+        auto it = live.find(f.handle);
+        if (it == live.end()) continue;
+        auto op = std::move(it->second);
+        live.erase(it);
+        op->info.scale = f.info.scale;
+        op->info.retried = f.info.retried;
+        std::exception_ptr err;
+        if (f.nonfinite) err = std::make_exception_ptr(NonFiniteError(f.error));
+        else if (!f.ok) err = std::make_exception_ptr(RuntimeError(f.error));
+        complete(op, std::move(err));
       }
-      advance();
     }
     if (!done_sent && control_open) maybe_send_done();
   }
 
-  void on_round_done(const std::shared_ptr<OpState>& op) {
-    last_progress = engine->now();
-    if (op->stage == OpState::Stage::Scale) {
-      if (const int32_t bad = op->scale_io->nonfinite(); bad > 0) {
-        op->submitted_all = true;
-        complete(op, std::make_exception_ptr(NonFiniteError(fmt::format(
-                         "allreduce of {} values: {} worker(s) of job {} passed NaN or infinite values, which fixed "
-                         "point cannot carry; the buffer is unchanged", op->f.size(), bad, cfg.job))));
-        return;
-      }
-      const double scale = op->scale_io->scale(cfg.nworkers);
-      op->scale_io.reset();
-      submit_float_data(op, scale, false);
-      op->submitted_all = true;
-      return;
-    }
-    if (op->kind == OpState::Kind::Int) {
-      const auto& io = static_cast<const IntIO&>(*op->data_io);
-      std::memcpy(op->i.data(), io.result().data(), op->i.size_bytes());
-      complete(op, nullptr);
-      return;
-    }
-    const auto& io = static_cast<const FloatIO&>(*op->data_io);
-    if (op->fixed_round) {
-      if (io.trailer_sum() > 0) {  // saturated somewhere: redo with an agreed scale
-        op->info.retried = true;
-        op->data_io.reset();
-        submit_scale(op);
-        return;
-      }
-      op->submitted_all = true;
-    }
-    const double divisor = op->opt.op == ReduceOp::Average ? cfg.nworkers : 1.0;
-    io.codec().decode(io.result().first(op->f.size()), op->f, divisor);
-    complete(op, nullptr);
-  }
-
   void complete(const std::shared_ptr<OpState>& op, std::exception_ptr err) {
-    op->data_io.reset();  // the transport keeps its own reference while it retains the op
-    op->scale_io.reset();
     op->info.elapsed = rt::monotonic_now() - op->issued;
     {
       std::lock_guard lk(op->m);
@@ -486,7 +298,7 @@ struct Communicator::Impl {
       std::lock_guard lk(mu);
       if (!close_requested || !inbox.empty()) return;
     }
-    if (!pending.empty() || !by_sub.empty()) return;
+    if (!queue.idle()) return;
     joined.control.send({{"op", "done"}});
     done_sent = true;
     close_deadline = engine->now() + cfg.close_timeout;
@@ -500,7 +312,7 @@ struct Communicator::Impl {
                               to_ms(cfg.close_timeout) / 1000, cfg.job, sw.str());
       return;
     }
-    if (by_sub.empty()) {
+    if (queue.rounds_in_flight() == 0) {
       last_progress = now;
       return;
     }
@@ -511,21 +323,21 @@ struct Communicator::Impl {
     if (now - last_progress > cfg.progress_timeout)
       failure = fmt::format("allreduce made no progress for {:.1f} s ({}; {} ops in flight, next PSN {}, lowest "
                             "unacknowledged {}): are all {} workers running the same sequence of allreduces?",
-                            to_ms(cfg.progress_timeout) / 1000, where(), by_sub.size(), tx->next_psn(),
+                            to_ms(cfg.progress_timeout) / 1000, where(), queue.rounds_in_flight(), tx->next_psn(),
                             tx->lowest_unacked(), cfg.nworkers);
   }
 
   void fail_everything(const std::string& why) {
-    std::vector<std::shared_ptr<OpState>> ops(pending.begin(), pending.end());
-    for (auto& [id, op] : by_sub) ops.push_back(op);
+    std::vector<std::shared_ptr<OpState>> ops;
+    for (auto& [h, op] : live) ops.push_back(op);
     {
       std::lock_guard lk(mu);
       broken = why;
       for (auto& op : inbox) ops.push_back(op);
       inbox.clear();
     }
-    pending.clear();
-    by_sub.clear();
+    queue.clear();
+    live.clear();
     for (auto& op : ops)
       if (!op->finished) complete(op, std::make_exception_ptr(RuntimeError(why)));
   }

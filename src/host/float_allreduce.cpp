@@ -1,0 +1,312 @@
+#include "host/float_allreduce.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ina::host {
+
+// ---------------------------------------------------------------- scale lanes
+
+void scale_lanes(std::span<const float> x, std::span<int32_t> lanes) {
+  std::fill(lanes.begin(), lanes.end(), 0);
+  float m = 0;
+  bool nonfinite = false;
+  for (const float v : x) {
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+    else nonfinite = true;
+  }
+  if (m > 0) {
+    int e = 0;
+    std::frexp(m, &e);  // m < 2^e
+    lanes[static_cast<size_t>(e - kScaleExpMin)] = 1;
+  }
+  if (nonfinite) lanes[kScaleExpLanes] = 1;
+}
+
+double agreed_scale(std::span<const int32_t> lanes, unsigned nworkers) {
+  for (size_t l = kScaleExpLanes; l-- > 0;)
+    if (lanes[l] > 0) {
+      const int e = static_cast<int>(l) + kScaleExpMin;
+      const float bound = std::nextafter(std::ldexp(1.0f, e), 0.0f);  // largest float below 2^e
+      return FixedPointCodec::safe_scale(bound, nworkers);
+    }
+  return 1.0;  // every value is zero
+}
+
+// ---------------------------------------------------------------- buffers
+
+std::vector<int32_t> BufferPool::get(size_t n) {
+  std::vector<int32_t> v;
+  if (!free_.empty()) {
+    v = std::move(free_.back());
+    free_.pop_back();
+  }
+  v.resize(n);
+  return v;
+}
+
+void BufferPool::put(std::vector<int32_t> v) {
+  if (free_.size() < kKeep) free_.push_back(std::move(v));
+}
+
+ResultStore::ResultStore(std::shared_ptr<BufferPool> pool, size_t n)
+    : pool_(std::move(pool)), res_(pool_ ? pool_->get(n) : std::vector<int32_t>(n)) {}
+
+ResultStore::~ResultStore() {
+  if (pool_) pool_->put(std::move(res_));
+}
+
+void ResultStore::write_result(uint64_t off, std::span<const int32_t> in) {
+  std::memcpy(res_.data() + off, in.data(), in.size_bytes());
+}
+
+void ResultStore::read_result(uint64_t off, std::span<int32_t> out) {
+  std::memcpy(out.data(), res_.data() + off, out.size_bytes());
+}
+
+namespace {
+
+// Scale round of a float op: this worker's one-hot exponent lanes.
+class ScaleIO final : public ResultStore {
+ public:
+  ScaleIO(std::shared_ptr<BufferPool> pool, std::span<const float> x)
+      : ResultStore(std::move(pool), kScaleLanes), lanes_(kScaleLanes, 0) {
+    scale_lanes(x, lanes_);
+  }
+  void read_gradient(uint64_t off, std::span<int32_t> out) override {
+    std::memcpy(out.data(), lanes_.data() + off, out.size_bytes());
+  }
+  // Workers that passed non-finite values.
+  int32_t nonfinite() const { return result()[kScaleExpLanes]; }
+  double scale(unsigned nworkers) const { return agreed_scale(result(), nworkers); }
+
+ private:
+  std::vector<int32_t> lanes_;
+};
+
+// Data round of a float op: quantized on the fly as packets are sent. With a
+// trailer, lane n carries this worker's count of saturated values.
+class FloatIO final : public ResultStore {
+ public:
+  FloatIO(std::shared_ptr<BufferPool> pool, std::span<const float> x, double scale, unsigned nworkers, bool trailer)
+      : ResultStore(std::move(pool), x.size() + (trailer ? 1 : 0)), x_(x), codec_(scale, nworkers) {
+    if (trailer) {
+      // The count comes from the codec itself; the scratch is the result buffer,
+      // which the results overwrite later.
+      const QuantStats st = codec_.encode(x, scratch().first(x.size()));
+      trailer_ = static_cast<int32_t>(std::min<uint64_t>(st.overflowed, static_cast<uint64_t>(codec_.limit())));
+    }
+  }
+  void read_gradient(uint64_t off, std::span<int32_t> out) override {
+    const size_t k = off < x_.size() ? std::min<size_t>(out.size(), x_.size() - off) : 0;
+    if (k) codec_.encode(x_.subspan(off, k), out.first(k));
+    if (k < out.size()) out[k] = trailer_;  // only lane n lies beyond the data
+  }
+  const FixedPointCodec& codec() const { return codec_; }
+  int32_t trailer_sum() const { return result()[x_.size()]; }
+
+ private:
+  std::span<const float> x_;
+  FixedPointCodec codec_;
+  int32_t trailer_ = 0;
+};
+
+class IntIO final : public ResultStore {
+ public:
+  IntIO(std::shared_ptr<BufferPool> pool, std::span<const int32_t> x) : ResultStore(std::move(pool), x.size()), x_(x) {}
+  void read_gradient(uint64_t off, std::span<int32_t> out) override {
+    std::memcpy(out.data(), x_.data() + off, out.size_bytes());
+  }
+
+ private:
+  std::span<const int32_t> x_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- FloatAllreduce
+
+FloatAllreduce::FloatAllreduce(std::span<float> data, const FloatAllreduceOptions& o, std::shared_ptr<BufferPool> pool)
+    : x_(data), opt_(o), pool_(std::move(pool)) {
+  if (data.empty()) throw std::invalid_argument("float allreduce of an empty buffer");
+  if (o.nworkers < 1 || o.nworkers > 64) throw std::invalid_argument("float allreduce: nworkers must be in 1..64");
+  if (o.mode == FloatScaleMode::Fixed && !(o.fixed_scale > 0 && std::isfinite(o.fixed_scale)))
+    throw std::invalid_argument("float allreduce: a fixed scale must be a positive finite number");
+}
+
+void FloatAllreduce::submit_scale() {
+  round_.kind = IntRound::Kind::Scale;
+  round_.io = std::make_shared<ScaleIO>(pool_, x_);
+  round_.elems = kScaleLanes;
+}
+
+void FloatAllreduce::submit_data(double scale, bool trailer) {
+  round_.kind = trailer ? IntRound::Kind::FixedData : IntRound::Kind::Data;
+  info_.scale = scale;
+  round_.io = std::make_shared<FloatIO>(pool_, x_, scale, opt_.nworkers, trailer);
+  round_.elems = x_.size() + (trailer ? 1 : 0);
+}
+
+const IntRound& FloatAllreduce::start() {
+  if (started_) throw std::logic_error("FloatAllreduce::start called twice");
+  started_ = true;
+  if (opt_.mode == FloatScaleMode::Fixed) submit_data(opt_.fixed_scale, true);  // the overflow verdict gates later ops
+  else submit_scale();
+  return round_;
+}
+
+bool FloatAllreduce::last_round() const { return finished_ || round_.kind == IntRound::Kind::Data; }
+
+RoundPlan::Status FloatAllreduce::on_complete() {
+  if (!started_ || finished_) throw std::logic_error("FloatAllreduce::on_complete without an outstanding round");
+  switch (round_.kind) {
+    case IntRound::Kind::Scale: {
+      const auto& io = static_cast<const ScaleIO&>(*round_.io);
+      if (const int32_t bad = io.nonfinite(); bad > 0) {
+        info_.nonfinite_workers = bad;
+        error_ = fmt::format(
+            "allreduce of {} values: {} worker(s) of job {} passed NaN or infinite values, which fixed point cannot "
+            "carry; the buffer is unchanged",
+            x_.size(), bad, opt_.job);
+        round_.io.reset();
+        finished_ = true;
+        return Status::Failed;
+      }
+      const double scale = io.scale(opt_.nworkers);
+      submit_data(scale, false);
+      return Status::Submit;
+    }
+    case IntRound::Kind::FixedData: {
+      const auto& io = static_cast<const FloatIO&>(*round_.io);
+      if (io.trailer_sum() > 0) {  // saturated somewhere: redo with an agreed scale
+        info_.retried = true;
+        submit_scale();
+        return Status::Submit;
+      }
+      break;
+    }
+    case IntRound::Kind::Data:
+      break;
+    case IntRound::Kind::Int:
+      throw std::logic_error("FloatAllreduce: integer round");
+  }
+  const auto& io = static_cast<const FloatIO&>(*round_.io);
+  io.codec().decode(io.result().first(x_.size()), x_, opt_.average ? static_cast<double>(opt_.nworkers) : 1.0);
+  round_.io.reset();  // the transport keeps its own reference while it retains the op
+  finished_ = true;
+  return Status::Done;
+}
+
+// ---------------------------------------------------------------- IntAllreduce
+
+IntAllreduce::IntAllreduce(std::span<int32_t> data, std::shared_ptr<BufferPool> pool) : x_(data), pool_(std::move(pool)) {
+  if (data.empty()) throw std::invalid_argument("integer allreduce of an empty buffer");
+}
+
+const IntRound& IntAllreduce::start() {
+  if (round_.io) throw std::logic_error("IntAllreduce::start called twice");
+  round_.kind = IntRound::Kind::Int;
+  round_.io = std::make_shared<IntIO>(pool_, x_);
+  round_.elems = x_.size();
+  return round_;
+}
+
+RoundPlan::Status IntAllreduce::on_complete() {
+  if (!round_.io || finished_) throw std::logic_error("IntAllreduce::on_complete without an outstanding round");
+  const auto& io = static_cast<const IntIO&>(*round_.io);
+  std::memcpy(x_.data(), io.result().data(), x_.size_bytes());
+  round_.io.reset();
+  finished_ = true;
+  return Status::Done;
+}
+
+// ---------------------------------------------------------------- AllreduceQueue
+
+uint64_t AllreduceQueue::add(std::span<float> data, const FloatAllreduceOptions& o, uint32_t tag) {
+  return add(std::make_unique<FloatAllreduce>(data, o, pool_), tag);
+}
+
+uint64_t AllreduceQueue::add(std::span<int32_t> data, uint32_t tag) {
+  return add(std::make_unique<IntAllreduce>(data, pool_), tag);
+}
+
+uint64_t AllreduceQueue::add(std::unique_ptr<RoundPlan> plan, uint32_t tag) {
+  const uint64_t h = next_handle_++;
+  ops_.emplace(h, Op{std::move(plan), tag});
+  pending_.push_back(h);
+  return h;
+}
+
+void AllreduceQueue::submit(WorkerTransport& tx, uint64_t handle, Op& op) {
+  const IntRound& r = op.plan->round();
+  by_sub_.emplace(tx.submit(r.io, r.elems, op.tag), handle);
+}
+
+size_t AllreduceQueue::submit_ready(WorkerTransport& tx) {
+  size_t n = 0;
+  while (!pending_.empty()) {
+    auto it = ops_.find(pending_.front());
+    if (it != ops_.end()) {
+      Op& op = it->second;
+      if (!op.started) {
+        op.started = true;
+        op.plan->start();
+        submit(tx, it->first, op);
+        ++n;
+      }
+      if (!op.plan->last_round()) return n;
+    }
+    pending_.pop_front();
+  }
+  return n;
+}
+
+size_t AllreduceQueue::on_completed(WorkerTransport& tx, std::span<const uint64_t> ids, std::vector<Finished>& out,
+                                    size_t* submitted) {
+  size_t mine = 0, sent = 0;
+  for (const uint64_t id : ids) {
+    auto s = by_sub_.find(id);
+    if (s == by_sub_.end()) continue;
+    const uint64_t h = s->second;
+    by_sub_.erase(s);
+    ++mine;
+    auto it = ops_.find(h);
+    if (it == ops_.end()) continue;  // forgotten by clear()
+    Op& op = it->second;
+    const RoundPlan::Status st = op.plan->on_complete();
+    if (st == RoundPlan::Status::Submit) {
+      submit(tx, h, op);  // the op is at the head of the issue order: its rounds go first
+      ++sent;
+      continue;
+    }
+    Finished f;
+    f.handle = h;
+    f.ok = st == RoundPlan::Status::Done;
+    f.error = op.plan->error();
+    if (auto* fl = dynamic_cast<const FloatAllreduce*>(op.plan.get())) {
+      f.info = fl->info();
+      f.nonfinite = fl->info().nonfinite_workers > 0;
+    }
+    out.push_back(std::move(f));
+    ops_.erase(it);
+  }
+  sent += submit_ready(tx);
+  if (submitted) *submitted += sent;
+  return mine;
+}
+
+std::vector<uint64_t> AllreduceQueue::clear() {
+  std::vector<uint64_t> hs;
+  for (const auto& [h, op] : ops_) hs.push_back(h);
+  std::sort(hs.begin(), hs.end());
+  ops_.clear();
+  pending_.clear();
+  by_sub_.clear();
+  return hs;
+}
+
+}  // namespace ina::host
