@@ -361,7 +361,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   // 5. Reports and summary.
   const double wall = to_ms(monotonic_now() - t_start) / 1000;
   nlohmann::json jobs = nlohmann::json::array();
-  uint64_t mismatches = 0;
+  uint64_t mismatches = 0, workers_refused = 0;  // refused: malformed or foreign packets at a worker
   std::string per_job;
   for (unsigned j = 1; j <= cfg.jobs; ++j) per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
   out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
@@ -380,6 +380,8 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       slowest = std::max(slowest, rep.at("allreduce_seconds").get<double>());
       verified += rep.at("verified").get<uint64_t>();
       bad += rep.at("mismatches").get<uint64_t>();
+      if (const auto* t = rep.contains("stats") ? &rep["stats"]["transport"] : nullptr; t && t->is_object())
+        workers_refused += t->value("malformed", uint64_t{0}) + t->value("foreign", uint64_t{0});
       reports.push_back(std::move(rep));
     }
     mismatches += bad;
@@ -411,13 +413,25 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   if (stats["jobs"].value("aborted", 0) != 0) problems.push_back("a job was aborted");
   if (stats["jobs"].value("finished", 0u) != cfg.jobs) problems.push_back("not every job finished at the switch");
   const nlohmann::json ps_stats = read_ps_stats();
-  uint64_t ps_malformed = 0;
+  uint64_t ps_malformed = 0, ps_foreign = 0;
   for (const auto& p : ps_stats) {
     if (p.contains("missing")) problems.push_back(fmt::format("the PS of job {} left no statistics", p.value("job", 0u)));
-    else ps_malformed += p["ps"].value("malformed", uint64_t{0});
+    else {
+      ps_malformed += p["ps"].value("malformed", uint64_t{0});
+      ps_foreign += p["ps"].value("foreign", uint64_t{0});
+    }
   }
   if (with_ps)
-    out << fmt::format("PS: {} malformed packets over {} PSes\n", ps_malformed, ps_stats.size());
+    out << fmt::format("PS: {} malformed and {} foreign packets over {} PSes\n", ps_malformed, ps_foreign, ps_stats.size());
+  // Every process of this run is ours and honest (faults only drop, copy or
+  // delay datagrams): a packet refused anywhere is a protocol bug.
+  uint64_t sw_refused = s.value("malformed", uint64_t{0});
+  for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"}) sw_refused += s.value(k, uint64_t{0});
+  sw_refused += e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
+  if (sw_refused) problems.push_back(fmt::format("the switch refused {} packets as malformed or foreign", sw_refused));
+  if (workers_refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", workers_refused));
+  if (ps_malformed + ps_foreign)
+    problems.push_back(fmt::format("PSes refused {} packets as malformed and {} as foreign", ps_malformed, ps_foreign));
   if (!cfg.json_out.empty()) {
     nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
                         {"config", config_json()}, {"jobs", jobs}, {"switch", stats}, {"ps", ps_stats}};
