@@ -27,8 +27,8 @@ test: build
 bench: build
 	./$(BUILD)/ina bench sim
 
-fuzz: setup
-	@command -v clang++-14 >/dev/null || { echo "make fuzz needs clang-14 and libFuzzer: apt-get install clang-14 libclang-rt-14-dev"; exit 1; }
+fuzz:
+	./scripts/setup --fuzz
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINA_FUZZ=ON
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	./fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
