@@ -23,6 +23,7 @@
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "runtime/worker_app.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::cli {
 
@@ -85,7 +86,7 @@ class StopSignals {
 };
 
 struct SwitchCmd {
-  std::string listen = "127.0.0.1:7700", policy = "dsa", stats_json;
+  std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json;
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = 64, regions = 4;
   double ecn_kb = 512;
@@ -100,7 +101,7 @@ struct SwitchCmd {
           payload, 4 * payload, 4 * payload));
     rt::SwitchDaemonConfig c;
     c.listen = rt::Endpoint::parse(listen);
-    c.program.policy = rt::parse_policy(policy);
+    c.scheme = scheme;
     c.program.memory_bytes = memory;
     c.program.payload_values = static_cast<uint16_t>(payload);
     c.program.seed = seed;
@@ -281,9 +282,11 @@ Runner register_runtime(CLI::App& app) {
   auto wk = std::make_shared<WorkerCmd>();
   auto rn = std::make_shared<RunCmd>();
 
-  auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation policy, serves many jobs");
+  auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation scheme, serves many jobs");
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
-  s->add_option("--policy", sw->policy, "isolated|switchml, atp|shared-fcfs, dsa|preemptive")->capture_default_str();
+  s->add_option("--scheme,--policy", sw->scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+      ->capture_default_str()
+      ->check(SchemeOf(schemes::Engine::Runtime));
   s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (64 = Tofino's 256 B; e.g. 1024 for a software switch)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
@@ -338,7 +341,9 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--workers", rn->workers,
                 "workers per job: N (every job) or N1,N2,... (one count per job; sets --jobs if not given)")
       ->capture_default_str();
-  r->add_option("--scheme", c.scheme, "dsa, atp or switchml")->capture_default_str()->check(CLI::IsMember({"dsa", "atp", "switchml"}));
+  r->add_option("--scheme", c.scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+      ->capture_default_str()
+      ->check(SchemeOf(schemes::Engine::Runtime));
   r->add_option("--jobs", c.jobs, "concurrent jobs")->capture_default_str()->check(CLI::Range(1, 64));
   r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(FloatBytes(uint64_t{1} << 34));
   r->add_option("--iterations", c.iterations, "allreduces per worker")->capture_default_str()->check(CLI::Range(1, 1000000));

@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include "schemes/registry.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -264,7 +266,18 @@ const std::vector<MetaField>& meta_fields() {
   static const std::vector<MetaField> fields = {
       {"scenario.name", [](Scenario& sc, const toml::node& n) { sc.name = read_string(n); }},
       {"scenario.title", [](Scenario& sc, const toml::node& n) { sc.title = read_string(n); }},
-      {"run.schemes", [](Scenario& sc, const toml::node& n) { sc.schemes = read_strings(n, known_schemes()); }},
+      {"run.schemes",
+       [](Scenario& sc, const toml::node& n) {
+         // Names and aliases as the registry knows them, stored canonical (results are keyed by them).
+         sc.schemes.clear();
+         for (const auto& name : read_strings(n)) {
+           try {
+             sc.schemes.push_back(schemes::find(name, schemes::Engine::SimStar).name);
+           } catch (const schemes::UnknownScheme& e) {
+             throw Problem{e.what(), name};
+           }
+         }
+       }},
       {"run.seeds",
        [](Scenario& sc, const toml::node& n) {
          sc.seeds.clear();
@@ -392,8 +405,8 @@ void read_series(Scenario& sc, const toml::node& n) {
 }  // namespace
 
 const std::vector<std::string>& known_schemes() {
-  static const std::vector<std::string> schemes = {"switchml", "atp", "dsa", "dsa-always", "dsa-coin"};
-  return schemes;
+  static const std::vector<std::string> names = schemes::names(schemes::Engine::SimStar);
+  return names;
 }
 
 void apply_setting(Settings& s, const std::string& key, const std::string& value, const std::string& origin) {
@@ -430,16 +443,17 @@ void validate(const Settings& s, const std::string& origin) {
          fmt::format("{}", s.partition_mb));
 }
 
-void validate(const Settings& s, const std::vector<std::string>& schemes, const std::string& origin) {
+void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
   validate(s, origin);
-  // SwitchML isolates two pools of at least one slot per job (sim::register_jobs).
-  const bool isolated = std::find(schemes.begin(), schemes.end(), "switchml") != schemes.end();
+  // An isolated scheme (SwitchML) gives each job two pools of at least one slot (sim::register_jobs).
   const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
-  if (isolated && aggregators / s.jobs < 2)
+  for (const auto& name : scheme_names) {
+    if (!schemes::find(name).isolated || aggregators / s.jobs >= 2) continue;
     fail(origin, "switch.memory_mb",
-         fmt::format("switchml needs 2 aggregators per job: {:.0f} aggregators of {} B for {} jobs", aggregators,
+         fmt::format("{} needs 2 aggregators per job: {:.0f} aggregators of {} B for {} jobs", name, aggregators,
                      s.payload_bytes, s.jobs),
          fmt::format("{}", s.memory_mb));
+  }
 }
 
 std::vector<Point> expand(const Scenario& sc) {
