@@ -129,13 +129,16 @@ struct SwitchCmd {
 struct PsCmd {
   std::string sw = "127.0.0.1:7700", bind_ip, stats_json;
   unsigned job = 1, workers = 1;
-  double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
+  double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 0;
+  std::string profile{host::kRuntimeProfile.name};
   bool quiet = false, multicast_known = false;
   FaultFlags faults;
 
   int run() const {
     rt::PsDaemonConfig c;
-    c.targeted_known_results = !multicast_known;
+    const host::Profile& pr = host::profile(profile);
+    c.min_timeout = pr.ps_min_timeout;
+    c.targeted_known_results = pr.targeted_known_results && !multicast_known;
     c.sw = rt::Endpoint::parse(sw);
     c.job = static_cast<uint16_t>(job);
     c.nworkers = workers;
@@ -143,7 +146,7 @@ struct PsCmd {
     c.faults = faults.config();
     c.connect_timeout = from_ms(connect_timeout_ms);
     c.rendezvous_timeout = from_ms(rendezvous_timeout_ms);
-    c.min_timeout = from_ms(min_timeout_ms);
+    if (min_timeout_ms > 0) c.min_timeout = from_ms(min_timeout_ms);
     c.log = !quiet;
     StopSignals sig;
     std::unique_ptr<rt::PsDaemon> d;
@@ -309,8 +312,10 @@ Runner register_runtime(CLI::App& app) {
       ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
   p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")
       ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
-  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")
-      ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
+  p->add_option("--profile", ps->profile, "engine profile (paper: the papers' PS; runtime)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({std::string(host::kPaperProfile.name), std::string(host::kRuntimeProfile.name)}));
+  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout (default: the profile's, 1 or 5)")->check(Finite(0, 1e6, true, "milliseconds"));
   p->add_option("--stats-json", ps->stats_json, "write the PS's statistics here on exit (also when the job failed)");
   p->add_flag("--multicast-known-results", ps->multicast_known,
               "multicast a result a worker already held to every worker, as the papers' PS does "

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "dataplane/switch.hpp"
+#include "host/profile.hpp"
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
@@ -26,6 +27,7 @@ double combine(double a, double b) { return 1 - (1 - a) * (1 - b); }
 
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
+  const host::Profile& profile = host::profile(s.profile);
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));
 
@@ -51,6 +53,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     for (size_t r = 0; r < job.workers.size(); ++r) {
       workload::TrainingConfig tc;
       auto& w = tc.transport;
+      profile.apply(w);
       w.job = job.id;
       w.rank = static_cast<uint8_t>(r);
       w.nworkers = static_cast<uint8_t>(job.workers.size());
@@ -60,7 +63,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
       w.payload_values = payload_values;
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
       w.window_cap = slots_per_pool;
-      w.min_rto = from_us(s.min_rto_us);
+      if (s.min_rto_us > 0) w.min_rto = from_us(s.min_rto_us);
       w.reminder_after = s.reminder_after;
       tc.model = workload::dsa_model(model, s.partition_mb, s.compute_ms);
       tc.iterations = s.iterations;
@@ -78,11 +81,12 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   if (spec.has_ps) {
     for (const auto& job : plan.jobs) {
       host::PsConfig pc;
+      profile.apply(pc);
       pc.job = job.id;
       pc.workers = job.workers;
       pc.sw = plan.sw;
       pc.payload_values = payload_values;
-      pc.min_timeout = from_us(s.min_rto_us);
+      if (s.min_rto_us > 0) pc.min_timeout = from_us(s.min_rto_us);
       auto node = std::make_unique<host::ParameterServer>(pc);
       servers.push_back(node.get());
       sim.add_node(std::move(node), false);

@@ -112,7 +112,7 @@ const std::vector<Field>& settings_fields() {
        between(0, 1024, "MiB per gradient partition: at most 1 GiB; 0 = the model's own")},
       {"workload.compute_ms", &Settings::compute_ms, between(0, 1e6, "milliseconds per layer: at most 1000 s")},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
-      {"transport.min_rto_us", &Settings::min_rto_us, positive_up_to(1e8, "microseconds: at most 100 s")},
+      {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
       {"faults.loss", &Settings::loss, between(0, 1)},
       {"faults.dup", &Settings::dup, between(0, 1)},
@@ -120,6 +120,7 @@ const std::vector<Field>& settings_fields() {
       {"faults.reorder_delay_us", &Settings::reorder_delay_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
       {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
+      {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
   };
