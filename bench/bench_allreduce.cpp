@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "runtime/launcher.hpp"
+#include "schemes/registry.hpp"
 
 namespace {
 
@@ -238,7 +239,11 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
 }
 
 [[maybe_unused]] const int registered = [] {
-  for (const char* scheme : {"dsa", "atp", "switchml"}) {
+  // The runtime's schemes, from the registry (names live as long as the program).
+  std::vector<const char*> ina_schemes;
+  for (const ina::schemes::Scheme& s : ina::schemes::all())
+    if (s.supports(ina::schemes::Engine::Runtime)) ina_schemes.push_back(s.name.c_str());
+  for (const char* scheme : ina_schemes) {
     benchmark::RegisterBenchmark((std::string("allreduce/ina_") + scheme).c_str(), BM_Ina, scheme)
         ->Apply([](benchmark::internal::Benchmark* b) { args(b, {2, 4, 8}); });
   }
@@ -248,7 +253,8 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
   benchmark::RegisterBenchmark("allreduce/mpi", BM_Mpi)->Apply([](benchmark::internal::Benchmark* b) {
     args(b, {2, 4, 8});
   });
-  for (const char* scheme : {"dsa", "atp", "switchml", "gloo", "mpi"}) {
+  ina_schemes.insert(ina_schemes.end(), {"gloo", "mpi"});
+  for (const char* scheme : ina_schemes) {
     benchmark::RegisterBenchmark((std::string("allreduce/netns_") + scheme).c_str(), BM_Netns, scheme)
         ->Apply([](benchmark::internal::Benchmark* b) { args(b, {2, 4, 8}); });
   }

@@ -13,6 +13,7 @@
 #include "dataplane/switch.hpp"
 #include "experiment/runner.hpp"
 #include "host/worker_node.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/star.hpp"
 
@@ -37,12 +38,11 @@ void BM_StarLineRate(benchmark::State& state) {
     sim::Simulator sim(1, 64, 50);
     const auto plan = sim::plan_star({hosts}, false);
     dp::SwitchConfig swc;
-    swc.policy = dp::Policy::Isolated;
     swc.memory_bytes = 5 * (1 << 20);
-    auto sw = dp::make_switch(swc);
+    auto sw = schemes::find("switchml").make_switch(swc);
     auto* swp = sw.get();
     sim.add_node(std::move(sw), true);
-    const uint32_t slots = sim::register_jobs(*swp, plan);
+    const uint32_t slots = sim::register_jobs(*swp, plan, true);
     auto tensor = std::make_shared<ConstTensor>();
     for (int r = 0; r < hosts; ++r) {
       host::WorkerConfig w;

@@ -1,7 +1,7 @@
-// Fuzz target: the switch programs' on_packet (src/dataplane/), every Policy.
+// Fuzz target: the switch programs' on_packet (src/dataplane/), every scheme.
 //
 // Input: 6 configuration bytes, then events (fuzz.hpp):
-//   [0] policy (% 4: Isolated, SharedFcfs, Preemptive, Routed)
+//   [0] scheme's program (% 4: switchml (isolated), atp (shared FCFS), dsa (preemptive), grid (routed))
 //   [1] bits 0-1 preempt mode (% 3); bit 2 the engine has multicast trees;
 //       bit 3 packets have twice the payload capacity of the switch
 //   [2] payload values per packet (1 + b % 8; 64 if b % 16 == 15)
@@ -84,7 +84,7 @@ void check_sent(const std::vector<Packet*>& sent, const std::array<dp::SwitchJob
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Reader in(data, size);
   dp::SwitchConfig cfg;
-  cfg.policy = static_cast<dp::Policy>(in.u8() % 4);
+  const unsigned program = in.u8() % 4;
   const uint8_t b1 = in.u8();
   cfg.preempt = static_cast<dp::PreemptMode>((b1 & 3) % 3);
   const bool multicast = b1 & 4;
@@ -98,7 +98,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.evict_after = 1 + in.u8() % 8;
   cfg.seed = 7;
 
-  auto sw = dp::make_switch(cfg);
+  // The programs themselves (not the registry: this target links src/dataplane/ only).
+  auto sw = program == 0 ? dp::make_switchml(cfg, "switchml")
+            : program == 1 ? dp::make_atp(cfg, "atp")
+            : program == 2 ? dp::make_dsa(cfg, "dsa")
+                           : dp::make_grid(cfg, "grid");
   sw->set_id(kSwitch);
   FUZZ_CHECK(sw->aggregators() == n, "aggregators %zu, expected %zu", sw->aggregators(), n);
   const auto jobs = jobs_for(n, b4);
@@ -156,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  "%s: data_in %llu aggregated %llu completed %llu to_ps %llu collisions %llu won %llu lost %llu "
                  "dup %llu stale %llu resend_served %llu fetches %llu/%llu acks %llu released %llu malformed %llu "
                  "forwarded %llu rate_syncs %llu evictions %llu overflow %llu; rejected %zu known issue %zu\n",
-                 dp::to_string(cfg.policy), (unsigned long long)st.data_in, (unsigned long long)st.aggregated,
+                 sw->scheme().c_str(), (unsigned long long)st.data_in, (unsigned long long)st.aggregated,
                  (unsigned long long)st.completed, (unsigned long long)st.to_ps, (unsigned long long)st.collisions,
                  (unsigned long long)st.preempt_won, (unsigned long long)st.preempt_lost,
                  (unsigned long long)st.duplicates, (unsigned long long)st.stale,

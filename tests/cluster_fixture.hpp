@@ -21,6 +21,7 @@
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
 #include "proto/node.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/star.hpp"
 #include "wire/packet.hpp"
@@ -113,8 +114,7 @@ class JobPriority final : public host::PriorityFn {
 };
 
 struct ClusterConfig {
-  dp::Policy policy = dp::Policy::Preemptive;
-  dp::PreemptMode preempt = dp::PreemptMode::Priority;
+  std::string scheme = "dsa";  // of the registry (schemes/registry.hpp), which fixes the preemption mode
   std::vector<int> workers_per_job = {2};
   // Per job: the sizes (values) of the allreduce ops every worker submits.
   // A job without an entry uses the last one.
@@ -165,21 +165,20 @@ class DropNth final : public Node {
 class Cluster {
  public:
   explicit Cluster(const ClusterConfig& c) : cfg(c), sim(c.seed, c.payload) {
-    const bool with_ps = c.policy != dp::Policy::Isolated;
+    const schemes::Scheme& scheme = schemes::find(c.scheme);
+    const bool with_ps = scheme.has_ps;
     plan = sim::plan_star(c.workers_per_job, with_ps);
 
     dp::SwitchConfig swc;
-    swc.policy = c.policy;
-    swc.preempt = c.preempt;
     swc.memory_bytes = c.aggregators * 4ULL * c.payload;
     swc.payload_values = c.payload;
     swc.seed = mix(c.seed, 0x5);
     swc.track_tasks = c.track_tasks;
-    auto sw_owned = dp::make_switch(swc);
+    auto sw_owned = scheme.make_switch(swc);
     sw = sw_owned.get();
     const NodeId sw_id = sim.add_node(std::move(sw_owned), true);
     EXPECT_EQ(sw_id, plan.sw);
-    slots_per_pool = sim::register_jobs(*sw, plan);
+    slots_per_pool = sim::register_jobs(*sw, plan, scheme.isolated);
 
     const size_t njobs = plan.jobs.size();
     workers.resize(njobs);
@@ -315,7 +314,7 @@ class Cluster {
     EXPECT_EQ(sim.pool().in_use(), 0u) << "packets leaked";
     EXPECT_EQ(sim.misrouted(), 0u);
     const size_t occ = sw->occupied();
-    if (cfg.policy != dp::Policy::Isolated && !cfg.faults.late_copies()) {
+    if (!schemes::find(cfg.scheme).isolated && !cfg.faults.late_copies()) {
       EXPECT_EQ(occ, 0u) << "aggregators still held after every job ended";
     }
     size_t freed = 0;

@@ -17,6 +17,7 @@
 #include "host/allreduce_node.hpp"
 #include "host/float_allreduce.hpp"
 #include "host/ps.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/star.hpp"
 
@@ -335,19 +336,19 @@ TEST(FloatAllreduceUnit, QueueSubmitsInIssueOrderAndWaitsForVerdicts) {
 
 // A star with one job of n AllreduceNodes, the switch program and (ATP/DSA) a PS.
 struct FloatStar {
-  FloatStar(dp::Policy policy, unsigned n, double loss = 0, uint64_t seed = 1, uint16_t payload = 64)
+  FloatStar(const std::string& scheme_name, unsigned n, double loss = 0, uint64_t seed = 1, uint16_t payload = 64)
       : sim(seed, payload) {
-    const bool with_ps = policy != dp::Policy::Isolated;
+    const schemes::Scheme& scheme = schemes::find(scheme_name);
+    const bool with_ps = scheme.has_ps;
     plan = sim::plan_star({static_cast<int>(n)}, with_ps);
     dp::SwitchConfig swc;
-    swc.policy = policy;
     swc.memory_bytes = 64ULL * 4 * payload;
     swc.payload_values = payload;
     swc.seed = mix(seed, 0x5);
-    auto sw_owned = dp::make_switch(swc);
+    auto sw_owned = scheme.make_switch(swc);
     sw = sw_owned.get();
     sim.add_node(std::move(sw_owned), true);
-    const uint32_t slots = sim::register_jobs(*sw, plan);
+    const uint32_t slots = sim::register_jobs(*sw, plan, scheme.isolated);
     const auto& job = plan.jobs[0];
     for (unsigned r = 0; r < n; ++r) {
       host::WorkerConfig w;
@@ -419,7 +420,7 @@ std::vector<std::vector<float>> inputs(uint64_t seed, unsigned n, size_t elems, 
   return x;
 }
 
-class FloatSim : public ::testing::TestWithParam<std::tuple<dp::Policy, double>> {};
+class FloatSim : public ::testing::TestWithParam<std::tuple<std::string, double>> {};
 
 // Catches: anything that makes the simulated protocol inexact or makes
 // workers disagree: a wrong agreed scale (too large saturates, too small
@@ -465,14 +466,11 @@ TEST_P(FloatSim, AgreedScaleIsExactAndIdenticalOnEveryWorker) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sim, FloatSim,
-                         ::testing::Combine(::testing::Values(dp::Policy::Preemptive, dp::Policy::SharedFcfs,
-                                                              dp::Policy::Isolated),
+                         ::testing::Combine(::testing::Values(std::string("dsa"), std::string("atp"),
+                                                              std::string("switchml")),
                                             ::testing::Values(0.0, 0.01)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param) == dp::Policy::Preemptive   ? "dsa"
-                                              : std::get<0>(info.param) == dp::Policy::SharedFcfs ? "atp"
-                                                                                                   : "switchml") +
-                                  (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
+                           return std::get<0>(info.param) + (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
                          });
 
 // Fixed scale 2^20 with n = 4: each value is carried up to INT32_MAX / 4 =
@@ -483,7 +481,7 @@ INSTANTIATE_TEST_SUITE_P(Sim, FloatSim,
 // fallback scale other than the agreed one, and an Average not redone.
 TEST(FloatSimOverflow, FixedScaleFallsBackExactlyWhenValuesSaturate) {
   const unsigned n = 4;
-  FloatStar s(dp::Policy::Preemptive, n, 0, 5);
+  FloatStar s("dsa", n, 0, 5);
   auto o = opts(n, FloatScaleMode::Fixed, 1 << 20);
   // Values below 256 in multiples of 2^-15: exact at 2^20 and at the fallback 2^19.
   // op 0: the largest float below 512 on every worker: sum 2048 - 2^-13 fits.
@@ -529,7 +527,7 @@ TEST(FloatSimOverflow, FixedScaleFallsBackExactlyWhenValuesSaturate) {
 // after the failure.
 TEST(FloatSimNonFinite, FailsEveryWorkerNamingTheCountAndKeepsTheJobInStep) {
   const unsigned n = 3;
-  FloatStar s(dp::Policy::Preemptive, n, 0, 9);
+  FloatStar s("dsa", n, 0, 9);
   auto bad = inputs(31, n, 500);
   bad[0][7] = std::nanf("");
   bad[2][499] = -std::numeric_limits<float>::infinity();
@@ -567,7 +565,7 @@ TEST(FloatSimNonFinite, FailsEveryWorkerNamingTheCountAndKeepsTheJobInStep) {
 TEST(FloatSimAverage, AverageDividesExactly) {
   for (unsigned n : {2u, 4u}) {
     SCOPED_TRACE("n = " + std::to_string(n));
-    FloatStar s(dp::Policy::SharedFcfs, n, 0, 13);
+    FloatStar s("atp", n, 0, 13);
     auto x = inputs(41 + n, n, 2000);
     auto o = opts(n);
     o.average = true;

@@ -98,9 +98,9 @@ ClusterConfig with_drop(ClusterConfig c, NodeId at, PktType type, uint32_t psn, 
   return c;
 }
 
-ClusterConfig tiny(dp::Policy policy, uint64_t aggregators) {
+ClusterConfig tiny(const std::string& scheme, uint64_t aggregators) {
   ClusterConfig c;
-  c.policy = policy;
+  c.scheme = scheme;
   c.workers_per_job = {3, 2};           // nodes: switch 0, job 1: 1-3, job 2: 4-5, PSs 6-7
   c.ops = {{150, 64}, {100}};           // job 1: psn 0-2, 3; job 2: psn 0-1
   c.job_start = {0, 2 * kUs};
@@ -115,7 +115,7 @@ ClusterConfig tiny(dp::Policy policy, uint64_t aggregators) {
 // and the window cap holds rank 2's psn 3 back until then.
 TEST(GoldenTrace, SwitchML) {
   std::vector<DropNth*> drops;
-  ClusterConfig c = with_drop(tiny(dp::Policy::Isolated, 8), 3, PktType::Ack, 1, &drops);
+  ClusterConfig c = with_drop(tiny("switchml", 8), 3, PktType::Ack, 1, &drops);
   Cluster cl(c);
   std::vector<sim::TraceRecord> trace;
   cl.sim.set_trace(&trace);
@@ -133,7 +133,7 @@ TEST(GoldenTrace, SwitchML) {
 // loses psn 2's result multicast by the PS.
 TEST(GoldenTrace, Atp) {
   std::vector<DropNth*> drops;
-  ClusterConfig c = with_drop(tiny(dp::Policy::SharedFcfs, 4), 1, PktType::Ack, 2, &drops);
+  ClusterConfig c = with_drop(tiny("atp", 4), 1, PktType::Ack, 2, &drops);
   Cluster cl(c);
   std::vector<sim::TraceRecord> trace;
   cl.sim.set_trace(&trace);
@@ -148,7 +148,7 @@ TEST(GoldenTrace, Atp) {
 // loses psn 0's result.
 TEST(GoldenTrace, Dsa) {
   std::vector<DropNth*> drops;
-  ClusterConfig c = tiny(dp::Policy::Preemptive, 4);
+  ClusterConfig c = tiny("dsa", 4);
   c.job_priority = {1u << 10, 1u << 4};
   c = with_drop(c, 5, PktType::Ack, 0, &drops);
   Cluster cl(c);
@@ -169,10 +169,9 @@ TEST(GoldenTrace, Grid) {
   const sim::StarPlan plan = sim::plan_star({3, 2}, true);
   sim::Simulator s(7, 64);
   dp::SwitchConfig swc;
-  swc.policy = dp::Policy::Routed;
   swc.memory_bytes = 2 * 256;
   swc.payload_values = 64;
-  auto sw_owned = dp::make_switch(swc);
+  auto sw_owned = schemes::find("grid").make_switch(swc);
   dp::SwitchProgram* sw = sw_owned.get();
   s.add_node(std::move(sw_owned), true);
   const std::vector<uint64_t> mask = {0b111, 0b01};
@@ -249,7 +248,7 @@ TEST(GoldenTrace, Grid) {
 // Catches: a sink that skips reordered deliveries (heap events) or timers,
 // or one whose bookkeeping perturbs the run.
 TEST(GoldenTrace, SinkRecordsEveryEventAndDoesNotPerturbTheRun) {
-  ClusterConfig c = tiny(dp::Policy::Preemptive, 4);
+  ClusterConfig c = tiny("dsa", 4);
   c.faults.loss = 0.05;
   c.faults.dup = 0.05;
   c.faults.reorder = 0.2;

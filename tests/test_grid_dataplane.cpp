@@ -12,6 +12,7 @@
 #include "host/ps.hpp"
 #include "host/worker_node.hpp"
 #include "sim/engine.hpp"
+#include "schemes/registry.hpp"
 
 using namespace ina;
 
@@ -36,11 +37,10 @@ struct GridNet {
     for (size_t r = 0; r < n; ++r) wid[r] = static_cast<NodeId>(4 + r);
     for (NodeId s = 0; s < 3; ++s) {
       dp::SwitchConfig c;
-      c.policy = dp::Policy::Routed;
       c.memory_bytes = memory_bytes;
       c.capacity_gbps = capacity_gbps;
       c.seed = seed + s;
-      auto prog = dp::make_switch(c);
+      auto prog = schemes::find("grid").make_switch(c);
       dp::SwitchJob j;
       j.job = 1;
       j.workers = wid;

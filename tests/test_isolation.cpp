@@ -21,13 +21,12 @@ constexpr NodeId kSw = 0;
 // Job 7: workers 5, 6, 8 (three ranks), PS 22.
 constexpr NodeId kPs4 = 20, kPs99 = 21, kPs7 = 22, kIntruder = 3;
 
-std::unique_ptr<dp::SwitchProgram> shared_switch(dp::Policy policy, uint64_t aggregators, uint32_t evict_after = 8) {
+std::unique_ptr<dp::SwitchProgram> shared_switch(const std::string& scheme, uint64_t aggregators, uint32_t evict_after = 8) {
   dp::SwitchConfig c;
-  c.policy = policy;
   c.payload_values = 64;
   c.memory_bytes = aggregators * 256;
   c.evict_after = evict_after;
-  auto sw = dp::make_switch(c);
+  auto sw = schemes::find(scheme).make_switch(c);
   sw->set_id(kSw);
   auto add = [&](uint16_t job, std::vector<NodeId> w, NodeId ps) {
     dp::SwitchJob j;
@@ -57,7 +56,7 @@ TEST(SwapWith, EvictedPartialCarriesTheVictimsWorkerCountRankAndTheSwitchAsSourc
   // Catches the bug where the evicted partial kept the winner's worker count
   // and rank (the victim's PS then refused it as malformed).
   FakeFx fx;
-  auto sw = shared_switch(dp::Policy::Preemptive, 1);  // one aggregator: every task collides
+  auto sw = shared_switch("dsa", 1);  // one aggregator: every task collides
   const auto g0 = ramp(16, 100), g2 = ramp(16, -40, 3), h1 = ramp(16, 7);
   sw->on_packet(make_data(fx, 7, 11, 0, 3, 5, g0, 10), 0, fx);
   sw->on_packet(make_data(fx, 7, 11, 2, 3, 8, g2, 10), 0, fx);
@@ -100,7 +99,7 @@ TEST(SwapWith, EvictedPartialCarriesTheVictimsWorkerCountRankAndTheSwitchAsSourc
 
 TEST(SwapWith, GridEvictionHandsTheVictimJobsOwnHeaderToItsPs) {
   FakeFx fx;
-  auto sw = shared_switch(dp::Policy::Routed, 1, /*evict_after=*/2);
+  auto sw = shared_switch("grid", 1, /*evict_after=*/2);
   sw->on_packet(make_data(fx, 7, 3, 1, 3, 6, ramp(8, 1)), 0, fx);
   sw->on_packet(make_data(fx, 4, 9, 0, 2, 1, ramp(8, 2)), 0, fx);  // collision 1: rate sync
   auto out = fx.take();
@@ -122,8 +121,8 @@ TEST(SwapWith, GridEvictionHandsTheVictimJobsOwnHeaderToItsPs) {
 
 TEST(SwitchIsolation, ForgedDataFromAnotherJobsMemberIsNotAggregated) {
   // The probe: a member of job 99 sends Data for job 4, rank 1.
-  for (auto policy : {dp::Policy::SharedFcfs, dp::Policy::Preemptive, dp::Policy::Routed}) {
-    SCOPED_TRACE(dp::to_string(policy));
+  for (auto policy : {"atp", "dsa", "grid"}) {
+    SCOPED_TRACE(policy);
     FakeFx fx;
     auto sw = shared_switch(policy, 64);
     sw->on_packet(make_data(fx, 4, 0, 1, 2, kIntruder, ramp(8, 1000), 1u << 30), 0, fx);
@@ -146,7 +145,7 @@ TEST(SwitchIsolation, ForgedDataFromAnotherJobsMemberIsNotAggregated) {
 
 TEST(SwitchIsolation, ForgedResultAckIsNotMulticastAndFreesNothing) {
   FakeFx fx;
-  auto sw = shared_switch(dp::Policy::SharedFcfs, 64);
+  auto sw = shared_switch("atp", 64);
   sw->on_packet(make_data(fx, 4, 6, 0, 2, 1, ramp(8, 1)), 0, fx);  // job 4 holds an aggregator
   ASSERT_EQ(sw->occupied_by(4), 1u);
   // A member of job 99 forges job 4's result, and so does job 4's own worker.
@@ -168,7 +167,7 @@ TEST(SwitchIsolation, ForgedResultAckIsNotMulticastAndFreesNothing) {
 
 TEST(SwitchIsolation, ForgedFetchGetsNoPartialAndFreesNothing) {
   FakeFx fx;
-  auto sw = shared_switch(dp::Policy::Preemptive, 64);
+  auto sw = shared_switch("dsa", 64);
   sw->on_packet(make_data(fx, 4, 10, 0, 2, 1, ramp(8, 42)), 0, fx);
   sw->on_packet(make(fx, PktType::Fetch, 4, 10, kIntruder, kSw, 0, 2, 0), 0, fx);
   sw->on_packet(make(fx, PktType::Fetch, 4, 10, kPs99, kSw, 0, 2, 0), 0, fx);  // another job's PS
@@ -187,7 +186,7 @@ TEST(SwitchIsolation, ForgedFetchGetsNoPartialAndFreesNothing) {
 
 TEST(SwitchIsolation, ForwardsOnlyBetweenMembersOfTheSameJob) {
   FakeFx fx;
-  auto sw = shared_switch(dp::Policy::Preemptive, 64);
+  auto sw = shared_switch("dsa", 64);
   // Job 99's member addresses job 4's PS in job 4's name; job 4's worker
   // addresses job 99's PS; a GradRequest in job 4's name to job 4's worker.
   sw->on_packet(make(fx, PktType::Data, 4, 1, kIntruder, kPs4, 0, 2, 1, ramp(4, 1), flag::kToPs), 0, fx);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster_fixture.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::test {
 namespace {
@@ -22,18 +23,17 @@ namespace {
 
 struct PolicyCase {
   std::string name;
-  dp::Policy policy;
-  dp::PreemptMode preempt = dp::PreemptMode::Priority;
+  std::string scheme;  // of the registry
   bool priorities = false;
 };
 
 const std::vector<PolicyCase>& policies() {
   static const std::vector<PolicyCase> v = {
-      {"SwitchML", dp::Policy::Isolated},
-      {"ATP", dp::Policy::SharedFcfs},
-      {"DSA", dp::Policy::Preemptive, dp::PreemptMode::Priority, true},
-      {"DSAAlways", dp::Policy::Preemptive, dp::PreemptMode::Always},
-      {"DSACoin", dp::Policy::Preemptive, dp::PreemptMode::Coin},
+      {"SwitchML", "switchml"},
+      {"ATP", "atp"},
+      {"DSA", "dsa", true},
+      {"DSAAlways", "dsa-always"},
+      {"DSACoin", "dsa-coin"},
   };
   return v;
 }
@@ -62,8 +62,7 @@ std::vector<Faults> fault_profiles() {
 
 ClusterConfig e2e_config(const PolicyCase& pc, int jobs, const Faults& f, uint64_t seed) {
   ClusterConfig c;
-  c.policy = pc.policy;
-  c.preempt = pc.preempt;
+  c.scheme = pc.scheme;
   const std::vector<int> wpj = {4, 3, 2};
   c.workers_per_job.assign(wpj.begin(), wpj.begin() + jobs);
   // Different sizes per job, including sizes that are not multiples of 64 and a 1-value op.
@@ -89,7 +88,7 @@ TEST_P(EndToEnd, ExactSumNoLeaks) {
     const uint64_t seed = 1000 + pi * 100 + jobs * 10 + fi + rep * 7919;
     SCOPED_TRACE("seed " + std::to_string(seed));
     Cluster cl(e2e_config(pc, jobs, f, seed));
-    if (pc.policy == dp::Policy::Isolated) {
+    if (pc.scheme == "switchml") {
       // SwitchML: every worker's window cap is the slots per pool of its region.
       ASSERT_EQ(cl.slots_per_pool, (32u / jobs & ~1u) / 2);
     } else {
@@ -113,7 +112,7 @@ TEST_P(EndToEnd, ExactSumNoLeaks) {
     // and spurious retransmissions. (DSA does time out without faults: a
     // split task waits for the PS's reminder, DSA §IV-B.)
     const auto& st = cl.sw->stats();
-    if (f.loss == 0 && !f.late_copies() && pc.policy != dp::Policy::Preemptive) {
+    if (f.loss == 0 && !f.late_copies() && schemes::find(pc.scheme).policy != "preemptive") {
       uint64_t tasks = 0, grads = 0, retx = 0, ps_done = 0;
       for (size_t j = 0; j < cl.workers.size(); ++j)
         for (const auto& op : cl.expected[j]) {
@@ -124,7 +123,7 @@ TEST_P(EndToEnd, ExactSumNoLeaks) {
         for (auto* w : job) retx += w->transport().stats().retransmits;
       for (auto* p : cl.servers) ps_done += p->stats().completions;
       EXPECT_EQ(retx, 0u) << "no fault, yet a worker timed out";
-      if (pc.policy == dp::Policy::Isolated) {
+      if (pc.scheme == "switchml") {
         EXPECT_EQ(st.completed, tasks);
         EXPECT_EQ(st.aggregated, grads);
       } else {
@@ -132,7 +131,7 @@ TEST_P(EndToEnd, ExactSumNoLeaks) {
       }
     }
     EXPECT_EQ(st.malformed, 0u);
-    if (pc.policy == dp::Policy::Isolated) {
+    if (pc.scheme == "switchml") {
       EXPECT_EQ(st.to_ps, 0u);
       EXPECT_GT(st.completed, 0u);
     }
@@ -161,7 +160,7 @@ TEST_P(EndToEndSeeds, ThreeJobsTinyPoolAllFaults) {
   const PolicyCase& pc = policies()[pi];
   for (uint64_t seed = seed0; seed < seed0 + 5; ++seed) {
     ClusterConfig c = e2e_config(pc, 3, fault_profiles()[4], seed);
-    c.aggregators = pc.policy == dp::Policy::Isolated ? 12 : 16;
+    c.aggregators = pc.scheme == "switchml" ? 12 : 16;
     Cluster cl(c);
     ASSERT_TRUE(cl.run(10 * kSec)) << "seed " << seed;
     cl.check_all(pc.name + " seed " + std::to_string(seed));
@@ -177,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, EndToEndSeeds,
 
 TEST(SwitchMLRegions, RegisterJobsSplitsMemoryEvenly) {
   ClusterConfig c;
-  c.policy = dp::Policy::Isolated;
+  c.scheme = "switchml";
   c.workers_per_job = {2, 2, 2};
   c.aggregators = 32;
   Cluster cl(c);
@@ -199,8 +198,7 @@ class ManyOps : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
 namespace {
 ClusterConfig many_ops_config(const PolicyCase& pc, const Faults& f) {
   ClusterConfig c;
-  c.policy = pc.policy;
-  c.preempt = pc.preempt;
+  c.scheme = pc.scheme;
   if (pc.priorities) c.job_priority = {1u << 20, 1u << 10};
   c.workers_per_job = {3, 2};
   c.ops = {std::vector<uint64_t>(100, 64), std::vector<uint64_t>(90, 70)};
@@ -250,8 +248,7 @@ TEST(DsaTaskTypes, AllThreeTypesOccurAndResolve) {
   for (const Faults& f : {fault_profiles()[0], fault_profiles()[1]}) {
     SCOPED_TRACE(f.name);
     ClusterConfig c;
-    c.policy = dp::Policy::Preemptive;
-    c.preempt = dp::PreemptMode::Priority;
+    c.scheme = "dsa";
     c.workers_per_job = {3, 3, 2};
     c.ops = {{3000, 700}, {2500, 999}, {2000, 1500}};
     c.job_priority = {1u << 20, 1u << 12, 1u << 6};
@@ -299,15 +296,12 @@ constexpr NodeId kPs1 = 10, kPs2 = 11;
 const std::vector<NodeId> kJob1 = {1, 2, 3};
 const std::vector<NodeId> kJob2 = {4, 5};
 
-std::unique_ptr<dp::SwitchProgram> make_sw(dp::Policy policy, uint64_t aggregators,
-                                           dp::PreemptMode mode = dp::PreemptMode::Priority) {
+std::unique_ptr<dp::SwitchProgram> make_sw(const std::string& scheme, uint64_t aggregators) {
   dp::SwitchConfig c;
-  c.policy = policy;
-  c.preempt = mode;
   c.payload_values = 64;
   c.memory_bytes = aggregators * 256;
   c.track_tasks = true;
-  auto sw = dp::make_switch(c);
+  auto sw = schemes::find(scheme).make_switch(c);
   sw->set_id(kSw);
   return sw;
 }
@@ -346,7 +340,7 @@ void expect_multicast(const std::vector<Sent>& out, const std::vector<NodeId>& w
 
 TEST(DsaSwitch, HigherPriorityEvictsPartialToItsPs) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1);  // one aggregator: every task collides
+  auto sw = make_sw("dsa", 1);  // one aggregator: every task collides
   add_shared_jobs(*sw);
   const auto g0 = ramp(64, -100, 3), g1 = ramp(64, 5, -2);
   sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g0, 10), 0, fx);
@@ -389,7 +383,7 @@ TEST(DsaSwitch, HigherPriorityEvictsPartialToItsPs) {
 
 TEST(DsaSwitch, LowerPriorityGoesToPsAndHalvesAggregatorPriority) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  auto sw = make_sw("dsa", 1);
   add_shared_jobs(*sw);
   const auto g0 = ramp(64, 1);
   sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0, 100), 0, fx);
@@ -428,7 +422,7 @@ TEST(DsaSwitch, LowerPriorityGoesToPsAndHalvesAggregatorPriority) {
 
 TEST(DsaSwitch, DuplicateBitIsNotAddedTwice) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 4);
+  auto sw = make_sw("dsa", 4);
   add_shared_jobs(*sw);
   const auto g0 = ramp(20, 1), g1 = ramp(20, 100), g2 = ramp(20, -1000, 7);
   sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g0), 0, fx);
@@ -447,7 +441,7 @@ TEST(DsaSwitch, DuplicateBitIsNotAddedTwice) {
 
 TEST(DsaSwitch, CompletionMulticastsToEveryWorkerAndFrees) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 4);
+  auto sw = make_sw("dsa", 4);
   add_shared_jobs(*sw);
   for (uint32_t psn : {0u, 1u, 2u, 3u, 4u, 5u}) {
     const auto g0 = ramp(64, static_cast<int32_t>(psn)), g1 = ramp(64, -3, 2), g2 = ramp(64, 9, -5);
@@ -465,7 +459,7 @@ TEST(DsaSwitch, CompletionMulticastsToEveryWorkerAndFrees) {
 
 TEST(DsaSwitch, FetchReturnsPartialAndFrees) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  auto sw = make_sw("dsa", 1);
   add_shared_jobs(*sw);
   const auto g1 = ramp(33, 17, -3);
   sw->on_packet(make_data(fx, 1, 8, 1, 3, 2, g1), 0, fx);
@@ -505,7 +499,7 @@ TEST(DsaSwitch, FetchReturnsPartialAndFrees) {
 
 TEST(DsaSwitch, RetransmissionNeverReservesOrPreempts) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  auto sw = make_sw("dsa", 1);
   add_shared_jobs(*sw);
   const auto g = ramp(64, 3);
   sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, g, 1000, flag::kResend), 0, fx);
@@ -533,7 +527,7 @@ TEST(DsaSwitch, RetransmissionNeverReservesOrPreempts) {
 
 TEST(DsaSwitch, PsAckPassingByReleasesStalePartial) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1);
+  auto sw = make_sw("dsa", 1);
   add_shared_jobs(*sw);
   sw->on_packet(make_data(fx, 1, 2, 0, 3, 1, ramp(64, 0)), 0, fx);
   Packet* a = fx.alloc();
@@ -555,7 +549,7 @@ TEST(DsaSwitch, PsAckPassingByReleasesStalePartial) {
 
 TEST(DsaSwitch, AlwaysModePreemptsEvenAtLowerPriority) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Preemptive, 1, dp::PreemptMode::Always);
+  auto sw = make_sw("dsa-always", 1);
   add_shared_jobs(*sw);
   sw->on_packet(make_data(fx, 1, 2, 0, 3, 1, ramp(64, 0), 1000), 0, fx);
   sw->on_packet(make_data(fx, 2, 3, 0, 2, 4, ramp(64, 1), 1), 0, fx);
@@ -570,7 +564,7 @@ TEST(DsaSwitch, AlwaysModePreemptsEvenAtLowerPriority) {
 
 TEST(AtpSwitch, CollisionGoesToPs) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::SharedFcfs, 1);
+  auto sw = make_sw("atp", 1);
   add_shared_jobs(*sw);
   const auto g = ramp(64, 1), h = ramp(64, 2);
   sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g, 1), 0, fx);
@@ -591,7 +585,7 @@ TEST(AtpSwitch, CollisionGoesToPs) {
 
 TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::SharedFcfs, 4);
+  auto sw = make_sw("atp", 4);
   add_shared_jobs(*sw);
   const auto g0 = ramp(50, 1), g1 = ramp(50, -20, 4), g2 = ramp(50, 300, -9);
   const auto sum = add(add(g0, g1), g2);
@@ -632,7 +626,7 @@ TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
 
 TEST(AtpSwitch, RetransmissionFlushesItsOwnPartialAndNeverReserves) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::SharedFcfs, 1);
+  auto sw = make_sw("atp", 1);
   add_shared_jobs(*sw);
   const auto g0 = ramp(64, 1), g1 = ramp(64, 1000);
   // A retransmission finding a free aggregator goes to the PS.
@@ -666,7 +660,7 @@ void add_isolated_job(dp::SwitchProgram& sw, uint16_t job, std::vector<NodeId> w
 
 TEST(SwitchMLSwitch, SlotIndexIsOffsetPlusPoolPlusPsnModS) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Isolated, 16);
+  auto sw = make_sw("switchml", 16);
   add_isolated_job(*sw, 1, {1}, 4, 6);   // S = 3, slots 4..9
   add_isolated_job(*sw, 2, {2}, 10, 6);  // S = 3, slots 10..15
   for (uint32_t psn = 0; psn < 14; ++psn) {
@@ -689,7 +683,7 @@ TEST(SwitchMLSwitch, SlotIndexIsOffsetPlusPoolPlusPsnModS) {
 
 TEST(SwitchMLSwitch, PsnsTwoPoolsApartShareASlotOthersDoNot) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Isolated, 16);
+  auto sw = make_sw("switchml", 16);
   add_isolated_job(*sw, 1, {1, 2}, 0, 6);  // S = 3
   const auto a = ramp(64, 1), b = ramp(64, 2);
   // psn 0 and psn 3 use different slots: both complete.
@@ -704,7 +698,7 @@ TEST(SwitchMLSwitch, PsnsTwoPoolsApartShareASlotOthersDoNot) {
 
 TEST(SwitchMLSwitch, RetransmissionAfterCompletionIsServedFromKeptResult) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Isolated, 16);
+  auto sw = make_sw("switchml", 16);
   add_isolated_job(*sw, 1, {1, 2, 3}, 0, 8);  // S = 4
   const auto g0 = ramp(64, 1), g1 = ramp(64, -5), g2 = ramp(64, 77, 2);
   const auto sum = add(add(g0, g1), g2);
@@ -729,7 +723,7 @@ TEST(SwitchMLSwitch, RetransmissionAfterCompletionIsServedFromKeptResult) {
 
 TEST(SwitchMLSwitch, StaleOlderPsnIsDropped) {
   FakeFx fx;
-  auto sw = make_sw(dp::Policy::Isolated, 16);
+  auto sw = make_sw("switchml", 16);
   add_isolated_job(*sw, 1, {1, 2}, 0, 6);  // S = 3: psn 0 and 6 share slot 0
   const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3), d = ramp(64, 4);
   sw->on_packet(make_data(fx, 1, 0, 0, 2, 1, a), 0, fx);
@@ -748,16 +742,16 @@ TEST(SwitchMLSwitch, StaleOlderPsnIsDropped) {
 
 // ---- malformed data, every policy
 
-class MalformedData : public ::testing::TestWithParam<dp::Policy> {};
+class MalformedData : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MalformedData, CountedAndDroppedNeverAggregated) {
-  const dp::Policy policy = GetParam();
+  const std::string& policy = GetParam();
   FakeFx fx(128);  // packets can carry more than the switch's 64 values
   auto sw = make_sw(policy, 8);
   dp::SwitchJob j;
   j.job = 1;
   j.workers = kJob1;
-  if (policy == dp::Policy::Isolated) {
+  if (policy == "switchml") {
     j.region_offset = 0;
     j.region_size = 8;
   } else {
@@ -813,13 +807,11 @@ TEST_P(MalformedData, CountedAndDroppedNeverAggregated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, MalformedData,
-                         ::testing::Values(dp::Policy::Isolated, dp::Policy::SharedFcfs, dp::Policy::Preemptive),
-                         [](const auto& info) { return std::string(dp::to_string(info.param)) == "shared-fcfs"
-                                                           ? std::string("SharedFcfs")
-                                                           : std::string(dp::to_string(info.param)); });
+                         ::testing::Values("switchml", "atp", "dsa"),
+                         [](const auto& info) { return info.param; });
 
 TEST(SwitchControlPlane, RejectsBadJobs) {
-  auto shared = make_sw(dp::Policy::Preemptive, 8);
+  auto shared = make_sw("dsa", 8);
   dp::SwitchJob j;
   j.job = 1;
   j.workers = kJob1;
@@ -830,7 +822,7 @@ TEST(SwitchControlPlane, RejectsBadJobs) {
   j.job = 1;
   shared->add_job(j);
   EXPECT_THROW(shared->add_job(j), std::invalid_argument) << "registered twice";
-  auto iso = make_sw(dp::Policy::Isolated, 8);
+  auto iso = make_sw("switchml", 8);
   add_isolated_job(*iso, 1, {1}, 0, 4);
   EXPECT_THROW(add_isolated_job(*iso, 2, {2}, 2, 4), std::invalid_argument) << "overlap";
   EXPECT_THROW(add_isolated_job(*iso, 3, {3}, 4, 3), std::invalid_argument) << "odd size";
@@ -1633,7 +1625,7 @@ TEST(SwitchSaturation, ClampsToInt32AndCountsOverflowingPackets) {
   for (uint16_t count : {uint16_t{64}, uint16_t{5}}) {  // the fixed-width and the generic adder
     SCOPED_TRACE(count);
     FakeFx fx;
-    auto sw = make_sw(dp::Policy::Preemptive, 4);
+    auto sw = make_sw("dsa", 4);
     add_shared_jobs(*sw);
     constexpr int32_t kMax = INT32_MAX, kMin = INT32_MIN;
     std::vector<int32_t> g0 = ramp(count, 1000), g1 = ramp(count, -20), g2 = ramp(count, 7, 2);
@@ -1660,11 +1652,10 @@ TEST(SwitchSaturation, ClampsToInt32AndCountsOverflowingPackets) {
 TEST(GridSwitch, AfterEvictAfterCollisionsThePartialGoesToItsPs) {
   FakeFx fx;
   dp::SwitchConfig sc;
-  sc.policy = dp::Policy::Routed;
   sc.payload_values = 64;
   sc.memory_bytes = 256;  // one unit: every fragment maps to it
   sc.evict_after = 3;
-  auto sw = dp::make_switch(sc);
+  auto sw = schemes::find("grid").make_switch(sc);
   sw->set_id(kSw);
   dp::SwitchJob j1;
   j1.job = 1;

@@ -105,10 +105,10 @@ struct LocalSwitch {
   std::string addr() const { return d.endpoint().str(); }
 };
 
-SwitchDaemonConfig switch_config(dp::Policy policy, uint16_t payload = 64, uint64_t memory = 1 << 20) {
+SwitchDaemonConfig switch_config(const std::string& scheme, uint16_t payload = 64, uint64_t memory = 1 << 20) {
   SwitchDaemonConfig c;
   c.listen = Endpoint::parse("127.0.0.1:0");
-  c.program.policy = policy;
+  c.scheme = scheme;
   c.program.payload_values = payload;
   c.program.memory_bytes = memory;
   c.log = false;
@@ -543,7 +543,7 @@ TEST(UdpEngine, SendQueueBoundDropsTheExcessOfABurst) {
 
 // ================================================================ communicator
 
-class CommSchemes : public ::testing::TestWithParam<std::tuple<dp::Policy, double>> {};
+class CommSchemes : public ::testing::TestWithParam<std::tuple<std::string, double>> {};
 
 TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
   const auto [policy, loss] = GetParam();
@@ -554,7 +554,7 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
   LocalSwitch sw(switch_config(policy));
   const unsigned n = 3;
   std::unique_ptr<LocalPs> ps;
-  if (policy != dp::Policy::Isolated) ps = std::make_unique<LocalPs>(sw.d.endpoint(), 1, n, faults);
+  if (policy != "switchml") ps = std::make_unique<LocalPs>(sw.d.endpoint(), 1, n, faults);
   const std::vector<size_t> sizes = {1, 64, 1000, 20000};  // below, at and above one packet
   std::vector<std::vector<std::vector<float>>> xs(sizes.size());
   for (size_t k = 0; k < sizes.size(); ++k)
@@ -602,14 +602,9 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, CommSchemes,
-                         ::testing::Combine(::testing::Values(dp::Policy::Preemptive, dp::Policy::SharedFcfs,
-                                                              dp::Policy::Isolated),
-                                            ::testing::Values(0.0, 0.01)),
+                         ::testing::Combine(::testing::Values("dsa", "atp", "switchml"), ::testing::Values(0.0, 0.01)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param) == dp::Policy::Preemptive   ? "dsa"
-                                              : std::get<0>(info.param) == dp::Policy::SharedFcfs ? "atp"
-                                                                                                   : "switchml") +
-                                  (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
+                           return std::get<0>(info.param) + (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
                          });
 
 // Catches: a retry that keeps the saturated values or the old scale, a
@@ -619,7 +614,7 @@ INSTANTIATE_TEST_SUITE_P(Runtime, CommSchemes,
 // (2^20 - 2^-4) * 2^10 = 2^30 - 64 fits INT32_MAX / 2 = 2^30 - 1 while
 // * 2^11 does not: scale 1024.
 TEST(Communicator, FixedScaleOverflowFallsBackAndAverageDivides) {
-  LocalSwitch sw(switch_config(dp::Policy::Isolated, 256));
+  LocalSwitch sw(switch_config("switchml", 256));
   const unsigned n = 2;
   // Multiples of 2^-9: exact at the fallback scale 1024.
   std::vector<std::vector<float>> x = {dyadic_floats(5, 3000, 9), dyadic_floats(6, 3000, 9)};
@@ -665,7 +660,7 @@ TEST(Communicator, FixedScaleOverflowFallsBackAndAverageDivides) {
 }
 
 TEST(Communicator, NonFiniteInputFailsEveryWorkerConsistentlyAndKeepsWorking) {
-  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
+  LocalSwitch sw(switch_config("dsa"));
   LocalPs ps(sw.d.endpoint(), 2, 2);
   std::vector<std::string> first(2);
   std::vector<std::vector<float>> after(2);
@@ -690,7 +685,7 @@ TEST(Communicator, NonFiniteInputFailsEveryWorkerConsistentlyAndKeepsWorking) {
 }
 
 TEST(Communicator, LargePayloadAndStragglerStayExact) {
-  LocalSwitch sw(switch_config(dp::Policy::Preemptive, 1024, 1 << 20));
+  LocalSwitch sw(switch_config("dsa", 1024, 1 << 20));
   LocalPs ps(sw.d.endpoint(), 3, 3);
   const size_t elems = 300'000;
   std::vector<std::vector<float>> got(3);
@@ -731,7 +726,7 @@ TEST(Robustness, SwitchNotRunningTimesOutNamingTheAddress) {
 }
 
 TEST(Robustness, WrongWorkerCountAndLiveJobIdAreRejected) {
-  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  LocalSwitch sw(switch_config("switchml"));
   std::atomic<bool> holder_ready{false}, release{false};
   std::string holder_error;
   // Job 5 with one worker is live as soon as it joins.
@@ -779,8 +774,8 @@ TEST(Robustness, WrongWorkerCountAndLiveJobIdAreRejected) {
 }
 
 TEST(Robustness, PortInUseIsAClearError) {
-  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
-  SwitchDaemonConfig c = switch_config(dp::Policy::Preemptive);
+  LocalSwitch sw(switch_config("dsa"));
+  SwitchDaemonConfig c = switch_config("dsa");
   c.listen = sw.d.endpoint();
   try {
     SwitchDaemon second(c);
@@ -800,7 +795,7 @@ TEST(Robustness, PortInUseIsAClearError) {
 }
 
 TEST(Robustness, MalformedDatagramToARunningSwitchIsCountedAndDropped) {
-  LocalSwitch sw(switch_config(dp::Policy::Preemptive));
+  LocalSwitch sw(switch_config("dsa"));
   UniqueFd s = plain_udp();
   const char junk[] = "\x01\x07garbage";
   for (int i = 0; i < 5; ++i) send_raw(s.get(), sw.d.endpoint(), junk, sizeof junk);
@@ -883,7 +878,7 @@ TEST(Robustness, PsSeesAFinishThatArrivedWithTheJoinAnswer) {
 }
 
 TEST(Robustness, PeerLeavingAbortsTheJobForTheOthers) {
-  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  LocalSwitch sw(switch_config("switchml"));
   std::string err;
   std::atomic<bool> joined{false};
   std::thread survivor([&] {
@@ -1149,7 +1144,7 @@ nlohmann::json control_exchange(const Endpoint& sw, const std::string& line, std
 // result Acks and Fetches while job 4 runs; job 4's results stay exact and
 // the switch counts each forgery under its reason.
 TEST(Security, AnotherJobsMemberCannotAddToAckOrFetchAJobsAggregators) {
-  LocalSwitch sw(switch_config(dp::Policy::Preemptive, 64, 64 << 10));
+  LocalSwitch sw(switch_config("dsa", 64, 64 << 10));
   const Key key = ina::test::test_switch_key();
   // Job 99: one worker (the intruder, joined by hand) and its PS.
   LocalPs ps99(sw.d.endpoint(), 99, 1);
@@ -1220,7 +1215,7 @@ TEST(Security, AnotherJobsMemberCannotAddToAckOrFetchAJobsAggregators) {
 }
 
 TEST(Security, JoinNeedsTheJobsCredentialAndStatsRevealNoOtherJob) {
-  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  LocalSwitch sw(switch_config("switchml"));
   const Key key = ina::test::test_switch_key();
   // Job 99's key does not open job 4.
   JoinOptions o;
@@ -1271,7 +1266,7 @@ TEST(Security, JoinNeedsTheJobsCredentialAndStatsRevealNoOtherJob) {
 // One bad line closes its own connection with an error; the switch, and a
 // job that is live on it, go on. Each of the crashing lines is here.
 TEST(Security, MalformedControlLinesCloseOnlyTheirConnection) {
-  LocalSwitch sw(switch_config(dp::Policy::Isolated));
+  LocalSwitch sw(switch_config("switchml"));
   const std::string deep = std::string(20000, '[') + std::string(20000, ']');        // 40 KB: parsed? no, scanned
   const std::string deeper = std::string(200000, '[') + std::string(200000, ']');    // the 200 k levels
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -18,7 +18,7 @@ namespace {
 
 ClusterConfig lossy_dsa(uint64_t seed) {
   ClusterConfig c;
-  c.policy = dp::Policy::Preemptive;
+  c.scheme = "dsa";
   c.workers_per_job = {3, 2};
   c.ops = {{1500, 200}, {900, 640}};
   c.job_priority = {1u << 16, 1u << 8};

@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "schemes/registry.hpp"
+
 namespace ina::cli {
 
 // A finite number in [lo, hi] (lo excluded if lo_open). `unit` follows the
@@ -44,6 +46,21 @@ inline CLI::Validator FloatBytes(uint64_t max) {
         return {};
       },
       fmt::format("multiple of 4 in [4, {}]", max), "FloatBytes");
+}
+
+// A scheme of the registry that engine `e` runs, by name or alias; the
+// option receives the canonical name.
+inline CLI::Validator SchemeOf(schemes::Engine e) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        try {
+          text = schemes::find(text, e).name;
+        } catch (const schemes::UnknownScheme& x) {
+          return x.what();
+        }
+        return {};
+      },
+      "SCHEME", "Scheme");
 }
 
 }  // namespace ina::cli

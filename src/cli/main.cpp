@@ -19,6 +19,7 @@
 #include "experiment/results.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::cli {
 int run_bench(const std::string& suite, const std::vector<std::string>& extra);
@@ -153,6 +154,10 @@ int main(int argc, char** argv) {
   sim->add_flag("--force", force, "run even if the estimated peak memory exceeds the available memory");
   sim->add_option("-j,--jobs", threads, "simulations to run in parallel (results do not depend on it)")
       ->check(CLI::Range(1u, 256u));
+  sim->footer("Schemes a scenario's run.schemes may name (name|alias):" +
+              ina::schemes::help(ina::schemes::Engine::SimStar) +
+              "\nOn multi-switch topologies (ina plan grid --simulate):" +
+              ina::schemes::help(ina::schemes::Engine::SimTopology));
 
   std::string demo_out = "out/demo";
   auto* demo = app.add_subcommand("demo", "Run the built-in demo (DSA Fig. 8, reduced) and print average JCT per scheme");

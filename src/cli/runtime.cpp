@@ -23,6 +23,7 @@
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "runtime/worker_app.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::cli {
 
@@ -85,7 +86,7 @@ class StopSignals {
 };
 
 struct SwitchCmd {
-  std::string listen = "127.0.0.1:7700", policy = "dsa", stats_json, key_file, new_key_file;
+  std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file;
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = 64, regions = 4;
   double ecn_kb = 512;
@@ -100,7 +101,7 @@ struct SwitchCmd {
           payload, 4 * payload, 4 * payload));
     rt::SwitchDaemonConfig c;
     c.listen = rt::Endpoint::parse(listen);
-    c.program.policy = rt::parse_policy(policy);
+    c.scheme = scheme;
     c.program.memory_bytes = memory;
     c.program.payload_values = static_cast<uint16_t>(payload);
     c.program.seed = seed;
@@ -138,13 +139,16 @@ struct SwitchCmd {
 struct PsCmd {
   std::string sw = "127.0.0.1:7700", bind_ip, stats_json, key_file;
   unsigned job = 1, workers = 1;
-  double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 5;
+  double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 0;
+  std::string profile{host::kRuntimeProfile.name};
   bool quiet = false, multicast_known = false;
   FaultFlags faults;
 
   int run() const {
     rt::PsDaemonConfig c;
-    c.targeted_known_results = !multicast_known;
+    const host::Profile& pr = host::profile(profile);
+    c.min_timeout = pr.ps_min_timeout;
+    c.targeted_known_results = pr.targeted_known_results && !multicast_known;
     c.sw = rt::Endpoint::parse(sw);
     c.job = static_cast<uint16_t>(job);
     c.nworkers = workers;
@@ -156,7 +160,7 @@ struct PsCmd {
     c.faults = faults.config();
     c.connect_timeout = from_ms(connect_timeout_ms);
     c.rendezvous_timeout = from_ms(rendezvous_timeout_ms);
-    c.min_timeout = from_ms(min_timeout_ms);
+    if (min_timeout_ms > 0) c.min_timeout = from_ms(min_timeout_ms);
     c.log = !quiet;
     StopSignals sig;
     std::unique_ptr<rt::PsDaemon> d;
@@ -296,9 +300,11 @@ Runner register_runtime(CLI::App& app) {
   auto wk = std::make_shared<WorkerCmd>();
   auto rn = std::make_shared<RunCmd>();
 
-  auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation policy, serves many jobs");
+  auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation scheme, serves many jobs");
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
-  s->add_option("--policy", sw->policy, "isolated|switchml, atp|shared-fcfs, dsa|preemptive")->capture_default_str();
+  s->add_option("--scheme,--policy", sw->scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+      ->capture_default_str()
+      ->check(SchemeOf(schemes::Engine::Runtime));
   s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (64 = Tofino's 256 B; e.g. 1024 for a software switch)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
@@ -344,8 +350,10 @@ Runner register_runtime(CLI::App& app) {
       ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
   p->add_option("--rendezvous-timeout-ms", ps->rendezvous_timeout_ms, "give up waiting for the workers after this")
       ->capture_default_str()->check(Finite(0, 1e9, true, "milliseconds"));
-  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout")
-      ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
+  p->add_option("--profile", ps->profile, "engine profile (paper: the papers' PS; runtime)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({std::string(host::kPaperProfile.name), std::string(host::kRuntimeProfile.name)}));
+  p->add_option("--min-timeout-ms", ps->min_timeout_ms, "floor of the reminder timeout (default: the profile's, 1 or 5)")->check(Finite(0, 1e6, true, "milliseconds"));
   p->add_option("--stats-json", ps->stats_json, "write the PS's statistics here on exit (also when the job failed)");
   p->add_flag("--multicast-known-results", ps->multicast_known,
               "multicast a result a worker already held to every worker, as the papers' PS does "
@@ -377,7 +385,9 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--workers", rn->workers,
                 "workers per job: N (every job) or N1,N2,... (one count per job; sets --jobs if not given)")
       ->capture_default_str();
-  r->add_option("--scheme", c.scheme, "dsa, atp or switchml")->capture_default_str()->check(CLI::IsMember({"dsa", "atp", "switchml"}));
+  r->add_option("--scheme", c.scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+      ->capture_default_str()
+      ->check(SchemeOf(schemes::Engine::Runtime));
   r->add_option("--jobs", c.jobs, "concurrent jobs")->capture_default_str()->check(CLI::Range(1, 64));
   r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(FloatBytes(uint64_t{1} << 34));
   r->add_option("--iterations", c.iterations, "allreduces per worker")->capture_default_str()->check(CLI::Range(1, 1000000));

@@ -14,7 +14,7 @@ namespace {
 
 class AtpSwitch final : public SwitchProgram {
  public:
-  explicit AtpSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), complete_(n_, 0) {}
+  AtpSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), complete_(n_, 0) {}
 
  protected:
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
@@ -62,6 +62,8 @@ class AtpSwitch final : public SwitchProgram {
 
 }  // namespace
 
-std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg) { return std::make_unique<AtpSwitch>(cfg); }
+std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg, std::string_view scheme) {
+  return std::make_unique<AtpSwitch>(cfg, scheme);
+}
 
 }  // namespace ina::dp

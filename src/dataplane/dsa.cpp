@@ -19,7 +19,7 @@ namespace {
 
 class DsaSwitch final : public SwitchProgram {
  public:
-  explicit DsaSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), priority_(n_, 0) {}
+  DsaSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), priority_(n_, 0) {}
 
  protected:
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
@@ -100,6 +100,8 @@ class DsaSwitch final : public SwitchProgram {
 
 }  // namespace
 
-std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg) { return std::make_unique<DsaSwitch>(cfg); }
+std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme) {
+  return std::make_unique<DsaSwitch>(cfg, scheme);
+}
 
 }  // namespace ina::dp

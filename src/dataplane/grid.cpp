@@ -30,8 +30,8 @@ namespace {
 
 class GridSwitch final : public SwitchProgram {
  public:
-  explicit GridSwitch(const SwitchConfig& cfg)
-      : SwitchProgram(cfg), collisions_(n_, 0), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
+  GridSwitch(const SwitchConfig& cfg, std::string_view scheme)
+      : SwitchProgram(cfg, scheme), collisions_(n_, 0), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
         tokens_(depth_) {}
 
  protected:
@@ -107,6 +107,8 @@ class GridSwitch final : public SwitchProgram {
 
 }  // namespace
 
-std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg) { return std::make_unique<GridSwitch>(cfg); }
+std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme) {
+  return std::make_unique<GridSwitch>(cfg, scheme);
+}
 
 }  // namespace ina::dp

@@ -10,18 +10,8 @@
 
 namespace ina::dp {
 
-const char* to_string(Policy p) {
-  switch (p) {
-    case Policy::Isolated: return "isolated";
-    case Policy::SharedFcfs: return "shared-fcfs";
-    case Policy::Preemptive: return "preemptive";
-    case Policy::Routed: return "routed";
-  }
-  return "?";
-}
-
-SwitchProgram::SwitchProgram(const SwitchConfig& cfg)
-    : cfg_(cfg), rng_(mix(cfg.seed, 0x5717c4)), width_(cfg.payload_values) {
+SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
+    : cfg_(cfg), scheme_(scheme), rng_(mix(cfg.seed, 0x5717c4)), width_(cfg.payload_values) {
   if (cfg.payload_values == 0) throw std::invalid_argument("switch: payload_values must be > 0");
   n_ = cfg.memory_bytes / (4ULL * cfg.payload_values);
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
@@ -31,7 +21,7 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg)
 
 void SwitchProgram::check_job(const SwitchJob& j) const {
   if (j.ps == kNoNode)
-    throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} policy", j.job, to_string(cfg_.policy)));
+    throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} scheme", j.job, scheme_));
 }
 
 void SwitchProgram::add_job(const SwitchJob& j) {
@@ -306,21 +296,6 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
     return drop(st_.foreign_forward);
   ++st_.forwarded;
   fx.send(p);
-}
-
-std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg);
-std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg);
-std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg);
-std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg);
-
-std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg) {
-  switch (cfg.policy) {
-    case Policy::Isolated: return make_switchml(cfg);
-    case Policy::SharedFcfs: return make_atp(cfg);
-    case Policy::Preemptive: return make_dsa(cfg);
-    case Policy::Routed: return make_grid(cfg);
-  }
-  throw std::invalid_argument("unknown switch policy");
 }
 
 }  // namespace ina::dp

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -22,12 +23,14 @@
 
 namespace ina::dp {
 
-enum class Policy { Isolated, SharedFcfs, Preemptive, Routed };
+// DSA's compare rule: Eq. 1 priorities, or the Fig. 11 strawmen.
 enum class PreemptMode { Priority, Always, Coin };
 
+// What a switch program is built with. Which program (scheme) is not part of
+// it: the scheme registry (schemes/registry.hpp) maps a name to the factory
+// of its file below.
 struct SwitchConfig {
-  Policy policy = Policy::Preemptive;
-  PreemptMode preempt = PreemptMode::Priority;
+  PreemptMode preempt = PreemptMode::Priority;  // DSA
   uint64_t memory_bytes = 5'000'000;
   uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
   uint64_t seed = 1;
@@ -83,7 +86,8 @@ constexpr uint8_t kSeen = 1, kWon = 2, kLost = 4;
 
 class SwitchProgram : public Node {
  public:
-  explicit SwitchProgram(const SwitchConfig& cfg);
+  // `scheme`: the registry name this program was built for (messages, reports).
+  SwitchProgram(const SwitchConfig& cfg, std::string_view scheme);
 
   // Control plane.
   void add_job(const SwitchJob& j);
@@ -103,6 +107,7 @@ class SwitchProgram : public Node {
   int64_t holder_of(uint16_t job, uint32_t psn) const;
   const SwitchStats& stats() const { return st_; }
   const SwitchConfig& config() const { return cfg_; }
+  const std::string& scheme() const { return scheme_; }
   // Task outcome counts: [0] no preemption, [1] won, [2] lost (DSA §IV-C).
   std::array<uint64_t, 3> task_types() const;
 
@@ -157,6 +162,7 @@ class SwitchProgram : public Node {
   }
 
   SwitchConfig cfg_;
+  std::string scheme_;
   SwitchStats st_;
   Rng rng_;
   size_t n_;
@@ -177,7 +183,11 @@ class SwitchProgram : public Node {
   std::vector<std::vector<uint8_t>> tasks_;
 };
 
-std::unique_ptr<SwitchProgram> make_switch(const SwitchConfig& cfg);
-const char* to_string(Policy p);
+// The scheme programs, one per file; `scheme` is the name the program reports.
+// Build them through the registry (schemes::find(name).make_switch(cfg)).
+std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg, std::string_view scheme);  // isolated
+std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg, std::string_view scheme);       // shared FCFS
+std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme);       // preemptive (cfg.preempt)
+std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme);      // routed
 
 }  // namespace ina::dp

@@ -17,7 +17,7 @@ namespace {
 
 class SwitchMLSwitch final : public SwitchProgram {
  public:
-  explicit SwitchMLSwitch(const SwitchConfig& cfg) : SwitchProgram(cfg), complete_(n_, 0) {}
+  SwitchMLSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), complete_(n_, 0) {}
 
  protected:
   void check_job(const SwitchJob& j) const override {
@@ -74,6 +74,8 @@ class SwitchMLSwitch final : public SwitchProgram {
 
 }  // namespace
 
-std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg) { return std::make_unique<SwitchMLSwitch>(cfg); }
+std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg, std::string_view scheme) {
+  return std::make_unique<SwitchMLSwitch>(cfg, scheme);
+}
 
 }  // namespace ina::dp

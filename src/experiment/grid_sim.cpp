@@ -9,6 +9,7 @@
 #include "dataplane/switch.hpp"
 #include "host/ps.hpp"
 #include "host/worker_node.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "workload/model.hpp"
 
@@ -53,6 +54,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
     if (!g.is_host(v)) all_switches.push_back(static_cast<NodeId>(v));
 
+  const schemes::Scheme& scheme = schemes::find("grid", schemes::Engine::SimTopology);
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
   std::vector<dp::SwitchProgram*> switches;
   std::vector<host::WorkerNode*> nodes(n, nullptr);
@@ -66,12 +68,11 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
     const auto& node = g.node(v);
     if (!g.is_host(v)) {
       dp::SwitchConfig c;
-      c.policy = dp::Policy::Routed;
       c.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
       c.payload_values = s.payload_values;
       c.capacity_gbps = node.ina ? node.capacity_gbps : 0;
       c.seed = mix(s.seed, v);
-      auto prog = dp::make_switch(c);
+      auto prog = scheme.make_switch(c);
       dp::SwitchJob sj;
       sj.job = job_id;
       sj.workers = workers;

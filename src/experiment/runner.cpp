@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 
 #include "dataplane/switch.hpp"
+#include "host/profile.hpp"
 #include "host/ps.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/star.hpp"
 #include "workload/model.hpp"
@@ -19,44 +21,27 @@
 namespace ina::exp {
 namespace {
 
-struct SchemeSpec {
-  dp::Policy policy;
-  dp::PreemptMode preempt = dp::PreemptMode::Priority;
-  bool ps = true;
-  bool priority = false;
-};
-
-SchemeSpec scheme_spec(const std::string& s) {
-  if (s == "switchml") return {dp::Policy::Isolated, dp::PreemptMode::Priority, false, false};
-  if (s == "atp") return {dp::Policy::SharedFcfs};
-  if (s == "dsa") return {dp::Policy::Preemptive, dp::PreemptMode::Priority, true, true};
-  if (s == "dsa-always") return {dp::Policy::Preemptive, dp::PreemptMode::Always, true, false};
-  if (s == "dsa-coin") return {dp::Policy::Preemptive, dp::PreemptMode::Coin, true, false};
-  throw std::invalid_argument("unknown scheme '" + s + "'");
-}
-
 double combine(double a, double b) { return 1 - (1 - a) * (1 - b); }
 
 }  // namespace
 
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
-  const SchemeSpec spec = scheme_spec(scheme);
+  const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
+  const host::Profile& profile = host::profile(s.profile);
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));
 
-  const sim::StarPlan plan = sim::plan_star(std::vector<int>(s.jobs, s.workers_per_job), spec.ps);
+  const sim::StarPlan plan = sim::plan_star(std::vector<int>(s.jobs, s.workers_per_job), spec.has_ps);
 
   dp::SwitchConfig swc;
-  swc.policy = spec.policy;
-  swc.preempt = spec.preempt;
   swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
   swc.payload_values = payload_values;
   swc.seed = mix(seed, 0x5);
-  swc.track_tasks = spec.policy == dp::Policy::Preemptive;
-  auto sw_owned = dp::make_switch(swc);
+  swc.track_tasks = spec.track_tasks;
+  auto sw_owned = spec.make_switch(swc);
   dp::SwitchProgram& sw = *sw_owned;
   sim.add_node(std::move(sw_owned), true);
-  const uint32_t slots_per_pool = sim::register_jobs(sw, plan);
+  const uint32_t slots_per_pool = sim::register_jobs(sw, plan, spec.isolated);
 
   Rng job_rng(mix(seed, 0x70b5));
   const double pkt_bytes = s.payload_bytes + s.header_bytes;
@@ -68,6 +53,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     for (size_t r = 0; r < job.workers.size(); ++r) {
       workload::TrainingConfig tc;
       auto& w = tc.transport;
+      profile.apply(w);
       w.job = job.id;
       w.rank = static_cast<uint8_t>(r);
       w.nworkers = static_cast<uint8_t>(job.workers.size());
@@ -77,7 +63,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
       w.payload_values = payload_values;
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
       w.window_cap = slots_per_pool;
-      w.min_rto = from_us(s.min_rto_us);
+      if (s.min_rto_us > 0) w.min_rto = from_us(s.min_rto_us);
       w.reminder_after = s.reminder_after;
       tc.model = workload::dsa_model(model, s.partition_mb, s.compute_ms);
       tc.iterations = s.iterations;
@@ -85,21 +71,22 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
       tc.send_jitter = from_us(s.send_jitter_us);
       tc.seed = mix(seed, 0x1000 + w.self);
       tc.data_seed = mix(seed, 0x2000 + job.id);
-      tc.dsa_priority = spec.priority;
+      tc.dsa_priority = spec.eq1_priority;
       tc.link_gbps = s.link_gbps;
       auto node = std::make_unique<workload::TrainingWorker>(tc);
       workers.push_back(node.get());
       sim.add_node(std::move(node), false);
     }
   }
-  if (spec.ps) {
+  if (spec.has_ps) {
     for (const auto& job : plan.jobs) {
       host::PsConfig pc;
+      profile.apply(pc);
       pc.job = job.id;
       pc.workers = job.workers;
       pc.sw = plan.sw;
       pc.payload_values = payload_values;
-      pc.min_timeout = from_us(s.min_rto_us);
+      if (s.min_rto_us > 0) pc.min_timeout = from_us(s.min_rto_us);
       auto node = std::make_unique<host::ParameterServer>(pc);
       servers.push_back(node.get());
       sim.add_node(std::move(node), false);
@@ -188,7 +175,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     ps_entries += p->entries();
     ps_conflicts += p->stats().conflicts;
   }
-  const size_t leaked_aggs = spec.policy == dp::Policy::Isolated ? 0 : sw.occupied();
+  const size_t leaked_aggs = spec.isolated ? 0 : sw.occupied();
   m["avg_jct_ms"] = plan.jobs.empty() ? 0 : jct_sum / static_cast<double>(plan.jobs.size());
   m["max_jct_ms"] = jct_max;
   m["utilization"] = util_n ? util_sum / static_cast<double>(util_n) : 0;

@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include "schemes/registry.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -113,7 +115,7 @@ const std::vector<Field>& settings_fields() {
        between(0, 1024, "MiB per gradient partition: at most 1 GiB; 0 = the model's own")},
       {"workload.compute_ms", &Settings::compute_ms, between(0, 1e6, "milliseconds per layer: at most 1000 s")},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
-      {"transport.min_rto_us", &Settings::min_rto_us, positive_up_to(1e8, "microseconds: at most 100 s")},
+      {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
       {"faults.loss", &Settings::loss, between(0, 1)},
       {"faults.dup", &Settings::dup, between(0, 1)},
@@ -121,6 +123,7 @@ const std::vector<Field>& settings_fields() {
       {"faults.reorder_delay_us", &Settings::reorder_delay_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
       {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
+      {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
   };
@@ -267,7 +270,18 @@ const std::vector<MetaField>& meta_fields() {
   static const std::vector<MetaField> fields = {
       {"scenario.name", [](Scenario& sc, const toml::node& n) { sc.name = read_string(n); }},
       {"scenario.title", [](Scenario& sc, const toml::node& n) { sc.title = read_string(n); }},
-      {"run.schemes", [](Scenario& sc, const toml::node& n) { sc.schemes = read_strings(n, known_schemes()); }},
+      {"run.schemes",
+       [](Scenario& sc, const toml::node& n) {
+         // Names and aliases as the registry knows them, stored canonical (results are keyed by them).
+         sc.schemes.clear();
+         for (const auto& name : read_strings(n)) {
+           try {
+             sc.schemes.push_back(schemes::find(name, schemes::Engine::SimStar).name);
+           } catch (const schemes::UnknownScheme& e) {
+             throw Problem{e.what(), name};
+           }
+         }
+       }},
       {"run.seeds",
        [](Scenario& sc, const toml::node& n) {
          sc.seeds.clear();
@@ -395,8 +409,8 @@ void read_series(Scenario& sc, const toml::node& n) {
 }  // namespace
 
 const std::vector<std::string>& known_schemes() {
-  static const std::vector<std::string> schemes = {"switchml", "atp", "dsa", "dsa-always", "dsa-coin"};
-  return schemes;
+  static const std::vector<std::string> names = schemes::names(schemes::Engine::SimStar);
+  return names;
 }
 
 void apply_setting(Settings& s, const std::string& key, const std::string& value, const std::string& origin) {
@@ -433,16 +447,17 @@ void validate(const Settings& s, const std::string& origin) {
          fmt::format("{}", s.partition_mb));
 }
 
-void validate(const Settings& s, const std::vector<std::string>& schemes, const std::string& origin) {
+void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
   validate(s, origin);
-  // SwitchML isolates two pools of at least one slot per job (sim::register_jobs).
-  const bool isolated = std::find(schemes.begin(), schemes.end(), "switchml") != schemes.end();
+  // An isolated scheme (SwitchML) gives each job two pools of at least one slot (sim::register_jobs).
   const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
-  if (isolated && aggregators / s.jobs < 2)
+  for (const auto& name : scheme_names) {
+    if (!schemes::find(name).isolated || aggregators / s.jobs >= 2) continue;
     fail(origin, "switch.memory_mb",
-         fmt::format("switchml needs 2 aggregators per job: {:.0f} aggregators of {} B for {} jobs", aggregators,
+         fmt::format("{} needs 2 aggregators per job: {:.0f} aggregators of {} B for {} jobs", name, aggregators,
                      s.payload_bytes, s.jobs),
          fmt::format("{}", s.memory_mb));
+  }
 }
 
 std::vector<Point> expand(const Scenario& sc) {

@@ -40,7 +40,7 @@ struct Settings {
   double compute_ms = 0;               // workload.compute_ms: per layer; 0 = the model's own (A: 0.32, B: 0.64)
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
-  double min_rto_us = 1000;            // transport.min_rto_us (also the PS timeout floor)
+  double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)
   int reminder_after = 3;              // transport.reminder_after: retransmissions before a reminder
   // [faults] (probabilities in [0, 1])
   double loss = 0;                     // faults.loss: every link, both directions
@@ -50,6 +50,7 @@ struct Settings {
   double worker_loss = 0;              // faults.worker_loss: loss on one worker's link (job 1, rank 0), both directions
   double ps_loss = 0;                  // faults.ps_loss: loss on every PS link, both directions
   // [run] (per-run knobs that may also be swept)
+  std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum
   double max_sim_ms = 10000;           // run.max_sim_ms: safety stop (a run hitting it is reported as failed)
 };

@@ -27,6 +27,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "proto/node.hpp"
+#include "host/profile.hpp"
 
 namespace ina::host {
 
@@ -36,15 +37,15 @@ struct PsConfig {
   NodeId sw = kNoNode;           // the switch holding the job's aggregators
   std::vector<NodeId> more_switches;  // further aggregation switches (GRID), also fetched by the reminder
   uint16_t payload_values = 64;
-  Time min_timeout = 1 * kMs;
+  Time min_timeout = kPaperProfile.ps_min_timeout;  // defaults: the `paper` profile (host/profile.hpp)
   Time max_timeout = 200 * kMs;
   // A completion from a result some worker already held (the task had
   // completed and been multicast once) goes only to the workers still
   // waiting for it, and nowhere when none is (a second, late copy of the
   // result). Off: multicast it again, as the papers' PS does; the extra
-  // copies cost every worker's downlink but give a lossy link spares. The
-  // simulator's paper scenarios keep it off; the UDP runtime turns it on.
-  bool targeted_known_results = false;
+  // copies cost every worker's downlink but give a lossy link spares. Off in
+  // the `paper` profile, on in `runtime`.
+  bool targeted_known_results = kPaperProfile.targeted_known_results;
 };
 
 struct PsStats {

@@ -55,6 +55,7 @@
 #include "core/rtt_estimator.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
+#include "host/profile.hpp"
 
 namespace ina::host {
 
@@ -76,12 +77,13 @@ struct WorkerConfig {
   uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
   double rate_gbps = 0;         // pacing: planned sending rate (GRID); 0 = window-limited only
   uint32_t wire_bytes = 306;    // bytes per full packet on the wire, for pacing
-  Time min_rto = 1 * kMs;
+  // Defaults: the `paper` profile (host/profile.hpp).
+  Time min_rto = kPaperProfile.min_rto;
   Time max_rto = 200 * kMs;
-  bool fast_retransmit = false;  // RACK-style loss detection (see the header)
-  Time delay_target = 0;         // queueing delay that counts as congestion (0: off)
+  bool fast_retransmit = kPaperProfile.fast_retransmit;  // RACK-style loss detection (see the header)
+  Time delay_target = kPaperProfile.delay_target;       // queueing delay that counts as congestion (0: off)
   int reminder_after = 3;
-  size_t retain_ops = 64;
+  size_t retain_ops = kPaperProfile.retain_ops;
 };
 
 struct WorkerStats {

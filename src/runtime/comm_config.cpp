@@ -51,6 +51,13 @@ struct Setting {
 };
 
 const Setting kSettings[] = {
+    // First: a profile sets several fields that the keys below may override.
+    {"communicator", "profile", "INA_PROFILE",
+     [](CommConfig& c, const std::string& v, const std::string& w) {
+       const host::Profile* p = host::find_profile(v);
+       if (!p) throw RuntimeError(fmt::format("invalid {} '{}': expected {}", w, v, host::profile_names()));
+       c.apply_profile(*p);
+     }},
     {"communicator", "switch", "INA_SWITCH",
      [](CommConfig& c, const std::string& v, const std::string& w) {
        rt::Endpoint::parse(v);  // reject a bad address here, naming the setting
@@ -135,6 +142,14 @@ std::string scalar_text(const toml::node& n, const std::string& where) {
 
 }  // namespace
 
+void CommConfig::apply_profile(const host::Profile& p) {
+  profile = p.name;
+  retain_ops = p.retain_ops;
+  min_rto = p.min_rto;
+  fast_retransmit = p.fast_retransmit;
+  delay_target = p.delay_target;
+}
+
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
   if (job == 0) throw RuntimeError("communicator: job ids start at 1");
@@ -156,7 +171,7 @@ nlohmann::json CommConfig::to_json() const {
   return {{"switch", switch_addr}, {"bind_ip", bind_ip}, {"job", job}, {"rank", rank}, {"workers", nworkers},
           {"payload", payload_values}, {"priority", priority},
           {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
-          {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
+          {"profile", profile}, {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
           {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit},
           {"delay_target_ms", to_ms(delay_target)}, {"connect_timeout_ms", to_ms(connect_timeout)},
           {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
@@ -169,6 +184,11 @@ CommConfig CommConfig::from_toml_string(const std::string& text, const std::stri
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     throw RuntimeError(fmt::format("{}: {} (line {})", origin, e.description(), e.source().begin.line));
+  }
+  // The profile first, whatever the key order: the other keys override its fields.
+  if (const auto* p = root["communicator"]["profile"].node()) {
+    const std::string where = fmt::format("{}: communicator.profile", origin);
+    kSettings[0].set(base, scalar_text(*p, where), where);
   }
   for (const auto& [sec, node] : root) {
     const std::string section(sec.str());
@@ -183,6 +203,7 @@ CommConfig CommConfig::from_toml_string(const std::string& text, const std::stri
       for (const auto& s : kSettings)
         if (section == s.section && key == s.key) found = &s;
       if (!found) throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
+      if (found == &kSettings[0]) continue;  // the profile, applied above
       const std::string where = fmt::format("{}: {}.{}", origin, section, key);
       found->set(base, scalar_text(v, where), where);
     }

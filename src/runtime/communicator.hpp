@@ -46,6 +46,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/profile.hpp"
 #include "runtime/net.hpp"
 #include "runtime/udp_engine.hpp"
 
@@ -76,34 +77,28 @@ struct CommConfig {
   double fixed_scale = 0;       // ScaleMode::Fixed
   double window_kb = 60;        // initial send window (DSA §III-D: 60 KB)
   double max_window_kb = 8192;
-  size_t retain_ops = 8;        // completed ops kept to answer the PS; equal on every worker of a job
-  // RTO floor. The simulator's 1 ms (DSA §VI) assumes microsecond RTTs; a
-  // software switch on a shared host sees scheduling delays of tens of
-  // milliseconds, and every spurious timeout costs a retransmission and PS
-  // work (measured on the emulated cluster: 5 ms -> 9 % of packets timed out
-  // spuriously, 56-82 % of line rate; 20 ms -> about 1 %, 90 %; see
-  // docs/results/runtime.md). Real losses are repaired sooner by fast
-  // retransmit, so the floor only bounds the tail.
-  Time min_rto = 20 * kMs;
-  // Time-based fast retransmit (host/worker.hpp): losses are resent about one
-  // RTT after they happen instead of after the RTO.
-  bool fast_retransmit = true;
-  // Queueing delay above the smallest round trip that halves the window like
-  // an ECN echo (host/worker.hpp); 0 turns it off. The runtime's switch marks
-  // ECN only on its own receive backlog, so a shaped or slow link elsewhere
-  // signals congestion by delay alone.
-  Time delay_target = 10 * kMs;
+  // The engine profile (host/profile.hpp) these four come from: `runtime` by
+  // default; key `profile` / INA_PROFILE selects another one first, and the
+  // keys below then override single fields. Why each differs from `paper`:
+  // docs/architecture.md, "Engine profiles".
+  std::string profile{host::kRuntimeProfile.name};
+  size_t retain_ops = host::kRuntimeProfile.retain_ops;  // completed ops kept to answer the PS; equal on every worker of a job
+  Time min_rto = host::kRuntimeProfile.min_rto;          // RTO floor
+  bool fast_retransmit = host::kRuntimeProfile.fast_retransmit;  // time-based fast retransmit (host/worker.hpp)
+  Time delay_target = host::kRuntimeProfile.delay_target;        // delay signal (host/worker.hpp); 0 turns it off
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   Time progress_timeout = 60 * kSec;
   Time close_timeout = 30 * kSec;
   rt::FaultConfig faults;       // applied to every datagram this worker sends
 
+  // Sets `profile` and the four fields above from p.
+  void apply_profile(const host::Profile& p);
   // Throws RuntimeError naming the bad field.
   void validate() const;
   nlohmann::json to_json() const;
 
-  // TOML: a [communicator] table (switch, bind_ip, job, rank, workers, payload,
+  // TOML: a [communicator] table (profile (applied before the other keys), switch, bind_ip, job, rank, workers, payload,
   // priority, scale = "agree" | number, window_kb, max_window_kb, retain_ops,
   // min_rto_ms, fast_retransmit, delay_target_ms (0: off), connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
   // close_timeout_ms) and a [faults] table (loss, duplicate, reorder,
@@ -112,7 +107,7 @@ struct CommConfig {
   static CommConfig from_toml_file(const std::string& path);
   static CommConfig from_toml_file(const std::string& path, CommConfig base);
   static CommConfig from_toml_string(const std::string& text, const std::string& origin, CommConfig base);
-  // INA_CONFIG (a TOML file, read first), then INA_SWITCH, INA_BIND_IP,
+  // INA_CONFIG (a TOML file, read first), then INA_PROFILE, INA_SWITCH, INA_BIND_IP,
   // INA_JOB, INA_RANK, INA_WORKERS, INA_PAYLOAD, INA_PRIORITY, INA_SCALE,
   // INA_WINDOW_KB, INA_MAX_WINDOW_KB, INA_RETAIN_OPS, INA_MIN_RTO_MS,
   // INA_FAST_RETRANSMIT, INA_DELAY_TARGET_MS,

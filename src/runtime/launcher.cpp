@@ -29,6 +29,7 @@
 #include "runtime/net.hpp"
 #include "runtime/supervisor.hpp"
 #include "runtime/switch_daemon.hpp"
+#include "schemes/registry.hpp"
 
 
 namespace ina::rt {
@@ -65,9 +66,18 @@ std::vector<std::string> fault_args(const LaunchConfig& c) {
   return a;
 }
 
+// Whether the scheme's jobs have a PS (the registry's word; an unknown name is refused by validate()).
+bool has_ps(const std::string& scheme) {
+  const schemes::Scheme* s = schemes::lookup(scheme);
+  return !s || s->has_ps;
+}
+
 void validate(const LaunchConfig& c) {
-  if (c.scheme != "dsa" && c.scheme != "atp" && c.scheme != "switchml")
-    throw RuntimeError(fmt::format("--scheme must be dsa, atp or switchml, got '{}'", c.scheme));
+  try {
+    schemes::find(c.scheme, schemes::Engine::Runtime);
+  } catch (const schemes::UnknownScheme& e) {
+    throw RuntimeError(fmt::format("--scheme: {}", e.what()));
+  }
   if (c.workers < 1 || c.workers > kMaxWorkers)
     throw RuntimeError(fmt::format("--workers must be in 1..{}, got {}", kMaxWorkers, c.workers));
   if (c.jobs < 1 || c.jobs > 64) throw RuntimeError(fmt::format("--jobs must be in 1..64, got {}", c.jobs));
@@ -106,7 +116,7 @@ unsigned LaunchConfig::total_workers() const {
 LaunchEstimate estimate_launch(const LaunchConfig& c) {
   LaunchEstimate e;
   const uint64_t workers = c.total_workers();
-  const uint64_t ps = c.scheme == "switchml" ? 0 : c.jobs;
+  const uint64_t ps = has_ps(c.scheme) ? c.jobs : 0;
   e.processes = 2 + ps + workers;             // launcher, switch, PSes, workers
   e.threads = 2 + ps + 2 * workers;           // a worker: main + the Communicator's I/O thread
   e.worker_bytes = kProcessBaseline + 7 * c.size_bytes;
@@ -120,7 +130,7 @@ void check_launch_resources(const LaunchConfig& c) {
   const LaunchEstimate e = estimate_launch(c);
   const std::string who = workers_flags(c);
   const std::string parts = fmt::format("{} workers, {} PSes, the switch and this launcher", c.total_workers(),
-                                        c.scheme == "switchml" ? 0 : c.jobs);
+                                        has_ps(c.scheme) ? c.jobs : 0);
   if (const uint64_t limit = nproc_limit(); limit && e.threads > limit)
     throw RuntimeError(fmt::format("{}: {} processes with {} threads ({}) exceed RLIMIT_NPROC = {}; use fewer workers or jobs",
                                    who, e.processes, e.threads, parts, limit));
@@ -161,7 +171,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
 
   const Time t_start = monotonic_now();
   const Time deadline = t_start + static_cast<Time>(cfg.timeout_s * kSec);
-  const bool with_ps = cfg.scheme != "switchml";
+  const bool with_ps = has_ps(cfg.scheme);
   Supervisor sup;
   const std::vector<std::string> quiet = cfg.verbose ? std::vector<std::string>{} : std::vector<std::string>{"--quiet"};
 

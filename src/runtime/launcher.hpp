@@ -21,7 +21,7 @@ namespace ina::rt {
 
 struct LaunchConfig {
   std::string binary;             // the `ina` executable; empty: /proc/self/exe
-  std::string scheme = "dsa";     // dsa | atp | switchml
+  std::string scheme = "dsa";     // a runtime scheme of the registry (schemes/registry.hpp)
   unsigned workers = 2;           // per job (when job_workers is empty)
   unsigned jobs = 1;
   std::vector<unsigned> job_workers;  // one worker count per job (`--workers 3,2`); empty: `workers` each

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/auth.hpp"
+#include "host/profile.hpp"
 #include "runtime/udp_engine.hpp"
 
 namespace ina::rt {
@@ -20,8 +21,9 @@ struct PsDaemonConfig {
   bool has_key = false;
   std::string bind_ip;      // empty: the address that reaches the switch
   FaultConfig faults;
-  Time min_timeout = 5 * kMs;  // reminder timeout floor (DSA §VI uses 1 ms; see CommConfig::min_rto)
-  bool targeted_known_results = true;  // host::PsConfig; off: the papers' multicast
+  // Defaults: the `runtime` profile (host/profile.hpp); `ina ps --profile paper` selects the papers'.
+  Time min_timeout = host::kRuntimeProfile.ps_min_timeout;                   // reminder timeout floor
+  bool targeted_known_results = host::kRuntimeProfile.targeted_known_results;  // host::PsConfig; off: the papers' multicast
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   bool log = true;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "runtime/control.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::rt {
 
@@ -28,16 +29,17 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"foreign_fetch", s.foreign_fetch}, {"foreign_forward", s.foreign_forward}};
 }
 
-dp::Policy parse_policy(const std::string& name) {
-  if (name == "dsa" || name == "preemptive") return dp::Policy::Preemptive;
-  if (name == "atp" || name == "shared-fcfs") return dp::Policy::SharedFcfs;
-  if (name == "switchml" || name == "isolated") return dp::Policy::Isolated;
-  throw RuntimeError(fmt::format("unknown policy '{}': expected isolated (switchml), atp or dsa", name));
-}
-
 namespace {
 
 constexpr NodeId kSwitchId = 0;
+
+const schemes::Scheme& find_scheme(const std::string& name) {
+  try {
+    return schemes::find(name, schemes::Engine::Runtime);
+  } catch (const schemes::UnknownScheme& e) {
+    throw RuntimeError(e.what());
+  }
+}
 
 struct Job;
 
@@ -77,6 +79,7 @@ struct Job {
 
 struct SwitchDaemon::Impl {
   SwitchDaemonConfig cfg;
+  const schemes::Scheme& scheme;
   std::unique_ptr<dp::SwitchProgram> program;
   std::unique_ptr<UdpEngine> engine;
   UniqueFd listener, stop_fd;
@@ -90,13 +93,13 @@ struct SwitchDaemon::Impl {
   uint32_t region_size = 0;
   uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0, auth_failures = 0;
 
-  explicit Impl(const SwitchDaemonConfig& c) : cfg(c) {
+  explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)) {
     if (!cfg.has_key)
       throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                          "'ina key new FILE' creates one");
-    program = dp::make_switch(cfg.program);
+    program = scheme.make_switch(cfg.program);
     program->set_id(kSwitchId);
-    if (cfg.program.policy == dp::Policy::Isolated) {
+    if (scheme.isolated) {
       if (cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
       region_size = static_cast<uint32_t>(program->aggregators() / cfg.isolated_regions) & ~1u;
       if (region_size < 2)
@@ -260,7 +263,7 @@ struct SwitchDaemon::Impl {
     send(c, s);
   }
 
-  bool needs_ps() const { return cfg.program.policy != dp::Policy::Isolated; }
+  bool needs_ps() const { return scheme.has_ps; }
 
   void join(Conn& c, const JoinRequest& r) {
     if (c.job) throw RuntimeError("this connection has already joined a job");
@@ -289,7 +292,7 @@ struct SwitchDaemon::Impl {
                                      cfg.program.payload_values, payload));
     if (!worker && !needs_ps())
       throw RuntimeError(fmt::format("job {}: this switch runs the {} policy, whose jobs have no PS",
-                                     job_id, dp::to_string(cfg.program.policy)));
+                                     job_id, scheme.policy));
     auto it = jobs.find(job_id);
     if (it != jobs.end() && it->second->live)
       throw RuntimeError(fmt::format("job {} is already running on this switch ({} workers, for {:.1f} s); "
@@ -354,7 +357,7 @@ struct SwitchDaemon::Impl {
   void go_live(Job& j) {
     dp::SwitchJob sj;
     sj.job = j.id;
-    if (cfg.program.policy == dp::Policy::Isolated) {
+    if (scheme.isolated) {
       for (size_t r = 0; r < region_used.size(); ++r)
         if (!region_used[r]) { j.region = static_cast<int>(r); break; }
       if (j.region < 0) {
@@ -380,8 +383,8 @@ struct SwitchDaemon::Impl {
     nlohmann::json ready = {{"op", "ready"}, {"job", j.id}, {"switch", kSwitchId},
                             {"ps", j.ps ? int{j.ps->id} : -1}, {"workers", sj.workers},
                             {"payload", cfg.program.payload_values}, {"window_cap", region_size / 2},
-                            {"policy", dp::to_string(cfg.program.policy)}};
-    if (cfg.program.policy != dp::Policy::Isolated) ready["window_cap"] = 0;
+                            {"policy", scheme.policy}};
+    if (!scheme.isolated) ready["window_cap"] = 0;
     for (Conn* c : j.members()) {
       ready["self"] = c->id;
       send(*c, ready);
@@ -420,7 +423,7 @@ struct SwitchDaemon::Impl {
 
   // What anyone may read: the switch's shape and totals; no job ids, no per-job counts.
   nlohmann::json public_stats() const {
-    return {{"endpoint", endpoint.str()}, {"policy", dp::to_string(cfg.program.policy)},
+    return {{"endpoint", endpoint.str()}, {"policy", scheme.policy},
             {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
             {"aggregators", program->aggregators()}};
   }
@@ -447,7 +450,7 @@ struct SwitchDaemon::Impl {
     nlohmann::json live = nlohmann::json::array(), pending = nlohmann::json::array();
     for (const auto& [id, j] : jobs) (j->live ? live : pending).push_back(id);
     nlohmann::json out = {
-        {"endpoint", endpoint.str()}, {"policy", dp::to_string(cfg.program.policy)},
+        {"endpoint", endpoint.str()}, {"policy", scheme.policy},
         {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
         {"aggregators", program->aggregators()}, {"occupied", program->occupied()},
         {"packets_in_use", engine->packets_in_use()}, {"switch", to_json(program->stats())},
@@ -466,7 +469,7 @@ const Endpoint& SwitchDaemon::endpoint() const { return impl_->endpoint; }
 UdpEngine& SwitchDaemon::engine() { return *impl_->engine; }
 
 void SwitchDaemon::run() {
-  impl_->log("serving ({} policy, {} aggregators of {} values)", dp::to_string(impl_->cfg.program.policy),
+  impl_->log("serving ({} policy, {} aggregators of {} values)", impl_->scheme.policy,
              impl_->program->aggregators(), impl_->cfg.program.payload_values);
   while (!impl_->stopping) impl_->engine->poll(kSec);
 }

@@ -1,10 +1,11 @@
 #pragma once
-// `ina switch`: a software switch. Hosts one switch program from
-// dp::make_switch (isolated / shared FCFS / preemptive) in a Router UdpEngine
+// `ina switch`: a software switch. Hosts the switch program of one scheme of
+// the registry (schemes/registry.hpp: switchml, atp, dsa) in a Router UdpEngine
 // and runs the control plane (control.hpp) that admits jobs, so one process
 // serves several jobs at once. Under the isolated policy the aggregator
 // memory is split into `isolated_regions` equal regions, one per live job.
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +17,8 @@ namespace ina::rt {
 
 struct SwitchDaemonConfig {
   Endpoint listen = Endpoint::parse("127.0.0.1:7700");  // UDP data and TCP control, same port (0: ephemeral)
-  dp::SwitchConfig program;       // policy, memory, payload, seed
+  std::string scheme = "dsa";     // a runtime scheme of the registry, or an alias (e.g. "preemptive")
+  dp::SwitchConfig program;       // memory, payload, seed
   unsigned isolated_regions = 4;  // isolated policy: at most this many live jobs
   FaultConfig faults;             // applied to everything the switch sends
   uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on gradients above this receive backlog (0: never)
@@ -49,7 +51,5 @@ class SwitchDaemon {
 };
 
 nlohmann::json to_json(const dp::SwitchStats& s);
-// "dsa" | "preemptive", "atp" | "shared-fcfs", "switchml" | "isolated" -> policy; throws RuntimeError otherwise.
-dp::Policy parse_policy(const std::string& name);
 
 }  // namespace ina::rt

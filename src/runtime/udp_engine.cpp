@@ -43,7 +43,7 @@ nlohmann::json EngineStats::to_json() const {
   for (size_t i = 1; i < decode_errors.size(); ++i)
     if (decode_errors[i]) errs[to_string(static_cast<DecodeError>(i))] = decode_errors[i];
   return {{"rx_datagrams", rx_datagrams}, {"rx_bytes", rx_bytes}, {"tx_datagrams", tx_datagrams},
-          {"tx_bytes", tx_bytes}, {"rx_malformed", rx_malformed}, {"rx_foreign", rx_foreign},
+          {"tx_bytes", tx_bytes}, {"rx_malformed", rx_malformed}, {"rx_foreign", rx_foreign}, {"rx_late", rx_late},
           {"rx_unknown_dst", rx_unknown_dst}, {"tx_unroutable", tx_unroutable}, {"tx_overflow", tx_overflow},
           {"tx_errors", tx_errors}, {"fault_lost", fault_lost}, {"fault_duplicated", fault_duplicated},
           {"fault_reordered", fault_reordered}, {"fault_delayed", fault_delayed}, {"ecn_marked", ecn_marked},
@@ -107,7 +107,7 @@ void UdpEngine::set_route(NodeId id, const Endpoint& to) {
 }
 
 void UdpEngine::clear_route(NodeId id) {
-  if (id < routes_.size()) routes_[id] = Route{};
+  if (id < routes_.size() && routes_[id].valid) routes_[id] = Route{routes_[id].sa, false, true};
 }
 
 void UdpEngine::watch(int fd, uint32_t events, FdHandler handler) {
@@ -291,7 +291,8 @@ void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockadd
   if (cfg_.mode == EngineMode::Router) {
     const NodeId s = p->h.src;
     if (s >= routes_.size() || !routes_[s].valid || !same(routes_[s].sa, from)) {
-      ++st_.rx_foreign;
+      if (s < routes_.size() && routes_[s].retired && same(routes_[s].sa, from)) ++st_.rx_late;
+      else ++st_.rx_foreign;
       pool_.put(p);
       return;
     }

@@ -76,6 +76,7 @@ struct EngineStats {
   uint64_t rx_datagrams = 0, rx_bytes = 0, tx_datagrams = 0, tx_bytes = 0;
   uint64_t rx_malformed = 0;   // did not decode (see decode_errors) or was truncated
   uint64_t rx_foreign = 0;     // decoded, but not from the registered address of its source
+  uint64_t rx_late = 0;        // Router: from the address a since-cleared node id had (a finished job's late packet)
   uint64_t rx_unknown_dst = 0; // Host: addressed to no node of this engine
   uint64_t tx_unroutable = 0;  // Router: destination not in the address book
   uint64_t tx_overflow = 0;    // dropped because the send queue was full
@@ -160,6 +161,7 @@ class UdpEngine final : public Effects {
   struct Route {
     sockaddr_in sa{};
     bool valid = false;
+    bool retired = false;  // cleared; sa is the address it had
   };
   struct TxItem {
     sockaddr_in to;

@@ -25,8 +25,7 @@ void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const
   sim.build_routes();
 }
 
-uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan) {
-  const bool isolated = sw.config().policy == dp::Policy::Isolated;
+uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan, bool isolated) {
   uint32_t region = 0;
   if (isolated) {
     region = static_cast<uint32_t>(sw.aggregators() / plan.jobs.size()) & ~1u;

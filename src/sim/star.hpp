@@ -28,9 +28,10 @@ StarPlan plan_star(const std::vector<int>& workers_per_job, bool with_ps);
 // switch->host `down`) and builds routes. All plan nodes must be added.
 void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const LinkParams& down);
 
-// Registers the plan's jobs at the switch; under the isolated policy the
-// aggregators are split evenly among jobs (SwitchML with several jobs).
-// Returns the slots per pool of each job's region (isolated), else 0.
-uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan);
+// Registers the plan's jobs at the switch; for a scheme with isolated regions
+// (schemes::Scheme::isolated) the aggregators are split evenly among jobs
+// (SwitchML with several jobs). Returns the slots per pool of each job's
+// region (isolated), else 0.
+uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan, bool isolated);
 
 }  // namespace ina::sim

@@ -25,6 +25,7 @@
 
 #include "runtime/auth.hpp"
 #include "runtime/supervisor.hpp"
+#include "schemes/registry.hpp"
 #include "train/train.hpp"
 
 
@@ -53,8 +54,7 @@ struct Failure {
 void validate(const TrainConfig& c) {
   if (c.backend != "ina" && c.backend != "gloo")
     throw std::runtime_error(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
-  if (c.scheme != "dsa" && c.scheme != "atp" && c.scheme != "switchml")
-    throw std::runtime_error(fmt::format("--scheme must be dsa, atp or switchml, got '{}'", c.scheme));
+  if (c.backend == "ina") schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
   if (c.workers < 1 || c.workers > 64) throw std::runtime_error("--workers must be in 1..64");
   if (c.epochs < 1) throw std::runtime_error("--epochs must be >= 1");
   if (c.batch < 1) throw std::runtime_error("--batch must be >= 1");
@@ -165,7 +165,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     }
     ::close(ready[0]);
     switch_addr = fmt::format("127.0.0.1:{}", std::stoi(line));
-    if (cfg.scheme != "switchml") {
+    if (schemes::find(cfg.scheme).has_ps) {
       std::vector<std::string> p{"ps", "--switch", switch_addr, "--job", "1", "--workers", std::to_string(cfg.workers)};
       if (!cfg.verbose) p.push_back("--quiet");
       sup.spawn(Kind::Ps, "the PS", 1, 0, ina_exe, p, -1, job_env);

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "schemes/registry.hpp"
 #include "train/train.hpp"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ina train: data-parallel training of an MLP on Fashion-MNIST; gradients averaged through `ina switch` "
                "(--backend ina) or gloo (--backend gloo). Starts the switch, PS and workers on loopback."};
   app.add_option("--backend", c.backend, "ina | gloo")->capture_default_str();
-  app.add_option("--scheme", c.scheme, "ina: dsa | atp | switchml")->capture_default_str();
+  app.add_option("--scheme", c.scheme, "ina: the aggregation scheme (name|alias):" + ina::schemes::help(ina::schemes::Engine::Training))
+      ->capture_default_str();
   app.add_option("--workers", c.workers, "worker processes")->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs")->capture_default_str();
   app.add_option("--batch", c.batch, "batch size per worker (global batch: batch x workers)")->capture_default_str();

@@ -1,7 +1,7 @@
 #pragma once
 // ina-train: data-parallel training of a small MLP on Fashion-MNIST, with
 // gradients averaged either by ina::Communicator through `ina switch`
-// (scheme dsa | atp | switchml) or by gloo (c10d::ProcessGroupGloo), the
+// (a training scheme of schemes/registry.hpp: switchml, atp, dsa) or by gloo (c10d::ProcessGroupGloo), the
 // baseline. One executable, two roles:
 //  - the launcher (default): starts `ina switch` (+ `ina ps` for atp/dsa) and
 //    N copies of itself as workers, supervises them with bounded waits,
@@ -17,7 +17,7 @@ namespace ina::train {
 
 struct TrainConfig {
   std::string backend = "ina";   // ina | gloo
-  std::string scheme = "dsa";    // ina: dsa | atp | switchml
+  std::string scheme = "dsa";    // ina: a scheme of the registry that runs in training
   unsigned workers = 2;
   unsigned epochs = 3;
   unsigned batch = 64;           // per worker; the global batch is batch x workers

@@ -1,0 +1,160 @@
+#include "schemes/registry.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ina::schemes {
+namespace {
+
+std::vector<Scheme> registered() {
+  using E = Engine;
+  const unsigned star_and_runtime = E::SimStar | E::Runtime | E::Training;
+  std::vector<Scheme> v;
+  {
+    Scheme s;
+    s.name = "switchml";
+    s.aliases = {"isolated"};
+    s.description = "SwitchML: an isolated region per job, synchronous slots with a shadow copy, no PS";
+    s.policy = "isolated";
+    s.factory = dp::make_switchml;
+    s.has_ps = false;
+    s.isolated = true;
+    s.engines = star_and_runtime;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "atp";
+    s.aliases = {"shared-fcfs"};
+    s.description = "ATP: a shared pool, Hash(job, PSN), first come first served, collisions to the PS";
+    s.policy = "shared-fcfs";
+    s.factory = dp::make_atp;
+    s.engines = star_and_runtime;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "dsa";
+    s.aliases = {"preemptive"};
+    s.description = "DSA: a shared pool with priority preemption (Eq. 1 priorities) and downgrading";
+    s.policy = "preemptive";
+    s.factory = dp::make_dsa;
+    s.eq1_priority = true;
+    s.track_tasks = true;
+    s.engines = star_and_runtime;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "dsa-always";
+    s.description = "DSA strawman (Fig. 11): a colliding first transmission always preempts";
+    s.policy = "preemptive";
+    s.factory = dp::make_dsa;
+    s.preempt = dp::PreemptMode::Always;
+    s.track_tasks = true;
+    s.engines = static_cast<unsigned>(E::SimStar);
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "dsa-coin";
+    s.description = "DSA strawman (Fig. 11): a colliding first transmission preempts with probability 1/2";
+    s.policy = "preemptive";
+    s.factory = dp::make_dsa;
+    s.preempt = dp::PreemptMode::Coin;
+    s.track_tasks = true;
+    s.engines = static_cast<unsigned>(E::SimStar);
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "grid";
+    s.aliases = {"routed"};
+    s.description = "GRID: gradient routing over several switches (a planned node per fragment), rate sync, PS";
+    s.policy = "routed";
+    s.factory = dp::make_grid;
+    s.routed = true;
+    s.engines = static_cast<unsigned>(E::SimTopology);
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
+std::string or_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  if (names.size() == 1) return names[0];
+  std::string out;
+  for (size_t i = 0; i + 1 < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out + " or " + names.back();
+}
+
+}  // namespace
+
+const char* to_string(Engine e) {
+  switch (e) {
+    case Engine::SimStar: return "the star simulator";
+    case Engine::SimTopology: return "the topology simulator";
+    case Engine::Runtime: return "the runtime";
+    case Engine::Training: return "training";
+  }
+  return "?";
+}
+
+bool Scheme::answers_to(std::string_view n) const {
+  return n == name || std::find(aliases.begin(), aliases.end(), n) != aliases.end();
+}
+
+std::unique_ptr<dp::SwitchProgram> Scheme::make_switch(dp::SwitchConfig cfg) const {
+  cfg.preempt = preempt;
+  return factory(cfg, name);
+}
+
+const std::vector<Scheme>& all() {
+  static const std::vector<Scheme> schemes = registered();
+  return schemes;
+}
+
+const Scheme* lookup(std::string_view name) {
+  for (const Scheme& s : all())
+    if (s.answers_to(name)) return &s;
+  return nullptr;
+}
+
+const Scheme& find(std::string_view name) {
+  if (const Scheme* s = lookup(name)) return *s;
+  std::vector<std::string> known;
+  for (const Scheme& s : all()) known.push_back(s.name);
+  throw UnknownScheme(fmt::format("unknown scheme '{}' (known schemes: {})", name, or_list(known)));
+}
+
+const Scheme& find(std::string_view name, Engine e) {
+  const Scheme* s = lookup(name);
+  if (!s) throw UnknownScheme(fmt::format("unknown scheme '{}' (schemes of {}: {})", name, to_string(e), names_text(e)));
+  if (!s->supports(e))
+    throw UnknownScheme(fmt::format("scheme '{}' is not supported by {} (schemes of {}: {})", name, to_string(e),
+                                    to_string(e), names_text(e)));
+  return *s;
+}
+
+std::vector<std::string> names(Engine e) {
+  std::vector<std::string> out;
+  for (const Scheme& s : all())
+    if (s.supports(e)) out.push_back(s.name);
+  return out;
+}
+
+std::string names_text(Engine e) { return or_list(names(e)); }
+
+std::string help(Engine e) {
+  std::string out;
+  for (const Scheme& s : all()) {
+    if (!s.supports(e)) continue;
+    std::string n = s.name;
+    for (const auto& a : s.aliases) n += "|" + a;
+    out += fmt::format("\n  {:<22} {}", n, s.description);
+  }
+  return out;
+}
+
+}  // namespace ina::schemes

@@ -1,0 +1,80 @@
+#pragma once
+// The one registry of INA schemes. A scheme is named once, here: its name and
+// aliases, a one-line description, its switch program (the factory of its
+// file in dataplane/), the roles its jobs have (a PS or not, an isolated
+// region of the aggregator memory or a shared pool), its DSA preemption mode
+// and whether workers compute Eq. 1 priorities, its defaults, and which
+// engines run it. The simulator, the runtime daemons and launchers, `ina
+// train`, the scenario parser and the CLI's help ask this registry; none of
+// them parses a scheme name itself.
+//
+// Layer: above dataplane/, host/ and control/ (it names their objects), below
+// sim/, runtime/, experiment/, train/ and cli/ (which ask it).
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/switch.hpp"
+
+namespace ina::schemes {
+
+// Where a scheme can run (a bit set).
+enum class Engine : uint8_t {
+  SimStar = 1,      // packet simulator, one switch (ina sim: exp::run_point)
+  SimTopology = 2,  // packet simulator, multi-switch topology (exp::simulate_plan)
+  Runtime = 4,      // UDP runtime: ina switch / ps / worker / run, ina::Communicator
+  Training = 8,     // ina train (libtorch over the runtime)
+};
+constexpr unsigned operator|(Engine a, Engine b) { return static_cast<unsigned>(a) | static_cast<unsigned>(b); }
+constexpr unsigned operator|(unsigned a, Engine b) { return a | static_cast<unsigned>(b); }
+const char* to_string(Engine e);  // "the star simulator", "the topology simulator", "the runtime", "training"
+
+// Builds the scheme's switch program; `scheme` is the name it reports (SwitchProgram::scheme()).
+using SwitchFactory = std::unique_ptr<dp::SwitchProgram> (*)(const dp::SwitchConfig& cfg, std::string_view scheme);
+
+struct Scheme {
+  std::string name;                  // canonical name: scenario files, results, --scheme
+  std::vector<std::string> aliases;  // also accepted on input (e.g. "preemptive" for dsa)
+  std::string description;           // one line, for --help
+  std::string policy;                // the switch's aggregation policy as reported by `ina switch`
+  SwitchFactory factory = nullptr;
+  bool has_ps = true;                // every job has a PS / fallback server
+  bool isolated = false;             // jobs get isolated regions of the aggregator memory (=> window cap)
+  bool routed = false;               // packets are addressed per node by a plan (GRID): multi-switch only
+  dp::PreemptMode preempt = dp::PreemptMode::Priority;  // DSA's compare rule (Fig. 11 strawmen)
+  bool eq1_priority = false;         // workers compute DSA's Eq. 1 priorities (simulator training workers)
+  // Defaults.
+  bool track_tasks = false;          // count per-task preemption outcomes (DSA task types, metrics tasks_type*)
+  unsigned engines = 0;              // bit set of Engine
+
+  bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
+  bool answers_to(std::string_view n) const;
+  // The scheme's switch program: cfg with this scheme's preemption mode.
+  std::unique_ptr<dp::SwitchProgram> make_switch(dp::SwitchConfig cfg) const;
+};
+
+// Thrown for an unknown scheme name or one an engine does not run; the
+// message lists the names that would have been accepted.
+struct UnknownScheme : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Every registered scheme, in registration order.
+const std::vector<Scheme>& all();
+// By name or alias; nullptr if none.
+const Scheme* lookup(std::string_view name);
+// By name or alias; throws UnknownScheme listing the known names.
+const Scheme& find(std::string_view name);
+// The same, and the scheme must run on engine e (else UnknownScheme listing those that do).
+const Scheme& find(std::string_view name, Engine e);
+// Canonical names of the schemes engine e runs, in registration order.
+std::vector<std::string> names(Engine e);
+// "switchml, atp or dsa" for messages.
+std::string names_text(Engine e);
+// Help text for a --scheme option: one line per scheme engine e runs ("dsa (preemptive): ...").
+std::string help(Engine e);
+
+}  // namespace ina::schemes
