@@ -23,7 +23,7 @@
 #include "proto/node.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/star.hpp"
+#include "sim/cluster.hpp"
 #include "wire/packet.hpp"
 
 namespace ina::test {
@@ -167,18 +167,15 @@ class Cluster {
   explicit Cluster(const ClusterConfig& c) : cfg(c), sim(c.seed, c.payload) {
     const schemes::Scheme& scheme = schemes::find(c.scheme);
     const bool with_ps = scheme.has_ps;
-    plan = sim::plan_star(c.workers_per_job, with_ps);
-
     dp::SwitchConfig swc;
     swc.memory_bytes = c.aggregators * 4ULL * c.payload;
     swc.payload_values = c.payload;
     swc.seed = mix(c.seed, 0x5);
     swc.track_tasks = c.track_tasks;
-    auto sw_owned = scheme.make_switch(swc);
-    sw = sw_owned.get();
-    const NodeId sw_id = sim.add_node(std::move(sw_owned), true);
-    EXPECT_EQ(sw_id, plan.sw);
-    slots_per_pool = sim::register_jobs(*sw, plan, scheme.isolated);
+    star = std::make_unique<sim::StarCluster>(sim, scheme, c.workers_per_job, swc);  // the one builder
+    plan = star->plan();
+    sw = &star->sw();
+    slots_per_pool = star->slots_per_pool();
 
     const size_t njobs = plan.jobs.size();
     workers.resize(njobs);
@@ -208,34 +205,23 @@ class Cluster {
       const Time jstart = j < c.job_start.size() ? c.job_start[j] : 0;
       for (size_t r = 0; r < n; ++r) {
         host::WorkerConfig w;
-        w.job = job.id;
-        w.rank = static_cast<uint8_t>(r);
-        w.nworkers = static_cast<uint8_t>(n);
-        w.self = job.workers[r];
-        w.aggregator = plan.sw;
-        w.ps = job.ps;
         w.payload_values = c.payload;
-        w.window_cap = slots_per_pool;  // SwitchML: slots per pool; shared pools: 0
         if (c.retain_ops) w.retain_ops = c.retain_ops;
+        w = star->worker(j, r, w);
         auto node = std::make_unique<host::WorkerNode>(w, jstart + static_cast<Time>(r) * c.rank_stagger);
         if (!prio.empty() && !c.job_priority.empty()) node->transport().set_priority_fn(prio.back().get());
         for (size_t o = 0; o < sizes.size(); ++o) node->submit(tensors[j][r][o], sizes[o], static_cast<uint32_t>(o));
         workers[j].push_back(node.get());
-        const NodeId id = sim.add_node(wrap(job.workers[r], std::move(node)), false);
-        EXPECT_EQ(id, job.workers[r]);
+        star->add_host(job.workers[r], wrap(job.workers[r], std::move(node)));
       }
     }
     if (with_ps) {
-      for (const auto& job : plan.jobs) {
+      for (size_t j = 0; j < plan.jobs.size(); ++j) {
         host::PsConfig pc;
-        pc.job = job.id;
-        pc.workers = job.workers;
-        pc.sw = plan.sw;
         pc.payload_values = c.payload;
-        auto node = std::make_unique<host::ParameterServer>(pc);
+        auto node = std::make_unique<host::ParameterServer>(star->ps(j, pc));
         servers.push_back(node.get());
-        const NodeId id = sim.add_node(wrap(job.ps, std::move(node)), false);
-        EXPECT_EQ(id, job.ps);
+        star->add_host(plan.jobs[j].ps, wrap(plan.jobs[j].ps, std::move(node)));
       }
     }
     sim::LinkParams lp;
@@ -245,7 +231,7 @@ class Cluster {
     lp.dup = c.faults.dup;
     lp.reorder = c.faults.reorder;
     lp.reorder_delay = c.faults.reorder_delay;
-    sim::wire_star(sim, plan, lp, lp);
+    star->wire([&](NodeId) { return std::make_pair(lp, lp); });
   }
 
   std::unique_ptr<Node> wrap(NodeId id, std::unique_ptr<Node> n) {
@@ -313,6 +299,12 @@ class Cluster {
       EXPECT_EQ(servers[j]->entries(), 0u) << "PS of job " << j + 1 << " still has dictionary entries";
     EXPECT_EQ(sim.pool().in_use(), 0u) << "packets leaked";
     EXPECT_EQ(sim.misrouted(), 0u);
+    // Every node is honest: nothing may be refused as malformed or foreign.
+    std::vector<const host::WorkerTransport*> transports;
+    for (const auto& job : workers)
+      for (const auto* w : job) transports.push_back(&w->transport());
+    const auto refused = sim::count_refusals({sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
+    EXPECT_EQ(refused.total(), 0u) << refused.text();
     const size_t occ = sw->occupied();
     if (!schemes::find(cfg.scheme).isolated && !cfg.faults.late_copies()) {
       EXPECT_EQ(occ, 0u) << "aggregators still held after every job ended";
@@ -326,6 +318,7 @@ class Cluster {
 
   ClusterConfig cfg;
   sim::Simulator sim;
+  std::unique_ptr<sim::StarCluster> star;
   sim::StarPlan plan;
   dp::SwitchProgram* sw = nullptr;
   uint32_t slots_per_pool = 0;

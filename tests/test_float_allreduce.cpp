@@ -19,7 +19,7 @@
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/star.hpp"
+#include "sim/cluster.hpp"
 
 namespace ina {
 namespace {
@@ -339,45 +339,27 @@ struct FloatStar {
   FloatStar(const std::string& scheme_name, unsigned n, double loss = 0, uint64_t seed = 1, uint16_t payload = 64)
       : sim(seed, payload) {
     const schemes::Scheme& scheme = schemes::find(scheme_name);
-    const bool with_ps = scheme.has_ps;
-    plan = sim::plan_star({static_cast<int>(n)}, with_ps);
     dp::SwitchConfig swc;
     swc.memory_bytes = 64ULL * 4 * payload;
     swc.payload_values = payload;
     swc.seed = mix(seed, 0x5);
-    auto sw_owned = scheme.make_switch(swc);
-    sw = sw_owned.get();
-    sim.add_node(std::move(sw_owned), true);
-    const uint32_t slots = sim::register_jobs(*sw, plan, scheme.isolated);
-    const auto& job = plan.jobs[0];
+    star = std::make_unique<sim::StarCluster>(sim, scheme, std::vector<int>{static_cast<int>(n)}, swc);
+    sw = &star->sw();
     for (unsigned r = 0; r < n; ++r) {
       host::WorkerConfig w;
-      w.job = job.id;
-      w.rank = static_cast<uint8_t>(r);
-      w.nworkers = static_cast<uint8_t>(n);
-      w.self = job.workers[r];
-      w.aggregator = plan.sw;
-      w.ps = job.ps;
       w.payload_values = payload;
-      w.window_cap = slots;
-      auto node = std::make_unique<host::AllreduceNode>(w, static_cast<Time>(r) * 3 * kUs);
+      auto node = std::make_unique<host::AllreduceNode>(star->worker(0, r, w), static_cast<Time>(r) * 3 * kUs);
       workers.push_back(node.get());
-      sim.add_node(std::move(node), false);
+      star->add_host(star->plan().jobs[0].workers[r], std::move(node));
     }
-    if (with_ps) {
-      host::PsConfig pc;
-      pc.job = job.id;
-      pc.workers = job.workers;
-      pc.sw = plan.sw;
-      pc.payload_values = payload;
-      auto node = std::make_unique<host::ParameterServer>(pc);
-      ps = node.get();
-      sim.add_node(std::move(node), false);
-    }
+    host::PsConfig pc;
+    pc.payload_values = payload;
+    const auto servers = star->add_servers(pc);
+    if (!servers.empty()) ps = servers[0];
     sim::LinkParams lp;
     lp.delay = 1 * kUs;
     lp.loss = loss;
-    sim::wire_star(sim, plan, lp, lp);
+    star->wire([&](NodeId) { return std::make_pair(lp, lp); });
   }
 
   // Every worker adds the same op, each with its own input; returns its handle.
@@ -399,6 +381,11 @@ struct FloatStar {
     for (auto* w : workers) EXPECT_EQ(w->finished(), w->results().size()) << "worker " << w->id();
     EXPECT_EQ(sim.pool().in_use(), 0u) << "packets leaked";
     EXPECT_EQ(sim.misrouted(), 0u);
+    std::vector<const host::WorkerTransport*> transports;
+    for (const auto* w : workers) transports.push_back(&w->transport());
+    const auto refused = sim::count_refusals({sw}, ps ? std::vector<const host::ParameterServer*>{ps}
+                                                       : std::vector<const host::ParameterServer*>{}, transports);
+    EXPECT_EQ(refused.total(), 0u) << refused.text();
     if (ps) {
       EXPECT_EQ(ps->entries(), 0u);
       EXPECT_EQ(sw->occupied(), 0u);
@@ -406,7 +393,7 @@ struct FloatStar {
   }
 
   sim::Simulator sim;
-  sim::StarPlan plan;
+  std::unique_ptr<sim::StarCluster> star;
   dp::SwitchProgram* sw = nullptr;
   host::ParameterServer* ps = nullptr;
   std::vector<host::AllreduceNode*> workers;

@@ -10,6 +10,7 @@
 #include "host/ps.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
+#include "sim/cluster.hpp"
 #include "sim/engine.hpp"
 #include "workload/model.hpp"
 
@@ -46,15 +47,19 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   // Aggregation masks per switch from the plan.
   std::unordered_map<topo::NodeId, uint64_t> mask;
   for (const auto& wp : plan.workers) mask[wp.node] |= 1ULL << rank_of.at(wp.worker);
-  std::vector<NodeId> agg_switches;  // fetched by the PS's reminder
-  for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
-    if (!g.is_host(v) && mask.count(v)) agg_switches.push_back(static_cast<NodeId>(v));
-
-  std::vector<NodeId> all_switches;  // peers of each other; results may come from any of them
-  for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
-    if (!g.is_host(v)) all_switches.push_back(static_cast<NodeId>(v));
+  std::vector<NodeId> switch_ids;
+  std::vector<uint64_t> switch_masks;
+  std::unordered_map<topo::NodeId, size_t> switch_index;
+  for (topo::NodeId v = 0; v < g.num_nodes(); ++v) {
+    if (g.is_host(v)) continue;
+    switch_index[v] = switch_ids.size();
+    switch_ids.push_back(static_cast<NodeId>(v));
+    auto it = mask.find(v);
+    switch_masks.push_back(it == mask.end() ? 0 : it->second);
+  }
 
   const schemes::Scheme& scheme = schemes::find("grid", schemes::Engine::SimTopology);
+  const sim::TopologyCluster cluster(scheme, {job_id, workers, ps_id}, switch_ids, switch_masks);
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
   std::vector<dp::SwitchProgram*> switches;
   std::vector<host::WorkerNode*> nodes(n, nullptr);
@@ -67,49 +72,29 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   for (topo::NodeId v = 0; v < g.num_nodes(); ++v) {
     const auto& node = g.node(v);
     if (!g.is_host(v)) {
+      const size_t i = switch_index.at(v);
+      if (switch_masks[i] && !node.ina)
+        throw std::invalid_argument(fmt::format("plan aggregates at '{}', which is not programmable", node.name));
       dp::SwitchConfig c;
       c.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
       c.payload_values = s.payload_values;
       c.capacity_gbps = node.ina ? node.capacity_gbps : 0;
       c.seed = mix(s.seed, v);
-      auto prog = scheme.make_switch(c);
-      dp::SwitchJob sj;
-      sj.job = job_id;
-      sj.workers = workers;
-      sj.ps = ps_id;
-      auto it = mask.find(v);
-      sj.agg_mask = it == mask.end() ? 0 : it->second;
-      if (sj.agg_mask && !node.ina)
-        throw std::invalid_argument(fmt::format("plan aggregates at '{}', which is not programmable", node.name));
-      prog->add_job(sj);
-      for (NodeId peer : all_switches)
-        if (peer != v) prog->add_peer(peer);
+      auto prog = cluster.make_switch(i, c);
       switches.push_back(prog.get());
       sim.add_node(std::move(prog), true);
     } else if (v == job.ps) {
-      host::PsConfig pc;
-      pc.job = job_id;
-      pc.workers = workers;
-      pc.sw = static_cast<NodeId>(g.neighbors(v)[0].peer);
-      pc.more_switches = agg_switches;
-      auto p = std::make_unique<host::ParameterServer>(pc);
+      auto p = std::make_unique<host::ParameterServer>(cluster.ps(static_cast<NodeId>(g.neighbors(v)[0].peer)));
       ps = p.get();
       sim.add_node(std::move(p), false);
     } else if (auto r = rank_of.find(v); r != rank_of.end()) {
       const auto& wp = plan.workers[r->second];
       host::WorkerConfig w;
-      w.job = job_id;
-      w.rank = static_cast<uint8_t>(r->second);
-      w.nworkers = static_cast<uint8_t>(n);
-      w.self = static_cast<NodeId>(v);
-      w.aggregator = static_cast<NodeId>(wp.node);
-      w.switches = all_switches;
-      w.ps = ps_id;
       w.payload_values = s.payload_values;
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
       w.rate_gbps = s.pace ? wp.rate_gbps : 0;
       w.wire_bytes = static_cast<uint32_t>(pkt_bytes);
-      auto wn = std::make_unique<host::WorkerNode>(w);
+      auto wn = std::make_unique<host::WorkerNode>(cluster.worker(r->second, static_cast<NodeId>(wp.node), w));
       tensors[r->second] = std::make_shared<host::SyntheticTensor>(data_seed, r->second, n);
       wn->submit(tensors[r->second], elems);
       nodes[r->second] = wn.get();
@@ -168,14 +153,11 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished && ps->entries()) probs.push_back(fmt::format("{} PS entries left", ps->entries()));
   // Every node is honest here: anything refused is a protocol bug.
-  uint64_t sw_bad = 0, w_bad = 0;
-  for (auto* sw : switches) sw_bad += sw->stats().malformed + sw->stats().foreign();
-  for (auto* w : nodes) w_bad += w->transport().stats().malformed + w->transport().stats().foreign;
-  if (sw_bad) probs.push_back(fmt::format("switches refused {} packets as malformed or foreign", sw_bad));
-  if (ps->stats().malformed + ps->stats().foreign)
-    probs.push_back(fmt::format("the PS refused {} packets as malformed and {} as foreign", ps->stats().malformed,
-                                ps->stats().foreign));
-  if (w_bad) probs.push_back(fmt::format("workers refused {} packets as malformed or foreign", w_bad));
+  std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
+  std::vector<const host::WorkerTransport*> transports;
+  for (auto* w : nodes) transports.push_back(&w->transport());
+  if (const sim::Refusals refused = sim::count_refusals(sws, {ps}, transports); refused.total())
+    probs.push_back(refused.text());
   out.ok = probs.empty();
   for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
   return out;

@@ -14,7 +14,7 @@
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/star.hpp"
+#include "sim/cluster.hpp"
 #include "workload/model.hpp"
 #include "workload/training_worker.hpp"
 
@@ -31,67 +31,49 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));
 
-  const sim::StarPlan plan = sim::plan_star(std::vector<int>(s.jobs, s.workers_per_job), spec.has_ps);
-
   dp::SwitchConfig swc;
   swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
   swc.payload_values = payload_values;
   swc.seed = mix(seed, 0x5);
   swc.track_tasks = spec.track_tasks;
-  auto sw_owned = spec.make_switch(swc);
-  dp::SwitchProgram& sw = *sw_owned;
-  sim.add_node(std::move(sw_owned), true);
-  const uint32_t slots_per_pool = sim::register_jobs(sw, plan, spec.isolated);
+  sim::StarCluster cluster(sim, spec, std::vector<int>(s.jobs, s.workers_per_job), swc);
+  const sim::StarPlan& plan = cluster.plan();
+  dp::SwitchProgram& sw = cluster.sw();
 
   Rng job_rng(mix(seed, 0x70b5));
   const double pkt_bytes = s.payload_bytes + s.header_bytes;
   std::vector<workload::TrainingWorker*> workers;
-  std::vector<host::ParameterServer*> servers;
-  for (const auto& job : plan.jobs) {
+  host::WorkerConfig wbase;
+  profile.apply(wbase);
+  wbase.payload_values = payload_values;
+  wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
+  if (s.min_rto_us > 0) wbase.min_rto = from_us(s.min_rto_us);
+  wbase.reminder_after = s.reminder_after;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const auto& job = plan.jobs[j];
     const Time start = static_cast<Time>(job_rng.uniform() * from_us(s.start_jitter_us));
     const char model = s.model == "mixed" ? (job.id % 2 ? 'A' : 'B') : s.model[0];
     for (size_t r = 0; r < job.workers.size(); ++r) {
       workload::TrainingConfig tc;
-      auto& w = tc.transport;
-      profile.apply(w);
-      w.job = job.id;
-      w.rank = static_cast<uint8_t>(r);
-      w.nworkers = static_cast<uint8_t>(job.workers.size());
-      w.self = job.workers[r];
-      w.aggregator = plan.sw;
-      w.ps = job.ps;
-      w.payload_values = payload_values;
-      w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
-      w.window_cap = slots_per_pool;
-      if (s.min_rto_us > 0) w.min_rto = from_us(s.min_rto_us);
-      w.reminder_after = s.reminder_after;
+      tc.transport = cluster.worker(j, r, wbase);
       tc.model = workload::dsa_model(model, s.partition_mb, s.compute_ms);
       tc.iterations = s.iterations;
       tc.start = start;
       tc.send_jitter = from_us(s.send_jitter_us);
-      tc.seed = mix(seed, 0x1000 + w.self);
+      tc.seed = mix(seed, 0x1000 + tc.transport.self);
       tc.data_seed = mix(seed, 0x2000 + job.id);
       tc.dsa_priority = spec.eq1_priority;
       tc.link_gbps = s.link_gbps;
       auto node = std::make_unique<workload::TrainingWorker>(tc);
       workers.push_back(node.get());
-      sim.add_node(std::move(node), false);
+      cluster.add_host(job.workers[r], std::move(node));
     }
   }
-  if (spec.has_ps) {
-    for (const auto& job : plan.jobs) {
-      host::PsConfig pc;
-      profile.apply(pc);
-      pc.job = job.id;
-      pc.workers = job.workers;
-      pc.sw = plan.sw;
-      pc.payload_values = payload_values;
-      if (s.min_rto_us > 0) pc.min_timeout = from_us(s.min_rto_us);
-      auto node = std::make_unique<host::ParameterServer>(pc);
-      servers.push_back(node.get());
-      sim.add_node(std::move(node), false);
-    }
-  }
+  host::PsConfig pbase;
+  profile.apply(pbase);
+  pbase.payload_values = payload_values;
+  if (s.min_rto_us > 0) pbase.min_timeout = from_us(s.min_rto_us);
+  const std::vector<host::ParameterServer*> servers = cluster.add_servers(pbase);
   // Links: every host to the switch; faults per link.
   sim::LinkParams base;
   base.gbps = s.link_gbps;
@@ -102,16 +84,15 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   base.dup = s.dup;
   base.reorder = s.reorder;
   base.reorder_delay = from_us(s.reorder_delay_us);
-  for (NodeId h = 1; h < plan.nodes; ++h) {
+  cluster.wire([&](NodeId h) {
     sim::LinkParams p = base;
     const bool lossy_worker = !plan.jobs.empty() && h == plan.jobs[0].workers[0];
     bool is_ps = false;
     for (const auto& j : plan.jobs) is_ps |= j.ps == h;
     if (lossy_worker) p.loss = combine(p.loss, s.worker_loss);
     if (is_ps) p.loss = combine(p.loss, s.ps_loss);
-    sim.connect(h, plan.sw, p, p);
-  }
-  sim.build_routes();
+    return std::make_pair(p, p);
+  });
 
   sim.run(from_ms(s.max_sim_ms));
   bool all_finished = true;
@@ -165,11 +146,12 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     }
   }
   const auto& ss = sw.stats();
-  uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0, ps_refused = 0;
-  uint64_t worker_refused = 0;
-  for (const auto* w : workers) worker_refused += w->transport().stats().malformed + w->transport().stats().foreign;
+  uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0;
+  std::vector<const host::WorkerTransport*> transports;
+  for (const auto* w : workers) transports.push_back(&w->transport());
+  const sim::Refusals refused =
+      sim::count_refusals({&sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
   for (auto* p : servers) {
-    ps_refused += p->stats().malformed + p->stats().foreign;
     ps_completions += p->stats().completions;
     ps_timeout_rem += p->stats().timeout_reminders;
     ps_entries += p->entries();
@@ -215,10 +197,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS dictionary entries left", ps_entries));
   if (all_finished && sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
   // Every node here is honest: a packet refused as malformed or foreign is a protocol bug.
-  if (ss.malformed + ss.foreign())
-    probs.push_back(fmt::format("the switch refused {} packets as malformed and {} as foreign", ss.malformed, ss.foreign()));
-  if (ps_refused) probs.push_back(fmt::format("PSs refused {} packets as malformed or foreign", ps_refused));
-  if (worker_refused) probs.push_back(fmt::format("workers refused {} packets as malformed or foreign", worker_refused));
+  if (refused.total()) probs.push_back(refused.text());
   if (leaked_aggs && s.dup == 0 && s.reorder == 0)
     probs.push_back(fmt::format("{} aggregators still held after every job ended", leaked_aggs));
   out.ok = probs.empty();

@@ -1,0 +1,129 @@
+#include "sim/cluster.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ina::sim {
+
+std::string Refusals::text() const {
+  std::string t;
+  auto add = [&](uint64_t n, const char* who) {
+    if (!n) return;
+    t += fmt::format("{}{} refused {} packets as malformed or foreign", t.empty() ? "" : "; ", who, n);
+  };
+  add(switches, "switches");
+  add(servers, "PSs");
+  add(workers, "workers");
+  return t;
+}
+
+Refusals count_refusals(const std::vector<const dp::SwitchProgram*>& switches,
+                        const std::vector<const host::ParameterServer*>& servers,
+                        const std::vector<const host::WorkerTransport*>& workers) {
+  Refusals r;
+  for (const auto* s : switches) r.switches += s->stats().malformed + s->stats().foreign();
+  for (const auto* p : servers) r.servers += p->stats().malformed + p->stats().foreign;
+  for (const auto* w : workers) r.workers += w->stats().malformed + w->stats().foreign;
+  return r;
+}
+
+StarCluster::StarCluster(Simulator& sim, const schemes::Scheme& scheme, const std::vector<int>& workers_per_job,
+                         const dp::SwitchConfig& sw)
+    : sim_(sim), scheme_(scheme), plan_(plan_star(workers_per_job, scheme.has_ps)) {
+  if (sim.node_count() != 0) throw std::logic_error("StarCluster: the simulator must be empty");
+  auto prog = scheme.make_switch(sw);
+  sw_ = prog.get();
+  if (sim.add_node(std::move(prog), true) != plan_.sw) throw std::logic_error("StarCluster: the switch is not node 0");
+  slots_ = register_jobs(*sw_, plan_, scheme.isolated);
+}
+
+host::WorkerConfig StarCluster::worker(size_t j, size_t rank, host::WorkerConfig w) const {
+  const StarJob& job = plan_.jobs.at(j);
+  w.job = job.id;
+  w.rank = static_cast<uint8_t>(rank);
+  w.nworkers = static_cast<uint8_t>(job.workers.size());
+  w.self = job.workers.at(rank);
+  w.aggregator = plan_.sw;
+  w.ps = job.ps;
+  w.switches.clear();
+  w.window_cap = slots_;  // isolated: slots per pool; shared pools: 0
+  return w;
+}
+
+host::PsConfig StarCluster::ps(size_t j, host::PsConfig p) const {
+  const StarJob& job = plan_.jobs.at(j);
+  if (job.ps == kNoNode) throw std::logic_error(fmt::format("StarCluster: scheme {} has no PS", scheme_.name));
+  p.job = job.id;
+  p.workers = job.workers;
+  p.sw = plan_.sw;
+  p.more_switches.clear();
+  return p;
+}
+
+void StarCluster::add_host(NodeId planned, std::unique_ptr<Node> n) {
+  const NodeId got = sim_.add_node(std::move(n), false);
+  if (got != planned) throw std::logic_error(fmt::format("StarCluster: host added as node {}, planned as {}", got, planned));
+}
+
+std::vector<host::ParameterServer*> StarCluster::add_servers(const host::PsConfig& base) {
+  std::vector<host::ParameterServer*> out;
+  if (!scheme_.has_ps) return out;
+  for (size_t j = 0; j < plan_.jobs.size(); ++j) {
+    auto node = std::make_unique<host::ParameterServer>(ps(j, base));
+    out.push_back(node.get());
+    add_host(plan_.jobs[j].ps, std::move(node));
+  }
+  return out;
+}
+
+void StarCluster::wire(const std::function<std::pair<LinkParams, LinkParams>(NodeId)>& link) {
+  if (sim_.node_count() != plan_.nodes) throw std::logic_error("StarCluster: add every planned host before wiring");
+  for (NodeId h = 1; h < plan_.nodes; ++h) {
+    const auto [up, down] = link(h);
+    sim_.connect(h, plan_.sw, up, down);
+  }
+  sim_.build_routes();
+}
+
+TopologyCluster::TopologyCluster(const schemes::Scheme& scheme, Job job, std::vector<NodeId> switches,
+                                 std::vector<uint64_t> masks)
+    : scheme_(scheme), job_(std::move(job)), switches_(std::move(switches)), masks_(std::move(masks)) {
+  if (masks_.size() != switches_.size()) throw std::invalid_argument("TopologyCluster: one mask per switch");
+}
+
+std::unique_ptr<dp::SwitchProgram> TopologyCluster::make_switch(size_t i, const dp::SwitchConfig& cfg) const {
+  auto prog = scheme_.make_switch(cfg);
+  dp::SwitchJob sj;
+  sj.job = job_.id;
+  sj.workers = job_.workers;
+  sj.ps = job_.ps;
+  sj.agg_mask = masks_.at(i);
+  prog->add_job(sj);
+  for (NodeId peer : switches_)
+    if (peer != switches_[i]) prog->add_peer(peer);
+  return prog;
+}
+
+host::WorkerConfig TopologyCluster::worker(size_t rank, NodeId aggregator, host::WorkerConfig w) const {
+  w.job = job_.id;
+  w.rank = static_cast<uint8_t>(rank);
+  w.nworkers = static_cast<uint8_t>(job_.workers.size());
+  w.self = job_.workers.at(rank);
+  w.aggregator = aggregator;
+  w.ps = job_.ps;
+  w.switches = switches_;  // results are multicast from whichever switch the tree starts at
+  return w;
+}
+
+host::PsConfig TopologyCluster::ps(NodeId first_hop, host::PsConfig p) const {
+  p.job = job_.id;
+  p.workers = job_.workers;
+  p.sw = first_hop;
+  p.more_switches.clear();
+  for (size_t i = 0; i < switches_.size(); ++i)
+    if (masks_[i]) p.more_switches.push_back(switches_[i]);  // the reminder fetches from every aggregating switch
+  return p;
+}
+
+}  // namespace ina::sim

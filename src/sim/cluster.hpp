@@ -1,0 +1,99 @@
+#pragma once
+// One builder for simulated clusters. The runner, the tests and GRID's
+// simulator run wire their switches, PSes and workers through it, so the
+// rules that make nodes talk to each other live in one place: node ids, the
+// scheme's switch program, the job table (with SwitchML's regions), switches
+// as peers of each other, the sources a worker accepts results from
+// (`WorkerConfig::switches`), the switches a PS fetches from
+// (`PsConfig::more_switches`), and the check that honest nodes refused
+// nothing (job isolation counts a refusal as malformed or foreign).
+//
+// Callers make their own host nodes (training workers, plain workers,
+// float-allreduce nodes, wrapped ones) from the configs the builder gives and
+// add them in id order.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataplane/switch.hpp"
+#include "host/ps.hpp"
+#include "host/worker.hpp"
+#include "schemes/registry.hpp"
+#include "sim/engine.hpp"
+#include "sim/star.hpp"
+
+namespace ina::sim {
+
+// Packets honest nodes refused (malformed or foreign), and a text naming who
+// refused how many; empty when nothing was refused.
+struct Refusals {
+  uint64_t switches = 0, servers = 0, workers = 0;
+  uint64_t total() const { return switches + servers + workers; }
+  std::string text() const;
+};
+Refusals count_refusals(const std::vector<const dp::SwitchProgram*>& switches,
+                        const std::vector<const host::ParameterServer*>& servers,
+                        const std::vector<const host::WorkerTransport*>& workers);
+
+// A star: switch 0, the jobs' workers, then one PS per job if the scheme has one.
+class StarCluster {
+ public:
+  // Builds the plan, adds the scheme's switch program (node 0) and registers the jobs.
+  StarCluster(Simulator& sim, const schemes::Scheme& scheme, const std::vector<int>& workers_per_job,
+              const dp::SwitchConfig& sw);
+
+  const StarPlan& plan() const { return plan_; }
+  dp::SwitchProgram& sw() { return *sw_; }
+  const dp::SwitchProgram& sw() const { return *sw_; }
+  uint32_t slots_per_pool() const { return slots_; }  // isolated schemes' window cap, else 0
+
+  // Worker `rank` of job index `j`: its ids, switch, PS and window cap over `base`.
+  host::WorkerConfig worker(size_t j, size_t rank, host::WorkerConfig base = {}) const;
+  // The PS of job index `j` over `base` (the scheme must have a PS).
+  host::PsConfig ps(size_t j, host::PsConfig base = {}) const;
+  // Adds a host at its planned id; throws std::logic_error if the id differs.
+  void add_host(NodeId planned, std::unique_ptr<Node> n);
+  // Adds every job's PS (after the workers), made from ps(j, base).
+  std::vector<host::ParameterServer*> add_servers(const host::PsConfig& base);
+  // Links every host to the switch; link(h) gives (host->switch, switch->host).
+  void wire(const std::function<std::pair<LinkParams, LinkParams>(NodeId)>& link);
+
+ private:
+  Simulator& sim_;
+  const schemes::Scheme& scheme_;
+  StarPlan plan_;
+  dp::SwitchProgram* sw_ = nullptr;
+  uint32_t slots_ = 0;
+};
+
+// One job over several switches (GRID): every switch runs the scheme's
+// program with the job registered (aggregating the ranks in its mask), each
+// switch is a peer of the others, workers accept results from any of them,
+// and the PS fetches from every aggregating switch.
+class TopologyCluster {
+ public:
+  struct Job {
+    uint16_t id = 1;
+    std::vector<NodeId> workers;  // by rank
+    NodeId ps = kNoNode;
+  };
+  // `switches`: every switch's node id; `masks[i]`: the ranks switches[i] aggregates.
+  TopologyCluster(const schemes::Scheme& scheme, Job job, std::vector<NodeId> switches, std::vector<uint64_t> masks);
+
+  // The program of switch i (configured by `cfg`), job registered, peers set.
+  std::unique_ptr<dp::SwitchProgram> make_switch(size_t i, const dp::SwitchConfig& cfg) const;
+  // Worker `rank`, whose fragments go to `aggregator` (a switch or the PS).
+  host::WorkerConfig worker(size_t rank, NodeId aggregator, host::WorkerConfig base = {}) const;
+  // The PS; `first_hop` is the switch it hangs off.
+  host::PsConfig ps(NodeId first_hop, host::PsConfig base = {}) const;
+
+ private:
+  const schemes::Scheme& scheme_;
+  Job job_;
+  std::vector<NodeId> switches_;
+  std::vector<uint64_t> masks_;
+};
+
+}  // namespace ina::sim
