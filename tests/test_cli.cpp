@@ -115,3 +115,18 @@ TEST(Cli, BenchSimRunsAndReportsHopsPerSecond) {
   r = run("bench no-such-suite");
   EXPECT_EQ(r.status, 2) << r.output;
 }
+
+// `ina schemes` is how scripts (scripts/netns-cluster) learn the registry:
+// catches a scheme registered for the wrong engine or missing its PS flag.
+TEST(Cli, SchemesListsTheRegistryPerEngine) {
+  const auto r = run("schemes --engine runtime --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  std::vector<std::pair<std::string, bool>> got;
+  for (const auto& s : j) got.emplace_back(s.at("name").get<std::string>(), s.at("has_ps").get<bool>());
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, bool>>{{"switchml", false}, {"atp", true}, {"dsa", true}}));
+  EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
+  const auto all = nlohmann::json::parse(run("schemes --json").output);
+  EXPECT_EQ(all.size(), 6u);
+  EXPECT_NE(run("schemes --engine nowhere").status, 0);
+}

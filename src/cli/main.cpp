@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -173,6 +174,13 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train; `ina train --help` lists its options)");
   train->prefix_command();  // everything after `train` goes to ina-train ...
   train->set_help_flag();    // ... --help too: ina-train lists the training options
+  // The registry, for scripts and people: which schemes an engine runs.
+  std::string schemes_engine;
+  bool schemes_json = false;
+  auto* schemes_cmd = app.add_subcommand("schemes", "List the registered schemes (name, aliases, PS, engines)");
+  schemes_cmd->add_option("--engine", schemes_engine, "only those this engine runs: sim, topology, runtime or training")
+      ->check(CLI::IsMember({"sim", "topology", "runtime", "training"}));
+  schemes_cmd->add_flag("--json", schemes_json, "one JSON array (for scripts)");
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
@@ -192,6 +200,33 @@ int main(int argc, char** argv) {
       auto sc = ina::exp::parse_scenario(kDemoScenario, "<demo>");
       std::cout << sc.title << "\n";
       return simulate(sc, demo_out, false, std::max(1u, std::thread::hardware_concurrency()));
+    }
+    if (*schemes_cmd) {
+      using ina::schemes::Engine;
+      const Engine engines[] = {Engine::SimStar, Engine::SimTopology, Engine::Runtime, Engine::Training};
+      const char* engine_names[] = {"sim", "topology", "runtime", "training"};
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& sc : ina::schemes::all()) {
+        nlohmann::json runs = nlohmann::json::array();
+        bool wanted = schemes_engine.empty();
+        for (size_t k = 0; k < 4; ++k)
+          if (sc.supports(engines[k])) {
+            runs.push_back(engine_names[k]);
+            wanted |= schemes_engine == engine_names[k];
+          }
+        if (!wanted) continue;
+        out.push_back({{"name", sc.name}, {"aliases", sc.aliases}, {"policy", sc.policy}, {"has_ps", sc.has_ps},
+                       {"isolated", sc.isolated}, {"engines", runs}, {"description", sc.description}});
+      }
+      if (schemes_json) {
+        std::cout << out.dump() << "\n";
+      } else {
+        for (const auto& e : out)
+          std::cout << fmt::format("{:<11} {}{}; engines: {}\n", e["name"].get<std::string>(),
+                                   e["description"].get<std::string>(), e["has_ps"].get<bool>() ? "; PS per job" : "",
+                                   fmt::join(e["engines"].get<std::vector<std::string>>(), ", "));
+      }
+      return 0;
     }
     const std::string chosen = app.get_subcommands().front()->get_name();
     if (chosen == "train") {
