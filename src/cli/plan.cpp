@@ -2,6 +2,7 @@
 //
 //   ina plan grid        GRID / ATP / SwitchML / Geryon plan for one job
 //   ina plan grid-sweep  the GRID paper's large-scale experiments (a TOML file)
+//   ina plan rina        Rina's BOM: PS-based INA vs Rina throughput, deployment order
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -24,6 +25,7 @@
 #include "cli/commands.hpp"
 #include "experiment/grid_sim.hpp"
 #include "control/grid.hpp"
+#include "control/rina_bom.hpp"
 #include "experiment/results.hpp"
 #include "topo/graph.hpp"
 
@@ -57,7 +59,7 @@ TopologyChoice load_topology(const std::string& spec, const topo::InaDeployment&
     return {std::move(*g), true, std::nullopt};
   }
   if (!fs::exists(spec))
-    throw UsageError(fmt::format("{}: no such file '{}' (or use fat-tree:K, fat-tree-paper, leaf-spine-paper)", what, spec));
+    throw UsageError(fmt::format("{}: no such file '{}' (or use fat-tree:K, fat-tree-paper, leaf-spine-paper, dragonfly:A,G,H)", what, spec));
   auto file = topo::load_topology_file(spec);
   return {std::move(file.graph), false, std::move(file.job)};
 }
@@ -268,6 +270,131 @@ int run_grid(const GridArgs& a, const CLI::App& cmd) {
                  sim->ok ? "every result exact" : "FAILED: " + sim->problems);
   }
   return sim && !sim->ok ? 3 : 0;
+}
+
+// ---- ina plan rina -----------------------------------------------------------
+
+struct RinaArgs {
+  std::string topology;
+  std::string ps;
+  std::vector<std::string> workers;
+  std::vector<std::string> ina;
+  int ina_count = 0;
+  bool json = false;
+};
+
+int run_rina(const RinaArgs& a, const CLI::App& cmd) {
+  namespace rina = ina::control::rina;
+  auto given = [&](const char* opt) { return cmd.count(opt) > 0; };
+  if (given("--ina") && given("--ina-count")) throw UsageError("give either --ina or --ina-count, not both");
+  std::optional<topo::Graph> generated;
+  try {
+    generated = topo::generate(a.topology);
+  } catch (const topo::TopologyError& e) {
+    throw UsageError(fmt::format("--topology '{}': {}", a.topology, e.what()));
+  }
+  std::optional<topo::JobSpec> file_job;
+  if (!generated) {
+    if (!fs::exists(a.topology))
+      throw UsageError(fmt::format("--topology: no such file '{}' (or use fat-tree:K, fat-tree-paper, "
+                                   "leaf-spine-paper, dragonfly:A,G,H)", a.topology));
+    auto file = topo::load_topology_file(a.topology);
+    generated = std::move(file.graph);
+    file_job = std::move(file.job);
+  }
+  const topo::Graph& g = *generated;
+  const std::vector<topo::NodeId> hosts = g.hosts();
+
+  // Workers: names, a count N (the first N hosts in rack order), the file's job, or every host.
+  std::vector<topo::NodeId> workers;
+  int count = -1;
+  if (given("--workers") && a.workers.size() == 1) {
+    const std::string& w = a.workers[0];
+    int n = 0;
+    const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), n);
+    if (ec == std::errc() && end == w.data() + w.size()) {
+      if (n < 2) throw UsageError(fmt::format("--workers: need at least 2 workers, got {}", w));
+      count = n;
+    }
+  }
+  if (count > 0) {
+    if (static_cast<size_t>(count) > hosts.size())
+      throw UsageError(fmt::format("--workers: {} workers requested but {} has only {} hosts", count, g.name, hosts.size()));
+    workers.assign(hosts.begin(), hosts.begin() + count);
+  } else if (given("--workers")) {
+    if (a.workers.size() > hosts.size())
+      throw UsageError(fmt::format("--workers: {} workers given but {} has only {} hosts", a.workers.size(), g.name, hosts.size()));
+    for (const auto& name : a.workers) {
+      const topo::NodeId w = g.at(name, "--workers");
+      if (!g.is_host(w)) throw UsageError(fmt::format("--workers: '{}' is a switch, not a host", name));
+      if (std::find(workers.begin(), workers.end(), w) != workers.end())
+        throw UsageError(fmt::format("--workers: '{}' is listed twice", name));
+      workers.push_back(w);
+    }
+  } else if (file_job) {
+    for (const auto& name : file_job->workers) workers.push_back(g.at(name, "job.workers"));
+  } else {
+    workers = hosts;
+  }
+  if (workers.size() < 2) throw UsageError(fmt::format("--workers: need at least 2 workers, got {}", workers.size()));
+
+  std::optional<topo::NodeId> ps;
+  if (given("--ps")) {
+    ps = g.at(a.ps, "--ps");
+    if (!g.is_host(*ps)) throw UsageError(fmt::format("--ps: '{}' is a switch, not a host", a.ps));
+  } else if (file_job) {
+    ps = g.at(file_job->ps, "job.ps");
+  }
+
+  const std::vector<topo::NodeId> order = rina::deployment_order(g, workers);
+  std::vector<topo::NodeId> ina;
+  if (given("--ina")) {
+    for (const auto& name : a.ina) {
+      const auto id = g.find(name);
+      if (!id) throw UsageError(fmt::format("--ina: unknown switch '{}'", name));
+      if (g.is_host(*id)) throw UsageError(fmt::format("--ina: '{}' is a host, not a switch", name));
+      ina.push_back(*id);
+    }
+  } else if (given("--ina-count")) {
+    if (a.ina_count < 0 || static_cast<size_t>(a.ina_count) > order.size())
+      throw UsageError(fmt::format("--ina-count: expected 0..{} (the number of switches), got {}", order.size(), a.ina_count));
+    ina.assign(order.begin(), order.begin() + a.ina_count);
+  } else {
+    ina = g.ina_switches();
+  }
+
+  const rina::PsInaResult psr = rina::ps_ina_throughput(g, workers, ina, ps);
+  const rina::RinaResult rr = rina::rina_throughput(g, workers, ina);
+  auto names = [&](const std::vector<topo::NodeId>& ids) {
+    std::vector<std::string> out;
+    for (const auto id : ids) out.push_back(g.node(id).name);
+    return out;
+  };
+  if (a.json) {
+    ojson j;
+    j["topology"] = g.name;
+    j["workers"] = workers.size();
+    j["switches"] = g.switches().size();
+    j["ina"] = names(ina);
+    j["ps"] = g.node(psr.ps).name;
+    j["ps_ina_gbps"] = gbps(psr.gbps);
+    j["ps_ina_bottleneck"] = {{"link", g.arc_name(psr.bottleneck)}, {"flows", psr.flows}};
+    j["rina_gbps"] = gbps(rr.gbps);
+    j["rina_bottleneck"] = {{"link", g.arc_name(rr.bottleneck)}, {"flows", rr.flows}};
+    j["groups"] = rr.groups.size();
+    j["ring_steps"] = rr.ring_steps;
+    j["deployment_order"] = names(order);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    fmt::print("{}: {} workers, {} switches, {} INA: {}\n", g.name, workers.size(), g.switches().size(), ina.size(),
+               ina.empty() ? "(none)" : join(names(ina), ","));
+    fmt::print("PS-based INA (BOM, PS {}): {:g} Gbps per worker (bottleneck {}: {} senders)\n", g.node(psr.ps).name,
+               gbps(psr.gbps), g.arc_name(psr.bottleneck), psr.flows);
+    fmt::print("Rina: {:g} Gbps per worker (bottleneck {}: {} flows); {} groups, {} ring steps per allreduce\n",
+               gbps(rr.gbps), g.arc_name(rr.bottleneck), rr.flows, rr.groups.size(), rr.ring_steps);
+    fmt::print("deployment order (Rina §IV-D): {}\n", join(names(order), ","));
+  }
+  return 0;
 }
 
 // ---- ina plan grid-sweep -----------------------------------------------------
@@ -617,6 +744,8 @@ int guarded(const std::function<int()>& body) {
     std::cerr << "error: " << e.what() << "\n";
   } catch (const SweepError& e) {
     std::cerr << "error: " << e.what() << "\n";
+  } catch (const ina::control::rina::BomError& e) {
+    std::cerr << "error: " << e.what() << "\n";
   }
   return 2;
 }
@@ -659,8 +788,25 @@ Runner register_plan(CLI::App& app) {
   s->add_option("file", *sweep_file, "sweep TOML file (see scenarios/grid/)")->required();
   s->add_option("--out", *sweep_out, "write results.json, results.csv and PNG plots here");
 
-  return [plan, g, s, args, sweep_file, sweep_out] {
+  auto rargs = std::make_shared<RinaArgs>();
+  auto* r = plan->add_subcommand("rina", "Rina's BOM: PS-based INA vs Rina throughput and the incremental deployment order");
+  r->add_option("--topology", rargs->topology,
+                "topology: a JSON file, fat-tree:K, fat-tree-paper, leaf-spine-paper or dragonfly:A,G,H")
+      ->required();
+  r->add_option("--workers", rargs->workers,
+                "worker hosts, comma-separated, or a count N (the first N hosts); default: the file's job.workers, "
+                "else every host")
+      ->delimiter(',');
+  r->add_option("--ps", rargs->ps,
+                "PS host for PS-based INA (default: the file's job.ps, else the first non-worker host, else the first worker)");
+  r->add_option("--ina", rargs->ina, "INA switches, comma-separated names (default: the topology's programmable switches)")
+      ->delimiter(',');
+  r->add_option("--ina-count", rargs->ina_count, "the first N switches of the deployment order are INA");
+  r->add_flag("--json", rargs->json, "print one JSON object");
+
+  return [plan, g, s, r, args, rargs, sweep_file, sweep_out] {
     if (g->parsed()) return guarded([&] { return run_grid(*args, *g); });
+    if (r->parsed()) return guarded([&] { return run_rina(*rargs, *r); });
     if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out); });
     return 0;
   };

@@ -1,7 +1,8 @@
-// Topology generators (fat-tree, leaf-spine) and INA deployment.
+// Topology generators (fat-tree, leaf-spine, dragonfly) and INA deployment.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 
@@ -64,6 +65,37 @@ Graph leaf_spine_paper() {
   return g;
 }
 
+Graph dragonfly(int a, int g, int h, int hosts_per_router, double link_gbps) {
+  if (a < 1) throw TopologyError(fmt::format("dragonfly: routers per group a must be >= 1, got a={}", a));
+  if (g < 2) throw TopologyError(fmt::format("dragonfly: groups g must be >= 2, got g={}", g));
+  if (h < 1) throw TopologyError(fmt::format("dragonfly: global links per router h must be >= 1, got h={}", h));
+  if (hosts_per_router < 1)
+    throw TopologyError(fmt::format("dragonfly: hosts per router p must be >= 1, got p={}", hosts_per_router));
+  if (static_cast<int64_t>(a) * g > 4096)
+    throw TopologyError(fmt::format("dragonfly: at most 4096 routers, got a*g = {}*{} = {}", a, g, static_cast<int64_t>(a) * g));
+  if (static_cast<int64_t>(a) * h < g - 1)
+    throw TopologyError(fmt::format(
+        "dragonfly: groups g={} need g-1 = {} global links per group to connect all-to-all, but a*h = {}*{} = {} "
+        "(a*h >= g-1 is required)",
+        g, g - 1, a, h, static_cast<int64_t>(a) * h));
+  Graph gr;
+  gr.name = fmt::format("dragonfly:{},{},{}", a, g, h);
+  std::vector<NodeId> router;  // router[group * a + r]
+  for (int grp = 0; grp < g; ++grp)
+    for (int r = 0; r < a; ++r) router.push_back(gr.add_switch(fmt::format("g{}r{}", grp, r)));
+  int host = 0;
+  for (const NodeId r : router)
+    for (int p = 0; p < hosts_per_router; ++p) gr.add_link(gr.add_host(fmt::format("h{}", host++)), r, link_gbps);
+  for (int grp = 0; grp < g; ++grp)
+    for (int r1 = 0; r1 < a; ++r1)
+      for (int r2 = r1 + 1; r2 < a; ++r2) gr.add_link(router[grp * a + r1], router[grp * a + r2], link_gbps);
+  // The k-th global link of group i (peers ascending, skipping i) sits on router k / h.
+  auto port = [&](int grp, int peer) { return (peer < grp ? peer : peer - 1) / h; };
+  for (int i = 0; i < g; ++i)
+    for (int j = i + 1; j < g; ++j) gr.add_link(router[i * a + port(i, j)], router[j * a + port(j, i)], link_gbps);
+  return gr;
+}
+
 void deploy_ina(Graph& g, const InaDeployment& d, uint64_t seed) {
   if (!(d.min_gbps > 0) || !(d.max_gbps >= d.min_gbps) || !std::isfinite(d.max_gbps))
     throw TopologyError(fmt::format("INA capacity range must satisfy 0 < min <= max, got [{}, {}]", d.min_gbps, d.max_gbps));
@@ -120,6 +152,19 @@ std::optional<Graph> generate(std::string_view spec) {
     if (ec != std::errc() || end != num.data() + num.size())
       throw TopologyError(fmt::format("topology '{}': expected fat-tree:K with an even integer K", spec));
     return fat_tree(k);
+  }
+  if (spec.starts_with("dragonfly:")) {
+    std::string_view rest = spec.substr(10);
+    std::array<int, 3> v{};
+    for (size_t i = 0; i < v.size(); ++i) {
+      const size_t comma = i + 1 < v.size() ? rest.find(',') : rest.size();
+      const std::string_view num = rest.substr(0, comma);
+      const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v[i]);
+      if (comma == std::string_view::npos || num.empty() || ec != std::errc() || end != num.data() + num.size())
+        throw TopologyError(fmt::format("topology '{}': expected dragonfly:A,G,H with three integers", spec));
+      rest = i + 1 < v.size() ? rest.substr(comma + 1) : std::string_view();
+    }
+    return dragonfly(v[0], v[1], v[2], std::max(1, v[0] / 2));
   }
   return std::nullopt;
 }

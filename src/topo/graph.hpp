@@ -143,6 +143,18 @@ Graph leaf_spine(int spines, int leaves, int hosts, double link_gbps = 100);
 // 100 Gbps links.
 Graph leaf_spine_paper();
 
+// Dragonfly (Kim et al., ISCA 2008): g groups of a routers ("g<G>r<R>"),
+// the routers of a group fully connected by local links, h global ports per
+// router, and hosts_per_router hosts on every router. Every pair of groups is
+// joined by exactly one global link, so a * h >= g - 1 is required (the
+// balanced, largest dragonfly has g = a * h + 1; the Rina paper's a = 4,
+// g = 9, h = 2 is one). Group i's global links, in order of the peer group
+// (ascending, skipping i), use router k / h for its k-th link: router r of a
+// group has min(h, g - 1 - r * h) global links (h each when g = a * h + 1).
+// Requires a >= 1, 2 <= g, h >= 1, hosts_per_router >= 1 and at most 4096
+// routers; otherwise a TopologyError names the parameter and its value.
+Graph dragonfly(int a, int g, int h, int hosts_per_router, double link_gbps = 100);
+
 // Which switches are programmable, and their capacities C_s ~ U(min, max)
 // (the paper's §6.3: U(100 Gbps, 3.2 Tbps)). Scenario (a): the ToR/leaf
 // switches; scenario (b): 20 % of all switches, chosen at random.
@@ -159,8 +171,11 @@ void deploy_ina(Graph& g, const InaDeployment& d, uint64_t seed);
 // Parses "tor", "all" or "random:F" (0 < F <= 1) into d.where / d.fraction.
 void parse_ina_where(std::string_view text, InaDeployment& d);
 
-// Builds "fat-tree:K", "fat-tree-paper" or "leaf-spine-paper"; nullopt for
-// any other text (the caller may then treat it as a file name).
+// Builds "fat-tree:K", "fat-tree-paper", "leaf-spine-paper" or
+// "dragonfly:A,G,H" (hosts per router p = max(1, A / 2): Kim et al.'s balanced
+// dragonfly has a = 2p = 2h, so the Rina paper's a = 4, g = 9, h = 2 gets
+// p = 2, 72 hosts); nullopt for any other text (the caller may then treat it
+// as a file name).
 std::optional<Graph> generate(std::string_view spec);
 
 // ---- JSON topology files -----------------------------------------------

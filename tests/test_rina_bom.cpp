@@ -1,0 +1,278 @@
+// Rina (paper: ../shared/papers/rina.md): the
+// Bandwidth-Occupation Model (§III-B) for PS-based INA and for Rina, the
+// §IV-D deployment order, and `ina plan rina`. Every expected value is
+// derived by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "control/rina_bom.hpp"
+#include "topo/graph.hpp"
+
+namespace rina = ina::control::rina;
+using ina::topo::Graph;
+using ina::topo::NodeId;
+
+namespace {
+
+std::vector<NodeId> ids(const Graph& g, const std::vector<std::string>& names) {
+  std::vector<NodeId> out;
+  for (const auto& n : names) out.push_back(g.at(n, "test"));
+  return out;
+}
+
+std::vector<std::string> names(const Graph& g, const std::vector<NodeId>& v) {
+  std::vector<std::string> out;
+  for (const NodeId id : v) out.push_back(g.node(id).name);
+  return out;
+}
+
+std::vector<NodeId> hosts_from(const Graph& g, size_t first) {
+  const auto h = g.hosts();
+  return {h.begin() + static_cast<std::ptrdiff_t>(first), h.end()};
+}
+
+}  // namespace
+
+// ---- BOM: PS-based INA -----------------------------------------------------
+
+// The paper's Fig. 4: PS - S4; S4's children: INA switch S3 and worker W6;
+// S3's children: workers W1, W2 and switch S2 (T1's outbound switch); T1:
+// S2 - {S0a - {W3, W4}, S0b - {W5, W7}}, 4 workers, no INA. All links B0 = 100.
+Graph fig4() {
+  Graph g;
+  const NodeId ps = g.add_host("PS");
+  const NodeId s4 = g.add_switch("S4"), s3 = g.add_switch("S3"), s2 = g.add_switch("S2");
+  const NodeId s0a = g.add_switch("S0a"), s0b = g.add_switch("S0b");
+  g.add_link(ps, s4, 100);
+  g.add_link(s4, s3, 100);
+  g.add_link(g.add_host("W6"), s4, 100);
+  g.add_link(g.add_host("W1"), s3, 100);
+  g.add_link(g.add_host("W2"), s3, 100);
+  g.add_link(s3, s2, 100);
+  g.add_link(s2, s0a, 100);
+  g.add_link(s2, s0b, 100);
+  g.add_link(g.add_host("W3"), s0a, 100);
+  g.add_link(g.add_host("W4"), s0a, 100);
+  g.add_link(g.add_host("W5"), s0b, 100);
+  g.add_link(g.add_host("W7"), s0b, 100);
+  return g;
+}
+
+TEST(RinaBom, Fig4WorkedExampleIsAQuarterOfB0) {
+  const Graph g = fig4();
+  const auto workers = ids(g, {"W1", "W2", "W3", "W4", "W5", "W6", "W7"});
+  // S3 INA: S4's uplink carries S3 (one worker, Lemma 2) + W6 = 2 -> B0/2;
+  // S2's uplink carries T1's 4 workers -> B0/4 (Lemma 1); minimum B0/4 = 25.
+  const auto r = rina::ps_ina_throughput(g, workers, ids(g, {"S3"}));
+  EXPECT_EQ(g.node(r.ps).name, "PS");
+  EXPECT_DOUBLE_EQ(r.gbps, 25.0);
+  EXPECT_EQ(g.arc_name(r.bottleneck), "S2->S3");
+  EXPECT_EQ(r.flows, 4);
+  // No INA: S4's uplink carries all 7 workers -> 100/7 (Lemma 1: 1/W).
+  const auto none = rina::ps_ina_throughput(g, workers, {});
+  EXPECT_DOUBLE_EQ(none.gbps, 100.0 / 7);
+  EXPECT_EQ(g.arc_name(none.bottleneck), "S4->PS");
+  // S2 INA too: S4 2 flows, S3 1, S2 1, S0a/S0b 2 each -> B0/2 = 50.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, ids(g, {"S3", "S2"})).gbps, 50.0);
+  // Every switch INA: every uplink carries one flow -> B0.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, ids(g, {"S4", "S3", "S2", "S0a", "S0b"})).gbps, 100.0);
+}
+
+TEST(RinaBom, LeafSpineTestbedPsIna) {
+  // The Fig. 12 testbed shape: 2 racks x 4 hosts, 2 spines. Workers h1..h7,
+  // PS h0 (the first host that is not a worker). BFS from h0: leaf0 -> spine0
+  // -> leaf1 (spine1 reaches nothing new).
+  const Graph g = ina::topo::leaf_spine(2, 2, 8, 100);
+  const auto workers = hosts_from(g, 1);
+  const auto none = rina::ps_ina_throughput(g, workers, {});
+  EXPECT_EQ(g.node(none.ps).name, "h0");
+  EXPECT_DOUBLE_EQ(none.gbps, 100.0 / 7);  // leaf0 -> h0 carries h1..h3 + h4..h7
+  // leaf1 INA: leaf0 -> h0 carries h1, h2, h3 and leaf1 = 4 -> 25.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, ids(g, {"leaf1"})).gbps, 25.0);
+  // leaf0 INA only: leaf1 -> spine0 and spine0 -> leaf0 still carry 4 -> 25;
+  // the arc reported is the first in BFS order (nearest the PS).
+  const auto l0 = rina::ps_ina_throughput(g, workers, ids(g, {"leaf0"}));
+  EXPECT_DOUBLE_EQ(l0.gbps, 25.0);
+  EXPECT_EQ(g.arc_name(l0.bottleneck), "spine0->leaf0");
+  EXPECT_EQ(l0.flows, 4);
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, ids(g, {"leaf0", "leaf1"})).gbps, 100.0);
+  // An explicit PS that is itself a worker: h4 aggregates its own gradient
+  // locally; leaf1 -> h4 carries h5..h7 + h1..h3 (h0 does not work) = 6.
+  const auto at_h4 = rina::ps_ina_throughput(g, workers, {}, g.at("h4", "t"));
+  EXPECT_DOUBLE_EQ(at_h4.gbps, 100.0 / 6);
+}
+
+TEST(RinaBom, FatTreePsInaNeedsNearlyAllSwitches) {
+  // Fat-tree k=4 (20 switches), workers h1..h15, PS h0. BFS tree from h0:
+  // edge0 <- agg0 <- {edge1, core0 <- {agg2 <- {edge2, edge3}, agg4 <- .., agg6 <- ..}}.
+  const Graph g = ina::topo::fat_tree(4);
+  const auto workers = hosts_from(g, 1);
+  // 0 %: edge0 -> h0 carries 15 workers.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {}).gbps, 100.0 / 15);
+  // 40 % (the 8 edges): agg0 -> edge0 carries edge1 + (core0: 3 aggs x 2 edges) = 7.
+  const auto edges = ids(g, {"edge0", "edge1", "edge2", "edge3", "edge4", "edge5", "edge6", "edge7"});
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, edges).gbps, 100.0 / 7);
+  // 90 % (all but core0 and agg2): core0 -> agg0 carries agg2's 2 edges + agg4 + agg6 = 4 -> 25.
+  std::vector<NodeId> most;
+  for (const NodeId s : g.switches())
+    if (g.node(s).name != "core0" && g.node(s).name != "agg2") most.push_back(s);
+  ASSERT_EQ(most.size(), 18u);
+  const auto r90 = rina::ps_ina_throughput(g, workers, most);
+  EXPECT_DOUBLE_EQ(r90.gbps, 25.0);
+  EXPECT_EQ(g.arc_name(r90.bottleneck), "core0->agg0");
+  // 100 %: B0.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, g.switches()).gbps, 100.0);
+}
+
+// ---- BOM: Rina -------------------------------------------------------------
+
+TEST(RinaBom, LeafSpineRinaGroupsAndRing) {
+  const Graph g = ina::topo::leaf_spine(2, 2, 8, 100);
+  const auto workers = g.hosts();
+  // No INA: 8 autonomous workers, ring h0 .. h7; each arc crossed at most once.
+  const auto none = rina::rina_throughput(g, workers, {});
+  EXPECT_EQ(none.groups.size(), 8u);
+  EXPECT_EQ(none.ring_steps, 14);
+  EXPECT_DOUBLE_EQ(none.gbps, 100.0);
+  // leaf0 INA: {h0..h3} is one group (agent h0, sender leaf0) + h4..h7 = 5.
+  const auto one = rina::rina_throughput(g, workers, ids(g, {"leaf0"}));
+  ASSERT_EQ(one.groups.size(), 5u);
+  EXPECT_EQ(g.node(one.groups[0].sender).name, "leaf0");
+  EXPECT_EQ(g.node(one.groups[0].agent).name, "h0");
+  EXPECT_EQ(names(g, one.groups[0].members), (std::vector<std::string>{"h0", "h1", "h2", "h3"}));
+  EXPECT_EQ(g.node(one.groups[1].agent).name, "h4");
+  EXPECT_EQ(one.ring_steps, 8);
+  EXPECT_DOUBLE_EQ(one.gbps, 100.0);
+  // Both leaves: G = 2. Spines are not ToRs: making them INA changes nothing.
+  EXPECT_EQ(rina::rina_throughput(g, workers, ids(g, {"leaf0", "leaf1"})).groups.size(), 2u);
+  EXPECT_EQ(rina::rina_throughput(g, workers, ids(g, {"spine0", "spine1"})).groups.size(), 8u);
+  // A one-worker rack stays autonomous: workers h0, h4, h5, leaf0 INA -> 3 groups.
+  EXPECT_EQ(rina::rina_throughput(g, ids(g, {"h0", "h4", "h5"}), ids(g, {"leaf0"})).groups.size(), 3u);
+}
+
+TEST(RinaBom, InterleavedRingIsRelievedByAbstractedWorkers) {
+  // One spine, 2 leaves x 4 hosts; job order h0,h4,h1,h5,h2,h6,h3,h7: every
+  // ring hop changes rack, so leaf0 -> spine0 carries h0>h4, h1>h5, h2>h6,
+  // h3>h7 = 4 flows -> 25.
+  const Graph g = ina::topo::leaf_spine(1, 2, 8, 100);
+  const auto workers = ids(g, {"h0", "h4", "h1", "h5", "h2", "h6", "h3", "h7"});
+  const auto none = rina::rina_throughput(g, workers, {});
+  EXPECT_DOUBLE_EQ(none.gbps, 25.0);
+  EXPECT_EQ(none.flows, 4);
+  // leaf0 INA: ring rack0 -> h4 -> h5 -> h6 -> h7 -> rack0: one crossing per arc.
+  const auto one = rina::rina_throughput(g, workers, ids(g, {"leaf0"}));
+  EXPECT_EQ(one.groups.size(), 5u);
+  EXPECT_DOUBLE_EQ(one.gbps, 100.0);
+  // PS-based INA on the same job (PS = h0, the first worker, since every host
+  // works): leaf0 -> h0 carries h1..h3 + spine's 4 = 7 -> 100/7.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {}).gbps, 100.0 / 7);
+}
+
+TEST(RinaBom, FatTreeRinaChainShrinksWithEachReplacementInPlannerOrder) {
+  // Fat-tree k=4, all 16 hosts work. The ring is bottleneck-free (§III-A), so
+  // the BOM gives B0 at every step; each of the first 8 replacements (the
+  // 2-worker edges) merges a rack: G = 16, 15, ..., 8; the rest leave G at 8.
+  const Graph g = ina::topo::fat_tree(4);
+  const auto workers = g.hosts();
+  const auto order = rina::deployment_order(g, workers);
+  ASSERT_EQ(order.size(), 20u);
+  for (size_t n = 0; n <= order.size(); ++n) {
+    const auto r = rina::rina_throughput(g, workers, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n)});
+    EXPECT_DOUBLE_EQ(r.gbps, 100.0) << n;
+    EXPECT_EQ(r.groups.size(), n <= 8 ? 16 - n : 8u) << n;
+  }
+  // PS-based INA along the same order, PS = h0 (a worker; it aggregates
+  // locally): edge0 -> h0 carries h1 + agg0's 14 = 15 at 0 switches; at 8
+  // (40 %) agg0 -> edge0 carries edge1 + core0's 6 = 7.
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {}).gbps, 100.0 / 15);
+  EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {order.begin(), order.begin() + 8}).gbps, 100.0 / 7);
+}
+
+// ---- Deployment order --------------------------------------------------------
+
+TEST(RinaDeployment, FatTreeOrder) {
+  // Phase 1: the 8 edges (2 workers each, ties by id). Phase 2 on the BFS tree
+  // from h0: agg0 has 7 downstream nodes (edge1 + core0's 6), then core0 (6),
+  // then agg2, agg4, agg6 (2 each, depth 4, by id). Phase 3: the rest by id.
+  const Graph g = ina::topo::fat_tree(4);
+  EXPECT_EQ(names(g, rina::deployment_order(g, g.hosts())),
+            (std::vector<std::string>{"edge0", "edge1", "edge2", "edge3", "edge4", "edge5", "edge6", "edge7", "agg0",
+                                      "core0", "agg2", "agg4", "agg6", "agg1", "agg3", "agg5", "agg7", "core1", "core2",
+                                      "core3"}));
+}
+
+TEST(RinaDeployment, MostAttachedWorkersFirstThenTheTree) {
+  // One spine, leaves with 3, 2, 2 hosts (ids: spine0 0, leaf0 1, leaf1 2, leaf2 3).
+  const Graph g = ina::topo::leaf_spine(1, 3, 7, 100);
+  // All hosts: leaf0 (3) first, then leaf1, leaf2 (2, by id); then spine0 (2 INA leaves below).
+  EXPECT_EQ(names(g, rina::deployment_order(g, g.hosts())),
+            (std::vector<std::string>{"leaf0", "leaf1", "leaf2", "spine0"}));
+  // Workers h0 (alone on leaf0), h3, h4 (leaf1), h5, h6 (leaf2): phase 1 leaf1,
+  // leaf2; from root h0, leaf0 and spine0 both have 2 downstream nodes, leaf0
+  // is shallower; then spine0 still has 2.
+  EXPECT_EQ(names(g, rina::deployment_order(g, ids(g, {"h0", "h3", "h4", "h5", "h6"}))),
+            (std::vector<std::string>{"leaf1", "leaf2", "leaf0", "spine0"}));
+  // Workers h0 (leaf0) and h5 (leaf2): no ToR has 2; from root h0 the tree is
+  // leaf0 <- spine0 <- leaf2 <- h5, one downstream node each, so nothing
+  // qualifies in phase 2; every switch by id.
+  EXPECT_EQ(names(g, rina::deployment_order(g, ids(g, {"h0", "h5"}))),
+            (std::vector<std::string>{"spine0", "leaf0", "leaf1", "leaf2"}));
+}
+
+TEST(RinaBom, BadJobsAreRejected) {
+  const Graph g = ina::topo::leaf_spine(1, 2, 4, 100);
+  EXPECT_THROW((void)rina::rina_throughput(g, ids(g, {"h0"}), {}), rina::BomError);
+  EXPECT_THROW((void)rina::ps_ina_throughput(g, ids(g, {"h0", "h0"}), {}), rina::BomError);
+  EXPECT_THROW((void)rina::ps_ina_throughput(g, ids(g, {"h0", "leaf0"}), {}), rina::BomError);
+  EXPECT_THROW((void)rina::rina_throughput(g, ids(g, {"h0", "h1"}), ids(g, {"h2"})), rina::BomError);
+}
+
+// ---- ina plan rina ---------------------------------------------------------
+
+TEST(RinaCli, JsonReportsBothThroughputsAndTheOrder) {
+  const auto r = ina_test::run_ina("plan rina --topology fat-tree:4 --ina-count 8 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  // Same numbers as FatTreeRinaChainShrinksWithEachReplacementInPlannerOrder.
+  EXPECT_DOUBLE_EQ(j.at("rina_gbps").get<double>(), 100.0);
+  EXPECT_NEAR(j.at("ps_ina_gbps").get<double>(), 100.0 / 7, 1e-9);
+  EXPECT_EQ(j.at("groups").get<int>(), 8);
+  EXPECT_EQ(j.at("ps").get<std::string>(), "h0");
+  EXPECT_EQ(j.at("deployment_order").size(), 20u);
+  EXPECT_EQ(j.at("deployment_order")[8].get<std::string>(), "agg0");
+  EXPECT_EQ(j.at("ina").size(), 8u);
+
+  const auto named = ina_test::run_ina("plan rina --topology fat-tree:4 --workers 8 --ina edge0,edge1 --json");
+  ASSERT_EQ(named.status, 0) << named.output;
+  const auto k = nlohmann::json::parse(named.output);
+  // h0..h7 work (pod 0 and 1), edge0, edge1 INA: groups {h0,h1}, {h2,h3}, h4..h7 = 6.
+  EXPECT_EQ(k.at("groups").get<int>(), 6);
+  EXPECT_EQ(k.at("ps").get<std::string>(), "h8");  // first host that does not work
+
+  const auto df = ina_test::run_ina("plan rina --topology dragonfly:4,9,2");
+  ASSERT_EQ(df.status, 0) << df.output;
+  EXPECT_NE(df.output.find("dragonfly:4,9,2: 72 workers, 36 switches"), std::string::npos) << df.output;
+  EXPECT_NE(df.output.find("72 groups"), std::string::npos) << df.output;
+}
+
+TEST(RinaCli, BadInputNamesTheFlagAndValue) {
+  auto fails_with = [](const std::string& args, std::vector<std::string> parts) {
+    const auto r = ina_test::run_ina(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    for (const auto& p : parts) EXPECT_NE(r.output.find(p), std::string::npos) << args << "\n" << r.output;
+  };
+  fails_with("plan rina --topology fat-tree:4 --ina edge0,nosuch", {"--ina", "nosuch"});
+  fails_with("plan rina --topology fat-tree:4 --ina h3", {"--ina", "h3", "host"});
+  fails_with("plan rina --topology dragonfly:2,9,1", {"--topology", "dragonfly:2,9,1", "g=9", "a*h"});
+  fails_with("plan rina --topology dragonfly:4,9", {"--topology", "dragonfly:A,G,H"});
+  fails_with("plan rina --topology fat-tree:4 --workers 17", {"--workers", "17", "16 hosts"});
+  fails_with("plan rina --topology fat-tree:4 --workers h0,h99", {"--workers", "h99"});
+  fails_with("plan rina --topology fat-tree:4 --ina-count 21", {"--ina-count", "21"});
+  fails_with("plan rina --topology fat-tree:4 --ina edge0 --ina-count 2", {"--ina", "--ina-count"});
+}
