@@ -1314,3 +1314,34 @@ TEST(Security, MalformedControlLinesCloseOnlyTheirConnection) {
   EXPECT_EQ(st["control"]["auth_failures"], 1);
   EXPECT_EQ(st["jobs"]["aborted"], 0);
 }
+
+// A member cannot register another member's data address (the switch would
+// send that member its results), a port 0, or an address on another host.
+TEST(Security, JoinRefusesAnAddressThatIsNotTheMembersOwn) {
+  LocalSwitch sw(switch_config("switchml"));
+  const Key k = job_key(ina::test::test_switch_key(), 4);
+  const size_t retain = CommConfig{}.retain_ops;
+  // Sends a signed join of job 4 with this udp address; returns the channel and the answer.
+  auto join_as = [&](unsigned rank, const std::string& udp, nlohmann::json& answer) {
+    LineChannel ch(connect_tcp(sw.d.endpoint(), kSec, "the switch"));
+    nlohmann::json m;
+    EXPECT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));
+    const std::string nonce = m["nonce"].get<std::string>();
+    ch.send({{"op", "join"}, {"role", "worker"}, {"job", 4}, {"rank", rank}, {"nworkers", 2}, {"payload", 0},
+             {"retain_ops", retain}, {"udp", udp},
+             {"proof", proof(k, join_message(nonce, "worker", 4, rank, 2, 0, retain, udp))}});
+    EXPECT_TRUE(ch.wait_message(answer, monotonic_now() + 2 * kSec, "switch"));
+    return ch;
+  };
+  UniqueFd mine = bind_udp(Endpoint::parse("127.0.0.1:0"), 1 << 16);
+  const std::string addr = local_endpoint(mine.get()).str();
+  nlohmann::json a0, a1, a2, a3;
+  LineChannel rank0 = join_as(0, addr, a0);  // pending: waits for rank 1
+  EXPECT_EQ(a0["op"], "waiting") << a0;
+  join_as(1, addr, a1);
+  EXPECT_NE(a1.value("message", "").find("is already another member's address"), std::string::npos) << a1;
+  join_as(1, "127.0.0.1:0", a2);
+  EXPECT_NE(a2.value("message", "").find("port 0"), std::string::npos) << a2;
+  join_as(1, "10.1.2.3:5000", a3);
+  EXPECT_NE(a3.value("message", "").find("is not on this connection's host 127.0.0.1"), std::string::npos) << a3;
+}

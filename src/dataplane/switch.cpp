@@ -109,7 +109,8 @@ bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
 }
 
 void SwitchProgram::mark(uint16_t job, uint32_t psn, uint8_t bits) {
-  if (!cfg_.track_tasks) return;
+  // Instrumentation only; a PSN beyond 2^24 (no simulated run gets there) is not tracked.
+  if (!cfg_.track_tasks || psn >= (1u << 24)) return;
   if (tasks_.size() <= job) tasks_.resize(job + 1);
   auto& v = tasks_[job];
   if (v.size() <= psn) v.resize(std::max<size_t>(psn + 1, v.size() * 2), 0);
@@ -124,9 +125,13 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
   a.count = p.h.count;
 }
 
+// Lanes of an aggregator beyond its count are kept zero: a later packet of
+// the task with more values adds onto zeros, never onto what an earlier task
+// (perhaps another job's) left in the registers.
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   set_meta(i, p);
   std::memcpy(values(i), p.payload(), 4u * p.h.count);
+  std::memset(values(i) + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;
 }
 
@@ -175,6 +180,8 @@ const SwitchJob* SwitchProgram::swap_with(uint32_t i, Packet& p) {
   int32_t* v = values(i);
   int32_t* x = p.payload();
   for (uint16_t k = 0; k < n; ++k) std::swap(v[k], x[k]);
+  // The packet's lanes beyond its count were never its own: zero them in the aggregator.
+  std::memset(v + p.h.count, 0, 4u * (width_ - p.h.count));
   set_meta(i, p);
   const auto victim = static_cast<uint16_t>(old.key >> 32);
   const SwitchJob* vj = job_of(victim);

@@ -321,6 +321,16 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   };
   for (;;) {
     auto reaped = sup.wait(deadline);
+    // A child that failed without a signal (e.g. a PS whose job the switch
+    // aborted) is often the echo of another's death: collect the cascade for
+    // a moment, so the root cause is named even when it is reaped later.
+    const bool failed = std::any_of(reaped.begin(), reaped.end(),
+                                    [](const Child* c) { return !exited_ok(c->status); });
+    if (failed && std::none_of(reaped.begin(), reaped.end(), [](const Child* c) { return WIFSIGNALED(c->status); })) {
+      const Time settle = std::min(deadline, monotonic_now() + 300 * kMs);
+      while (monotonic_now() < settle)
+        for (Child* c : sup.wait(settle)) reaped.push_back(c);
+    }
     // Among children reaped together, one killed by a signal is the likelier
     // cause: the others typically exited because their job was aborted.
     std::stable_sort(reaped.begin(), reaped.end(),

@@ -154,8 +154,12 @@ void LineChannel::send(const nlohmann::json& msg) {
     out_.clear();
     out_off_ = 0;
   }
-  out_ += msg.dump();
+  // Invalid UTF-8 in a string (e.g. quoted from a peer) is replaced, never thrown.
+  out_ += msg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out_ += '\n';
+  // A peer that does not read its answers cannot make us buffer without bound.
+  if (out_.size() - out_off_ > kMaxPendingOutput)
+    throw RuntimeError(fmt::format("control peer does not read: more than {} bytes of answers pending", kMaxPendingOutput));
   flush();
 }
 
@@ -172,6 +176,21 @@ bool LineChannel::flush() {
   return true;
 }
 
+namespace {
+// At most `n` bytes of `s`, printable ASCII kept and anything else as \xNN:
+// an error message never carries a peer's raw bytes.
+std::string printable_prefix(std::string_view s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+}  // namespace
+
 nlohmann::json LineChannel::parse_line(std::string_view line) {
   if (line.size() > kMaxLine) throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));
   // Control messages are flat objects; a deep one is refused before the
@@ -180,7 +199,7 @@ nlohmann::json LineChannel::parse_line(std::string_view line) {
     throw RuntimeError(fmt::format("control message nested {} levels deep (at most {})", d, kMaxDepth));
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw RuntimeError(fmt::format("malformed control message: '{:.80}'", line));
+    throw RuntimeError(fmt::format("malformed control message: '{}'", printable_prefix(line, 80)));
   return j;
 }
 
@@ -191,9 +210,12 @@ bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
   }
   bool eof = false;
   char buf[16384];
-  for (;;) {
+  // At most kMaxLine bytes per call: a flooding peer cannot keep the loop here
+  // (the rest stays in the socket and is read at its next readiness event).
+  for (size_t taken = 0; taken < kMaxLine;) {
     const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
     if (n > 0) {
+      taken += static_cast<size_t>(n);
       in_.append(buf, static_cast<size_t>(n));
       if (in_.size() > kMaxLine && in_.find('\n') == std::string::npos)
         throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));

@@ -81,6 +81,7 @@ class LineChannel {
  public:
   static constexpr size_t kMaxLine = 64 << 10;  // a control message is a few hundred bytes
   static constexpr size_t kMaxDepth = 8;         // control messages are objects a few levels deep at most
+  static constexpr size_t kMaxPendingOutput = 1 << 20;  // unsent answers beyond this: the peer is not reading
 
   LineChannel() = default;
   explicit LineChannel(UniqueFd fd) : fd_(std::move(fd)) {}

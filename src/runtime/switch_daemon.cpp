@@ -180,6 +180,9 @@ struct SwitchDaemon::Impl {
       // every other job go on.
       if (conns.count(fd)) reject(c, e.what());
       return;
+    } catch (...) {
+      if (conns.count(fd)) reject(c, "internal error handling a control message");
+      return;
     }
     if (!open && conns.count(fd)) drop(c, "disconnected");
   }
@@ -192,11 +195,14 @@ struct SwitchDaemon::Impl {
     }
     engine->rewatch(c.ch.fd(), EPOLLIN | (all ? 0u : EPOLLOUT));
   }
-  // A broken connection is noticed by its own readiness event and dropped there.
+  // A broken connection, or one whose peer does not read its answers, is
+  // shut down here and dropped by its own readiness event (end of stream).
   void send(Conn& c, const nlohmann::json& m) {
     try {
       c.ch.send(m);
-    } catch (const RuntimeError&) {
+    } catch (const std::exception& e) {
+      log("closing {}: {}", c.peer.str(), e.what());
+      ::shutdown(c.ch.fd(), SHUT_RDWR);
       return;
     }
     if (c.ch.pending_output()) engine->rewatch(c.ch.fd(), EPOLLIN | EPOLLOUT);
@@ -207,9 +213,10 @@ struct SwitchDaemon::Impl {
     ++joins_rejected;
     log("rejected {}: {}", c.peer.str(), why);
     try {
+      // One non-blocking attempt: a peer that does not read loses the reason,
+      // and never stalls the loop (the data plane runs on this thread).
       c.ch.send({{"op", "error"}, {"message", why}});
-      c.ch.flush_until(monotonic_now() + 100 * kMs);
-    } catch (const RuntimeError&) {
+    } catch (const std::exception&) {
     }
     drop(c, "was rejected");
   }
@@ -287,6 +294,15 @@ struct SwitchDaemon::Impl {
       throw RuntimeError(fmt::format("join: field 'udp': {}", e.what()));
     }
     if (udp.is_wildcard()) udp = c.peer.with_port(udp.port());
+    // The data address must be the member's own: the control connection's
+    // host, a real port, and used by no other member (else a member could make
+    // the switch send another job's member, or anyone, its results).
+    if (udp.port() == 0) throw RuntimeError("join: field 'udp': port 0 is not an address datagrams can reach");
+    if (udp.sa.sin_addr.s_addr != c.peer.sa.sin_addr.s_addr)
+      throw RuntimeError(fmt::format("join: field 'udp': {} is not on this connection's host {}", udp.str(), c.peer.ip()));
+    for (const auto& [fd, other] : conns)
+      if (other.get() != &c && other->job && other->udp == udp)
+        throw RuntimeError(fmt::format("join: field 'udp': {} is already another member's address", udp.str()));
     if (payload != 0 && payload != cfg.program.payload_values)
       throw RuntimeError(fmt::format("payload mismatch: this switch carries {} values per packet, the member asked for {}",
                                      cfg.program.payload_values, payload));
@@ -371,13 +387,25 @@ struct SwitchDaemon::Impl {
       sj.region_offset = static_cast<uint32_t>(j.region) * region_size;
       sj.region_size = region_size;
     }
-    for (Conn* c : j.members()) {
-      c->id = alloc_id();
-      engine->set_route(c->id, c->udp);
+    // Ids, then the switch program's job table; only when both succeeded do
+    // routes go in. A failure gives back the ids and the region (no half-live job).
+    const std::vector<Conn*> members = j.members();  // workers by rank, then the PS
+    std::vector<NodeId> ids;
+    try {
+      for (size_t k = 0; k < members.size(); ++k) ids.push_back(alloc_id());
+      sj.workers.assign(ids.begin(), ids.begin() + j.nworkers);
+      sj.ps = j.ps ? ids.back() : kNoNode;
+      program->add_job(sj);
+    } catch (...) {
+      for (NodeId id : ids) id_used[id] = false;
+      if (j.region >= 0) region_used[static_cast<size_t>(j.region)] = false;
+      j.region = -1;
+      throw;
     }
-    for (Conn* c : j.workers) sj.workers.push_back(c->id);
-    sj.ps = j.ps ? j.ps->id : kNoNode;
-    program->add_job(sj);
+    for (size_t k = 0; k < members.size(); ++k) {
+      members[k]->id = ids[k];
+      engine->set_route(ids[k], members[k]->udp);
+    }
     j.live = true;
     j.since = engine->now();
     nlohmann::json ready = {{"op", "ready"}, {"job", j.id}, {"switch", kSwitchId},
