@@ -64,7 +64,6 @@ std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
 //    corpus/switch_program/finding_ps_ack_nworkers, finding_fetch_nworkers.
 // Fixed: swap_with writes the victim's header; handle_ps_ack and
 // handle_fetch write the job's worker count.
-bool known_issue(const Packet&, const std::array<dp::SwitchJob, 3>&) { return false; }
 
 // Gradients and partials the switch sends to a job's PS, in answer to a
 // packet addressed to the switch, must be that job's (the PS drops any other
@@ -73,7 +72,7 @@ bool known_issue(const Packet&, const std::array<dp::SwitchJob, 3>&) { return fa
 void check_sent(const std::vector<Packet*>& sent, const std::array<dp::SwitchJob, 3>& jobs) {
   for (const Packet* p : sent)
     for (const dp::SwitchJob& j : jobs)
-      if (p->h.type == PktType::Data && p->h.dst == j.ps && !known_issue(*p, jobs))
+      if (p->h.type == PktType::Data && p->h.dst == j.ps)
         FUZZ_CHECK(p->h.job == j.job && p->h.nworkers == j.workers.size(),
                    "sent to the PS of job %u (%zu workers) a packet it drops as malformed: %s", j.job,
                    j.workers.size(), describe(p->h).c_str());
@@ -113,7 +112,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   fuzz::FakeEffects fx(static_cast<uint16_t>(cfg.payload_values * (wide_packets ? 2 : 1)), multicast);
-  fx.set_known_issue([&jobs](const Packet& p) { return known_issue(p, jobs); });
   while (!in.exhausted() && in.remaining() > 0) {
     const uint8_t op = in.u8();
     const unsigned arg = op >> 2;
@@ -159,7 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr,
                  "%s: data_in %llu aggregated %llu completed %llu to_ps %llu collisions %llu won %llu lost %llu "
                  "dup %llu stale %llu resend_served %llu fetches %llu/%llu acks %llu released %llu malformed %llu "
-                 "forwarded %llu rate_syncs %llu evictions %llu overflow %llu; rejected %zu known issue %zu\n",
+                 "forwarded %llu rate_syncs %llu evictions %llu overflow %llu foreign %llu; rejected %zu\n",
                  sw->scheme().c_str(), (unsigned long long)st.data_in, (unsigned long long)st.aggregated,
                  (unsigned long long)st.completed, (unsigned long long)st.to_ps, (unsigned long long)st.collisions,
                  (unsigned long long)st.preempt_won, (unsigned long long)st.preempt_lost,
@@ -168,7 +166,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  (unsigned long long)st.fetches, (unsigned long long)st.acks_multicast,
                  (unsigned long long)st.released_by_ack, (unsigned long long)st.malformed,
                  (unsigned long long)st.forwarded, (unsigned long long)st.rate_syncs,
-                 (unsigned long long)st.evictions, (unsigned long long)st.overflow, fx.rejected(), fx.known_issues());
+                 (unsigned long long)st.evictions, (unsigned long long)st.overflow,
+                 (unsigned long long)st.foreign(), fx.rejected());
   }
   return 0;
 }

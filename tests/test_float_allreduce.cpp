@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "float_data.hpp"
 #include "dataplane/switch.hpp"
 #include "host/allreduce_node.hpp"
 #include "host/float_allreduce.hpp"
@@ -34,37 +35,8 @@ using Status = RoundPlan::Status;
 
 // ---------------------------------------------------------------- helpers
 
-// Values of mixed magnitudes (about 2^-grain .. 2^(23-grain)), all integer
-// multiples of 2^-grain with at most 24 significant bits: exact floats, and
-// exact at any fixed-point scale of at least 2^grain.
-std::vector<float> dyadic(uint64_t seed, size_t n, int grain = 12) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    const double mag = std::ldexp(1.0, static_cast<int>(rng.below(24)));
-    const auto m = static_cast<int64_t>((rng.uniform() * 2 - 1) * mag);
-    x = static_cast<float>(std::ldexp(static_cast<double>(m), -grain));
-  }
-  return v;
-}
-
-// The exact sum (doubles add these values exactly), divided, rounded once.
-std::vector<float> exact(const std::vector<std::vector<float>>& xs, double divisor = 1.0) {
-  std::vector<float> out(xs[0].size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    double s = 0;
-    for (const auto& x : xs) s += x[i];
-    out[i] = static_cast<float>(s / divisor);
-  }
-  return out;
-}
-
-size_t differences(std::span<const float> a, std::span<const float> b) {
-  if (a.size() != b.size()) return std::max(a.size(), b.size());
-  size_t d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return d;
-}
+using test::count_differences;
+using test::exact_sum;
 
 // The agreed scale, derived independently of the protocol's code: the
 // largest power of two 2^k such that every float below 2^e (e: the global
@@ -223,7 +195,7 @@ TEST(FloatAllreduceUnit, FixedScaleWithoutSaturationIsOneRound) {
 TEST(FloatAllreduceUnit, SaturationOnOneWorkerMakesAllRedoWithTheAgreedScale) {
   // Scale 2^20, n = 2: the largest value carried is (2^30 - 1) / 2^20, just below 1024.
   std::vector<std::vector<float>> x = {{1.0f, 2.0f, 3.0f}, {1024.0f, -5000.0f, 0.5f}};
-  const auto want = exact(x);
+  const auto want = exact_sum(x);
   auto y = x;
   FloatAllreduce a(y[0], opts(2, FloatScaleMode::Fixed, 1 << 20)), b(y[1], opts(2, FloatScaleMode::Fixed, 1 << 20));
   a.start();
@@ -244,8 +216,8 @@ TEST(FloatAllreduceUnit, SaturationOnOneWorkerMakesAllRedoWithTheAgreedScale) {
     EXPECT_TRUE(w->info().retried);
     EXPECT_EQ(w->info().scale, expected_scale(x));
   }
-  EXPECT_EQ(differences(y[0], want), 0u);
-  EXPECT_EQ(differences(y[1], want), 0u);
+  EXPECT_EQ(count_differences(y[0], want), 0u);
+  EXPECT_EQ(count_differences(y[1], want), 0u);
 }
 
 // Catches: non-finite input that is decoded anyway (NaN encodes as 0), an
@@ -271,7 +243,7 @@ TEST(FloatAllreduceUnit, NonFiniteFailsEveryWorkerNamingTheCount) {
       EXPECT_EQ(w[r]->info().nonfinite_workers, 1);
       EXPECT_NE(w[r]->error().find("1 worker(s) of job 7 passed NaN or infinite"), std::string::npos)
           << w[r]->error();
-      EXPECT_EQ(differences(y[r], x[r]), 0u) << "buffer of rank " << r << " changed";
+      EXPECT_EQ(count_differences(y[r], x[r]), 0u) << "buffer of rank " << r << " changed";
     }
   }
 }
@@ -403,7 +375,7 @@ struct FloatStar {
 
 std::vector<std::vector<float>> inputs(uint64_t seed, unsigned n, size_t elems, int grain = 12) {
   std::vector<std::vector<float>> x;
-  for (unsigned r = 0; r < n; ++r) x.push_back(dyadic(seed * 101 + r, elems, grain));
+  for (unsigned r = 0; r < n; ++r) x.push_back(test::dyadic_floats(seed * 101 + r, elems, grain));
   return x;
 }
 
@@ -432,13 +404,13 @@ TEST_P(FloatSim, AgreedScaleIsExactAndIdenticalOnEveryWorker) {
   }
   s.run_and_check();
   for (size_t k = 0; k < sizes.size(); ++k) {
-    const auto want = exact(xs[k]);
+    const auto want = exact_sum(xs[k]);
     for (unsigned r = 0; r < n; ++r) {
       const auto& res = s.workers[r]->results()[hs[k]];
       ASSERT_TRUE(res.done.ok) << res.done.error;
       EXPECT_EQ(res.done.info.scale, expected_scale(xs[k])) << "op " << k;
       EXPECT_FALSE(res.done.info.retried);
-      EXPECT_EQ(differences(s.result(hs[k], r), want), 0u) << "op " << k << " rank " << r;
+      EXPECT_EQ(count_differences(s.result(hs[k], r), want), 0u) << "op " << k << " rank " << r;
     }
   }
   uint64_t retransmits = 0;
@@ -491,10 +463,10 @@ TEST(FloatSimOverflow, FixedScaleFallsBackExactlyWhenValuesSaturate) {
     double scale;
     std::vector<float> values;
   };
-  const std::vector<Want> wants = {{h0, false, 1 << 20, exact(fits)},
-                                   {h1, true, expected_scale(over), exact(over)},
-                                   {h2, true, expected_scale(edge), exact(edge)},
-                                   {h3, true, expected_scale(over), exact(over, n)}};
+  const std::vector<Want> wants = {{h0, false, 1 << 20, exact_sum(fits)},
+                                   {h1, true, expected_scale(over), exact_sum(over)},
+                                   {h2, true, expected_scale(edge), exact_sum(edge)},
+                                   {h3, true, expected_scale(over), exact_sum(over, n)}};
   EXPECT_EQ(expected_scale(over), std::ldexp(1.0, 19));
   for (const auto& w : wants)
     for (unsigned r = 0; r < n; ++r) {
@@ -503,7 +475,7 @@ TEST(FloatSimOverflow, FixedScaleFallsBackExactlyWhenValuesSaturate) {
       ASSERT_TRUE(res.ok) << res.error;
       EXPECT_EQ(res.info.retried, w.retried);
       EXPECT_EQ(res.info.scale, w.scale);
-      EXPECT_EQ(differences(s.result(w.h, r), w.values), 0u);
+      EXPECT_EQ(count_differences(s.result(w.h, r), w.values), 0u);
     }
   for (unsigned r = 0; r < n; ++r) EXPECT_EQ(s.workers[r]->rounds(), 1u + 3 + 3 + 3) << "rank " << r;
 }
@@ -532,16 +504,16 @@ TEST(FloatSimNonFinite, FailsEveryWorkerNamingTheCountAndKeepsTheJobInStep) {
     EXPECT_FALSE(r0.ok);
     EXPECT_TRUE(r0.nonfinite);
     EXPECT_NE(r0.error.find("2 worker(s) of job 1 passed NaN or infinite"), std::string::npos) << r0.error;
-    EXPECT_EQ(differences(s.result(h0, r), bad[r]), 0u) << "buffer changed";
+    EXPECT_EQ(count_differences(s.result(h0, r), bad[r]), 0u) << "buffer changed";
     const auto& r2 = s.workers[r]->results()[h2].done;
     EXPECT_TRUE(r2.nonfinite);
     EXPECT_TRUE(r2.info.retried);
     EXPECT_NE(r2.error.find("1 worker(s) of job 1"), std::string::npos) << r2.error;
-    EXPECT_EQ(differences(s.result(h2, r), bad_fixed[r]), 0u) << "buffer changed";
+    EXPECT_EQ(count_differences(s.result(h2, r), bad_fixed[r]), 0u) << "buffer changed";
     for (uint64_t h : {h1, h3}) {
       const auto& ok = s.workers[r]->results()[h].done;
       ASSERT_TRUE(ok.ok) << ok.error;
-      EXPECT_EQ(differences(s.result(h, r), exact(good)), 0u);
+      EXPECT_EQ(count_differences(s.result(h, r), exact_sum(good)), 0u);
     }
     EXPECT_EQ(s.workers[r]->rounds(), 1u + 2 + 2 + 2);
   }
@@ -559,11 +531,11 @@ TEST(FloatSimAverage, AverageDividesExactly) {
     const uint64_t ha = s.add(x, o);
     const uint64_t hs = s.add(x);
     s.run_and_check();
-    const auto avg = exact(x, n), sum = exact(x);
+    const auto avg = exact_sum(x, n), sum = exact_sum(x);
     for (unsigned r = 0; r < n; ++r) {
       ASSERT_TRUE(s.workers[r]->results()[ha].done.ok);
-      EXPECT_EQ(differences(s.result(ha, r), avg), 0u) << "rank " << r;
-      EXPECT_EQ(differences(s.result(hs, r), sum), 0u) << "rank " << r;
+      EXPECT_EQ(count_differences(s.result(ha, r), avg), 0u) << "rank " << r;
+      EXPECT_EQ(count_differences(s.result(hs, r), sum), 0u) << "rank " << r;
     }
   }
 }

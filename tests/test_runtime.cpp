@@ -35,6 +35,7 @@
 #include "runtime/udp_engine.hpp"
 #include "runtime/worker_app.hpp"
 #include "wire/quant.hpp"
+#include "float_data.hpp"
 #include "test_keys.hpp"
 
 namespace fs = std::filesystem;
@@ -170,38 +171,9 @@ std::vector<std::string> run_workers(unsigned n, const std::function<void(unsign
   return errors;
 }
 
-// Gradients of mixed magnitudes (about 2^-12 .. 2^12), different per worker
-// and op, all integer multiples of 2^-grain_bits (at most 24 significant
-// bits, so exact floats). Any fixed-point scale of at least 2^grain_bits
-// carries them exactly, so the allreduce must return the exact real sum.
-std::vector<float> dyadic_floats(uint64_t seed, size_t n, int grain_bits = 12) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    const double mag = std::ldexp(1.0, static_cast<int>(rng.below(24)));  // 2^0 .. 2^23 grains
-    const auto m = static_cast<int64_t>((rng.uniform() * 2 - 1) * mag);
-    x = static_cast<float>(std::ldexp(static_cast<double>(m), -grain_bits));
-  }
-  return v;
-}
-
-// The expected result, independent of the codec: the exact sum (doubles add
-// these dyadic values exactly), divided, rounded once to float.
-std::vector<float> exact_sum(const std::vector<std::vector<float>>& xs, double divisor = 1.0) {
-  std::vector<float> out(xs[0].size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    double s = 0;
-    for (const auto& x : xs) s += x[i];
-    out[i] = static_cast<float>(s / divisor);
-  }
-  return out;
-}
-
-size_t count_differences(const std::vector<float>& a, const std::vector<float>& b) {
-  size_t d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return d;
-}
+using ina::test::count_differences;
+using ina::test::dyadic_floats;
+using ina::test::exact_sum;
 
 // ---------------------------------------------------------------- processes
 
@@ -1124,12 +1096,11 @@ void send_raw(int fd, const Endpoint& to, const Header& h, const std::vector<int
 }
 
 // One control exchange on a fresh connection: reads the hello, sends `line`, returns the answer.
-nlohmann::json control_exchange(const Endpoint& sw, const std::string& line, std::string* nonce = nullptr) {
+nlohmann::json control_exchange(const Endpoint& sw, const std::string& line) {
   LineChannel ch(connect_tcp(sw, kSec, "the switch"));
   nlohmann::json m;
   EXPECT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));
   EXPECT_EQ(m["op"], "hello");
-  if (nonce) *nonce = m["nonce"].get<std::string>();
   const std::string l = line + "\n";
   ::send(ch.fd(), l.data(), l.size(), MSG_NOSIGNAL);
   nlohmann::json reply;
@@ -1251,8 +1222,7 @@ TEST(Security, JoinNeedsTheJobsCredentialAndStatsRevealNoOtherJob) {
   EXPECT_EQ(own["job"]["job"], 4);
   EXPECT_EQ(own["job"]["live"], true);
   EXPECT_FALSE(own.contains("jobs")) << own;
-  // A proof made with job 4's key for job 5, and a made-up one: refused.
-  std::string nonce;
+  // A proof made with job 4's key for job 5: refused.
   LineChannel ch(connect_tcp(sw.d.endpoint(), kSec, "the switch"));
   nlohmann::json m;
   ASSERT_TRUE(ch.wait_message(m, monotonic_now() + 2 * kSec, "switch"));

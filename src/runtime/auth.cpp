@@ -75,10 +75,13 @@ Key read_key_file(const std::string& path) {
 }
 
 void write_key_file(const std::string& path, const Key& k) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A fresh file of ours, mode 0600: never one someone else created (with
+  // other permissions) or a symbolic link planted at that path.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw RuntimeError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
   UniqueFd guard(fd);
-  ::fchmod(fd, 0600);
   const std::string s = to_hex(k) + "\n";
   if (::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size()))
     throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));

@@ -242,11 +242,6 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   const Key switch_key = random_key();
   const fs::path switch_key_file = fs::path(cfg.work_dir) / "switch.key";
   write_key_file(switch_key_file.string(), switch_key);
-  auto job_key_file = [&](unsigned j) {
-    const fs::path f = fs::path(cfg.work_dir) / fmt::format("job{}.key", j);
-    if (!fs::exists(f)) write_key_file(f.string(), job_key(switch_key, static_cast<uint16_t>(j)));
-    return f.string();
-  };
   std::vector<std::string> sw_args{"switch", "--key-file", switch_key_file.string(),
                                    "--listen", fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme,
                                    "--memory", std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
@@ -282,8 +277,12 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
 
   // 2. PSes and workers.
   for (unsigned j = 1; j <= cfg.jobs; ++j) {
+    // This run's credential of job j, for job j's processes only (a --work-dir
+    // reused from an earlier run holds that run's keys: always rewritten).
+    const std::string job_key_file = (fs::path(cfg.work_dir) / fmt::format("job{}.key", j)).string();
+    write_key_file(job_key_file, job_key(switch_key, static_cast<uint16_t>(j)));
     if (with_ps) {
-      std::vector<std::string> a{"ps", "--key-file", job_key_file(j), "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
+      std::vector<std::string> a{"ps", "--key-file", job_key_file, "--switch", sw_ep.str(), "--job", std::to_string(j), "--workers",
                                  std::to_string(cfg.workers_of(j)), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j),
                                  "--stats-json", ps_stats_path(j).string()};
       for (auto& f : fault_args(cfg)) a.push_back(f);
@@ -302,7 +301,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
     }
     for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
-      std::vector<std::string> a{"worker", "--key-file", job_key_file(j), "--config", toml.string(), "--rank", std::to_string(r), "--size",
+      std::vector<std::string> a{"worker", "--key-file", job_key_file, "--config", toml.string(), "--rank", std::to_string(r), "--size",
                                  std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations),
                                  "--seed", std::to_string(cfg.seed), "--fault-seed", std::to_string(cfg.seed * 7919 + 100 * j + r),
                                  "--report", (fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r)).string()};

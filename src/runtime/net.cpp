@@ -254,14 +254,4 @@ bool LineChannel::wait_message(nlohmann::json& msg, Time deadline, const std::st
   }
 }
 
-bool LineChannel::flush_until(Time deadline) {
-  while (!flush()) {
-    const Time left = deadline - monotonic_now();
-    if (left <= 0) return false;
-    pollfd p{fd_.get(), POLLOUT, 0};
-    ::poll(&p, 1, static_cast<int>(std::min<Time>(left, kSec) / kMs) + 1);
-  }
-  return true;
-}
-
 }  // namespace ina::rt

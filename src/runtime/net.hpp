@@ -103,8 +103,6 @@ class LineChannel {
   // Blocks (with poll) until one message arrives or `deadline` (monotonic) passes;
   // returns false on timeout. Throws if the peer closes the connection.
   bool wait_message(nlohmann::json& msg, Time deadline, const std::string& peer);
-  // Blocks until queued output is written or `deadline` passes.
-  bool flush_until(Time deadline);
 
  private:
   UniqueFd fd_;
