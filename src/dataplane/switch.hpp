@@ -189,5 +189,6 @@ std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg, std::strin
 std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg, std::string_view scheme);       // shared FCFS
 std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme);       // preemptive (cfg.preempt)
 std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme);      // routed
+std::unique_ptr<SwitchProgram> make_rina(const SwitchConfig& cfg, std::string_view scheme);      // ring-ina ToR
 
 }  // namespace ina::dp

@@ -30,7 +30,8 @@ std::vector<Scheme> registered() {
     s.description = "ATP: a shared pool, Hash(job, PSN), first come first served, collisions to the PS";
     s.policy = "shared-fcfs";
     s.factory = dp::make_atp;
-    s.engines = star_and_runtime;
+    s.engines = star_and_runtime | E::SimNetwork;
+    s.collective = Collective::PsIna;
     v.push_back(std::move(s));
   }
   {
@@ -78,6 +79,48 @@ std::vector<Scheme> registered() {
     s.engines = static_cast<unsigned>(E::SimTopology);
     v.push_back(std::move(s));
   }
+  {
+    Scheme s;
+    s.name = "ps";
+    s.description = "Parameter servers co-located with the workers (one shard each), no INA";
+    s.policy = "none";
+    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.collective = Collective::Ps;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "rar";
+    s.aliases = {"ring"};
+    s.description = "Ring-AllReduce: ScatterReduce and AllGather, 2(N-1) steps of S/N, no INA";
+    s.policy = "none";
+    s.has_ps = false;
+    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.collective = Collective::Ring;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "h-ar";
+    s.aliases = {"hierarchical"};
+    s.description = "Hierarchical AllReduce: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather";
+    s.policy = "none";
+    s.has_ps = false;
+    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.collective = Collective::Hierarchical;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "rina";
+    s.description = "Rina: racks with an INA ToR are one abstracted worker of the ring (agent, pull, ToR aggregation)";
+    s.policy = "ring-ina";
+    s.factory = dp::make_rina;
+    s.has_ps = false;
+    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.collective = Collective::RingIna;
+    v.push_back(std::move(s));
+  }
   return v;
 }
 
@@ -97,6 +140,19 @@ const char* to_string(Engine e) {
     case Engine::SimTopology: return "the topology simulator";
     case Engine::Runtime: return "the runtime";
     case Engine::Training: return "training";
+    case Engine::SimNetwork: return "the network simulator";
+  }
+  return "?";
+}
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::None: return "none";
+    case Collective::Ps: return "ps";
+    case Collective::PsIna: return "ps-ina";
+    case Collective::Ring: return "ring";
+    case Collective::Hierarchical: return "hierarchical";
+    case Collective::RingIna: return "ring-ina";
   }
   return "?";
 }
@@ -106,6 +162,7 @@ bool Scheme::answers_to(std::string_view n) const {
 }
 
 std::unique_ptr<dp::SwitchProgram> Scheme::make_switch(dp::SwitchConfig cfg) const {
+  if (!factory) throw std::logic_error(fmt::format("scheme {} has no switch program", name));
   cfg.preempt = preempt;
   return factory(cfg, name);
 }

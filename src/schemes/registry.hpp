@@ -27,6 +27,7 @@ enum class Engine : uint8_t {
   SimTopology = 2,  // packet simulator, multi-switch topology (exp::simulate_plan)
   Runtime = 4,      // UDP runtime: ina switch / ps / worker / run, ina::Communicator
   Training = 8,     // ina train (libtorch over the runtime)
+  SimNetwork = 16,  // packet simulator, collectives on a multi-switch topology (exp::run_collective)
 };
 constexpr unsigned operator|(Engine a, Engine b) { return static_cast<unsigned>(a) | static_cast<unsigned>(b); }
 constexpr unsigned operator|(unsigned a, Engine b) { return a | static_cast<unsigned>(b); }
@@ -34,6 +35,17 @@ const char* to_string(Engine e);  // "the star simulator", "the topology simulat
 
 // Builds the scheme's switch program; `scheme` is the name it reports (SwitchProgram::scheme()).
 using SwitchFactory = std::unique_ptr<dp::SwitchProgram> (*)(const dp::SwitchConfig& cfg, std::string_view scheme);
+
+// The collective a scheme's jobs run on a multi-switch topology (Engine::SimNetwork).
+enum class Collective : uint8_t {
+  None = 0,      // not on multi-switch topologies
+  Ps,            // parameter servers co-located with the workers, one shard each, no INA
+  PsIna,         // PS-based INA: every INA switch on the way to a shard's PS aggregates (ATP)
+  Ring,          // Ring-AllReduce: ScatterReduce + AllGather over all workers
+  Hierarchical,  // H-AR: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather
+  RingIna,       // Rina: INA racks are abstracted workers of the ring
+};
+const char* to_string(Collective c);
 
 struct Scheme {
   std::string name;                  // canonical name: scenario files, results, --scheme
@@ -49,6 +61,7 @@ struct Scheme {
   // Defaults.
   bool track_tasks = false;          // count per-task preemption outcomes (DSA task types, metrics tasks_type*)
   unsigned engines = 0;              // bit set of Engine
+  Collective collective = Collective::None;  // what its jobs run on a multi-switch topology
 
   bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
   bool answers_to(std::string_view n) const;

@@ -1,0 +1,63 @@
+#pragma once
+// One data-parallel synchronization (a gradient allreduce per iteration) of
+// one or more jobs on a multi-switch topology, at packet level: PS, PS-based
+// INA (ATP over the topology), Ring-AllReduce, hierarchical AllReduce and
+// Rina. The scheme's registry entry says which collective it runs
+// (schemes::Scheme::collective); this file only asks it.
+//
+// Jobs are placed rack-packed (sim/network.hpp). Which switches can
+// aggregate comes from the graph (topo::Node::ina); each INA switch has
+// `memory_mb` of aggregator memory. Every run is checked: exact sums at
+// every worker, nothing left in any switch, PS or transport, no refused
+// packet from an honest node.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/time.hpp"
+#include "topo/graph.hpp"
+
+namespace ina::exp {
+
+struct CollectiveSettings {
+  uint64_t seed = 1;
+  std::vector<int> workers_per_job = {0};  // 0: every host of the topology (one job)
+  double gradient_mb = 4;         // per worker and iteration (MiB of int32 values)
+  int iterations = 1;             // allreduces per job, one after the other
+  double compute_ms = 0;          // per iteration, before its allreduce
+  uint16_t payload_values = 64;   // 256 B of values per packet
+  uint32_t header_bytes = 50;     // 306 B packets
+  double link_delay_us = 1;       // propagation per link
+  double queue_kb = 1024, ecn_kb = 100;
+  double loss = 0, dup = 0, reorder = 0;  // on every link
+  double memory_mb = 5;           // aggregator memory per INA switch (MiB)
+  double ina_gbps = 0;            // INA aggregation rate cap (Rina's "full speed"; 0 = line rate)
+  double init_window_kb = 60;
+  double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
+  double straggler_k_us = 0;      //   its k (mean k/N per ring step)
+  double max_sim_ms = 60000;
+  // Failures (Rina §IV-C): at `fail_at_ms` the worker of job 0 with rank
+  // `fail_rank` stops (-1: none).
+  int fail_rank = -1;
+  double fail_at_ms = 0;
+};
+
+struct CollectiveResult {
+  bool ok = true;
+  std::string problems;            // unfinished workers, wrong sums, leaks, refusals
+  double sync_ms = 0;              // mean per iteration: last worker's result - first send
+  double iteration_ms = 0;         // mean wall time per iteration (compute + sync)
+  double throughput_gbps = 0;      // per worker: 8 * gradient bytes / sync time (mean over workers and iterations)
+  double bytes_per_worker = 0;     // payload + header bytes each worker sent, mean
+  uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
+  uint64_t retransmits = 0, verify_errors = 0;
+  uint64_t hops = 0, events = 0;   // simulator work
+  double wall_s = 0;               // host time of the run
+};
+
+// Runs `scheme` (a registry name whose collective is not None) on `g`.
+// Bad input (unknown scheme, jobs larger than the hosts) throws
+// std::invalid_argument with a message naming the value.
+CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme, const CollectiveSettings& s);
+
+}  // namespace ina::exp
