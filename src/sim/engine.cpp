@@ -247,6 +247,7 @@ void Simulator::transmit(uint32_t link_id, Packet* p) {
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
     ++l.st.duplicated;
     copy = pool_.clone(*p);
+    copy->mcast = p->mcast;  // a multicast copy serves the same members (0 would mean all of them)
     l.busy_until += ser;  // the copy takes the wire too
     l.st.busy += ser;
   }
