@@ -7,6 +7,19 @@
 // switch on its way to the workers (release on Ack). A retransmission that
 // finds its own task joins it and flushes the partial aggregate to the PS,
 // freeing the aggregator; one that finds a free or foreign aggregator goes to the PS.
+//
+// Over several switches (a job with a parent: one level of an aggregation
+// tree per PS, see switch.hpp) the same rules hold with "the PS" read as
+// "the parent": a switch completes when it holds every rank of its subtree
+// (Lemma 2 of the Rina paper: an INA switch and its children act as one
+// worker) and sends that one aggregate up; collisions and flushes go up too,
+// where the next switch may still aggregate them. Two rules are added, both
+// for copies that arrive late (duplicated or reordered on a link):
+//  - a first transmission that finds its task completed here is a copy of
+//    what the aggregate already holds: dropped (a star re-sends the aggregate);
+//  - a first transmission that finds a free aggregator whose last result to
+//    pass was its own task's (register `retired_`) came after the result:
+//    dropped, since reserving would hold an aggregator nobody completes.
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -14,13 +27,21 @@ namespace {
 
 class AtpSwitch final : public SwitchProgram {
  public:
-  AtpSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), complete_(n_, 0) {}
+  AtpSwitch(const SwitchConfig& cfg, std::string_view scheme)
+      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0) {}
 
  protected:
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
     Agg& a = agg(i);
     const bool resend = p->h.has(flag::kResend);
-    if (a.key == key_of(p->h.job, p->h.psn)) {
+    const bool tree = j.parent != kNoNode;
+    const uint64_t key = key_of(p->h.job, p->h.psn);
+    if (a.key == key) {
+      if (complete_[i] && tree && !resend) {  // a late copy of a contribution the aggregate holds
+        ++st_.duplicates;
+        fx.free(p);
+        return;
+      }
       if (complete_[i]) {  // the PS's Ack was lost: hand the result to the PS again
         load_into(i, *p);
         send_to_ps(p, j, flag::kPartial, fx);
@@ -39,6 +60,11 @@ class AtpSwitch final : public SwitchProgram {
       return;
     }
     if (a.key == 0 && !resend) {
+      if (tree && retired_[i] == key) {  // its result passed here already
+        ++st_.stale;
+        fx.free(p);
+        return;
+      }
       reserve(i, *p);
       complete_[i] = 0;
       if (full(i, j)) { complete(i, p, j, fx); return; }
@@ -57,7 +83,10 @@ class AtpSwitch final : public SwitchProgram {
     send_to_ps(p, j, flag::kPartial, fx);
   }
 
+  void result_passed(uint32_t i, uint64_t key) override { retired_[i] = key; }
+
   std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
+  std::vector<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)
 };
 
 }  // namespace

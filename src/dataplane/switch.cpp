@@ -32,6 +32,16 @@ void SwitchProgram::add_job(const SwitchJob& j) {
   for (NodeId w : j.workers)
     if (w == kNoNode || w == kMulticast || w == id())
       throw std::invalid_argument(fmt::format("switch: job {} has an invalid worker node id {}", j.job, w));
+  if (j.parent != kNoNode) {
+    const uint64_t all = full_bitmap(static_cast<unsigned>(j.workers.size()));
+    if (j.parent == kMulticast || j.parent == id())
+      throw std::invalid_argument(fmt::format("switch: job {} has an invalid parent node id {}", j.job, j.parent));
+    if (j.agg_mask == 0 || (j.agg_mask & ~all) || (j.direct_mask & ~j.agg_mask))
+      throw std::invalid_argument(fmt::format("switch: job {} needs a subtree mask within its workers and holding its direct workers", j.job));
+    for (NodeId c : j.children)
+      if (c == kNoNode || c == kMulticast || c == id() || c == j.parent)
+        throw std::invalid_argument(fmt::format("switch: job {} has an invalid child node id {}", j.job, c));
+  }
   check_job(j);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
   jobs_[j.job] = std::make_unique<SwitchJob>(j);
@@ -230,7 +240,7 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
 
 void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {
   p->h.flags |= flags;
-  p->h.dst = j.ps;
+  p->h.dst = j.parent != kNoNode ? j.parent : j.ps;
   ++st_.to_ps;
   fx.send(p);
 }
@@ -254,14 +264,56 @@ void SwitchProgram::handle_fetch(Packet* p, const SwitchJob& j, Effects& fx) {
   fx.send(p);
 }
 
-void SwitchProgram::handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx) {
+void SwitchProgram::release_for_result(const SwitchJob& j, uint32_t psn) {
   // The result passing by frees whatever the switch still holds for this
   // task: ATP's release-on-ack, and a stale partial under DSA.
-  const uint32_t i = index_of(j, p->h.psn);
-  if (aggs_[i].key == key_of(p->h.job, p->h.psn)) { release(i); ++st_.released_by_ack; }
+  const uint32_t i = index_of(j, psn);
+  const uint64_t key = key_of(j.job, psn);
+  if (aggs_[i].key == key) { release(i); ++st_.released_by_ack; }
+  result_passed(i, key);
+}
+
+void SwitchProgram::handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx) {
+  release_for_result(j, p->h.psn);
   const bool ece = p->h.has(flag::kEce);
   p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
   multicast_result(p, j, fx);
+}
+
+// Tree: the result, addressed to this switch by its parent. Frees the
+// aggregator, then one copy goes to each child switch (addressed to it, so it
+// frees its own) and one multicast to the direct workers (the engine's tree,
+// restricted to them; unicast copies if the engine has none).
+void SwitchProgram::handle_tree_result(Packet* p, const SwitchJob& j, Effects& fx) {
+  ++st_.tree_results;
+  release_for_result(j, p->h.psn);
+  const bool ece = p->h.has(flag::kEcn) || p->h.has(flag::kEce);
+  p->h.type = PktType::Ack;
+  p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
+  p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
+  p->h.nworkers = static_cast<uint8_t>(j.workers.size());
+  p->h.src = id();
+  auto copy = [&](NodeId dst) {
+    Packet* c = fx.alloc();
+    c->h = p->h;
+    std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+    c->h.dst = dst;
+    fx.send(c);
+  };
+  for (NodeId c : j.children) copy(c);
+  const uint64_t direct = j.direct_mask;
+  if (!direct) {
+    fx.free(p);
+    return;
+  }
+  st_.acks_multicast += static_cast<uint64_t>(std::popcount(direct));
+  p->h.dst = kMulticast;
+  p->mcast = direct;
+  if (fx.multicast(p)) return;
+  p->mcast = 0;
+  for (size_t r = 0; r < j.workers.size(); ++r)
+    if (direct >> r & 1) copy(j.workers[r]);
+  fx.free(p);
 }
 
 // Job isolation: every packet is checked against the job table before it can
@@ -277,7 +329,13 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
   if (p->h.dst == id()) {
     if (p->h.type == PktType::Data) {
       if (!j || !valid_data(*p, *j)) return drop(st_.malformed);
-      if (j->workers[p->h.rank] != src || p->h.bitmap != (1ULL << p->h.rank)) return drop(st_.foreign_data);
+      const bool own = j->workers[p->h.rank] == src && p->h.bitmap == (1ULL << p->h.rank);
+      if (j->parent == kNoNode) {
+        if (!own) return drop(st_.foreign_data);
+      } else if ((!own && !is_peer(src)) || (p->h.bitmap & ~j->agg_mask)) {
+        // Tree: a worker's own gradient or another switch's aggregate, of ranks below this switch.
+        return drop(st_.foreign_data);
+      }
       ++st_.data_in;
       on_data(p, *j, index_of(*j, p->h.psn), now, fx);
       return;
@@ -286,6 +344,11 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       if (!j) return drop(st_.malformed);
       if (j->ps == kNoNode || src != j->ps) return drop(st_.foreign_fetch);
       handle_fetch(p, *j, fx);
+      return;
+    }
+    if (p->h.type == PktType::Ack && j && j->parent != kNoNode) {
+      if (src != j->parent) return drop(st_.foreign_ack);
+      handle_tree_result(p, *j, fx);
       return;
     }
     return drop(st_.malformed);

@@ -7,6 +7,15 @@
 //   dsa.cpp       shared pool with priority preemption and downgrading
 //   grid.cpp      GRID: aggregate only fragments addressed to this switch, rate sync
 //
+// Aggregation trees (PS-based INA over several switches, ATP): a job whose
+// entry names a `parent` is one level of a tree. Its gradients and the
+// aggregates of its child switches are addressed to this switch; what
+// completes here (every rank of `agg_mask`) and every fallback goes to the
+// parent (the next INA switch toward the PS, or the PS), and the result comes
+// back addressed to this switch from the parent, which frees the aggregator
+// and passes it on to the children and, by multicast, to the direct workers.
+// A job without a parent (every star) behaves as before.
+//
 // Hardware model: an aggregator is one entry in a set of register arrays
 // (key, bitmap, priority, state, values); memory bytes / payload bytes gives
 // the aggregator count. A packet touches one aggregator index per pipeline
@@ -45,7 +54,12 @@ struct SwitchJob {
   NodeId ps = kNoNode;            // fallback server (ATP, DSA)
   uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
-  uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates
+  uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
+                                  // tree: the ranks of its subtree (what it owes its parent)
+  // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
+  NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
+  std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
+  uint64_t direct_mask = 0;       // ranks whose gradients come here first; the result is multicast to them
 };
 
 struct SwitchStats {
@@ -59,10 +73,11 @@ struct SwitchStats {
   uint64_t downgrades = 0;     // aggregator priority halved
   uint64_t resubmits = 0;      // second pipeline passes
   uint64_t duplicates = 0;     // deduplicated by the bitmap
-  uint64_t stale = 0;          // packets for a finished phase (isolated) dropped
+  uint64_t stale = 0;          // packets for a finished phase (isolated) or, in a tree, a task whose result already passed, dropped
   uint64_t resend_served = 0;  // retransmissions answered from a completed slot
   uint64_t fetches = 0, fetch_hits = 0;
   uint64_t acks_multicast = 0; // result packets replicated to workers
+  uint64_t tree_results = 0;   // tree: results received from the parent and passed down
   uint64_t released_by_ack = 0;// aggregators freed by a PS ack passing by
   uint64_t overflow = 0;       // packets whose addition saturated int32
   uint64_t malformed = 0;      // dropped: unknown job, bad rank/bitmap/count
@@ -121,6 +136,9 @@ class SwitchProgram : public Node {
   virtual void check_job(const SwitchJob& j) const;
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
+  // Scheme hook: the result of task `key` (aggregator index i) passed this
+  // switch on its way to the workers (after the aggregator, if it held the task, was freed).
+  virtual void result_passed(uint32_t i, uint64_t key) {}
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's
@@ -138,7 +156,11 @@ class SwitchProgram : public Node {
   void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p
   void accumulate(uint32_t i, const Packet& p);
   void release(uint32_t i) { aggs_[i] = Agg{}; }
-  bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == full_bitmap(static_cast<unsigned>(j.workers.size())); }
+  // What the switch must collect for a task: every rank, or in a tree the ranks of its subtree.
+  static uint64_t owed(const SwitchJob& j) {
+    return j.parent != kNoNode ? j.agg_mask : full_bitmap(static_cast<unsigned>(j.workers.size()));
+  }
+  bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == owed(j); }
   // DSA's packet swap (and GRID's eviction). The packet's contribution takes
   // aggregator i (key, bitmap, ECN, count, values), and p leaves carrying the
   // evicted partial aggregate as this switch's own packet of the victim's
@@ -152,6 +174,7 @@ class SwitchProgram : public Node {
 
   // Turns p into the result Ack and multicasts it to every worker of j.
   void multicast_result(Packet* p, const SwitchJob& j, Effects& fx);
+  // Toward the PS: to the job's PS, or in a tree to the parent.
   void send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx);
   void mark(uint16_t job, uint32_t psn, uint8_t bits);
   const SwitchJob* job_of(uint16_t job) const;
@@ -171,6 +194,8 @@ class SwitchProgram : public Node {
  private:
   void handle_fetch(Packet* p, const SwitchJob& j, Effects& fx);
   void handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx);
+  void handle_tree_result(Packet* p, const SwitchJob& j, Effects& fx);
+  void release_for_result(const SwitchJob& j, uint32_t psn);
   bool valid_data(const Packet& p, const SwitchJob& j) const;
   bool is_peer(NodeId n) const;
   bool is_member(const SwitchJob& j, NodeId n) const;

@@ -156,8 +156,10 @@ void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
     q->h.psn = en.psn;
     fx.send(q);
   };
-  ++st_.fetches;
-  make(PktType::Fetch, cfg_.sw, 0);
+  if (cfg_.sw != kNoNode) {  // none: no switch aggregates this job's first hop (a PS-only collective)
+    ++st_.fetches;
+    make(PktType::Fetch, cfg_.sw, 0);
+  }
   for (NodeId sw : cfg_.more_switches) {
     ++st_.fetches;
     make(PktType::Fetch, sw, 0);

@@ -34,7 +34,7 @@ namespace ina::host {
 struct PsConfig {
   uint16_t job = 1;
   std::vector<NodeId> workers;   // by rank
-  NodeId sw = kNoNode;           // the switch holding the job's aggregators
+  NodeId sw = kNoNode;           // the switch holding the job's aggregators (kNoNode: none besides more_switches)
   std::vector<NodeId> more_switches;  // further aggregation switches (GRID), also fetched by the reminder
   uint16_t payload_values = 64;
   Time min_timeout = kPaperProfile.ps_min_timeout;  // defaults: the `paper` profile (host/profile.hpp)
