@@ -1,5 +1,6 @@
 #include "sim/cluster.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -123,6 +124,110 @@ host::PsConfig TopologyCluster::ps(NodeId first_hop, host::PsConfig p) const {
   p.more_switches.clear();
   for (size_t i = 0; i < switches_.size(); ++i)
     if (masks_[i]) p.more_switches.push_back(switches_[i]);  // the reminder fetches from every aggregating switch
+  return p;
+}
+
+ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> workers, bool ina)
+    : workers_(std::move(workers)) {
+  const size_t n = workers_.size();
+  if (n == 0 || n > kMaxWorkers)
+    throw std::invalid_argument(fmt::format("ShardedPsCluster: {} workers (1..{})", n, kMaxWorkers));
+  if (g.num_nodes() >= kMulticast)
+    throw std::invalid_argument(fmt::format("topology '{}' has {} nodes, more than the simulator's {}", g.name,
+                                            g.num_nodes(), kMulticast - 1));
+  for (NodeId w : workers_)
+    if (w >= g.num_nodes() || !g.is_host(w))
+      throw std::invalid_argument(fmt::format("ShardedPsCluster: worker node {} is not a host of '{}'", w, g.name));
+  std::vector<bool> is_ina(g.num_nodes(), false);
+  if (ina)
+    for (topo::NodeId v : g.ina_switches()) {
+      is_ina[v] = true;
+      ina_.push_back(static_cast<NodeId>(v));
+    }
+  std::sort(ina_.begin(), ina_.end());
+  const topo::Routing routing(g);
+  const size_t nodes = g.num_nodes();
+  for (size_t k = 0; k < n; ++k) {
+    ShardTree t;
+    t.ps = workers_[k];
+    t.first.assign(n, t.ps);
+    t.parent.assign(nodes, kNoNode);
+    t.subtree.assign(nodes, 0);
+    t.direct.assign(nodes, 0);
+    t.children.assign(nodes, {});
+    // The first INA switch after `from` on its shortest path to the PS, or the PS.
+    auto up = [&](NodeId from) {
+      for (topo::ArcId a : routing.path(from, t.ps)) {
+        const topo::NodeId v = g.arc_to(a);
+        if (v != t.ps && is_ina[v]) return static_cast<NodeId>(v);
+      }
+      return t.ps;
+    };
+    for (size_t r = 0; r < n; ++r) {
+      if (r == k) continue;  // the PS's own worker: on the same host
+      const uint64_t bit = 1ULL << r;
+      NodeId x = up(workers_[r]);
+      t.first[r] = x;
+      t.direct[x] |= bit;
+      while (x != t.ps) {
+        t.subtree[x] |= bit;
+        if (t.parent[x] == kNoNode) {
+          t.parent[x] = up(x);
+          t.children[t.parent[x]].push_back(x);
+          t.switches.push_back(x);
+        }
+        x = t.parent[x];
+      }
+    }
+    std::sort(t.switches.begin(), t.switches.end());
+    trees_.push_back(std::move(t));
+  }
+}
+
+bool ShardedPsCluster::runs_program(NodeId v) const { return std::binary_search(ina_.begin(), ina_.end(), v); }
+
+std::unique_ptr<dp::SwitchProgram> ShardedPsCluster::make_switch(const schemes::Scheme& scheme, NodeId sw,
+                                                                 const dp::SwitchConfig& cfg) const {
+  if (!runs_program(sw)) throw std::logic_error(fmt::format("ShardedPsCluster: node {} is not an INA switch", sw));
+  auto prog = scheme.make_switch(cfg);
+  for (size_t k = 0; k < trees_.size(); ++k) {
+    const ShardTree& t = trees_[k];
+    dp::SwitchJob j;
+    j.job = job_of(k);
+    j.workers = workers_;
+    j.ps = t.ps;
+    if (t.parent[sw] != kNoNode) {
+      j.parent = t.parent[sw];
+      j.agg_mask = t.subtree[sw];
+      j.direct_mask = t.direct[sw];
+      j.children = t.children[sw];
+    }
+    prog->add_job(j);
+  }
+  for (NodeId peer : ina_)
+    if (peer != sw) prog->add_peer(peer);
+  return prog;
+}
+
+host::WorkerConfig ShardedPsCluster::worker(size_t shard, size_t rank, host::WorkerConfig w) const {
+  const ShardTree& t = trees_.at(shard);
+  w.job = job_of(shard);
+  w.rank = static_cast<uint8_t>(rank);
+  w.nworkers = static_cast<uint8_t>(workers_.size());
+  w.self = workers_.at(rank);
+  w.aggregator = t.first.at(rank);
+  w.ps = t.ps;
+  w.switches = ina_;  // a result passing an INA switch leaves it as that switch's packet
+  w.window_cap = 0;
+  return w;
+}
+
+host::PsConfig ShardedPsCluster::ps(size_t shard, host::PsConfig p) const {
+  const ShardTree& t = trees_.at(shard);
+  p.job = job_of(shard);
+  p.workers = workers_;
+  p.sw = kNoNode;
+  p.more_switches = t.switches;  // the reminder fetches from every switch of the tree
   return p;
 }
 

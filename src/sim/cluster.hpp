@@ -23,6 +23,7 @@
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/star.hpp"
+#include "topo/graph.hpp"
 
 namespace ina::sim {
 
@@ -94,6 +95,60 @@ class TopologyCluster {
   Job job_;
   std::vector<NodeId> switches_;
   std::vector<uint64_t> masks_;
+};
+
+// One shard's aggregation tree (ShardedPsCluster). Every worker addresses
+// the shard's gradients to its first INA switch on the way to the PS (or to
+// the PS itself); every INA switch on the tree addresses its aggregates to
+// the next INA switch on its own way to the PS (or to the PS). Hops are
+// explicit, so the tree holds whatever routes the engine's packets take in
+// between. The result goes back down the same tree (dataplane/switch.hpp).
+struct ShardTree {
+  NodeId ps = kNoNode;                 // the PS: the host of the shard's rank
+  std::vector<NodeId> first;           // by rank: where its gradients go (an INA switch or the PS; the PS's own rank: the PS)
+  std::vector<NodeId> switches;        // the INA switches on the tree, by id
+  // By graph node (INA switches on the tree and the PS; kNoNode, 0 or empty elsewhere):
+  std::vector<NodeId> parent;          // the next INA switch toward the PS, or the PS
+  std::vector<uint64_t> subtree;       // switches: the ranks whose gradients reach the PS through it
+  std::vector<uint64_t> direct;        // the ranks whose first hop it is (the PS: without its own rank)
+  std::vector<std::vector<NodeId>> children;  // the INA switches whose parent it is
+};
+
+// Parameter servers co-located with the workers, one shard each (the Rina
+// paper's PS and PS-based INA baselines, §VI-A): N workers (hosts by rank),
+// N shards, the PS of shard k on the host of rank k. Shard k is a job of its
+// own (id k + 1: its PSN stream, multicast group and job-table entry), with
+// all N workers. With `ina`, the graph's INA switches run the scheme's
+// program and aggregate along each shard's tree (topo::Routing's shortest
+// path from each worker, and from each INA switch, to the PS); without, every
+// worker sends to the PS and no switch has a program.
+class ShardedPsCluster {
+ public:
+  ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> workers, bool ina);
+
+  size_t shards() const { return workers_.size(); }
+  static uint16_t job_of(size_t shard) { return static_cast<uint16_t>(shard + 1); }
+  const std::vector<NodeId>& workers() const { return workers_; }
+  const ShardTree& tree(size_t shard) const { return trees_.at(shard); }
+  // The switches that run a program (with `ina`: the graph's INA switches, by id).
+  const std::vector<NodeId>& ina_switches() const { return ina_; }
+  bool runs_program(NodeId v) const;
+
+  // The scheme's program for INA switch `sw`: every shard registered with
+  // its tree level here (a shard whose tree misses `sw`: no parent), every
+  // other INA switch a peer.
+  std::unique_ptr<dp::SwitchProgram> make_switch(const schemes::Scheme& scheme, NodeId sw,
+                                                 const dp::SwitchConfig& cfg) const;
+  // Worker `rank`'s transport for `shard` over `base`: gradients to its first hop on the tree,
+  // results accepted from the PS and every INA switch.
+  host::WorkerConfig worker(size_t shard, size_t rank, host::WorkerConfig base = {}) const;
+  // The PS of `shard` over `base`; its reminder fetches from the INA switches of the tree.
+  host::PsConfig ps(size_t shard, host::PsConfig base = {}) const;
+
+ private:
+  std::vector<NodeId> workers_;
+  std::vector<NodeId> ina_;
+  std::vector<ShardTree> trees_;
 };
 
 }  // namespace ina::sim
