@@ -1,0 +1,464 @@
+// Ps and PsIna collectives on a multi-switch topology (see collective_ps.hpp).
+#include "experiment/collective_ps.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "host/profile.hpp"
+#include "host/tensor_io.hpp"
+#include "sim/cluster.hpp"
+#include "sim/engine.hpp"
+#include "workload/model.hpp"
+
+namespace ina::exp::detail {
+namespace {
+
+// A host with no role in the job: it only sinks what reaches it.
+class IdleHost final : public Node {
+ public:
+  void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+  void on_timer(uint64_t, Time, Effects&) override {}
+};
+
+// Shard k of a host's gradient: values [offset, offset + len) of the whole.
+class ShardView final : public host::TensorIO {
+ public:
+  ShardView(std::shared_ptr<host::TensorIO> whole, uint64_t offset) : whole_(std::move(whole)), off_(offset) {}
+  void read_gradient(uint64_t o, std::span<int32_t> out) override { whole_->read_gradient(off_ + o, out); }
+  void write_result(uint64_t o, std::span<const int32_t> in) override { whole_->write_result(off_ + o, in); }
+  void read_result(uint64_t o, std::span<int32_t> out) override { whole_->read_result(off_ + o, out); }
+
+ private:
+  std::shared_ptr<host::TensorIO> whole_;
+  uint64_t off_;
+};
+
+struct HostPlan {
+  unsigned rank = 0, n = 0;
+  std::vector<host::WorkerConfig> transports;  // by shard
+  host::PsConfig ps;                           // the PS of shard `rank`
+  std::vector<NodeId> ps_children;             // its tree: the INA switches whose parent the PS is
+  uint64_t ps_direct = 0;                      // and the ranks whose first hop it is (its own excluded)
+  std::vector<uint64_t> offset, len;           // by shard: its values of the gradient
+  uint64_t data_seed = 0;
+  int iterations = 1;
+  Time compute = 0;
+  uint32_t header_bytes = 50, min_bytes = 64;
+};
+
+// One worker host: a worker transport per shard and the PS of its own
+// shard. Packets are dispatched by job (= shard) and role: Data, FetchReply
+// and Reminder of its own shard to the PS, everything else to that shard's
+// transport. What the parts send to this host is delivered here, after the
+// handler that sent it returns (no part is re-entered). The PS's result goes
+// down its shard's tree: a copy to each child INA switch, one multicast to
+// the workers whose first hop the PS is, one local copy.
+class ShardHost final : public Node {
+ public:
+  static constexpr int kShift = 56;  // timer tokens: part << kShift | the part's own token
+  static constexpr uint64_t kOwner = 0, kPs = 1;  // parts; transport k is part 2 + k
+
+  ShardHost(HostPlan plan, NodeId self) : plan_(std::move(plan)), self_(self), ps_(plan_.ps) {
+    ps_.set_id(self);
+    for (const auto& w : plan_.transports) tx_.push_back(std::make_unique<host::WorkerTransport>(w));
+    done_.assign(plan_.n, 0);
+    start_.assign(static_cast<size_t>(plan_.iterations), -1);
+    finish_.assign(static_cast<size_t>(plan_.iterations), -1);
+  }
+
+  void on_start(Time, Effects& fx) override { fx.set_timer(plan_.compute, token(kOwner, 0)); }
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    dispatch(p, now, fx);
+    drain(now, fx);
+  }
+  void on_timer(uint64_t tok, Time now, Effects& fx) override {
+    const uint64_t part = tok >> kShift, inner = tok & ((1ULL << kShift) - 1);
+    if (part == kOwner) {
+      begin(static_cast<size_t>(inner), now, fx);
+    } else if (part == kPs) {
+      PartFx pf(*this, fx, kPs);
+      ps_.on_timer(inner, now, pf);
+    } else {
+      const size_t k = part - 2;
+      PartFx pf(*this, fx, part);
+      tx_[k]->on_timer(inner, now, pf);
+      collect(k, now, fx);
+    }
+    drain(now, fx);
+  }
+
+  bool finished() const { return next_ == static_cast<size_t>(plan_.iterations) && finish_.back() >= 0; }
+  Time start_time(size_t it) const { return start_[it]; }
+  Time finish_time(size_t it) const { return finish_[it]; }
+  const host::ParameterServer& ps() const { return ps_; }
+  const host::WorkerTransport& transport(size_t k) const { return *tx_[k]; }
+  uint64_t sent_bytes() const { return sent_bytes_; }
+  uint64_t local_packets() const { return local_packets_; }
+  uint64_t refused() const { return refused_; }
+  uint64_t checked() const {
+    uint64_t c = 0;
+    for (const auto& t : tensors_) c += t->checked();
+    return c;
+  }
+  uint64_t mismatches() const {
+    uint64_t m = 0;
+    for (const auto& t : tensors_) m += t->mismatches();
+    return m;
+  }
+
+ private:
+  static uint64_t token(uint64_t part, uint64_t inner) { return part << kShift | inner; }
+
+  // The Effects a part sees: its timers tagged with the part, its packets through the host.
+  class PartFx final : public Effects {
+   public:
+    PartFx(ShardHost& h, Effects& base, uint64_t part) : h_(h), base_(base), part_(part) {}
+    Packet* alloc() override { return base_.alloc(); }
+    void free(Packet* p) override { base_.free(p); }
+    void set_timer(Time at, uint64_t t) override { base_.set_timer(at, token(part_, t)); }
+    void send(Packet* p) override { h_.out(p, base_); }
+
+   private:
+    ShardHost& h_;
+    Effects& base_;
+    uint64_t part_;
+  };
+
+  void out(Packet* p, Effects& base) {
+    if (p->h.dst == self_) {
+      local_.push_back(p);
+      return;
+    }
+    if (p->h.dst == kMulticast) {  // the PS's result
+      fan_out(p, base);
+      return;
+    }
+    wire(p, base);
+  }
+
+  void fan_out(Packet* p, Effects& base) {
+    auto copy = [&](NodeId dst) {
+      Packet* c = base.alloc();
+      c->h = p->h;
+      std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+      c->h.dst = dst;
+      return c;
+    };
+    local_.push_back(copy(self_));
+    for (NodeId c : plan_.ps_children) wire(copy(c), base);
+    if (!plan_.ps_direct) {
+      base.free(p);
+      return;
+    }
+    p->mcast = plan_.ps_direct;  // the engine's multicast tree, restricted to these ranks
+    wire(p, base);
+  }
+
+  void wire(Packet* p, Effects& base) {
+    sent_bytes_ += std::max<uint32_t>(plan_.min_bytes, plan_.header_bytes + 4u * p->h.count);
+    base.send(p);
+  }
+
+  void dispatch(Packet* p, Time now, Effects& base) {
+    const unsigned job = p->h.job;
+    if (job == 0 || job > plan_.n) {  // no shard of this job: a protocol bug
+      ++refused_;
+      base.free(p);
+      return;
+    }
+    const size_t k = job - 1;
+    const PktType t = p->h.type;
+    if (k == plan_.rank && (t == PktType::Data || t == PktType::FetchReply || t == PktType::Reminder)) {
+      PartFx pf(*this, base, kPs);
+      ps_.on_packet(p, now, pf);
+      return;
+    }
+    PartFx pf(*this, base, 2 + k);
+    tx_[k]->on_packet(p, now, pf);
+    collect(k, now, base);
+  }
+
+  void drain(Time now, Effects& base) {
+    while (!local_.empty()) {
+      Packet* p = local_.front();
+      local_.pop_front();
+      ++local_packets_;
+      dispatch(p, now, base);
+    }
+  }
+
+  // Iteration `it`: one allreduce per shard, each a view of this iteration's gradient.
+  void begin(size_t it, Time now, Effects& base) {
+    start_[it] = now;
+    auto whole = std::make_shared<host::SyntheticTensor>(mix(plan_.data_seed, it), plan_.rank, plan_.n);
+    tensors_.push_back(whole);
+    // Shards in rank order from the next one on, so that the hosts' first
+    // windows go to different PSes rather than all to PS 0 first.
+    for (size_t i = 1; i <= plan_.n; ++i) {
+      const size_t k = (plan_.rank + i) % plan_.n;
+      tx_[k]->submit(std::make_shared<ShardView>(whole, plan_.offset[k]), plan_.len[k]);
+      PartFx pf(*this, base, 2 + k);
+      tx_[k]->pump(now, pf);
+    }
+  }
+
+  void collect(size_t k, Time now, Effects& base) {
+    done_[k] += tx_[k]->take_completed().size();
+    const auto iters = static_cast<size_t>(plan_.iterations);
+    if (next_ >= iters) return;
+    for (uint64_t d : done_)
+      if (d <= next_) return;
+    finish_[next_] = now;
+    ++next_;
+    if (next_ < iters) base.set_timer(now + plan_.compute, token(kOwner, next_));
+  }
+
+  HostPlan plan_;
+  NodeId self_;  // this host (also when a test wraps the node)
+  host::ParameterServer ps_;
+  std::vector<std::unique_ptr<host::WorkerTransport>> tx_;
+  std::vector<std::shared_ptr<host::SyntheticTensor>> tensors_;
+  std::deque<Packet*> local_;
+  std::vector<uint64_t> done_;   // by shard: ops completed
+  std::vector<Time> start_, finish_;
+  size_t next_ = 0;              // the iteration in progress
+  uint64_t sent_bytes_ = 0, local_packets_ = 0, refused_ = 0;
+};
+
+void check_settings(const CollectiveSettings& s, const sim::Placement& pl) {
+  if (pl.jobs.size() != 1 || s.workers_per_job.size() > 1)
+    throw std::invalid_argument(fmt::format(
+        "the PS collectives run one job for now; workers_per_job has {} entries", s.workers_per_job.size()));
+  auto bad = [](const char* what, double v) {
+    return std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
+  };
+  if (s.iterations < 1) throw bad("iterations", s.iterations);
+  if (!(s.gradient_mb > 0)) throw bad("gradient_mb", s.gradient_mb);
+  if (!(s.compute_ms >= 0)) throw bad("compute_ms", s.compute_ms);
+  if (s.payload_values == 0) throw bad("payload_values", 0);
+  if (!(s.memory_mb > 0)) throw bad("memory_mb", s.memory_mb);
+  if (!(s.max_sim_ms > 0)) throw bad("max_sim_ms", s.max_sim_ms);
+  if (!(s.init_window_kb > 0)) throw bad("init_window_kb", s.init_window_kb);
+  const std::pair<const char*, double> rates[] = {{"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}};
+  for (const auto& [what, v] : rates)
+    if (!(v >= 0 && v < 1)) throw bad(what, v);
+}
+
+// Nothing left to happen: no event pending and no packet on any wire.
+bool quiescent(sim::Simulator& sim) {
+  if (!sim.idle()) return false;
+  for (size_t l = 0; l < sim.link_count(); ++l)
+    if (!sim.link(static_cast<uint32_t>(l)).wire.empty()) return false;
+  return true;
+}
+
+}  // namespace
+
+CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+                               const CollectiveSettings& s) {
+  return run_ps_family(g, scheme, pl, s, {}, nullptr);
+}
+
+CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+                               const CollectiveSettings& s, const PsFamilyHooks& hooks, PsFamilyDetail* detail) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (scheme.collective != schemes::Collective::Ps && scheme.collective != schemes::Collective::PsIna)
+    throw std::invalid_argument(fmt::format("scheme '{}' does not run a PS collective", scheme.name));
+  check_settings(s, pl);
+  const bool ina = scheme.collective == schemes::Collective::PsIna;
+  std::vector<NodeId> workers;
+  for (topo::NodeId h : pl.jobs[0]) workers.push_back(static_cast<NodeId>(h));
+  const sim::ShardedPsCluster cl(g, workers, ina);
+  const unsigned n = static_cast<unsigned>(workers.size());
+  const auto elems = static_cast<uint64_t>(std::llround(s.gradient_mb * workload::kMiB / 4));
+  if (elems < n)
+    throw std::invalid_argument(fmt::format("a gradient of {} values cannot be cut into {} shards", elems, n));
+
+  std::vector<uint64_t> offset(n), len(n);
+  for (unsigned k = 0; k < n; ++k) {
+    len[k] = elems / n + (k < elems % n ? 1 : 0);
+    offset[k] = k ? offset[k - 1] + len[k - 1] : 0;
+  }
+  const host::Profile& profile = host::kPaperProfile;
+  const double pkt_bytes = 4.0 * s.payload_values + s.header_bytes;
+  host::WorkerConfig wbase;
+  profile.apply(wbase);
+  wbase.payload_values = s.payload_values;
+  // The host's initial window, shared by its N shard streams.
+  wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes / n);
+  wbase.wire_bytes = static_cast<uint32_t>(pkt_bytes);
+  host::PsConfig pbase;
+  profile.apply(pbase);
+  pbase.payload_values = s.payload_values;
+  // A result goes down the tree each time, which is what frees the switches' aggregators.
+  pbase.targeted_known_results = false;
+  if (hooks.worker) hooks.worker(wbase);
+  if (hooks.ps) hooks.ps(pbase);
+
+  sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
+  std::vector<int> rank_of(g.num_nodes(), -1);
+  for (unsigned r = 0; r < n; ++r) rank_of[workers[r]] = static_cast<int>(r);
+  std::vector<ShardHost*> hosts(n, nullptr);
+  std::vector<dp::SwitchProgram*> programs;
+  std::vector<NodeId> program_ids;
+  std::vector<sim::Forwarder*> forwarders;
+  const uint64_t data_seed = mix(s.seed, 0x9d1d);
+  auto make_node = [&](topo::NodeId v) -> std::unique_ptr<Node> {
+    std::unique_ptr<Node> node;
+    const auto id = static_cast<NodeId>(v);
+    if (!g.is_host(v)) {
+      if (cl.runs_program(id)) {
+        dp::SwitchConfig c;
+        c.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
+        c.payload_values = s.payload_values;
+        c.seed = mix(s.seed, v);
+        c.track_tasks = scheme.track_tasks;
+        auto prog = cl.make_switch(scheme, id, c);
+        programs.push_back(prog.get());
+        program_ids.push_back(id);
+        node = std::move(prog);
+      } else {
+        auto fw = std::make_unique<sim::Forwarder>();
+        forwarders.push_back(fw.get());
+        node = std::move(fw);
+      }
+    } else if (rank_of[v] >= 0) {
+      const auto r = static_cast<unsigned>(rank_of[v]);
+      const sim::ShardTree& own = cl.tree(r);
+      HostPlan hp;
+      hp.rank = r;
+      hp.n = n;
+      for (unsigned k = 0; k < n; ++k) hp.transports.push_back(cl.worker(k, r, wbase));
+      hp.ps = cl.ps(r, pbase);
+      hp.ps_children = own.children[id];
+      hp.ps_direct = own.direct[id];
+      hp.offset = offset;
+      hp.len = len;
+      hp.data_seed = data_seed;
+      hp.iterations = s.iterations;
+      hp.compute = from_ms(s.compute_ms);
+      hp.header_bytes = s.header_bytes;
+      auto h = std::make_unique<ShardHost>(std::move(hp), id);
+      hosts[r] = h.get();
+      node = std::move(h);
+    } else {
+      node = std::make_unique<IdleHost>();
+    }
+    return hooks.wrap ? hooks.wrap(v, std::move(node)) : std::move(node);
+  };
+  sim::LinkParams link;
+  link.delay = from_us(s.link_delay_us);
+  link.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+  link.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+  link.loss = s.loss;
+  link.dup = s.dup;
+  link.reorder = s.reorder;
+  sim::build_network(sim, g, make_node, link);
+  for (unsigned k = 0; k < n; ++k) sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), workers);
+  sim.run(from_ms(s.max_sim_ms));
+  if (hooks.inspect) hooks.inspect(sim);
+
+  CollectiveResult out;
+  const auto iters = static_cast<size_t>(s.iterations);
+  size_t unfinished = 0;
+  uint64_t checked = 0;
+  double tput_sum = 0, sync_sum = 0, sent_sum = 0;
+  size_t tput_n = 0;
+  Time end = 0;
+  for (const auto* h : hosts) {
+    out.verify_errors += h->mismatches();
+    checked += h->checked();
+    sent_sum += static_cast<double>(h->sent_bytes());
+    for (unsigned k = 0; k < n; ++k) out.retransmits += h->transport(k).stats().retransmits;
+    if (!h->finished()) {
+      ++unfinished;
+      continue;
+    }
+    end = std::max(end, h->finish_time(iters - 1));
+    for (size_t it = 0; it < iters; ++it) {
+      const Time span = h->finish_time(it) - h->start_time(it);
+      if (span <= 0) continue;
+      tput_sum += 8.0 * 4.0 * static_cast<double>(elems) / (static_cast<double>(span) / kSec) / 1e9;
+      ++tput_n;
+    }
+  }
+  const bool all_finished = unfinished == 0;
+  if (all_finished) {
+    for (size_t it = 0; it < iters; ++it) {
+      Time first = kNever, last = 0;
+      for (const auto* h : hosts) {
+        first = std::min(first, h->start_time(it));
+        last = std::max(last, h->finish_time(it));
+      }
+      sync_sum += static_cast<double>(last - first);
+    }
+    out.sync_ms = sync_sum / static_cast<double>(iters) / kMs;
+    out.iteration_ms = to_ms(end) / static_cast<double>(iters);
+  }
+  out.throughput_gbps = tput_n ? tput_sum / static_cast<double>(tput_n) : 0;
+  out.bytes_per_worker = sent_sum / n;
+  out.hops = sim.hops();
+  out.events = sim.events();
+
+  size_t ps_entries = 0, aggs_left = 0;
+  uint64_t host_refused = 0, fw_dropped = 0;
+  std::vector<const host::ParameterServer*> servers;
+  std::vector<const host::WorkerTransport*> transports;
+  for (const auto* h : hosts) {
+    servers.push_back(&h->ps());
+    ps_entries += h->ps().entries();
+    host_refused += h->refused();
+    for (unsigned k = 0; k < n; ++k) transports.push_back(&h->transport(k));
+  }
+  for (const auto* p : programs) aggs_left += p->occupied();
+  for (const auto* f : forwarders) fw_dropped += f->dropped();
+  const std::vector<const dp::SwitchProgram*> sws(programs.begin(), programs.end());
+  const sim::Refusals refused = sim::count_refusals(sws, servers, transports);
+
+  std::vector<std::string> probs;
+  if (unfinished)
+    probs.push_back(fmt::format("{} of {} workers did not finish {} iterations within max_sim_ms = {}", unfinished, n,
+                                iters, s.max_sim_ms));
+  if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
+  if (all_finished && checked != static_cast<uint64_t>(n) * elems * iters)
+    probs.push_back(fmt::format("{} result values checked, {} expected", checked, static_cast<uint64_t>(n) * elems * iters));
+  if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS entries left", ps_entries));
+  if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
+  if (all_finished && quiescent(sim) && sim.pool().in_use())
+    probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  // Every node is honest: anything refused or misrouted is a protocol bug.
+  if (refused.total()) probs.push_back(refused.text());
+  if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
+  if (sim.misrouted()) probs.push_back(fmt::format("{} packets had no route", sim.misrouted()));
+  if (fw_dropped) probs.push_back(fmt::format("{} packets were addressed to a switch without a program", fw_dropped));
+  out.ok = probs.empty();
+  for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
+
+  if (detail) {
+    PsFamilyDetail& d = *detail;
+    d = PsFamilyDetail{};
+    for (unsigned r = 0; r < n; ++r) {
+      const ShardHost& h = *hosts[r];
+      d.ps.push_back(h.ps().stats());
+      d.ps_entries.push_back(h.ps().entries());
+      d.worker.emplace_back();
+      for (unsigned k = 0; k < n; ++k) d.worker.back().push_back(h.transport(k).stats());
+      d.ps_link_in_bytes.push_back(sim.link(sim.uplink(workers[r]) ^ 1).st.bytes);
+      d.host_sent_bytes.push_back(h.sent_bytes());
+      d.local_packets.push_back(h.local_packets());
+    }
+    for (size_t i = 0; i < programs.size(); ++i) d.switches.emplace_back(program_ids[i], programs[i]->stats());
+    d.aggregators_left = aggs_left;
+    d.misrouted = sim.misrouted();
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return out;
+}
+
+}  // namespace ina::exp::detail

@@ -1,0 +1,56 @@
+#pragma once
+// The PS family of run_collective (experiment/collective_impl.hpp) with the
+// hooks its tests use: wrap any node before it is added (targeted drops),
+// look at the simulator after the run, and per-node statistics.
+//
+// Ps (scheme `ps`) and PsIna (scheme `atp`) over a topo::Graph, one job of N
+// workers placed rack-packed: the gradient of S values is cut into N shards
+// (shard k: S/N values, the first S % N shards one more), and the PS of
+// shard k runs on the host of rank k beside that host's worker
+// (sim::ShardedPsCluster). Every host runs N worker transports (one per
+// shard, each its own PSN stream) and one PS; what a host's parts send to
+// each other stays on the host. Ps: every switch only forwards. PsIna: the
+// graph's INA switches run ATP's program and aggregate along each shard's
+// tree (sim::ShardTree, dataplane/switch.hpp). `straggler_*` and `fail_*` do
+// not apply (ignored); `ina_gbps` neither (ATP switches aggregate at line rate).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dataplane/switch.hpp"
+#include "experiment/collective_impl.hpp"
+#include "host/ps.hpp"
+#include "host/worker.hpp"
+
+namespace ina::exp::detail {
+
+struct PsFamilyHooks {
+  // Called with every node as it is made (graph node v), before it joins the
+  // simulator; returns the node to add (the same one, or a wrapper that
+  // forwards to it and calls its set_id / on_start).
+  std::function<std::unique_ptr<Node>(topo::NodeId, std::unique_ptr<Node>)> wrap;
+  // Called once after the run, before the checks.
+  std::function<void(sim::Simulator&)> inspect;
+  // Adjust the workers' transports and the PSes (applied over the paper profile).
+  std::function<void(host::WorkerConfig&)> worker;
+  std::function<void(host::PsConfig&)> ps;
+};
+
+struct PsFamilyDetail {
+  std::vector<host::PsStats> ps;                       // by shard
+  std::vector<size_t> ps_entries;                      // by shard: entries left
+  std::vector<std::vector<host::WorkerStats>> worker;  // [rank][shard]
+  std::vector<std::pair<NodeId, dp::SwitchStats>> switches;  // the switches with a program, by node id
+  std::vector<uint64_t> ps_link_in_bytes;              // by shard: bytes delivered on the link into its PS's host
+  std::vector<uint64_t> host_sent_bytes;               // by rank: bytes the host put on its link
+  std::vector<uint64_t> local_packets;                 // by rank: packets between the host's own parts
+  size_t aggregators_left = 0;
+  uint64_t misrouted = 0;
+};
+
+CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+                               const CollectiveSettings& s, const PsFamilyHooks& hooks, PsFamilyDetail* detail);
+
+}  // namespace ina::exp::detail
