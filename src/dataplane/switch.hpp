@@ -46,6 +46,7 @@ struct SwitchJob {
   uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
   uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates
+  std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
 };
 
 struct SwitchStats {
@@ -121,6 +122,14 @@ class SwitchProgram : public Node {
   virtual void check_job(const SwitchJob& j) const;
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
+  // Scheme hook: a ring packet (RingData/RingAck/RingPull) addressed to this
+  // switch for registered job j. Default: not a ring scheme, counted malformed.
+  virtual void on_ring(Packet* p, const SwitchJob& j, Time now, Effects& fx);
+  // Scheme hook: the most workers a job may have (bitmap schemes: 64).
+  virtual size_t max_workers() const { return kMaxWorkers; }
+  // The isolated region of j lies within the aggregators and overlaps no other job's (throws std::invalid_argument).
+  void check_region(const SwitchJob& j, uint32_t min_size) const;
+  bool member(const SwitchJob& j, NodeId n) const { return is_member(j, n); }
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's
