@@ -223,7 +223,6 @@ void RingEndpoint::build_steps() {
       if (s.recvs) s.ridx = ridx++;
       steps_.push_back(std::move(s));
     };
-    const int before = static_cast<int>(steps_.size());  // index of this stage's first step
     // ScatterReduce.
     if (sr) {
       for (size_t s = 0; s + 1 < G; ++s) {
@@ -367,7 +366,6 @@ void RingEndpoint::build_steps() {
         add(std::move(x));
       }
     }
-    (void)before;
     code = static_cast<uint8_t>(base + 2 * G);
   }
   nrecv_ = static_cast<uint64_t>(ridx);
