@@ -146,6 +146,7 @@ class Simulator {
   void build_routes();
   // The candidate next-hop links of switch `sw` towards `dst`, in link-id
   // order (empty: no route, `dst` == `sw`, `sw` a host, or no build_routes()).
+  // Valid until the next build_routes().
   std::span<const uint32_t> next_hops(NodeId sw, NodeId dst) const;
 
   template <typename T>
