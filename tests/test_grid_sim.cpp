@@ -4,11 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "experiment/grid_sim.hpp"
+#include "sim/engine.hpp"
 
 using namespace ina;
 
@@ -78,4 +84,57 @@ TEST(GridSim, PlanGridSimulateReportsAchievedRates) {
   EXPECT_TRUE(j["simulated"]["ok"].get<bool>());
   EXPECT_GT(j["simulated"]["achieved_min_gbps"].get<double>(), 0.9 * 3.0);
   EXPECT_LE(j["simulated"]["achieved_min_gbps"].get<double>(), 3.0 * 1.01);
+}
+
+// The planner's paths are the simulator's: every gradient packet from worker
+// n to its aggregation node a visits exactly the nodes of Instance::route(n,
+// a), and every partial aggregate from switch s to the PS those of
+// Instance::uplink(s) (both engines break equal-cost ties with ecmp_index).
+// On a k = 4 fat-tree with programmable edge switches, the PS h15 in pod 3 and
+// workers h0..h7 in pods 0 and 1, SwitchML aggregates at edge0..edge3, whose
+// partials cross the core to the PS: 8 worker flows and 4 switch -> PS flows,
+// the latter with 4 equal-cost paths each.
+TEST(GridSim, PacketsTakeThePlannersPaths) {
+  topo::Graph g = topo::fat_tree(4, 2);
+  topo::InaDeployment d;
+  d.min_gbps = d.max_gbps = 3200;
+  topo::deploy_ina(g, d, 1);
+  topo::Job job;
+  job.ps = g.at("h15", "ps");
+  for (int i = 0; i < 8; ++i) job.workers.push_back(g.at(fmt::format("h{}", i), "worker"));
+  const control::grid::Instance inst(g, job);
+  for (const char* scheme : {"switchml", "atp", "grid"}) {
+    SCOPED_TRACE(scheme);
+    const auto plan = control::grid::plan_scheme(inst, scheme, 1);
+    std::vector<sim::TraceRecord> trace;
+    exp::GridSimSettings s;
+    s.gradient_mb = 0.25;
+    s.trace = &trace;
+    const auto r = exp::simulate_plan(g, job, plan, s);
+    ASSERT_TRUE(r.ok) << r.problems;
+    // Nodes each gradient flow (src, dst) visited, and the planned ones.
+    std::map<std::pair<NodeId, NodeId>, std::set<topo::NodeId>> seen, want;
+    for (const auto& t : trace)
+      if (!t.timer && t.type == PktType::Data && t.dst != kMulticast) seen[{t.src, t.dst}].insert(t.node);
+    auto plan_path = [&](NodeId src, NodeId dst, const std::vector<topo::ArcId>& arcs) {
+      for (const topo::ArcId a : arcs) want[{src, dst}].insert(g.arc_to(a));
+    };
+    std::set<topo::NodeId> aggregating;
+    for (size_t n = 0; n < plan.workers.size(); ++n) {
+      const auto& wp = plan.workers[n];
+      const size_t a = *inst.index_of(wp.node);
+      plan_path(static_cast<NodeId>(wp.worker), static_cast<NodeId>(wp.node), *inst.route(n, a));
+      if (a != inst.ps_index()) aggregating.insert(wp.node);
+    }
+    for (const topo::NodeId sw : aggregating)
+      plan_path(static_cast<NodeId>(sw), static_cast<NodeId>(job.ps), inst.uplink(*inst.index_of(sw)));
+    EXPECT_EQ(seen, want);
+    if (std::string(scheme) == "switchml") {
+      EXPECT_EQ(want.size(), 12u);
+      int via_core = 0;
+      for (const auto& [flow, nodes] : want)
+        via_core += std::any_of(nodes.begin(), nodes.end(), [&](topo::NodeId v) { return g.node(v).name.starts_with("core"); });
+      EXPECT_EQ(via_core, 4);
+    }
+  }
 }

@@ -43,7 +43,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     schemes::find("sharp");
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin or grid"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, rar, h-ar or rina"), std::string::npos)
         << e.what();
   }
   try {
@@ -59,6 +59,11 @@ TEST(SchemeRegistry, ProgramsReportTheirScheme) {
   dp::SwitchConfig c;
   c.memory_bytes = 16 * 256;
   for (const auto& s : schemes::all()) {
+    if (!s.factory) {
+      // Host-only collectives (rar, h-ar) have no switch program.
+      EXPECT_THROW(s.make_switch(c), std::logic_error) << s.name;
+      continue;
+    }
     auto sw = s.make_switch(c);
     EXPECT_EQ(sw->scheme(), s.name);
     EXPECT_EQ(sw->config().preempt, s.preempt);

@@ -26,8 +26,9 @@ void SwitchProgram::check_job(const SwitchJob& j) const {
 
 void SwitchProgram::add_job(const SwitchJob& j) {
   if (j.job == 0) throw std::invalid_argument("switch: job id 0 is reserved");
-  if (j.workers.empty() || j.workers.size() > kMaxWorkers)
-    throw std::invalid_argument(fmt::format("switch: job {} has {} workers (1..64)", j.job, j.workers.size()));
+  if (j.workers.empty() || j.workers.size() > max_workers())
+    throw std::invalid_argument(
+        fmt::format("switch: job {} has {} workers (1..{})", j.job, j.workers.size(), max_workers()));
   if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
   for (NodeId w : j.workers)
     if (w == kNoNode || w == kMulticast || w == id())
@@ -50,6 +51,21 @@ void SwitchProgram::add_job(const SwitchJob& j) {
 void SwitchProgram::add_peer(NodeId sw) {
   if (sw == kNoNode || sw == kMulticast) throw std::invalid_argument(fmt::format("switch: invalid peer node id {}", sw));
   if (!is_peer(sw)) peers_.push_back(sw);
+}
+
+void SwitchProgram::on_ring(Packet* p, const SwitchJob&, Time, Effects& fx) {
+  ++st_.malformed;
+  fx.free(p);
+}
+
+void SwitchProgram::check_region(const SwitchJob& j, uint32_t min_size) const {
+  if (j.region_size < min_size || static_cast<uint64_t>(j.region_offset) + j.region_size > n_)
+    throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators", j.job,
+                                            j.region_offset, j.region_size, n_));
+  for_each_job([&](const SwitchJob& o) {
+    if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
+      throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o.job));
+  });
 }
 
 bool SwitchProgram::is_peer(NodeId n) const {
@@ -327,6 +343,11 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
   const NodeId src = p->h.src;
   auto drop = [&](uint64_t& counter) { ++counter; fx.free(p); };
   if (p->h.dst == id()) {
+    if (is_ring(p->h.type)) {
+      if (!j) return drop(st_.malformed);
+      on_ring(p, *j, now, fx);
+      return;
+    }
     if (p->h.type == PktType::Data) {
       if (!j || !valid_data(*p, *j)) return drop(st_.malformed);
       const bool own = j->workers[p->h.rank] == src && p->h.bitmap == (1ULL << p->h.rank);

@@ -56,6 +56,7 @@ struct SwitchJob {
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
   uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
+  std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
@@ -139,6 +140,14 @@ class SwitchProgram : public Node {
   // Scheme hook: the result of task `key` (aggregator index i) passed this
   // switch on its way to the workers (after the aggregator, if it held the task, was freed).
   virtual void result_passed(uint32_t i, uint64_t key) {}
+  // Scheme hook: a ring packet (RingData/RingAck/RingPull) addressed to this
+  // switch for registered job j. Default: not a ring scheme, counted malformed.
+  virtual void on_ring(Packet* p, const SwitchJob& j, Time now, Effects& fx);
+  // Scheme hook: the most workers a job may have (bitmap schemes: 64).
+  virtual size_t max_workers() const { return kMaxWorkers; }
+  // The isolated region of j lies within the aggregators and overlaps no other job's (throws std::invalid_argument).
+  void check_region(const SwitchJob& j, uint32_t min_size) const;
+  bool member(const SwitchJob& j, NodeId n) const { return is_member(j, n); }
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's

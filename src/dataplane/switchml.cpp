@@ -21,13 +21,9 @@ class SwitchMLSwitch final : public SwitchProgram {
 
  protected:
   void check_job(const SwitchJob& j) const override {
-    if (j.region_size < 2 || j.region_size % 2 || j.region_offset + j.region_size > n_)
-      throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators",
-                                              j.job, j.region_offset, j.region_size, n_));
-    for_each_job([&](const SwitchJob& o) {
-      if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
-        throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o.job));
-    });
+    if (j.region_size % 2)
+      throw std::invalid_argument(fmt::format("switch: job {} region size {} is odd (two pools)", j.job, j.region_size));
+    check_region(j, 2);
   }
 
   uint32_t index_of(const SwitchJob& j, uint32_t psn) const override {

@@ -114,6 +114,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   }
   sim.build_routes();
   sim.set_multicast_group(job_id, workers);  // results fan out along the tree
+  sim.set_trace(s.trace);
   sim.run(from_ms(s.max_sim_ms));
 
   GridSimResult out;

@@ -12,6 +12,10 @@
 #include "control/grid.hpp"
 #include "topo/graph.hpp"
 
+namespace ina::sim {
+struct TraceRecord;
+}
+
 namespace ina::exp {
 
 struct GridSimSettings {
@@ -25,6 +29,7 @@ struct GridSimSettings {
   bool pace = true;              // workers pace at the planned rate
   double loss = 0;               // on every link
   double max_sim_ms = 10000;
+  std::vector<sim::TraceRecord>* trace = nullptr;  // if set: every delivery and timer (Simulator::set_trace)
 };
 
 struct GridSimResult {

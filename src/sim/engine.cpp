@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <algorithm>
-#include <deque>
 #include <stdexcept>
+#include <unordered_map>
+
+#include "core/ecmp.hpp"
 
 namespace ina::sim {
 
@@ -36,7 +38,7 @@ bool Simulator::multicast_from(NodeId from, Packet* p) {
   std::vector<std::pair<uint32_t, uint64_t>> branches;
   for (size_t m = 0; m < members.size(); ++m) {
     if (!(pending >> m & 1)) continue;
-    const uint32_t li = next_hop_[from][members[m]];
+    const uint32_t li = first_hop(from, members[m]);
     if (li == kNoLink) continue;
     auto it = std::find_if(branches.begin(), branches.end(), [&](const auto& b) { return b.first == li; });
     if (it == branches.end()) branches.emplace_back(li, 1ULL << m);
@@ -82,6 +84,7 @@ NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
   nodes_.push_back(std::move(n));
   is_switch_.push_back(is_switch);
   host_link_.push_back(kNoLink);
+  row_.push_back(kNoRow);
   out_links_.emplace_back();
   return id;
 }
@@ -113,38 +116,101 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
   return id;
 }
 
+namespace {
+struct CandidateHash {
+  size_t operator()(const std::vector<uint32_t>& v) const {
+    uint64_t h = v.size();
+    for (const uint32_t x : v) h = mix(h, x);
+    return static_cast<size_t>(h);
+  }
+};
+}  // namespace
+
 void Simulator::build_routes() {
   const size_t n = nodes_.size();
-  next_hop_.assign(n, {});
-  for (NodeId s = 0; s < n; ++s) {
-    if (!is_switch_[s]) continue;
-    auto& nh = next_hop_[s];
-    nh.assign(n, kNoLink);
-    // BFS from s; the first link taken out of s is inherited along the tree.
-    std::vector<uint32_t> first(n, kNoLink);
-    std::vector<bool> seen(n, false);
-    std::deque<NodeId> q;
-    seen[s] = true;
-    for (uint32_t li : out_links_[s]) {
-      NodeId v = links_[li].to;
-      if (seen[v]) continue;
-      seen[v] = true;
-      first[v] = li;
-      if (is_switch_[v]) q.push_back(v);
+  if (links_.size() >= kManyHops) throw std::length_error("too many links to route");
+  row_.assign(n, kNoRow);
+  std::vector<NodeId> switches;
+  for (NodeId s = 0; s < n; ++s)
+    if (is_switch_[s]) {
+      row_[s] = static_cast<uint32_t>(switches.size());
+      switches.push_back(s);
     }
-    while (!q.empty()) {
-      NodeId u = q.front();
-      q.pop_front();
-      for (uint32_t li : out_links_[u]) {
-        NodeId v = links_[li].to;
-        if (seen[v]) continue;
-        seen[v] = true;
-        first[v] = first[u];
-        if (is_switch_[v]) q.push_back(v);  // hosts do not transit traffic
+  const size_t rows = switches.size();
+  route_n_ = n;
+  route_rows_ = rows;
+  route_.assign(n * rows, kNoLink);
+  ecmp_.clear();
+  std::unordered_map<std::vector<uint32_t>, uint32_t, CandidateHash> interned;
+  std::vector<int> dist(n);
+  std::vector<NodeId> queue;
+  queue.reserve(n);
+  std::vector<uint32_t> cand;
+  // Columns towards every switch d: a BFS from d gives every node's hop
+  // distance to d (links come in pairs a->b, b->a), hosts other than d reached
+  // but not expanded. A switch's candidates are its links to d or to a switch
+  // one hop closer.
+  for (const NodeId d : switches) {
+    std::fill(dist.begin(), dist.end(), -1);
+    dist[d] = 0;
+    queue.assign(1, d);
+    for (size_t qi = 0; qi < queue.size(); ++qi) {
+      const NodeId u = queue[qi];
+      if (u != d && !is_switch_[u]) continue;
+      for (const uint32_t li : out_links_[u]) {
+        const NodeId v = links_[li].to;
+        if (dist[v] >= 0) continue;
+        dist[v] = dist[u] + 1;
+        queue.push_back(v);
       }
     }
-    nh = std::move(first);
+    uint32_t* column = &route_[d * rows];
+    for (const NodeId s : queue) {
+      if (s == d || !is_switch_[s]) continue;
+      cand.clear();
+      for (const uint32_t li : out_links_[s]) {
+        const NodeId v = links_[li].to;
+        if (dist[v] == dist[s] - 1 && (v == d || is_switch_[v])) cand.push_back(li);
+      }
+      if (cand.size() == 1) {
+        column[row_[s]] = cand[0];
+        continue;
+      }
+      auto [it, added] = interned.try_emplace(cand, static_cast<uint32_t>(ecmp_.size()));
+      if (added) {
+        if (ecmp_.size() + cand.size() + 1 >= kManyHops - 1) throw std::length_error("too many equal-cost routes");
+        ecmp_.push_back(static_cast<uint32_t>(cand.size()));
+        ecmp_.insert(ecmp_.end(), cand.begin(), cand.end());
+      }
+      column[row_[s]] = kManyHops | it->second;
+    }
   }
+  // A host h on one link to switch t: every other switch reaches h exactly as
+  // it reaches t (the paths to h are those to t, plus t->h); t takes t->h.
+  for (NodeId h = 0; h < n; ++h) {
+    const uint32_t up = host_link_[h];
+    if (up == kNoLink) continue;
+    const NodeId t = links_[up].to;
+    if (!is_switch_[t]) continue;  // a host-to-host link: no switch routes to h
+    std::copy_n(&route_[t * rows], rows, &route_[h * rows]);
+    route_[h * rows + row_[t]] = up ^ 1;  // the twin: t -> h
+  }
+}
+
+std::span<const uint32_t> Simulator::next_hops(NodeId sw, NodeId dst) const {
+  if (sw >= row_.size() || row_[sw] == kNoRow || dst >= route_n_) return {};
+  const uint32_t& e = route_[dst * route_rows_ + row_[sw]];
+  if (e == kNoLink) return {};
+  if (e & kManyHops) {
+    const uint32_t o = e & ~kManyHops;
+    return {&ecmp_[o + 1], ecmp_[o]};
+  }
+  return {&e, 1};
+}
+
+uint32_t Simulator::first_hop(NodeId sw, NodeId dst) const {
+  const auto c = next_hops(sw, dst);
+  return c.empty() ? kNoLink : c.front();
 }
 
 namespace {
@@ -209,10 +275,15 @@ void Simulator::schedule_timer(NodeId n, Time at, uint64_t token) {
 void Simulator::route(NodeId from, Packet* p) {
   p->h.src = p->h.src == kNoNode ? from : p->h.src;
   uint32_t li = kNoLink;
-  if (!is_switch_[from]) {
+  const uint32_t row = row_[from];
+  if (row == kNoRow) {  // a host (or a switch before build_routes, whose host_link_ is kNoLink)
     li = host_link_[from];
-  } else if (p->h.dst < next_hop_[from].size()) {
-    li = next_hop_[from][p->h.dst];
+  } else if (p->h.dst < route_n_) {
+    li = route_[p->h.dst * route_rows_ + row];
+    if (li >= kManyHops && li != kNoLink) {  // equal-cost candidates: one per flow
+      const uint32_t* c = &ecmp_[li & ~kManyHops];
+      li = c[1 + ecmp_index(p->h.src, p->h.dst, from, c[0])];
+    }
   }
   if (li == kNoLink) {
     ++misrouted_;

@@ -17,6 +17,7 @@
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -134,8 +135,19 @@ class Simulator {
   NodeId add_node(std::unique_ptr<Node> n, bool is_switch);
   // Two unidirectional links a->b and b->a; returns the id of a->b (b->a is +1).
   uint32_t connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba);
-  // Shortest-path next hops for every switch (BFS, ties to the lowest link id).
+  // Shortest-path routes (by hop count; hosts never transit): for every
+  // switch s and destination d, ALL links out of s that start a shortest path
+  // to d, in link-id order. route() picks one per flow, at index
+  // ecmp_index(p.src, p.dst, s, count) (core/ecmp.hpp, the same choice as
+  // topo::Routing), so one (src, dst) flow always takes one path and flows
+  // spread over equal-cost paths; with one candidate there is no hashing.
+  // Multicast trees take the first candidate (the lowest link id) at every
+  // switch, for every member. Call after the last connect().
   void build_routes();
+  // The candidate next-hop links of switch `sw` towards `dst`, in link-id
+  // order (empty: no route, `dst` == `sw`, `sw` a host, or no build_routes()).
+  // Valid until the next build_routes().
+  std::span<const uint32_t> next_hops(NodeId sw, NodeId dst) const;
 
   template <typename T>
   T& node(NodeId id) { return static_cast<T&>(*nodes_[id]); }
@@ -206,7 +218,18 @@ class Simulator {
   std::vector<Link> links_;
   std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
   std::vector<std::vector<uint32_t>> out_links_;
-  std::vector<std::vector<uint32_t>> next_hop_;  // [switch][dst] -> link id
+  // Routes, flat: route_[d * route_rows_ + row_[s]] for node d and switch s
+  // is UINT32_MAX (no route), a link id (the only candidate), or
+  // kManyHops | o: the candidates are ecmp_[o + 1 .. o + ecmp_[o]]. Candidate
+  // sets are interned, so the table costs 4 bytes per (switch, node), as one
+  // next hop would.
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+  static constexpr uint32_t kManyHops = 0x80000000u;
+  std::vector<uint32_t> row_;    // per node: its row (switches, once routed) or kNoRow
+  std::vector<uint32_t> route_;
+  std::vector<uint32_t> ecmp_;
+  size_t route_n_ = 0, route_rows_ = 0;  // nodes and switches when the routes were built
+  uint32_t first_hop(NodeId sw, NodeId dst) const;  // multicast: the first candidate, or UINT32_MAX
   std::vector<std::vector<NodeId>> groups_;     // by group id
   std::vector<Event> heap_;
   uint64_t seq_ = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 
+#include "core/ecmp.hpp"
 #include "core/rng.hpp"
 
 namespace ina::topo {
@@ -134,12 +135,12 @@ std::vector<int> bfs_to(const Graph& g, NodeId to, const std::vector<bool>& allo
 }
 
 // Walks down a BFS distance field from `from` to `to`; among equal-cost next
-// hops, picks one by a hash of (from, to, node).
+// hops (in adjacency order), picks one by a hash of (from, to, node):
+// ecmp_index, the simulator's choice too.
 std::vector<ArcId> walk(const Graph& g, const std::vector<int>& dist, NodeId from, NodeId to,
                         const std::vector<bool>& allowed) {
   std::vector<ArcId> path;
   std::vector<ArcId> next;
-  const uint64_t flow = mix(from, to);
   for (NodeId v = from; v != to;) {
     next.clear();
     for (const Graph::Adjacent& e : g.neighbors(v)) {
@@ -148,7 +149,7 @@ std::vector<ArcId> walk(const Graph& g, const std::vector<int>& dist, NodeId fro
       if (e.peer != to && g.is_host(e.peer)) continue;
       next.push_back(e.arc);
     }
-    const ArcId arc = next[mix(flow, v) % next.size()];
+    const ArcId arc = next[ecmp_index(from, to, v, next.size())];
     path.push_back(arc);
     v = g.arc_to(arc);
   }

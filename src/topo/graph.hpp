@@ -97,7 +97,9 @@ class Graph {
 
 // Shortest paths by hop count. Equal-cost next hops are chosen per flow by a
 // hash of (source, destination, current node), like ECMP, so paths spread
-// over a fat-tree's cores yet are a pure function of the graph. BFS trees
+// over a fat-tree's cores yet are a pure function of the graph. The hash is
+// ina::ecmp_index (core/ecmp.hpp), which the packet simulator's routes use
+// too: a simulator built from the graph sends packets along path(). BFS trees
 // towards each destination are computed on first use and cached (a Routing
 // is therefore not safe for concurrent use). The graph must outlive it and
 // must not change while it is in use.

@@ -56,7 +56,7 @@ const char* to_string(DecodeError e) {
     case DecodeError::BadVersion: return "unsupported wire version";
     case DecodeError::BadType: return "unknown packet type";
     case DecodeError::BadFlags: return "unknown flag bits";
-    case DecodeError::BadWorkerCount: return "worker count out of range (1..64)";
+    case DecodeError::BadWorkerCount: return "worker count out of range (1..64; ring packets 1..255)";
     case DecodeError::BadRank: return "rank not below worker count";
     case DecodeError::BadBitmap: return "bitmap has bits beyond worker count";
     case DecodeError::PayloadLength: return "payload length does not match count";
@@ -138,7 +138,7 @@ DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> 
   if (type == 0 || type > kMaxPktType) return DecodeError::BadType;
   x.type = static_cast<PktType>(type);
   if (x.flags & ~flag::kAll) return DecodeError::BadFlags;
-  if (x.nworkers == 0 || x.nworkers > kMaxWorkers) return DecodeError::BadWorkerCount;
+  if (x.nworkers == 0 || (x.nworkers > kMaxWorkers && !is_ring(x.type))) return DecodeError::BadWorkerCount;
   if (x.rank >= x.nworkers) return DecodeError::BadRank;
   if (x.bitmap & ~full_bitmap(x.nworkers)) return DecodeError::BadBitmap;
   if (in.size() != kHeaderBytes + 4u * x.count) return DecodeError::PayloadLength;

@@ -30,8 +30,18 @@ enum class PktType : uint8_t {
   GradRequest = 5, // PS -> worker: send your gradient (or result) for psn to me
   Reminder = 6,    // worker -> PS: I am stuck on psn, please run the reminder
   RateSync = 7,    // switch -> worker: psn was dropped (collision / capacity): halve the window, resend it (GRID)
+  // Ring collectives (host/ring.hpp, dataplane/rina.cpp). `priority` carries
+  // the step tag (op << 8 | step code), `psn` the packet's index in the
+  // step's shard, `rank` the sender's rank in the job (`nworkers` may be up
+  // to 255), `bitmap` a rack-local member bit (Rina), `agg_index` the node a
+  // Rina ToR forwards the aggregate or broadcast to.
+  RingData = 8,    // a shard packet of one ring step (partial: kPartial; complete values: kResult)
+  RingAck = 9,     // receipt of a RingData (tag, psn); kEce echoes a CE mark
+  RingPull = 10,   // Rina: agent -> ToR -> rack: start the step with this tag
 };
-constexpr uint8_t kMaxPktType = 7;
+constexpr uint8_t kMaxPktType = 10;
+constexpr unsigned kMaxRingWorkers = 255;  // ring packets: workers per job (rank is 8 bits)
+inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingPull; }
 
 // Header flag bits.
 namespace flag {

@@ -1,0 +1,196 @@
+// RAR, H-AR and Rina jobs on a multi-switch topology (experiment/collective.hpp).
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "dataplane/switch.hpp"
+#include "experiment/collective_impl.hpp"
+#include "host/ring.hpp"
+#include "sim/cluster.hpp"
+#include "workload/model.hpp"
+
+namespace ina::exp::detail {
+
+CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+                                 const CollectiveSettings& s) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (pl.jobs.size() != 1)
+    throw std::invalid_argument(fmt::format("{}: one job per run on a topology (got {})", scheme.name, pl.jobs.size()));
+  if (s.fail_rank >= 0)
+    throw std::invalid_argument(fmt::format("{}: failure injection is not supported yet", scheme.name));
+  const auto& hosts = pl.jobs[0];
+  const size_t n = hosts.size();
+  if (n > kMaxRingWorkers)
+    throw std::invalid_argument(fmt::format("{}: {} workers, at most {}", scheme.name, n, kMaxRingWorkers));
+  const auto elems = static_cast<uint64_t>(s.gradient_mb * static_cast<double>(workload::kMiB) / 4);
+  if (elems == 0) throw std::invalid_argument("gradient_mb gives no values");
+  const uint16_t job = 1;
+
+  // Racks of the job, in rank order (placement is rack-packed: ranks of a rack are contiguous).
+  std::vector<std::vector<uint16_t>> racks;
+  std::vector<NodeId> tors;
+  int last_rack = -1;
+  for (size_t r = 0; r < n; ++r) {
+    const int rk = pl.rack_of.at(hosts[r]);
+    if (rk != last_rack) {
+      racks.emplace_back();
+      const topo::NodeId tor = g.neighbors(hosts[r])[0].peer;
+      tors.push_back(scheme.collective == schemes::Collective::RingIna && g.is_ina(tor) ? static_cast<NodeId>(tor)
+                                                                                         : kNoNode);
+      last_rack = rk;
+    }
+    racks.back().push_back(static_cast<uint16_t>(r));
+  }
+  std::vector<std::vector<host::RingStage>> plan;
+  switch (scheme.collective) {
+    case schemes::Collective::Ring: plan = host::plan_rar(n, elems); break;
+    case schemes::Collective::Hierarchical: plan = host::plan_hierarchical(racks, elems); break;
+    default: plan = host::plan_rina(racks, tors, elems); break;
+  }
+  // The ToRs that serve an abstracted worker.
+  std::vector<NodeId> ina_tors;
+  for (size_t r = 0; r < racks.size(); ++r)
+    if (tors[r] != kNoNode && racks[r].size() >= 2) ina_tors.push_back(tors[r]);
+
+  std::vector<NodeId> nodes(n);
+  std::vector<int> rank_of(g.num_nodes(), -1);
+  for (size_t r = 0; r < n; ++r) {
+    nodes[r] = static_cast<NodeId>(hosts[r]);
+    rank_of[hosts[r]] = static_cast<int>(r);
+  }
+  const double pkt_bytes = 4.0 * s.payload_values + s.header_bytes;
+  dp::SwitchConfig swc;
+  swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * static_cast<double>(workload::kMiB));
+  swc.payload_values = s.payload_values;
+  const uint32_t region = static_cast<uint32_t>(swc.memory_bytes / (4ULL * s.payload_values));
+  if (!ina_tors.empty() && region == 0) throw std::invalid_argument("memory_mb gives no aggregator");
+
+  sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
+  std::vector<host::RingEndpoint*> eps(n, nullptr);
+  std::vector<std::shared_ptr<host::SyntheticTensor>> tensors(n);
+  std::vector<dp::SwitchProgram*> switches;
+  const uint64_t data_seed = mix(s.seed, 0x7a11);
+  const Time mean = n ? static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs) : 0;
+  sim::build_network(
+      sim, g,
+      [&](topo::NodeId v) -> std::unique_ptr<Node> {
+        if (g.is_host(v)) {
+          const int r = rank_of[v];
+          if (r < 0) return std::make_unique<sim::Forwarder>();
+          host::RingConfig c;
+          c.job = job;
+          c.rank = static_cast<uint16_t>(r);
+          c.nodes = nodes;
+          c.stages = plan[static_cast<size_t>(r)];
+          c.payload_values = s.payload_values;
+          c.region = region;
+          c.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
+          c.allgather_from_zero = scheme.collective == schemes::Collective::RingIna;
+          c.ina_gbps = scheme.collective == schemes::Collective::RingIna ? s.ina_gbps : 0;
+          c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
+          c.straggler_mean = mean;
+          c.straggler_sigma = static_cast<Time>(s.straggler_sigma_us * kUs);
+          c.seed = mix(s.seed, static_cast<uint64_t>(r));
+          auto ep = std::make_unique<host::RingEndpoint>(std::move(c));
+          tensors[static_cast<size_t>(r)] = std::make_shared<host::SyntheticTensor>(data_seed, r, static_cast<unsigned>(n));
+          for (int it = 0; it < s.iterations; ++it)
+            ep->submit(tensors[static_cast<size_t>(r)], elems, from_ms(s.compute_ms));
+          eps[static_cast<size_t>(r)] = ep.get();
+          return ep;
+        }
+        const auto it = std::find(ina_tors.begin(), ina_tors.end(), static_cast<NodeId>(v));
+        if (it == ina_tors.end()) return std::make_unique<sim::Forwarder>();
+        dp::SwitchConfig c = swc;
+        c.seed = mix(s.seed, v);
+        auto sw = scheme.make_switch(c);
+        sw->set_id(static_cast<NodeId>(v));
+        dp::SwitchJob sj;
+        sj.job = job;
+        sj.workers = nodes;
+        sj.region_offset = 0;
+        sj.region_size = region;
+        const size_t rk = static_cast<size_t>(it - ina_tors.begin());
+        size_t seen = 0;
+        for (size_t r = 0; r < racks.size(); ++r)
+          if (tors[r] != kNoNode && racks[r].size() >= 2 && seen++ == rk) sj.rack = racks[r];
+        sw->add_job(sj);
+        for (NodeId o : ina_tors)
+          if (o != v) sw->add_peer(o);
+        switches.push_back(sw.get());
+        return sw;
+      },
+      [&] {
+        sim::LinkParams lp;
+        lp.delay = static_cast<Time>(s.link_delay_us * kUs);
+        lp.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+        lp.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+        lp.loss = s.loss;
+        lp.dup = s.dup;
+        lp.reorder = s.reorder;
+        return lp;
+      }());
+  sim.run(from_ms(s.max_sim_ms));
+
+  CollectiveResult out;
+  std::vector<std::string> probs;
+  size_t unfinished = 0;
+  double tput = 0, bytes = 0;
+  uint64_t tput_n = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const auto* e = eps[r];
+    if (!e->done()) ++unfinished;
+    for (size_t k = 0; k < e->op_end().size(); ++k) {
+      const double secs = static_cast<double>(e->op_end()[k] - e->op_start()[k]) / kSec;
+      if (secs > 0) {
+        tput += 8.0 * 4.0 * static_cast<double>(elems) / secs / 1e9;
+        ++tput_n;
+      }
+    }
+    bytes += static_cast<double>(e->stats().bytes_sent) + static_cast<double>(e->stats().sent) * s.header_bytes;
+    out.retransmits += e->stats().retransmits;
+    out.verify_errors += tensors[r]->mismatches();
+    if (e->done() && tensors[r]->checked() != elems * static_cast<uint64_t>(s.iterations))
+      probs.push_back(fmt::format("rank {} wrote {} of {} results", r, tensors[r]->checked(),
+                                  elems * static_cast<uint64_t>(s.iterations)));
+    if (e->stats().malformed || e->stats().foreign)
+      probs.push_back(fmt::format("rank {} refused {} malformed and {} foreign packets", r, e->stats().malformed,
+                                  e->stats().foreign));
+  }
+  if (unfinished) probs.push_back(fmt::format("{} workers did not finish within {} ms", unfinished, s.max_sim_ms));
+  if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
+  if (!unfinished) {
+    double sync = 0;
+    for (int k = 0; k < s.iterations; ++k) {
+      Time lo = kNever, hi = 0;
+      for (const auto* e : eps) {
+        lo = std::min(lo, e->op_start()[static_cast<size_t>(k)]);
+        hi = std::max(hi, e->op_end()[static_cast<size_t>(k)]);
+      }
+      sync += to_ms(hi - lo);
+    }
+    out.sync_ms = sync / s.iterations;
+    Time end = 0;
+    for (const auto* e : eps) end = std::max(end, e->op_end().back());
+    out.iteration_ms = to_ms(end) / s.iterations;
+    for (auto* sw : switches)
+      if (sw->occupied()) probs.push_back(fmt::format("{} aggregators left in switch {}", sw->occupied(), sw->id()));
+    if (!sim.idle()) probs.push_back("events left after every worker finished (a timer or packet leaked)");
+    if (sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  }
+  std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
+  if (const sim::Refusals refused = sim::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
+  out.throughput_gbps = tput_n ? tput / static_cast<double>(tput_n) : 0;
+  out.bytes_per_worker = n ? bytes / static_cast<double>(n) / s.iterations : 0;
+  out.steps = host::ring_steps(plan[0], 0);
+  out.hops = sim.hops();
+  out.events = sim.events();
+  out.ok = probs.empty();
+  for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return out;
+}
+
+}  // namespace ina::exp::detail

@@ -1,0 +1,846 @@
+#include "host/ring.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ina::host {
+
+// ---- plans -----------------------------------------------------------------
+
+namespace {
+
+RingGroup solo(uint16_t r) { return RingGroup{{r}, kNoNode}; }
+
+}  // namespace
+
+std::vector<std::vector<RingStage>> plan_rar(size_t n, uint64_t elems) {
+  if (n == 0 || n > kMaxRingWorkers) throw std::invalid_argument(fmt::format("ring: {} workers (1..255)", n));
+  RingStage st;
+  st.len = elems;
+  for (size_t r = 0; r < n; ++r) st.groups.push_back(solo(static_cast<uint16_t>(r)));
+  return std::vector<std::vector<RingStage>>(n, std::vector<RingStage>{st});
+}
+
+std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint16_t>>& racks,
+                                              const std::vector<NodeId>& tors, uint64_t elems) {
+  if (racks.size() != tors.size()) throw std::invalid_argument("rina: one ToR entry per rack");
+  RingStage st;
+  st.len = elems;
+  size_t n = 0;
+  for (size_t r = 0; r < racks.size(); ++r) {
+    auto ranks = racks[r];
+    if (ranks.empty()) throw std::invalid_argument(fmt::format("rina: rack {} has no ranks", r));
+    std::sort(ranks.begin(), ranks.end());
+    n += ranks.size();
+    if (tors[r] != kNoNode && ranks.size() >= 2) {
+      if (ranks.size() > 64) throw std::invalid_argument(fmt::format("rina: rack {} has {} ranks (at most 64)", r, ranks.size()));
+      st.groups.push_back(RingGroup{ranks, tors[r]});
+    } else {
+      for (uint16_t k : ranks) st.groups.push_back(solo(k));
+    }
+  }
+  if (n == 0 || n > kMaxRingWorkers) throw std::invalid_argument(fmt::format("rina: {} workers (1..255)", n));
+  std::vector<bool> seen(n, false);
+  for (const auto& rk : racks)
+    for (uint16_t k : rk) {
+      if (k >= n || seen[k]) throw std::invalid_argument(fmt::format("rina: the racks do not partition ranks 0..{}", n - 1));
+      seen[k] = true;
+    }
+  return std::vector<std::vector<RingStage>>(n, std::vector<RingStage>{st});
+}
+
+std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems) {
+  if (racks.empty()) throw std::invalid_argument("h-ar: no racks");
+  const size_t k = racks[0].size();
+  size_t n = 0;
+  for (size_t r = 0; r < racks.size(); ++r) {
+    if (racks[r].size() != k)
+      throw std::invalid_argument(fmt::format(
+          "h-ar needs the same number of workers in every rack (rack 0 has {}, rack {} has {})", k, r, racks[r].size()));
+    n += k;
+  }
+  if (n > kMaxRingWorkers) throw std::invalid_argument(fmt::format("h-ar: {} workers (1..255)", n));
+  std::vector<std::vector<RingStage>> out(n);
+  for (size_t r = 0; r < racks.size(); ++r) {
+    RingStage in_rack;
+    in_rack.len = elems;
+    for (uint16_t x : racks[r]) in_rack.groups.push_back(solo(x));
+    for (size_t p = 0; p < k; ++p) {
+      // Position p keeps rack shard (p + 1) mod k after the ReduceScatter.
+      const size_t c = (p + 1) % k;
+      RingStage across;
+      across.off = shard_begin(in_rack, c);
+      across.len = shard_begin(in_rack, c + 1) - across.off;
+      for (const auto& other : racks) across.groups.push_back(solo(other[p]));
+      RingStage rs = in_rack, ag = in_rack;
+      rs.kind = RingStage::Kind::ReduceScatter;
+      ag.kind = RingStage::Kind::AllGather;
+      out[racks[r][p]] = {rs, across, ag};
+    }
+  }
+  return out;
+}
+
+// ---- the endpoint's steps --------------------------------------------------
+
+struct RingEndpoint::Step {
+  uint8_t code = 0;          // tag = op << 8 | code
+  size_t stage = 0;
+  bool last_stage = false;
+  // Send (none if !sends).
+  bool sends = false;
+  bool bcast = false;        // Rina agent: through the ToR to the rack (and fwd)
+  bool gather = false;       // AllGather: complete values (kResult), slow start
+  bool pulled = false;       // Rina member: starts when its agent pulls this tag
+  bool pull_first = false;   // Rina agent: pull the rack before sending
+  bool to_tor = false;       // addressed to a Rina ToR (window capped by the region)
+  uint64_t tor_bit = 0;      //   this rank's bit in its rack (agent = bit 0)
+  uint64_t off = 0, len = 0;
+  bool add_local = false;    // own input values
+  int add_recv = -1;         // + values received in that step (index in steps_)
+  bool from_kept = false;    // values from kept_
+  NodeId dst = kNoNode, fwd = kNoNode;
+  std::vector<NodeId> ackers;
+  // Local finish (autonomous final, AllGather start): kept[shard] = local + recv; write if last stage.
+  bool finish = false;
+  int finish_recv = -1;
+  bool write_kept = false;   // write kept [off, off+len) as results (AllGather stage start)
+  // Receive (none if !recvs).
+  bool recvs = false;
+  uint64_t r_off = 0, r_len = 0;
+  NodeId r_src = kNoNode;
+  bool r_keep = false;       // store for a later send (buffer)
+  bool r_to_kept = false;    // store into kept_
+  bool r_write = false;      // write as results
+  int ridx = -1;             // receive ordinal within the op
+};
+
+struct RingEndpoint::Send {
+  size_t step = 0;
+  uint32_t npkts = 0, next = 0, low = 0, acked_pkts = 0;
+  uint64_t all = 0;          // every acker's bit
+  std::vector<uint64_t> acked;
+  std::vector<Time> first_tx, last_tx, deadline;
+  std::vector<uint16_t> retx;
+  uint64_t inflight = 0;
+  DeadlineQueue<uint32_t> rto;
+};
+
+struct RingEndpoint::Recv {
+  uint64_t ord = UINT64_MAX;  // global receive ordinal (op * receives per op + ridx)
+  std::vector<int32_t> vals;
+  std::vector<bool> got;
+  uint32_t count = 0, npkts = 0;
+  bool complete() const { return count == npkts; }
+};
+
+namespace {
+
+constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2;
+
+uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint32_t>((len + width - 1) / width); }
+
+// The node a group receives ring data at (its agent or its one worker).
+NodeId entry(const RingGroup& g, const std::vector<NodeId>& nodes) { return nodes.at(g.ranks[0]); }
+
+}  // namespace
+
+uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank) {
+  uint64_t n = 0;
+  for (const auto& st : stages) {
+    const size_t G = st.groups.size();
+    for (const auto& g : st.groups) {
+      if (std::find(g.ranks.begin(), g.ranks.end(), rank) == g.ranks.end()) continue;
+      const bool sr = st.kind != RingStage::Kind::AllGather, ag = st.kind != RingStage::Kind::ReduceScatter;
+      if (g.ina()) n += (sr ? G : 0) + (ag ? G : 0);
+      else n += (sr ? G - 1 : 0) + (ag ? G - 1 : 0);
+    }
+  }
+  return n;
+}
+
+RingEndpoint::RingEndpoint(RingConfig cfg)
+    : cfg_(std::move(cfg)), rng_(mix(cfg_.seed, 0x21a9ULL + cfg_.rank)), rtt_(cfg_.min_rto, cfg_.max_rto) {
+  if (cfg_.rank >= cfg_.nodes.size()) throw std::invalid_argument("ring: rank beyond the job's nodes");
+  if (cfg_.payload_values == 0) throw std::invalid_argument("ring: payload_values must be positive");
+  cwnd_ = cfg_.init_window;
+  build_steps();
+  recv_.resize(kRecvSlots);
+}
+
+RingEndpoint::~RingEndpoint() = default;
+
+size_t RingEndpoint::slot(uint64_t op, size_t step) const {
+  return static_cast<size_t>((op * nrecv_ + static_cast<uint64_t>(steps_[step].ridx)) % kRecvSlots);
+}
+
+void RingEndpoint::build_steps() {
+  const auto& nodes = cfg_.nodes;
+  const uint16_t me = cfg_.rank;
+  uint8_t code = 0;
+  int ridx = 0;
+  uint64_t kept_lo = UINT64_MAX, kept_hi = 0;
+  auto keep_range = [&](uint64_t off, uint64_t len) {
+    kept_lo = std::min(kept_lo, off);
+    kept_hi = std::max(kept_hi, off + len);
+  };
+  for (size_t si = 0; si < cfg_.stages.size(); ++si) {
+    const RingStage& st = cfg_.stages[si];
+    const bool last = si + 1 == cfg_.stages.size();
+    const size_t G = st.groups.size();
+    size_t q = G;
+    for (size_t i = 0; i < G; ++i)
+      if (std::find(st.groups[i].ranks.begin(), st.groups[i].ranks.end(), me) != st.groups[i].ranks.end()) q = i;
+    if (q == G) throw std::invalid_argument(fmt::format("ring: rank {} is in no group of stage {}", me, si));
+    const RingGroup& mine = st.groups[q];
+    const RingGroup& next = st.groups[(q + 1) % G];
+    const RingGroup& prev = st.groups[(q + G - 1) % G];
+    const bool ina = mine.ina();
+    const bool agent = ina && mine.ranks[0] == me;
+    const bool sr = st.kind != RingStage::Kind::AllGather, ag = st.kind != RingStage::Kind::ReduceScatter;
+    auto shard = [&](size_t c, uint64_t& off, uint64_t& len) {
+      c %= G;
+      off = shard_begin(st, c);
+      len = shard_begin(st, c + 1) - off;
+    };
+    const NodeId next_entry = entry(next, nodes);
+    const NodeId prev_sr_exit = prev.ina() ? prev.tor : nodes.at(prev.ranks[0]);
+    const NodeId prev_ag_exit = nodes.at(prev.ranks[0]);  // an INA group's broadcast keeps its agent as source
+    std::vector<NodeId> rack;  // the other members of my rack
+    uint64_t my_bit = 0;
+    for (size_t i = 0; i < mine.ranks.size(); ++i) {
+      if (mine.ranks[i] != me) rack.push_back(nodes.at(mine.ranks[i]));
+      else my_bit = 1ULL << i;
+    }
+    if (code + 2 * G + 1 > 256) throw std::invalid_argument("ring: too many steps per op (step codes are 8 bits)");
+    const uint8_t base = code;
+    auto add = [&](Step s) {
+      s.stage = si;
+      s.last_stage = last;
+      if (s.recvs) s.ridx = ridx++;
+      steps_.push_back(std::move(s));
+    };
+    // ScatterReduce.
+    if (sr) {
+      for (size_t s = 0; s + 1 < G; ++s) {
+        Step x;
+        x.code = static_cast<uint8_t>(base + s);
+        x.sends = true;
+        shard(q + G - s % G, x.off, x.len);
+        x.add_local = true;
+        if (s > 0 && !(ina && !agent)) x.add_recv = static_cast<int>(steps_.size()) - 1;
+        if (ina) {
+          x.to_tor = true;
+          x.tor_bit = my_bit;
+          x.dst = mine.tor;
+          x.fwd = next_entry;
+          x.ackers = {mine.tor};
+          x.pull_first = agent;
+          x.pulled = !agent;
+        } else {
+          x.dst = next_entry;
+          x.ackers = {next_entry};
+        }
+        if (!ina || agent) {
+          x.recvs = true;
+          shard(q + 2 * G - 1 - s, x.r_off, x.r_len);
+          x.r_src = prev_sr_exit;
+          x.r_keep = true;
+        }
+        add(std::move(x));
+      }
+      // The complete shard (q + 1).
+      Step f;
+      f.code = static_cast<uint8_t>(base + G - 1);
+      uint64_t off, len;
+      shard(q + 1, off, len);
+      const int last_recv = G > 1 && (!ina || agent) ? static_cast<int>(steps_.size()) - 1 : -1;
+      if (ina) {
+        f.sends = true;
+        f.off = off;
+        f.len = len;
+        f.add_local = true;
+        f.add_recv = agent ? last_recv : -1;
+        f.to_tor = true;
+        f.tor_bit = my_bit;
+        f.dst = mine.tor;
+        f.fwd = nodes.at(mine.ranks[0]);  // back to the agent
+        f.ackers = {mine.tor};
+        f.pull_first = agent;
+        f.pulled = !agent;
+        if (agent) {
+          f.recvs = true;
+          f.r_off = off;
+          f.r_len = len;
+          f.r_src = mine.tor;
+          f.r_to_kept = true;
+          f.r_write = last && ag;
+        }
+      } else {
+        f.finish = true;
+        f.finish_recv = last_recv;
+        f.off = off;
+        f.len = len;
+      }
+      keep_range(off, len);
+      add(std::move(f));
+    } else if (ina) {
+      throw std::invalid_argument("ring: an AllGather-only stage cannot have INA groups");
+    }
+    // AllGather.
+    if (ag) {
+      uint64_t own_off, own_len;
+      shard(q + 1, own_off, own_len);
+      keep_range(own_off, own_len);
+      if (!sr) {
+        // Start from the shard a previous stage left here.
+        Step w;
+        w.code = static_cast<uint8_t>(base + G - 1);
+        w.write_kept = last;
+        w.off = own_off;
+        w.len = own_len;
+        add(std::move(w));
+      }
+      for (size_t s = 0; s + 1 < G; ++s) {
+        Step x;
+        x.code = static_cast<uint8_t>(base + G + s);
+        x.gather = true;
+        if (!ina || agent) {
+          x.sends = true;
+          shard(q + 1 + G - s, x.off, x.len);
+          if (s == 0) x.from_kept = true;
+          else x.add_recv = static_cast<int>(steps_.size()) - 1;
+          if (agent) {
+            x.bcast = true;
+            x.dst = mine.tor;
+            x.fwd = next_entry;
+            x.ackers = rack;
+            x.ackers.push_back(next_entry);
+          } else {
+            x.dst = next_entry;
+            x.ackers = {next_entry};
+          }
+          x.recvs = true;
+          shard(q + G - s, x.r_off, x.r_len);
+          x.r_src = prev_ag_exit;
+          x.r_keep = true;
+          x.r_to_kept = !last;
+          x.r_write = last;
+        } else {
+          // A rack member receives its agent's broadcast of shard (q + 1 - s).
+          x.recvs = true;
+          shard(q + 1 + G - s, x.r_off, x.r_len);
+          x.r_src = nodes.at(mine.ranks[0]);
+          x.r_to_kept = !last;
+          x.r_write = last;
+        }
+        add(std::move(x));
+      }
+      if (ina) {
+        // The agent's last broadcast: what it received last (or, with one group, its own shard), to the rack only.
+        Step x;
+        x.code = static_cast<uint8_t>(base + 2 * G - 1);
+        x.gather = true;
+        uint64_t off, len;
+        shard(G > 1 ? q + 2 : q + 1, off, len);
+        if (agent) {
+          x.sends = true;
+          x.bcast = true;
+          x.off = off;
+          x.len = len;
+          if (G > 1) x.add_recv = static_cast<int>(steps_.size()) - 1;
+          else x.from_kept = true;
+          x.dst = mine.tor;
+          x.ackers = rack;
+        } else {
+          x.recvs = true;
+          x.r_off = off;
+          x.r_len = len;
+          x.r_src = nodes.at(mine.ranks[0]);
+          x.r_to_kept = !last;
+          x.r_write = last;
+        }
+        add(std::move(x));
+      }
+    }
+    code = static_cast<uint8_t>(base + 2 * G);
+  }
+  nrecv_ = static_cast<uint64_t>(ridx);
+  if (kept_lo < kept_hi) {
+    kept_off_ = kept_lo;
+    kept_.assign(kept_hi - kept_lo, 0);
+  }
+}
+
+uint32_t RingEndpoint::tag_of(size_t step) const {
+  return static_cast<uint32_t>(op_ << 8) | steps_[step].code;
+}
+
+void RingEndpoint::submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time start_after) {
+  uint64_t want = 0;
+  for (const auto& st : cfg_.stages) want = std::max(want, st.off + st.len);
+  if (elems != want)
+    throw std::invalid_argument(fmt::format("ring: op of {} values, but the plan covers {}", elems, want));
+  ops_.push_back({std::move(io), start_after});
+}
+
+bool RingEndpoint::done() const { return op_ == ops_.size(); }
+
+size_t RingEndpoint::outstanding() const {
+  size_t n = send_ ? send_->inflight : 0;
+  return n + (op_running_ ? 1 : 0);
+}
+
+void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
+
+void RingEndpoint::on_start(Time now, Effects& fx) {
+  if (!ops_.empty()) {
+    const Time at = now + ops_[0].start_after;
+    waiting_delay_ = true;
+    fx.set_timer(at, kDelayTimer | (++timer_gen_ << 8));
+  }
+}
+
+void RingEndpoint::start_op(Time now, Effects& fx) {
+  op_running_ = true;
+  step_ = 0;
+  op_start_.push_back(now);
+  advance(now, fx);
+}
+
+// Runs the current step: starts its send (after an optional straggler
+// delay), or finishes it when its send and receive are both done.
+void RingEndpoint::advance(Time now, Effects& fx) {
+  while (op_running_) {
+    if (step_ == steps_.size()) {
+      op_running_ = false;
+      op_end_.push_back(now);
+      ++completed_;
+      ++op_;
+      if (op_ < ops_.size()) {
+        waiting_delay_ = true;
+        fx.set_timer(now + ops_[op_].start_after, kDelayTimer | (++timer_gen_ << 8));
+      }
+      return;
+    }
+    const Step& s = steps_[step_];
+    if (!sending_ && !send_) {
+      if (s.finish || s.write_kept) {
+        auto& io = *ops_[op_].io;
+        std::vector<int32_t> v(s.len);
+        if (s.finish) {
+          if (s.stage == 0) io.read_gradient(s.off, v);
+          else std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_), s.len, v.begin());
+          if (s.finish_recv >= 0) {
+            const auto& in = recv_[slot(op_, static_cast<size_t>(s.finish_recv))];
+            for (uint64_t i = 0; i < s.len; ++i) v[i] += in.vals[i];
+          }
+          std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_));
+        } else {
+          std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_), s.len, v.begin());
+        }
+        const bool ag_follows = cfg_.stages[s.stage].kind != RingStage::Kind::ReduceScatter;
+        if (s.last_stage && (s.write_kept || ag_follows)) io.write_result(s.off, v);
+      }
+      if (s.sends) {
+        if (s.pulled && pulled_tag_ <= tag_of(step_)) return;  // wait for the agent's pull
+        if (cfg_.straggler_sigma > 0 || cfg_.straggler_mean > 0) {
+          if (!waiting_delay_) {
+            const double u1 = std::max(rng_.uniform(), 1e-300), u2 = rng_.uniform();
+            const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+            const double d = static_cast<double>(cfg_.straggler_mean) + z * static_cast<double>(cfg_.straggler_sigma);
+            waiting_delay_ = true;
+            fx.set_timer(now + static_cast<Time>(std::max(0.0, d)), kDelayTimer | (++timer_gen_ << 8));
+            return;
+          }
+          return;  // the delay timer calls begin_send
+        }
+        begin_send(now, fx);
+        return;
+      }
+    }
+    if (send_) return;  // still sending
+    if (s.recvs) {
+      const uint64_t ord = op_ * nrecv_ + static_cast<uint64_t>(s.ridx);
+      const Recv& r = recv_[slot(op_, step_)];
+      if (r.ord != ord || !r.complete()) {
+        if (r.ord != ord && packets(s.r_len, cfg_.payload_values) == 0) {
+          // Nothing to receive (a zero-length shard).
+          Recv& z = recv_[slot(op_, step_)];
+          z.ord = ord;
+          z.count = z.npkts = 0;
+          z.vals.clear();
+          z.got.clear();
+        } else {
+          return;
+        }
+      }
+    }
+    ++st_.steps;
+    sending_ = false;
+    ++step_;
+  }
+}
+
+void RingEndpoint::begin_send(Time now, Effects& fx) {
+  waiting_delay_ = false;
+  const Step& s = steps_[step_];
+  send_ = std::make_unique<Send>();
+  Send& x = *send_;
+  x.step = step_;
+  x.npkts = packets(s.len, cfg_.payload_values);
+  x.all = s.ackers.size() >= 64 ? ~0ULL : (1ULL << s.ackers.size()) - 1;
+  x.acked.assign(x.npkts, 0);
+  x.first_tx.assign(x.npkts, 0);
+  x.last_tx.assign(x.npkts, 0);
+  x.deadline.assign(x.npkts, kNever);
+  x.retx.assign(x.npkts, 0);
+  sending_ = true;
+  if (s.gather && s.bcast && cfg_.allgather_from_zero) {
+    cwnd_ = 1;
+    slow_start_ = true;
+  } else if (slow_start_) {
+    slow_start_ = false;
+    cwnd_ = std::max(cwnd_, cfg_.init_window);
+  }
+  if (s.pull_first) send_pull(now, fx);
+  if (x.npkts == 0) {
+    send_.reset();
+    advance(now, fx);
+    return;
+  }
+  pump(now, fx);
+}
+
+void RingEndpoint::send_pull(Time now, Effects& fx) {
+  const Step& s = steps_[step_];
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingPull;
+  p->h.flags = 0;
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = s.dst;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = 0;
+  p->h.bitmap = 0;
+  p->h.priority = tag_of(step_);
+  p->h.agg_index = 0;
+  p->h.count = 0;
+  ++st_.pulls_sent;
+  fx.send(p);
+  (void)now;
+}
+
+void RingEndpoint::fill(const Step& s, uint32_t idx, Packet& p) {
+  const uint64_t off = s.off + static_cast<uint64_t>(idx) * cfg_.payload_values;
+  const auto cnt = static_cast<uint16_t>(std::min<uint64_t>(cfg_.payload_values, s.off + s.len - off));
+  p.h.count = cnt;
+  std::span<int32_t> v(p.payload(), cnt);
+  if (s.from_kept) {
+    std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_), cnt, v.begin());
+  } else if (s.add_local) {
+    if (s.stage == 0) ops_[op_].io->read_gradient(off, v);
+    else std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_), cnt, v.begin());
+  } else {
+    std::fill(v.begin(), v.end(), 0);
+  }
+  if (s.add_recv >= 0) {
+    const auto& r = recv_[slot(op_, static_cast<size_t>(s.add_recv))];
+    const uint64_t base = static_cast<uint64_t>(idx) * cfg_.payload_values;
+    for (uint16_t i = 0; i < cnt; ++i) {
+      if (s.add_local || s.from_kept) v[i] += r.vals[base + i];
+      else v[i] = r.vals[base + i];
+    }
+  }
+}
+
+void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx) {
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingData;
+  p->h.flags = static_cast<uint16_t>((s.gather ? flag::kResult : flag::kPartial) | (resend ? flag::kResend : 0));
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = s.dst;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = idx;
+  p->h.bitmap = s.tor_bit;
+  p->h.priority = tag_of(x.step);
+  p->h.agg_index = s.fwd;
+  fill(s, idx, *p);
+  if (!resend) {
+    x.first_tx[idx] = now;
+    ++x.inflight;
+  } else {
+    ++st_.retransmits;
+    if (x.retx[idx] < UINT16_MAX) ++x.retx[idx];
+  }
+  x.last_tx[idx] = now;
+  Time rto = rtt_.timeout();
+  for (uint16_t i = 0; i < std::min<uint16_t>(x.retx[idx], 6); ++i) rto *= 2;
+  rto = std::min(rto, cfg_.max_rto);
+  x.deadline[idx] = now + rto;
+  if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+  ++st_.sent;
+  st_.bytes_sent += 4ULL * p->h.count;
+  fx.send(p);
+}
+
+void RingEndpoint::pump(Time now, Effects& fx) {
+  if (!send_) return;
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  double cap = std::min(cwnd_, cfg_.max_window);
+  if (s.to_tor && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
+  while (x.next < x.npkts && static_cast<double>(x.inflight) < std::max(1.0, cap)) {
+    if (s.to_tor && cfg_.region && x.next >= x.low + cfg_.region) break;
+    if (s.to_tor && cfg_.ina_gbps > 0) {
+      if (now < next_tx_) {
+        fx.set_timer(next_tx_, kPaceTimer);
+        return;
+      }
+      const auto gap = static_cast<Time>(8.0 * cfg_.wire_bytes / (cfg_.ina_gbps * 1e9) * kSec);
+      next_tx_ = std::max(now, next_tx_) + gap;
+    }
+    transmit(x.next++, false, now, fx);
+  }
+}
+
+void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
+  const uint64_t kind = token & 0xFF;
+  if (kind == kDelayTimer) {
+    if ((token >> 8) != timer_gen_ || !waiting_delay_) return;
+    if (!op_running_) {
+      waiting_delay_ = false;
+      start_op(now, fx);
+      return;
+    }
+    begin_send(now, fx);
+    return;
+  }
+  if (kind == kPaceTimer) {
+    pump(now, fx);
+    return;
+  }
+  on_rto(now, fx);
+}
+
+void RingEndpoint::on_rto(Time now, Effects& fx) {
+  if (!send_) return;
+  Send& x = *send_;
+  bool any = false;
+  const Time next = x.rto.expire(
+      now,
+      [&](uint32_t idx, Time at) {
+        if (!send_ || x.acked[idx] == x.all || x.deadline[idx] != at) return;
+        ++st_.timeouts;
+        any = true;
+        transmit(idx, true, now, fx);
+      },
+      [&](uint32_t idx, Time at) { return x.acked[idx] != x.all && x.deadline[idx] == at; });
+  if (next != kNever) arm(next, fx);
+  if (any) {
+    if (steps_[x.step].pull_first) send_pull(now, fx);  // a member may have missed the pull
+  }
+}
+
+void RingEndpoint::on_packet(Packet* p, Time now, Effects& fx) {
+  switch (p->h.type) {
+    case PktType::RingData: on_data(p, now, fx); return;
+    case PktType::RingAck: on_ack(p, now, fx); return;
+    case PktType::RingPull: on_pull(p, now, fx); return;
+    default:
+      ++st_.malformed;
+      fx.free(p);
+  }
+}
+
+void RingEndpoint::ack(const Packet& d, Effects& fx) {
+  Packet* a = fx.alloc();
+  a->h = d.h;
+  a->h.type = PktType::RingAck;
+  a->h.flags = d.h.has(flag::kEcn) ? flag::kEce : 0;
+  a->h.src = id();
+  a->h.dst = d.h.src;
+  a->h.rank = static_cast<uint8_t>(cfg_.rank);
+  a->h.bitmap = 0;
+  a->h.count = 0;
+  fx.send(a);
+}
+
+void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  const uint64_t op = tag >> 8;
+  const uint8_t code = static_cast<uint8_t>(tag & 0xFF);
+  size_t si = steps_.size();
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].code == code && steps_[i].recvs) si = i;
+  if (p->h.job != cfg_.job || si == steps_.size() || op >= ops_.size()) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  const Step& s = steps_[si];
+  if (p->h.src != s.r_src) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  const uint32_t npk = packets(s.r_len, cfg_.payload_values);
+  const uint64_t want = std::min<uint64_t>(cfg_.payload_values, s.r_len - std::min<uint64_t>(s.r_len, static_cast<uint64_t>(p->h.psn) * cfg_.payload_values));
+  if (p->h.psn >= npk || p->h.count != want) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  // Receive ordinals (op * receives per op + the step's receive index):
+  // `cur` is the first receive at or after the current step. The current
+  // send may read the receive before it, so the buffers hold cur - 1 up to
+  // cur + kRecvSlots - 2: anything further ahead waits (no acknowledgement).
+  const uint64_t ord = op * nrecv_ + static_cast<uint64_t>(s.ridx);
+  uint64_t cur = UINT64_MAX;
+  if (!done()) {
+    size_t k = op_running_ ? step_ : 0;
+    while (k < steps_.size() && !steps_[k].recvs) ++k;
+    cur = op_ * nrecv_ + (k < steps_.size() ? static_cast<uint64_t>(steps_[k].ridx) : nrecv_);
+  }
+  if (ord < cur) {
+    // A step already received here: the sender missed the acknowledgement.
+    ++st_.late;
+    ack(*p, fx);
+    fx.free(p);
+    return;
+  }
+  if (ord > cur + kRecvSlots - 2) {
+    ++st_.early;
+    fx.free(p);
+    return;
+  }
+  Recv& r = recv_[ord % kRecvSlots];
+  if (r.ord != ord) {
+    r.ord = ord;
+    r.npkts = npk;
+    r.count = 0;
+    r.got.assign(npk, false);
+    if (s.r_keep) r.vals.assign(s.r_len, 0);
+    else r.vals.clear();
+  }
+  if (r.got[p->h.psn]) {
+    ++st_.duplicates;
+    ack(*p, fx);
+    fx.free(p);
+    return;
+  }
+  r.got[p->h.psn] = true;
+  ++r.count;
+  ++st_.received;
+  const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
+  std::span<const int32_t> v(p->payload(), p->h.count);
+  if (s.r_keep) std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
+  if (s.r_to_kept) std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_));
+  if (s.r_write) ops_[op].io->write_result(off, v);
+  ack(*p, fx);
+  fx.free(p);
+  // A Rina member learns from its agent's broadcast that its earlier sends are done.
+  if (op == op_ && op_running_) skip_pulled_to(si);
+  if (r.complete()) advance(now, fx);
+}
+
+void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  if (!send_ || tag != tag_of(send_->step) || p->h.psn >= send_->npkts) {
+    ++st_.dup_acks;
+    fx.free(p);
+    return;
+  }
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  uint64_t bit = 0;
+  for (size_t i = 0; i < s.ackers.size(); ++i)
+    if (s.ackers[i] == p->h.src) bit = 1ULL << i;
+  if (!bit) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  const uint32_t idx = p->h.psn;
+  const bool ece = p->h.has(flag::kEce);
+  fx.free(p);
+  if (x.acked[idx] & bit) {
+    ++st_.dup_acks;
+    return;
+  }
+  ++st_.acks;
+  x.acked[idx] |= bit;
+  if (x.acked[idx] != x.all) return;
+  --x.inflight;
+  ++x.acked_pkts;
+  if (x.retx[idx] == 0) rtt_.sample(now - x.first_tx[idx]);
+  while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;
+  if (ece) {
+    ++st_.ece;
+    if (now - last_decrease_ > rtt_.srtt()) {
+      cwnd_ = std::max(1.0, cwnd_ / 2);
+      last_decrease_ = now;
+      slow_start_ = false;
+      ++st_.decreases;
+    }
+  } else if (slow_start_) {
+    cwnd_ = std::min(cwnd_ + 1, cfg_.max_window);
+  } else {
+    cwnd_ = std::min(cwnd_ + 1.0 / cwnd_, cfg_.max_window);
+  }
+  if (x.acked_pkts == x.npkts) {
+    send_.reset();
+    advance(now, fx);
+    return;
+  }
+  pump(now, fx);
+}
+
+// A Rina member whose agent has moved on to step `target` (pulled it, or
+// broadcast in it): every pulled send before it is done (the agent's own
+// packets of those steps were acknowledged, so every slot completed).
+void RingEndpoint::skip_pulled_to(size_t target) {
+  if (target <= step_) return;
+  for (size_t i = step_; i < target; ++i)
+    if (!steps_[i].pulled) return;
+  send_.reset();
+  sending_ = false;
+  while (step_ < target) {
+    ++st_.steps;
+    ++step_;
+  }
+}
+
+void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  // Only a member's own ToR copies its agent's pull.
+  bool ok = false;
+  for (const auto& st : cfg_.stages)
+    for (const auto& g : st.groups)
+      if (g.ina() && g.tor == p->h.src && std::find(g.ranks.begin(), g.ranks.end(), cfg_.rank) != g.ranks.end() &&
+          g.ranks[0] != cfg_.rank)
+        ok = true;
+  fx.free(p);
+  if (!ok) {
+    ++st_.foreign;
+    return;
+  }
+  ++st_.pulls;
+  pulled_tag_ = std::max(pulled_tag_, tag + 1);
+  if (!op_running_ || (tag >> 8) != op_) return;
+  // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
+  size_t target = step_;
+  while (target < steps_.size() && tag_of(target) < tag) ++target;
+  skip_pulled_to(target);
+  advance(now, fx);
+}
+
+}  // namespace ina::host

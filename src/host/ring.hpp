@@ -1,0 +1,203 @@
+#pragma once
+// Ring collectives as sans-I/O host endpoints: Ring-AllReduce (RAR),
+// hierarchical AllReduce (H-AR) and Rina's agent / rack member / autonomous
+// worker (Rina paper §II-B, §III-A, §IV). One RingEndpoint per worker; the
+// simulator and the UDP runtime drive the same object.
+//
+// A job's collective is a list of stages per rank (RingStage). A stage is a
+// ring of groups over a range of the gradient: a group is either one
+// autonomous worker (plain RAR member) or a Rina rack: the ranks under an
+// INA ToR, the lowest first (the agent). With G groups the range is cut
+// into G shards; group q (ring position) does, per op:
+//   ScatterReduce, steps s = 0..G-2: send shard (q - s) mod G (its own
+//     values plus the partial received in step s - 1) to the next group,
+//     receive shard (q - 1 - s) mod G from the previous one;
+//   then shard (q + 1) mod G is complete: own values + the last partial
+//     (a Rina rack reduces it through its ToR once more, to the agent: step G-1);
+//   AllGather, steps s = 0..G-2: send the complete shard (q + 1 - s) mod G
+//     on (s = 0: the own one; later: the one received in step s - 1),
+//     receive shard (q - s) mod G;
+//   a Rina agent also broadcasts every complete shard to its rack through
+//     the ToR (the ToR copies it to the rack members and, in the same pass,
+//     to the next group), and the last received one to the rack alone.
+// A step starts when the previous step's shard has fully arrived and the
+// endpoint's previous send is fully acknowledged (the dependency chain of
+// §III-A; NCCL/MPI's per-step barrier). H-AR is three stages: a
+// ReduceScatter ring inside each rack, an AllReduce ring among the ranks
+// holding the same rack shard in every rack, and an AllGather ring inside
+// each rack.
+//
+// Rina's data path (dataplane/rina.cpp): the agent sends a RingPull with
+// the step's tag to its ToR, which copies it to the rack; every member
+// (the agent too) then streams its shard to the ToR, addressed onward to
+// the next group's entry (agg_index); the ToR sums the rack's packets in a
+// contiguous region of its aggregators and forwards one partial; the next
+// group's entry acknowledges it to the ToR, which frees the slot and copies
+// the acknowledgement to the rack. The agent's contribution includes the
+// partial it received, so the group's output carries everything upstream.
+//
+// Transport: every shard transfer is reliable on its own: a window of
+// packets (AIMD on ECN echoes, starting at init_window; AllGather sends start
+// from one packet and grow by slow start until the first echo, as Rina
+// §IV-C lets AllGather start from zero), per-packet acknowledgements from
+// every receiver the transfer has (a broadcast is done when the rack members
+// and the next group have it), retransmission on an EWMA RTO with backoff
+// (core/rtt_estimator.hpp, the worker transport's estimator), and packets
+// to a Rina ToR kept within its region. Receivers keep a bitmap per step:
+// duplicates are counted and acknowledged again, never added twice; packets
+// of a step more than six receives ahead are dropped unacknowledged (the
+// ring's coupling keeps neighbours closer than that in practice). Optional per-step straggler delay
+// (Rina Eq. 1): before sending a step, a worker waits N(k/N, sigma^2) (>= 0).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/deadline_queue.hpp"
+#include "core/rng.hpp"
+#include "core/rtt_estimator.hpp"
+#include "host/tensor_io.hpp"
+#include "proto/node.hpp"
+
+namespace ina::host {
+
+struct RingGroup {
+  std::vector<uint16_t> ranks;  // one rank (autonomous) or a Rina rack, agent (lowest rank) first
+  NodeId tor = kNoNode;         // the rack's INA ToR (Rina); kNoNode: autonomous
+  bool ina() const { return tor != kNoNode; }
+};
+
+struct RingStage {
+  enum class Kind : uint8_t { AllReduce, ReduceScatter, AllGather };
+  Kind kind = Kind::AllReduce;
+  std::vector<RingGroup> groups;  // ring order
+  uint64_t off = 0, len = 0;      // the range of the gradient this ring covers
+  // ReduceScatter: the complete shard stays with the worker (input of the
+  // next stage); AllGather: each worker starts from the shard a previous
+  // stage left it. The last stage writes results.
+};
+
+// The shards of [off, off + len) among g groups: shard c is [off + c*len/g, off + (c+1)*len/g).
+inline uint64_t shard_begin(const RingStage& st, size_t c) {
+  return st.off + st.len * c / st.groups.size();
+}
+
+// Plans (identical at every rank): the stages each rank runs, by rank.
+// RAR over n ranks.
+std::vector<std::vector<RingStage>> plan_rar(size_t n, uint64_t elems);
+// Rina: `racks` partitions the ranks (each rack's ranks ascending, racks in
+// ring order); tors[r] is rack r's INA ToR or kNoNode (its ranks are then
+// autonomous workers). A rack of one rank is autonomous whatever its ToR.
+std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint16_t>>& racks,
+                                              const std::vector<NodeId>& tors, uint64_t elems);
+// H-AR: every rack must have the same number of ranks (std::invalid_argument otherwise).
+std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems);
+// Ring steps one op takes at `rank` (sends + the INA rack's extra steps).
+uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank);
+
+struct RingConfig {
+  uint16_t job = 1;
+  uint16_t rank = 0;
+  std::vector<NodeId> nodes;      // by rank
+  std::vector<RingStage> stages;  // this rank's stages (a plan's entry)
+  uint16_t payload_values = 64;
+  uint32_t region = 0;            // Rina: aggregators the job has in each ToR (window cap to a ToR)
+  double init_window = 196;       // packets
+  double max_window = 1e6;
+  bool allgather_from_zero = false;  // Rina §IV-C: every AllGather send starts at one packet (slow start)
+  double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
+  uint32_t wire_bytes = 306;      // per full packet, for pacing
+  Time min_rto = 200 * kUs;
+  Time max_rto = 200 * kMs;
+  // Straggler model (Rina Eq. 1): before each step's send, wait ~ N(mean, sigma^2), at least 0.
+  Time straggler_mean = 0, straggler_sigma = 0;
+  uint64_t seed = 1;
+};
+
+struct RingStats {
+  uint64_t sent = 0, retransmits = 0, timeouts = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
+  uint64_t received = 0, duplicates = 0, early = 0, late = 0;  // data packets
+  uint64_t pulls_sent = 0, pulls = 0;
+  uint64_t steps = 0;           // sends started (incl. Rina's rack-only broadcast)
+  uint64_t bytes_sent = 0;      // payload bytes of data packets (first transmissions and resends)
+  uint64_t malformed = 0;       // dropped: wrong type/tag/size for this endpoint
+  uint64_t foreign = 0;         // dropped: not from a node this endpoint expects it from
+};
+
+class RingEndpoint final : public Node {
+ public:
+  explicit RingEndpoint(RingConfig cfg);
+  ~RingEndpoint() override;
+
+  // Queues one allreduce of the gradient `io` reads (every rank submits the
+  // same sequence); `start_after`: compute time before it starts.
+  void submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time start_after = 0);
+
+  void on_start(Time now, Effects& fx) override;
+  void on_packet(Packet* p, Time now, Effects& fx) override;
+  void on_timer(uint64_t token, Time now, Effects& fx) override;
+
+  bool done() const;                   // every submitted op complete
+  uint64_t completed() const { return completed_; }
+  const std::vector<Time>& op_start() const { return op_start_; }
+  const std::vector<Time>& op_end() const { return op_end_; }
+  const RingStats& stats() const { return st_; }
+  const RingConfig& config() const { return cfg_; }
+  // Outstanding state (tests: nothing may be left after a job).
+  size_t outstanding() const;
+
+ private:
+  struct Send;
+  struct Recv;
+  struct Step;
+  void build_steps();
+  void start_op(Time now, Effects& fx);
+  void advance(Time now, Effects& fx);
+  void begin_send(Time now, Effects& fx);
+  void pump(Time now, Effects& fx);
+  void transmit(uint32_t idx, bool resend, Time now, Effects& fx);
+  void fill(const Step& s, uint32_t idx, Packet& p);
+  void on_data(Packet* p, Time now, Effects& fx);
+  void on_ack(Packet* p, Time now, Effects& fx);
+  void on_pull(Packet* p, Time now, Effects& fx);
+  void on_rto(Time now, Effects& fx);
+  void skip_pulled_to(size_t target);
+  void send_pull(Time now, Effects& fx);
+  void ack(const Packet& p, Effects& fx);
+  uint32_t tag_of(size_t step) const;
+  void arm(Time at, Effects& fx);
+
+  RingConfig cfg_;
+  RingStats st_;
+  Rng rng_;
+  std::vector<Step> steps_;  // one op's steps in order (the same for every op)
+  std::unique_ptr<Send> send_;
+  std::vector<Recv> recv_;   // per step of the op (only steps that receive)
+  struct Op {
+    std::shared_ptr<TensorIO> io;
+    Time start_after;
+  };
+  std::vector<Op> ops_;
+  size_t op_ = 0;            // current op
+  size_t step_ = 0;          // current step of the op (the send being done or waited for)
+  bool op_running_ = false, sending_ = false, waiting_delay_ = false;
+  uint64_t completed_ = 0;
+  std::vector<Time> op_start_, op_end_;
+  // Receive state per step (a step's shard), by receive ordinal mod
+  // kRecvSlots, and the complete shards a stage left (its output range).
+  static constexpr uint64_t kRecvSlots = 8;
+  size_t slot(uint64_t op, size_t step) const;
+  std::vector<int32_t> kept_;
+  uint64_t kept_off_ = 0;
+  RttEstimator rtt_;
+  double cwnd_ = 1;
+  bool slow_start_ = false;
+  Time last_decrease_ = -kSec;
+  Time next_tx_ = 0;
+  uint64_t timer_gen_ = 0;
+  Time armed_at_ = kNever;
+  uint32_t pulled_tag_ = 0;  // Rina member: highest step tag pulled + 1 (0: none)
+  uint64_t nrecv_ = 0;       // receiving steps per op
+};
+
+}  // namespace ina::host

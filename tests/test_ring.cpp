@@ -1,0 +1,141 @@
+// Ring collectives (host/ring.hpp) and Rina's ToR (dataplane/rina.cpp) on
+// multi-switch topologies, through exp::run_collective.
+#include <gtest/gtest.h>
+
+#include "experiment/collective.hpp"
+#include "host/ring.hpp"
+#include "topo/graph.hpp"
+
+namespace ina {
+namespace {
+
+// The Rina testbed (Fig. 12): two ToRs, 4 hosts each, one inter-rack link.
+topo::Graph testbed(bool ina0, bool ina1) {
+  topo::Graph g;
+  g.name = "rina-testbed";
+  const auto t0 = g.add_switch("tor0", ina0, ina0 ? 100 : 0);
+  const auto t1 = g.add_switch("tor1", ina1, ina1 ? 100 : 0);
+  for (int i = 0; i < 8; ++i) g.add_link(g.add_host("h" + std::to_string(i)), i < 4 ? t0 : t1, 100);
+  g.add_link(t0, t1, 100);
+  return g;
+}
+
+topo::Graph fat_tree4(bool ina_tors) {
+  auto g = *topo::generate("fat-tree:4");
+  if (ina_tors)
+    for (auto t : g.tor_switches()) g.set_ina(t, true, 100);
+  return g;
+}
+
+exp::CollectiveSettings small(double mb = 0.0625) {
+  exp::CollectiveSettings s;
+  s.gradient_mb = mb;
+  s.max_sim_ms = 2000;
+  return s;
+}
+
+TEST(Ring, RarIsExactOnAFatTree) {
+  const auto g = fat_tree4(false);
+  auto s = small();
+  s.workers_per_job = {8};
+  const auto r = exp::run_collective(g, "rar", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.steps, 2u * (8 - 1));
+  EXPECT_EQ(r.retransmits, 0u);
+  // 2(N-1) steps of S/N: 16384 values, shards of 2048 = 32 packets of 64
+  // values; 14 * 32 packets of 256 B payload + 50 B header.
+  EXPECT_EQ(r.bytes_per_worker, 14.0 * 32 * (256 + 50));
+}
+
+// Rina on the testbed with both ToRs INA: G = 2 groups. A member sends its
+// half of the gradient to the ToR twice (ScatterReduce, then the step that
+// completes the rack's own shard); an agent does that and broadcasts two
+// halves (its complete shard, then the one it received). RAR's 8 workers
+// send 2 * 7/8 of the gradient each.
+TEST(Ring, RinaShortensTheChainOnTheTestbed) {
+  const auto r = exp::run_collective(testbed(true, true), "rina", small());
+  ASSERT_TRUE(r.ok) << r.problems;
+  const double half = 128 * (256 + 50);  // 8192 values = 128 packets
+  EXPECT_EQ(r.bytes_per_worker, (2 * 4 * half + 6 * 2 * half) / 8);
+  EXPECT_EQ(r.steps, 4u);  // the agent's: 2G (rank 0 is an agent)
+  const auto rar = exp::run_collective(testbed(true, true), "rar", small());
+  ASSERT_TRUE(rar.ok) << rar.problems;
+  EXPECT_EQ(rar.steps, 14u);
+}
+
+TEST(Ring, RinaOnTheTestbedIsExact) {
+  for (auto [a, b] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    const auto g = testbed(a, b);
+    const auto r = exp::run_collective(g, "rina", small());
+    ASSERT_TRUE(r.ok) << a << b << ": " << r.problems;
+  }
+}
+
+TEST(Ring, HierarchicalIsExact) {
+  const auto r = exp::run_collective(testbed(false, false), "h-ar", small());
+  ASSERT_TRUE(r.ok) << r.problems;
+}
+
+TEST(Ring, RinaWithoutInaRacksIsRar) {
+  const auto g = fat_tree4(false);
+  const auto rina = exp::run_collective(g, "rina", small());
+  const auto rar = exp::run_collective(g, "rar", small());
+  ASSERT_TRUE(rina.ok) << rina.problems;
+  ASSERT_TRUE(rar.ok) << rar.problems;
+  EXPECT_EQ(rina.steps, rar.steps);
+  EXPECT_EQ(rina.bytes_per_worker, rar.bytes_per_worker);
+  EXPECT_EQ(rina.sync_ms, rar.sync_ms);
+}
+
+TEST(Ring, AllSchemesExactUnderLossDuplicationReordering) {
+  for (const char* scheme : {"rar", "h-ar", "rina"}) {
+    auto s = small();
+    s.loss = s.dup = s.reorder = 0.01;
+    s.iterations = 2;
+    const auto r = exp::run_collective(fat_tree4(true), scheme, s);
+    ASSERT_TRUE(r.ok) << scheme << ": " << r.problems;
+  }
+}
+
+}  // namespace
+}  // namespace ina
+
+namespace ina {
+namespace {
+
+// Many seeds, every scheme, INA on some racks only, two iterations with
+// compute between them, loss + duplication + reordering: every run exact,
+// nothing left in a switch, no packet or timer left.
+TEST(Ring, SeedsSchemesAndPartialIna) {
+  auto g = *topo::generate("fat-tree:4");
+  const auto tors = g.tor_switches();
+  for (size_t i = 0; i < tors.size(); i += 2) g.set_ina(tors[i], true, 100);
+  for (uint64_t seed = 1; seed <= 6; ++seed)
+    for (const char* scheme : {"rar", "h-ar", "rina"}) {
+      exp::CollectiveSettings s;
+      s.seed = seed;
+      s.gradient_mb = 0.03;
+      s.iterations = 2;
+      s.compute_ms = 0.05;
+      s.loss = s.dup = s.reorder = 0.01;
+      s.memory_mb = 0.01;  // 40 aggregators: the window to a ToR is capped by the region
+      s.max_sim_ms = 5000;
+      const auto r = exp::run_collective(g, scheme, s);
+      ASSERT_TRUE(r.ok) << scheme << " seed " << seed << ": " << r.problems;
+    }
+}
+
+TEST(Ring, DragonflyRinaAndRar) {
+  auto g = *topo::generate("dragonfly:4,9,2");
+  for (auto t : g.tor_switches()) g.set_ina(t, true, 100);
+  for (const char* scheme : {"rar", "rina"}) {
+    exp::CollectiveSettings s;
+    s.gradient_mb = 0.05;
+    s.loss = 0.01;
+    const auto r = exp::run_collective(g, scheme, s);
+    ASSERT_TRUE(r.ok) << scheme << ": " << r.problems;
+  }
+}
+
+}  // namespace
+}  // namespace ina
