@@ -127,10 +127,10 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
   EXPECT_EQ(got, (std::vector<std::pair<std::string, bool>>{{"switchml", false}, {"atp", true}, {"dsa", true}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
-  EXPECT_EQ(all.size(), 9u);
+  EXPECT_EQ(all.size(), 10u);
   std::vector<std::string> network;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine network --json").output))
     network.push_back(s.at("name").get<std::string>());
-  EXPECT_EQ(network, (std::vector<std::string>{"rar", "h-ar", "rina"}));
+  EXPECT_EQ(network, (std::vector<std::string>{"atp", "ps", "rar", "h-ar", "rina"}));
   EXPECT_NE(run("schemes --engine nowhere").status, 0);
 }

@@ -43,7 +43,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     schemes::find("sharp");
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, rar, h-ar or rina"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar or rina"), std::string::npos)
         << e.what();
   }
   try {
@@ -60,7 +60,7 @@ TEST(SchemeRegistry, ProgramsReportTheirScheme) {
   c.memory_bytes = 16 * 256;
   for (const auto& s : schemes::all()) {
     if (!s.factory) {
-      // Host-only collectives (rar, h-ar) have no switch program.
+      // Host-only collectives (ps, rar, h-ar) have no switch program.
       EXPECT_THROW(s.make_switch(c), std::logic_error) << s.name;
       continue;
     }

@@ -16,8 +16,7 @@ CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_
   switch (scheme.collective) {
     case schemes::Collective::Ps:
     case schemes::Collective::PsIna:
-      // Registered for no scheme on this engine yet: find() above refuses them.
-      break;
+      return detail::run_ps_family(g, scheme, pl, s);
     case schemes::Collective::Ring:
     case schemes::Collective::Hierarchical:
     case schemes::Collective::RingIna:

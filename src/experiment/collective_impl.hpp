@@ -7,6 +7,9 @@
 
 namespace ina::exp::detail {
 
+// PS (co-located, sharded over the workers) and PS-based INA (ATP over the topology).
+CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+                               const CollectiveSettings& s);
 // RAR, H-AR and Rina (host/ring.hpp, dataplane/rina.cpp).
 CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                  const CollectiveSettings& s);

@@ -30,8 +30,8 @@ std::vector<Scheme> registered() {
     s.description = "ATP: a shared pool, Hash(job, PSN), first come first served, collisions to the PS";
     s.policy = "shared-fcfs";
     s.factory = dp::make_atp;
-    s.engines = star_and_runtime;
-    s.collective = Collective::PsIna;  // not on the network simulator yet (issue 9 item 2)
+    s.engines = star_and_runtime | E::SimNetwork;
+    s.collective = Collective::PsIna;
     v.push_back(std::move(s));
   }
   {
@@ -77,6 +77,15 @@ std::vector<Scheme> registered() {
     s.factory = dp::make_grid;
     s.routed = true;
     s.engines = static_cast<unsigned>(E::SimTopology);
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "ps";
+    s.description = "Parameter servers co-located with the workers (one shard each), no INA";
+    s.policy = "none";
+    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.collective = Collective::Ps;
     v.push_back(std::move(s));
   }
   {
