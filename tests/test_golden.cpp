@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -110,38 +111,39 @@ ClusterConfig tiny(const std::string& scheme, uint64_t aggregators) {
   return c;
 }
 
+// Runs c (one targeted drop, registered in `drops` when the cluster is
+// built), checks every node, that exactly that packet was dropped, runs
+// `extra` on the cluster, and compares the trace with tests/golden/<name>.trace.
+void expect_golden(const std::string& name, const ClusterConfig& c, const std::vector<DropNth*>& drops,
+                   const std::function<void(Cluster&)>& extra = {}) {
+  Cluster cl(c);
+  std::vector<sim::TraceRecord> trace;
+  cl.sim.set_trace(&trace);
+  ASSERT_TRUE(cl.run(1 * kSec));
+  cl.check_all(name);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0]->dropped, 1);
+  if (extra) extra(cl);
+  compare_with_golden(name, render(trace));
+}
+
 // SwitchML, 4 slots per job (2 per pool): the result Ack of psn 1 to job 1
 // rank 2 is lost; its retransmission is served from the slot's kept result,
 // and the window cap holds rank 2's psn 3 back until then.
 TEST(GoldenTrace, SwitchML) {
   std::vector<DropNth*> drops;
-  ClusterConfig c = with_drop(tiny("switchml", 8), 3, PktType::Ack, 1, &drops);
-  Cluster cl(c);
-  std::vector<sim::TraceRecord> trace;
-  cl.sim.set_trace(&trace);
-  ASSERT_TRUE(cl.run(1 * kSec));
-  cl.check_all("switchml");
-  ASSERT_EQ(drops.size(), 1u);
-  EXPECT_EQ(drops[0]->dropped, 1);
-  // Served from kept results: rank 2's own psn 1, and psn 3 for ranks 0 and
-  // 1, which timed out while rank 2 was held back by the window cap.
-  EXPECT_EQ(cl.sw->stats().resend_served, 3u);
-  compare_with_golden("switchml", render(trace));
+  expect_golden("switchml", with_drop(tiny("switchml", 8), 3, PktType::Ack, 1, &drops), drops, [](Cluster& cl) {
+    // Served from kept results: rank 2's own psn 1, and psn 3 for ranks 0 and
+    // 1, which timed out while rank 2 was held back by the window cap.
+    EXPECT_EQ(cl.sw->stats().resend_served, 3u);
+  });
 }
 
 // ATP, 4 shared aggregators (collisions between the jobs): job 1 rank 0
 // loses psn 2's result multicast by the PS.
 TEST(GoldenTrace, Atp) {
   std::vector<DropNth*> drops;
-  ClusterConfig c = with_drop(tiny("atp", 4), 1, PktType::Ack, 2, &drops);
-  Cluster cl(c);
-  std::vector<sim::TraceRecord> trace;
-  cl.sim.set_trace(&trace);
-  ASSERT_TRUE(cl.run(1 * kSec));
-  cl.check_all("atp");
-  ASSERT_EQ(drops.size(), 1u);
-  EXPECT_EQ(drops[0]->dropped, 1);
-  compare_with_golden("atp", render(trace));
+  expect_golden("atp", with_drop(tiny("atp", 4), 1, PktType::Ack, 2, &drops), drops);
 }
 
 // DSA, 4 shared aggregators, job 1 above job 2 in priority: job 2 rank 1
@@ -150,15 +152,7 @@ TEST(GoldenTrace, Dsa) {
   std::vector<DropNth*> drops;
   ClusterConfig c = tiny("dsa", 4);
   c.job_priority = {1u << 10, 1u << 4};
-  c = with_drop(c, 5, PktType::Ack, 0, &drops);
-  Cluster cl(c);
-  std::vector<sim::TraceRecord> trace;
-  cl.sim.set_trace(&trace);
-  ASSERT_TRUE(cl.run(1 * kSec));
-  cl.check_all("dsa");
-  ASSERT_EQ(drops.size(), 1u);
-  EXPECT_EQ(drops[0]->dropped, 1);
-  compare_with_golden("dsa", render(trace));
+  expect_golden("dsa", with_drop(c, 5, PktType::Ack, 0, &drops), drops);
 }
 
 // GRID on a star: job 1's three ranks aggregate at the switch, job 2's rank 0

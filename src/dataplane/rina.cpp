@@ -68,7 +68,8 @@ class RinaSwitch final : public SwitchProgram {
     switch (p->h.type) {
       case PktType::RingPull:
         if (!from_member || local != 0) return drop(p, st_.foreign_data, fx);
-        replicate(p, j, kNoNode, true, fx);
+        p->h.src = id();
+        replicate(p, j, 1, kNoNode, fx);
         return;
       case PktType::RingData:
         if (!from_member || p->h.count == 0 || p->h.count > width_) {
@@ -81,7 +82,7 @@ class RinaSwitch final : public SwitchProgram {
           const auto fwd = static_cast<NodeId>(p->h.agg_index);
           if (p->h.agg_index != kNoNode && (p->h.agg_index > kNoNode || !member(j, fwd)))
             return drop(p, st_.foreign_forward, fx);
-          replicate(p, j, p->h.agg_index == kNoNode ? kNoNode : fwd, false, fx);
+          replicate(p, j, 1, p->h.agg_index == kNoNode ? kNoNode : fwd, fx);
           return;
         }
         if (p->h.bitmap != (1ULL << local)) return drop(p, st_.foreign_data, fx);
@@ -113,19 +114,19 @@ class RinaSwitch final : public SwitchProgram {
     return -1;
   }
 
-  // A copy of p to every rack member but the agent (and to `also`); p's source stays.
-  void replicate(Packet* p, const SwitchJob& j, NodeId also, bool from_switch, Effects& fx) {
-    if (from_switch) p->h.src = id();
+  // A copy of p to the rack members from `first` on (1: all but the agent)
+  // and to `also` (unless kNoNode). The last destination gets p itself.
+  void replicate(Packet* p, const SwitchJob& j, size_t first, NodeId also, Effects& fx) {
     std::vector<NodeId> to;
-    for (size_t i = 1; i < j.rack.size(); ++i) to.push_back(j.workers[j.rack[i]]);
+    for (size_t i = first; i < j.rack.size(); ++i) to.push_back(j.workers[j.rack[i]]);
     if (also != kNoNode) to.push_back(also);
+    if (to.empty()) return fx.free(p);
     for (size_t k = 0; k < to.size(); ++k) {
       Packet* c = k + 1 == to.size() ? p : clone(*p, fx);
       c->h.dst = to[k];
       fx.send(c);
     }
     ++st_.acks_multicast;
-    if (to.empty()) fx.free(p);
   }
 
   Packet* clone(const Packet& p, Effects& fx) {
@@ -209,16 +210,8 @@ class RinaSwitch final : public SwitchProgram {
     }
     // To the rack (again, for a repeated acknowledgement: a member may have missed it).
     p->h.flags &= flag::kEce;
-    replicate_all(p, j, fx);
-  }
-
-  void replicate_all(Packet* p, const SwitchJob& j, Effects& fx) {
     p->h.src = id();
-    for (size_t m = 0; m < j.rack.size(); ++m) {
-      Packet* c = m + 1 == j.rack.size() ? p : clone(*p, fx);
-      c->h.dst = j.workers[j.rack[m]];
-      fx.send(c);
-    }
+    replicate(p, j, 0, kNoNode, fx);
   }
 
   std::vector<uint8_t> complete_;

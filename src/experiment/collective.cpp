@@ -1,12 +1,89 @@
 #include "experiment/collective.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "experiment/collective_impl.hpp"
 
 namespace ina::exp {
+namespace detail {
+
+void check_settings(const CollectiveSettings& s, const sim::Placement& pl) {
+  if (pl.jobs.size() != 1 || s.workers_per_job.size() > 1)
+    throw std::invalid_argument(fmt::format(
+        "the collectives run one job for now; workers_per_job has {} entries", s.workers_per_job.size()));
+  auto bad = [](const char* what, double v) {
+    return std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
+  };
+  if (s.iterations < 1) throw bad("iterations", s.iterations);
+  if (!(s.gradient_mb > 0)) throw bad("gradient_mb", s.gradient_mb);
+  if (!(s.compute_ms >= 0)) throw bad("compute_ms", s.compute_ms);
+  if (s.payload_values == 0) throw bad("payload_values", 0);
+  if (!(s.memory_mb > 0)) throw bad("memory_mb", s.memory_mb);
+  if (!(s.max_sim_ms > 0)) throw bad("max_sim_ms", s.max_sim_ms);
+  if (!(s.init_window_kb > 0)) throw bad("init_window_kb", s.init_window_kb);
+  const std::pair<const char*, double> rates[] = {{"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}};
+  for (const auto& [what, v] : rates)
+    if (!(v >= 0 && v < 1)) throw bad(what, v);
+}
+
+sim::LinkParams link_params(const CollectiveSettings& s) {
+  sim::LinkParams lp;
+  lp.delay = from_us(s.link_delay_us);
+  lp.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+  lp.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+  lp.loss = s.loss;
+  lp.dup = s.dup;
+  lp.reorder = s.reorder;
+  return lp;
+}
+
+void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iterations, CollectiveResult& out) {
+  const auto iters = static_cast<size_t>(iterations);
+  double tput = 0, sync = 0;
+  size_t tput_n = 0;
+  Time end = 0;
+  for (size_t it = 0; it < iters; ++it) {
+    Time first = kNever, last = 0;
+    for (const auto& t : w) {
+      first = std::min(first, t.start[it]);
+      last = std::max(last, t.end[it]);
+      const Time span = t.end[it] - t.start[it];
+      if (span > 0) {
+        tput += 8.0 * 4.0 * static_cast<double>(elems) / (static_cast<double>(span) / kSec) / 1e9;
+        ++tput_n;
+      }
+    }
+    sync += to_ms(last - first);
+    end = std::max(end, last);
+  }
+  out.sync_ms = sync / static_cast<double>(iters);
+  out.iteration_ms = to_ms(end) / static_cast<double>(iters);
+  out.throughput_gbps = tput_n ? tput / static_cast<double>(tput_n) : 0;
+}
+
+void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
+                   std::vector<std::string>& problems) {
+  bool quiet = sim.idle();
+  for (size_t l = 0; quiet && l < sim.link_count(); ++l) quiet = sim.link(static_cast<uint32_t>(l)).wire.empty();
+  if (!quiet && require_quiet) problems.push_back("events left after every worker finished (a timer or packet leaked)");
+  if (quiet && sim.pool().in_use()) problems.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  if (sim.misrouted()) problems.push_back(fmt::format("{} packets had no route", sim.misrouted()));
+  uint64_t dropped = 0;
+  for (const auto* f : idle) dropped += f->dropped();
+  if (dropped) problems.push_back(fmt::format("{} packets were addressed to a node with no role in the job", dropped));
+}
+
+void set_problems(CollectiveResult& out, const std::vector<std::string>& problems) {
+  out.ok = problems.empty();
+  out.problems.clear();
+  for (size_t i = 0; i < problems.size(); ++i) out.problems += (i ? "; " : "") + problems[i];
+}
+
+}  // namespace detail
 
 CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_name, const CollectiveSettings& s) {
   const schemes::Scheme& scheme = schemes::find(scheme_name, schemes::Engine::SimNetwork);

@@ -1,11 +1,39 @@
 #pragma once
 // Internal to run_collective: one function per collective family, each in
 // its own file. `jobs` are the placed workers (graph node ids by rank).
+#include <string>
+#include <vector>
+
 #include "experiment/collective.hpp"
 #include "schemes/registry.hpp"
 #include "sim/network.hpp"
 
 namespace ina::exp::detail {
+
+// What every family needs in range: one job, and each setting (throws
+// std::invalid_argument naming the setting and its value).
+void check_settings(const CollectiveSettings& s, const sim::Placement& pl);
+// The links of the run: delay, queue, ECN threshold, loss, duplication, reordering.
+sim::LinkParams link_params(const CollectiveSettings& s);
+
+// One worker's iterations: when each started and when its last result came.
+struct WorkerTimes {
+  std::vector<Time> start, end;
+};
+// sync_ms (per iteration: the last worker's end - the first worker's start,
+// averaged), iteration_ms (the last end / iterations) and throughput_gbps
+// (per worker and iteration: 8 * gradient bytes / its own span, averaged).
+// Every worker must have finished every iteration.
+void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iterations, CollectiveResult& out);
+
+// The simulator-wide checks once every worker finished: no packet held when
+// nothing is in flight (and, if `require_quiet`, nothing in flight or
+// scheduled at all: a leaked timer or packet), none without a route, none
+// dropped by a node with no role (`idle`: forwarding switches, hosts outside the job).
+void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
+                   std::vector<std::string>& problems);
+// ok and problems ("; "-joined).
+void set_problems(CollectiveResult& out, const std::vector<std::string>& problems);
 
 // PS (co-located, sharded over the workers) and PS-based INA (ATP over the topology).
 CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,

@@ -19,13 +19,6 @@
 namespace ina::exp::detail {
 namespace {
 
-// A host with no role in the job: it only sinks what reaches it.
-class IdleHost final : public Node {
- public:
-  void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
-  void on_timer(uint64_t, Time, Effects&) override {}
-};
-
 // Shard k of a host's gradient: values [offset, offset + len) of the whole.
 class ShardView final : public host::TensorIO {
  public:
@@ -231,33 +224,6 @@ class ShardHost final : public Node {
   uint64_t sent_bytes_ = 0, local_packets_ = 0, refused_ = 0;
 };
 
-void check_settings(const CollectiveSettings& s, const sim::Placement& pl) {
-  if (pl.jobs.size() != 1 || s.workers_per_job.size() > 1)
-    throw std::invalid_argument(fmt::format(
-        "the PS collectives run one job for now; workers_per_job has {} entries", s.workers_per_job.size()));
-  auto bad = [](const char* what, double v) {
-    return std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
-  };
-  if (s.iterations < 1) throw bad("iterations", s.iterations);
-  if (!(s.gradient_mb > 0)) throw bad("gradient_mb", s.gradient_mb);
-  if (!(s.compute_ms >= 0)) throw bad("compute_ms", s.compute_ms);
-  if (s.payload_values == 0) throw bad("payload_values", 0);
-  if (!(s.memory_mb > 0)) throw bad("memory_mb", s.memory_mb);
-  if (!(s.max_sim_ms > 0)) throw bad("max_sim_ms", s.max_sim_ms);
-  if (!(s.init_window_kb > 0)) throw bad("init_window_kb", s.init_window_kb);
-  const std::pair<const char*, double> rates[] = {{"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}};
-  for (const auto& [what, v] : rates)
-    if (!(v >= 0 && v < 1)) throw bad(what, v);
-}
-
-// Nothing left to happen: no event pending and no packet on any wire.
-bool quiescent(sim::Simulator& sim) {
-  if (!sim.idle()) return false;
-  for (size_t l = 0; l < sim.link_count(); ++l)
-    if (!sim.link(static_cast<uint32_t>(l)).wire.empty()) return false;
-  return true;
-}
-
 }  // namespace
 
 CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
@@ -348,18 +314,13 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       hosts[r] = h.get();
       node = std::move(h);
     } else {
-      node = std::make_unique<IdleHost>();
+      auto idle = std::make_unique<sim::Forwarder>();  // a host outside the job: sinks what reaches it
+      forwarders.push_back(idle.get());
+      node = std::move(idle);
     }
     return hooks.wrap ? hooks.wrap(v, std::move(node)) : std::move(node);
   };
-  sim::LinkParams link;
-  link.delay = from_us(s.link_delay_us);
-  link.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
-  link.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
-  link.loss = s.loss;
-  link.dup = s.dup;
-  link.reorder = s.reorder;
-  sim::build_network(sim, g, make_node, link);
+  sim::build_network(sim, g, make_node, link_params(s));
   for (unsigned k = 0; k < n; ++k) sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), workers);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
@@ -368,9 +329,8 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   const auto iters = static_cast<size_t>(s.iterations);
   size_t unfinished = 0;
   uint64_t checked = 0;
-  double tput_sum = 0, sync_sum = 0, sent_sum = 0;
-  size_t tput_n = 0;
-  Time end = 0;
+  double sent_sum = 0;
+  std::vector<WorkerTimes> times;
   for (const auto* h : hosts) {
     out.verify_errors += h->mismatches();
     checked += h->checked();
@@ -380,34 +340,20 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       ++unfinished;
       continue;
     }
-    end = std::max(end, h->finish_time(iters - 1));
+    WorkerTimes& t = times.emplace_back();
     for (size_t it = 0; it < iters; ++it) {
-      const Time span = h->finish_time(it) - h->start_time(it);
-      if (span <= 0) continue;
-      tput_sum += 8.0 * 4.0 * static_cast<double>(elems) / (static_cast<double>(span) / kSec) / 1e9;
-      ++tput_n;
+      t.start.push_back(h->start_time(it));
+      t.end.push_back(h->finish_time(it));
     }
   }
   const bool all_finished = unfinished == 0;
-  if (all_finished) {
-    for (size_t it = 0; it < iters; ++it) {
-      Time first = kNever, last = 0;
-      for (const auto* h : hosts) {
-        first = std::min(first, h->start_time(it));
-        last = std::max(last, h->finish_time(it));
-      }
-      sync_sum += static_cast<double>(last - first);
-    }
-    out.sync_ms = sync_sum / static_cast<double>(iters) / kMs;
-    out.iteration_ms = to_ms(end) / static_cast<double>(iters);
-  }
-  out.throughput_gbps = tput_n ? tput_sum / static_cast<double>(tput_n) : 0;
+  if (all_finished) summarize_times(times, elems, s.iterations, out);
   out.bytes_per_worker = sent_sum / n;
   out.hops = sim.hops();
   out.events = sim.events();
 
   size_t ps_entries = 0, aggs_left = 0;
-  uint64_t host_refused = 0, fw_dropped = 0;
+  uint64_t host_refused = 0;
   std::vector<const host::ParameterServer*> servers;
   std::vector<const host::WorkerTransport*> transports;
   for (const auto* h : hosts) {
@@ -417,7 +363,6 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     for (unsigned k = 0; k < n; ++k) transports.push_back(&h->transport(k));
   }
   for (const auto* p : programs) aggs_left += p->occupied();
-  for (const auto* f : forwarders) fw_dropped += f->dropped();
   const std::vector<const dp::SwitchProgram*> sws(programs.begin(), programs.end());
   const sim::Refusals refused = sim::count_refusals(sws, servers, transports);
 
@@ -430,15 +375,11 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     probs.push_back(fmt::format("{} result values checked, {} expected", checked, static_cast<uint64_t>(n) * elems * iters));
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS entries left", ps_entries));
   if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
-  if (all_finished && quiescent(sim) && sim.pool().in_use())
-    probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
   // Every node is honest: anything refused or misrouted is a protocol bug.
+  if (all_finished) check_network(sim, {forwarders.begin(), forwarders.end()}, false, probs);
   if (refused.total()) probs.push_back(refused.text());
   if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
-  if (sim.misrouted()) probs.push_back(fmt::format("{} packets had no route", sim.misrouted()));
-  if (fw_dropped) probs.push_back(fmt::format("{} packets were addressed to a switch without a program", fw_dropped));
-  out.ok = probs.empty();
-  for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
+  set_problems(out, probs);
 
   if (detail) {
     PsFamilyDetail& d = *detail;

@@ -17,8 +17,7 @@ namespace ina::exp::detail {
 CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                  const CollectiveSettings& s) {
   const auto wall0 = std::chrono::steady_clock::now();
-  if (pl.jobs.size() != 1)
-    throw std::invalid_argument(fmt::format("{}: one job per run on a topology (got {})", scheme.name, pl.jobs.size()));
+  check_settings(s, pl);
   if (s.fail_rank >= 0)
     throw std::invalid_argument(fmt::format("{}: failure injection is not supported yet", scheme.name));
   const auto& hosts = pl.jobs[0];
@@ -26,7 +25,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (n > kMaxRingWorkers)
     throw std::invalid_argument(fmt::format("{}: {} workers, at most {}", scheme.name, n, kMaxRingWorkers));
   const auto elems = static_cast<uint64_t>(s.gradient_mb * static_cast<double>(workload::kMiB) / 4);
-  if (elems == 0) throw std::invalid_argument("gradient_mb gives no values");
+  if (elems == 0) throw std::invalid_argument(fmt::format("gradient_mb = {} gives no values", s.gradient_mb));
   const uint16_t job = 1;
 
   // Racks of the job, in rank order (placement is rack-packed: ranks of a rack are contiguous).
@@ -72,6 +71,12 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   std::vector<host::RingEndpoint*> eps(n, nullptr);
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors(n);
   std::vector<dp::SwitchProgram*> switches;
+  std::vector<const sim::Forwarder*> idle;
+  auto forwarder = [&] {
+    auto f = std::make_unique<sim::Forwarder>();
+    idle.push_back(f.get());
+    return f;
+  };
   const uint64_t data_seed = mix(s.seed, 0x7a11);
   const Time mean = n ? static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs) : 0;
   sim::build_network(
@@ -79,7 +84,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       [&](topo::NodeId v) -> std::unique_ptr<Node> {
         if (g.is_host(v)) {
           const int r = rank_of[v];
-          if (r < 0) return std::make_unique<sim::Forwarder>();
+          if (r < 0) return forwarder();
           host::RingConfig c;
           c.job = job;
           c.rank = static_cast<uint16_t>(r);
@@ -102,7 +107,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           return ep;
         }
         const auto it = std::find(ina_tors.begin(), ina_tors.end(), static_cast<NodeId>(v));
-        if (it == ina_tors.end()) return std::make_unique<sim::Forwarder>();
+        if (it == ina_tors.end()) return forwarder();
         dp::SwitchConfig c = swc;
         c.seed = mix(s.seed, v);
         auto sw = scheme.make_switch(c);
@@ -122,33 +127,18 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         switches.push_back(sw.get());
         return sw;
       },
-      [&] {
-        sim::LinkParams lp;
-        lp.delay = static_cast<Time>(s.link_delay_us * kUs);
-        lp.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
-        lp.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
-        lp.loss = s.loss;
-        lp.dup = s.dup;
-        lp.reorder = s.reorder;
-        return lp;
-      }());
+      link_params(s));
   sim.run(from_ms(s.max_sim_ms));
 
   CollectiveResult out;
   std::vector<std::string> probs;
   size_t unfinished = 0;
-  double tput = 0, bytes = 0;
-  uint64_t tput_n = 0;
+  double bytes = 0;
+  std::vector<WorkerTimes> times;
   for (size_t r = 0; r < n; ++r) {
     const auto* e = eps[r];
     if (!e->done()) ++unfinished;
-    for (size_t k = 0; k < e->op_end().size(); ++k) {
-      const double secs = static_cast<double>(e->op_end()[k] - e->op_start()[k]) / kSec;
-      if (secs > 0) {
-        tput += 8.0 * 4.0 * static_cast<double>(elems) / secs / 1e9;
-        ++tput_n;
-      }
-    }
+    else times.push_back({e->op_start(), e->op_end()});
     bytes += static_cast<double>(e->stats().bytes_sent) + static_cast<double>(e->stats().sent) * s.header_bytes;
     out.retransmits += e->stats().retransmits;
     out.verify_errors += tensors[r]->mismatches();
@@ -162,33 +152,18 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (unfinished) probs.push_back(fmt::format("{} workers did not finish within {} ms", unfinished, s.max_sim_ms));
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished) {
-    double sync = 0;
-    for (int k = 0; k < s.iterations; ++k) {
-      Time lo = kNever, hi = 0;
-      for (const auto* e : eps) {
-        lo = std::min(lo, e->op_start()[static_cast<size_t>(k)]);
-        hi = std::max(hi, e->op_end()[static_cast<size_t>(k)]);
-      }
-      sync += to_ms(hi - lo);
-    }
-    out.sync_ms = sync / s.iterations;
-    Time end = 0;
-    for (const auto* e : eps) end = std::max(end, e->op_end().back());
-    out.iteration_ms = to_ms(end) / s.iterations;
+    summarize_times(times, elems, s.iterations, out);
     for (auto* sw : switches)
       if (sw->occupied()) probs.push_back(fmt::format("{} aggregators left in switch {}", sw->occupied(), sw->id()));
-    if (!sim.idle()) probs.push_back("events left after every worker finished (a timer or packet leaked)");
-    if (sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+    check_network(sim, idle, true, probs);
   }
   std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
   if (const sim::Refusals refused = sim::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
-  out.throughput_gbps = tput_n ? tput / static_cast<double>(tput_n) : 0;
   out.bytes_per_worker = n ? bytes / static_cast<double>(n) / s.iterations : 0;
   out.steps = host::ring_steps(plan[0], 0);
   out.hops = sim.hops();
   out.events = sim.events();
-  out.ok = probs.empty();
-  for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];
+  set_problems(out, probs);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
 }

@@ -12,19 +12,10 @@
 #include "schemes/registry.hpp"
 #include "sim/cluster.hpp"
 #include "sim/engine.hpp"
+#include "sim/network.hpp"
 #include "workload/model.hpp"
 
 namespace ina::exp {
-namespace {
-
-// A host with no role in the job: it only sinks what reaches it.
-class IdleHost final : public Node {
- public:
-  void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
-  void on_timer(uint64_t, Time, Effects&) override {}
-};
-
-}  // namespace
 
 GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const control::grid::Plan& plan,
                             const GridSimSettings& s) {
@@ -100,7 +91,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
       nodes[r->second] = wn.get();
       sim.add_node(std::move(wn), false);
     } else {
-      sim.add_node(std::make_unique<IdleHost>(), false);
+      sim.add_node(std::make_unique<sim::Forwarder>(), false);  // a host outside the job: sinks what reaches it
     }
   }
   for (const auto& l : g.links()) {

@@ -389,11 +389,6 @@ void RingEndpoint::submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time sta
 
 bool RingEndpoint::done() const { return op_ == ops_.size(); }
 
-size_t RingEndpoint::outstanding() const {
-  size_t n = send_ ? send_->inflight : 0;
-  return n + (op_running_ ? 1 : 0);
-}
-
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
 void RingEndpoint::on_start(Time now, Effects& fx) {

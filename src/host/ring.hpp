@@ -143,8 +143,6 @@ class RingEndpoint final : public Node {
   const std::vector<Time>& op_end() const { return op_end_; }
   const RingStats& stats() const { return st_; }
   const RingConfig& config() const { return cfg_; }
-  // Outstanding state (tests: nothing may be left after a job).
-  size_t outstanding() const;
 
  private:
   struct Send;
