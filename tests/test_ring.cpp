@@ -47,20 +47,38 @@ TEST(Ring, RarIsExactOnAFatTree) {
   EXPECT_EQ(r.bytes_per_worker, 14.0 * 32 * (256 + 50));
 }
 
-// Rina on the testbed with both ToRs INA: G = 2 groups. A member sends its
-// half of the gradient to the ToR twice (ScatterReduce, then the step that
-// completes the rack's own shard); an agent does that and broadcasts two
-// halves (its complete shard, then the one it received). RAR's 8 workers
-// send 2 * 7/8 of the gradient each.
+// Rina on the testbed with both ToRs INA: G = 2 groups. Every worker sends
+// its half of the gradient to the ToR twice (ScatterReduce, then the step
+// that completes the rack's own shard); the agent also broadcasts the
+// complete half once, which its ToR copies to the rack and the other group
+// (the other half reaches the rack through the ToR, from the other group).
+// RAR's 8 workers send 2 * 7/8 of the gradient each. Steps: 2G - 1.
 TEST(Ring, RinaShortensTheChainOnTheTestbed) {
   const auto r = exp::run_collective(testbed(true, true), "rina", small());
   ASSERT_TRUE(r.ok) << r.problems;
   const double half = 128 * (256 + 50);  // 8192 values = 128 packets
-  EXPECT_EQ(r.bytes_per_worker, (2 * 4 * half + 6 * 2 * half) / 8);
-  EXPECT_EQ(r.steps, 4u);  // the agent's: 2G (rank 0 is an agent)
+  EXPECT_EQ(r.bytes_per_worker, (2 * 3 * half + 6 * 2 * half) / 8);
+  EXPECT_EQ(r.max_bytes_per_worker, 3 * half);
+  EXPECT_EQ(r.steps, 3u);  // the agent's: 2G - 1 (rank 0 is an agent)
   const auto rar = exp::run_collective(testbed(true, true), "rar", small());
   ASSERT_TRUE(rar.ok) << rar.problems;
   EXPECT_EQ(rar.steps, 14u);
+  EXPECT_EQ(rar.max_bytes_per_worker, rar.bytes_per_worker);
+}
+
+// Every ToR of the k = 4 fat-tree INA: G = 8 racks of 2. ScatterReduce:
+// every worker sends G shards of S/G. AllGather: the agent broadcasts its
+// rack's shard (step 0); the G - 2 = 6 shards received later are relayed by
+// the rack's members in turn (steps 1, 3, 5 by the second member, 2, 4, 6
+// by the agent), so the busiest uplink carries G + 4 shards, not the 2G an
+// agent relaying everything would.
+TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
+  const auto r = exp::run_collective(fat_tree4(true), "rina", small());
+  ASSERT_TRUE(r.ok) << r.problems;
+  const double shard = 32 * (256 + 50);  // 16384 / 8 values = 32 packets
+  EXPECT_EQ(r.steps, 2u * 8 - 1);
+  EXPECT_EQ(r.max_bytes_per_worker, (8 + 4) * shard);
+  EXPECT_EQ(r.bytes_per_worker, (8 + 3.5) * shard);
 }
 
 TEST(Ring, RinaOnTheTestbedIsExact) {

@@ -11,9 +11,13 @@
 //    The slot keeps the sum until that node acknowledges it.
 //  - RingAck from that node: frees the slot, remembers the freed key, and
 //    copies the acknowledgement to the rack (the members slide their window).
-//  - RingData broadcasts (kResult) from the agent in AllGather: copied to the
-//    rack members and, in the same pass, to agg_index (the next group), so a
-//    rack receives a shard once over its uplink (the ToR's multicast, §IV-B4).
+//  - AllGather (kResult) shard packets (§IV-B4, Fig. 8): one addressed to
+//    this switch by another group's sender is copied to every rack member;
+//    the agent's broadcast of the rack's own complete shard is copied to the
+//    other members and, in the same pass, to agg_index (the next group). So
+//    a shard crosses a rack's downlinks once and no member relays it to the
+//    others; the members' acknowledgements are collected here into one
+//    (see "AllGather" below).
 //
 // Reliability without switch timers: members keep at most `region` packets
 // past their lowest unacknowledged one, so a slot is reused for psn + size
@@ -23,9 +27,12 @@
 // a finished task and is answered with an acknowledgement at once.
 //
 // Registers per aggregator: key, bitmap, ECN and count (common), values,
-// complete, the onward node, and the last freed key. A packet touches one
-// aggregator once per pass.
+// complete, the onward node, and the last freed key; per acknowledgement
+// slot (same count, its own arrays): key, sender, needed and received bits,
+// ECN, and the last freed key and sender. A packet touches one aggregator or
+// one acknowledgement slot once per pass.
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -38,7 +45,33 @@ namespace {
 class RinaSwitch final : public SwitchProgram {
  public:
   RinaSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), complete_(n_, 0), fwd_(n_, kNoNode), freed_(n_, 0) {}
+      : SwitchProgram(cfg, scheme),
+        complete_(n_, 0),
+        fwd_(n_, kNoNode),
+        freed_(n_, 0) {}
+
+  // The job's region (keys here are step tags, not job ids) and acknowledgement rows.
+  size_t on_remove(const SwitchJob& j) override {
+    size_t c = 0;
+    for (uint32_t i = j.region_offset; i < j.region_offset + j.region_size; ++i)
+      if (agg(i).key) {
+        release(i);
+        complete_[i] = 0;
+        ++c;
+      }
+    if (auto it = ag_.find(j.job); it != ag_.end()) {
+      for (const auto& a : it->second) c += a.key != 0;
+      ag_.erase(it);
+    }
+    return c;
+  }
+
+  size_t held_elsewhere() const override {
+    size_t c = 0;
+    for (const auto& [job, t] : ag_)
+      for (const auto& a : t) c += a.key != 0;
+    return c;
+  }
 
  protected:
   size_t max_workers() const override { return kMaxRingWorkers; }
@@ -53,6 +86,11 @@ class RinaSwitch final : public SwitchProgram {
       if (i && j.rack[i] <= j.rack[i - 1])
         throw std::invalid_argument(fmt::format("switch: job {} rack ranks must ascend (agent first)", j.job));
     }
+    for (uint16_t u : j.upstream)
+      if (u >= j.workers.size() || std::find(j.rack.begin(), j.rack.end(), u) != j.rack.end())
+        throw std::invalid_argument(fmt::format("switch: job {} upstream rank {} is not another rack's", j.job, u));
+    if (j.upstream.size() > 64)
+      throw std::invalid_argument(fmt::format("switch: job {} has {} upstream ranks (at most 64)", j.job, j.upstream.size()));
     check_region(j, 1);
   }
 
@@ -72,19 +110,14 @@ class RinaSwitch final : public SwitchProgram {
         replicate(p, j, 1, kNoNode, fx);
         return;
       case PktType::RingData:
-        if (!from_member || p->h.count == 0 || p->h.count > width_) {
-          if (!from_member) return drop(p, st_.foreign_data, fx);
-          return drop(p, st_.malformed, fx);
-        }
+        if (p->h.count == 0 || p->h.count > width_) return drop(p, st_.malformed, fx);
         if (p->h.has(flag::kResult)) {
-          // The agent's AllGather broadcast.
-          if (local != 0) return drop(p, st_.foreign_data, fx);
-          const auto fwd = static_cast<NodeId>(p->h.agg_index);
-          if (p->h.agg_index != kNoNode && (p->h.agg_index > kNoNode || !member(j, fwd)))
-            return drop(p, st_.foreign_forward, fx);
-          replicate(p, j, 1, p->h.agg_index == kNoNode ? kNoNode : fwd, fx);
-          return;
+          // AllGather: the own agent's broadcast, or another group's shard for this rack.
+          if (p->h.rank >= j.workers.size() || j.workers[p->h.rank] != src || (local >= 0 && local != 0))
+            return drop(p, st_.foreign_data, fx);
+          return gather(p, j, local, fx);
         }
+        if (!from_member) return drop(p, st_.foreign_data, fx);
         if (p->h.bitmap != (1ULL << local)) return drop(p, st_.foreign_data, fx);
         if (p->h.agg_index >= kNoNode || !member(j, static_cast<NodeId>(p->h.agg_index)))
           return drop(p, st_.foreign_forward, fx);
@@ -92,6 +125,7 @@ class RinaSwitch final : public SwitchProgram {
         aggregate(p, j, fx);
         return;
       case PktType::RingAck:
+        if (p->h.has(flag::kResult)) return gather_ack(p, j, local, fx);
         on_ack(p, j, fx);
         return;
       default:
@@ -214,9 +248,124 @@ class RinaSwitch final : public SwitchProgram {
     replicate(p, j, 0, kNoNode, fx);
   }
 
+  // ---- AllGather: the ToR's copy of a shard to its rack -------------------
+  // A shard packet for this rack (from a sender of the previous group, or
+  // the own agent's broadcast) is copied to the rack's members with src =
+  // this switch and agg_index = the original sender; the agent's broadcast
+  // also goes on, unchanged, to the next group (agg_index on arrival). The
+  // members acknowledge to the switch, which collects their bits in an
+  // acknowledgement slot and sends one acknowledgement to the sender when
+  // the rack is complete. Slots are rows by sender (row 0: the own agent,
+  // then the job's `upstream` ranks; the control plane's sender -> row
+  // table) of `region_size` slots, slot psn % size: a sender keeps at most
+  // `region` packets past its lowest unacknowledged one, so a slot is reused
+  // only after its packet was acknowledged, and the row's freed key tells a
+  // stale copy exactly. A retransmission finding its slot open is copied
+  // again; a stale one (a key at or below the freed one) is acknowledged at
+  // once and not copied.
+  struct AgSlot {
+    uint64_t key = 0;  // 0 = free
+    uint64_t bits = 0;
+    uint8_t ece = 0;
+    uint64_t freed = 0;
+  };
+
+  // The sender's row, or -1 if it may not send AllGather data here.
+  static int ag_row(const SwitchJob& j, uint8_t rank, bool own) {
+    if (own) return 0;
+    for (size_t i = 0; i < j.upstream.size(); ++i)
+      if (j.upstream[i] == rank) return static_cast<int>(i) + 1;
+    return -1;
+  }
+  AgSlot& ag_slot(const SwitchJob& j, int row, uint32_t psn) {
+    auto& t = ag_[j.job];
+    if (t.empty()) t.resize((j.upstream.size() + 1) * j.region_size);
+    return t[static_cast<size_t>(row) * j.region_size + psn % j.region_size];
+  }
+
+  void gather(Packet* p, const SwitchJob& j, int local, Effects& fx) {
+    const NodeId from = p->h.src;
+    const bool own = local == 0;  // the agent's broadcast
+    const int row = ag_row(j, p->h.rank, own);
+    if (row < 0) return drop(p, st_.foreign_data, fx);
+    NodeId onward = kNoNode;
+    if (own && p->h.agg_index != kNoNode) {
+      onward = static_cast<NodeId>(p->h.agg_index);
+      if (p->h.agg_index > kNoNode || (!member(j, onward) && !is_peer_switch(onward)))
+        return drop(p, st_.foreign_forward, fx);
+    }
+    ++st_.data_in;
+    const uint64_t k = key(*p);
+    AgSlot& a = ag_slot(j, row, p->h.psn);
+    bool copy = true;
+    if (a.key == k) {
+      ++st_.resend_served;  // a member missed it
+    } else if (a.freed >= k) {
+      copy = false;  // the rack has it: acknowledge again
+      Packet* ack = clone(*p, fx);
+      ack->h.type = PktType::RingAck;
+      ack->h.flags = flag::kResult;
+      ack->h.src = id();
+      ack->h.dst = from;
+      ack->h.count = 0;
+      ++st_.stale;
+      fx.send(ack);
+    } else if (a.key == 0) {
+      a.key = k;
+      a.bits = own ? 1 : 0;  // the agent has its own shard
+      a.ece = 0;
+    } else {
+      return drop(p, st_.collisions, fx);  // beyond the sender's window: impossible for an honest sender
+    }
+    std::vector<NodeId> to;
+    if (copy)
+      for (size_t i = own ? 1 : 0; i < j.rack.size(); ++i) to.push_back(j.workers[j.rack[i]]);
+    if (onward != kNoNode) {
+      Packet* c = to.empty() ? p : clone(*p, fx);
+      c->h.dst = onward;
+      fx.send(c);
+      if (to.empty()) return;
+    }
+    if (to.empty()) return fx.free(p);
+    p->h.src = id();
+    p->h.agg_index = from;
+    for (size_t i = 0; i < to.size(); ++i) {
+      Packet* c = i + 1 == to.size() ? p : clone(*p, fx);
+      c->h.dst = to[i];
+      fx.send(c);
+    }
+    ++st_.acks_multicast;
+  }
+
+  void gather_ack(Packet* p, const SwitchJob& j, int local, Effects& fx) {
+    if (local < 0 || j.workers[p->h.rank] != p->h.src || p->h.agg_index >= kNoNode)
+      return drop(p, st_.foreign_ack, fx);
+    const auto from = static_cast<NodeId>(p->h.agg_index);
+    // The sender's rank: the own agent, or an upstream rank whose node is `from`.
+    int row = -1;
+    if (from == j.workers[j.rack[0]]) row = 0;
+    for (size_t i = 0; row < 0 && i < j.upstream.size(); ++i)
+      if (j.workers[j.upstream[i]] == from) row = static_cast<int>(i) + 1;
+    if (row < 0) return drop(p, st_.foreign_ack, fx);
+    const uint64_t k = key(*p);
+    AgSlot& a = ag_slot(j, row, p->h.psn);
+    if (a.key != k) return drop(p, st_.duplicates, fx);  // a repeated acknowledgement
+    a.bits |= 1ULL << local;
+    a.ece |= p->h.has(flag::kEce) ? 1 : 0;
+    if (a.bits != full_bitmap(static_cast<unsigned>(j.rack.size()))) return fx.free(p);
+    p->h.flags = static_cast<uint16_t>(flag::kResult | (a.ece ? flag::kEce : 0));
+    p->h.src = id();
+    p->h.dst = from;
+    a.freed = k;
+    a.key = 0;
+    ++st_.released_by_ack;
+    fx.send(p);
+  }
+
   std::vector<uint8_t> complete_;
   std::vector<NodeId> fwd_;
   std::vector<uint64_t> freed_;
+  std::map<uint16_t, std::vector<AgSlot>> ag_;  // by job: rows of acknowledgement slots
 };
 
 }  // namespace

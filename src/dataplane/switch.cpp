@@ -86,14 +86,17 @@ size_t SwitchProgram::remove_job(uint16_t job) {
   size_t freed = 0;
   for (uint32_t i = 0; i < n_; ++i)
     if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
-  if (job < jobs_.size()) jobs_[job].reset();
+  if (job < jobs_.size() && jobs_[job]) {
+    freed += on_remove(*jobs_[job]);
+    jobs_[job].reset();
+  }
   return freed;
 }
 
 size_t SwitchProgram::occupied() const {
   size_t c = 0;
   for (const auto& a : aggs_) c += a.key != 0;
-  return c;
+  return c + held_elsewhere();
 }
 
 size_t SwitchProgram::occupied_by(uint16_t job) const {

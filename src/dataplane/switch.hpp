@@ -57,6 +57,7 @@ struct SwitchJob {
   uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
+  std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group)
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
@@ -117,7 +118,7 @@ class SwitchProgram : public Node {
   void on_timer(uint64_t, Time, Effects&) final {}
 
   size_t aggregators() const { return n_; }
-  size_t occupied() const;
+  size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
   size_t occupied_by(uint16_t job) const;
   // Introspection (tests): the aggregator holding task (job, psn), or -1.
   int64_t holder_of(uint16_t job, uint32_t psn) const;
@@ -148,6 +149,11 @@ class SwitchProgram : public Node {
   // The isolated region of j lies within the aggregators and overlaps no other job's (throws std::invalid_argument).
   void check_region(const SwitchJob& j, uint32_t min_size) const;
   bool member(const SwitchJob& j, NodeId n) const { return is_member(j, n); }
+  bool is_peer_switch(NodeId n) const { return is_peer(n); }
+  // Scheme hook: state a scheme holds outside the aggregators (occupied() counts it).
+  virtual size_t held_elsewhere() const { return 0; }
+  // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries).
+  virtual size_t on_remove(const SwitchJob&) { return 0; }
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's

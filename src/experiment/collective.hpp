@@ -48,7 +48,8 @@ struct CollectiveResult {
   double sync_ms = 0;              // mean per iteration: last worker's result - first send
   double iteration_ms = 0;         // mean wall time per iteration (compute + sync)
   double throughput_gbps = 0;      // per worker: 8 * gradient bytes / sync time (mean over workers and iterations)
-  double bytes_per_worker = 0;     // payload + header bytes each worker sent, mean
+  double bytes_per_worker = 0;     // payload + header bytes each worker sent per iteration, mean
+  double max_bytes_per_worker = 0; //   and the most one worker sent (the busiest uplink)
   uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
   uint64_t retransmits = 0, verify_errors = 0;
   uint64_t hops = 0, events = 0;   // simulator work

@@ -335,6 +335,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     out.verify_errors += h->mismatches();
     checked += h->checked();
     sent_sum += static_cast<double>(h->sent_bytes());
+    out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, static_cast<double>(h->sent_bytes()) / s.iterations);
     for (unsigned k = 0; k < n; ++k) out.retransmits += h->transport(k).stats().retransmits;
     if (!h->finished()) {
       ++unfinished;
@@ -348,7 +349,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   }
   const bool all_finished = unfinished == 0;
   if (all_finished) summarize_times(times, elems, s.iterations, out);
-  out.bytes_per_worker = sent_sum / n;
+  out.bytes_per_worker = sent_sum / n / s.iterations;
   out.hops = sim.hops();
   out.events = sim.events();
 

@@ -121,6 +121,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         size_t seen = 0;
         for (size_t r = 0; r < racks.size(); ++r)
           if (tors[r] != kNoNode && racks[r].size() >= 2 && seen++ == rk) sj.rack = racks[r];
+        sj.upstream = host::upstream_of(plan[sj.rack[0]], sj.rack[0]);
         sw->add_job(sj);
         for (NodeId o : ina_tors)
           if (o != v) sw->add_peer(o);
@@ -139,7 +140,9 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     const auto* e = eps[r];
     if (!e->done()) ++unfinished;
     else times.push_back({e->op_start(), e->op_end()});
-    bytes += static_cast<double>(e->stats().bytes_sent) + static_cast<double>(e->stats().sent) * s.header_bytes;
+    const double mine = static_cast<double>(e->stats().bytes_sent) + static_cast<double>(e->stats().sent) * s.header_bytes;
+    bytes += mine;
+    out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, mine / s.iterations);
     out.retransmits += e->stats().retransmits;
     out.verify_errors += tensors[r]->mismatches();
     if (e->done() && tensors[r]->checked() != elems * static_cast<uint64_t>(s.iterations))
@@ -150,6 +153,11 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
                                   e->stats().foreign));
   }
   if (unfinished) probs.push_back(fmt::format("{} workers did not finish within {} ms", unfinished, s.max_sim_ms));
+  for (size_t r = 0, shown = 0; r < n && shown < 3; ++r)
+    if (!eps[r]->done()) {
+      probs.push_back(fmt::format("rank {} stopped at {}", r, eps[r]->describe()));
+      ++shown;
+    }
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished) {
     summarize_times(times, elems, s.iterations, out);

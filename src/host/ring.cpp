@@ -96,7 +96,8 @@ struct RingEndpoint::Step {
   bool gather = false;       // AllGather: complete values (kResult), slow start
   bool pulled = false;       // Rina member: starts when its agent pulls this tag
   bool pull_first = false;   // Rina agent: pull the rack before sending
-  bool to_tor = false;       // addressed to a Rina ToR (window capped by the region)
+  bool to_tor = false;       // ScatterReduce to the own Rina ToR (paced at the INA rate)
+  bool region_cap = false;   // to a Rina ToR: window capped by its region
   uint64_t tor_bit = 0;      //   this rank's bit in its rack (agent = bit 0)
   uint64_t off = 0, len = 0;
   bool add_local = false;    // own input values
@@ -112,6 +113,7 @@ struct RingEndpoint::Step {
   bool recvs = false;
   uint64_t r_off = 0, r_len = 0;
   NodeId r_src = kNoNode;
+  NodeId r_orig = kNoNode;   // through a ToR's copy: the original sender (in agg_index)
   bool r_keep = false;       // store for a later send (buffer)
   bool r_to_kept = false;    // store into kept_
   bool r_write = false;      // write as results
@@ -143,10 +145,28 @@ constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2;
 
 uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint32_t>((len + width - 1) / width); }
 
-// The node a group receives ring data at (its agent or its one worker).
+// The node a group receives ScatterReduce data at (its agent or its one worker).
 NodeId entry(const RingGroup& g, const std::vector<NodeId>& nodes) { return nodes.at(g.ranks[0]); }
 
+// The node that sends a group's AllGather step s: an INA rack's members in
+// turn (the agent at s = 0), or the one worker.
+NodeId ag_sender_of(const RingGroup& g, size_t s, const std::vector<NodeId>& nodes) {
+  return nodes.at(g.ranks[g.ina() ? s % g.ranks.size() : 0]);
+}
+
 }  // namespace
+
+std::vector<uint16_t> upstream_of(const std::vector<RingStage>& stages, uint16_t rank) {
+  for (const auto& st : stages) {
+    const size_t G = st.groups.size();
+    for (size_t i = 0; i < G; ++i) {
+      const auto& g = st.groups[i];
+      if (g.ina() && std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end())
+        return G > 1 ? st.groups[(i + G - 1) % G].ranks : std::vector<uint16_t>{};
+    }
+  }
+  return {};
+}
 
 uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank) {
   uint64_t n = 0;
@@ -155,7 +175,7 @@ uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank) {
     for (const auto& g : st.groups) {
       if (std::find(g.ranks.begin(), g.ranks.end(), rank) == g.ranks.end()) continue;
       const bool sr = st.kind != RingStage::Kind::AllGather, ag = st.kind != RingStage::Kind::ReduceScatter;
-      if (g.ina()) n += (sr ? G : 0) + (ag ? G : 0);
+      if (g.ina()) n += (sr ? G : 0) + (ag ? std::max<size_t>(G - 1, 1) : 0);
       else n += (sr ? G - 1 : 0) + (ag ? G - 1 : 0);
     }
   }
@@ -208,13 +228,12 @@ void RingEndpoint::build_steps() {
     };
     const NodeId next_entry = entry(next, nodes);
     const NodeId prev_sr_exit = prev.ina() ? prev.tor : nodes.at(prev.ranks[0]);
-    const NodeId prev_ag_exit = nodes.at(prev.ranks[0]);  // an INA group's broadcast keeps its agent as source
-    std::vector<NodeId> rack;  // the other members of my rack
+    // AllGather data goes to an INA rack's ToR, which copies it to every member.
+    auto ag_entry = [&](const RingGroup& g) { return g.ina() ? g.tor : nodes.at(g.ranks[0]); };
+    auto ag_sender = [&](const RingGroup& g, size_t s) { return ag_sender_of(g, s, nodes); };
     uint64_t my_bit = 0;
-    for (size_t i = 0; i < mine.ranks.size(); ++i) {
-      if (mine.ranks[i] != me) rack.push_back(nodes.at(mine.ranks[i]));
-      else my_bit = 1ULL << i;
-    }
+    for (size_t i = 0; i < mine.ranks.size(); ++i)
+      if (mine.ranks[i] == me) my_bit = 1ULL << i;
     if (code + 2 * G + 1 > 256) throw std::invalid_argument("ring: too many steps per op (step codes are 8 bits)");
     const uint8_t base = code;
     auto add = [&](Step s) {
@@ -233,7 +252,7 @@ void RingEndpoint::build_steps() {
         x.add_local = true;
         if (s > 0 && !(ina && !agent)) x.add_recv = static_cast<int>(steps_.size()) - 1;
         if (ina) {
-          x.to_tor = true;
+          x.to_tor = x.region_cap = true;
           x.tor_bit = my_bit;
           x.dst = mine.tor;
           x.fwd = next_entry;
@@ -264,7 +283,7 @@ void RingEndpoint::build_steps() {
         f.len = len;
         f.add_local = true;
         f.add_recv = agent ? last_recv : -1;
-        f.to_tor = true;
+        f.to_tor = f.region_cap = true;
         f.tor_bit = my_bit;
         f.dst = mine.tor;
         f.fwd = nodes.at(mine.ranks[0]);  // back to the agent
@@ -304,62 +323,60 @@ void RingEndpoint::build_steps() {
         w.len = own_len;
         add(std::move(w));
       }
-      for (size_t s = 0; s + 1 < G; ++s) {
+      const size_t k = mine.ranks.size();
+      size_t pos = 0;
+      while (mine.ranks[pos] != me) ++pos;
+      if (ina && !agent) {
+        // The rack's own complete shard, from the agent's broadcast (through the ToR).
+        Step o;
+        o.code = static_cast<uint8_t>(base + G);
+        o.recvs = true;
+        o.r_off = own_off;
+        o.r_len = own_len;
+        o.r_src = mine.tor;
+        o.r_orig = nodes.at(mine.ranks[0]);
+        o.r_to_kept = !last;
+        o.r_write = last;
+        add(std::move(o));
+      }
+      // Step s forwards shard (q + 1 - s): the own one at s = 0, then the one
+      // received in step s - 1. An INA rack's step-0 send is its agent's
+      // broadcast; later ones rotate over the rack's members.
+      const size_t nsteps = ina ? std::max<size_t>(G - 1, 1) : G - 1;
+      for (size_t s = 0; s < nsteps; ++s) {
         Step x;
         x.code = static_cast<uint8_t>(base + G + s);
         x.gather = true;
-        if (!ina || agent) {
+        if (s % k == pos) {
           x.sends = true;
           shard(q + 1 + G - s, x.off, x.len);
           if (s == 0) x.from_kept = true;
           else x.add_recv = static_cast<int>(steps_.size()) - 1;
-          if (agent) {
+          if (ina && s == 0) {
             x.bcast = true;
             x.dst = mine.tor;
-            x.fwd = next_entry;
-            x.ackers = rack;
-            x.ackers.push_back(next_entry);
+            x.region_cap = true;
+            x.ackers = {mine.tor};
+            if (G > 1) {
+              x.fwd = ag_entry(next);
+              x.ackers.push_back(ag_entry(next));
+            }
           } else {
-            x.dst = next_entry;
-            x.ackers = {next_entry};
+            x.dst = ag_entry(next);
+            x.region_cap = next.ina();
+            x.ackers = {x.dst};
           }
+        }
+        if (G > 1) {
           x.recvs = true;
           shard(q + G - s, x.r_off, x.r_len);
-          x.r_src = prev_ag_exit;
-          x.r_keep = true;
-          x.r_to_kept = !last;
-          x.r_write = last;
-        } else {
-          // A rack member receives its agent's broadcast of shard (q + 1 - s).
-          x.recvs = true;
-          shard(q + 1 + G - s, x.r_off, x.r_len);
-          x.r_src = nodes.at(mine.ranks[0]);
-          x.r_to_kept = !last;
-          x.r_write = last;
-        }
-        add(std::move(x));
-      }
-      if (ina) {
-        // The agent's last broadcast: what it received last (or, with one group, its own shard), to the rack only.
-        Step x;
-        x.code = static_cast<uint8_t>(base + 2 * G - 1);
-        x.gather = true;
-        uint64_t off, len;
-        shard(G > 1 ? q + 2 : q + 1, off, len);
-        if (agent) {
-          x.sends = true;
-          x.bcast = true;
-          x.off = off;
-          x.len = len;
-          if (G > 1) x.add_recv = static_cast<int>(steps_.size()) - 1;
-          else x.from_kept = true;
-          x.dst = mine.tor;
-          x.ackers = rack;
-        } else {
-          x.recvs = true;
-          x.r_off = off;
-          x.r_len = len;
-          x.r_src = nodes.at(mine.ranks[0]);
+          if (ina) {
+            x.r_src = mine.tor;
+            x.r_orig = ag_sender(prev, s);
+          } else {
+            x.r_src = ag_sender(prev, s);
+          }
+          x.r_keep = s + 1 < G - 1 && (s + 1) % k == pos;
           x.r_to_kept = !last;
           x.r_write = last;
         }
@@ -388,6 +405,23 @@ void RingEndpoint::submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time sta
 }
 
 bool RingEndpoint::done() const { return op_ == ops_.size(); }
+
+std::string RingEndpoint::describe() const {
+  if (done()) return "done";
+  std::string out = fmt::format("op {} step {}/{}", op_, step_, steps_.size());
+  if (!op_running_) return out + " (not started)";
+  const Step& s = steps_[step_];
+  if (send_) out += fmt::format(", sending {} of {} acked (tag {:#x} to {})", send_->acked_pkts, send_->npkts, tag_of(step_), s.dst);
+  else if (s.sends) out += s.pulled && pulled_tag_ <= tag_of(step_) ? ", waiting for the pull" : ", send done";
+  if (s.recvs) {
+    const Recv& r = recv_[slot(op_, step_)];
+    const bool mine = r.ord == op_ * nrecv_ + static_cast<uint64_t>(s.ridx);
+    out += fmt::format(", receiving {} of {} (tag {:#x} from {} orig {})", mine ? r.count : 0,
+                       packets(s.r_len, cfg_.payload_values), tag_of(step_), s.r_src,
+                       s.r_orig == kNoNode ? -1 : static_cast<int64_t>(s.r_orig));
+  }
+  return out;
+}
 
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
@@ -592,9 +626,9 @@ void RingEndpoint::pump(Time now, Effects& fx) {
   Send& x = *send_;
   const Step& s = steps_[x.step];
   double cap = std::min(cwnd_, cfg_.max_window);
-  if (s.to_tor && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
+  if (s.region_cap && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
   while (x.next < x.npkts && static_cast<double>(x.inflight) < std::max(1.0, cap)) {
-    if (s.to_tor && cfg_.region && x.next >= x.low + cfg_.region) break;
+    if (s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
     if (s.to_tor && cfg_.ina_gbps > 0) {
       if (now < next_tx_) {
         fx.set_timer(next_tx_, kPaceTimer);
@@ -660,7 +694,7 @@ void RingEndpoint::ack(const Packet& d, Effects& fx) {
   Packet* a = fx.alloc();
   a->h = d.h;
   a->h.type = PktType::RingAck;
-  a->h.flags = d.h.has(flag::kEcn) ? flag::kEce : 0;
+  a->h.flags = static_cast<uint16_t>((d.h.has(flag::kEcn) ? flag::kEce : 0) | (d.h.flags & flag::kResult));
   a->h.src = id();
   a->h.dst = d.h.src;
   a->h.rank = static_cast<uint8_t>(cfg_.rank);
@@ -674,19 +708,23 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   const uint64_t op = tag >> 8;
   const uint8_t code = static_cast<uint8_t>(tag & 0xFF);
   size_t si = steps_.size();
+  bool code_known = false;
   for (size_t i = 0; i < steps_.size(); ++i)
-    if (steps_[i].code == code && steps_[i].recvs) si = i;
-  if (p->h.job != cfg_.job || si == steps_.size() || op >= ops_.size()) {
+    if (steps_[i].code == code && steps_[i].recvs) {
+      code_known = true;
+      if (steps_[i].r_orig == kNoNode || steps_[i].r_orig == p->h.agg_index) si = i;
+    }
+  if (p->h.job != cfg_.job || !code_known || op >= ops_.size()) {
     ++st_.malformed;
     fx.free(p);
     return;
   }
-  const Step& s = steps_[si];
-  if (p->h.src != s.r_src) {
+  if (si == steps_.size() || p->h.src != steps_[si].r_src) {
     ++st_.foreign;
     fx.free(p);
     return;
   }
+  const Step& s = steps_[si];
   const uint32_t npk = packets(s.r_len, cfg_.payload_values);
   const uint64_t want = std::min<uint64_t>(cfg_.payload_values, s.r_len - std::min<uint64_t>(s.r_len, static_cast<uint64_t>(p->h.psn) * cfg_.payload_values));
   if (p->h.psn >= npk || p->h.count != want) {

@@ -17,9 +17,20 @@
 //   AllGather, steps s = 0..G-2: send the complete shard (q + 1 - s) mod G
 //     on (s = 0: the own one; later: the one received in step s - 1),
 //     receive shard (q - s) mod G;
-//   a Rina agent also broadcasts every complete shard to its rack through
-//     the ToR (the ToR copies it to the rack members and, in the same pass,
-//     to the next group), and the last received one to the rack alone.
+//   in a Rina rack (Fig. 8), shards reach every member at once: a shard for
+//     the rack is addressed to its ToR, which copies it to the members; the
+//     agent's step-0 send (the rack's own complete shard) goes to its own
+//     ToR, which copies it to the other members and, in the same pass, to
+//     the next group; a later step's send (the shard the rack received in
+//     the step before) is made by the rack's members in turn (step s by
+//     member s mod k), so no uplink carries every shard. The members
+//     acknowledge to the ToR, which sends the sender one acknowledgement
+//     for the rack. With G = 1 the agent's step 0 only feeds its rack.
+//   Ours, not the paper's: the paper's ToR forwards an incoming shard on to
+//     the next group in the same pass (cut-through around the ring); that
+//     would need each ToR to hold acknowledgement state for every later
+//     group, so here the rack forwards it in its next step (G - 1
+//     AllGather steps, 2G - 1 per op with ScatterReduce's G).
 // A step starts when the previous step's shard has fully arrived and the
 // endpoint's previous send is fully acknowledged (the dependency chain of
 // §III-A; NCCL/MPI's per-step barrier). H-AR is three stages: a
@@ -92,6 +103,10 @@ std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint
                                               const std::vector<NodeId>& tors, uint64_t elems);
 // H-AR: every rack must have the same number of ranks (std::invalid_argument otherwise).
 std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems);
+// The ranks that send AllGather shards to `rank`'s group in its Rina stage
+// (the previous group's ranks): the rows of its ToR's acknowledgement slots
+// (dp::SwitchJob::upstream). Empty if `rank` is in no INA group.
+std::vector<uint16_t> upstream_of(const std::vector<RingStage>& stages, uint16_t rank);
 // Ring steps one op takes at `rank` (sends + the INA rack's extra steps).
 uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank);
 
@@ -143,6 +158,8 @@ class RingEndpoint final : public Node {
   const std::vector<Time>& op_end() const { return op_end_; }
   const RingStats& stats() const { return st_; }
   const RingConfig& config() const { return cfg_; }
+  // Where an unfinished endpoint waits (op, step, its send and receive progress), for reports.
+  std::string describe() const;
 
  private:
   struct Send;
