@@ -1,0 +1,110 @@
+#pragma once
+// Time model of one allreduce (Rina paper §III-A with the BOM's bandwidth
+// sharing, §III-B): how long one synchronization of S bytes per worker takes
+// for PS, PS-based INA (ATP), RAR, H-AR and Rina on a topo::Graph, so the
+// BOM's throughput can be set beside the packet simulator's
+// (exp::run_collective: the same placement, routes and transports).
+//
+// A collective is a chain of dependent steps. Each step is a set of
+// concurrent transfers; a transfer is one sender's shard of P packets over
+// a set of arcs (a path; through a Rina ToR: member -> ToR -> next group;
+// a multicast: the union of its paths, every arc counted once). The step
+// takes as long as its slowest transfer, and the collective the sum of its
+// steps: the next step of a worker needs its previous shard delivered and
+// its own previous send acknowledged (NCCL's per-step barrier, §III-A; the
+// simulator's RingEndpoint does the same per worker, and with identical
+// transfers the worker on the slowest path sets the pace of every step).
+//
+// One transfer of P packets of b wire bytes (payload + header):
+//  - rate r = min over its arcs of capacity / (transfers of the step on the
+//    arc) (BOM, Lemma 1: equal shares), and at most the INA pacing rate of
+//    a Rina ToR (ina_gbps);
+//  - R = the first packet's round trip: per link of the path, store and
+//    forward of one packet (b / capacity) plus the propagation delay, and
+//    back per link an acknowledgement (ack_bytes / capacity + delay);
+//  - a window of W packets (window_kb; the transport's initial window,
+//    additive increase over one collective is ignored): if W b / r >= R the
+//    window covers the pipe and the transfer takes (P - 1) b / r + R;
+//    otherwise it sends W packets per round trip;
+//  - Rina's AllGather sends start from one packet and double per round
+//    trip (§IV-C "starts from zero", slow start) until the window covers
+//    the pipe;
+//  - a Rina ScatterReduce step starts with the agent's pull (agent -> ToR
+//    -> members, two links of an acknowledgement-sized packet) before the
+//    members' packets reach the ToR.
+//
+// Steps per collective (G groups, N workers, racks of k workers):
+//  - RAR: 2 (N - 1) steps of S / N, worker i -> worker i + 1;
+//  - H-AR: k - 1 in-rack steps of S / k, 2 (R - 1) steps of S / (k R)
+//    among the R ranks of the same position in each rack (k such rings at
+//    once), k - 1 in-rack AllGather steps of S / k (every rack the same k);
+//  - Rina (the paper's Fig. 7 / Fig. 8 behaviour): G - 1 ScatterReduce
+//    steps of S / G (an INA rack: every member -> ToR, one aggregate on to
+//    the next group's agent; an autonomous worker: to the next group), one
+//    more step for INA racks (members -> ToR -> their agent: the rack's own
+//    shard), and G - 1 AllGather steps (an agent's complete shard through
+//    its ToR, multicast to the rack and the next group; an autonomous
+//    worker as RAR): 2G - 1 steps with an INA rack, 2 (G - 1) without;
+//  - PS (co-located, sharded: the PS of shard k on the host of rank k, as
+//    exp::run_collective) and PS-based INA: one round. Every worker's
+//    S / N to each other PS along the shard's tree (ATP: to the first INA
+//    switch on its shortest path, which sends one aggregate on to the
+//    next INA switch or the PS, Lemma 2), the result back down the same
+//    tree by multicast (each arc once per shard). The round takes the
+//    busiest arc's bytes / capacity (the transports of all shards keep it
+//    busy: a fluid model) plus the longest worker -> PS -> worker latency.
+//
+// Straggler term (Eq. 1): before each send a worker waits
+// ~ N(k / N, sigma^2); a step whose n senders all wait costs
+// k / N + sigma * E[max of n standard normals] more (exact expectation by
+// quadrature, not the asymptotic sqrt(2 ln n); the truncation at zero is
+// ignored, so sigma should be small against k / N or k = 0 with sigma
+// small against the step). n = N for RAR, H-AR and Rina's ScatterReduce
+// steps (every member sends to the ToR), G for Rina's AllGather steps.
+// This is the barrier model of §III-A; a ring without a global barrier
+// (each worker waits only for its neighbour) lets part of the delays
+// overlap, so it is an upper bound there.
+//
+// The PS and ring transports of the simulator are assumed loss-free here
+// (no retransmission, no ECN back-off); see docs/results/rina_bom.md for
+// where that holds.
+#include <cstdint>
+#include <vector>
+
+#include "control/rina_bom.hpp"
+#include "schemes/registry.hpp"
+#include "topo/graph.hpp"
+
+namespace ina::control::rina {
+
+struct TimeParams {
+  double gradient_mb = 4;        // per worker: MiB of int32 values (exp::CollectiveSettings)
+  uint32_t payload_values = 64;  // values per packet
+  uint32_t header_bytes = 50;
+  uint32_t ack_bytes = 64;       // acknowledgement / pull on the wire (the simulator's minimum packet)
+  double link_delay_us = 1;      // propagation per link
+  double window_kb = 60;         // transport window (the ring's initial window)
+  double ina_gbps = 0;           // Rina: members' rate to the ToR (0: line rate)
+  double straggler_sigma_us = 0;  // Eq. 1: per-send delay ~ N(k / N, sigma^2)
+  double straggler_k_us = 0;
+};
+
+struct TimeResult {
+  double seconds = 0;      // one allreduce
+  double gbps = 0;         // per worker: 8 * gradient payload bytes / seconds
+  double transfer_s = 0;   // sum over steps of the slowest transfer
+  double bandwidth_s = 0;  // the part of transfer_s that is (packets - 1) * b / rate (PS: busiest arc's bytes / capacity)
+  double straggler_s = 0;  // expected straggler delay (Eq. 1 term)
+  int steps = 0;           // dependent steps (the chain)
+  int groups = 0;          // ring schemes: members of the outer ring (RAR: N; H-AR: racks; Rina: G)
+};
+
+// Throws BomError for a bad job (as the BOM), a collective it has no model
+// for (None), bad parameters, or H-AR with unequal racks.
+TimeResult allreduce_time(const topo::Graph& g, const std::vector<topo::NodeId>& workers,
+                          const std::vector<topo::NodeId>& ina, schemes::Collective c, const TimeParams& p);
+
+// E[max of n iid N(0, 1)] (n >= 1; 0 for n = 1), by numerical integration.
+double expected_max_normal(int n);
+
+}  // namespace ina::control::rina

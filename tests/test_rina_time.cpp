@@ -1,0 +1,180 @@
+// The allreduce time model (control/rina_time.hpp) against the packet
+// simulator (exp::run_collective), and the straggler model (Rina Eq. 1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "control/rina_time.hpp"
+#include "experiment/collective.hpp"
+#include "schemes/registry.hpp"
+#include "topo/graph.hpp"
+
+namespace ina {
+namespace {
+
+namespace rina = control::rina;
+
+topo::Graph file(const char* name) {
+  return topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/" + name).graph;
+}
+
+// `g` with exactly the switches named in `ina` able to aggregate.
+topo::Graph with_ina(topo::Graph g, const std::vector<topo::NodeId>& ina) {
+  for (const topo::NodeId s : g.switches()) {
+    const bool on = std::find(ina.begin(), ina.end(), s) != ina.end();
+    g.set_ina(s, on, on ? 100 : 0);
+  }
+  return g;
+}
+
+struct Case {
+  std::string what;
+  topo::Graph g;
+  int workers = 0;
+  std::vector<topo::NodeId> ina;
+  std::string scheme;
+};
+
+struct Pair {
+  double model = 0, sim = 0;
+};
+
+Pair compare(const Case& c, double mb) {
+  std::vector<topo::NodeId> workers = c.g.hosts();
+  workers.resize(static_cast<size_t>(c.workers));
+  rina::TimeParams p;
+  p.gradient_mb = mb;
+  exp::CollectiveSettings s;
+  s.gradient_mb = mb;
+  s.workers_per_job = {c.workers};
+  s.max_sim_ms = 2000;
+  const auto r = exp::run_collective(with_ina(c.g, c.ina), c.scheme, s);
+  EXPECT_TRUE(r.ok) << c.what << ": " << r.problems;
+  EXPECT_EQ(r.retransmits, 0u) << c.what;
+  const double model = rina::allreduce_time(c.g, workers, c.ina, schemes::find(c.scheme).collective, p).gbps;
+  return {model, r.throughput_gbps};
+}
+
+// At 0.25 MiB per worker (shards of 64-8192 values: small enough that the
+// ring's 60 KB window covers most shards, large enough that bandwidth is
+// 30-70 % of the time). Within 5 %: RAR on the three topologies, H-AR on
+// the fat-tree and the leaf-spine, PS on the testbed. Not asserted (see
+// docs/results/rina_bom.md): ATP (the simulator's ATP retransmits after a
+// >= 1 ms RTO in every run here, so it is timeout-bound: 2 Gbps against the
+// model's loss-free 42-67 Gbps), H-AR on the testbed (+21 %: its four
+// inter-rack rings share one link, the queue there passes the ECN
+// threshold and the halved windows slow the later in-rack steps, which the
+// model's fixed window ignores), PS on the fat-tree and the leaf-spine
+// (+28 % and +6 %: incast queues and ECN back-off at the hosts' downlinks).
+std::vector<Case> cases() {
+  const topo::Graph tb = file("testbed.json");
+  const topo::Graph ls = file("leaf-spine-2x4x4.json");
+  const topo::Graph ft = *topo::generate("fat-tree:4");
+  return {
+      {"testbed ps", tb, 8, {}, "ps"},
+      {"testbed rar", tb, 8, {}, "rar"},
+      {"fat-tree:4 rar", ft, 16, {}, "rar"},
+      {"fat-tree:4 h-ar", ft, 16, {}, "h-ar"},
+      {"leaf-spine rar", ls, 16, {}, "rar"},
+      {"leaf-spine h-ar", ls, 16, {}, "h-ar"},
+  };
+}
+
+TEST(RinaTime, ExpectedMaxOfNormals) {
+  // Closed forms: E[max of 2] = 1 / sqrt(pi), E[max of 3] = 3 / (2 sqrt(pi)).
+  EXPECT_NEAR(rina::expected_max_normal(2), 1 / std::sqrt(M_PI), 1e-4);
+  EXPECT_NEAR(rina::expected_max_normal(3), 1.5 / std::sqrt(M_PI), 1e-4);
+  EXPECT_EQ(rina::expected_max_normal(1), 0);
+  EXPECT_THROW(rina::expected_max_normal(0), rina::BomError);
+}
+
+TEST(RinaTime, ModelWithinFivePercentOfTheSimulator) {
+  for (const Case& c : cases()) {
+    const Pair p = compare(c, 0.25);
+    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  }
+}
+
+// Rina as the paper's Fig. 8 (the agent sends each AllGather shard once,
+// 2G - 1 steps): the model's behaviour. The simulator today adds a
+// rack-only broadcast step with its own slow start (2G steps at the agent),
+// so the testbed is 50 % and the leaf-spine 14 % below the model; enable
+// once the ToR multicast lands (run with --gtest_also_run_disabled_tests).
+TEST(RinaTime, DISABLED_RinaWithinFivePercentOfTheSimulator) {
+  const topo::Graph tb = file("testbed.json");
+  const topo::Graph ls = file("leaf-spine-2x4x4.json");
+  const topo::Graph ft = *topo::generate("fat-tree:4");
+  const std::vector<Case> cs = {{"testbed rina (both ToRs)", tb, 8, tb.tor_switches(), "rina"},
+                                {"testbed rina (tor0)", tb, 8, {tb.tor_switches()[0]}, "rina"},
+                                {"fat-tree:4 rina (edge)", ft, 16, ft.tor_switches(), "rina"},
+                                {"leaf-spine rina (leaves)", ls, 16, ls.tor_switches(), "rina"}};
+  for (const Case& c : cs) {
+    const Pair p = compare(c, 0.25);
+    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  }
+}
+
+// E[max of n iid N(0, 1)] by Monte Carlo (independent of the library's quadrature).
+double mc_max_normal(int n, int draws = 200000) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> z;
+  double sum = 0;
+  for (int d = 0; d < draws; ++d) {
+    double m = -1e300;
+    for (int i = 0; i < n; ++i) m = std::max(m, z(rng));
+    sum += m;
+  }
+  return sum / draws;
+}
+
+// Eq. 1 (straggler model): every send waits ~ N(k/N, sigma^2). Per-iteration
+// time on the testbed (N = 8, both ToRs INA for Rina: G = 2) at sigma = 0
+// and 10 us (k/N = 20 us, so the truncation at 0 is 2 % of draws), 3 seeds x
+// 20 back-to-back iterations each: the standard error of the mean growth is
+// ~1 us (per-iteration spread ~10 us / sqrt(60)), against growths of 30-80 us.
+TEST(RinaTime, StragglersLengthenRarFarMoreThanRina) {
+  const topo::Graph g = with_ina(file("testbed.json"), file("testbed.json").tor_switches());
+  const int N = 8;
+  const double sigma = 10;
+  auto iteration_us = [&](const char* scheme, double sig) {
+    double sum = 0;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      exp::CollectiveSettings s;
+      s.gradient_mb = 0.0625;
+      s.iterations = 20;
+      s.seed = seed;
+      s.straggler_sigma_us = sig;
+      s.straggler_k_us = N * 20;
+      const auto r = exp::run_collective(g, scheme, s);
+      EXPECT_TRUE(r.ok) << scheme << ": " << r.problems;
+      sum += r.iteration_ms * 1000;
+    }
+    return sum / 3;
+  };
+  const double rar = iteration_us("rar", sigma) - iteration_us("rar", 0);
+  const double rina_growth = iteration_us("rina", sigma) - iteration_us("rina", 0);
+  // Eq. 1 with its per-step barrier: 2 (N - 1) steps, each the max of N
+  // delays: 14 * sigma * E[M_8] ~ 199 us (the asymptotic sqrt(2 ln 8) = 2.04
+  // would say 285 us). The simulator has no global barrier: a worker waits
+  // for its own acknowledgement and its predecessor's shard only, and the
+  // acknowledgement's turnaround absorbs part of a predecessor's delay, so
+  // RAR's growth is below the barrier's (measured ~77 us, 39 %), yet above
+  // one sigma-free step's worth (it must grow).
+  const double barrier = 2 * (N - 1) * sigma * mc_max_normal(N);
+  EXPECT_LT(rar, barrier);
+  EXPECT_GT(rar, 0.25 * barrier);
+  // Rina's chain at the agent is 2G = 4 steps (ScatterReduce G, AllGather G)
+  // against RAR's 14: with the same per-step growth Rina would grow 4/14 of
+  // RAR; its ScatterReduce steps take the max over a whole rack (a ToR
+  // waits for all four members), so it grows more per step (measured ~31 us,
+  // 0.40 of RAR); far less than RAR in any case.
+  EXPECT_LT(rina_growth, 0.5 * rar);
+  EXPECT_GT(rina_growth, 4.0 / 14 * 0.5 * rar);
+}
+
+}  // namespace
+}  // namespace ina
