@@ -2,7 +2,10 @@
 // packet crossing one link) and events per second, on one core.
 //  (a) INA star, 16 and 64 hosts, every host streaming 306 B packets at
 //      100 Gbps line rate for 1 ms of simulated time, the switch aggregating;
-//  (b) the DSA 8-job x 8-worker scenario (DNN A), one full run.
+//  (b) the DSA 8-job x 8-worker scenario (DNN A), one full run;
+//  (c) collectives on multi-switch topologies (exp::run_collective), one
+//      allreduce of 4 MiB per worker: Rina on the dragonfly 4,9,2 (72
+//      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -11,6 +14,7 @@
 #include <benchmark/benchmark.h>
 
 #include "dataplane/switch.hpp"
+#include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
@@ -30,6 +34,13 @@ class ConstTensor final : public host::TensorIO {
   void write_result(uint64_t, std::span<const int32_t>) override {}
   void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }
 };
+
+// Simulated link hops and events per second of the timed part, and hops per run.
+void set_counters(benchmark::State& state, uint64_t hops, uint64_t events) {
+  state.counters["hops_per_s"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["hops"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kAvgIterations);
+}
 
 void BM_StarLineRate(benchmark::State& state) {
   const int hosts = static_cast<int>(state.range(0));
@@ -67,9 +78,7 @@ void BM_StarLineRate(benchmark::State& state) {
     hops += sim.hops();
     events += sim.events();
   }
-  state.counters["hops_per_s"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kIsRate);
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
-  state.counters["hops"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kAvgIterations);
+  set_counters(state, hops, events);
 }
 BENCHMARK(BM_StarLineRate)->Name("sim/star_line_rate_1ms")->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseManualTime();
 
@@ -82,11 +91,29 @@ void BM_DsaScenario(benchmark::State& state) {
     events += static_cast<uint64_t>(out.metrics.at("events"));
     if (!out.ok) state.SkipWithError(out.problems.c_str());
   }
-  state.counters["hops_per_s"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kIsRate);
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
-  state.counters["hops"] = benchmark::Counter(static_cast<double>(hops), benchmark::Counter::kAvgIterations);
+  set_counters(state, hops, events);
 }
 BENCHMARK(BM_DsaScenario)->Name("sim/dsa_8jobs_8workers")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Collective(benchmark::State& state, const char* topology, const char* scheme, bool ina) {
+  auto g = *topo::generate(topology);
+  if (ina)
+    for (const auto sw : g.switches()) g.set_ina(sw, true, 100);
+  exp::CollectiveSettings s;
+  s.gradient_mb = 4;
+  uint64_t hops = 0, events = 0;
+  for (auto _ : state) {
+    const auto r = exp::run_collective(g, scheme, s);
+    hops += r.hops;
+    events += r.events;
+    if (!r.ok) state.SkipWithError(r.problems.c_str());
+  }
+  set_counters(state, hops, events);
+}
+BENCHMARK_CAPTURE(BM_Collective, rina_dragonfly, "dragonfly:4,9,2", "rina", true)
+    ->Name("sim/rina_dragonfly_4_9_2")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Collective, rar_fat_tree, "fat-tree:4", "rar", false)
+    ->Name("sim/rar_fat_tree_4")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

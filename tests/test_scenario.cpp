@@ -146,7 +146,7 @@ TEST(Scenario, ErrorsNameFileFieldAndValue) {
       {with("switch", "payload_bytes = 258"), "switch.payload_bytes", "multiple of 4"},
       {with("workload", "model = \"C\""), "workload.model", "(value: C)"},
       {with("faults", "dup = 1.5"), "faults.dup", "must be in [0, 1] (value: 1.5)"},
-      {with("topology", "kind = \"fat-tree\""), "topology.kind", "(value: fat-tree)"},
+      {with("topology", "kind = \"torus\""), "topology.kind", "(value: torus)"},
       {with("run", "verify = 1"), "run.verify", "expected a boolean"},
       {with("run", "seeds = []"), "run.seeds", "must not be empty"},
       {with("topology", "ecn_kb = 2048"), "topology.ecn_kb", "(value: 2048)"},

@@ -118,10 +118,14 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                     {"metrics", p.out->metrics}});
     if (quiet) return;
     const auto& m = p.out->metrics;
-    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: avg JCT %.3f ms, util %.3f, %s (%.1f s, %.0f hops)\n",
-                 p.done, p.total, p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x,
-                 p.scheme->c_str(), static_cast<unsigned long long>(p.seed), m.at("avg_jct_ms"), m.at("utilization"),
-                 p.out->ok ? "ok" : "FAILED", p.wall_s, m.at("hops"));
+    const std::string what =
+        m.contains("avg_jct_ms")
+            ? fmt::format("avg JCT {:.3f} ms, util {:.3f}", m.at("avg_jct_ms"), m.at("utilization"))
+            : fmt::format("{:.2f} Gbps per worker, sync {:.3f} ms", m.at("throughput_gbps"), m.at("sync_ms"));
+    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f hops)\n", p.done, p.total,
+                 p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
+                 static_cast<unsigned long long>(p.seed), what.c_str(), p.out->ok ? "ok" : "FAILED", p.wall_s,
+                 m.at("hops"));
   }, &failures, threads);
   const auto records = average_over_seeds(per_seed);
   const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);

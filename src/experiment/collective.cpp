@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "experiment/collective_impl.hpp"
+#include "workload/model.hpp"
 
 namespace ina::exp {
 namespace detail {
@@ -23,6 +24,9 @@ void check_settings(const CollectiveSettings& s, const sim::Placement& pl) {
   if (!(s.compute_ms >= 0)) throw bad("compute_ms", s.compute_ms);
   if (s.payload_values == 0) throw bad("payload_values", 0);
   if (!(s.memory_mb > 0)) throw bad("memory_mb", s.memory_mb);
+  for (const auto& [name, mb] : s.switch_memory_mb)
+    if (!(mb > 0)) throw bad(fmt::format("switch_memory_mb[{}]", name).c_str(), mb);
+  if (!(s.reorder_delay_us >= 0)) throw bad("reorder_delay_us", s.reorder_delay_us);
   if (!(s.max_sim_ms > 0)) throw bad("max_sim_ms", s.max_sim_ms);
   if (!(s.init_window_kb > 0)) throw bad("init_window_kb", s.init_window_kb);
   const std::pair<const char*, double> rates[] = {{"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}};
@@ -38,6 +42,7 @@ sim::LinkParams link_params(const CollectiveSettings& s) {
   lp.loss = s.loss;
   lp.dup = s.dup;
   lp.reorder = s.reorder;
+  lp.reorder_delay = from_us(s.reorder_delay_us);
   return lp;
 }
 
@@ -77,6 +82,12 @@ void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>
   if (dropped) problems.push_back(fmt::format("{} packets were addressed to a node with no role in the job", dropped));
 }
 
+uint64_t smallest_memory_bytes(const CollectiveSettings& s, const topo::Graph& g, const std::vector<NodeId>& switches) {
+  double mb = switches.empty() ? s.memory_mb : switch_memory_mb(s, g, switches.front());
+  for (const NodeId v : switches) mb = std::min(mb, switch_memory_mb(s, g, v));
+  return static_cast<uint64_t>(mb * static_cast<double>(workload::kMiB));
+}
+
 void set_problems(CollectiveResult& out, const std::vector<std::string>& problems) {
   out.ok = problems.empty();
   out.problems.clear();
@@ -85,8 +96,18 @@ void set_problems(CollectiveResult& out, const std::vector<std::string>& problem
 
 }  // namespace detail
 
+double switch_memory_mb(const CollectiveSettings& s, const topo::Graph& g, topo::NodeId v) {
+  const auto it = s.switch_memory_mb.find(g.node(v).name);
+  return it == s.switch_memory_mb.end() ? s.memory_mb : it->second;
+}
+
 CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_name, const CollectiveSettings& s) {
   const schemes::Scheme& scheme = schemes::find(scheme_name, schemes::Engine::SimNetwork);
+  for (const auto& [name, mb] : s.switch_memory_mb) {
+    const auto v = g.find(name);
+    if (!v || g.is_host(*v))
+      throw std::invalid_argument(fmt::format("switch_memory_mb names '{}', which is not a switch of {}", name, g.name));
+  }
   std::vector<int> sizes = s.workers_per_job;
   if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
   const sim::Placement pl = sim::place_rack_packed(g, sizes);

@@ -7,10 +7,11 @@
 //
 // Jobs are placed rack-packed (sim/network.hpp). Which switches can
 // aggregate comes from the graph (topo::Node::ina); each INA switch has
-// `memory_mb` of aggregator memory. Every run is checked: exact sums at
+// `memory_mb` of aggregator memory, or its entry in `switch_memory_mb`. Every run is checked: exact sums at
 // every worker, nothing left in any switch, PS or transport, no refused
 // packet from an honest node.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,9 @@ struct CollectiveSettings {
   double link_delay_us = 1;       // propagation per link
   double queue_kb = 1024, ecn_kb = 100;
   double loss = 0, dup = 0, reorder = 0;  // on every link
+  double reorder_delay_us = 5;    // a reordered packet is held ~U(0, this) extra
   double memory_mb = 5;           // aggregator memory per INA switch (MiB)
+  std::map<std::string, double> switch_memory_mb;  // per-switch memory (MiB) by switch name, overriding memory_mb
   double ina_gbps = 0;            // INA aggregation rate cap (Rina's "full speed"; 0 = line rate)
   double init_window_kb = 60;
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
@@ -56,9 +59,13 @@ struct CollectiveResult {
   double wall_s = 0;               // host time of the run
 };
 
+// The aggregator memory (MiB) of switch `v`: its switch_memory_mb entry, else memory_mb.
+double switch_memory_mb(const CollectiveSettings& s, const topo::Graph& g, topo::NodeId v);
+
 // Runs `scheme` (a registry name whose collective is not None) on `g`.
-// Bad input (unknown scheme, jobs larger than the hosts) throws
-// std::invalid_argument with a message naming the value.
+// Bad input (unknown scheme, jobs larger than the hosts, a switch_memory_mb
+// name that is not a switch of `g`) throws std::invalid_argument with a
+// message naming the value.
 CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme, const CollectiveSettings& s);
 
 }  // namespace ina::exp

@@ -32,6 +32,10 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
 // dropped by a node with no role (`idle`: forwarding switches, hosts outside the job).
 void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
                    std::vector<std::string>& problems);
+// The aggregator memory (bytes) every one of `switches` has: the smallest
+// switch_memory_mb() among them (memory_mb if there is none). Rina gives a
+// job one contiguous region of the same size at every ToR (§V).
+uint64_t smallest_memory_bytes(const CollectiveSettings& s, const topo::Graph& g, const std::vector<NodeId>& switches);
 // ok and problems ("; "-joined).
 void set_problems(CollectiveResult& out, const std::vector<std::string>& problems);
 

@@ -281,7 +281,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     if (!g.is_host(v)) {
       if (cl.runs_program(id)) {
         dp::SwitchConfig c;
-        c.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
+        c.memory_bytes = static_cast<uint64_t>(switch_memory_mb(s, g, v) * workload::kMiB);
         c.payload_values = s.payload_values;
         c.seed = mix(s.seed, v);
         c.track_tasks = scheme.track_tasks;

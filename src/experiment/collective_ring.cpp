@@ -62,7 +62,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   }
   const double pkt_bytes = 4.0 * s.payload_values + s.header_bytes;
   dp::SwitchConfig swc;
-  swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * static_cast<double>(workload::kMiB));
+  swc.memory_bytes = detail::smallest_memory_bytes(s, g, ina_tors);
   swc.payload_values = s.payload_values;
   const uint32_t region = static_cast<uint32_t>(swc.memory_bytes / (4ULL * s.payload_values));
   if (!ina_tors.empty() && region == 0) throw std::invalid_argument("memory_mb gives no aggregator");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "experiment/network_point.hpp"
 #include "wire/packet.hpp"
 
 namespace ina::exp {
@@ -60,7 +61,35 @@ std::string Estimate::summary() const {
   return s + ")";
 }
 
+// A collective on a multi-switch topology (network_point.hpp): its tensors
+// are synthetic (no storage); memory is the switches' aggregators (every
+// switch counted as INA: an upper bound), the packets in flight (four windows
+// per worker: shards out and in, acks, retransmissions; at most what the
+// queues hold), the links and the nodes.
+static Estimate estimate_network_run(const Settings& s) {
+  const topo::Graph g = build_topology(s, "estimate");
+  const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
+  const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
+  const uint64_t workers = s.workers ? static_cast<uint64_t>(s.workers) : g.hosts().size();
+  const uint64_t window = std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 / wire));
+  const uint64_t links = 2 * g.links().size();
+  const uint64_t queued = links * std::max<uint64_t>(1, static_cast<uint64_t>(s.queue_kb * 1000 / wire));
+  const uint64_t in_flight = std::min(workers * 4 * window, queued) + kPoolSlab;
+  const uint64_t stride = (sizeof(Packet) + payload + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
+  const uint64_t aggs = static_cast<uint64_t>(std::floor(s.memory_mb * kMiBytes / static_cast<double>(payload)));
+  Estimate e;
+  e.parts = {
+      {"switch aggregators", "switch.memory_mb x switches", g.switches().size() * aggs * (kAggBytes + payload)},
+      {"packet pool", "workload.workers x transport.init_window_kb, topology.queue_kb",
+       ceil_div(in_flight, kPoolSlab) * kPoolSlab * stride},
+      {"links, nodes and events", "topology", links * kLinkBytes + g.num_nodes() * kNodeBytes + kHeapBytes},
+  };
+  std::stable_sort(e.parts.begin(), e.parts.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  return e;
+}
+
 Estimate estimate_run(const Settings& s, const std::string& scheme) {
+  if (is_network(s)) return estimate_network_run(s);
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
   const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
   const uint64_t wpj = static_cast<uint64_t>(s.workers_per_job);

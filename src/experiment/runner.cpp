@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "dataplane/switch.hpp"
+#include "experiment/collective.hpp"
+#include "experiment/network_point.hpp"
 #include "host/profile.hpp"
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
@@ -23,9 +25,33 @@ namespace {
 
 double combine(double a, double b) { return 1 - (1 - a) * (1 - b); }
 
+// A point on a multi-switch topology: one exp::run_collective.
+RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64_t seed) {
+  const NetworkRun run = network_run(s, schemes::find(scheme, schemes::Engine::SimNetwork), seed, "run");
+  const CollectiveResult r = run_collective(run.graph, scheme, run.settings);
+  RunOutput out;
+  auto& m = out.metrics;
+  m["throughput_gbps"] = r.throughput_gbps;
+  m["sync_ms"] = r.sync_ms;
+  m["iteration_ms"] = r.iteration_ms;
+  m["bytes_per_worker"] = r.bytes_per_worker;
+  m["steps"] = static_cast<double>(r.steps);
+  m["retransmits"] = static_cast<double>(r.retransmits);
+  m["verify_errors"] = static_cast<double>(r.verify_errors);
+  m["workers"] = static_cast<double>(run.settings.workers_per_job.at(0));
+  m["ina_switches"] = static_cast<double>(run.ina.size());
+  m["gradient_mb"] = run.settings.gradient_mb;
+  m["events"] = static_cast<double>(r.events);
+  m["hops"] = static_cast<double>(r.hops);
+  out.ok = r.ok;
+  out.problems = r.problems;
+  return out;
+}
+
 }  // namespace
 
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
+  if (is_network(s)) return run_network_point(s, scheme, seed);
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
   const host::Profile& profile = host::profile(s.profile);
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);

@@ -20,6 +20,9 @@ struct RunOutput {
   uint64_t digest = 0;
 };
 
+// A star point runs the star simulator; a point on a multi-switch topology
+// (topology.kind != "star") runs exp::run_collective, metrics throughput_gbps,
+// sync_ms, iteration_ms, bytes_per_worker, steps, retransmits, ...
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed);
 
 struct Progress {

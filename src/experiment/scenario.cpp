@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "experiment/network_point.hpp"
 #include "schemes/registry.hpp"
 
 #include <algorithm>
@@ -43,7 +44,7 @@ struct Problem {
 
 [[noreturn]] void fail(std::string_view origin, std::string_view key, std::string_view what,
                        std::string_view value) {
-  throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
+  fail_field(origin, key, what, value);
 }
 
 // The allowed values of a field: a numeric interval (open or closed below,
@@ -96,8 +97,14 @@ const std::vector<Field>& settings_fields() {
   // core/time.hpp) and every allocation a field sizes bounded
   // (experiment/estimate.hpp checks the total against the machine's memory).
   static const std::vector<Field> fields = {
-      {"topology.kind", &Settings::topology_kind, one_of({"star"})},
+      {"topology.kind", &Settings::topology_kind,
+       one_of({"star", "fat-tree", "dragonfly", "leaf-spine", "testbed", "file"})},
       {"topology.hosts", &Settings::hosts, between(1, 4096)},
+      {"topology.k", &Settings::k, {.lo = 2, .hi = 32, .step = 2}},
+      {"topology.dragonfly", &Settings::dragonfly},
+      {"topology.spines", &Settings::spines, between(1, 1024)},
+      {"topology.leaves", &Settings::leaves, between(1, 1024)},
+      {"topology.file", &Settings::topology_file},
       {"topology.link_gbps", &Settings::link_gbps, between(0.001, 100000, "Gbps: 1 Mbps to 100 Tbps")},
       {"topology.rtt_us", &Settings::rtt_us, between(0.001, 1e6, "microseconds: 1 ns to 1 s")},
       {"topology.queue_kb", &Settings::queue_kb, positive_up_to(1e6, "KB per output queue: at most 1 GB")},
@@ -105,7 +112,13 @@ const std::vector<Field>& settings_fields() {
       {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
       {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
-      {"workload.model", &Settings::model, one_of({"A", "B", "mixed"})},
+      {"switch.ina", &Settings::ina},
+      {"switch.ina_count", &Settings::ina_count, between(-1, 100000, "switches; -1 = use switch.ina")},
+      {"switch.ina_percent", &Settings::ina_percent, between(-1, 100, "-1 = use switch.ina")},
+      {"switch.memory_mb_per_switch", &Settings::memory_mb_per_switch},
+      {"switch.ina_gbps", &Settings::ina_gbps, between(0, 100000, "Gbps; 0 = line rate")},
+      {"workload.model", &Settings::model,
+       one_of({"A", "B", "mixed", "ResNet50", "VGG16", "InceptionV3", "ResNet101", "BERT-base"})},
       {"workload.jobs", &Settings::jobs, between(1, 4096, "at most one job per host")},
       {"workload.workers_per_job", &Settings::workers_per_job, between(1, 64)},
       {"workload.iterations", &Settings::iterations, between(1, 100000)},
@@ -113,7 +126,12 @@ const std::vector<Field>& settings_fields() {
       {"workload.send_jitter_us", &Settings::send_jitter_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.partition_mb", &Settings::partition_mb,
        between(0, 1024, "MiB per gradient partition: at most 1 GiB; 0 = the model's own")},
-      {"workload.compute_ms", &Settings::compute_ms, between(0, 1e6, "milliseconds per layer: at most 1000 s")},
+      {"workload.compute_ms", &Settings::compute_ms, between(0, 1e6, "milliseconds: at most 1000 s")},
+      {"workload.workers", &Settings::workers, between(0, 4096, "0 = every host of the topology")},
+      {"workload.gradient_mb", &Settings::gradient_mb, between(0, 4096, "MiB per worker: at most 4 GiB; 0 = the model's")},
+      {"workload.gradient_scale", &Settings::gradient_scale, positive_up_to(1, "a fraction of the gradient")},
+      {"workload.straggler_sigma_us", &Settings::straggler_sigma_us, between(0, 1e8, "microseconds: at most 100 s")},
+      {"workload.straggler_k_us", &Settings::straggler_k_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
@@ -123,6 +141,8 @@ const std::vector<Field>& settings_fields() {
       {"faults.reorder_delay_us", &Settings::reorder_delay_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
       {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
+      {"faults.fail_rank", &Settings::fail_rank, between(-1, 4095, "-1 = none")},
+      {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
@@ -275,11 +295,14 @@ const std::vector<MetaField>& meta_fields() {
          // Names and aliases as the registry knows them, stored canonical (results are keyed by them).
          sc.schemes.clear();
          for (const auto& name : read_strings(n)) {
-           try {
-             sc.schemes.push_back(schemes::find(name, schemes::Engine::SimStar).name);
-           } catch (const schemes::UnknownScheme& e) {
-             throw Problem{e.what(), name};
-           }
+           const schemes::Scheme* scheme = schemes::lookup(name);
+           if (!scheme || !(scheme->supports(schemes::Engine::SimStar) ||
+                            scheme->supports(schemes::Engine::SimNetwork)))
+             throw Problem{fmt::format("unknown scheme (star: {}; multi-switch topologies: {})",
+                                       schemes::names_text(schemes::Engine::SimStar),
+                                       schemes::names_text(schemes::Engine::SimNetwork)),
+                           name};
+           sc.schemes.push_back(scheme->name);
          }
        }},
       {"run.seeds",
@@ -408,8 +431,17 @@ void read_series(Scenario& sc, const toml::node& n) {
 
 }  // namespace
 
+void fail_field(std::string_view origin, std::string_view key, std::string_view what, std::string_view value) {
+  throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
+}
+
 const std::vector<std::string>& known_schemes() {
-  static const std::vector<std::string> names = schemes::names(schemes::Engine::SimStar);
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out = schemes::names(schemes::Engine::SimStar);
+    for (auto& n : schemes::names(schemes::Engine::SimNetwork))
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    return out;
+  }();
   return names;
 }
 
@@ -448,6 +480,14 @@ void validate(const Settings& s, const std::string& origin) {
 }
 
 void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  if (is_network(s)) return validate_network(s, scheme_names, origin);
+  for (const auto& name : scheme_names)
+    if (!schemes::find(name).supports(schemes::Engine::SimStar))
+      fail(origin, "run.schemes",
+           fmt::format("{} runs only on multi-switch topologies (topology.kind = fat-tree, dragonfly, leaf-spine, "
+                       "testbed or file); on the star run one of: {}",
+                       name, schemes::names_text(schemes::Engine::SimStar)),
+           name);
   validate(s, origin);
   // An isolated scheme (SwitchML) gives each job two pools of at least one slot (sim::register_jobs).
   const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
@@ -502,6 +542,7 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
   }
   Scenario sc;
   sc.file = origin;
+  sc.base.scenario_dir = std::filesystem::path(origin).parent_path().string();
   const auto sections = known_sections(true);
   for (const auto& [name, node] : root) {
     const std::string section(name.str());
@@ -520,6 +561,8 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
     fail(origin, sc.sweep_key.empty() ? "sweep.key" : "sweep.values",
          "sweep.key and sweep.values must be given together", "(missing)");
   if (sc.x_label.empty()) sc.x_label = sc.sweep_key;
+  // A multi-switch scenario's runs have no JCT: its default metric is the per-worker throughput.
+  if (is_network(sc.base) && !root["output"]["metrics"]) sc.metrics = {"throughput_gbps"};
   expand(sc);  // every concrete point is checked at load time, before anything runs
   return sc;
 }

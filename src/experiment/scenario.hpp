@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ina::exp {
@@ -15,12 +16,21 @@ struct ScenarioError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throws the ScenarioError "<origin>: field '<key>': <what> (value: <value>)".
+[[noreturn]] void fail_field(std::string_view origin, std::string_view key, std::string_view what,
+                             std::string_view value);
+
 // One concrete configuration (everything a single simulation run needs,
 // except scheme and seed). Field names mirror the TOML keys "section.key".
 struct Settings {
   // [topology]
-  std::string topology_kind = "star";  // topology.kind: only "star" for now
-  int hosts = 64;                      // topology.hosts: worker servers (PS servers are added on top)
+  std::string topology_kind = "star";  // topology.kind: star | fat-tree | dragonfly | leaf-spine | testbed | file
+  int hosts = 64;                      // topology.hosts: star: worker servers (PS servers are added on top); leaf-spine: servers
+  int k = 4;                           // topology.k: fat-tree arity (k^3/4 hosts, k/2 per edge switch)
+  std::string dragonfly = "4,9,2";     // topology.dragonfly: "a,g,h" (a routers per group, g groups, h global ports; a/2 hosts per router)
+  int spines = 2;                      // topology.spines (leaf-spine)
+  int leaves = 4;                      // topology.leaves (leaf-spine)
+  std::string topology_file;           // topology.file: JSON topology (topo/graph.hpp), relative to the scenario file
   double link_gbps = 100;              // topology.link_gbps
   double rtt_us = 10;                  // topology.rtt_us: base RTT host-switch-host (4 propagation delays)
   double queue_kb = 1024;              // topology.queue_kb: drop-tail buffer per output queue
@@ -29,15 +39,26 @@ struct Settings {
   double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
   int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4
   int header_bytes = 50;               // switch.header_bytes: modelled wire overhead (306 B packets)
+  std::string ina = "topology";        // switch.ina (network kinds): topology | none | all | tors | planner:N | percent:P | "name,name,..."
+  int ina_count = -1;                  // switch.ina_count (network kinds): >= 0 means switch.ina = "planner:N" (sweepable)
+  double ina_percent = -1;             // switch.ina_percent (network kinds): >= 0 means switch.ina = "percent:P" (sweepable)
+  std::string memory_mb_per_switch;    // switch.memory_mb_per_switch (network kinds): "name=MiB,..." overriding switch.memory_mb
+  double ina_gbps = 0;                 // switch.ina_gbps (network kinds): INA aggregation rate cap (Rina's "full speed"); 0 = line rate
   // [workload]
-  std::string model = "A";             // workload.model: "A", "B" or "mixed" (jobs alternate A, B)
+  std::string model = "A";             // workload.model: star: "A", "B" or "mixed" (jobs alternate A, B);
+                                       //   network kinds: ResNet50 | VGG16 | InceptionV3 | ResNet101 | BERT-base (workload/model.hpp)
   int jobs = 8;                        // workload.jobs
   int workers_per_job = 8;             // workload.workers_per_job (1..64)
   int iterations = 1;                  // workload.iterations per job
   double start_jitter_us = 1000;       // workload.start_jitter_us: job start ~ U(0, x)
   double send_jitter_us = 300;         // workload.send_jitter_us: per-worker send jitter ~ U(0, x)
   double partition_mb = 0;             // workload.partition_mb: 0 = the model's own (A: 4, B: 2)
-  double compute_ms = 0;               // workload.compute_ms: per layer; 0 = the model's own (A: 0.32, B: 0.64)
+  double compute_ms = 0;               // workload.compute_ms: star: per layer; network kinds: per iteration; 0 = the model's own
+  int workers = 0;                     // workload.workers (network kinds): the job's workers, rack-packed; 0 = every host
+  double gradient_mb = 0;              // workload.gradient_mb (network kinds): MiB per worker and iteration; 0 = the model's
+  double gradient_scale = 1;           // workload.gradient_scale (network kinds): simulate gradient x this (a faster, smaller run)
+  double straggler_sigma_us = 0;       // workload.straggler_sigma_us (network kinds): per-chunk time ~ N(k/N, sigma^2) (Rina Eq. 1)
+  double straggler_k_us = 0;           // workload.straggler_k_us (network kinds): its k
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)
@@ -49,10 +70,14 @@ struct Settings {
   double reorder_delay_us = 5;         // faults.reorder_delay_us: extra delay ~ U(0, x) for reordered packets
   double worker_loss = 0;              // faults.worker_loss: loss on one worker's link (job 1, rank 0), both directions
   double ps_loss = 0;                  // faults.ps_loss: loss on every PS link, both directions
+  int fail_rank = -1;                  // faults.fail_rank (network kinds): this worker stops at faults.fail_at_ms (-1: none)
+  double fail_at_ms = 0;               // faults.fail_at_ms
   // [run] (per-run knobs that may also be swept)
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum
   double max_sim_ms = 10000;           // run.max_sim_ms: safety stop (a run hitting it is reported as failed)
+  // Not a field: the directory of the scenario file (topology.file is relative to it).
+  std::string scenario_dir;
 };
 
 struct Series {
@@ -76,7 +101,8 @@ struct Scenario {
   bool x_log = false;                // output.x_log
 };
 
-// Known scheme names (validated in run.schemes).
+// Known scheme names (validated in run.schemes): the star simulator's, then
+// the multi-switch collectives' (schemes::Engine::SimNetwork) not already listed.
 const std::vector<std::string>& known_schemes();
 
 Scenario load_scenario_file(const std::string& path);

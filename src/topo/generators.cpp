@@ -65,6 +65,15 @@ Graph leaf_spine_paper() {
   return g;
 }
 
+Graph rina_testbed(double link_gbps) {
+  Graph g;
+  g.name = "rina-testbed";
+  const NodeId tor[2] = {g.add_switch("tor0"), g.add_switch("tor1")};
+  for (int i = 0; i < 8; ++i) g.add_link(g.add_host(fmt::format("h{}", i)), tor[i / 4], link_gbps);
+  g.add_link(tor[0], tor[1], link_gbps);
+  return g;
+}
+
 Graph dragonfly(int a, int g, int h, int hosts_per_router, double link_gbps) {
   if (a < 1) throw TopologyError(fmt::format("dragonfly: routers per group a must be >= 1, got a={}", a));
   if (g < 2) throw TopologyError(fmt::format("dragonfly: groups g must be >= 2, got g={}", g));
@@ -145,6 +154,7 @@ void parse_ina_where(std::string_view text, InaDeployment& d) {
 std::optional<Graph> generate(std::string_view spec) {
   if (spec == "fat-tree-paper") return fat_tree_paper();
   if (spec == "leaf-spine-paper") return leaf_spine_paper();
+  if (spec == "rina-testbed") return rina_testbed();
   if (spec.starts_with("fat-tree:")) {
     const std::string_view num = spec.substr(9);
     int k = 0;

@@ -157,6 +157,11 @@ Graph leaf_spine_paper();
 // routers; otherwise a TopologyError names the parameter and its value.
 Graph dragonfly(int a, int g, int h, int hosts_per_router, double link_gbps = 100);
 
+// The Rina paper's testbed (§VI-A, Fig. 12): two ToR switches "tor0" and
+// "tor1" joined by one link, four hosts on each (h0-h3 on tor0, h4-h7 on
+// tor1), every link `link_gbps`.
+Graph rina_testbed(double link_gbps = 100);
+
 // Which switches are programmable, and their capacities C_s ~ U(min, max)
 // (the paper's §6.3: U(100 Gbps, 3.2 Tbps)). Scenario (a): the ToR/leaf
 // switches; scenario (b): 20 % of all switches, chosen at random.
@@ -173,7 +178,7 @@ void deploy_ina(Graph& g, const InaDeployment& d, uint64_t seed);
 // Parses "tor", "all" or "random:F" (0 < F <= 1) into d.where / d.fraction.
 void parse_ina_where(std::string_view text, InaDeployment& d);
 
-// Builds "fat-tree:K", "fat-tree-paper", "leaf-spine-paper" or
+// Builds "fat-tree:K", "fat-tree-paper", "leaf-spine-paper", "rina-testbed" or
 // "dragonfly:A,G,H" (hosts per router p = max(1, A / 2): Kim et al.'s balanced
 // dragonfly has a = 2p = 2h, so the Rina paper's a = 4, g = 9, h = 2 gets
 // p = 2, 72 hosts); nullopt for any other text (the caller may then treat it

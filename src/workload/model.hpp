@@ -4,6 +4,7 @@
 // during back-propagation.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/time.hpp"
@@ -32,5 +33,20 @@ constexpr uint64_t kMiB = 1ULL << 20;
 //   B: computation-intensive,   2 MiB partitions, 0.64 ms compute per layer
 // partition_mb / compute_ms > 0 override the sizes / times.
 ModelSpec dsa_model(char which, double partition_mb = 0, double compute_ms = 0);
+
+// The DNNs of the Rina paper's evaluation (§VI-A), for the collectives on
+// multi-switch topologies: each iteration allreduces one gradient of
+// `parameters` x 4 bytes per worker after `compute_ms` of computation.
+// Parameter counts are the published ones (see model.cpp); compute times are
+// derived (model.cpp says how) and only move iteration_ms, never the
+// synchronization's throughput.
+struct DnnModel {
+  std::string_view name;
+  uint64_t parameters;
+  double compute_ms;  // per iteration (forward + backward of one batch)
+  double gradient_mib() const { return static_cast<double>(parameters) * 4 / static_cast<double>(kMiB); }
+};
+const std::vector<DnnModel>& dnn_models();
+const DnnModel* find_dnn_model(std::string_view name);  // nullptr if unknown
 
 }  // namespace ina::workload

@@ -1,0 +1,263 @@
+#include "experiment/network_point.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "control/rina_bom.hpp"
+#include "sim/network.hpp"
+#include "wire/packet.hpp"
+#include "workload/model.hpp"
+
+namespace ina::exp {
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, std::string_view key, std::string_view what, std::string_view value) {
+  throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
+}
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  for (size_t at = 0;;) {
+    const size_t next = text.find(sep, at);
+    std::string_view part = text.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    out.push_back(part);
+    if (next == std::string_view::npos) return out;
+    at = next + 1;
+  }
+}
+
+template <class T>
+bool parse_num(std::string_view text, T& v) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  return !text.empty() && ec == std::errc{} && p == end;
+}
+
+std::vector<topo::NodeId> first_of(const std::vector<topo::NodeId>& order, size_t n) {
+  return {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(n, order.size()))};
+}
+
+// D of the percent rule (network_point.hpp).
+size_t helping_switches(const topo::Graph& g, const std::vector<topo::NodeId>& workers,
+                        const std::vector<topo::NodeId>& order, const schemes::Scheme& scheme) {
+  namespace rina = control::rina;
+  if (scheme.collective == schemes::Collective::RingIna) {
+    size_t tors = 0;
+    std::vector<bool> is_worker(g.num_nodes(), false);
+    for (const auto w : workers) is_worker[w] = true;
+    for (const auto sw : g.switches()) {
+      int n = 0;
+      for (const auto& e : g.neighbors(sw)) n += is_worker[e.peer] ? 1 : 0;
+      tors += n >= 2 ? 1 : 0;
+    }
+    return tors;
+  }
+  const double full = rina::ps_ina_throughput(g, workers, order).gbps;
+  for (size_t n = 0; n < order.size(); ++n)
+    if (rina::ps_ina_throughput(g, workers, first_of(order, n)).gbps >= full) return n;
+  return order.size();
+}
+
+}  // namespace
+
+bool is_network(const Settings& s) { return s.topology_kind != "star"; }
+
+topo::Graph build_topology(const Settings& s, const std::string& origin) {
+  const std::string& kind = s.topology_kind;
+  try {
+    if (kind == "fat-tree") return topo::fat_tree(s.k, 0, s.link_gbps);
+    if (kind == "leaf-spine") return topo::leaf_spine(s.spines, s.leaves, s.hosts, s.link_gbps);
+    if (kind == "testbed") return topo::rina_testbed(s.link_gbps);
+  } catch (const topo::TopologyError& e) {
+    fail(origin, "topology.kind", e.what(), kind);
+  }
+  if (kind == "dragonfly") {
+    const auto parts = split(s.dragonfly, ',');
+    int v[3] = {0, 0, 0};
+    if (parts.size() != 3 || !parse_num(parts[0], v[0]) || !parse_num(parts[1], v[1]) || !parse_num(parts[2], v[2]))
+      fail(origin, "topology.dragonfly", "expected \"a,g,h\": three integers", s.dragonfly);
+    try {
+      return topo::dragonfly(v[0], v[1], v[2], std::max(1, v[0] / 2), s.link_gbps);
+    } catch (const topo::TopologyError& e) {
+      fail(origin, "topology.dragonfly", e.what(), s.dragonfly);
+    }
+  }
+  if (kind == "file") {
+    if (s.topology_file.empty()) fail(origin, "topology.file", "topology.kind = \"file\" needs a JSON topology file", "\"\"");
+    std::filesystem::path path(s.topology_file);
+    if (path.is_relative() && !s.scenario_dir.empty()) path = std::filesystem::path(s.scenario_dir) / path;
+    try {
+      return topo::load_topology_file(path.string()).graph;
+    } catch (const topo::TopologyError& e) {
+      fail(origin, "topology.file", e.what(), s.topology_file);
+    }
+  }
+  fail(origin, "topology.kind", "not a multi-switch topology", kind);
+}
+
+std::vector<topo::NodeId> job_workers(const Settings& s, const topo::Graph& g, const std::string& origin) {
+  const int hosts = static_cast<int>(g.hosts().size());
+  const int n = s.workers == 0 ? hosts : s.workers;
+  if (n > hosts)
+    fail(origin, "workload.workers", fmt::format("the job is larger than the {} hosts of {}", hosts, g.name),
+         std::to_string(s.workers));
+  if (n < 2) fail(origin, "workload.workers", fmt::format("a collective needs at least 2 workers ({} has {} hosts)", g.name, hosts), std::to_string(n));
+  try {
+    return sim::place_rack_packed(g, {n}).jobs.at(0);
+  } catch (const std::invalid_argument& e) {
+    fail(origin, "topology.kind", e.what(), s.topology_kind);
+  }
+}
+
+std::vector<topo::NodeId> select_ina(const Settings& s, const topo::Graph& g, const std::vector<topo::NodeId>& workers,
+                                     const schemes::Scheme& scheme, const std::string& origin) {
+  if ((s.ina_count >= 0) + (s.ina_percent >= 0) + (s.ina != "topology") > 1)
+    fail(origin, "switch.ina", "give one of switch.ina, switch.ina_count and switch.ina_percent",
+         fmt::format("{}, ina_count = {}, ina_percent = {}", s.ina, s.ina_count, s.ina_percent));
+  const std::string v = s.ina_count >= 0     ? fmt::format("planner:{}", s.ina_count)
+                        : s.ina_percent >= 0 ? fmt::format("percent:{}", s.ina_percent)
+                                             : s.ina;
+  const std::string_view key = s.ina_count >= 0     ? "switch.ina_count"
+                               : s.ina_percent >= 0 ? "switch.ina_percent"
+                                                    : "switch.ina";
+  if (v == "topology") return g.ina_switches();
+  if (v == "none") return {};
+  if (v == "all") return g.switches();
+  if (v == "tors") return g.tor_switches();
+  const std::vector<topo::NodeId> order = control::rina::deployment_order(g, workers);
+  if (v.starts_with("planner:")) {
+    int n = -1;
+    if (!parse_num(std::string_view(v).substr(8), n) || n < 0 || static_cast<size_t>(n) > order.size())
+      fail(origin, key, fmt::format("planner:N needs 0 <= N <= {} (the switches of {})", order.size(), g.name), v);
+    return first_of(order, static_cast<size_t>(n));
+  }
+  if (v.starts_with("percent:")) {
+    double p = -1;
+    if (!parse_num(std::string_view(v).substr(8), p) || !(p >= 0 && p <= 100))
+      fail(origin, key, "percent:P needs 0 <= P <= 100", v);
+    if (p == 100) return g.switches();
+    const auto d = static_cast<double>(helping_switches(g, workers, order, scheme));
+    return first_of(order, static_cast<size_t>(std::floor(p * d / 100 + 1e-9)));
+  }
+  std::vector<topo::NodeId> out;
+  for (const auto name : split(v, ',')) {
+    const auto id = g.find(name);
+    if (!id) fail(origin, "switch.ina", fmt::format("unknown switch '{}' in {}", name, g.name), v);
+    if (g.is_host(*id)) fail(origin, "switch.ina", fmt::format("'{}' is a host, not a switch", name), v);
+    out.push_back(*id);
+  }
+  return out;
+}
+
+double gradient_mb(const Settings& s) {
+  const workload::DnnModel* m = workload::find_dnn_model(s.model);
+  return (s.gradient_mb > 0 ? s.gradient_mb : m ? m->gradient_mib() : 0) * s.gradient_scale;
+}
+
+double compute_ms(const Settings& s) {
+  const workload::DnnModel* m = workload::find_dnn_model(s.model);
+  return s.compute_ms > 0 ? s.compute_ms : m ? m->compute_ms : 0;
+}
+
+NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_t seed, const std::string& origin) {
+  NetworkRun run{build_topology(s, origin), {}, {}};
+  topo::Graph& g = run.graph;
+  const std::vector<topo::NodeId> workers = job_workers(s, g, origin);
+  run.ina = select_ina(s, g, workers, scheme, origin);
+  for (const auto sw : g.switches()) g.set_ina(sw, false);
+  const double cap = s.ina_gbps > 0 ? s.ina_gbps : s.link_gbps;
+  for (const auto sw : run.ina) g.set_ina(sw, true, cap);
+
+  CollectiveSettings& c = run.settings;
+  c.seed = seed;
+  c.workers_per_job = {static_cast<int>(workers.size())};
+  c.gradient_mb = gradient_mb(s);
+  c.iterations = s.iterations;
+  c.compute_ms = compute_ms(s);
+  c.payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
+  c.header_bytes = static_cast<uint32_t>(s.header_bytes);
+  c.link_delay_us = s.rtt_us / 4;  // topology.rtt_us is host-switch-host, 4 propagation delays (as on the star)
+  c.queue_kb = s.queue_kb;
+  c.ecn_kb = s.ecn_kb;
+  c.loss = s.loss;
+  c.dup = s.dup;
+  c.reorder = s.reorder;
+  c.reorder_delay_us = s.reorder_delay_us;
+  c.memory_mb = s.memory_mb;
+  c.ina_gbps = s.ina_gbps;
+  c.init_window_kb = s.init_window_kb;
+  c.straggler_sigma_us = s.straggler_sigma_us;
+  c.straggler_k_us = s.straggler_k_us;
+  c.max_sim_ms = s.max_sim_ms;
+  c.fail_rank = s.fail_rank;
+  c.fail_at_ms = s.fail_at_ms;
+  if (!s.memory_mb_per_switch.empty()) {
+    for (const auto entry : split(s.memory_mb_per_switch, ',')) {
+      const size_t eq = entry.find('=');
+      double mb = 0;
+      if (eq == std::string_view::npos || !parse_num(entry.substr(eq + 1), mb) || !(mb > 0 && mb <= 1024))
+        fail(origin, "switch.memory_mb_per_switch", fmt::format("expected name=MiB with 0 < MiB <= 1024, got '{}'", entry),
+             s.memory_mb_per_switch);
+      std::string name(entry.substr(0, eq));
+      while (!name.empty() && name.back() == ' ') name.pop_back();
+      const auto id = g.find(name);
+      if (!id || g.is_host(*id))
+        fail(origin, "switch.memory_mb_per_switch", fmt::format("'{}' is not a switch of {}", name, g.name),
+             s.memory_mb_per_switch);
+      c.switch_memory_mb[name] = mb;
+    }
+  }
+  return run;
+}
+
+void validate_network(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  if (s.jobs != 1)
+    fail(origin, "workload.jobs", "the collectives on multi-switch topologies run one job (set workload.jobs = 1)",
+         std::to_string(s.jobs));
+  if (!workload::find_dnn_model(s.model) && s.gradient_mb == 0) {
+    std::vector<std::string_view> names;
+    for (const auto& m : workload::dnn_models()) names.push_back(m.name);
+    fail(origin, "workload.model",
+         fmt::format("topology.kind = \"{}\" needs a DNN ({}) or workload.gradient_mb", s.topology_kind,
+                     fmt::join(names, ", ")),
+         s.model);
+  }
+  const std::pair<const char*, double> star_only[] = {
+      {"faults.worker_loss", s.worker_loss}, {"faults.ps_loss", s.ps_loss}, {"workload.partition_mb", s.partition_mb}};
+  for (const auto& [key, v] : star_only)
+    if (v != 0)
+      fail(origin, key, fmt::format("applies to topology.kind = \"star\" only, not \"{}\"", s.topology_kind),
+           fmt::format("{}", v));
+  if (s.fail_rank >= 0 && s.workers > 0 && s.fail_rank >= s.workers)
+    fail(origin, "faults.fail_rank", fmt::format("the job has {} workers", s.workers), std::to_string(s.fail_rank));
+  if (gradient_mb(s) * static_cast<double>(workload::kMiB) < s.payload_bytes)
+    fail(origin, "workload.gradient_scale", "the scaled gradient is smaller than one packet's payload",
+         fmt::format("{}", s.gradient_scale));
+  for (const auto& name : scheme_names) {
+    const schemes::Scheme& scheme = schemes::find(name);
+    if (scheme.collective == schemes::Collective::None)
+      fail(origin, "run.schemes",
+           fmt::format("{} runs only on the star (topology.kind = \"star\"); on \"{}\" run one of: {}", name,
+                       s.topology_kind, schemes::names_text(schemes::Engine::SimNetwork)),
+           name);
+    const NetworkRun run = network_run(s, scheme, 1, origin);  // topology, workers, switch.ina, per-switch memory
+    const bool ps_family =
+        scheme.collective == schemes::Collective::Ps || scheme.collective == schemes::Collective::PsIna;
+    if (ps_family && run.settings.workers_per_job.at(0) > static_cast<int>(kMaxWorkers))
+      fail(origin, "workload.workers",
+           fmt::format("{} has a PS per worker and a {}-bit worker bitmap: at most {} workers ({} has {} hosts; "
+                       "set workload.workers)",
+                       name, kMaxWorkers, kMaxWorkers, run.graph.name, run.graph.hosts().size()),
+           std::to_string(s.workers));
+  }
+}
+
+}  // namespace ina::exp
