@@ -447,8 +447,7 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--racks", c.racks, "ring schemes: split the workers into this many equal racks (H-AR's and Rina's "
                                     "racks; Rina: one `ina switch` per INA rack)")
       ->capture_default_str()->check(CLI::Range(1, 256));
-  r->add_option("--ina-racks", c.ina_racks, "rina: the racks whose ToR is an INA switch, e.g. 0,1 (default: every rack)")
-      ->delimiter(',');
+  r->add_option("--ina-racks", c.ina_racks, "rina: the racks whose ToR is an INA switch, e.g. 0,1, or none (default: every rack)");
   r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
