@@ -124,7 +124,8 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
   const auto j = nlohmann::json::parse(r.output);
   std::vector<std::pair<std::string, bool>> got;
   for (const auto& s : j) got.emplace_back(s.at("name").get<std::string>(), s.at("has_ps").get<bool>());
-  EXPECT_EQ(got, (std::vector<std::pair<std::string, bool>>{{"switchml", false}, {"atp", true}, {"dsa", true}}));
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, bool>>{
+                     {"switchml", false}, {"atp", true}, {"dsa", true}, {"rar", false}, {"h-ar", false}, {"rina", false}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
   EXPECT_EQ(all.size(), 10u);

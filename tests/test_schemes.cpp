@@ -27,7 +27,7 @@ TEST(SchemeRegistry, NamesAliasesAndRoles) {
   EXPECT_TRUE(schemes::find("dsa").eq1_priority);
   EXPECT_FALSE(schemes::find("dsa-always").eq1_priority);
   EXPECT_EQ(schemes::find("dsa-coin").preempt, dp::PreemptMode::Coin);
-  EXPECT_EQ(schemes::names(Engine::Runtime), (std::vector<std::string>{"switchml", "atp", "dsa"}));
+  EXPECT_EQ(schemes::names(Engine::Runtime), (std::vector<std::string>{"switchml", "atp", "dsa", "rar", "h-ar", "rina"}));
   EXPECT_EQ(schemes::names(Engine::SimTopology), (std::vector<std::string>{"grid"}));
   // Names are unique across names and aliases.
   for (const auto& a : schemes::all())

@@ -22,6 +22,7 @@
 #include "runtime/launcher.hpp"
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
+#include "runtime/ring_worker.hpp"
 #include "runtime/worker_app.hpp"
 #include "schemes/registry.hpp"
 
@@ -86,9 +87,9 @@ class StopSignals {
 };
 
 struct SwitchCmd {
-  std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file;
+  std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file, layout;
   uint64_t memory = 5'000'000, seed = 1;
-  unsigned payload = 64, regions = 4;
+  unsigned payload = 64, regions = 4, rack = 0;
   double ecn_kb = 512;
   int ready_fd = -1;
   bool quiet = false, track_tasks = false;
@@ -110,6 +111,8 @@ struct SwitchCmd {
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
     c.log = !quiet;
+    c.layout = layout;
+    c.rack = rack;
     if (!key_file.empty()) {
       c.key = rt::read_key_file(key_file);
     } else if (!new_key_file.empty()) {
@@ -242,6 +245,25 @@ struct WorkerCmd {
   }
 };
 
+struct RingWorkerCmd {
+  rt::RingWorkerConfig c;
+  double min_rto_ms = 5;
+  bool quiet = false;
+  FaultFlags faults;
+
+  int run() {
+    c.faults = faults.config();
+    c.min_rto = from_ms(min_rto_ms);
+    c.log = !quiet;
+    try {
+      return rt::run_ring_worker(c);
+    } catch (const rt::RuntimeError& e) {
+      std::fprintf(stderr, "ina ring-worker rank %u: error: %s\n", c.rank, e.what());
+      return 1;
+    }
+  }
+};
+
 struct RunCmd {
   rt::LaunchConfig c;
   std::string delay_worker;
@@ -299,6 +321,7 @@ Runner register_runtime(CLI::App& app) {
   auto ps = std::make_shared<PsCmd>();
   auto wk = std::make_shared<WorkerCmd>();
   auto rn = std::make_shared<RunCmd>();
+  auto rw = std::make_shared<RingWorkerCmd>();
 
   auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation scheme, serves many jobs");
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
@@ -317,8 +340,26 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");
   s->add_option("--new-key-file", sw->new_key_file, "create a fresh switch key in this file (mode 0600) and use it");
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
+  s->add_option("--layout", sw->layout, "ring schemes (Rina): the job's static layout (JSON; runtime/ring_layout.hpp)");
+  s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout")->check(CLI::Range(0, 255));
   s->add_flag("--quiet", sw->quiet, "log errors only");
   sw->faults.add(s, false);
+
+  auto* rwk = app.add_subcommand("ring-worker", "One rank of a ring job (rar, h-ar, rina) over UDP: K verified allreduces");
+  rwk->add_option("--layout", rw->c.layout, "the job's layout (JSON: workers' and ToR switches' addresses, racks)")->required();
+  rwk->add_option("--rank", rw->c.rank, "this worker's rank")->required()->check(CLI::Range(0, 255));
+  rwk->add_option("--size", rw->c.bytes, "bytes per allreduce (int32 values)")->required()->check(FloatBytes(uint64_t{1} << 34));
+  rwk->add_option("--iterations", rw->c.iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
+  rwk->add_option("--seed", rw->c.seed, "gradient seed (the same on every rank)")->capture_default_str();
+  rwk->add_option("--barrier", rw->c.barrier, "a fresh directory shared by every rank (start and end barriers)")->required();
+  rwk->add_option("--udp-fd", rw->c.udp_fd, "adopt this bound UDP socket (used by `ina run`)");
+  rwk->add_option("--report", rw->c.report, "write a JSON report here");
+  rwk->add_option("--timeout", rw->c.timeout_s, "give up after this many seconds")->capture_default_str()
+      ->check(Finite(0, 1e6, true, "seconds"));
+  rwk->add_option("--min-rto-ms", rw->min_rto_ms, "floor of the retransmission timeout")->capture_default_str()
+      ->check(Finite(0, 1e5, true, "milliseconds"));
+  rwk->add_flag("--quiet", rw->quiet, "log errors only");
+  rw->faults.add(rwk, false);
 
   // Credentials (runtime/auth.hpp): a switch key, and the per-job keys derived from it.
   auto* k = app.add_subcommand("key", "Switch keys and job credentials");
@@ -403,6 +444,10 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)")
       ->check(Finite(0, 1e6, false, "KB"));
   r->add_option("--port", c.port, "switch port (default: ephemeral)");
+  r->add_option("--racks", c.racks, "ring schemes: split the workers into this many equal racks (H-AR's and Rina's "
+                                    "racks; Rina: one `ina switch` per INA rack)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  r->add_option("--ina-racks", c.ina_racks, "rina: the racks whose ToR is an INA switch, e.g. 0,1, or none (default: every rack)");
   r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
@@ -412,11 +457,12 @@ Runner register_runtime(CLI::App& app) {
   r->add_flag("--force", c.force, "start even beyond the process bound (64 per CPU) or the memory estimate");
   rn->jobs_opt = r->get_option("--jobs");
 
-  return [&app, sw, ps, wk, rn]() -> int {
+  return [&app, sw, ps, wk, rn, rw]() -> int {
     try {
       if (app.got_subcommand("switch")) return sw->run();
       if (app.got_subcommand("ps")) return ps->run();
       if (app.got_subcommand("worker")) return wk->run();
+      if (app.got_subcommand("ring-worker")) return rw->run();
       if (app.got_subcommand("run")) return rn->run();
     } catch (const rt::RuntimeError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());

@@ -13,9 +13,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -27,6 +30,7 @@
 #include "core/resources.hpp"
 #include "runtime/control.hpp"
 #include "runtime/net.hpp"
+#include "runtime/ring_layout.hpp"
 #include "runtime/supervisor.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "schemes/registry.hpp"
@@ -72,6 +76,123 @@ bool has_ps(const std::string& scheme) {
   return !s || s->has_ps;
 }
 
+Failure interrupted_failure(const Supervisor& sup) {
+  const int sig = sup.interrupted();
+  return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
+}
+
+Failure child_failure(const Child& c) {
+  const int st = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 3 ? 3 : 1;
+  return Failure{st, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status)), &c};
+}
+
+// Until every worker has exited (successfully); anything else that exits, a
+// worker's failure, a signal or the deadline is the failure returned.
+std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double timeout_s) {
+  auto workers_done = [&] {
+    for (const auto& c : sup.kids())
+      if (c.kind == Kind::Worker && !(c.reaped && exited_ok(c.status))) return false;
+    return true;
+  };
+  for (;;) {
+    auto reaped = sup.wait(deadline);
+    // A child that failed without a signal (e.g. a PS whose job the switch
+    // aborted) is often the echo of another's death: collect the cascade for
+    // a moment, so the root cause is named even when it is reaped later.
+    const bool failed = std::any_of(reaped.begin(), reaped.end(),
+                                    [](const Child* c) { return !exited_ok(c->status); });
+    if (failed && std::none_of(reaped.begin(), reaped.end(), [](const Child* c) { return WIFSIGNALED(c->status); })) {
+      const Time settle = std::min(deadline, monotonic_now() + 300 * kMs);
+      while (monotonic_now() < settle)
+        for (Child* c : sup.wait(settle)) reaped.push_back(c);
+    }
+    // Among children reaped together, one killed by a signal is the likelier
+    // cause: the others typically exited because their job was aborted.
+    std::stable_sort(reaped.begin(), reaped.end(),
+                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
+    for (Child* c : reaped) {
+      // A PS exits 0 only when the switch has told it the job finished (its
+      // workers may still be writing their reports); the switch never exits on its own.
+      const bool ok = exited_ok(c->status) && c->kind != Kind::Switch;
+      if (!ok) {
+        Failure f = child_failure(*c);
+        if (c->kind == Kind::Switch && exited_ok(c->status))
+          f.message = fmt::format("the {} (pid {}) exited while jobs were running", c->name, c->pid);
+        return f;
+      }
+    }
+    if (sup.interrupted()) return interrupted_failure(sup);
+    if (workers_done()) return std::nullopt;
+    if (monotonic_now() >= deadline)
+      return Failure{1, fmt::format("timed out after {:.0f} s (--timeout) with workers still running", timeout_s)};
+  }
+}
+
+// Starts `ina switch` (args + the run's memory, payload, seeds, faults) and
+// waits until it reports its port through a pipe once both sockets are bound.
+// On failure returns what failed (the caller stops the rest).
+std::optional<Failure> start_switch(Supervisor& sup, const LaunchConfig& cfg, std::vector<std::string> args,
+                                    const std::string& name, unsigned rank, Time deadline, Child*& sw, uint16_t& port) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) throw RuntimeError(fmt::format("pipe: {}", errno_text(errno)));
+  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+  args.insert(args.end(), {"--memory", std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
+                           "--seed", std::to_string(cfg.seed), "--fault-seed", std::to_string(cfg.seed * 7919 + 31 * rank),
+                           "--ready-fd", std::to_string(ready_w.get())});
+  for (auto& a : fault_args(cfg)) args.push_back(a);
+  if (!cfg.verbose) args.push_back("--quiet");
+  sw = &sup.spawn(Kind::Switch, name, 0, rank, cfg.binary, args, ready_w.get());
+  ready_w.reset();
+  std::string port_line;
+  const Time ready_deadline = std::min(deadline, monotonic_now() + 15 * kSec);
+  for (;;) {
+    bool readable = false;
+    for (Child* c : sup.wait(ready_deadline, ready_r.get(), &readable))
+      if (c == sw) return Failure{1, fmt::format("the {} (pid {}) {} before it was ready", name, c->pid, describe_status(c->status)), c};
+    if (sup.interrupted()) return interrupted_failure(sup);
+    if (readable) {
+      char buf[64];
+      const ssize_t n = ::read(ready_r.get(), buf, sizeof buf);
+      if (n > 0) port_line.append(buf, static_cast<size_t>(n));
+      if (port_line.find('\n') != std::string::npos) break;
+      if (n == 0) {  // closed without a port: it is exiting; let the reaper name the status
+        const Time until = monotonic_now() + 5 * kSec;
+        while (!sw->reaped && monotonic_now() < until) sup.wait(until);
+        return Failure{1, sw->reaped ? fmt::format("the {} (pid {}) {} before it was ready", name, sw->pid, describe_status(sw->status))
+                                     : fmt::format("the {} closed its ready pipe without reporting a port", name), sw};
+      }
+    }
+    if (monotonic_now() >= ready_deadline) return Failure{1, fmt::format("timed out waiting for the {} to start", name)};
+  }
+  port = static_cast<uint16_t>(std::stoi(port_line));
+  return std::nullopt;
+}
+
+// --ina-racks: "" (every rack), "none", or "0,1,...".
+std::vector<unsigned> ina_rack_list(const LaunchConfig& c) {
+  std::vector<unsigned> v;
+  if (c.ina_racks.empty()) {
+    for (unsigned q = 0; q < c.racks; ++q) v.push_back(q);
+    return v;
+  }
+  if (c.ina_racks == "none") return v;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = c.ina_racks.find(',', at);
+    const std::string part = c.ina_racks.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    unsigned q = 0;
+    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), q);
+    if (part.empty() || ec != std::errc{} || p != part.data() + part.size())
+      throw RuntimeError(fmt::format("--ina-racks: expected rack numbers like 0,1 or 'none', got '{}' (bad entry '{}')",
+                                     c.ina_racks, part));
+    if (std::find(v.begin(), v.end(), q) != v.end())
+      throw RuntimeError(fmt::format("--ina-racks '{}' names rack {} twice", c.ina_racks, q));
+    v.push_back(q);
+    if (comma == std::string::npos) return v;
+    at = comma + 1;
+  }
+}
+
 void validate(const LaunchConfig& c) {
   try {
     schemes::find(c.scheme, schemes::Engine::Runtime);
@@ -103,6 +224,159 @@ void validate(const LaunchConfig& c) {
   if (c.delay_job > c.jobs || (c.delay_job && c.delay_rank >= c.workers_of(c.delay_job)))
     throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
   if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
+  const schemes::Scheme& s = schemes::find(c.scheme);
+  if (!is_ring_scheme(s)) {
+    if (c.racks != 1 || !c.ina_racks.empty())
+      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}), not to --scheme {}",
+                                     "rar, h-ar, rina", c.scheme));
+    return;
+  }
+  if (c.jobs != 1) throw RuntimeError(fmt::format("--scheme {} runs one job, got --jobs {}", c.scheme, c.jobs));
+  if (c.workers < 2 || c.workers > kMaxRingWorkers)
+    throw RuntimeError(fmt::format("--scheme {}: --workers must be in 2..{}, got {}", c.scheme, kMaxRingWorkers, c.workers));
+  if (c.delay_job || !c.priorities.empty() || c.window_kb > 0)
+    throw RuntimeError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
+  if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna)
+    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina has INA racks, not {}", c.ina_racks, c.scheme));
+  (void)split_racks(c.workers, c.racks, ina_rack_list(c));  // throws naming --racks / --ina-racks
+}
+
+// `ina run` for a ring scheme: one job of `ina ring-worker`s (and Rina's ToR
+// switches) on loopback, the layout generated here (ring_layout.hpp).
+int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time deadline, std::ostream& out,
+                const std::function<int(Failure)>& fail, const std::function<void(const nlohmann::json&)>& write_json) {
+  const fs::path dir(cfg.work_dir);
+  RingLayout L;
+  L.scheme = schemes::find(cfg.scheme).name;
+  L.payload = cfg.payload;
+  L.memory_bytes = cfg.memory_bytes;
+  L.racks = split_racks(cfg.workers, cfg.racks, ina_rack_list(cfg));
+  // Every worker's socket is bound here and handed to it: the layout holds real addresses before anyone starts.
+  std::vector<UniqueFd> socks;
+  for (unsigned r = 0; r < cfg.workers; ++r) {
+    socks.push_back(bind_udp(Endpoint::parse("127.0.0.1:0"), 4 << 20));
+    L.workers.push_back(local_endpoint(socks.back().get()));
+  }
+  const std::string switch_layout = (dir / "layout-switches.json").string();
+  L.write(switch_layout);
+  const Key switch_key = random_key();
+  const fs::path key_file = dir / "switch.key";
+  write_key_file(key_file.string(), switch_key);
+  std::vector<std::pair<Child*, Endpoint>> switches;
+  for (size_t q = 0; q < L.racks.size(); ++q) {
+    if (!L.serving_tor(q)) continue;
+    Child* sw = nullptr;
+    uint16_t port = 0;
+    if (auto f = start_switch(sup, cfg, {"switch", "--key-file", key_file.string(), "--listen", "127.0.0.1:0", "--policy",
+                                         L.scheme, "--layout", switch_layout, "--rack", std::to_string(q)},
+                              fmt::format("switch of rack {}", q), static_cast<unsigned>(q), deadline, sw, port))
+      return fail(*f);
+    L.racks[q].sw = Endpoint::parse(fmt::format("127.0.0.1:{}", port));
+    switches.emplace_back(sw, *L.racks[q].sw);
+  }
+  const std::string layout = (dir / "layout.json").string();
+  L.write(layout);
+  const fs::path barrier = dir / "barrier";
+  fs::remove_all(barrier);
+  fs::create_directories(barrier);
+  auto report_of = [&](unsigned r) { return (dir / fmt::format("rank{}.json", r)).string(); };
+  for (unsigned r = 0; r < cfg.workers; ++r) {
+    const int fd = socks[r].get();
+    std::vector<std::string> a{"ring-worker", "--layout", layout, "--rank", std::to_string(r), "--size",
+                               std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations), "--seed",
+                               std::to_string(cfg.seed), "--barrier", barrier.string(), "--udp-fd", std::to_string(fd),
+                               "--report", report_of(r), "--timeout", fmt::format("{}", cfg.timeout_s),
+                               "--fault-seed", std::to_string(cfg.seed * 7919 + 100 + r)};
+    for (auto& f : fault_args(cfg)) a.push_back(f);
+    if (!cfg.verbose) a.push_back("--quiet");
+    sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, cfg.binary, a, fd);
+    socks[r].reset();
+  }
+  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) return fail(*f);
+
+  // The switches' statistics (every aggregator must be free again), then stop them.
+  nlohmann::json sw_stats = nlohmann::json::array();
+  std::vector<std::string> problems;
+  for (auto& [sw, ep] : switches) {
+    try {
+      sw_stats.push_back(query_switch_stats(ep, 5 * kSec, &switch_key, 0));
+    } catch (const RuntimeError& e) {
+      return fail({1, fmt::format("cannot read the statistics of the {}: {}", sw->name, e.what()), sw});
+    }
+    kill(sw->pid, SIGTERM);
+  }
+  for (auto& [sw, ep] : switches) {
+    const Time until = monotonic_now() + 5 * kSec;
+    while (!sw->reaped && monotonic_now() < until) sup.wait(until);
+    if (!sw->reaped) return fail({1, fmt::format("the {} (pid {}) did not stop on SIGTERM", sw->name, sw->pid), sw});
+    if (!exited_ok(sw->status)) return fail(child_failure(*sw));
+  }
+  const double wall = to_ms(monotonic_now() - t_start) / 1000;
+  nlohmann::json reports = nlohmann::json::array();
+  double slowest = 0;
+  uint64_t verified = 0, mismatches = 0, retransmits = 0, refused = 0, steps = 0;
+  for (unsigned r = 0; r < cfg.workers; ++r) {
+    std::ifstream in(report_of(r));
+    auto rep = nlohmann::json::parse(in, nullptr, false);
+    if (rep.is_discarded()) return fail({1, fmt::format("worker rank {} left no readable report {}", r, report_of(r))});
+    slowest = std::max(slowest, rep.at("allreduce_seconds").get<double>());
+    verified += rep.at("verified").get<uint64_t>() - rep.at("mismatches").get<uint64_t>();
+    mismatches += rep.at("mismatches").get<uint64_t>();
+    retransmits += rep["stats"]["ring"].value("retransmits", uint64_t{0});
+    refused += rep["stats"]["transport"].value("malformed", uint64_t{0}) + rep["stats"]["transport"].value("foreign", uint64_t{0}) +
+               rep["stats"]["engine"].value("rx_malformed", uint64_t{0}) + rep["stats"]["engine"].value("rx_foreign", uint64_t{0});
+    steps = std::max<uint64_t>(steps, rep.value("steps_per_allreduce", uint64_t{0}));
+    for (const auto& l : rep["leaks"]) problems.push_back(fmt::format("worker rank {}: {}", r, l.get<std::string>()));
+    reports.push_back(std::move(rep));
+  }
+  const uint64_t expected = cfg.size_bytes / 4 * cfg.iterations * cfg.workers;
+  const double goodput = slowest > 0 ? static_cast<double>(cfg.size_bytes) * cfg.iterations / slowest : 0;
+  std::string rack_text;
+  for (size_t q = 0; q < L.racks.size(); ++q)
+    rack_text += fmt::format("{}rack {}: ranks {}..{}{}", q ? ", " : "", q, L.racks[q].ranks.front(), L.racks[q].ranks.back(),
+                             L.serving_tor(q) ? fmt::format(" + INA switch {}", L.racks[q].sw->str()) : "");
+  out << fmt::format("ina run: {}, {} workers in {} rack(s) ({}), {} allreduces of {}, payload {} values, loss {}, "
+                     "duplicate {}, reorder {}\n",
+                     L.scheme, cfg.workers, L.racks.size(), rack_text, cfg.iterations, mib(cfg.size_bytes), cfg.payload,
+                     cfg.loss, cfg.duplicate, cfg.reorder);
+  out << fmt::format("job 1: {} of {} values exact on {} workers{}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
+                     "allreduce, slowest worker); {} steps per allreduce, {} retransmissions\n",
+                     verified, expected, cfg.workers, mismatches ? fmt::format(", {} DIFFER", mismatches) : "",
+                     goodput / 1e6, goodput * 8 / 1e9, slowest, steps, retransmits);
+  for (size_t k = 0; k < switches.size(); ++k) {
+    const auto& st = sw_stats[k];
+    const auto& s = st["switch"];
+    const auto& e = st["engine"];
+    out << fmt::format("{}: {} ring packets in, {} sums completed, {} duplicates, {} stale resends answered; {} datagrams "
+                       "in, {} out; injected {} lost, {} duplicated, {} reordered; {} aggregators held after the job\n",
+                       switches[k].first->name, s.value("data_in", 0), s.value("completed", 0), s.value("duplicates", 0),
+                       s.value("stale", 0), e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("fault_lost", 0),
+                       e.value("fault_duplicated", 0), e.value("fault_reordered", 0), st.value("occupied", 0));
+    if (st.value("occupied", 0) != 0)
+      problems.push_back(fmt::format("the {} holds {} aggregators after the job", switches[k].first->name, st.value("occupied", 0)));
+    uint64_t sw_refused = s.value("malformed", uint64_t{0}) + e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
+    for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward", "collisions"}) sw_refused += s.value(f, uint64_t{0});
+    if (sw_refused) problems.push_back(fmt::format("the {} refused {} packets (malformed, foreign or colliding)", switches[k].first->name, sw_refused));
+  }
+  if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
+  if (verified + mismatches != expected) problems.push_back(fmt::format("{} of {} values were checked", verified + mismatches, expected));
+  if (refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", refused));
+  out << fmt::format("wall time {:.2f} s\n", wall);
+  nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
+                      {"config", {{"scheme", L.scheme}, {"workers", cfg.workers}, {"racks", cfg.racks}, {"ina_racks", cfg.ina_racks},
+                                  {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
+                                  {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
+                                  {"reorder", cfg.reorder}, {"seed", cfg.seed}}},
+                      {"layout", L.to_json()},
+                      {"jobs", {{{"job", 1}, {"goodput_bytes_per_s", goodput}, {"allreduce_seconds", slowest},
+                                 {"verified", verified}, {"mismatches", mismatches}, {"steps_per_allreduce", steps},
+                                 {"workers", reports}}}},
+                      {"switches", sw_stats}};
+  if (!problems.empty()) j["failure"] = {{"message", fmt::format("{}", fmt::join(problems, "; "))}, {"exit_status", mismatches ? 3 : 1}};
+  write_json(j);
+  for (const auto& p : problems) std::cerr << "ina run: FAILED: " << p << "\n";
+  if (mismatches) return 3;
+  return problems.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -194,7 +468,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     return nlohmann::json{{"scheme", cfg.scheme}, {"workers", per_job}, {"jobs", cfg.jobs},
                           {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
                           {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
-                          {"reorder", cfg.reorder}, {"seed", cfg.seed}};
+                          {"reorder", cfg.reorder}, {"seed", cfg.seed}, {"racks", cfg.racks}, {"ina_racks", cfg.ina_racks}};
   };
   auto write_json = [&](const nlohmann::json& j) {
     if (cfg.json_out.empty()) return;
@@ -225,55 +499,22 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     }
     return f.status;
   };
-  auto child_failure = [&](const Child& c) {
-    const int st = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 3 ? 3 : 1;
-    return Failure{st, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status)), &c};
-  };
-  auto interrupted = [&]() {
-    const int sig = sup.interrupted();
-    return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
-  };
+  auto interrupted = [&]() { return interrupted_failure(sup); };
+  if (is_ring_scheme(schemes::find(cfg.scheme))) return launch_ring(cfg, sup, t_start, deadline, out, fail, write_json);
 
   // 1. The switch; it reports its port through a pipe once both sockets are bound.
-  int ready[2];
-  if (pipe2(ready, O_CLOEXEC) != 0) throw RuntimeError(fmt::format("pipe: {}", errno_text(errno)));
-  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
   // Credentials: a fresh switch key; each job's processes get only their job's key.
   const Key switch_key = random_key();
   const fs::path switch_key_file = fs::path(cfg.work_dir) / "switch.key";
   write_key_file(switch_key_file.string(), switch_key);
-  std::vector<std::string> sw_args{"switch", "--key-file", switch_key_file.string(),
-                                   "--listen", fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme,
-                                   "--memory", std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
-                                   "--regions", std::to_string(cfg.jobs), "--seed", std::to_string(cfg.seed),
-                                   "--fault-seed", std::to_string(cfg.seed * 7919),
-                                   "--ready-fd", std::to_string(ready_w.get())};
-  for (auto& a : fault_args(cfg)) sw_args.push_back(a);
-  sw_args.insert(sw_args.end(), quiet.begin(), quiet.end());
-  Child* sw = &sup.spawn(Kind::Switch, "switch", 0, 0, cfg.binary, sw_args, ready_w.get());
-  ready_w.reset();
-  std::string port_line;
-  const Time ready_deadline = std::min(deadline, monotonic_now() + 15 * kSec);
-  for (;;) {
-    bool readable = false;
-    for (Child* c : sup.wait(ready_deadline, ready_r.get(), &readable))
-      if (c == sw) return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status)), c});
-    if (sup.interrupted()) return fail(interrupted());
-    if (readable) {
-      char buf[64];
-      const ssize_t n = ::read(ready_r.get(), buf, sizeof buf);
-      if (n > 0) port_line.append(buf, static_cast<size_t>(n));
-      if (port_line.find('\n') != std::string::npos) break;
-      if (n == 0) {  // closed without a port: it is exiting; let the reaper name the status
-        const Time until = monotonic_now() + 5 * kSec;
-        while (!sw->reaped && monotonic_now() < until) sup.wait(until);
-        return fail({1, sw->reaped ? fmt::format("the switch (pid {}) {} before it was ready", sw->pid, describe_status(sw->status))
-                                   : "the switch closed its ready pipe without reporting a port", sw});
-      }
-    }
-    if (monotonic_now() >= ready_deadline) return fail({1, "timed out waiting for the switch to start"});
-  }
-  const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", std::stoi(port_line)));
+  Child* sw = nullptr;
+  uint16_t sw_port = 0;
+  if (auto f = start_switch(sup, cfg, {"switch", "--key-file", switch_key_file.string(), "--listen",
+                                       fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme, "--regions",
+                                       std::to_string(cfg.jobs)},
+                            "switch", 0, deadline, sw, sw_port))
+    return fail(*f);
+  const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", sw_port));
 
   // 2. PSes and workers.
   for (unsigned j = 1; j <= cfg.jobs; ++j) {
@@ -313,43 +554,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   }
 
   // 3. Until every worker has exited; anything else that exits is a failure.
-  auto workers_done = [&](unsigned job) {
-    for (const auto& c : sup.kids())
-      if (c.kind == Kind::Worker && (job == 0 || c.job == job) && !(c.reaped && exited_ok(c.status))) return false;
-    return true;
-  };
-  for (;;) {
-    auto reaped = sup.wait(deadline);
-    // A child that failed without a signal (e.g. a PS whose job the switch
-    // aborted) is often the echo of another's death: collect the cascade for
-    // a moment, so the root cause is named even when it is reaped later.
-    const bool failed = std::any_of(reaped.begin(), reaped.end(),
-                                    [](const Child* c) { return !exited_ok(c->status); });
-    if (failed && std::none_of(reaped.begin(), reaped.end(), [](const Child* c) { return WIFSIGNALED(c->status); })) {
-      const Time settle = std::min(deadline, monotonic_now() + 300 * kMs);
-      while (monotonic_now() < settle)
-        for (Child* c : sup.wait(settle)) reaped.push_back(c);
-    }
-    // Among children reaped together, one killed by a signal is the likelier
-    // cause: the others typically exited because their job was aborted.
-    std::stable_sort(reaped.begin(), reaped.end(),
-                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
-    for (Child* c : reaped) {
-      // A PS exits 0 only when the switch has told it the job finished (its
-      // workers may still be writing their reports); the switch never exits on its own.
-      const bool ok = exited_ok(c->status) && c->kind != Kind::Switch;
-      if (!ok) {
-        Failure f = child_failure(*c);
-        if (c->kind == Kind::Switch && exited_ok(c->status))
-          f.message = fmt::format("the switch (pid {}) exited while jobs were running", c->pid);
-        return fail(f);
-      }
-    }
-    if (sup.interrupted()) return fail(interrupted());
-    if (workers_done(0)) break;
-    if (monotonic_now() >= deadline)
-      return fail({1, fmt::format("timed out after {:.0f} s (--timeout) with workers still running", cfg.timeout_s)});
-  }
+  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) return fail(*f);
   // The PSes leave when the switch tells them their job is finished.
   const Time ps_deadline = std::min(deadline, monotonic_now() + 10 * kSec);
   for (;;) {

@@ -1,5 +1,5 @@
 #pragma once
-// `ina run`: a local job on loopback. Starts `ina switch`, one `ina ps` per
+// `ina run`: a local job on loopback. Ring schemes: see LaunchConfig::racks. Starts `ina switch`, one `ina ps` per
 // job (shared policies) and N `ina worker`s per job as child processes of the
 // same binary, all in one new process group; verifies every result (the
 // workers do, against the exact reference); prints goodput per job and the
@@ -41,6 +41,13 @@ struct LaunchConfig {
   std::string work_dir;           // generated configs and reports; empty: a fresh temp dir (removed after)
   bool verbose = false;           // children log their events
   bool force = false;             // start beyond the process bound or the memory estimate (never beyond RLIMIT_NPROC)
+  // Ring schemes (rar, h-ar, rina; one job): the workers in `racks` equal
+  // racks of consecutive ranks; Rina: the racks listed in `ina_racks` ("0,1";
+  // "none"; empty: every rack) have an INA ToR, one `ina switch` each. The
+  // workers are `ina ring-worker`s reading a generated layout
+  // (runtime/ring_layout.hpp) and talking to each other and their ToR directly.
+  unsigned racks = 1;
+  std::string ina_racks;
 
   unsigned workers_of(unsigned job) const { return job_workers.empty() ? workers : job_workers.at(job - 1); }
   unsigned total_workers() const;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "runtime/control.hpp"
+#include "runtime/ring_layout.hpp"
 #include "schemes/registry.hpp"
 
 namespace ina::rt {
@@ -97,6 +98,14 @@ struct SwitchDaemon::Impl {
     if (!cfg.has_key)
       throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                          "'ina key new FILE' creates one");
+    if (!scheme.factory)
+      throw RuntimeError(fmt::format("switch: scheme {} has no switch program (its workers talk to each other directly: "
+                                     "run 'ina ring-worker' without a switch)", scheme.name));
+    if (is_ring_scheme(scheme) && cfg.layout.empty())
+      throw RuntimeError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
+                                     scheme.name));
+    if (!is_ring_scheme(scheme) && !cfg.layout.empty())
+      throw RuntimeError(fmt::format("switch: --layout is for ring schemes; {} jobs join through the control plane", scheme.name));
     program = scheme.make_switch(cfg.program);
     program->set_id(kSwitchId);
     if (scheme.isolated) {
@@ -128,6 +137,7 @@ struct SwitchDaemon::Impl {
       endpoint = at;
       break;
     }
+    if (!cfg.layout.empty()) static_job();
     engine->add_node(*program);
     id_used.assign(kMulticast, false);
     id_used[kSwitchId] = true;
@@ -139,6 +149,43 @@ struct SwitchDaemon::Impl {
     });
     engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
     engine->start();
+  }
+
+  // The ring job of cfg.layout, registered for good (ring_layout.hpp).
+  std::optional<RingLayout> layout;
+  void static_job() {
+    RingLayout L = RingLayout::read(cfg.layout, false);
+    if (schemes::lookup(L.scheme) != &scheme)
+      throw RuntimeError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
+    if (cfg.rack >= L.racks.size())
+      throw RuntimeError(fmt::format("--rack {}: the layout {} has racks 0..{}", cfg.rack, cfg.layout, L.racks.size() - 1));
+    if (!L.serving_tor(cfg.rack))
+      throw RuntimeError(fmt::format("--rack {}: in the layout {} that rack's ToR does not aggregate (no INA, or one rank)",
+                                     cfg.rack, cfg.layout));
+    if (L.payload != cfg.program.payload_values)
+      throw RuntimeError(fmt::format("layout {}: field 'payload' = {}: this switch carries {} values per packet", cfg.layout,
+                                     L.payload, cfg.program.payload_values));
+    if (L.region() > program->aggregators())
+      throw RuntimeError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
+                                     L.memory_bytes, cfg.program.memory_bytes));
+    program->set_id(L.tor_id(cfg.rack));
+    dp::SwitchJob sj;
+    sj.job = L.job;
+    for (size_t r = 0; r < L.n(); ++r) {
+      sj.workers.push_back(RingLayout::worker_id(r));
+      engine->set_route(RingLayout::worker_id(r), L.workers[r]);
+    }
+    sj.rack = L.racks[cfg.rack].ranks;
+    sj.region_offset = 0;
+    sj.region_size = L.region();
+    try {
+      program->add_job(sj);
+    } catch (const std::invalid_argument& e) {
+      throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
+    }
+    for (size_t q = 0; q < L.racks.size(); ++q)
+      if (q != cfg.rack && L.serving_tor(q)) program->add_peer(L.tor_id(q));
+    layout = std::move(L);
   }
 
   template <typename... A>
@@ -274,6 +321,7 @@ struct SwitchDaemon::Impl {
 
   void join(Conn& c, const JoinRequest& r) {
     if (c.job) throw RuntimeError("this connection has already joined a job");
+    if (layout) throw RuntimeError(fmt::format("this switch serves the static ring job {} of {}: no joins", layout->job, cfg.layout));
     const auto job_id = r.job;
     const unsigned n = r.nworkers, rank = r.rank;
     const uint64_t payload = r.payload;
@@ -487,6 +535,8 @@ struct SwitchDaemon::Impl {
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
         {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
     if (cfg.program.track_tasks) out["task_types"] = program->task_types();
+    if (layout) out["layout"] = {{"file", cfg.layout}, {"rack", cfg.rack}, {"job", layout->job}, {"id", program->id()},
+                                 {"aggregators_held", program->occupied_by(layout->job)}};
     return out;
   }
 };

@@ -2,7 +2,8 @@
 // `ina switch`: a software switch. Hosts the switch program of one scheme of
 // the registry (schemes/registry.hpp: switchml, atp, dsa) in a Router UdpEngine
 // and runs the control plane (control.hpp) that admits jobs, so one process
-// serves several jobs at once. Under the isolated policy the aggregator
+// serves several jobs at once. A Rina ToR instead serves one ring job of a
+// static layout (SwitchDaemonConfig::layout). Under the isolated policy the aggregator
 // memory is split into `isolated_regions` equal regions, one per live job.
 #include <memory>
 #include <string>
@@ -27,6 +28,13 @@ struct SwitchDaemonConfig {
   // statistics of all jobs need the key itself. Required.
   Key key{};
   bool has_key = false;
+  // A ring job's static layout (runtime/ring_layout.hpp): this switch is the
+  // ToR of rack `rack`. Its job is registered at start with the layout's node
+  // ids (this switch: N + 1 + rack), its address book holds every worker, and
+  // joins are refused; statistics work as always. Required for a ring scheme
+  // with a switch program (Rina), refused for any other.
+  std::string layout;
+  unsigned rack = 0;
 };
 
 class SwitchDaemon {

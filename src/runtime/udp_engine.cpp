@@ -1,5 +1,7 @@
 #include "runtime/udp_engine.hpp"
 
+#include <algorithm>
+
 #include <linux/sock_diag.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -105,6 +107,8 @@ void UdpEngine::set_route(NodeId id, const Endpoint& to) {
   if (routes_.size() <= id) routes_.resize(id + 1);
   routes_[id] = {to.sa, true};
 }
+
+void UdpEngine::add_relay(const Endpoint& from) { relays_.push_back(from.sa); }
 
 void UdpEngine::clear_route(NodeId id) {
   if (id < routes_.size() && routes_[id].valid) routes_[id] = Route{routes_[id].sa, false, true};
@@ -290,7 +294,8 @@ void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockadd
   Node* to = nullptr;
   if (cfg_.mode == EngineMode::Router) {
     const NodeId s = p->h.src;
-    if (s >= routes_.size() || !routes_[s].valid || !same(routes_[s].sa, from)) {
+    const bool relayed = std::any_of(relays_.begin(), relays_.end(), [&](const sockaddr_in& r) { return same(r, from); });
+    if (!relayed && (s >= routes_.size() || !routes_[s].valid || !same(routes_[s].sa, from))) {
       if (s < routes_.size() && routes_[s].retired && same(routes_[s].sa, from)) ++st_.rx_late;
       else ++st_.rx_foreign;
       pool_.put(p);

@@ -104,6 +104,10 @@ class UdpEngine final : public Effects {
   // Router address book.
   void set_route(NodeId id, const Endpoint& to);
   void clear_route(NodeId id);
+  // Router: datagrams from `from` are accepted whatever source they claim: a
+  // switch that relays its hosts' packets (Rina's ToR forwards a rack's sum
+  // and the agent's broadcast with the sender's id), as a Host trusts its gateway.
+  void add_relay(const Endpoint& from);
 
   // Other descriptors served by this loop. The handler gets the epoll events.
   using FdHandler = std::function<void(uint32_t events)>;
@@ -190,6 +194,7 @@ class UdpEngine final : public Effects {
   Node* current_ = nullptr;
   bool started_ = false;
   std::vector<Route> routes_;
+  std::vector<sockaddr_in> relays_;
   std::unordered_map<int, std::shared_ptr<FdHandler>> watches_;
 
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;

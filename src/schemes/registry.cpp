@@ -95,7 +95,7 @@ std::vector<Scheme> registered() {
     s.description = "Ring-AllReduce: ScatterReduce and AllGather, 2(N-1) steps of S/N, no INA";
     s.policy = "none";
     s.has_ps = false;
-    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::Ring;
     v.push_back(std::move(s));
   }
@@ -106,7 +106,7 @@ std::vector<Scheme> registered() {
     s.description = "Hierarchical AllReduce: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather";
     s.policy = "none";
     s.has_ps = false;
-    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::Hierarchical;
     v.push_back(std::move(s));
   }
@@ -117,7 +117,7 @@ std::vector<Scheme> registered() {
     s.policy = "ring-ina";
     s.factory = dp::make_rina;
     s.has_ps = false;
-    s.engines = static_cast<unsigned>(E::SimNetwork);
+    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::RingIna;
     v.push_back(std::move(s));
   }

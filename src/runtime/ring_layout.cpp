@@ -1,0 +1,159 @@
+#include "runtime/ring_layout.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ina::rt {
+
+bool is_ring_scheme(const schemes::Scheme& s) {
+  using schemes::Collective;
+  return s.supports(schemes::Engine::Runtime) &&
+         (s.collective == Collective::Ring || s.collective == Collective::Hierarchical ||
+          s.collective == Collective::RingIna);
+}
+
+bool RingLayout::serving_tor(size_t rack) const {
+  return scheme_info().collective == schemes::Collective::RingIna && racks.at(rack).ina && racks[rack].ranks.size() >= 2;
+}
+
+std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const {
+  std::vector<std::vector<uint16_t>> rk;
+  std::vector<NodeId> tors;
+  for (size_t q = 0; q < racks.size(); ++q) {
+    rk.push_back(racks[q].ranks);
+    tors.push_back(serving_tor(q) ? tor_id(q) : kNoNode);
+  }
+  switch (scheme_info().collective) {
+    case schemes::Collective::Ring: return host::plan_rar(n(), elems);
+    case schemes::Collective::Hierarchical: return host::plan_hierarchical(rk, elems);
+    default: return host::plan_rina(rk, tors, elems);
+  }
+}
+
+nlohmann::json RingLayout::to_json() const {
+  nlohmann::json w = nlohmann::json::array(), r = nlohmann::json::array();
+  for (const auto& e : workers) w.push_back(e.str());
+  for (const auto& k : racks)
+    r.push_back({{"ranks", k.ranks}, {"ina", k.ina}, {"switch", k.sw ? nlohmann::json(k.sw->str()) : nlohmann::json()}});
+  return {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes}, {"workers", w}, {"racks", r}};
+}
+
+RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& where, bool need_switches) {
+  auto bad = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
+    return RuntimeError(fmt::format("layout {}: field '{}' = {}: {}", where, field, v.dump(), why));
+  };
+  if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
+  for (const auto& [k, v] : j.items())
+    if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks")
+      throw bad(k, v, "unknown field");
+  auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
+    if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
+    const auto& v = j[k];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < lo || v.get<uint64_t>() > hi)
+      throw bad(k, v, fmt::format("expected an integer in {}..{}", lo, hi));
+    return v.get<uint64_t>();
+  };
+  RingLayout L;
+  L.job = static_cast<uint16_t>(uint_field("job", 1, 65535));
+  L.payload = static_cast<uint16_t>(uint_field("payload", 1, 16000));
+  L.memory_bytes = uint_field("memory_bytes", 4ULL * L.payload, 1ULL << 30);
+  if (!j.contains("scheme") || !j["scheme"].is_string()) throw bad("scheme", j.value("scheme", nlohmann::json()), "expected a scheme name");
+  const schemes::Scheme* s = schemes::lookup(j["scheme"].get<std::string>());
+  if (!s || !is_ring_scheme(*s)) throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina)");
+  L.scheme = s->name;
+  if (!j.contains("workers") || !j["workers"].is_array() || j["workers"].size() < 2 || j["workers"].size() > kMaxRingWorkers)
+    throw bad("workers", j.value("workers", nlohmann::json()), fmt::format("expected 2..{} \"ip:port\" addresses", kMaxRingWorkers));
+  for (size_t r = 0; r < j["workers"].size(); ++r) {
+    const auto& v = j["workers"][r];
+    const std::string f = fmt::format("workers[{}]", r);
+    if (!v.is_string()) throw bad(f, v, "expected \"ip:port\"");
+    try {
+      L.workers.push_back(Endpoint::parse(v.get<std::string>()));
+    } catch (const RuntimeError& e) {
+      throw bad(f, v, e.what());
+    }
+    for (size_t o = 0; o < r; ++o)
+      if (L.workers[o] == L.workers[r]) throw bad(f, v, fmt::format("the same address as workers[{}]", o));
+  }
+  const size_t n = L.workers.size();
+  if (!j.contains("racks") || !j["racks"].is_array() || j["racks"].empty() || j["racks"].size() > n)
+    throw bad("racks", j.value("racks", nlohmann::json()), fmt::format("expected 1..{} racks", n));
+  std::vector<int> seen(n, -1);
+  for (size_t q = 0; q < j["racks"].size(); ++q) {
+    const auto& v = j["racks"][q];
+    const std::string f = fmt::format("racks[{}]", q);
+    if (!v.is_object()) throw bad(f, v, "expected {\"ranks\": [...], \"ina\": bool, \"switch\": \"ip:port\"|null}");
+    for (const auto& [k, x] : v.items())
+      if (k != "ranks" && k != "ina" && k != "switch") throw bad(f + "." + k, x, "unknown field");
+    RingRack rk;
+    if (!v.contains("ranks") || !v["ranks"].is_array() || v["ranks"].empty())
+      throw bad(f + ".ranks", v.value("ranks", nlohmann::json()), "expected a non-empty list of ranks");
+    for (const auto& x : v["ranks"]) {
+      if (!x.is_number_unsigned() || x.get<uint64_t>() >= n)
+        throw bad(f + ".ranks", v["ranks"], fmt::format("every rank must be in 0..{}", n - 1));
+      const auto r = x.get<uint16_t>();
+      if (seen[r] >= 0) throw bad(f + ".ranks", v["ranks"], fmt::format("rank {} is already in racks[{}]", r, seen[r]));
+      if (!rk.ranks.empty() && r < rk.ranks.back()) throw bad(f + ".ranks", v["ranks"], "ranks must ascend (the agent first)");
+      seen[r] = static_cast<int>(q);
+      rk.ranks.push_back(r);
+    }
+    if (v.contains("ina")) {
+      if (!v["ina"].is_boolean()) throw bad(f + ".ina", v["ina"], "expected true or false");
+      rk.ina = v["ina"].get<bool>();
+    }
+    if (v.contains("switch") && !v["switch"].is_null()) {
+      if (!v["switch"].is_string()) throw bad(f + ".switch", v["switch"], "expected \"ip:port\" or null");
+      try {
+        rk.sw = Endpoint::parse(v["switch"].get<std::string>());
+      } catch (const RuntimeError& e) {
+        throw bad(f + ".switch", v["switch"], e.what());
+      }
+    }
+    L.racks.push_back(std::move(rk));
+  }
+  for (size_t r = 0; r < n; ++r)
+    if (seen[r] < 0) throw bad("racks", j["racks"], fmt::format("rank {} is in no rack", r));
+  for (size_t q = 0; q < L.racks.size(); ++q)
+    if (need_switches && L.serving_tor(q) && !L.racks[q].sw)
+      throw bad(fmt::format("racks[{}].switch", q), j["racks"][q].value("switch", nlohmann::json()),
+                "this rack's INA ToR serves the job: give its ina switch's \"ip:port\"");
+  try {
+    (void)L.plan(n);  // e.g. H-AR needs racks of equal size
+  } catch (const std::invalid_argument& e) {
+    throw bad("racks", j["racks"], e.what());
+  }
+  return L;
+}
+
+RingLayout RingLayout::read(const std::string& path, bool need_switches) {
+  std::ifstream in(path);
+  if (!in) throw RuntimeError(fmt::format("layout {}: cannot read the file", path));
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw RuntimeError(fmt::format("layout {}: not valid JSON", path));
+  return from_json(j, path, need_switches);
+}
+
+void RingLayout::write(const std::string& path) const {
+  std::ofstream f(path);
+  f << to_json().dump(1) << "\n";
+  if (!f) throw RuntimeError(fmt::format("cannot write the layout {}", path));
+}
+
+std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<unsigned>& ina_racks) {
+  if (racks < 1 || racks > n || n % racks != 0)
+    throw RuntimeError(fmt::format("--racks {}: must divide the {} workers into equal racks (a divisor of {})", racks, n, n));
+  std::vector<RingRack> out(racks);
+  const size_t per = n / racks;
+  for (size_t r = 0; r < n; ++r) out[r / per].ranks.push_back(static_cast<uint16_t>(r));
+  for (unsigned q : ina_racks) {
+    if (q >= racks)
+      throw RuntimeError(fmt::format("--ina-racks names rack {}, which does not exist (--racks {}: racks 0..{})", q, racks,
+                                     racks - 1));
+    out[q].ina = true;
+  }
+  return out;
+}
+
+}  // namespace ina::rt

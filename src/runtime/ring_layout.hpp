@@ -1,0 +1,71 @@
+#pragma once
+// The layout of a ring job over UDP (RAR, H-AR, Rina): where every worker and
+// every rack's ToR switch listens, which ranks each rack holds and which racks
+// have an INA ToR. A static JSON file written by `ina run` (loopback) or by
+// scripts/netns-cluster (network namespaces) and read by `ina ring-worker`
+// and `ina switch --layout FILE --rack R`; nothing is hard-coded.
+//
+//   {"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 5000000,
+//    "workers": ["127.0.0.1:40001", ...],                       (by rank)
+//    "racks": [{"ranks": [0, 1, 2, 3], "ina": true, "switch": "127.0.0.1:7700"}, ...]}
+//
+// Racks are in ring order, each rack's ranks ascend (the lowest is Rina's
+// agent) and together they are every rank once. "switch" is needed only for
+// a rack whose ToR serves the job (see serving_tor()); the copy of the layout
+// a switch reads at start may leave it null (the switch's own address comes
+// from --listen). Node ids are static: rank r is r + 1, rack q's ToR N + 1 + q.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "host/ring.hpp"
+#include "runtime/net.hpp"
+#include "schemes/registry.hpp"
+
+namespace ina::rt {
+
+// Whether a scheme's jobs run as a ring of workers (RAR, H-AR, Rina) in the runtime.
+bool is_ring_scheme(const schemes::Scheme& s);
+
+struct RingRack {
+  std::vector<uint16_t> ranks;
+  bool ina = false;                 // the rack's ToR is an INA switch (Rina)
+  std::optional<Endpoint> sw;       // its `ina switch` (when it serves the job)
+};
+
+struct RingLayout {
+  uint16_t job = 1;
+  std::string scheme;               // canonical registry name
+  uint16_t payload = 64;
+  uint64_t memory_bytes = 5'000'000;
+  std::vector<Endpoint> workers;    // by rank
+  std::vector<RingRack> racks;      // ring order
+
+  size_t n() const { return workers.size(); }
+  const schemes::Scheme& scheme_info() const { return schemes::find(scheme); }
+  static NodeId worker_id(size_t rank) { return static_cast<NodeId>(rank + 1); }
+  NodeId tor_id(size_t rack) const { return static_cast<NodeId>(n() + 1 + rack); }
+  // Rack q's ToR aggregates for this job: an INA rack of a Rina job with at least two ranks.
+  bool serving_tor(size_t rack) const;
+  // Aggregators the job has in a serving ToR (its whole memory): memory / (4 * payload).
+  uint32_t region() const { return static_cast<uint32_t>(memory_bytes / (4ULL * payload)); }
+  // Every rank's stages (host::plan_rar / plan_hierarchical / plan_rina by the scheme's collective).
+  std::vector<std::vector<host::RingStage>> plan(uint64_t elems) const;
+
+  nlohmann::json to_json() const;
+  // Validates everything; errors name `where` (the file), the field and the value.
+  // need_switches: every serving ToR must have its "switch" address.
+  static RingLayout from_json(const nlohmann::json& j, const std::string& where, bool need_switches);
+  static RingLayout read(const std::string& path, bool need_switches);
+  void write(const std::string& path) const;
+};
+
+// n workers in `racks` equal racks of consecutive ranks; `ina_racks` (rack
+// indices) have an INA ToR. Throws RuntimeError naming --racks / --ina-racks
+// and the value when racks do not divide n or a rack index does not exist.
+std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<unsigned>& ina_racks);
+
+}  // namespace ina::rt

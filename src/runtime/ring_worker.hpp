@@ -1,0 +1,43 @@
+#pragma once
+// `ina ring-worker`: one rank of a ring job (RAR, H-AR, Rina) over UDP. The
+// rank is a host::RingEndpoint (the simulator's very node) in a UdpEngine
+// whose address book is the job's layout (runtime/ring_layout.hpp): datagrams
+// go straight to the peer or ToR they are addressed to, and are accepted only
+// from the registered address of their claimed source.
+//
+// Gradients are host::SyntheticTensor values (int32, the same stream on every
+// rank; the exact sum is known in closed form): every result value is checked.
+//
+// Start and end are barriers in a shared directory (`--barrier DIR`, like
+// gloo's file store): a rank starts its first allreduce when every rank has
+// bound its socket (file ready.R), and, once done, keeps answering its peers
+// (a peer may still miss an acknowledgement) until every rank is done (file
+// done.R). Then nobody needs anything: the rank waits until its engine holds
+// no timer and no packet, and reports them (a leak is a failure).
+#include <cstdint>
+#include <string>
+
+#include "runtime/udp_engine.hpp"
+
+namespace ina::rt {
+
+struct RingWorkerConfig {
+  std::string layout;        // the layout file (every ToR serving the job with its address)
+  unsigned rank = 0;
+  uint64_t bytes = 1 << 20;  // per allreduce (int32 values: bytes / 4)
+  unsigned iterations = 1;
+  uint64_t seed = 1;
+  FaultConfig faults;
+  int udp_fd = -1;           // a bound UDP socket to adopt (ina run); -1: bind the layout's address
+  std::string barrier;       // directory for the start and end barriers
+  std::string report;        // JSON report file ("" = none)
+  double timeout_s = 300;
+  Time min_rto = 5 * kMs;    // the ring transport's RTO floor (loopback processes get descheduled for ms)
+  bool log = true;
+};
+
+// Returns 0 (every value exact, no state left), 3 (a value differed) or 1
+// (leaked timers or packets); throws RuntimeError on bad input or timeout.
+int run_ring_worker(const RingWorkerConfig& cfg);
+
+}  // namespace ina::rt

@@ -1,0 +1,199 @@
+// Ring collectives over loopback UDP (issue 9: RAR, H-AR and Rina in the
+// runtime): `ina run --scheme rar|h-ar|rina` starts `ina ring-worker`s (the
+// simulator's host::RingEndpoint in a UdpEngine) and one `ina switch` per
+// Rina rack (dataplane/rina.cpp). Every result value is checked against the
+// exact sum by the workers; after the job no switch holds an aggregator and
+// no worker's engine holds a timer or a packet.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int status = -1;
+  std::string text;
+};
+
+// `ina ARGS` with stdout + stderr (ina run bounds itself with --timeout; the rest fail fast).
+Out ina(const std::vector<std::string>& args, int = 60) {
+  std::string line;
+  for (const auto& a : args) line += " '" + a + "'";
+  const auto r = ina_test::run_ina(line);
+  return {r.status, r.output};
+}
+
+fs::path tmp(const std::string& name) {
+  return fs::temp_directory_path() / ("ina_ring_" + std::to_string(::getpid()) + "_" + name);
+}
+
+struct RingCase {
+  std::string scheme;
+  int workers, racks;
+  std::string ina_racks;  // "" = every rack
+  bool faults;            // 1 % loss, 1 % duplication, 1 % reordering in every process
+};
+
+nlohmann::json run_ring(const RingCase& c, const std::string& tag, Out* out = nullptr) {
+  const fs::path json = tmp(tag + ".json");
+  std::vector<std::string> a{"run", "--scheme", c.scheme, "--workers", std::to_string(c.workers), "--racks",
+                             std::to_string(c.racks), "--size", "131072", "--iterations", "2", "--payload", "64",
+                             "--json", json.string(), "--timeout", "50"};
+  if (!c.ina_racks.empty()) a.insert(a.end(), {"--ina-racks", c.ina_racks});
+  if (c.faults) a.insert(a.end(), {"--loss", "0.01", "--duplicate", "0.01", "--reorder", "0.01"});
+  const Out o = ina(a, 60);
+  if (out) *out = o;
+  EXPECT_EQ(o.status, 0) << o.text;
+  std::ifstream in(json);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  fs::remove(json);
+  EXPECT_FALSE(j.is_discarded()) << o.text;
+  return j;
+}
+
+class RingOverUdp : public ::testing::TestWithParam<RingCase> {};
+
+TEST_P(RingOverUdp, ExactAndNothingLeftAfterTheJob) {
+  const RingCase c = GetParam();
+  Out o;
+  const auto j = run_ring(c, c.scheme, &o);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"] << o.text;
+  const auto& job = j["jobs"][0];
+  EXPECT_EQ(job["mismatches"], 0);
+  EXPECT_EQ(job["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2 * c.workers);
+  ASSERT_EQ(job["workers"].size(), static_cast<size_t>(c.workers));
+  uint64_t lost = 0, duplicated = 0, reordered = 0, retransmits = 0;
+  for (const auto& w : job["workers"]) {
+    EXPECT_TRUE(w["done"].get<bool>());
+    EXPECT_EQ(w["pending_timers"], 0) << "rank " << w["rank"];
+    EXPECT_EQ(w["packets_in_use"], 0) << "rank " << w["rank"];
+    EXPECT_EQ(w["stats"]["transport"]["foreign"], 0);
+    EXPECT_EQ(w["stats"]["transport"]["malformed"], 0);
+    lost += w["stats"]["engine"]["fault_lost"].get<uint64_t>();
+    duplicated += w["stats"]["engine"]["fault_duplicated"].get<uint64_t>();
+    reordered += w["stats"]["engine"]["fault_reordered"].get<uint64_t>();
+    retransmits += w["stats"]["ring"]["retransmits"].get<uint64_t>();
+  }
+  // One ToR switch per INA rack (with at least two ranks); none for RAR and H-AR.
+  size_t ina_racks = 0;
+  for (const auto& r : j["layout"]["racks"])
+    if (c.scheme == "rina" && r["ina"].get<bool>() && r["ranks"].size() >= 2) ++ina_racks;
+  ASSERT_EQ(j["switches"].size(), ina_racks);
+  for (const auto& s : j["switches"]) {
+    EXPECT_EQ(s["occupied"], 0);                      // every slot freed by its acknowledgement
+    EXPECT_GT(s["switch"]["completed"].get<uint64_t>(), 0u);  // the ToR did aggregate
+    EXPECT_EQ(s["switch"]["foreign_data"], 0);
+    EXPECT_EQ(s["switch"]["collisions"], 0);
+  }
+  if (c.faults) {  // the faults happened and were recovered from
+    EXPECT_GT(lost, 0u);
+    EXPECT_GT(duplicated, 0u);
+    EXPECT_GT(reordered, 0u);
+    EXPECT_GT(retransmits, 0u);
+  } else {
+    EXPECT_EQ(lost + duplicated + reordered, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, RingOverUdp,
+    ::testing::Values(RingCase{"rar", 4, 1, "", false}, RingCase{"rar", 5, 1, "", true},
+                      RingCase{"h-ar", 6, 2, "", false}, RingCase{"h-ar", 6, 2, "", true},
+                      RingCase{"rina", 8, 2, "", false}, RingCase{"rina", 8, 2, "", true},
+                      RingCase{"rina", 6, 3, "0,2", true}),
+    [](const auto& info) {
+      std::string n = info.param.scheme + "_" + std::to_string(info.param.workers) + "w" +
+                      std::to_string(info.param.racks) + "r" + (info.param.ina_racks.empty() ? "" : "_ina02") +
+                      (info.param.faults ? "_faults" : "");
+      for (auto& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+// RAR's dependency chain is 2(N-1) steps per allreduce (Rina §III-A); Rina
+// with no INA rack is RAR: the same steps and the same bytes per worker; with
+// two INA racks of four the ring has two groups, a shorter chain, and a rack
+// member sends its gradient once.
+TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
+  const auto rar = run_ring({"rar", 8, 2, "", false}, "shape_rar");
+  const auto none = run_ring({"rina", 8, 2, "none", false}, "shape_none");
+  const auto both = run_ring({"rina", 8, 2, "", false}, "shape_both");
+  ASSERT_TRUE(rar.is_object() && none.is_object() && both.is_object());
+  EXPECT_EQ(rar["jobs"][0]["steps_per_allreduce"], 2 * (8 - 1));
+  EXPECT_EQ(none["jobs"][0]["steps_per_allreduce"], rar["jobs"][0]["steps_per_allreduce"]);
+  EXPECT_EQ(none["switches"].size(), 0u);
+  // Packets sent for the first time (a retransmission after a late acknowledgement is timing, not the algorithm).
+  auto first_sends = [](const nlohmann::json& run, int r) {
+    const auto& st = run["jobs"][0]["workers"][r]["stats"]["ring"];
+    return st["sent"].get<uint64_t>() - st["retransmits"].get<uint64_t>();
+  };
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(first_sends(none, r), first_sends(rar, r)) << "rank " << r;
+    EXPECT_EQ(none["jobs"][0]["workers"][r]["stats"]["ring"]["steps"], rar["jobs"][0]["workers"][r]["stats"]["ring"]["steps"]);
+    // Packets of 64 values, 32768 values per allreduce, 2 allreduces: RAR sends 2(N-1)/N of the
+    // gradient per rank; a Rina rack member sends its gradient once (its shard of every group
+    // to the ToR); the agent also pulls and broadcasts the rack's AllGather.
+    EXPECT_EQ(first_sends(rar, r), 2u * 32768 / 64 * 2 * 7 / 8) << "rank " << r;
+    if (r % 4 != 0) EXPECT_EQ(first_sends(both, r), 2u * 32768 / 64) << "rank " << r;
+  }
+  EXPECT_LT(both["jobs"][0]["steps_per_allreduce"].get<int>(), rar["jobs"][0]["steps_per_allreduce"].get<int>());
+}
+
+TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
+  const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "3"}, 20);
+  EXPECT_EQ(a.status, 1) << a.text;
+  EXPECT_NE(a.text.find("--racks 3"), std::string::npos) << a.text;
+  const Out b = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--ina-racks", "0,2"}, 20);
+  EXPECT_EQ(b.status, 1) << b.text;
+  EXPECT_NE(b.text.find("--ina-racks names rack 2"), std::string::npos) << b.text;
+  const Out c = ina({"run", "--scheme", "rina", "--workers", "4", "--racks", "2", "--ina-racks", "x"}, 20);
+  EXPECT_EQ(c.status, 1) << c.text;
+  EXPECT_NE(c.text.find("'x'"), std::string::npos) << c.text;
+  const Out d = ina({"run", "--scheme", "rar", "--workers", "4", "--ina-racks", "0"}, 20);
+  EXPECT_EQ(d.status, 1) << d.text;
+  EXPECT_NE(d.text.find("--ina-racks 0"), std::string::npos) << d.text;
+  const Out e = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2"}, 20);
+  EXPECT_EQ(e.status, 1) << e.text;
+  EXPECT_NE(e.text.find("--racks"), std::string::npos) << e.text;
+  const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
+  fs::remove(tmp("k"));
+  EXPECT_EQ(f.status, 1) << f.text;
+  EXPECT_NE(f.text.find("no switch program"), std::string::npos) << f.text;
+}
+
+TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
+  const fs::path layout = tmp("layout.json"), bar = tmp("bar");
+  fs::create_directories(bar);
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
+    "racks": [{"ranks": [0, 1], "ina": true, "switch": "127.0.0.1:9"}, {"ranks": [1, 2], "ina": false}]})";
+  const Out a = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(a.status, 1) << a.text;
+  EXPECT_NE(a.text.find(layout.string()), std::string::npos) << a.text;
+  EXPECT_NE(a.text.find("racks[1].ranks"), std::string::npos) << a.text;
+  EXPECT_NE(a.text.find("rank 1 is already in racks[0]"), std::string::npos) << a.text;
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1], "ina": true}]})";
+  const Out b = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(b.status, 1) << b.text;
+  EXPECT_NE(b.text.find("racks[0].switch"), std::string::npos) << b.text;
+  fs::remove(layout);
+  fs::remove_all(bar);
+}
+
+}  // namespace
