@@ -298,7 +298,9 @@ const std::vector<MetaField>& meta_fields() {
            const schemes::Scheme* scheme = schemes::lookup(name);
            if (!scheme || !(scheme->supports(schemes::Engine::SimStar) ||
                             scheme->supports(schemes::Engine::SimNetwork)))
-             throw Problem{fmt::format("unknown scheme (star: {}; multi-switch topologies: {})",
+             throw Problem{fmt::format("{} (star: {}; multi-switch topologies: {})",
+                                       scheme ? "not supported by the star simulator nor on multi-switch topologies"
+                                              : "unknown scheme",
                                        schemes::names_text(schemes::Engine::SimStar),
                                        schemes::names_text(schemes::Engine::SimNetwork)),
                            name};
