@@ -100,12 +100,44 @@ TEST(NetnsCluster, SwitchMlThreeWorkersExactAndShaped) { run_cluster("switchml",
 TEST(NetnsCluster, GlooRingBaselineExactAndShaped) { run_cluster("gloo", 3); }
 TEST(NetnsCluster, MpiBaselineExactAndShaped) { run_cluster("mpi", 2); }
 
+// Two racks of two workers, a Rina ToR switch per rack and an uplink each:
+// Rina, RAR and gloo's ring in one invocation on the same links, each exact.
+TEST(NetnsCluster, TwoRacksRinaRarAndGlooExactOnTheSameLinks) {
+  const std::string json = temp_json("racks");
+  fs::remove(json);
+  const std::string cmd = script() + " --ina " + INA_BINARY + " --racks 2 --workers 4 --schemes rina,rar,gloo" +
+                          " --size 262144 --iterations 1 --worker-rate 100mbit --inter-rate 400mbit --window-kb 16" +
+                          " --ring-min-rto-ms 50 --timeout 40 --json " + json;
+  const ScriptResult r = run_bounded(cmd, 90);
+  if (r.status == 77) GTEST_SKIP() << "network namespaces cannot be created here: " << r.output;
+  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  fs::remove(json);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  ASSERT_EQ(j.at("results").size(), 3u);
+  for (const auto& x : j.at("results")) {
+    EXPECT_EQ(x.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 4) << x;
+    EXPECT_LT(x.at("goodput_gbit_per_s").get<double>(), 0.1 * 1.5) << "faster than the 100 Mbit/s worker links\n" << r.output;
+  }
+  const auto at = r.output.find("namespaces (");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string tag = r.output.substr(at + 12, r.output.find('-', at + 12) - (at + 12)) + "-";
+  EXPECT_EQ(run_bounded("ip netns list", 10).output.find(tag), std::string::npos) << "namespaces left behind";
+}
+
 TEST(NetnsCluster, RejectsBadOptionsBeforeTouchingAnything) {
   const ScriptResult r = run_bounded(script() + " --workers 0", 10);
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--workers"), std::string::npos) << r.output;
   const ScriptResult s = run_bounded(script() + " --scheme nope", 10);
   EXPECT_EQ(s.status, 2) << s.output;
+  const ScriptResult t = run_bounded(script() + " --racks 3 --workers 8", 10);
+  EXPECT_EQ(t.status, 2) << t.output;
+  EXPECT_NE(t.output.find("--racks 3 must divide --workers 8"), std::string::npos) << t.output;
+  const ScriptResult u = run_bounded(script() + " --racks 2 --workers 8 --ina-racks 2", 10);
+  EXPECT_EQ(u.status, 2) << u.output;
+  EXPECT_NE(u.output.find("--ina-racks names rack '2'"), std::string::npos) << u.output;
 }
 
 }  // namespace

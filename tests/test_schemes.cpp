@@ -51,7 +51,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
     EXPECT_NE(std::string(e.what()).find("not supported by the runtime"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("switchml, atp or dsa"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, rar, h-ar or rina"), std::string::npos) << e.what();
   }
 }
 

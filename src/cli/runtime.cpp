@@ -358,6 +358,8 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e6, true, "seconds"));
   rwk->add_option("--min-rto-ms", rw->min_rto_ms, "floor of the retransmission timeout")->capture_default_str()
       ->check(Finite(0, 1e5, true, "milliseconds"));
+  rwk->add_option("--window-kb", rw->c.window_kb, "initial send window (default: 196 packets)")
+      ->check(Finite(0, 1e6, true, "KB"));
   rwk->add_flag("--quiet", rw->quiet, "log errors only");
   rw->faults.add(rwk, false);
 

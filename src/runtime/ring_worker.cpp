@@ -1,5 +1,6 @@
 #include "runtime/ring_worker.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   rc.region = L.region();
   rc.allgather_from_zero = ina;
   rc.min_rto = cfg.min_rto;
+  if (cfg.window_kb > 0) rc.init_window = std::max(1.0, cfg.window_kb * 1000 / (4.0 * L.payload + 50));
   rc.seed = mix(cfg.seed, cfg.rank);
   host::RingEndpoint ep(std::move(rc));
   ep.set_id(RingLayout::worker_id(cfg.rank));

@@ -33,6 +33,7 @@ struct RingWorkerConfig {
   std::string report;        // JSON report file ("" = none)
   double timeout_s = 300;
   Time min_rto = 5 * kMs;    // the ring transport's RTO floor (loopback processes get descheduled for ms)
+  double window_kb = 0;      // initial send window (0: host::RingConfig's, 196 packets)
   bool log = true;
 };
 
