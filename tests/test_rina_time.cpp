@@ -99,19 +99,37 @@ TEST(RinaTime, ModelWithinFivePercentOfTheSimulator) {
   }
 }
 
-// Rina as the paper's Fig. 8 (the agent sends each AllGather shard once,
-// 2G - 1 steps): the model's behaviour. The simulator today adds a
-// rack-only broadcast step with its own slow start (2G steps at the agent),
-// so the testbed is 50 % and the leaf-spine 14 % below the model; enable
-// once the ToR multicast lands (run with --gtest_also_run_disabled_tests).
-TEST(RinaTime, DISABLED_RinaWithinFivePercentOfTheSimulator) {
+// Rina with the ToR's AllGather copy (Fig. 8, host/ring.hpp): a shard for
+// an INA rack goes to its ToR, which copies it to every member; the agent's
+// step-0 send (slow-started) also feeds its own rack; later AllGather sends
+// rotate over the rack's members; 2G - 1 steps. Testbed with both ToRs
+// (model 19.19, simulator 19.24 Gbps) and leaf-spine with all leaves
+// (11.66, 12.23) at 0.25 MiB.
+TEST(RinaTime, RinaWithinFivePercentOfTheSimulator) {
   const topo::Graph tb = file("testbed.json");
   const topo::Graph ls = file("leaf-spine-2x4x4.json");
-  const topo::Graph ft = *topo::generate("fat-tree:4");
   const std::vector<Case> cs = {{"testbed rina (both ToRs)", tb, 8, tb.tor_switches(), "rina"},
-                                {"testbed rina (tor0)", tb, 8, {tb.tor_switches()[0]}, "rina"},
-                                {"fat-tree:4 rina (edge)", ft, 16, ft.tor_switches(), "rina"},
                                 {"leaf-spine rina (leaves)", ls, 16, ls.tor_switches(), "rina"}};
+  for (const Case& c : cs) {
+    const Pair p = compare(c, 0.25);
+    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  }
+}
+
+// Not matched yet (model 13.26 vs simulator 14.40 Gbps, -8.0 %, on the
+// testbed with tor0 only; 6.57 vs 7.57, -13.2 %, on the fat-tree): in both
+// the groups' steps differ in length (tor0: a 4-member INA rack beside four
+// autonomous workers; fat-tree: every other group-to-group hop crosses the
+// core, 6 links against 4), and the model's step sum charges every step its
+// slowest transfer (a global barrier), while in the simulator each worker
+// waits only for its own send and its predecessor's shard, so fast and slow
+// hops overlap along the ring. Suspected, not yet verified; a per-group
+// critical-path model would be needed.
+TEST(RinaTime, DISABLED_RinaUnequalStepsWithinFivePercentOfTheSimulator) {
+  const topo::Graph tb = file("testbed.json");
+  const topo::Graph ft = *topo::generate("fat-tree:4");
+  const std::vector<Case> cs = {{"testbed rina (tor0)", tb, 8, {tb.tor_switches()[0]}, "rina"},
+                                {"fat-tree:4 rina (edge)", ft, 16, ft.tor_switches(), "rina"}};
   for (const Case& c : cs) {
     const Pair p = compare(c, 0.25);
     EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;

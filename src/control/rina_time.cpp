@@ -206,7 +206,7 @@ std::vector<Step> rina_steps(const Model& m, const Graph& g, const std::vector<N
     t.arcs = m.path(from, to);
     t.rtt = m.rtt(t.arcs);
   };
-  Step sr, own, ag;
+  Step sr, own;
   for (size_t i = 0; i < G; ++i) {
     const Group& x = gr[i];
     const NodeId next = gr[(i + 1) % G].agent;
@@ -244,34 +244,59 @@ std::vector<Step> rina_steps(const Model& m, const Graph& g, const std::vector<N
       own.transfers.push_back(t);
       own.senders += n;
     }
-    {
+  }
+  // AllGather step s: group i's shard goes to the next group (to an INA
+  // rack's ToR, which copies it to every member and acknowledges for the
+  // rack). An INA rack's step-0 send is its agent's, through its own ToR,
+  // which also copies it to the rack's other members (slow-started from one
+  // packet); a later step's send is member s mod k's, with the normal window.
+  std::vector<Step> ag(G > 1 ? G - 1 : 0);
+  for (size_t s = 0; s < ag.size(); ++s)
+    for (size_t i = 0; i < G; ++i) {
+      const Group& x = gr[i];
+      const bool rack = x.sender != x.agent;
+      const NodeId from = rack ? x.members[s % x.members.size()] : x.agent;
       Transfer t;
       t.packets = pk;
-      if (rack) {
-        const auto up = m.path(x.agent, x.sender);
-        const auto on = m.path(x.sender, next);
-        append(t.arcs, up);
-        append(t.arcs, on);
-        t.rtt = m.rtt(up) + m.rtt(on);
-        for (const NodeId w : x.members) {
-          if (w == x.agent) continue;
-          const auto down = m.path(x.sender, w);
-          append(t.arcs, down);
-          t.rtt = std::max(t.rtt, m.rtt(up) + m.rtt(down));
+      auto reach = [&](const std::vector<ArcId>& via) {  // one receiver's path from `from`
+        append(t.arcs, via);
+        t.rtt = std::max(t.rtt, m.rtt(via));
+      };
+      auto to_group = [&](const std::vector<ArcId>& head, NodeId at, const Group& y) {
+        std::vector<ArcId> a = head;
+        if (y.sender == y.agent) {
+          append(a, m.path(at, y.agent));
+          return reach(a);
         }
+        append(a, m.path(at, y.sender));
+        for (const NodeId w : y.members) {
+          std::vector<ArcId> b = a;
+          append(b, m.path(y.sender, w));
+          reach(b);
+        }
+      };
+      const Group& next = gr[(i + 1) % G];
+      if (rack && s == 0) {
+        const auto up = m.path(from, x.sender);
+        for (const NodeId w : x.members)
+          if (w != from) {
+            std::vector<ArcId> b = up;
+            append(b, m.path(x.sender, w));
+            reach(b);
+          }
+        to_group(up, x.sender, next);
         t.slow_start = true;
       } else {
-        direct(t, x.sender, next);
+        to_group({}, from, next);
       }
       dedup(t.arcs);
-      ag.transfers.push_back(t);
-      ++ag.senders;
+      ag[s].transfers.push_back(t);
+      ++ag[s].senders;
     }
-  }
   std::vector<Step> steps;
   if (G > 1) steps.insert(steps.end(), G - 1, sr);
   if (any_ina) steps.push_back(own);
-  if (G > 1) steps.insert(steps.end(), G - 1, ag);
+  steps.insert(steps.end(), ag.begin(), ag.end());
   return steps;
 }
 

@@ -26,9 +26,9 @@
 //    additive increase over one collective is ignored): if W b / r >= R the
 //    window covers the pipe and the transfer takes (P - 1) b / r + R;
 //    otherwise it sends W packets per round trip;
-//  - Rina's AllGather sends start from one packet and double per round
-//    trip (§IV-C "starts from zero", slow start) until the window covers
-//    the pipe;
+//  - the first AllGather send of a Rina rack (its agent's) starts from one
+//    packet and doubles per round trip (§IV-C "starts from zero", slow
+//    start) until the window covers the pipe; later sends use the window;
 //  - a Rina ScatterReduce step starts with the agent's pull (agent -> ToR
 //    -> members, two links of an acknowledgement-sized packet) before the
 //    members' packets reach the ToR.
@@ -38,13 +38,19 @@
 //  - H-AR: k - 1 in-rack steps of S / k, 2 (R - 1) steps of S / (k R)
 //    among the R ranks of the same position in each rack (k such rings at
 //    once), k - 1 in-rack AllGather steps of S / k (every rack the same k);
-//  - Rina (the paper's Fig. 7 / Fig. 8 behaviour): G - 1 ScatterReduce
-//    steps of S / G (an INA rack: every member -> ToR, one aggregate on to
-//    the next group's agent; an autonomous worker: to the next group), one
-//    more step for INA racks (members -> ToR -> their agent: the rack's own
-//    shard), and G - 1 AllGather steps (an agent's complete shard through
-//    its ToR, multicast to the rack and the next group; an autonomous
-//    worker as RAR): 2G - 1 steps with an INA rack, 2 (G - 1) without;
+//  - Rina (the paper's Fig. 7 / Fig. 8 behaviour, as host/ring.hpp): G - 1
+//    ScatterReduce steps of S / G (an INA rack: every member -> ToR, one
+//    aggregate on to the next group's agent; an autonomous worker: to the
+//    next group), one more step for INA racks (members -> ToR -> their
+//    agent: the rack's own shard), and G - 1 AllGather steps. AllGather
+//    step s of a group sends to the next group's entry: an INA rack's ToR,
+//    which copies the shard to every member and acknowledges once for the
+//    rack (so the round trip is the slowest member's), or the autonomous
+//    worker. An INA rack's step 0 is its agent's complete shard through its
+//    own ToR, copied to the rack's other members and on to the next group
+//    (one multicast); step s >= 1 is sent by member s mod k of the rack
+//    (k members in job order), each step its own set of transfers. 2G - 1
+//    steps with an INA rack, 2 (G - 1) without;
 //  - PS (co-located, sharded: the PS of shard k on the host of rank k, as
 //    exp::run_collective) and PS-based INA: one round. Every worker's
 //    S / N to each other PS along the shard's tree (ATP: to the first INA
