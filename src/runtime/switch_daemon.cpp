@@ -176,6 +176,7 @@ struct SwitchDaemon::Impl {
       engine->set_route(RingLayout::worker_id(r), L.workers[r]);
     }
     sj.rack = L.racks[cfg.rack].ranks;
+    sj.upstream = host::upstream_of(L.plan(1)[sj.rack.at(0)], sj.rack.at(0));  // who sends AllGather shards here
     sj.region_offset = 0;
     sj.region_size = L.region();
     try {
@@ -184,7 +185,12 @@ struct SwitchDaemon::Impl {
       throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
     }
     for (size_t q = 0; q < L.racks.size(); ++q)
-      if (q != cfg.rack && L.serving_tor(q)) program->add_peer(L.tor_id(q));
+      if (q != cfg.rack && L.serving_tor(q)) {
+        program->add_peer(L.tor_id(q));
+        // The agent's AllGather broadcast goes on to the next rack's ToR with the agent's id.
+        engine->set_route(L.tor_id(q), *L.racks[q].sw);
+        engine->add_relay(*L.racks[q].sw);
+      }
     layout = std::move(L);
   }
 
