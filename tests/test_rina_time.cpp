@@ -1,5 +1,7 @@
 // The allreduce time model (control/rina_time.hpp) against the packet
 // simulator (exp::run_collective), and the straggler model (Rina Eq. 1).
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,8 +175,11 @@ TEST(RinaTime, StragglersLengthenRarFarMoreThanRina) {
     }
     return sum / 3;
   };
-  const double rar = iteration_us("rar", sigma) - iteration_us("rar", 0);
-  const double rina_growth = iteration_us("rina", sigma) - iteration_us("rina", 0);
+  const double rar0 = iteration_us("rar", 0), rar1 = iteration_us("rar", sigma);
+  const double rina0 = iteration_us("rina", 0), rina1 = iteration_us("rina", sigma);
+  const double rar = rar1 - rar0, rina_growth = rina1 - rina0;
+  // The figures of docs/results/rina_bom.md's straggler table.
+  std::printf("iteration us at sigma 0 / %g us: rar %.1f / %.1f, rina %.1f / %.1f\n", sigma, rar0, rar1, rina0, rina1);
   // Eq. 1 with its per-step barrier: 2 (N - 1) steps, each the max of N
   // delays: 14 * sigma * E[M_8] ~ 199 us (the asymptotic sqrt(2 ln 8) = 2.04
   // would say 285 us). The simulator has no global barrier: a worker waits
@@ -185,13 +190,13 @@ TEST(RinaTime, StragglersLengthenRarFarMoreThanRina) {
   const double barrier = 2 * (N - 1) * sigma * mc_max_normal(N);
   EXPECT_LT(rar, barrier);
   EXPECT_GT(rar, 0.25 * barrier);
-  // Rina's chain at the agent is 2G = 4 steps (ScatterReduce G, AllGather G)
-  // against RAR's 14: with the same per-step growth Rina would grow 4/14 of
+  // Rina's chain at the agent is 2G - 1 = 3 steps (ScatterReduce G, AllGather G - 1)
+  // against RAR's 14: with the same per-step growth Rina would grow 3/14 of
   // RAR; its ScatterReduce steps take the max over a whole rack (a ToR
   // waits for all four members), so it grows more per step (measured ~31 us,
   // 0.40 of RAR); far less than RAR in any case.
   EXPECT_LT(rina_growth, 0.5 * rar);
-  EXPECT_GT(rina_growth, 4.0 / 14 * 0.5 * rar);
+  EXPECT_GT(rina_growth, 3.0 / 14 * 0.5 * rar);
 }
 
 }  // namespace

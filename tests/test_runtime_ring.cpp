@@ -138,11 +138,9 @@ INSTANTIATE_TEST_SUITE_P(
 // two INA racks of four the ring has two groups, a shorter chain, and a rack
 // member sends its gradient once.
 TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
-  GTEST_SKIP() << "Rina with INA racks over UDP: known broken, see rina_runtime_broken";
   const auto rar = run_ring({"rar", 8, 2, "", false}, "shape_rar");
   const auto none = run_ring({"rina", 8, 2, "none", false}, "shape_none");
-  const auto both = run_ring({"rina", 8, 2, "", false}, "shape_both");
-  ASSERT_TRUE(rar.is_object() && none.is_object() && both.is_object());
+  ASSERT_TRUE(rar.is_object() && none.is_object());
   EXPECT_EQ(rar["jobs"][0]["steps_per_allreduce"], 2 * (8 - 1));
   EXPECT_EQ(none["jobs"][0]["steps_per_allreduce"], rar["jobs"][0]["steps_per_allreduce"]);
   EXPECT_EQ(none["switches"].size(), 0u);
@@ -158,8 +156,13 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
     // gradient per rank; a Rina rack member sends its gradient once (its shard of every group
     // to the ToR); the agent also pulls and broadcasts the rack's AllGather.
     EXPECT_EQ(first_sends(rar, r), 2u * 32768 / 64 * 2 * 7 / 8) << "rank " << r;
-    if (r % 4 != 0) EXPECT_EQ(first_sends(both, r), 2u * 32768 / 64) << "rank " << r;
   }
+  if (rina_runtime_broken({"rina", 8, 2, "", false}))
+    GTEST_SKIP() << "Rina with INA racks over UDP: known broken, see rina_runtime_broken";
+  const auto both = run_ring({"rina", 8, 2, "", false}, "shape_both");
+  ASSERT_TRUE(both.is_object());
+  for (int r = 1; r < 8; ++r)
+    if (r % 4 != 0) EXPECT_EQ(first_sends(both, r), 2u * 32768 / 64) << "rank " << r;
   EXPECT_LT(both["jobs"][0]["steps_per_allreduce"].get<int>(), rar["jobs"][0]["steps_per_allreduce"].get<int>());
 }
 
