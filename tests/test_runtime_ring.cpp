@@ -67,15 +67,8 @@ nlohmann::json run_ring(const RingCase& c, const std::string& tag, Out* out = nu
 
 class RingOverUdp : public ::testing::TestWithParam<RingCase> {};
 
-// KNOWN BROKEN (2026-11-23): Rina with INA racks over UDP hangs since the
-// simulator's AllGather moved to the ToR's copy (dataplane/rina.cpp): the
-// switch daemon now registers SwitchJob::upstream and routes to the peer
-// ToRs, but a run still times out; not yet diagnosed. The simulator's Rina
-// tests cover the protocol; these runtime cases are skipped until fixed.
-bool rina_runtime_broken(const RingCase& c) { return c.scheme == "rina" && c.ina_racks != "none"; }
 
 TEST_P(RingOverUdp, ExactAndNothingLeftAfterTheJob) {
-  if (rina_runtime_broken(GetParam())) GTEST_SKIP() << "Rina with INA racks over UDP: known broken, see the comment above";
   const RingCase c = GetParam();
   Out o;
   const auto j = run_ring(c, c.scheme, &o);
@@ -157,8 +150,6 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
     // to the ToR); the agent also pulls and broadcasts the rack's AllGather.
     EXPECT_EQ(first_sends(rar, r), 2u * 32768 / 64 * 2 * 7 / 8) << "rank " << r;
   }
-  if (rina_runtime_broken({"rina", 8, 2, "", false}))
-    GTEST_SKIP() << "Rina with INA racks over UDP: known broken, see rina_runtime_broken";
   const auto both = run_ring({"rina", 8, 2, "", false}, "shape_both");
   ASSERT_TRUE(both.is_object());
   for (int r = 1; r < 8; ++r)

@@ -91,7 +91,7 @@ struct SwitchCmd {
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = 64, regions = 4, rack = 0;
   double ecn_kb = 512;
-  int ready_fd = -1;
+  int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
   bool quiet = false, track_tasks = false;
   FaultFlags faults;
 
@@ -113,6 +113,8 @@ struct SwitchCmd {
     c.log = !quiet;
     c.layout = layout;
     c.rack = rack;
+    c.udp_fd = udp_fd;
+    c.tcp_fd = tcp_fd;
     if (!key_file.empty()) {
       c.key = rt::read_key_file(key_file);
     } else if (!new_key_file.empty()) {
@@ -339,6 +341,8 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
   s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");
   s->add_option("--new-key-file", sw->new_key_file, "create a fresh switch key in this file (mode 0600) and use it");
+  s->add_option("--udp-fd", sw->udp_fd, "adopt this bound UDP data socket (with --tcp-fd; used by `ina run`)");
+  s->add_option("--tcp-fd", sw->tcp_fd, "adopt this listening TCP control socket on the same port (used by `ina run`)");
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
   s->add_option("--layout", sw->layout, "ring schemes (Rina): the job's static layout (JSON; runtime/ring_layout.hpp)");
   s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout")->check(CLI::Range(0, 255));

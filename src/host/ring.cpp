@@ -128,6 +128,8 @@ struct RingEndpoint::Send {
   std::vector<Time> first_tx, last_tx, deadline;
   std::vector<uint16_t> retx;
   uint64_t inflight = 0;
+  uint32_t hi = 0;  // one past the highest packet every acker acknowledged
+  uint32_t fr = 0;  // packets below this were checked for a fast retransmission
   DeadlineQueue<uint32_t> rto;
 };
 
@@ -142,6 +144,7 @@ struct RingEndpoint::Recv {
 namespace {
 
 constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2;
+constexpr uint32_t kDupThresh = 3;  // later packets complete before an open one is deemed lost
 
 uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint32_t>((len + width - 1) / width); }
 
@@ -611,8 +614,12 @@ void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx) {
     if (x.retx[idx] < UINT16_MAX) ++x.retx[idx];
   }
   x.last_tx[idx] = now;
+  // Backed off by this packet's resends, or by the endpoint's timeouts since
+  // the last valid sample (RFC 6298 5.5 with Karn's rule: otherwise, when
+  // the floor is below the path's RTT, every packet would time out before it
+  // could give a sample and the estimate would never rise).
   Time rto = rtt_.timeout();
-  for (uint16_t i = 0; i < std::min<uint16_t>(x.retx[idx], 6); ++i) rto *= 2;
+  for (int i = 0; i < std::min(std::max<int>(x.retx[idx], backoff_), 6); ++i) rto *= 2;
   rto = std::min(rto, cfg_.max_rto);
   x.deadline[idx] = now + rto;
   if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
@@ -675,8 +682,20 @@ void RingEndpoint::on_rto(Time now, Effects& fx) {
       [&](uint32_t idx, Time at) { return x.acked[idx] != x.all && x.deadline[idx] == at; });
   if (next != kNever) arm(next, fx);
   if (any) {
+    backoff_ = static_cast<uint8_t>(std::min(backoff_ + 1, 6));
+    decrease(now);  // a loss is congestion, as an echo is
     if (steps_[x.step].pull_first) send_pull(now, fx);  // a member may have missed the pull
   }
+}
+
+// Multiplicative decrease, at most once per smoothed RTT (one window's
+// losses or echoes count once).
+void RingEndpoint::decrease(Time now) {
+  if (now - last_decrease_ <= rtt_.srtt()) return;
+  cwnd_ = std::max(1.0, cwnd_ / 2);
+  last_decrease_ = now;
+  slow_start_ = false;
+  ++st_.decreases;
 }
 
 void RingEndpoint::on_packet(Packet* p, Time now, Effects& fx) {
@@ -814,16 +833,25 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   if (x.acked[idx] != x.all) return;
   --x.inflight;
   ++x.acked_pkts;
-  if (x.retx[idx] == 0) rtt_.sample(now - x.first_tx[idx]);
+  if (x.retx[idx] == 0) {
+    rtt_.sample(now - x.first_tx[idx]);
+    backoff_ = 0;
+  }
   while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;
+  // Fast retransmission: a packet still open when kDupThresh later ones are
+  // complete was lost (acknowledgements of one transfer come back in order
+  // unless a packet or its acknowledgement was lost); sent again once, and
+  // the window halves. Without this only the RTO recovers a loss.
+  x.hi = std::max(x.hi, idx + 1);
+  for (; x.fr + kDupThresh < x.hi; ++x.fr)
+    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0) {
+      ++st_.fast_retransmits;
+      transmit(x.fr, true, now, fx);
+      decrease(now);
+    }
   if (ece) {
     ++st_.ece;
-    if (now - last_decrease_ > rtt_.srtt()) {
-      cwnd_ = std::max(1.0, cwnd_ / 2);
-      last_decrease_ = now;
-      slow_start_ = false;
-      ++st_.decreases;
-    }
+    decrease(now);
   } else if (slow_start_) {
     cwnd_ = std::min(cwnd_ + 1, cfg_.max_window);
   } else {

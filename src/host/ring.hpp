@@ -48,7 +48,9 @@
 // partial it received, so the group's output carries everything upstream.
 //
 // Transport: every shard transfer is reliable on its own: a window of
-// packets (AIMD on ECN echoes, starting at init_window; AllGather sends start
+// packets (AIMD: halved at most once per RTT on an ECN echo or a loss, a
+// loss seen by RTO or by kDupThresh = 3 later packets completing first, which
+// also resends the packet at once; starting at init_window; AllGather sends start
 // from one packet and grow by slow start until the first echo, as Rina
 // §IV-C lets AllGather start from zero), per-packet acknowledgements from
 // every receiver the transfer has (a broadcast is done when the rack members
@@ -123,14 +125,14 @@ struct RingConfig {
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
   uint32_t wire_bytes = 306;      // per full packet, for pacing
   Time min_rto = 200 * kUs;
-  Time max_rto = 200 * kMs;
+  Time max_rto = 2 * kSec;  // above any queueing delay a link can build (4 MB at 100 Mbit/s: 335 ms)
   // Straggler model (Rina Eq. 1): before each step's send, wait ~ N(mean, sigma^2), at least 0.
   Time straggler_mean = 0, straggler_sigma = 0;
   uint64_t seed = 1;
 };
 
 struct RingStats {
-  uint64_t sent = 0, retransmits = 0, timeouts = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
+  uint64_t sent = 0, retransmits = 0, timeouts = 0, fast_retransmits = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
   uint64_t received = 0, duplicates = 0, early = 0, late = 0;  // data packets
   uint64_t pulls_sent = 0, pulls = 0;
   uint64_t steps = 0;           // sends started (incl. Rina's rack-only broadcast)
@@ -176,6 +178,7 @@ class RingEndpoint final : public Node {
   void on_ack(Packet* p, Time now, Effects& fx);
   void on_pull(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
+  void decrease(Time now);
   void skip_pulled_to(size_t target);
   void send_pull(Time now, Effects& fx);
   void ack(const Packet& p, Effects& fx);
@@ -208,6 +211,7 @@ class RingEndpoint final : public Node {
   double cwnd_ = 1;
   bool slow_start_ = false;
   Time last_decrease_ = -kSec;
+  uint8_t backoff_ = 0;  // RTO doublings since the last valid RTT sample
   Time next_tx_ = 0;
   uint64_t timer_gen_ = 0;
   Time armed_at_ = kNever;

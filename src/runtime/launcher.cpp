@@ -257,8 +257,16 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     socks.push_back(bind_udp(Endpoint::parse("127.0.0.1:0"), 4 << 20));
     L.workers.push_back(local_endpoint(socks.back().get()));
   }
-  const std::string switch_layout = (dir / "layout-switches.json").string();
-  L.write(switch_layout);
+  // Each ToR's sockets are bound here too and handed over, so the one layout
+  // every process reads names every ToR (a ToR forwards to the next rack's).
+  std::vector<DataAndControl> tor_socks(L.racks.size());
+  for (size_t q = 0; q < L.racks.size(); ++q)
+    if (L.serving_tor(q)) {
+      tor_socks[q] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 8 << 20);
+      L.racks[q].sw = local_endpoint(tor_socks[q].udp.get());
+    }
+  const std::string layout = (dir / "layout.json").string();
+  L.write(layout);
   const Key switch_key = random_key();
   const fs::path key_file = dir / "switch.key";
   write_key_file(key_file.string(), switch_key);
@@ -267,32 +275,47 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     if (!L.serving_tor(q)) continue;
     Child* sw = nullptr;
     uint16_t port = 0;
-    if (auto f = start_switch(sup, cfg, {"switch", "--key-file", key_file.string(), "--listen", "127.0.0.1:0", "--policy",
-                                         L.scheme, "--layout", switch_layout, "--rack", std::to_string(q)},
-                              fmt::format("switch of rack {}", q), static_cast<unsigned>(q), deadline, sw, port))
-      return fail(*f);
-    L.racks[q].sw = Endpoint::parse(fmt::format("127.0.0.1:{}", port));
+    const int udp = tor_socks[q].udp.get(), tcp = tor_socks[q].tcp.get();
+    fcntl(udp, F_SETFD, 0);  // inherited by this switch only: closed here right after
+    fcntl(tcp, F_SETFD, 0);
+    auto f = start_switch(sup, cfg, {"switch", "--key-file", key_file.string(), "--udp-fd", std::to_string(udp), "--tcp-fd",
+                                     std::to_string(tcp), "--policy", L.scheme, "--layout", layout, "--rack", std::to_string(q)},
+                          fmt::format("switch of rack {}", q), static_cast<unsigned>(q), deadline, sw, port);
+    tor_socks[q] = {};
+    if (f) return fail(*f);
+    if (port != L.racks[q].sw->port())
+      return fail({1, fmt::format("the {} reports port {}, not the {} it was given", sw->name, port, L.racks[q].sw->port()), sw});
     switches.emplace_back(sw, *L.racks[q].sw);
   }
-  const std::string layout = (dir / "layout.json").string();
-  L.write(layout);
   const fs::path barrier = dir / "barrier";
   fs::remove_all(barrier);
   fs::create_directories(barrier);
   auto report_of = [&](unsigned r) { return (dir / fmt::format("rank{}.json", r)).string(); };
+  // A rank that cannot finish says where it stopped before `ina run` gives up on it.
+  const double worker_timeout = std::max(0.5, cfg.timeout_s - std::min(1.0, cfg.timeout_s / 4));
   for (unsigned r = 0; r < cfg.workers; ++r) {
     const int fd = socks[r].get();
     std::vector<std::string> a{"ring-worker", "--layout", layout, "--rank", std::to_string(r), "--size",
                                std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations), "--seed",
                                std::to_string(cfg.seed), "--barrier", barrier.string(), "--udp-fd", std::to_string(fd),
-                               "--report", report_of(r), "--timeout", fmt::format("{}", cfg.timeout_s),
+                               "--report", report_of(r), "--timeout", fmt::format("{}", worker_timeout),
                                "--fault-seed", std::to_string(cfg.seed * 7919 + 100 + r)};
     for (auto& f : fault_args(cfg)) a.push_back(f);
     if (!cfg.verbose) a.push_back("--quiet");
     sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, cfg.binary, a, fd);
     socks[r].reset();
   }
-  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) return fail(*f);
+  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) {
+    // What the ToRs saw, for the diagnosis (drops and refusals by reason).
+    for (auto& [sw, ep] : switches) {
+      try {
+        const auto st = query_switch_stats(ep, 1 * kSec, &switch_key, 0);
+        std::fprintf(stderr, "ina run: the %s at failure: %s\n", sw->name.c_str(), st.dump().c_str());
+      } catch (const RuntimeError&) {
+      }
+    }
+    return fail(*f);
+  }
 
   // The switches' statistics (every aggregator must be free again), then stop them.
   nlohmann::json sw_stats = nlohmann::json::array();

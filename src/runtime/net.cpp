@@ -95,6 +95,20 @@ UniqueFd listen_tcp(const Endpoint& at) {
   return fd;
 }
 
+DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes) {
+  for (int attempt = 0;; ++attempt) {
+    DataAndControl s;
+    s.udp = bind_udp(at, udp_buffer_bytes);
+    try {
+      s.tcp = listen_tcp(local_endpoint(s.udp.get()));
+    } catch (const RuntimeError&) {
+      if (at.port() != 0 || attempt >= 8) throw;
+      continue;
+    }
+    return s;
+  }
+}
+
 UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what) {
   const Time deadline = monotonic_now() + timeout;
   std::string last = "no attempt";

@@ -67,6 +67,13 @@ std::string errno_text(int err);
 UniqueFd bind_udp(const Endpoint& at, int buffer_bytes);
 // Non-blocking listening TCP socket.
 UniqueFd listen_tcp(const Endpoint& at);
+// A switch's two sockets: UDP data bound to `at`, then TCP control on the same
+// port number. With port 0 an ephemeral UDP port may be taken for TCP: then
+// another is tried (a few times).
+struct DataAndControl {
+  UniqueFd udp, tcp;
+};
+DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes);
 // Connects to `to`, retrying refused connections until `timeout` has passed
 // (the peer may not be up yet). The result is non-blocking. Throws
 // "timed out after X s connecting to <what> at <to> (<last error>)".

@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 nlohmann::json ring_stats_json(const host::RingStats& s) {
-  return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"timeouts", s.timeouts}, {"acks", s.acks},
+  return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"timeouts", s.timeouts}, {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks},
           {"dup_acks", s.dup_acks}, {"received", s.received}, {"duplicates", s.duplicates}, {"early", s.early},
           {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"steps", s.steps},
           {"bytes_sent", s.bytes_sent}, {"malformed", s.malformed}, {"foreign", s.foreign}};
@@ -106,8 +106,8 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   eng.start();
   while (!ep.done()) {
     if (monotonic_now() >= deadline)
-      throw RuntimeError(fmt::format("{}: timed out after {} s with {} of {} allreduces done", who, cfg.timeout_s,
-                                     ep.completed(), cfg.iterations));
+      throw RuntimeError(fmt::format("{}: timed out after {} s with {} of {} allreduces done; {}", who, cfg.timeout_s,
+                                     ep.completed(), cfg.iterations, ep.describe()));
     eng.poll(10 * kMs);
   }
   const double seconds = to_ms(ep.op_end().back() - ep.op_start().front()) / 1000;

@@ -116,27 +116,27 @@ struct SwitchDaemon::Impl {
                                        program->aggregators(), cfg.isolated_regions));
       region_used.assign(cfg.isolated_regions, false);
     }
-    // UDP first (the data port), then TCP control on the same port number. An
-    // ephemeral UDP port may be taken for TCP: then try another one.
-    for (int attempt = 0;; ++attempt) {
-      UniqueFd udp = bind_udp(cfg.listen, 8 << 20);
-      const Endpoint at = local_endpoint(udp.get());
-      try {
-        listener = listen_tcp(at);
-      } catch (const RuntimeError&) {
-        if (cfg.listen.port() != 0 || attempt >= 8) throw;
-        continue;
-      }
-      EngineConfig ec;
-      ec.mode = EngineMode::Router;
-      ec.payload_values = cfg.program.payload_values;
-      ec.faults = cfg.faults;
-      ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
-      ec.socket_buffer_bytes = 8 << 20;
-      engine = std::make_unique<UdpEngine>(ec, std::move(udp));
-      endpoint = at;
-      break;
+    // UDP data and TCP control on one port number: bound here, or handed over
+    // already bound (`ina run` binds them first so the layout can name them).
+    DataAndControl socks;
+    if (cfg.udp_fd >= 0 || cfg.tcp_fd >= 0) {
+      if (cfg.udp_fd < 0 || cfg.tcp_fd < 0) throw RuntimeError("switch: give both --udp-fd and --tcp-fd, or neither");
+      socks.udp = UniqueFd(cfg.udp_fd);
+      socks.tcp = UniqueFd(cfg.tcp_fd);
+      if (local_endpoint(socks.udp.get()).port() != local_endpoint(socks.tcp.get()).port())
+        throw RuntimeError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
+    } else {
+      socks = bind_data_and_control(cfg.listen, 8 << 20);
     }
+    endpoint = local_endpoint(socks.udp.get());
+    listener = std::move(socks.tcp);
+    EngineConfig ec;
+    ec.mode = EngineMode::Router;
+    ec.payload_values = cfg.program.payload_values;
+    ec.faults = cfg.faults;
+    ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
+    ec.socket_buffer_bytes = 8 << 20;
+    engine = std::make_unique<UdpEngine>(ec, std::move(socks.udp));
     if (!cfg.layout.empty()) static_job();
     engine->add_node(*program);
     id_used.assign(kMulticast, false);
@@ -186,6 +186,9 @@ struct SwitchDaemon::Impl {
     }
     for (size_t q = 0; q < L.racks.size(); ++q)
       if (q != cfg.rack && L.serving_tor(q)) {
+        if (!L.racks[q].sw)
+          throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
+                                         "every other INA rack's ToR", cfg.layout, q, cfg.rack));
         program->add_peer(L.tor_id(q));
         // The agent's AllGather broadcast goes on to the next rack's ToR with the agent's id.
         engine->set_route(L.tor_id(q), *L.racks[q].sw);

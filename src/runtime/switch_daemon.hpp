@@ -35,6 +35,9 @@ struct SwitchDaemonConfig {
   // with a switch program (Rina), refused for any other.
   std::string layout;
   unsigned rack = 0;
+  // Sockets already bound by the caller (both or neither; `listen` is then
+  // ignored): UDP data and TCP control on one port.
+  int udp_fd = -1, tcp_fd = -1;
 };
 
 class SwitchDaemon {
