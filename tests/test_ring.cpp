@@ -155,5 +155,61 @@ TEST(Ring, DragonflyRinaAndRar) {
   }
 }
 
+// Failures (Rina §IV-C) on the testbed with both ToRs INA (racks {0..3},
+// {4..7}, agents 0 and 4), 3 allreduces with compute time between them. The
+// worker fails inside the second allreduce (the middle of its measured
+// time); after the detection delay every survivor restarts it under the new
+// plan. Every survivor's results of ops 1 and 2 are checked against the
+// survivors' sum (run_collective's checks: exact, all written, no
+// aggregator left in either ToR, no packet or timer left, no refusal).
+struct FailCase {
+  const char* scheme;
+  bool ina0, ina1;
+  int fail_rank;
+  uint64_t steps_after;  // the new rank 0's steps per op
+};
+
+void expect_survives(const FailCase& c) {
+  exp::CollectiveSettings s = small();
+  s.iterations = 3;
+  s.compute_ms = 0.05;
+  s.loss = 0.005;  // the old epoch's and the new one's transfers also recover losses
+  const auto whole = exp::run_collective(testbed(c.ina0, c.ina1), c.scheme, s);
+  ASSERT_TRUE(whole.ok) << whole.problems;
+  s.fail_rank = c.fail_rank;
+  s.fail_at_ms = 1.5 * whole.iteration_ms;  // inside op 1: op 0 stays done
+  s.fail_detect_ms = 0.02;
+  const auto r = exp::run_collective(testbed(c.ina0, c.ina1), c.scheme, s);
+  ASSERT_TRUE(r.ok) << c.scheme << " fail " << c.fail_rank << ": " << r.problems;
+  EXPECT_EQ(r.restarted_op, 1);
+  EXPECT_EQ(r.steps, c.steps_after);
+}
+
+// The agent of rack 1 fails: its rack falls back to three RAR members, so
+// the ring has G = 1 + 3 groups and the agent of rack 0 takes 2G - 1 = 7
+// steps (3 before); rack 1's ToR only forwards.
+TEST(RingFailure, AgentFailureRackFallsBackToRar) { expect_survives({"rina", true, true, 4, 7}); }
+// A member of rack 0 fails: its agent excludes it; still G = 2, 3 steps.
+TEST(RingFailure, MemberFailureIsExcludedByItsAgent) { expect_survives({"rina", true, true, 1, 3}); }
+// An autonomous worker (rack 1 without INA) fails: the ring bypasses it:
+// G = 1 + 3 groups, 7 steps for the agent of rack 0.
+TEST(RingFailure, AutonomousWorkerIsBypassed) { expect_survives({"rina", true, false, 5, 7}); }
+// RAR: a 7-worker ring, 2 x 6 steps.
+TEST(RingFailure, RarSurvivesAWorker) { expect_survives({"rar", false, false, 2, 12}); }
+
+TEST(RingFailure, BadFailureSettingsNameTheValue) {
+  exp::CollectiveSettings s = small();
+  s.fail_rank = 8;
+  try {
+    (void)exp::run_collective(testbed(true, true), "rina", s);
+    ADD_FAILURE() << "fail_rank 8 of 8 workers accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fail_rank = 8"), std::string::npos) << e.what();
+  }
+  s.fail_rank = 1;
+  EXPECT_THROW((void)exp::run_collective(testbed(true, true), "atp", s), std::invalid_argument);
+  EXPECT_THROW((void)exp::run_collective(testbed(false, false), "h-ar", s), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace ina

@@ -11,6 +11,11 @@
 //    The slot keeps the sum until that node acknowledges it.
 //  - RingAck from that node: frees the slot, remembers the freed key, and
 //    copies the acknowledgement to the rack (the members slide their window).
+//  - Membership (Rina §IV-C): after a failure the control plane registers
+//    the job again with a new epoch and the survivors' ranks (the rack
+//    without a failed member; no rack at all when the agent failed: the
+//    members fall back to RAR and this ToR only forwards); ring packets of
+//    another epoch are dropped as stale.
 //  - AllGather (kResult) shard packets (§IV-B4, Fig. 8): one addressed to
 //    this switch by another group's sender is copied to every rack member;
 //    the agent's broadcast of the rack's own complete shard is copied to the
@@ -77,8 +82,9 @@ class RinaSwitch final : public SwitchProgram {
   size_t max_workers() const override { return kMaxRingWorkers; }
 
   void check_job(const SwitchJob& j) const override {
-    if (j.rack.size() < 2 || j.rack.size() > 64)
-      throw std::invalid_argument(fmt::format("switch: job {} rack has {} ranks (2..64)", j.job, j.rack.size()));
+    if (j.rack.size() == 1 || j.rack.size() > 64)
+      throw std::invalid_argument(fmt::format("switch: job {} rack has {} ranks (2..64, or none: forward only)", j.job,
+                                              j.rack.size()));
     for (size_t i = 0; i < j.rack.size(); ++i) {
       if (j.rack[i] >= j.workers.size())
         throw std::invalid_argument(fmt::format("switch: job {} rack rank {} beyond its {} workers", j.job, j.rack[i],
@@ -100,6 +106,7 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   void on_ring(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
+    if ((p->h.priority >> 24) != j.epoch) return drop(p, st_.stale, fx);  // sent before a failure changed the job
     const NodeId src = p->h.src;
     const int local = local_index(j, p->h.rank);
     const bool from_member = local >= 0 && j.workers[p->h.rank] == src;

@@ -57,7 +57,9 @@ struct SwitchJob {
   uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
-  std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group)
+  std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group);
+                                  //   an empty rack: the ToR only forwards the job (its rack fell back to RAR)
+  uint8_t epoch = 0;              //   the job's membership epoch (the step tag's top 8 bits; others are stale)
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each

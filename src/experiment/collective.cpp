@@ -114,6 +114,9 @@ CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_
   switch (scheme.collective) {
     case schemes::Collective::Ps:
     case schemes::Collective::PsIna:
+      if (s.fail_rank >= 0)
+        throw std::invalid_argument(fmt::format("fail_rank = {}: failures are simulated for ring schemes only, not {}",
+                                                s.fail_rank, scheme.name));
       return detail::run_ps_family(g, scheme, pl, s);
     case schemes::Collective::Ring:
     case schemes::Collective::Hierarchical:

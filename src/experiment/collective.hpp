@@ -39,10 +39,16 @@ struct CollectiveSettings {
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;      //   its k (mean k/N per ring step)
   double max_sim_ms = 60000;
-  // Failures (Rina §IV-C): at `fail_at_ms` the worker of job 0 with rank
-  // `fail_rank` stops (-1: none).
+  // Failures (Rina §IV-C; ring schemes): at `fail_at_ms` the worker of job
+  // 0 with rank `fail_rank` stops (-1: none). `fail_detect_ms` later the
+  // job's control node (Rina's global control node, §IV-A; a heartbeat
+  // timeout here) gives the survivors a new plan: an agent's rack falls
+  // back to RAR members, a member is excluded by its rack, an autonomous
+  // worker is bypassed; every survivor restarts the first op not every
+  // survivor finished, and results from then on are the survivors' sum.
   int fail_rank = -1;
   double fail_at_ms = 0;
+  double fail_detect_ms = 1;
 };
 
 struct CollectiveResult {
@@ -56,6 +62,7 @@ struct CollectiveResult {
   uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
   uint64_t retransmits = 0, verify_errors = 0;
   uint64_t hops = 0, events = 0;   // simulator work
+  int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
   double wall_s = 0;               // host time of the run
 };
 

@@ -18,10 +18,18 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
                                  const CollectiveSettings& s) {
   const auto wall0 = std::chrono::steady_clock::now();
   check_settings(s, pl);
-  if (s.fail_rank >= 0)
-    throw std::invalid_argument(fmt::format("{}: failure injection is not supported yet", scheme.name));
   const auto& hosts = pl.jobs[0];
   const size_t n = hosts.size();
+  if (s.fail_rank >= 0 && static_cast<size_t>(s.fail_rank) >= n)
+    throw std::invalid_argument(fmt::format("fail_rank = {}: the job has ranks 0..{}", s.fail_rank, n - 1));
+  if (s.fail_rank >= 0 && scheme.collective == schemes::Collective::Hierarchical)
+    throw std::invalid_argument(fmt::format("fail_rank = {}: {} needs equal racks, which a failure breaks (not modelled)",
+                                            s.fail_rank, scheme.name));
+  if (s.fail_rank >= 0 && n < 3)
+    throw std::invalid_argument(fmt::format("fail_rank = {}: a ring of {} workers cannot lose one", s.fail_rank, n));
+  if (s.fail_rank >= 0 && (s.fail_at_ms < 0 || s.fail_detect_ms <= 0))
+    throw std::invalid_argument(fmt::format("fail_at_ms = {}, fail_detect_ms = {}: must be >= 0 and > 0", s.fail_at_ms,
+                                            s.fail_detect_ms));
   if (n > kMaxRingWorkers)
     throw std::invalid_argument(fmt::format("{}: {} workers, at most {}", scheme.name, n, kMaxRingWorkers));
   const auto elems = static_cast<uint64_t>(s.gradient_mb * static_cast<double>(workload::kMiB) / 4);
@@ -43,12 +51,14 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     }
     racks.back().push_back(static_cast<uint16_t>(r));
   }
-  std::vector<std::vector<host::RingStage>> plan;
-  switch (scheme.collective) {
-    case schemes::Collective::Ring: plan = host::plan_rar(n, elems); break;
-    case schemes::Collective::Hierarchical: plan = host::plan_hierarchical(racks, elems); break;
-    default: plan = host::plan_rina(racks, tors, elems); break;
-  }
+  auto make_plan = [&](size_t m, const std::vector<std::vector<uint16_t>>& rk, const std::vector<NodeId>& tr) {
+    switch (scheme.collective) {
+      case schemes::Collective::Ring: return host::plan_rar(m, elems);
+      case schemes::Collective::Hierarchical: return host::plan_hierarchical(rk, elems);
+      default: return host::plan_rina(rk, tr, elems);
+    }
+  };
+  const std::vector<std::vector<host::RingStage>> plan = make_plan(n, racks, tors);
   // The ToRs that serve an abstracted worker.
   std::vector<NodeId> ina_tors;
   for (size_t r = 0; r < racks.size(); ++r)
@@ -117,10 +127,8 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         sj.workers = nodes;
         sj.region_offset = 0;
         sj.region_size = region;
-        const size_t rk = static_cast<size_t>(it - ina_tors.begin());
-        size_t seen = 0;
         for (size_t r = 0; r < racks.size(); ++r)
-          if (tors[r] != kNoNode && racks[r].size() >= 2 && seen++ == rk) sj.rack = racks[r];
+          if (tors[r] == static_cast<NodeId>(v) && racks[r].size() >= 2) sj.rack = racks[r];
         sj.upstream = host::upstream_of(plan[sj.rack[0]], sj.rack[0]);
         sw->add_job(sj);
         for (NodeId o : ina_tors)
@@ -129,6 +137,65 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         return sw;
       },
       link_params(s));
+
+  // A failure (Rina §IV-C): the worker stops; after the detection delay the
+  // control node re-plans the job among the survivors (new ranks in the old
+  // order), the ToRs get the job again under epoch 1 (a rack without its
+  // agent gets no rack: it only forwards), and every survivor restarts the
+  // first op not all of them finished.
+  std::vector<size_t> alive(n);
+  for (size_t r = 0; r < n; ++r) alive[r] = r;
+  int restarted = -1;
+  uint64_t steps = host::ring_steps(plan[0], 0);  // rank 0's (after a failure: the new rank 0's)
+  if (s.fail_rank >= 0) {
+    const auto f = static_cast<size_t>(s.fail_rank);
+    sim.run(from_ms(s.fail_at_ms));
+    sim.call(nodes[f], from_ms(s.fail_at_ms), [&](Effects&) { eps[f]->crash(); });
+    const Time at = from_ms(s.fail_at_ms + s.fail_detect_ms);
+    sim.run(at);
+    alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(f));
+    std::vector<uint16_t> new_rank(n, 0);
+    std::vector<NodeId> nodes2;
+    for (size_t i = 0; i < alive.size(); ++i) {
+      new_rank[alive[i]] = static_cast<uint16_t>(i);
+      nodes2.push_back(nodes[alive[i]]);
+    }
+    std::vector<std::vector<uint16_t>> racks2;
+    std::vector<NodeId> tors2;
+    for (size_t q = 0; q < racks.size(); ++q) {
+      std::vector<uint16_t> rk;
+      for (uint16_t r : racks[q])
+        if (r != f) rk.push_back(new_rank[r]);
+      if (rk.empty()) continue;
+      const bool agent_failed = racks[q][0] == f;
+      racks2.push_back(rk);
+      tors2.push_back(agent_failed ? kNoNode : tors[q]);  // the rack falls back to RAR members
+    }
+    const auto plan2 = make_plan(alive.size(), racks2, tors2);
+    steps = host::ring_steps(plan2[0], 0);
+    size_t restart = SIZE_MAX;
+    for (size_t r : alive) restart = std::min(restart, eps[r]->op());
+    restarted = static_cast<int>(restart);
+    std::vector<unsigned> contributors(alive.begin(), alive.end());
+    for (size_t i = 0; i < alive.size(); ++i) {
+      const size_t r = alive[i];
+      tensors[r]->set_contributors(contributors);
+      sim.call(nodes[r], at, [&](Effects& fx) { eps[r]->reconfigure(nodes2, static_cast<uint16_t>(i), plan2[i], 1, restart, at, fx); });
+    }
+    for (auto* sw : switches) {
+      sw->remove_job(job);
+      dp::SwitchJob sj;
+      sj.job = job;
+      sj.workers = nodes2;
+      sj.region_offset = 0;
+      sj.region_size = region;
+      sj.epoch = 1;
+      for (size_t q = 0; q < racks2.size(); ++q)
+        if (tors2[q] == sw->id() && racks2[q].size() >= 2) sj.rack = racks2[q];
+      if (!sj.rack.empty()) sj.upstream = host::upstream_of(plan2[sj.rack[0]], sj.rack[0]);
+      sw->add_job(sj);
+    }
+  }
   sim.run(from_ms(s.max_sim_ms));
 
   CollectiveResult out;
@@ -136,7 +203,8 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   size_t unfinished = 0;
   double bytes = 0;
   std::vector<WorkerTimes> times;
-  for (size_t r = 0; r < n; ++r) {
+  const uint64_t ops_checked = static_cast<uint64_t>(s.iterations - std::max(restarted, 0));
+  for (size_t r : alive) {
     const auto* e = eps[r];
     if (!e->done()) ++unfinished;
     else times.push_back({e->op_start(), e->op_end()});
@@ -145,16 +213,15 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, mine / s.iterations);
     out.retransmits += e->stats().retransmits;
     out.verify_errors += tensors[r]->mismatches();
-    if (e->done() && tensors[r]->checked() != elems * static_cast<uint64_t>(s.iterations))
-      probs.push_back(fmt::format("rank {} wrote {} of {} results", r, tensors[r]->checked(),
-                                  elems * static_cast<uint64_t>(s.iterations)));
+    if (e->done() && tensors[r]->checked() != elems * ops_checked)
+      probs.push_back(fmt::format("rank {} wrote {} of {} results", r, tensors[r]->checked(), elems * ops_checked));
     if (e->stats().malformed || e->stats().foreign)
       probs.push_back(fmt::format("rank {} refused {} malformed and {} foreign packets", r, e->stats().malformed,
                                   e->stats().foreign));
   }
   if (unfinished) probs.push_back(fmt::format("{} workers did not finish within {} ms", unfinished, s.max_sim_ms));
   for (size_t r = 0, shown = 0; r < n && shown < 3; ++r)
-    if (!eps[r]->done()) {
+    if (!eps[r]->done() && !eps[r]->crashed()) {
       probs.push_back(fmt::format("rank {} stopped at {}", r, eps[r]->describe()));
       ++shown;
     }
@@ -167,8 +234,9 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   }
   std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
   if (const sim::Refusals refused = sim::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
-  out.bytes_per_worker = n ? bytes / static_cast<double>(n) / s.iterations : 0;
-  out.steps = host::ring_steps(plan[0], 0);
+  out.bytes_per_worker = alive.empty() ? 0 : bytes / static_cast<double>(alive.size()) / s.iterations;
+  out.restarted_op = restarted;
+  out.steps = steps;
   out.hops = sim.hops();
   out.events = sim.events();
   set_problems(out, probs);

@@ -395,8 +395,35 @@ void RingEndpoint::build_steps() {
   }
 }
 
+// Step tag: epoch (8 bits) | op (16 bits) | step code (8 bits).
 uint32_t RingEndpoint::tag_of(size_t step) const {
-  return static_cast<uint32_t>(op_ << 8) | steps_[step].code;
+  return (static_cast<uint32_t>(epoch_) << 24) | static_cast<uint32_t>((op_ & 0xFFFF) << 8) | steps_[step].code;
+}
+
+void RingEndpoint::reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::vector<RingStage> stages, uint8_t epoch,
+                               size_t restart_op, Time now, Effects& fx) {
+  if (crashed_) return;
+  if (rank >= nodes.size()) throw std::invalid_argument("ring: reconfigure: rank beyond the job's nodes");
+  if (epoch == epoch_) throw std::invalid_argument("ring: reconfigure: the epoch must change");
+  if (restart_op > op_) throw std::invalid_argument("ring: reconfigure: cannot restart an op not reached yet");
+  cfg_.nodes = std::move(nodes);
+  cfg_.rank = rank;
+  cfg_.stages = std::move(stages);
+  epoch_ = epoch;
+  steps_.clear();
+  kept_.clear();
+  build_steps();
+  recv_.assign(kRecvSlots, Recv{});
+  send_.reset();  // its RTO entries die with it; a stale RTO timer finds no send
+  sending_ = op_running_ = waiting_delay_ = false;
+  ++timer_gen_;  // pending delay timers are void
+  pulled_tag_ = 0;
+  step_ = 0;
+  op_ = restart_op;
+  completed_ = restart_op;
+  op_start_.resize(std::min(op_start_.size(), restart_op));
+  op_end_.resize(std::min(op_end_.size(), restart_op));
+  if (op_ < ops_.size()) start_op(now, fx);
 }
 
 void RingEndpoint::submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time start_after) {
@@ -404,6 +431,7 @@ void RingEndpoint::submit(std::shared_ptr<TensorIO> io, uint64_t elems, Time sta
   for (const auto& st : cfg_.stages) want = std::max(want, st.off + st.len);
   if (elems != want)
     throw std::invalid_argument(fmt::format("ring: op of {} values, but the plan covers {}", elems, want));
+  if (ops_.size() >= 0x10000) throw std::invalid_argument("ring: at most 65536 ops per endpoint (16-bit op in the tag)");
   ops_.push_back({std::move(io), start_after});
 }
 
@@ -649,6 +677,7 @@ void RingEndpoint::pump(Time now, Effects& fx) {
 }
 
 void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
+  if (crashed_) return;
   const uint64_t kind = token & 0xFF;
   if (kind == kDelayTimer) {
     if ((token >> 8) != timer_gen_ || !waiting_delay_) return;
@@ -699,6 +728,16 @@ void RingEndpoint::decrease(Time now) {
 }
 
 void RingEndpoint::on_packet(Packet* p, Time now, Effects& fx) {
+  if (crashed_) {
+    ++st_.after_crash;
+    fx.free(p);
+    return;
+  }
+  if (is_ring(p->h.type) && (p->h.priority >> 24) != epoch_) {
+    ++st_.stale_epoch;
+    fx.free(p);
+    return;
+  }
   switch (p->h.type) {
     case PktType::RingData: on_data(p, now, fx); return;
     case PktType::RingAck: on_ack(p, now, fx); return;
@@ -724,7 +763,7 @@ void RingEndpoint::ack(const Packet& d, Effects& fx) {
 
 void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   const uint32_t tag = p->h.priority;
-  const uint64_t op = tag >> 8;
+  const uint64_t op = (tag >> 8) & 0xFFFF;
   const uint8_t code = static_cast<uint8_t>(tag & 0xFF);
   size_t si = steps_.size();
   bool code_known = false;
@@ -896,7 +935,7 @@ void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
   }
   ++st_.pulls;
   pulled_tag_ = std::max(pulled_tag_, tag + 1);
-  if (!op_running_ || (tag >> 8) != op_) return;
+  if (!op_running_ || ((tag >> 8) & 0xFFFF) != op_) return;
   // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
   size_t target = step_;
   while (target < steps_.size() && tag_of(target) < tag) ++target;

@@ -137,6 +137,8 @@ struct RingStats {
   uint64_t pulls_sent = 0, pulls = 0;
   uint64_t steps = 0;           // sends started (incl. Rina's rack-only broadcast)
   uint64_t bytes_sent = 0;      // payload bytes of data packets (first transmissions and resends)
+  uint64_t stale_epoch = 0;     // dropped: a packet of an earlier membership (after a failure)
+  uint64_t after_crash = 0;     // dropped by a crashed endpoint
   uint64_t malformed = 0;       // dropped: wrong type/tag/size for this endpoint
   uint64_t foreign = 0;         // dropped: not from a node this endpoint expects it from
 };
@@ -155,6 +157,20 @@ class RingEndpoint final : public Node {
   void on_timer(uint64_t token, Time now, Effects& fx) override;
 
   bool done() const;                   // every submitted op complete
+  size_t op() const { return op_; }    // the op running or next (== ops complete when idle)
+
+  // Failures (Rina §IV-C). crash(): this worker stops for good (drops what
+  // it receives, ignores its timers, sends nothing). reconfigure(): the
+  // control node's new membership after a failure: the job's plan among the
+  // survivors (nodes by new rank, this endpoint's rank and stages), a new
+  // epoch (carried in every step tag; packets of other epochs are dropped as
+  // stale) and the op every survivor restarts from (ops before it stay
+  // done). The restarted op begins at once; the transport's RTT estimate and
+  // window are kept.
+  void crash() { crashed_ = true; }
+  bool crashed() const { return crashed_; }
+  void reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::vector<RingStage> stages, uint8_t epoch,
+                   size_t restart_op, Time now, Effects& fx);
   uint64_t completed() const { return completed_; }
   const std::vector<Time>& op_start() const { return op_start_; }
   const std::vector<Time>& op_end() const { return op_end_; }
@@ -217,6 +233,8 @@ class RingEndpoint final : public Node {
   Time armed_at_ = kNever;
   uint32_t pulled_tag_ = 0;  // Rina member: highest step tag pulled + 1 (0: none)
   uint64_t nrecv_ = 0;       // receiving steps per op
+  uint8_t epoch_ = 0;        // membership epoch: the tag's top 8 bits
+  bool crashed_ = false;
 };
 
 }  // namespace ina::host

@@ -45,6 +45,16 @@ int32_t SyntheticTensor::a(uint64_t i) const {
   return static_cast<int32_t>(((stream_ + i) * 0x9E3779B97F4A7C15ULL) >> 52) - 2048;
 }
 
+void SyntheticTensor::set_contributors(const std::vector<unsigned>& ranks) {
+  c_sum_ = 0;
+  tri_ = 0;
+  for (unsigned r : ranks) {
+    c_sum_ += c_of(stream_, r);
+    tri_ += r + 1;
+  }
+  checked_ = 0;
+}
+
 int32_t SyntheticTensor::expected(uint64_t i) const { return static_cast<int32_t>(a(i) * tri_ + c_sum_); }
 
 void SyntheticTensor::read_gradient(uint64_t off, std::span<int32_t> out) {

@@ -4,6 +4,7 @@
 // writes results as they arrive, and may read a result back to answer a PS
 // that needs it after the worker already finished (the reminder mechanism).
 #include <cstdint>
+#include <vector>
 #include <span>
 #include <vector>
 
@@ -54,6 +55,9 @@ class SyntheticTensor final : public TensorIO {
   void write_result(uint64_t off, std::span<const int32_t> in) override;
   void read_result(uint64_t off, std::span<int32_t> out) override;
   int32_t expected(uint64_t i) const;
+  // From now on results are the sum of these ranks' gradients only (a
+  // failure excluded the others); the count of checked values restarts.
+  void set_contributors(const std::vector<unsigned>& ranks);
   uint64_t checked() const { return checked_; }
   uint64_t mismatches() const { return mismatches_; }
 

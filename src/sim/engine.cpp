@@ -390,6 +390,12 @@ void Simulator::deliver(NodeId to, Packet* p) {
   nodes_[to]->on_packet(p, now_, fx_);
 }
 
+void Simulator::call(NodeId n, Time at, const std::function<void(Effects&)>& f) {
+  now_ = std::max(now_, at);
+  fx_.current = n;
+  f(fx_);
+}
+
 void Simulator::run(Time until) {
   if (!started_) {
     started_ = true;

@@ -16,6 +16,7 @@
 // Loss, duplication and reordering are injected per link from the link's own
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -165,6 +166,9 @@ class Simulator {
 
   // Runs until no event is left or the next one is after `until`.
   void run(Time until = kNever);
+  // The control plane acting on node `n` at `at` (after run(at): no event
+  // is due before it): `f` gets the node's effects, as a timer would.
+  void call(NodeId n, Time at, const std::function<void(Effects&)>& f);
   Time now() const { return now_; }
   bool idle() const { return heap_.empty(); }
 
