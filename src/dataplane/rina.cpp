@@ -31,8 +31,46 @@
 // later key, or the slot free with its freed key at or past its own, is for
 // a finished task and is answered with an acknowledgement at once.
 //
+// Shared pool (ours, beyond the paper; SwitchConfig::ring_memory = PoolAtp
+// or PoolDsa): every job's tasks share all aggregators. Task (job, step
+// tag, psn) lives at Hash(job, psn) (SwitchProgram::index_of, as ATP/DSA),
+// the key register holds (job, psn) and a tag register the step. What
+// cannot be aggregated goes on to the onward node, which sums the disjoint
+// partial sums a rack's ToR sends it (host/ring.hpp: a receive from a ToR
+// completes a packet when every rack member's bit is in) and acknowledges
+// only complete packets, so a member's packet stays unacknowledged, and is
+// retransmitted, until its contribution reached the onward node:
+//  - first transmission, free aggregator: reserve; the rack's last packet
+//    completes the sum, which goes on and frees the aggregator at once
+//    (members that miss the acknowledgement retransmit; see below);
+//  - first transmission, another task's aggregator (a collision): ATP
+//    policy: the packet goes on alone (bypassed); DSA policy: if its job's
+//    priority is higher than the aggregator's, they swap (a resubmit,
+//    SwitchProgram::swap_with) and the evicted partial goes on to its own
+//    onward node (an eviction, as DSA evicts to the PS); else the
+//    aggregator's priority halves (DSA's downgrading) and the packet goes
+//    on alone;
+//  - a retransmission never aggregates (its earlier copy may be anywhere):
+//    one finding its own task's partial holding its bit flushes the partial
+//    on (the task is stuck: some member's packet went elsewhere), any other
+//    goes on alone; the onward node drops a packet overlapping what it holds;
+//  - register `gone` names the last task that left an aggregator
+//    incomplete (flushed, evicted, or bypassed there): its later first
+//    transmissions go on alone rather than reserve a partial that could
+//    never complete; register `done` names the last task completed there:
+//    a later first transmission of it is a late copy, dropped;
+//  - a per-job register holds the step the agent last pulled or broadcast
+//    (the agent moves on only when every packet of its step was
+//    acknowledged): packets of earlier steps are dropped, and an aggregator
+//    the job holds for an earlier step (a late copy's) is taken back;
+//  - the onward node's acknowledgement frees the task's aggregator if it
+//    still holds it (ATP's release on the result) and is copied to the rack.
+// The acknowledgement rows of AllGather stay per job (`region_size` rows,
+// the members' window).
+//
 // Registers per aggregator: key, bitmap, ECN and count (common), values,
-// complete, the onward node, and the last freed key; per acknowledgement
+// complete, the onward node, and the last freed key (pool: the step tag,
+// the priority, `gone` and `done` instead of complete and freed key); per acknowledgement
 // slot (same count, its own arrays): key, sender, needed and received bits,
 // ECN, and the last freed key and sender. A packet touches one aggregator or
 // one acknowledgement slot once per pass.
@@ -53,12 +91,21 @@ class RinaSwitch final : public SwitchProgram {
       : SwitchProgram(cfg, scheme),
         complete_(n_, 0),
         fwd_(n_, kNoNode),
-        freed_(n_, 0) {}
+        freed_(n_, 0) {
+    if (pool()) {
+      tag_.assign(n_, 0);
+      prio_.assign(n_, 0);
+      gone_.assign(n_, Task{});
+      done_.assign(n_, Task{});
+    }
+  }
 
   // The job's region (keys here are step tags, not job ids) and acknowledgement rows.
+  // (Pool: remove_job frees the job's aggregators by key.)
   size_t on_remove(const SwitchJob& j) override {
     size_t c = 0;
-    for (uint32_t i = j.region_offset; i < j.region_offset + j.region_size; ++i)
+    if (j.job < mark_.size()) mark_[j.job] = 0;
+    for (uint32_t i = j.region_offset; !pool() && i < j.region_offset + j.region_size; ++i)
       if (agg(i).key) {
         release(i);
         complete_[i] = 0;
@@ -97,7 +144,9 @@ class RinaSwitch final : public SwitchProgram {
         throw std::invalid_argument(fmt::format("switch: job {} upstream rank {} is not another rack's", j.job, u));
     if (j.upstream.size() > 64)
       throw std::invalid_argument(fmt::format("switch: job {} has {} upstream ranks (at most 64)", j.job, j.upstream.size()));
-    check_region(j, 1);
+    if (!pool()) return check_region(j, 1);
+    if (j.region_size == 0)
+      throw std::invalid_argument(fmt::format("switch: job {} needs a window (region_size) for its AllGather rows", j.job));
   }
 
   void on_data(Packet* p, const SwitchJob&, uint32_t, Time, Effects& fx) override {
@@ -113,6 +162,7 @@ class RinaSwitch final : public SwitchProgram {
     switch (p->h.type) {
       case PktType::RingPull:
         if (!from_member || local != 0) return drop(p, st_.foreign_data, fx);
+        if (pool()) advance_mark(j, p->h.priority);
         p->h.src = id();
         replicate(p, j, 1, kNoNode, fx);
         return;
@@ -122,6 +172,7 @@ class RinaSwitch final : public SwitchProgram {
           // AllGather: the own agent's broadcast, or another group's shard for this rack.
           if (p->h.rank >= j.workers.size() || j.workers[p->h.rank] != src || (local >= 0 && local != 0))
             return drop(p, st_.foreign_data, fx);
+          if (pool() && local == 0) advance_mark(j, p->h.priority);
           return gather(p, j, local, fx);
         }
         if (!from_member) return drop(p, st_.foreign_data, fx);
@@ -129,10 +180,12 @@ class RinaSwitch final : public SwitchProgram {
         if (p->h.agg_index >= kNoNode || !member(j, static_cast<NodeId>(p->h.agg_index)))
           return drop(p, st_.foreign_forward, fx);
         ++st_.data_in;
+        if (pool()) return pool_aggregate(p, j, fx);
         aggregate(p, j, fx);
         return;
       case PktType::RingAck:
         if (p->h.has(flag::kResult)) return gather_ack(p, j, local, fx);
+        if (pool()) return pool_ack(p, j, fx);
         on_ack(p, j, fx);
         return;
       default:
@@ -250,6 +303,123 @@ class RinaSwitch final : public SwitchProgram {
       return drop(p, st_.foreign_ack, fx);
     }
     // To the rack (again, for a repeated acknowledgement: a member may have missed it).
+    p->h.flags &= flag::kEce;
+    p->h.src = id();
+    replicate(p, j, 0, kNoNode, fx);
+  }
+
+  // ---- shared pool (see the header) --------------------------------------
+  struct Task {
+    uint64_t key = 0;  // key_of(job, psn); 0 = none
+    uint32_t tag = 0;
+    bool operator==(const Task&) const = default;
+  };
+  bool pool() const { return cfg_.ring_memory != RingMemory::Region; }
+
+  // The job's step register: the agent's latest step tag + 1 (0: none yet).
+  uint32_t& mark_of(uint16_t job) {
+    if (mark_.size() <= job) mark_.resize(job + 1, 0);
+    return mark_[job];
+  }
+  void advance_mark(const SwitchJob& j, uint32_t tag) {
+    uint32_t& m = mark_of(j.job);
+    m = std::max(m, tag + 1);
+  }
+
+  // p (a member's packet, or carrying a partial sum) goes on as this switch's packet of task `tag`.
+  void send_on(Packet* p, const SwitchJob& j, uint32_t tag, NodeId to, Effects& fx) {
+    p->h.type = PktType::RingData;
+    p->h.flags = static_cast<uint16_t>(flag::kPartial | (p->h.flags & flag::kEcn));
+    p->h.priority = tag;
+    p->h.rank = static_cast<uint8_t>(j.rack[0]);
+    p->h.nworkers = static_cast<uint8_t>(j.workers.size());
+    p->h.src = id();
+    p->h.dst = to;
+    fx.send(p);
+  }
+  void bypass(Packet* p, const SwitchJob& j, Effects& fx) {
+    ++st_.bypassed;
+    send_on(p, j, p->h.priority, static_cast<NodeId>(p->h.agg_index), fx);
+  }
+  // The aggregator's partial or (`complete`) complete sum goes on in p; the aggregator is freed.
+  void release_on(uint32_t i, Packet* p, const SwitchJob& j, bool complete, Effects& fx) {
+    const Task t{agg(i).key, tag_[i]};
+    const NodeId to = fwd_[i];
+    load_into(i, *p);
+    release(i);
+    (complete ? done_ : gone_)[i] = t;
+    send_on(p, j, t.tag, to, fx);
+  }
+
+  void pool_aggregate(Packet* p, const SwitchJob& j, Effects& fx) {
+    const uint32_t tag = p->h.priority;
+    const uint32_t mark = mark_of(j.job);
+    if (tag + 1 < mark) return drop(p, st_.stale, fx);  // a step the agent has finished
+    const uint32_t i = index_of(j, p->h.psn);
+    Agg& a = agg(i);
+    const Task t{key_of(j.job, p->h.psn), tag};
+    if (a.key && (a.key >> 32) == j.job && tag_[i] + 1 < mark) {  // held for a finished step: take it back
+      release(i);
+      ++st_.stale;
+    }
+    const bool resend = p->h.has(flag::kResend);
+    const uint64_t all = full_bitmap(static_cast<unsigned>(j.rack.size()));
+    if (a.key == t.key && tag_[i] == tag) {
+      if (a.bitmap & p->h.bitmap) {
+        if (!resend) return drop(p, st_.duplicates, fx);
+        ++st_.flushed;  // a member waited a timeout: the task is stuck
+        return release_on(i, p, j, false, fx);
+      }
+      if (resend) return bypass(p, j, fx);
+      accumulate(i, *p);
+      if (a.bitmap != all) return fx.free(p);
+      ++st_.completed;
+      return release_on(i, p, j, true, fx);
+    }
+    if (resend || gone_[i] == t) return bypass(p, j, fx);
+    if (done_[i] == t) return drop(p, st_.duplicates, fx);  // a late copy of a completed task
+    if (a.key == 0) {
+      reserve(i, *p);
+      a.key = t.key;
+      tag_[i] = tag;
+      fwd_[i] = static_cast<NodeId>(p->h.agg_index);
+      prio_[i] = j.priority;
+      return fx.free(p);  // a rack has at least two members
+    }
+    ++st_.collisions;
+    if (cfg_.ring_memory == RingMemory::PoolDsa && j.priority > prio_[i]) {
+      ++st_.preempt_won;
+      ++st_.resubmits;  // the swap's second pass
+      ++st_.evictions;
+      const Task victim{a.key, tag_[i]};
+      const NodeId victim_to = fwd_[i];
+      const auto to = static_cast<NodeId>(p->h.agg_index);
+      const SwitchJob* vj = swap_with(i, *p);  // p now carries the evicted partial
+      tag_[i] = tag;
+      fwd_[i] = to;
+      prio_[i] = j.priority;
+      gone_[i] = victim;
+      if (!vj) return drop(p, st_.malformed, fx);
+      return send_on(p, *vj, victim.tag, victim_to, fx);
+    }
+    if (cfg_.ring_memory == RingMemory::PoolDsa) {
+      ++st_.preempt_lost;
+      ++st_.downgrades;
+      prio_[i] >>= 1;
+    }
+    gone_[i] = t;
+    bypass(p, j, fx);
+  }
+
+  // The onward node acknowledges a complete packet: frees what the
+  // aggregator still holds of the task (a late copy's partial) and goes to the rack.
+  void pool_ack(Packet* p, const SwitchJob& j, Effects& fx) {
+    if (!member(j, p->h.src) || p->h.psn == UINT32_MAX) return drop(p, st_.foreign_ack, fx);
+    const uint32_t i = index_of(j, p->h.psn);
+    if (agg(i).key == key_of(j.job, p->h.psn) && tag_[i] == p->h.priority) {
+      release(i);
+      ++st_.released_by_ack;
+    }
     p->h.flags &= flag::kEce;
     p->h.src = id();
     replicate(p, j, 0, kNoNode, fx);
@@ -373,6 +543,14 @@ class RinaSwitch final : public SwitchProgram {
   std::vector<NodeId> fwd_;
   std::vector<uint64_t> freed_;
   std::map<uint16_t, std::vector<AgSlot>> ag_;  // by job: rows of acknowledgement slots
+  // Shared pool: per aggregator the task's step tag, the priority it holds
+  // it with (DSA), the last task that left it incomplete and the last one
+  // completed there; per job the step register.
+  std::vector<uint32_t> tag_;
+  std::vector<uint32_t> prio_;
+  std::vector<Task> gone_;
+  std::vector<Task> done_;
+  std::vector<uint32_t> mark_;
 };
 
 }  // namespace

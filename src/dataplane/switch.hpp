@@ -35,6 +35,12 @@ namespace ina::dp {
 // DSA's compare rule: Eq. 1 priorities, or the Fig. 11 strawmen.
 enum class PreemptMode { Priority, Always, Coin };
 
+// Rina's ToR memory (dataplane/rina.cpp): a contiguous region per job (the
+// paper's §V), or one pool every job shares, aggregators taken per task by
+// Hash(job, PSN) under ATP's policy (first come first served) or DSA's
+// (a job of higher priority preempts a partial; the loser's priority halves).
+enum class RingMemory : uint8_t { Region, PoolAtp, PoolDsa };
+
 // What a switch program is built with. Which program (scheme) is not part of
 // it: the scheme registry (schemes/registry.hpp) maps a name to the factory
 // of its file below.
@@ -46,6 +52,7 @@ struct SwitchConfig {
   bool track_tasks = false;       // record per-task preemption outcome (DSA task types)
   double capacity_gbps = 0;       // Routed: aggregation processing capacity C_s (0 = unlimited)
   uint32_t evict_after = 8;       // Routed: collisions after which a unit's partial goes to the PS
+  RingMemory ring_memory = RingMemory::Region;  // Rina ToR: regions or a shared pool
 };
 
 struct SwitchJob {
@@ -53,7 +60,9 @@ struct SwitchJob {
   std::vector<NodeId> workers;    // by rank
   NodeId ps = kNoNode;            // fallback server (ATP, DSA)
   uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
-  uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools)
+  uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools);
+                                  //   Rina with a shared pool: the members' window (AllGather rows)
+  uint32_t priority = 0;          // Rina shared pool under DSA: the job's priority (a higher one preempts)
   uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
@@ -95,7 +104,10 @@ struct SwitchStats {
   uint64_t forwarded = 0;      // plain forwarding
   uint64_t rate_syncs = 0;     // Routed: fragments dropped with a rate-sync control packet
   uint64_t capacity_drops = 0; // Routed: of which for lack of processing capacity
-  uint64_t evictions = 0;      // Routed: partials sent to the PS after repeated collisions
+  uint64_t evictions = 0;      // Routed: partials sent to the PS after repeated collisions;
+                               // Rina pool (DSA): partials evicted onward by a higher-priority job
+  uint64_t bypassed = 0;       // Rina pool: members' packets sent onward unaggregated (collision)
+  uint64_t flushed = 0;        // Rina pool: partials sent onward on a member's retransmission
 };
 
 // Per-task outcome bits (instrumentation, not switch state).
@@ -112,6 +124,8 @@ class SwitchProgram : public Node {
   void add_job(const SwitchJob& j);
   // Forgets the job; frees aggregators it still holds and returns how many.
   size_t remove_job(uint16_t job);
+  // The registered job `id` (nullptr: none).
+  const SwitchJob* job(uint16_t id) const { return job_of(id); }
   // Another switch of the same network (multi-switch topologies): its
   // packets (fetch replies, rate syncs, results) are forwarded for any job.
   void add_peer(NodeId sw);

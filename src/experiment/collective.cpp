@@ -12,10 +12,19 @@
 namespace ina::exp {
 namespace detail {
 
-void check_settings(const CollectiveSettings& s, const sim::Placement& pl) {
-  if (pl.jobs.size() != 1 || s.workers_per_job.size() > 1)
+void check_settings(const CollectiveSettings& s, const sim::Placement& pl, bool jobs_ok) {
+  if (!jobs_ok && (pl.jobs.size() != 1 || s.workers_per_job.size() > 1))
     throw std::invalid_argument(fmt::format(
-        "the collectives run one job for now; workers_per_job has {} entries", s.workers_per_job.size()));
+        "this collective runs one job; workers_per_job has {} entries", s.workers_per_job.size()));
+  if (s.placement != "rack-packed" && s.placement != "interleaved")
+    throw std::invalid_argument(fmt::format("placement = '{}' (rack-packed or interleaved)", s.placement));
+  if (s.ring_memory != "region" && s.ring_memory != "pool")
+    throw std::invalid_argument(fmt::format("ring_memory = '{}' (region or pool)", s.ring_memory));
+  if (s.pool_policy != "atp" && s.pool_policy != "dsa")
+    throw std::invalid_argument(fmt::format("pool_policy = '{}' (atp or dsa)", s.pool_policy));
+  if (!s.job_priority.empty() && s.job_priority.size() != pl.jobs.size())
+    throw std::invalid_argument(
+        fmt::format("job_priority has {} entries for {} jobs", s.job_priority.size(), pl.jobs.size()));
   auto bad = [](const char* what, double v) {
     return std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
   };
@@ -110,7 +119,8 @@ CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_
   }
   std::vector<int> sizes = s.workers_per_job;
   if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
-  const sim::Placement pl = sim::place_rack_packed(g, sizes);
+  const sim::Placement pl =
+      s.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
   switch (scheme.collective) {
     case schemes::Collective::Ps:
     case schemes::Collective::PsIna:

@@ -5,7 +5,8 @@
 // Rina. The scheme's registry entry says which collective it runs
 // (schemes::Scheme::collective); this file only asks it.
 //
-// Jobs are placed rack-packed (sim/network.hpp). Which switches can
+// Jobs are placed rack-packed, or interleaved (placement = "interleaved",
+// sim/network.hpp: several ring jobs then share each ToR; ring families only). Which switches can
 // aggregate comes from the graph (topo::Node::ina); each INA switch has
 // `memory_mb` of aggregator memory, or its entry in `switch_memory_mb`. Every run is checked: exact sums at
 // every worker, nothing left in any switch, PS or transport, no refused
@@ -49,6 +50,14 @@ struct CollectiveSettings {
   int fail_rank = -1;
   double fail_at_ms = 0;
   double fail_detect_ms = 1;
+  // Several jobs (ring families: RAR, H-AR, Rina; the PS family runs one).
+  std::string placement = "rack-packed";  // or "interleaved"
+  // Rina ToR memory (dataplane/rina.cpp): "region" (§V; with J jobs each
+  // gets 1/J of the aggregators, contiguous) or "pool" (all aggregators
+  // shared, per task Hash(job, PSN)) under pool_policy "atp" or "dsa".
+  std::string ring_memory = "region";
+  std::string pool_policy = "atp";
+  std::vector<uint32_t> job_priority;     // pool + dsa: per job (empty: 1 each)
 };
 
 struct CollectiveResult {
@@ -63,6 +72,10 @@ struct CollectiveResult {
   uint64_t retransmits = 0, verify_errors = 0;
   uint64_t hops = 0, events = 0;   // simulator work
   int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
+  // Per job (ring families): mean throughput per worker and sync time, as above.
+  std::vector<double> job_throughput_gbps, job_sync_ms;
+  // Rina ToRs, summed (dataplane/switch.hpp SwitchStats): shared-pool activity.
+  uint64_t collisions = 0, evictions = 0, preempt_lost = 0, bypassed = 0, flushed = 0;
   double wall_s = 0;               // host time of the run
 };
 

@@ -10,9 +10,9 @@
 
 namespace ina::exp::detail {
 
-// What every family needs in range: one job, and each setting (throws
-// std::invalid_argument naming the setting and its value).
-void check_settings(const CollectiveSettings& s, const sim::Placement& pl);
+// What every family needs in range: each setting (throws
+// std::invalid_argument naming the setting and its value); one job unless `jobs_ok`.
+void check_settings(const CollectiveSettings& s, const sim::Placement& pl, bool jobs_ok = false);
 // The links of the run: delay, queue, ECN threshold, loss, duplication, reordering.
 sim::LinkParams link_params(const CollectiveSettings& s);
 

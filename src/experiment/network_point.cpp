@@ -103,15 +103,32 @@ topo::Graph build_topology(const Settings& s, const std::string& origin) {
   fail(origin, "topology.kind", "not a multi-switch topology", kind);
 }
 
-std::vector<topo::NodeId> job_workers(const Settings& s, const topo::Graph& g, const std::string& origin) {
+namespace {
+
+// Workers per job: workload.workers, or 0 = every host (one job) / the hosts shared equally (several).
+int workers_per_job(const Settings& s, const topo::Graph& g, const std::string& origin) {
   const int hosts = static_cast<int>(g.hosts().size());
-  const int n = s.workers == 0 ? hosts : s.workers;
-  if (n > hosts)
-    fail(origin, "workload.workers", fmt::format("the job is larger than the {} hosts of {}", hosts, g.name),
+  const int jobs = std::max(1, s.jobs);
+  const int n = s.workers == 0 ? hosts / jobs : s.workers;
+  if (static_cast<int64_t>(n) * jobs > hosts)
+    fail(origin, "workload.workers",
+         jobs == 1 ? fmt::format("the job is larger than the {} hosts of {}", hosts, g.name)
+                   : fmt::format("{} jobs of {} workers need more than the {} hosts of {}", jobs, n, hosts, g.name),
          std::to_string(s.workers));
   if (n < 2) fail(origin, "workload.workers", fmt::format("a collective needs at least 2 workers ({} has {} hosts)", g.name, hosts), std::to_string(n));
+  return n;
+}
+
+}  // namespace
+
+std::vector<topo::NodeId> job_workers(const Settings& s, const topo::Graph& g, const std::string& origin) {
+  const int n = workers_per_job(s, g, origin);
+  const std::vector<int> sizes(static_cast<size_t>(std::max(1, s.jobs)), n);
   try {
-    return sim::place_rack_packed(g, {n}).jobs.at(0);
+    const auto pl = s.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
+    std::vector<topo::NodeId> all;
+    for (const auto& j : pl.jobs) all.insert(all.end(), j.begin(), j.end());
+    return all;
   } catch (const std::invalid_argument& e) {
     fail(origin, "topology.kind", e.what(), s.topology_kind);
   }
@@ -178,7 +195,25 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
 
   CollectiveSettings& c = run.settings;
   c.seed = seed;
-  c.workers_per_job = {static_cast<int>(workers.size())};
+  c.workers_per_job.assign(static_cast<size_t>(std::max(1, s.jobs)), workers_per_job(s, g, origin));
+  c.placement = s.placement;
+  c.ring_memory = s.ring_memory;
+  c.pool_policy = s.pool_policy;
+  if (!s.job_priorities.empty()) {
+    for (auto v : split(s.job_priorities, ',')) {
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+      uint32_t p = 0;
+      if (!parse_num(v, p))
+        fail(origin, "workload.job_priorities", fmt::format("expected comma-separated integers, got '{}'", v),
+             s.job_priorities);
+      c.job_priority.push_back(p);
+    }
+    if (c.job_priority.size() != c.workers_per_job.size())
+      fail(origin, "workload.job_priorities",
+           fmt::format("{} priorities for workload.jobs = {}", c.job_priority.size(), c.workers_per_job.size()),
+           s.job_priorities);
+  }
   c.gradient_mb = gradient_mb(s);
   c.iterations = s.iterations;
   c.compute_ms = compute_ms(s);
@@ -219,9 +254,23 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
 }
 
 void validate_network(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
-  if (s.jobs != 1)
-    fail(origin, "workload.jobs", "the collectives on multi-switch topologies run one job (set workload.jobs = 1)",
+  // workload.jobs defaults to the star's 8: several jobs need their size said.
+  if (s.jobs != 1 && s.workers == 0)
+    fail(origin, "workload.jobs",
+         fmt::format("{} jobs on a multi-switch topology need workload.workers (per job); set workload.jobs = 1 for "
+                     "one job",
+                     s.jobs),
          std::to_string(s.jobs));
+  for (const auto& name : scheme_names) {
+    const auto c = schemes::find(name).collective;
+    const bool ring = c == schemes::Collective::Ring || c == schemes::Collective::Hierarchical ||
+                      c == schemes::Collective::RingIna;
+    if (s.jobs != 1 && !ring)
+      fail(origin, "workload.jobs",
+           fmt::format("{} runs one job on multi-switch topologies (set workload.jobs = 1); several jobs run "
+                       "with the ring collectives (rar, h-ar, rina)", name),
+           std::to_string(s.jobs));
+  }
   if (!workload::find_dnn_model(s.model) && s.gradient_mb == 0) {
     std::vector<std::string_view> names;
     for (const auto& m : workload::dnn_models()) names.push_back(m.name);

@@ -43,6 +43,18 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["gradient_mb"] = run.settings.gradient_mb;
   m["events"] = static_cast<double>(r.events);
   m["hops"] = static_cast<double>(r.hops);
+  // Several jobs (ring collectives) or Rina's shared pool: per job, and the ToRs' pool activity.
+  if (run.settings.workers_per_job.size() > 1 || run.settings.ring_memory != "region") {
+    for (size_t j = 0; j < r.job_throughput_gbps.size(); ++j) {
+      m[fmt::format("job{}_throughput_gbps", j)] = r.job_throughput_gbps[j];
+      m[fmt::format("job{}_sync_ms", j)] = r.job_sync_ms[j];
+    }
+    m["collisions"] = static_cast<double>(r.collisions);
+    m["evictions"] = static_cast<double>(r.evictions);
+    m["preempt_lost"] = static_cast<double>(r.preempt_lost);
+    m["bypassed"] = static_cast<double>(r.bypassed);
+    m["flushed"] = static_cast<double>(r.flushed);
+  }
   out.ok = r.ok;
   out.problems = r.problems;
   return out;

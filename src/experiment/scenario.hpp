@@ -44,6 +44,8 @@ struct Settings {
   double ina_percent = -1;             // switch.ina_percent (network kinds): >= 0 means switch.ina = "percent:P" (sweepable)
   std::string memory_mb_per_switch;    // switch.memory_mb_per_switch (network kinds): "name=MiB,..." overriding switch.memory_mb
   double ina_gbps = 0;                 // switch.ina_gbps (network kinds): INA aggregation rate cap (Rina's "full speed"); 0 = line rate
+  std::string ring_memory = "region";  // switch.ring_memory (network kinds, Rina): region (per job, §V) | pool (shared)
+  std::string pool_policy = "atp";     // switch.pool_policy (ring_memory = pool): atp | dsa
   // [workload]
   std::string model = "A";             // workload.model: star: "A", "B" or "mixed" (jobs alternate A, B);
                                        //   network kinds: ResNet50 | VGG16 | InceptionV3 | ResNet101 | BERT-base (workload/model.hpp)
@@ -55,6 +57,9 @@ struct Settings {
   double partition_mb = 0;             // workload.partition_mb: 0 = the model's own (A: 4, B: 2)
   double compute_ms = 0;               // workload.compute_ms: star: per layer; network kinds: per iteration; 0 = the model's own
   int workers = 0;                     // workload.workers (network kinds): the job's workers, rack-packed; 0 = every host
+                                       //   (with workload.jobs > 1: per job; 0 = the hosts / jobs)
+  std::string placement = "rack-packed";  // workload.placement (network kinds): rack-packed | interleaved (sim/network.hpp)
+  std::string job_priorities;          // workload.job_priorities (ring_memory = pool, pool_policy = dsa): "P0,P1,..." per job; "" = 1 each
   double gradient_mb = 0;              // workload.gradient_mb (network kinds): MiB per worker and iteration; 0 = the model's
   double gradient_scale = 1;           // workload.gradient_scale (network kinds): simulate gradient x this (a faster, smaller run)
   double straggler_sigma_us = 0;       // workload.straggler_sigma_us (network kinds): per-chunk time ~ N(k/N, sigma^2) (Rina Eq. 1)

@@ -117,6 +117,7 @@ struct RingEndpoint::Step {
   bool r_keep = false;       // store for a later send (buffer)
   bool r_to_kept = false;    // store into kept_
   bool r_write = false;      // write as results
+  uint64_t r_parts = 0;      // from a Rina ToR: its rack's full bitmap (a shared-pool ToR may send partial sums)
   int ridx = -1;             // receive ordinal within the op
 };
 
@@ -137,6 +138,7 @@ struct RingEndpoint::Recv {
   uint64_t ord = UINT64_MAX;  // global receive ordinal (op * receives per op + ridx)
   std::vector<int32_t> vals;
   std::vector<bool> got;
+  std::vector<uint64_t> parts;  // r_parts: the rack bits summed so far, per packet
   uint32_t count = 0, npkts = 0;
   bool complete() const { return count == npkts; }
 };
@@ -271,6 +273,7 @@ void RingEndpoint::build_steps() {
           shard(q + 2 * G - 1 - s, x.r_off, x.r_len);
           x.r_src = prev_sr_exit;
           x.r_keep = true;
+          if (prev.ina()) x.r_parts = full_bitmap(static_cast<unsigned>(prev.ranks.size()));
         }
         add(std::move(x));
       }
@@ -299,6 +302,7 @@ void RingEndpoint::build_steps() {
           f.r_len = len;
           f.r_src = mine.tor;
           f.r_to_kept = true;
+          f.r_parts = full_bitmap(static_cast<unsigned>(mine.ranks.size()));
           f.r_write = last && ag;
         }
       } else {
@@ -819,7 +823,8 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     r.npkts = npk;
     r.count = 0;
     r.got.assign(npk, false);
-    if (s.r_keep) r.vals.assign(s.r_len, 0);
+    r.parts.assign(s.r_parts ? npk : 0, 0);
+    if (s.r_keep || s.r_parts) r.vals.assign(s.r_len, 0);
     else r.vals.clear();
   }
   if (r.got[p->h.psn]) {
@@ -828,12 +833,33 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
+  const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
+  std::span<const int32_t> v(p->payload(), p->h.count);
+  if (s.r_parts) {
+    // A Rina ToR's output: the rack's sum, or (shared pool, dataplane/rina.cpp)
+    // partial sums of disjoint member sets. A packet overlapping what is
+    // held is dropped unacknowledged: its members retransmit, and the ToR
+    // sends a retransmission on alone.
+    uint64_t& have = r.parts[p->h.psn];
+    if (p->h.bitmap == 0 || (p->h.bitmap & ~s.r_parts) || (have & p->h.bitmap)) {
+      ++st_.duplicates;
+      fx.free(p);
+      return;
+    }
+    const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
+    for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];
+    have |= p->h.bitmap;
+    if (have != s.r_parts) {
+      fx.free(p);
+      return;
+    }
+    v = std::span<const int32_t>(&*at, p->h.count);
+  } else if (s.r_keep) {
+    std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
+  }
   r.got[p->h.psn] = true;
   ++r.count;
   ++st_.received;
-  const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
-  std::span<const int32_t> v(p->payload(), p->h.count);
-  if (s.r_keep) std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
   if (s.r_to_kept) std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_));
   if (s.r_write) ops_[op].io->write_result(off, v);
   ack(*p, fx);

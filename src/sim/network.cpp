@@ -68,6 +68,24 @@ Placement place_rack_packed(const topo::Graph& g, const std::vector<int>& worker
   return pl;
 }
 
+Placement place_interleaved(const topo::Graph& g, const std::vector<int>& workers_per_job) {
+  Placement pl = place_rack_packed(g, workers_per_job);  // checks the sizes, sets rack_of
+  std::vector<size_t> want;
+  for (const int n : workers_per_job) want.push_back(static_cast<size_t>(n));
+  for (auto& j : pl.jobs) j.clear();
+  size_t turn = 0;
+  for (const Rack& r : racks(g))
+    for (topo::NodeId h : r.hosts) {
+      size_t k = 0;
+      while (k < want.size() && pl.jobs[(turn + k) % want.size()].size() == want[(turn + k) % want.size()]) ++k;
+      if (k == want.size()) return pl;
+      const size_t j = (turn + k) % want.size();
+      pl.jobs[j].push_back(h);
+      turn = j + 1;
+    }
+  return pl;
+}
+
 void build_network(Simulator& sim, const topo::Graph& g,
                    const std::function<std::unique_ptr<Node>(topo::NodeId)>& make_node, const LinkParams& link) {
   if (sim.node_count() != 0) throw std::logic_error("build_network: the simulator must be empty");

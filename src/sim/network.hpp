@@ -49,6 +49,12 @@ struct Placement {
 // Rack-packed placement of jobs of the given sizes. A job larger than the
 // free hosts is a std::invalid_argument naming the job, its size and the free hosts.
 Placement place_rack_packed(const topo::Graph& g, const std::vector<int>& workers_per_job);
+// Interleaved placement (ours, for jobs that share ToRs): racks in the same
+// order, each rack's hosts dealt in turn to the jobs that still need
+// workers (host 0 to job 0, host 1 to job 1, ...), so two jobs of 8 on four
+// racks of 4 hosts get 2 hosts in every rack. A job's ranks follow rack
+// order, so its ranks in a rack are contiguous. Too few hosts: as above.
+Placement place_interleaved(const topo::Graph& g, const std::vector<int>& workers_per_job);
 
 // Adds every node of g to `sim` in id order, made by make(v) (a switch
 // gets is_switch = true), connects every link of g with link(l) (the
