@@ -419,7 +419,7 @@ void RingEndpoint::reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::ve
   build_steps();
   recv_.assign(kRecvSlots, Recv{});
   send_.reset();  // its RTO entries die with it; a stale RTO timer finds no send
-  sending_ = op_running_ = waiting_delay_ = false;
+  sending_ = op_running_ = waiting_delay_ = delay_done_ = false;
   ++timer_gen_;  // pending delay timers are void
   pulled_tag_ = 0;
   step_ = 0;
@@ -510,18 +510,22 @@ void RingEndpoint::advance(Time now, Effects& fx) {
         if (s.last_stage && (s.write_kept || ag_follows)) io.write_result(s.off, v);
       }
       if (s.sends) {
-        if (s.pulled && pulled_tag_ <= tag_of(step_)) return;  // wait for the agent's pull
-        if (cfg_.straggler_sigma > 0 || cfg_.straggler_mean > 0) {
+        // The straggler delay runs from the moment the step is current, in
+        // parallel with a Rina member's wait for its agent's pull: the
+        // member sends at whichever comes later (a rack's step then waits
+        // for its slowest member, not for the agent's delay plus a member's).
+        if ((cfg_.straggler_sigma > 0 || cfg_.straggler_mean > 0) && !delay_done_) {
           if (!waiting_delay_) {
             const double u1 = std::max(rng_.uniform(), 1e-300), u2 = rng_.uniform();
             const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
             const double d = static_cast<double>(cfg_.straggler_mean) + z * static_cast<double>(cfg_.straggler_sigma);
             waiting_delay_ = true;
             fx.set_timer(now + static_cast<Time>(std::max(0.0, d)), kDelayTimer | (++timer_gen_ << 8));
-            return;
           }
-          return;  // the delay timer calls begin_send
+          return;  // the delay timer sets delay_done_ and comes back here
         }
+        if (s.pulled && pulled_tag_ <= tag_of(step_)) return;  // wait for the agent's pull
+        delay_done_ = false;
         begin_send(now, fx);
         return;
       }
@@ -685,12 +689,13 @@ void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
   const uint64_t kind = token & 0xFF;
   if (kind == kDelayTimer) {
     if ((token >> 8) != timer_gen_ || !waiting_delay_) return;
+    waiting_delay_ = false;
     if (!op_running_) {
-      waiting_delay_ = false;
       start_op(now, fx);
       return;
     }
-    begin_send(now, fx);
+    delay_done_ = true;
+    advance(now, fx);
     return;
   }
   if (kind == kPaceTimer) {
@@ -939,6 +944,10 @@ void RingEndpoint::skip_pulled_to(size_t target) {
     if (!steps_[i].pulled) return;
   send_.reset();
   sending_ = false;
+  if (waiting_delay_ || delay_done_) {  // the skipped step's straggler delay is void
+    ++timer_gen_;
+    waiting_delay_ = delay_done_ = false;
+  }
   while (step_ < target) {
     ++st_.steps;
     ++step_;

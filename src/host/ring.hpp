@@ -215,6 +215,7 @@ class RingEndpoint final : public Node {
   size_t op_ = 0;            // current op
   size_t step_ = 0;          // current step of the op (the send being done or waited for)
   bool op_running_ = false, sending_ = false, waiting_delay_ = false;
+  bool delay_done_ = false;  // the current step's straggler delay has passed
   uint64_t completed_ = 0;
   std::vector<Time> op_start_, op_end_;
   // Receive state per step (a step's shard), by receive ordinal mod
