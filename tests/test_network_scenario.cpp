@@ -66,6 +66,9 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "workload.workers", "(value: 0)", "at most 64 workers (dragonfly:4,9,2 has 72 hosts"},
       {"[topology]\nkind = \"testbed\"\n[workload]\nmodel = \"VGG16\"\n[run]\nschemes = [\"rar\"]\n",
        "workload.jobs", "(value: 8)", "one job"},
+      // Star-only transport settings are refused, not ignored.
+      {net("[transport]\nmin_rto_us = 5000\n"), "transport.min_rto_us", "5000", "star simulator only"},
+      {net("profile = \"runtime\"\n"), "run.profile", "runtime", "star simulator only"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);

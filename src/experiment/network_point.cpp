@@ -254,6 +254,15 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
 }
 
 void validate_network(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  // Star-only transport settings: refused rather than silently ignored.
+  if (s.min_rto_us != 0)
+    fail(origin, "transport.min_rto_us",
+         "applies to the star simulator only; multi-switch collectives use their own transport (ring: 200 us floor, "
+         "PS family: the paper profile)",
+         fmt::format("{}", s.min_rto_us));
+  if (s.profile != "paper")
+    fail(origin, "run.profile", "applies to the star simulator only; multi-switch collectives use the paper profile",
+         s.profile);
   // workload.jobs defaults to the star's 8: several jobs need their size said.
   if (s.jobs != 1 && s.workers == 0)
     fail(origin, "workload.jobs",
