@@ -148,6 +148,9 @@ namespace {
 constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2;
 constexpr uint32_t kDupThresh = 3;  // later packets complete before an open one is deemed lost
 
+// The op field of a step tag (see tag_of).
+uint64_t op_of_tag(uint32_t tag) { return (tag >> 8) & 0xFFFF; }
+
 uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint32_t>((len + width - 1) / width); }
 
 // The node a group receives ScatterReduce data at (its agent or its one worker).
@@ -772,7 +775,7 @@ void RingEndpoint::ack(const Packet& d, Effects& fx) {
 
 void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   const uint32_t tag = p->h.priority;
-  const uint64_t op = (tag >> 8) & 0xFFFF;
+  const uint64_t op = op_of_tag(tag);
   const uint8_t code = static_cast<uint8_t>(tag & 0xFF);
   size_t si = steps_.size();
   bool code_known = false;
@@ -829,7 +832,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     r.count = 0;
     r.got.assign(npk, false);
     r.parts.assign(s.r_parts ? npk : 0, 0);
-    if (s.r_keep || s.r_parts) r.vals.assign(s.r_len, 0);
+    if (s.r_keep) r.vals.assign(s.r_len, 0);
     else r.vals.clear();
   }
   if (r.got[p->h.psn]) {
@@ -840,6 +843,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   }
   const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
   std::span<const int32_t> v(p->payload(), p->h.count);
+  bool summed = false;  // v already lies in r.vals
   if (s.r_parts) {
     // A Rina ToR's output: the rack's sum, or (shared pool, dataplane/rina.cpp)
     // partial sums of disjoint member sets. A packet overlapping what is
@@ -851,17 +855,20 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
       fx.free(p);
       return;
     }
-    const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
-    for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];
     have |= p->h.bitmap;
-    if (have != s.r_parts) {
-      fx.free(p);
-      return;
+    if (have != p->h.bitmap || have != s.r_parts) {  // a partial sum: add it up here
+      if (r.vals.empty()) r.vals.assign(s.r_len, 0);
+      const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
+      for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];
+      if (have != s.r_parts) {
+        fx.free(p);
+        return;
+      }
+      v = std::span<const int32_t>(&*at, p->h.count);
+      summed = true;
     }
-    v = std::span<const int32_t>(&*at, p->h.count);
-  } else if (s.r_keep) {
-    std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
   }
+  if (s.r_keep && !summed) std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
   r.got[p->h.psn] = true;
   ++r.count;
   ++st_.received;
@@ -970,7 +977,7 @@ void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
   }
   ++st_.pulls;
   pulled_tag_ = std::max(pulled_tag_, tag + 1);
-  if (!op_running_ || ((tag >> 8) & 0xFFFF) != op_) return;
+  if (!op_running_ || op_of_tag(tag) != op_) return;
   // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
   size_t target = step_;
   while (target < steps_.size() && tag_of(target) < tag) ++target;
