@@ -1,0 +1,54 @@
+#pragma once
+// Sparse training workloads (Zebra, issue 11): which parameters (keys) get a
+// non-zero gradient at each worker in each iteration. Two kinds of source:
+//   - synthetic: heavy-tailed key frequencies fitted to the Zebra paper's
+//     Fig. 4 points (OA-, SE-, DeepLight-, NCF- and LSTM-like), sampled per
+//     (iteration, worker), seeded and deterministic;
+//   - a recorded trace (a real model's embedding rows with non-zero
+//     gradients per worker and iteration; format in docs/zebra.md).
+// Values are not part of a workload: the simulator and tests derive exact
+// values from (seed, iteration, worker, key) with sparse_value().
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ina::workload {
+
+class SparseSource {
+ public:
+  virtual ~SparseSource() = default;
+  virtual std::string name() const = 0;
+  virtual uint64_t num_params() const = 0;  // model size n: every key is < n
+  virtual unsigned workers() const = 0;     // the worker count the source was made for
+  virtual unsigned iterations() const = 0;  // iterations available (synthetic: as asked)
+  // Keys with a non-zero gradient at `worker` in `iteration`, strictly ascending.
+  virtual std::vector<uint64_t> keys(unsigned iteration, unsigned worker) const = 0;
+};
+
+// A synthetic workload's parameters (see sparse.cpp for the fit to Fig. 4).
+struct SparseModelSpec {
+  std::string name;            // "oa", "se", "deeplight", "ncf", "lstm"
+  uint64_t params = 0;         // n
+  uint64_t nnz_per_worker = 0; // distinct keys per worker and iteration (mean)
+  // ... fit parameters of the key-frequency distribution (helper: add what the fit needs)
+};
+const std::vector<SparseModelSpec>& sparse_models();
+const SparseModelSpec* find_sparse_model(std::string_view name);  // nullptr if unknown
+
+// A seeded synthetic source for `workers` workers and `iterations` iterations.
+// `scale` in (0, 1] shrinks params and nnz_per_worker together (simulation size).
+std::unique_ptr<SparseSource> make_synthetic(const SparseModelSpec& m, unsigned workers,
+                                             unsigned iterations, uint64_t seed, double scale = 1.0);
+
+// A recorded trace (file format in docs/zebra.md); throws std::runtime_error
+// naming the file, line and field on bad input.
+std::unique_ptr<SparseSource> load_trace(const std::string& path);
+void write_trace(const SparseSource& s, const std::string& path);
+
+// The exact test value of key `key` at (iteration, worker): a small non-zero
+// integer, deterministic in all arguments, so any sum over workers is exact in int32.
+int32_t sparse_value(uint64_t seed, unsigned iteration, unsigned worker, uint64_t key);
+
+}  // namespace ina::workload
