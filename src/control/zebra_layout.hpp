@@ -9,6 +9,7 @@
 // pipeline pass, so a packet carrying two indices of one register needs a
 // recirculation per extra access.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,15 @@ struct Layout {
   static Layout make(size_t indices, uint32_t registers, Placement pl, uint64_t seed);
   uint32_t reg(uint32_t i) const { return reg_of[i]; }
   uint32_t slot(uint32_t i) const { return slot_of[i]; }
+};
+
+// A hot-set table as workers and switch use it: from iteration `from` on
+// (until a later table), the keys of `hot` are aggregated in the switch in
+// the registers `layout` gives their rank indices.
+struct Table {
+  uint32_t from = 0;
+  std::shared_ptr<const HotSet> hot;
+  std::shared_ptr<const Layout> layout;
 };
 
 // Pipeline passes a packet of these indices needs: the most indices of one register.

@@ -58,6 +58,15 @@ void SwitchProgram::on_ring(Packet* p, const SwitchJob&, Time, Effects& fx) {
   fx.free(p);
 }
 
+void SwitchProgram::on_kv(Packet* p, const SwitchJob&, Time, Effects& fx) {
+  ++st_.malformed;
+  fx.free(p);
+}
+
+void SwitchProgram::set_sparse_table(uint16_t, SparseTable) {
+  throw std::invalid_argument("scheme " + scheme_ + " has no sparse (hot-set) table");
+}
+
 void SwitchProgram::check_region(const SwitchJob& j, uint32_t min_size) const {
   if (j.region_size < min_size || static_cast<uint64_t>(j.region_offset) + j.region_size > n_)
     throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators", j.job,
@@ -243,8 +252,12 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
   p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
   p->h.nworkers = static_cast<uint8_t>(j.workers.size());  // the job's, whatever the PS wrote
   p->h.src = id();
-  p->h.dst = kMulticast;
   st_.acks_multicast += j.workers.size();
+  replicate(p, j, fx);
+}
+
+void SwitchProgram::replicate(Packet* p, const SwitchJob& j, Effects& fx) {
+  p->h.dst = kMulticast;
   if (fx.multicast(p)) return;
   for (size_t r = 1; r < j.workers.size(); ++r) {
     Packet* c = fx.alloc();
@@ -351,6 +364,11 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       on_ring(p, *j, now, fx);
       return;
     }
+    if (is_kv(p->h.type)) {
+      if (!j) return drop(st_.malformed);
+      on_kv(p, *j, now, fx);
+      return;
+    }
     if (p->h.type == PktType::Data) {
       if (!j || !valid_data(*p, *j)) return drop(st_.malformed);
       const bool own = j->workers[p->h.rank] == src && p->h.bitmap == (1ULL << p->h.rank);
@@ -376,6 +394,13 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       return;
     }
     return drop(st_.malformed);
+  }
+  if (p->h.dst == kMulticast && p->h.type == PktType::KvResult && j) {
+    // A sparse PS's result: replicated to the job's workers as it is.
+    if (j->ps == kNoNode || src != j->ps) return drop(st_.foreign_ack);
+    ++st_.forwarded;
+    replicate(p, *j, fx);
+    return;
   }
   if (p->h.dst == kMulticast) {
     if (p->h.type != PktType::Ack || !j) return drop(st_.malformed);

@@ -22,11 +22,14 @@
 // pass; DSA's swap needs a second pass (a resubmit), which is counted.
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "control/zebra_layout.hpp"
+#include "core/deadline_queue.hpp"
 #include "core/rng.hpp"
 #include "proto/node.hpp"
 
@@ -53,7 +56,18 @@ struct SwitchConfig {
   double capacity_gbps = 0;       // Routed: aggregation processing capacity C_s (0 = unlimited)
   uint32_t evict_after = 8;       // Routed: collisions after which a unit's partial goes to the PS
   RingMemory ring_memory = RingMemory::Region;  // Rina ToR: regions or a shared pool
+  // Sparse (Zebra, dataplane/zebra.cpp). Defaults from the authors' public
+  // prototype where the paper is silent: a 32,768-entry exact-match table
+  // (key -> register index), at most 9 <key, value> pairs per packet. The
+  // value registers are memory_bytes / 4 (the paper's 1 MB cap: 262,144).
+  uint32_t kv_table_entries = 32768;
+  uint16_t kv_pairs = 9;
+  double recirc_gbps = 100;       // the recirculation port: every extra pipeline pass is serialized on it
 };
+
+// A sparse job's hot-set table (Zebra): from iteration `from` on, the keys of
+// `hot` are aggregated in the registers `layout` assigns to their rank indices.
+using SparseTable = control::zebra::Table;
 
 struct SwitchJob {
   uint16_t job = 0;               // >= 1
@@ -69,6 +83,7 @@ struct SwitchJob {
   std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group);
                                   //   an empty rack: the ToR only forwards the job (its rack fell back to RAR)
   uint8_t epoch = 0;              //   the job's membership epoch (the step tag's top 8 bits; others are stale)
+  NodeId cpu = kNoNode;           // sparse (Zebra): the switch CPU that keeps result copies and retransmits them
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
@@ -108,6 +123,15 @@ struct SwitchStats {
                                // Rina pool (DSA): partials evicted onward by a higher-priority job
   uint64_t bypassed = 0;       // Rina pool: members' packets sent onward unaggregated (collision)
   uint64_t flushed = 0;        // Rina pool: partials sent onward on a member's retransmission
+  // Sparse (Zebra).
+  uint64_t kv_in = 0;          // KV gradient packets addressed to the switch (new ones)
+  uint64_t kv_pairs_in = 0;    // their pairs
+  uint64_t kv_aggregated = 0;  // pairs summed into a register
+  uint64_t kv_to_ps = 0;       // pairs passed on to the PS (not in the table)
+  uint64_t recirculations = 0; // extra pipeline passes of gradient packets (a register hit twice)
+  uint64_t sweep_passes = 0;   // pipeline passes reading the registers out at the end of an iteration
+  uint64_t kv_results = 0;     // result packets sent (each replicated to every worker and the CPU)
+  std::array<uint64_t, 7> kv_rejects{};  // malformed KV packets by kv::Error
 };
 
 // Per-task outcome bits (instrumentation, not switch state).
@@ -131,7 +155,10 @@ class SwitchProgram : public Node {
   void add_peer(NodeId sw);
 
   void on_packet(Packet* p, Time now, Effects& fx) final;
-  void on_timer(uint64_t, Time, Effects&) final {}
+  void on_timer(uint64_t, Time, Effects&) override {}
+  // Sparse schemes: installs a hot-set table for `job` (throws std::invalid_argument
+  // naming what does not fit; schemes without one throw).
+  virtual void set_sparse_table(uint16_t job, SparseTable t);
 
   size_t aggregators() const { return n_; }
   size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
@@ -160,6 +187,9 @@ class SwitchProgram : public Node {
   // Scheme hook: a ring packet (RingData/RingAck/RingPull) addressed to this
   // switch for registered job j. Default: not a ring scheme, counted malformed.
   virtual void on_ring(Packet* p, const SwitchJob& j, Time now, Effects& fx);
+  // Scheme hook: a KV packet (KvData, or a KvAck of a result) addressed to this
+  // switch for registered job j. Default: not a sparse scheme, counted malformed.
+  virtual void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx);
   // Scheme hook: the most workers a job may have (bitmap schemes: 64).
   virtual size_t max_workers() const { return kMaxWorkers; }
   // The isolated region of j lies within the aggregators and overlaps no other job's (throws std::invalid_argument).
@@ -205,6 +235,9 @@ class SwitchProgram : public Node {
 
   // Turns p into the result Ack and multicasts it to every worker of j.
   void multicast_result(Packet* p, const SwitchJob& j, Effects& fx);
+  // Sends p (dst = kMulticast, src set) to every worker of j: the engine's
+  // tree, or one unicast copy per worker.
+  void replicate(Packet* p, const SwitchJob& j, Effects& fx);
   // Toward the PS: to the job's PS, or in a tree to the parent.
   void send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx);
   void mark(uint16_t job, uint32_t psn, uint8_t bits);
@@ -246,5 +279,40 @@ std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg, std::string_vie
 std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme);       // preemptive (cfg.preempt)
 std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme);      // routed
 std::unique_ptr<SwitchProgram> make_rina(const SwitchConfig& cfg, std::string_view scheme);      // ring-ina ToR
+std::unique_ptr<SwitchProgram> make_zebra(const SwitchConfig& cfg, std::string_view scheme);     // sparse hot keys
+
+// Zebra's switch CPU (Zebra_s, §III-F), a node beside the pipeline: it keeps a
+// copy of every result packet until each worker of the job has acknowledged
+// it and retransmits it (unicast, through the switch) to those that have not.
+struct SwitchCpuStats {
+  uint64_t copies = 0, acks = 0, retransmits = 0, unknown_acks = 0, malformed = 0;
+};
+class SwitchCpu final : public Node {
+ public:
+  SwitchCpu(NodeId sw, Time rto) : sw_(sw), rto_(rto) {}
+  void add_job(uint16_t job, std::vector<NodeId> workers);
+  void on_packet(Packet* p, Time now, Effects& fx) override;
+  void on_timer(uint64_t token, Time now, Effects& fx) override;
+  size_t held() const { return held_.size(); }  // result copies not yet acknowledged by every worker
+  const SwitchCpuStats& stats() const { return st_; }
+
+ private:
+  struct Held {
+    Packet* copy = nullptr;
+    uint64_t acked = 0;
+    Time deadline = 0;
+    unsigned tries = 0;
+  };
+  static uint64_t key(uint16_t job, uint32_t iter, uint32_t psn) {
+    return (static_cast<uint64_t>(job) << 48) ^ (static_cast<uint64_t>(iter & 0xFFFF) << 32) ^ psn;
+  }
+  void arm(Time at, uint64_t k, Effects& fx);
+  NodeId sw_;
+  Time rto_;
+  std::vector<std::vector<NodeId>> jobs_;  // by job id: workers by rank
+  std::unordered_map<uint64_t, Held> held_;
+  DeadlineQueue<uint64_t> dq_;
+  SwitchCpuStats st_;
+};
 
 }  // namespace ina::dp

@@ -121,6 +121,27 @@ std::vector<Scheme> registered() {
     s.collective = Collective::RingIna;
     v.push_back(std::move(s));
   }
+  {
+    Scheme s;
+    s.name = "zebra";
+    s.description = "Zebra: sparse <key, value> gradients; hot keys aggregated in the switch, cold keys at the PS";
+    s.policy = "sparse-hot";
+    s.factory = dp::make_zebra;
+    s.engines = static_cast<unsigned>(E::SimSparse);
+    s.sparse = Sparse::HotIna;
+    v.push_back(std::move(s));
+  }
+  {
+    Scheme s;
+    s.name = "ps-lite";
+    s.aliases = {"pslite"};
+    s.description = "PS-lite-style sparse push: every non-zero <key, value> pair to the PS, no INA";
+    s.policy = "none";
+    s.factory = dp::make_zebra;  // the star's switch only forwards and replicates the PS's results
+    s.engines = static_cast<unsigned>(E::SimSparse);
+    s.sparse = Sparse::Push;
+    v.push_back(std::move(s));
+  }
   return v;
 }
 
@@ -141,6 +162,7 @@ const char* to_string(Engine e) {
     case Engine::Runtime: return "the runtime";
     case Engine::Training: return "training";
     case Engine::SimNetwork: return "the network simulator";
+    case Engine::SimSparse: return "the sparse simulator";
   }
   return "?";
 }
@@ -153,6 +175,15 @@ const char* to_string(Collective c) {
     case Collective::Ring: return "ring";
     case Collective::Hierarchical: return "hierarchical";
     case Collective::RingIna: return "ring-ina";
+  }
+  return "?";
+}
+
+const char* to_string(Sparse s) {
+  switch (s) {
+    case Sparse::None: return "none";
+    case Sparse::Push: return "push";
+    case Sparse::HotIna: return "hot-ina";
   }
   return "?";
 }

@@ -28,6 +28,7 @@ enum class Engine : uint8_t {
   Runtime = 4,      // UDP runtime: ina switch / ps / worker / run, ina::Communicator
   Training = 8,     // ina train (libtorch over the runtime)
   SimNetwork = 16,  // packet simulator, collectives on a multi-switch topology (exp::run_collective)
+  SimSparse = 32,   // packet simulator, sparse <key, value> aggregation on a star (exp::run_sparse)
 };
 constexpr unsigned operator|(Engine a, Engine b) { return static_cast<unsigned>(a) | static_cast<unsigned>(b); }
 constexpr unsigned operator|(unsigned a, Engine b) { return a | static_cast<unsigned>(b); }
@@ -47,6 +48,14 @@ enum class Collective : uint8_t {
 };
 const char* to_string(Collective c);
 
+// How a scheme's jobs aggregate sparse <key, value> gradients (Engine::SimSparse).
+enum class Sparse : uint8_t {
+  None = 0,  // dense tensors
+  Push,      // PS-lite style: every non-zero pair pushed to the PS
+  HotIna,    // Zebra: hot keys aggregated in the switch (a hot-set table), the rest at the PS
+};
+const char* to_string(Sparse s);
+
 struct Scheme {
   std::string name;                  // canonical name: scenario files, results, --scheme
   std::vector<std::string> aliases;  // also accepted on input (e.g. "preemptive" for dsa)
@@ -62,6 +71,7 @@ struct Scheme {
   bool track_tasks = false;          // count per-task preemption outcomes (DSA task types, metrics tasks_type*)
   unsigned engines = 0;              // bit set of Engine
   Collective collective = Collective::None;  // what its jobs run on a multi-switch topology
+  Sparse sparse = Sparse::None;              // what its jobs do with sparse gradients
 
   bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
   bool answers_to(std::string_view n) const;

@@ -38,10 +38,17 @@ enum class PktType : uint8_t {
   RingData = 8,    // a shard packet of one ring step (partial: kPartial; complete values: kResult)
   RingAck = 9,     // receipt of a RingData (tag, psn); kEce echoes a CE mark
   RingPull = 10,   // Rina: agent -> ToR -> rack: start the step with this tag
+  // Sparse <key, value> packets (Zebra, PS-lite-style push; wire/kv.hpp has
+  // the payload layout). `priority` carries the iteration, `psn` the packet's
+  // index in its stream (bit 31 set: a stream whose aggregator is the PS).
+  KvData = 11,     // gradient pairs: worker -> switch (hot) or -> PS (cold); switch -> PS (pairs not in its table)
+  KvAck = 12,      // receipt of a KvData (or, with kResult, of a KvResult) for (iteration, psn)
+  KvResult = 13,   // aggregated pairs: switch (keys = rank indices) or PS (keys) -> workers
 };
-constexpr uint8_t kMaxPktType = 10;
+constexpr uint8_t kMaxPktType = 13;
 constexpr unsigned kMaxRingWorkers = 255;  // ring packets: workers per job (rank is 8 bits)
 inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingPull; }
+inline bool is_kv(PktType t) { return t >= PktType::KvData && t <= PktType::KvResult; }
 
 // Header flag bits.
 namespace flag {
@@ -54,7 +61,8 @@ constexpr uint16_t kEvicted = 1 << 5;    // partial aggregate evicted by a preem
 constexpr uint16_t kToPs = 1 << 6;       // bypass switch aggregation, deliver to the PS
 constexpr uint16_t kResult = 1 << 7;     // payload is the complete aggregation result
 constexpr uint16_t kRetired = 1 << 8;    // worker -> PS: that PSN is retired here, so every worker has its result
-constexpr uint16_t kAll = (1 << 9) - 1;
+constexpr uint16_t kLast = 1 << 9;       // KV: the last packet of its stream (the payload's `total` counts the stream)
+constexpr uint16_t kAll = (1 << 10) - 1;
 }  // namespace flag
 
 struct Header {

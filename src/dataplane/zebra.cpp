@@ -1,0 +1,478 @@
+// Zebra (paper: ../shared/papers/zebra.md, issue 11): in-network aggregation
+// of a sparse job's *hot* parameters only.
+//
+// Pipeline (Zebra_p, §III-D/E), per KvData packet addressed to the switch:
+//   1. parse the <key, value> pairs (wire/kv.hpp; malformed: counted by reason, dropped);
+//   2. look each key up in the job's exact-match table (key -> rank index,
+//      kv_table_entries entries) for the packet's iteration;
+//   3. add each hot pair's value to its register slot (layout: register
+//      reg(i), slot slot(i)) and count the contributing worker per index;
+//      a register is accessed once per pass, so a packet holding k indices of
+//      one register takes k passes: k - 1 recirculations, each serialized on
+//      the recirculation port (recirc_gbps), counted;
+//   4. the pairs that are not in the table stay in the packet, which goes on
+//      to the PS (the PS acknowledges it); a packet left with no pair is
+//      turned into the ACK to its worker (§III-F: per-packet ACK).
+// Duplicates are found by a per-worker bit per packet of the iteration's hot
+// stream (psn); a duplicate adds nothing and is answered again (ACK, or its
+// cold pairs passed on again: the PS deduplicates too).
+//
+// Completion (ours: the paper does not say how the switch knows an iteration
+// is complete): each worker's last hot packet (flag kLast, possibly empty —
+// §III-F's "empty packet") carries how many packets its hot stream has. When
+// every worker's stream is in, the switch reads the registers out: sweep
+// passes over the indices in rank order, K per pass (a pass again reads each
+// register once, so a layout that puts two of them in one register costs
+// passes), clearing them; every index some worker updated becomes a pair
+// (rank index, sum) of a KvResult, multicast to the workers, with one copy to
+// the switch CPU. Result keys are rank indices: the workers map them back
+// (§III-D: "workers store the mapping information locally").
+//
+// Reliability of results (Zebra_s, §III-F): the SwitchCpu node keeps each
+// copy until every worker acknowledged it (the workers' KvAcks reach the
+// pipeline, which passes them to the CPU) and retransmits it to the others
+// through the pipeline.
+//
+// Hot-set updates (online identification): set_sparse_table installs a table
+// valid from an iteration on; lookups use the table of the packet's
+// iteration, so a table changes only between iterations, when the registers
+// are empty. A key a worker still thinks hot but the table no longer has goes
+// on to the PS; no gradient is lost or counted twice.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include "dataplane/switch.hpp"
+#include "wire/kv.hpp"
+
+namespace ina::dp {
+namespace {
+
+using control::zebra::HotSet;
+using control::zebra::Layout;
+
+class Zebra final : public SwitchProgram {
+ public:
+  Zebra(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme) {
+    if (cfg.kv_pairs == 0 || cfg.kv_pairs > kv::kMaxPairs)
+      throw std::invalid_argument("zebra: kv_pairs " + std::to_string(cfg.kv_pairs) + " out of range 1.." +
+                                  std::to_string(kv::kMaxPairs));
+  }
+
+  void set_sparse_table(uint16_t job, SparseTable t) override {
+    const SwitchJob* j = this->job(job);
+    if (!j) throw std::invalid_argument("zebra: job " + std::to_string(job) + " is not registered");
+    if (!t.hot || !t.layout) throw std::invalid_argument("zebra: a table needs a hot set and a layout");
+    const size_t n = t.hot->size();
+    if (n > cfg_.kv_table_entries)
+      throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the table's " +
+                                  std::to_string(cfg_.kv_table_entries) + " entries");
+    if (n > value_registers())
+      throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the " +
+                                  std::to_string(value_registers()) + " value registers of memory_bytes " +
+                                  std::to_string(cfg_.memory_bytes));
+    if (t.layout->reg_of.size() != n)
+      throw std::invalid_argument("zebra: layout covers " + std::to_string(t.layout->reg_of.size()) +
+                                  " indices, hot set has " + std::to_string(n));
+    State& s = state(job);
+    if (t.from < s.iter || (t.from == s.iter && s.started))
+      throw std::invalid_argument("zebra: a table for iteration " + std::to_string(t.from) +
+                                  " comes too late: the switch is at iteration " + std::to_string(s.iter) +
+                                  (s.started ? " (started)" : ""));
+    while (!s.tables.empty() && s.tables.back().from >= t.from) s.tables.pop_back();
+    s.tables.push_back(std::move(t));
+    size_t most = 0;
+    for (const auto& x : s.tables) most = std::max(most, x.hot->size());
+    if (s.val.size() < most) {
+      s.val.resize(most, 0);
+      s.cnt.resize(most, 0);
+    }
+  }
+
+  void on_timer(uint64_t, Time now, Effects& fx) override {
+    while (!pending_.empty() && pending_.front().at <= now) {
+      Pending q = pending_.front();
+      pending_.pop_front();
+      const SwitchJob* j = job(q.job);
+      if (!j) {
+        fx.free(q.p);
+        continue;
+      }
+      if (q.result) emit_result(q.p, *j, fx);
+      else finish(q.p, *j, now, fx);
+    }
+    if (!pending_.empty()) fx.set_timer(pending_.front().at, 0);
+  }
+
+  size_t held_elsewhere() const override {
+    size_t n = 0;
+    for (const auto& [job, s] : states_)
+      for (uint16_t c : s.cnt) n += c != 0;
+    return n + pending_.size();
+  }
+
+ protected:
+  void on_data(Packet* p, const SwitchJob&, uint32_t, Time, Effects& fx) override {
+    ++st_.malformed;  // dense gradients are not Zebra's
+    fx.free(p);
+  }
+
+  size_t on_remove(const SwitchJob& j) override {
+    auto it = states_.find(j.job);
+    if (it == states_.end()) return 0;
+    size_t n = 0;
+    for (uint16_t c : it->second.cnt) n += c != 0;
+    states_.erase(it);
+    return n;
+  }
+
+  void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx) override {
+    const NodeId src = p->h.src;
+    auto drop = [&](uint64_t& c) {
+      ++c;
+      fx.free(p);
+    };
+    const kv::Error e = kv::check(*p, cfg_.kv_pairs);
+    if (e != kv::Error::None) {
+      ++st_.kv_rejects[static_cast<size_t>(e)];
+      return drop(st_.malformed);
+    }
+    const size_t n = j.workers.size();
+    if (p->h.type == PktType::KvResult) {
+      // The CPU's retransmission of a result copy to worker `rank`.
+      if (j.cpu == kNoNode || src != j.cpu) return drop(st_.foreign_forward);
+      if (p->h.rank >= n) return drop(st_.malformed);
+      p->h.src = id();
+      p->h.dst = j.workers[p->h.rank];
+      ++st_.forwarded;
+      fx.send(p);
+      return;
+    }
+    if (p->h.rank >= n || p->h.nworkers != n || j.workers[p->h.rank] != src) return drop(st_.foreign_data);
+    if (p->h.type == PktType::KvAck) {
+      // A worker's receipt of a result: the CPU holds the copies.
+      if (!p->h.has(flag::kResult) || j.cpu == kNoNode) return drop(st_.malformed);
+      p->h.dst = j.cpu;
+      ++st_.forwarded;
+      fx.send(p);
+      return;
+    }
+    // KvData: a worker's hot stream.
+    State& s = state(j.job);
+    const uint32_t iter = p->h.priority;
+    const uint32_t psn = p->h.psn;
+    if (iter > s.iter || psn & kv::kPsStream || s.tables.empty() || psn >= cfg_.kv_table_entries)
+      return drop(st_.malformed);
+    if (iter + 1 < s.iter) return drop(st_.stale);  // its worker has long had the answer
+    const SparseTable* t = table_for(s, iter);
+    if (!t) return drop(st_.malformed);
+    const Lookup l = lookup(*t, *p);
+    if (iter < s.iter || seen(s, p->h.rank, psn)) {
+      // A duplicate: nothing is added again; the pairs the PS aggregates go on again.
+      ++st_.duplicates;
+      answer(p, j, l.cold_span(), l.ncold, fx);
+      return;
+    }
+    mark_seen(s, p->h.rank, psn);
+    s.started = true;
+    ++st_.kv_in;
+    st_.kv_pairs_in += l.np;
+    // Passes: the most indices any one register gets.
+    std::array<uint32_t, kv::kMaxPairs> hot_idx{};
+    unsigned nh = 0;
+    for (unsigned i = 0; i < l.np; ++i)
+      if (!l.cold[i]) hot_idx[nh++] = l.idx[i];
+    const uint32_t passes = control::zebra::passes(*t->layout, std::span<const uint32_t>(hot_idx.data(), nh));
+    if (passes <= 1) return finish(p, j, now, fx);
+    st_.recirculations += passes - 1;
+    queue(p, j.job, false, now, passes - 1, fx);
+  }
+
+ private:
+  struct Worker {
+    std::vector<uint64_t> seen;  // bit per hot-stream psn of the current iteration
+    uint32_t done = 0;           // packets finished (all their passes)
+    uint32_t total = 0;          // from the kLast packet; 0 = not yet
+  };
+  struct State {
+    uint32_t iter = 0;
+    bool started = false;           // a packet of `iter` has arrived
+    std::vector<SparseTable> tables;  // ascending `from`
+    std::vector<int32_t> val;       // value registers, by rank index (register reg(i), slot slot(i))
+    std::vector<uint16_t> cnt;      // contributing workers per index
+    std::vector<Worker> w;
+    unsigned complete = 0;          // workers whose hot stream is in
+  };
+  struct Pending {
+    Time at;
+    uint16_t job;
+    bool result;
+    Packet* p;
+  };
+
+  size_t value_registers() const { return cfg_.memory_bytes / 4; }
+
+  State& state(uint16_t job) {
+    State& s = states_[job];
+    if (s.w.empty()) {
+      const SwitchJob* j = this->job(job);
+      s.w.resize(j ? j->workers.size() : 0);
+      for (auto& w : s.w) w.seen.assign((cfg_.kv_table_entries + 63) / 64, 0);
+    }
+    return s;
+  }
+  static const SparseTable* table_for(const State& s, uint32_t iter) {
+    const SparseTable* t = nullptr;
+    for (const auto& x : s.tables)
+      if (x.from <= iter) t = &x;
+    return t;
+  }
+  struct Lookup {
+    std::array<uint32_t, kv::kMaxPairs> idx{};
+    std::array<bool, kv::kMaxPairs> cold{};
+    unsigned np = 0, ncold = 0;
+    std::span<const bool> cold_span() const { return {cold.data(), np}; }
+  };
+  static Lookup lookup(const SparseTable& t, const Packet& p) {
+    Lookup l;
+    l.np = kv::pairs(p);
+    for (unsigned i = 0; i < l.np; ++i) {
+      auto it = t.hot->index.find(kv::key(p, i));
+      l.cold[i] = it == t.hot->index.end();
+      l.idx[i] = l.cold[i] ? 0 : it->second;
+      l.ncold += l.cold[i];
+    }
+    return l;
+  }
+  static bool seen(const State& s, uint8_t r, uint32_t psn) { return (s.w[r].seen[psn / 64] >> (psn % 64)) & 1; }
+  static void mark_seen(State& s, uint8_t r, uint32_t psn) { s.w[r].seen[psn / 64] |= 1ULL << (psn % 64); }
+
+  Time pass_time(const Packet& p) const {
+    const double bits = 8.0 * (50.0 + 4.0 * p.h.count);  // Ethernet/IP/UDP + header as the simulator counts
+    return from_us(bits / (cfg_.recirc_gbps * 1e3));
+  }
+  // Holds p for `passes` passes on the recirculation port.
+  void queue(Packet* p, uint16_t job, bool result, Time now, uint32_t passes, Effects& fx) {
+    recirc_free_ = std::max(recirc_free_, now) + static_cast<Time>(passes) * pass_time(*p);
+    const bool arm = pending_.empty();
+    pending_.push_back({recirc_free_, job, result, p});
+    if (arm) fx.set_timer(recirc_free_, 0);
+  }
+
+  // The ACK to the packet's worker, or its cold pairs on to the PS.
+  void answer(Packet* p, const SwitchJob& j, std::span<const bool> cold, unsigned ncold, Effects& fx) {
+    if (ncold > 0) {
+      std::array<bool, kv::kMaxPairs> keep{};
+      for (unsigned i = 0; i < kv::pairs(*p); ++i) keep[i] = cold[i];
+      const unsigned left = kv::compact(*p, std::span<const bool>(keep.data(), kv::pairs(*p)));
+      st_.kv_to_ps += left;
+      p->h.flags = static_cast<uint16_t>((p->h.flags & ~flag::kLast) | flag::kToPs);
+      p->h.dst = j.ps;
+      ++st_.to_ps;
+      fx.send(p);
+      return;
+    }
+    p->h.type = PktType::KvAck;
+    p->h.count = 0;
+    p->h.flags = static_cast<uint16_t>(p->h.flags & flag::kEcn ? flag::kEce : 0);
+    p->h.dst = p->h.src;
+    p->h.src = id();
+    fx.send(p);
+  }
+
+  // The packet's last pass: add its hot pairs, answer it, and maybe complete the iteration.
+  void finish(Packet* p, const SwitchJob& j, Time now, Effects& fx) {
+    State& s = state(j.job);
+    const SparseTable* t = table_for(s, p->h.priority);
+    const Lookup l = lookup(*t, *p);
+    for (unsigned i = 0; i < l.np; ++i) {
+      if (l.cold[i]) continue;
+      const uint32_t x = l.idx[i];
+      const int64_t sum = static_cast<int64_t>(s.val[x]) + kv::value(*p, i);
+      if (sum > INT32_MAX || sum < INT32_MIN) ++st_.overflow;
+      s.val[x] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+      ++s.cnt[x];
+      ++st_.kv_aggregated;
+    }
+    Worker& w = s.w[p->h.rank];
+    ++w.done;
+    if (p->h.has(flag::kLast)) w.total = kv::total(*p);
+    const bool in = w.total != 0 && w.done == w.total;
+    answer(p, j, l.cold_span(), l.ncold, fx);
+    if (in && ++s.complete == s.w.size()) sweep(j, s, *t, now, fx);
+  }
+
+  // Every worker's hot stream is in: read the registers out, K indices per
+  // pass in rank order (a pass reads each register once: indices sharing a
+  // register cost passes). A pass that finds nothing updated sends nothing;
+  // its time is added to the next packet's.
+  void sweep(const SwitchJob& j, State& s, const SparseTable& t, Time now, Effects& fx) {
+    const uint32_t iter = s.iter;
+    const size_t n = t.hot->size();
+    const unsigned K = cfg_.kv_pairs;
+    std::vector<std::pair<Packet*, uint32_t>> out;  // result, passes since the previous one
+    uint32_t carry = 0;
+    auto make = [&](unsigned pairs) {
+      Packet* r = fx.alloc();
+      r->h = Header{};
+      r->h.type = PktType::KvResult;
+      r->h.job = j.job;
+      r->h.src = id();
+      r->h.nworkers = static_cast<uint8_t>(j.workers.size());
+      r->h.priority = iter;
+      r->h.psn = static_cast<uint32_t>(out.size());
+      kv::init(*r, pairs, static_cast<uint16_t>(t.hot->version));
+      return r;
+    };
+    for (size_t b = 0; b < n; b += K) {
+      std::array<uint32_t, kv::kMaxPairs> ids{};
+      unsigned m = 0, used = 0;
+      for (size_t x = b; x < std::min(n, b + K); ++x) {
+        ids[m++] = static_cast<uint32_t>(x);
+        used += s.cnt[x] != 0;
+      }
+      const uint32_t ps = control::zebra::passes(*t.layout, std::span<const uint32_t>(ids.data(), m));
+      st_.sweep_passes += ps;
+      carry += ps;
+      if (used == 0) continue;
+      Packet* r = make(used);
+      unsigned k = 0;
+      for (unsigned q = 0; q < m; ++q) {
+        const uint32_t x = ids[q];
+        if (s.cnt[x] == 0) continue;
+        kv::set(*r, k++, x, s.val[x]);
+        s.val[x] = 0;
+        s.cnt[x] = 0;
+      }
+      out.emplace_back(r, carry);
+      carry = 0;
+    }
+    if (out.empty()) {
+      out.emplace_back(make(0), std::max<uint32_t>(carry, 1));
+      st_.sweep_passes += carry == 0;
+    } else {
+      out.back().second += carry;
+    }
+    out.back().first->h.flags |= flag::kLast;
+    out.back().first->payload()[1] = static_cast<int32_t>(out.size());
+    // The next iteration begins: its packets can only come after the workers have these results.
+    ++s.iter;
+    s.started = false;
+    s.complete = 0;
+    for (auto& w : s.w) {
+      std::fill(w.seen.begin(), w.seen.end(), 0);
+      w.done = w.total = 0;
+    }
+    // Keep the table of the previous iteration (its duplicates are answered by it) and later ones.
+    while (s.tables.size() > 1 && s.tables[1].from < s.iter) s.tables.erase(s.tables.begin());
+    for (auto& [r, ps] : out) queue(r, j.job, true, now, ps, fx);
+  }
+
+  void emit_result(Packet* r, const SwitchJob& j, Effects& fx) {
+    ++st_.kv_results;
+    if (j.cpu != kNoNode) {
+      Packet* c = fx.alloc();
+      c->h = r->h;
+      std::memcpy(c->payload(), r->payload(), 4u * r->h.count);
+      c->h.dst = j.cpu;
+      fx.send(c);
+    }
+    replicate(r, j, fx);
+  }
+
+  std::unordered_map<uint16_t, State> states_;
+  std::deque<Pending> pending_;  // packets on the recirculation port, in completion order
+  Time recirc_free_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<SwitchProgram> make_zebra(const SwitchConfig& cfg, std::string_view scheme) {
+  return std::make_unique<Zebra>(cfg, scheme);
+}
+
+// ---- the switch CPU ----
+
+void SwitchCpu::add_job(uint16_t job, std::vector<NodeId> workers) {
+  if (jobs_.size() <= job) jobs_.resize(job + 1u);
+  jobs_[job] = std::move(workers);
+}
+
+void SwitchCpu::arm(Time at, uint64_t k, Effects& fx) {
+  if (dq_.push(at, k)) fx.set_timer(at, 0);
+}
+
+void SwitchCpu::on_packet(Packet* p, Time now, Effects& fx) {
+  const uint16_t job = p->h.job;
+  if (job >= jobs_.size() || jobs_[job].empty() || kv::check(*p, kv::kMaxPairs) != kv::Error::None) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  const auto& workers = jobs_[job];
+  const uint64_t k = key(job, p->h.priority, p->h.psn);
+  if (p->h.type == PktType::KvResult && p->h.src == sw_) {
+    ++st_.copies;
+    auto [it, fresh] = held_.try_emplace(k);
+    if (!fresh) {  // cannot happen: a result is read out once
+      ++st_.malformed;
+      fx.free(p);
+      return;
+    }
+    it->second.copy = p;
+    it->second.deadline = now + rto_;
+    arm(it->second.deadline, k, fx);
+    return;
+  }
+  if (p->h.type == PktType::KvAck && p->h.has(flag::kResult) && p->h.rank < workers.size() &&
+      workers[p->h.rank] == p->h.src) {
+    auto it = held_.find(k);
+    if (it == held_.end()) {
+      ++st_.unknown_acks;  // a duplicate ack of a copy already released
+    } else {
+      ++st_.acks;
+      it->second.acked |= 1ULL << p->h.rank;
+      if (it->second.acked == full_bitmap(static_cast<unsigned>(workers.size()))) {
+        fx.free(it->second.copy);
+        held_.erase(it);
+      }
+    }
+    fx.free(p);
+    return;
+  }
+  ++st_.malformed;
+  fx.free(p);
+}
+
+void SwitchCpu::on_timer(uint64_t, Time now, Effects& fx) {
+  const Time next = dq_.expire(
+      now,
+      [&](uint64_t k, Time at) {
+        auto it = held_.find(k);
+        if (it == held_.end() || it->second.deadline != at) return;
+        Held& h = it->second;
+        const auto& workers = jobs_[h.copy->h.job];
+        for (size_t r = 0; r < workers.size(); ++r) {
+          if (h.acked >> r & 1) continue;
+          Packet* c = fx.alloc();
+          c->h = h.copy->h;
+          std::memcpy(c->payload(), h.copy->payload(), 4u * h.copy->h.count);
+          c->h.src = id();
+          c->h.dst = sw_;
+          c->h.rank = static_cast<uint8_t>(r);
+          fx.send(c);
+          ++st_.retransmits;
+        }
+        ++h.tries;
+        h.deadline = now + (rto_ << std::min(h.tries, 6u));
+        dq_.push(h.deadline, k);
+      },
+      [&](uint64_t k, Time at) {
+        auto it = held_.find(k);
+        return it != held_.end() && it->second.deadline == at;
+      });
+  if (next != kNever) fx.set_timer(next, 0);
+}
+
+}  // namespace ina::dp

@@ -1,0 +1,254 @@
+#include "experiment/sparse.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <memory>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "schemes/registry.hpp"
+#include "wire/kv.hpp"
+
+namespace ina::exp {
+
+std::vector<uint64_t> top_keys(const workload::SparseSource& src, unsigned workers, unsigned first, unsigned count,
+                               size_t k) {
+  std::unordered_map<uint64_t, uint64_t> freq;
+  for (unsigned it = first; it < first + count; ++it)
+    for (unsigned w = 0; w < workers; ++w)
+      for (uint64_t key : src.keys(it, w)) ++freq[key];
+  std::vector<std::pair<uint64_t, uint64_t>> v(freq.begin(), freq.end());
+  const size_t n = std::min(k, v.size());
+  std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<uint64_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = v[i].first;
+  return out;
+}
+
+namespace {
+
+// A small non-zero integer per (seed, iteration, worker, key): sums over
+// <= 64 workers are exact in int32.
+int32_t exact_value(uint64_t seed, unsigned it, unsigned w, uint64_t key) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(it) << 40) ^ (static_cast<uint64_t>(w) << 32) ^ key;
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDULL;
+  x ^= x >> 33;
+  const int32_t v = static_cast<int32_t>(x % 2001) - 1000;
+  return v == 0 ? 1 : v;
+}
+
+// Drives one SparseWorker through the iterations: begin, wait for the sums,
+// check them against the exact answer, compute, begin the next.
+class Driver final : public Node {
+ public:
+  Driver(std::unique_ptr<host::SparseWorker> w) : w_(std::move(w)) {}
+  host::SparseWorker& worker() { return *w_; }
+  std::function<void(Time now, Effects& fx)> start;
+  void on_start(Time now, Effects& fx) override {
+    w_->set_id(id());
+    start(now, fx);
+  }
+  void on_packet(Packet* p, Time now, Effects& fx) override { w_->on_packet(p, now, fx); }
+  void on_timer(uint64_t token, Time now, Effects& fx) override {
+    if (token == kComputeDone) return next(now, fx);
+    w_->on_timer(token, now, fx);
+  }
+  std::function<void(Time now, Effects& fx)> next;
+  static constexpr uint64_t kComputeDone = ~0ULL;
+
+ private:
+  std::unique_ptr<host::SparseWorker> w_;
+};
+
+}  // namespace
+
+SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
+  const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
+  const bool ina = scheme.sparse == schemes::Sparse::HotIna;
+  const unsigned N = s.workers;
+  if (N == 0 || N > kMaxWorkers || N > src.workers())
+    throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", N,
+                                            src.name(), src.workers(), kMaxWorkers));
+  if (s.first_iteration + s.iterations > src.iterations())
+    throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
+                                            s.first_iteration + s.iterations, src.iterations()));
+  SparseRun out;
+  out.scheme = scheme.name;
+
+  // The hot set and its layout.
+  std::shared_ptr<const control::zebra::HotSet> hot;
+  std::shared_ptr<const control::zebra::Layout> layout;
+  if (ina) {
+    const unsigned pf = s.profile_iterations ? s.profile_first : s.first_iteration;
+    const unsigned pn = s.profile_iterations ? s.profile_iterations : s.iterations;
+    auto ranked = top_keys(src, N, pf, pn, s.hot_keys);
+    hot = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(std::move(ranked), 1));
+    layout = std::make_shared<const control::zebra::Layout>(
+        control::zebra::Layout::make(hot->size(), s.registers, s.placement, s.seed));
+    out.hot_keys = hot->size();
+  }
+
+  // The star: switch 0, workers 1..N, PS N+1, the switch CPU N+2.
+  sim::Simulator sim(s.seed, static_cast<uint16_t>(kv::words(s.pairs)));
+  dp::SwitchConfig sc;
+  sc.memory_bytes = s.memory_bytes;
+  sc.kv_pairs = static_cast<uint16_t>(s.pairs);
+  sc.seed = s.seed;
+  auto swp = scheme.make_switch(sc);
+  dp::SwitchProgram& sw = *swp;
+  sim.add_node(std::move(swp), true);
+  host::SparseConfig hc;
+  hc.job = 1;
+  for (unsigned r = 0; r < N; ++r) hc.workers.push_back(static_cast<NodeId>(1 + r));
+  hc.ps = static_cast<NodeId>(N + 1);
+  hc.sw = ina ? NodeId{0} : kNoNode;
+  hc.pairs = s.pairs;
+  hc.layout_aware = s.layout_aware;
+  hc.init_window = s.init_window;
+  const NodeId cpu_id = static_cast<NodeId>(N + 2);
+
+  // Exact expected sums per iteration, and each worker's pushes.
+  struct Push {
+    std::vector<uint64_t> keys;
+    std::vector<int32_t> vals;
+  };
+  std::vector<std::vector<Push>> push(s.iterations, std::vector<Push>(N));
+  std::vector<std::unordered_map<uint64_t, int64_t>> expect(s.iterations);
+  for (unsigned i = 0; i < s.iterations; ++i) {
+    const unsigned it = s.first_iteration + i;
+    for (unsigned w = 0; w < N; ++w) {
+      Push& p = push[i][w];
+      p.keys = src.keys(it, w);
+      p.vals.resize(p.keys.size());
+      for (size_t q = 0; q < p.keys.size(); ++q) {
+        p.vals[q] = exact_value(s.seed, it, w, p.keys[q]);
+        expect[i][p.keys[q]] += p.vals[q];
+      }
+      out.pairs += p.keys.size();
+      if (hot)
+        for (uint64_t k : p.keys) out.hot_pairs += hot->contains(k);
+    }
+    out.iters.push_back({0, 0, 0, expect[i].size()});
+    for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += push[i][w].keys.size();
+  }
+  out.cold_pairs = out.pairs - out.hot_pairs;
+
+  std::vector<Driver*> drivers;
+  std::vector<unsigned> done_iters(N, 0);
+  std::vector<bool> started(s.iterations, false);
+  std::string error;
+  for (unsigned r = 0; r < N; ++r) {
+    auto w = std::make_unique<host::SparseWorker>(hc, static_cast<uint8_t>(r));
+    if (ina) w->set_table({s.first_iteration, hot, layout});
+    auto d = std::make_unique<Driver>(std::move(w));
+    Driver* dp = d.get();
+    drivers.push_back(dp);
+    auto begin = [&, dp, r](unsigned i, Time now, Effects& fx) {
+      if (!started[i] || now < out.iters[i].start) out.iters[i].start = now;
+      started[i] = true;
+      dp->worker().begin(s.first_iteration + i, push[i][r].keys, push[i][r].vals, now, fx);
+    };
+    dp->start = [begin](Time now, Effects& fx) { begin(0, now, fx); };
+    dp->next = [&, begin, r](Time now, Effects& fx) { begin(done_iters[r], now, fx); };
+    dp->worker().set_done([&, dp, r](uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums,
+                                      Time now, Effects& fx) {
+      const unsigned i = iter - s.first_iteration;
+      const auto& e = expect[i];
+      if (error.empty()) {
+        if (keys.size() != e.size())
+          error = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
+                              e.size());
+        for (size_t q = 0; q < keys.size() && error.empty(); ++q) {
+          auto it = e.find(keys[q]);
+          if (it == e.end() || static_cast<int32_t>(it->second) != sums[q])
+            error = fmt::format("worker {} iteration {}: key {} sum {} expected {}", r, iter, keys[q], sums[q],
+                                it == e.end() ? std::string("(not pushed)") : std::to_string(it->second));
+        }
+      }
+      out.iters[i].end = std::max(out.iters[i].end, now);
+      done_iters[r] = i + 1;
+      if (i + 1 < s.iterations) {
+        if (s.compute > 0) fx.set_timer(now + s.compute, Driver::kComputeDone);
+        else dp->next(now, fx);
+      }
+    });
+    sim.add_node(std::move(d), false);
+  }
+  auto psn = std::make_unique<host::SparsePs>(hc);
+  host::SparsePs& ps = *psn;
+  sim.add_node(std::move(psn), false);
+  dp::SwitchCpu* cpu = nullptr;
+  if (ina) {
+    auto c = std::make_unique<dp::SwitchCpu>(NodeId{0}, s.cpu_rto);
+    c->add_job(1, hc.workers);
+    cpu = c.get();
+    sim.add_node(std::move(c), false);
+  }
+  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, s.link, s.link);
+  if (ina) {
+    sim::LinkParams cl;  // the pipeline <-> CPU path: no faults, the paper's latency
+    cl.delay = s.cpu_delay;
+    cl.queue_bytes = 64ull << 20;
+    cl.ecn_bytes = 0;
+    sim.connect(cpu_id, 0, cl, cl);
+  }
+  sim.build_routes();
+  sim.set_multicast_group(1, hc.workers);
+  dp::SwitchJob j;
+  j.job = 1;
+  j.workers = hc.workers;
+  j.ps = hc.ps;
+  j.cpu = ina ? cpu_id : kNoNode;
+  sw.add_job(j);
+  if (ina) sw.set_sparse_table(1, {s.first_iteration, hot, layout});
+  sim.run();
+
+  // Checks.
+  if (!error.empty()) throw std::runtime_error("sparse run " + scheme.name + ": " + error);
+  for (unsigned r = 0; r < N; ++r)
+    if (done_iters[r] != s.iterations)
+      throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations", scheme.name, r,
+                                           done_iters[r], s.iterations));
+  if (sim.pool().in_use() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
+  if (sw.occupied() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: {} registers left in use", scheme.name, sw.occupied()));
+  if (cpu && cpu->held() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: the switch CPU still holds {} results", scheme.name,
+                                         cpu->held()));
+  out.sw = sw.stats();
+  if (cpu) out.cpu = cpu->stats();
+  out.ps = ps.stats();
+  if (out.sw.malformed || out.ps.malformed || out.sw.foreign() || out.ps.foreign)
+    throw std::runtime_error(fmt::format("sparse run {}: honest packets refused (switch malformed {} foreign {}, "
+                                         "PS malformed {} foreign {})",
+                                         scheme.name, out.sw.malformed, out.sw.foreign(), out.ps.malformed,
+                                         out.ps.foreign));
+  for (Driver* d : drivers) {
+    const auto& w = d->worker().stats();
+    out.workers.sent += w.sent;
+    out.workers.retransmits += w.retransmits;
+    out.workers.hot_packets += w.hot_packets;
+    out.workers.cold_packets += w.cold_packets;
+    out.workers.hot_pairs += w.hot_pairs;
+    out.workers.cold_pairs += w.cold_pairs;
+    out.workers.results += w.results;
+    out.workers.malformed += w.malformed;
+    out.workers.foreign += w.foreign;
+    out.workers.decreases += w.decreases;
+  }
+  out.total = out.iters.back().end - out.iters.front().start;
+  Time sync = 0;
+  for (const auto& it : out.iters) sync += it.end - it.start;
+  out.agg_throughput_gbps = sync > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(sync) * 1e3) : 0;
+  out.hot_share = out.pairs ? static_cast<double>(out.hot_pairs) / static_cast<double>(out.pairs) : 0;
+  out.recirc_per_packet =
+      out.sw.kv_in ? static_cast<double>(out.sw.recirculations) / static_cast<double>(out.sw.kv_in) : 0;
+  out.events = sim.events();
+  return out;
+}
+
+}  // namespace ina::exp

@@ -1,0 +1,75 @@
+#pragma once
+// Sparse aggregation in the packet simulator (Zebra, issue 11): one star (a
+// switch, N workers, one PS, and for Zebra the switch CPU on its own link),
+// iterations of a SparseSource's per-worker key sets pushed through the
+// sparse hosts (host/sparse.hpp) and, for Zebra, the switch program
+// (dataplane/zebra.cpp). Every run is checked: every worker's sums equal the
+// exact per-key sums of every worker's values for the union of keys, and
+// nothing is left (no packet in the pool, no result copy at the CPU or PS,
+// no register in use, no event).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/zebra_layout.hpp"
+#include "dataplane/switch.hpp"
+#include "host/sparse.hpp"
+#include "sim/engine.hpp"
+#include "workload/sparse.hpp"
+
+namespace ina::exp {
+
+struct SparseSettings {
+  std::string scheme = "zebra";     // a registered sparse scheme: zebra, ps-lite
+  unsigned workers = 8;             // the first `workers` of the source's workers
+  unsigned iterations = 3;          // of the source, from `first_iteration`
+  unsigned first_iteration = 0;
+  uint64_t seed = 1;                // values and link faults
+  // The hot set: the top `hot_keys` keys by update count over the source's
+  // iterations [profile_first, profile_first + profile_iterations) (sampled
+  // at `sample_rate`); 0 hot keys: Principle 1 decides (needs p, c).
+  size_t hot_keys = 30000;
+  unsigned profile_first = 0, profile_iterations = 0;  // 0: the measured iterations themselves
+  double sample_rate = 1.0;
+  uint32_t registers = 16;          // register arrays the hot slots are spread over (m)
+  control::zebra::Placement placement = control::zebra::Placement::Heat;
+  bool layout_aware = true;         // Algorithm 1 at the workers
+  unsigned pairs = 9;               // per packet
+  uint64_t memory_bytes = 1 << 20;  // the switch's aggregation memory (the paper's 1 MB cap)
+  sim::LinkParams link;             // every host link
+  Time cpu_delay = 2225 * kUs;      // switch pipeline <-> CPU, one way (the paper: 4.45 ms round trip, §V-E)
+  Time cpu_rto = 1 * kMs;
+  Time compute = 0;                 // between iterations
+  double init_window = 64;
+};
+
+struct SparseIteration {
+  Time start = 0, end = 0;          // first begin() to last worker's completion
+  uint64_t pairs = 0;               // non-zero pairs pushed by all workers
+  uint64_t union_keys = 0;
+};
+
+struct SparseRun {
+  std::string scheme;
+  std::vector<SparseIteration> iters;
+  Time total = 0;
+  double agg_throughput_gbps = 0;   // pushed pairs x 12 B (8 B key + 4 B value) x 8 / sync time
+  uint64_t pairs = 0, hot_pairs = 0, cold_pairs = 0;
+  size_t hot_keys = 0;
+  double hot_share = 0;             // hot pairs / all pairs
+  double recirc_per_packet = 0;     // switch recirculations per hot gradient packet
+  dp::SwitchStats sw;
+  dp::SwitchCpuStats cpu;
+  host::SparsePsStats ps;
+  host::SparseWorkerStats workers;  // summed
+  uint64_t events = 0;
+};
+
+// Runs and checks (throws std::runtime_error naming the first wrong key, or what leaked).
+SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src);
+
+// The top-k keys by update count over the given iterations of the source (ties: smaller key first).
+std::vector<uint64_t> top_keys(const workload::SparseSource& src, unsigned workers, unsigned first, unsigned count,
+                               size_t k);
+
+}  // namespace ina::exp

@@ -1,0 +1,495 @@
+#include "host/sparse.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "wire/kv.hpp"
+
+namespace ina::host {
+
+using control::zebra::Table;
+
+namespace {
+uint64_t dq_key(uint64_t gen, uint32_t i) { return (gen << 32) | i; }
+int32_t wrap_add(int32_t a, int32_t b, uint64_t* overflow) {
+  const int64_t s = static_cast<int64_t>(a) + b;
+  if (overflow && (s > INT32_MAX || s < INT32_MIN)) ++*overflow;
+  return static_cast<int32_t>(static_cast<uint32_t>(s));
+}
+void check_config(const SparseConfig& c) {
+  if (c.workers.empty() || c.workers.size() > kMaxWorkers)
+    throw std::invalid_argument("sparse job: " + std::to_string(c.workers.size()) + " workers (1.." +
+                                std::to_string(kMaxWorkers) + ")");
+  if (c.pairs == 0 || c.pairs > kv::kMaxPairs)
+    throw std::invalid_argument("sparse job: pairs per packet " + std::to_string(c.pairs) + " (1.." +
+                                std::to_string(kv::kMaxPairs) + ")");
+  if (c.ps == kNoNode) throw std::invalid_argument("sparse job: no PS");
+}
+}  // namespace
+
+// ---- worker ----
+
+SparseWorker::SparseWorker(SparseConfig cfg, uint8_t rank)
+    : cfg_(std::move(cfg)), rank_(rank), cwnd_(cfg_.init_window), est_(cfg_.min_rto, cfg_.max_rto) {
+  check_config(cfg_);
+  if (rank_ >= cfg_.workers.size()) throw std::invalid_argument("sparse worker: rank out of range");
+}
+
+void SparseWorker::set_table(Table t) {
+  if (!t.hot || !t.layout) throw std::invalid_argument("sparse worker: a table needs a hot set and a layout");
+  while (!tables_.empty() && tables_.back().from >= t.from) tables_.pop_back();
+  tables_.push_back(std::move(t));
+}
+
+const Table* SparseWorker::table_for(uint32_t iter) const {
+  const Table* t = nullptr;
+  for (const auto& x : tables_)
+    if (x.from <= iter) t = &x;
+  return t;
+}
+
+const Table* SparseWorker::table_of_version(uint32_t version) const {
+  for (const auto& x : tables_)
+    if ((x.hot->version & 0xFFFF) == version) return &x;
+  return nullptr;
+}
+
+void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> values, Time now,
+                         Effects& fx) {
+  if (active_) throw std::logic_error("sparse worker: begin() while an iteration is in flight");
+  if (keys.size() != values.size()) throw std::invalid_argument("sparse worker: keys and values differ in length");
+  for (size_t i = 1; i < keys.size(); ++i)
+    if (keys[i] <= keys[i - 1]) throw std::invalid_argument("sparse worker: keys must be strictly ascending");
+  active_ = true;
+  iter_ = iter;
+  ++gen_;
+  pairs_.clear();
+  desc_.clear();
+  order_.clear();
+  sums_.clear();
+  sw_res_ = Stream{};
+  ps_res_ = Stream{};
+  next_ = unacked_ = acked_ = 0;
+  const unsigned K = cfg_.pairs;
+  const Table* t = cfg_.sw != kNoNode ? table_for(iter) : nullptr;
+  // Split: hot (rank indices) and cold (keys, already ascending).
+  std::vector<uint32_t> hot;
+  std::vector<uint32_t> cold;  // positions in keys
+  if (t) scratch_.assign(t->hot->size(), 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (t) {
+      auto it = t->hot->index.find(keys[i]);
+      if (it != t->hot->index.end()) {
+        hot.push_back(it->second);
+        scratch_[it->second] = values[i];
+        continue;
+      }
+    }
+    cold.push_back(static_cast<uint32_t>(i));
+  }
+  if (t) {
+    // Algorithm 1 takes the gradients hottest first.
+    std::sort(hot.begin(), hot.end());
+    auto packets = control::zebra::package(*t->layout, std::move(hot), K, cfg_.layout_aware);
+    if (packets.empty()) packets.emplace_back();  // §III-F: an empty packet so the iteration still completes
+    for (auto& pk : packets) {
+      Desc d;
+      d.first = static_cast<uint32_t>(pairs_.size());
+      d.n = static_cast<uint32_t>(pk.size());
+      d.hot = true;
+      d.psn = static_cast<uint32_t>(desc_.size());
+      std::vector<std::pair<uint64_t, int32_t>> kvs;
+      for (uint32_t x : pk) kvs.emplace_back(t->hot->keys[x], scratch_[x]);
+      std::sort(kvs.begin(), kvs.end());
+      pairs_.insert(pairs_.end(), kvs.begin(), kvs.end());
+      st_.hot_pairs += d.n;
+      desc_.push_back(d);
+    }
+    desc_.back().last = true;
+    desc_.back().total = static_cast<uint32_t>(desc_.size());
+  }
+  hot_n_ = static_cast<uint32_t>(desc_.size());
+  for (size_t b = 0; b < cold.size(); b += K) {
+    Desc d;
+    d.first = static_cast<uint32_t>(pairs_.size());
+    d.n = static_cast<uint32_t>(std::min<size_t>(K, cold.size() - b));
+    for (size_t q = b; q < b + d.n; ++q) pairs_.emplace_back(keys[cold[q]], values[cold[q]]);
+    d.psn = kv::kPsStream | static_cast<uint32_t>(desc_.size() - hot_n_);
+    st_.cold_pairs += d.n;
+    desc_.push_back(d);
+  }
+  cold_n_ = static_cast<uint32_t>(desc_.size()) - hot_n_;
+  Desc fin;  // the cold stream's last packet: every contribution is in
+  fin.first = static_cast<uint32_t>(pairs_.size());
+  fin.psn = kv::kPsStream | cold_n_;
+  fin.last = true;
+  fin.total = cold_n_ + 1;
+  desc_.push_back(fin);
+  st_.hot_packets += hot_n_;
+  st_.cold_packets += cold_n_ + 1;
+  // Interleave the two streams in proportion (both share the uplink; the PS's starts early).
+  const uint64_t H = hot_n_, C = cold_n_;
+  uint64_t h = 0, c = 0;
+  while (h < H || c < C) {
+    if (c >= C || (h < H && h * C <= c * H)) order_.push_back(static_cast<uint32_t>(h++));
+    else order_.push_back(static_cast<uint32_t>(H + c++));
+  }
+  pump(now, fx);
+}
+
+void SparseWorker::pump(Time now, Effects& fx) {
+  while (next_ < order_.size() && unacked_ < static_cast<uint32_t>(cwnd_)) transmit(order_[next_++], now, fx);
+  const uint32_t fin = static_cast<uint32_t>(desc_.size() - 1);
+  if (acked_ == order_.size() && !desc_[fin].out) transmit(fin, now, fx);
+}
+
+void SparseWorker::transmit(uint32_t i, Time now, Effects& fx) {
+  Desc& d = desc_[i];
+  const bool first = !d.out;
+  d.out = true;
+  Packet* p = fx.alloc();
+  p->h = Header{};
+  p->h.type = PktType::KvData;
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = d.hot ? cfg_.sw : cfg_.ps;
+  p->h.rank = rank_;
+  p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
+  p->h.psn = d.psn;
+  p->h.priority = iter_;
+  p->h.bitmap = 1ULL << rank_;
+  p->h.flags = static_cast<uint16_t>((d.last ? flag::kLast : 0) | (first ? 0 : flag::kResend));
+  const Table* t = d.hot ? table_for(iter_) : nullptr;
+  kv::init(*p, d.n, t ? static_cast<uint16_t>(t->hot->version) : 0, d.last ? d.total : 0);
+  for (uint32_t q = 0; q < d.n; ++q) kv::set(*p, q, pairs_[d.first + q].first, pairs_[d.first + q].second);
+  if (first) ++unacked_;
+  d.sent = now;
+  d.deadline = now + std::min(cfg_.max_rto, est_.timeout() << std::min<unsigned>(d.tries, 8));
+  ++st_.sent;
+  arm(d.deadline, i, fx);
+  fx.send(p);
+}
+
+void SparseWorker::arm(Time at, uint32_t d, Effects& fx) {
+  if (dq_.push(at, dq_key(gen_, d))) fx.set_timer(at, 0);
+}
+
+void SparseWorker::on_timer(uint64_t, Time now, Effects& fx) {
+  auto live = [&](uint64_t k, Time at) {
+    if (k >> 32 != gen_ || !active_) return false;
+    const Desc& d = desc_[static_cast<uint32_t>(k)];
+    return !d.acked && d.deadline == at;
+  };
+  const Time next = dq_.expire(
+      now,
+      [&](uint64_t k, Time at) {
+        if (!live(k, at)) return;
+        const uint32_t i = static_cast<uint32_t>(k);
+        Desc& d = desc_[i];
+        ++d.tries;
+        d.retx = true;
+        ++st_.retransmits;
+        if (now >= cut_until_) {
+          cwnd_ = std::max(1.0, cwnd_ / 2);
+          cut_until_ = now + std::max(est_.srtt(), cfg_.min_rto);
+          ++st_.decreases;
+        }
+        transmit(i, now, fx);
+      },
+      live);
+  if (next != kNever) fx.set_timer(next, 0);
+}
+
+void SparseWorker::on_packet(Packet* p, Time now, Effects& fx) {
+  const NodeId src = p->h.src;
+  if (p->h.job != cfg_.job || !is_kv(p->h.type) || (src != cfg_.ps && (cfg_.sw == kNoNode || src != cfg_.sw))) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  if (kv::check(*p, cfg_.pairs) != kv::Error::None) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  if (p->h.type == PktType::KvAck && !p->h.has(flag::kResult)) on_ack(*p, now, fx);
+  else if (p->h.type == PktType::KvResult) return on_result(p, now, fx);
+  else ++st_.malformed;
+  fx.free(p);
+}
+
+void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
+  if (!active_ || p.h.priority != iter_) {
+    ++st_.dup_acks;
+    return;
+  }
+  const uint32_t psn = p.h.psn;
+  uint32_t i;
+  if (psn & kv::kPsStream) {
+    const uint32_t c = psn & ~kv::kPsStream;
+    if (c > cold_n_) return void(++st_.malformed);
+    i = hot_n_ + c;
+  } else {
+    if (psn >= hot_n_) return void(++st_.malformed);
+    i = psn;
+  }
+  Desc& d = desc_[i];
+  if (d.acked) return void(++st_.dup_acks);
+  d.acked = true;
+  ++st_.acks;
+  const bool fin = i + 1 == desc_.size();
+  if (!fin) {
+    --unacked_;
+    ++acked_;
+  }
+  if (!d.retx) est_.sample(now - d.sent);
+  if (p.h.has(flag::kEce)) {
+    ++st_.ece;
+    if (now >= cut_until_) {
+      cwnd_ = std::max(1.0, cwnd_ / 2);
+      cut_until_ = now + std::max<Time>(est_.srtt(), 1);
+      ++st_.decreases;
+    }
+  } else {
+    cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);
+  }
+  if (fin) return maybe_finish(now, fx);
+  pump(now, fx);
+}
+
+void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
+  const bool from_sw = cfg_.sw != kNoNode && p->h.src == cfg_.sw;
+  const uint32_t iter = p->h.priority;
+  if (iter > iter_) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  Stream& s = from_sw ? sw_res_ : ps_res_;
+  const bool current = active_ && iter == iter_;
+  if (current) {
+    const uint32_t psn = p->h.psn;
+    if (psn >= s.got.size()) s.got.resize(psn + 1, false);
+    if (s.got[psn]) {
+      ++st_.dup_results;
+    } else {
+      const unsigned n = kv::pairs(*p);
+      const Table* t = from_sw ? table_of_version(kv::hot_version(*p)) : nullptr;
+      bool bad = from_sw && !t;
+      for (unsigned q = 0; from_sw && t && q < n; ++q) bad |= kv::key(*p, q) >= t->hot->size();
+      if (bad) {
+        ++st_.malformed;  // a rank index outside the hot set of that version
+        fx.free(p);
+        return;
+      }
+      s.got[psn] = true;
+      ++s.n;
+      ++st_.results;
+      for (unsigned q = 0; q < n; ++q) {
+        const uint64_t key = from_sw ? t->hot->keys[kv::key(*p, q)] : kv::key(*p, q);
+        int32_t& v = sums_[key];
+        v = wrap_add(v, kv::value(*p, q), nullptr);
+      }
+      if (p->h.has(flag::kLast)) s.total = kv::total(*p);
+    }
+  } else {
+    ++st_.dup_results;  // an earlier iteration's, retransmitted: acknowledge it again
+  }
+  // The receipt, to whoever sent it (the switch passes it to its CPU).
+  const NodeId to = p->h.src;
+  p->h.type = PktType::KvAck;
+  p->h.flags = flag::kResult;
+  p->h.count = 0;
+  p->h.src = id();
+  p->h.dst = to;
+  p->h.rank = rank_;
+  p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
+  p->h.bitmap = 1ULL << rank_;
+  fx.send(p);
+  if (current) maybe_finish(now, fx);
+}
+
+void SparseWorker::maybe_finish(Time now, Effects& fx) {
+  if (!active_ || !desc_.back().acked || !ps_res_.complete()) return;
+  if (cfg_.sw != kNoNode && !sw_res_.complete()) return;
+  active_ = false;
+  ++gen_;
+  std::vector<std::pair<uint64_t, int32_t>> all(sums_.begin(), sums_.end());
+  std::sort(all.begin(), all.end());
+  std::vector<uint64_t> keys(all.size());
+  std::vector<int32_t> sums(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    keys[i] = all[i].first;
+    sums[i] = all[i].second;
+  }
+  sums_.clear();
+  if (done_) done_(iter_, keys, sums, now, fx);
+}
+
+// ---- PS ----
+
+SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(cfg_.init_window) {
+  check_config(cfg_);
+  seen_.resize(cfg_.workers.size());
+  in_.assign(cfg_.workers.size(), false);
+}
+
+void SparsePs::ack(const Packet& p, Effects& fx) {
+  Packet* a = fx.alloc();
+  a->h = Header{};
+  a->h.type = PktType::KvAck;
+  a->h.job = cfg_.job;
+  a->h.src = id();
+  a->h.dst = cfg_.workers[p.h.rank];
+  a->h.rank = p.h.rank;
+  a->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
+  a->h.psn = p.h.psn;
+  a->h.priority = p.h.priority;
+  a->h.flags = p.h.has(flag::kEcn) ? flag::kEce : 0;
+  fx.send(a);
+}
+
+void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
+  auto drop = [&](uint64_t& c) {
+    ++c;
+    fx.free(p);
+  };
+  const size_t n = cfg_.workers.size();
+  if (p->h.job != cfg_.job || !is_kv(p->h.type) || p->h.rank >= n) return drop(st_.foreign);
+  if (kv::check(*p, cfg_.pairs) != kv::Error::None) return drop(st_.malformed);
+  const NodeId src = p->h.src;
+  if (p->h.type == PktType::KvAck) {
+    if (!p->h.has(flag::kResult) || src != cfg_.workers[p->h.rank]) return drop(st_.foreign);
+    if (p->h.priority == res_iter_ && p->h.psn < out_.size()) {
+      Out& o = out_[p->h.psn];
+      const uint64_t bit = 1ULL << p->h.rank;
+      if (!(o.acked & bit)) {
+        ++st_.result_acks;
+        o.acked |= bit;
+        if (o.acked == full_bitmap(static_cast<unsigned>(n))) {
+          --inflight_;
+          --unacked_results_;
+          pump(now, fx);
+        }
+      }
+    }
+    fx.free(p);
+    return;
+  }
+  if (p->h.type != PktType::KvData) return drop(st_.malformed);
+  const bool direct = (p->h.psn & kv::kPsStream) != 0;
+  // A worker's own cold stream, or the pairs the switch passed on from its hot stream.
+  if (direct ? src != cfg_.workers[p->h.rank] : (cfg_.sw == kNoNode || src != cfg_.sw)) return drop(st_.foreign);
+  const uint32_t iter = p->h.priority;
+  if (iter + 1 == iter_) {  // the previous iteration's: its worker lost our ack
+    ++st_.duplicates;
+    ack(*p, fx);
+    fx.free(p);
+    return;
+  }
+  if (iter != iter_) return drop(iter < iter_ ? st_.stale : st_.malformed);
+  auto [it, fresh] = seen_[p->h.rank].try_emplace(p->h.psn, true);
+  if (!fresh) {
+    ++st_.duplicates;
+  } else {
+    ++st_.data;
+    const unsigned np = kv::pairs(*p);
+    st_.pairs += np;
+    if (!direct) st_.forwarded_pairs += np;
+    for (unsigned q = 0; q < np; ++q) {
+      int32_t& v = sums_[kv::key(*p, q)];
+      v = wrap_add(v, kv::value(*p, q), &st_.overflow);
+    }
+    if (direct && p->h.has(flag::kLast) && !in_[p->h.rank]) {
+      in_[p->h.rank] = true;
+      ++ndone_;
+    }
+  }
+  ack(*p, fx);
+  fx.free(p);
+  if (ndone_ == n) finish_iteration(now, fx);
+}
+
+void SparsePs::finish_iteration(Time now, Effects& fx) {
+  // Every worker has begun this iteration, so each has every result of the
+  // previous one (whatever acks were lost): those are dropped.
+  res_.assign(sums_.begin(), sums_.end());
+  std::sort(res_.begin(), res_.end());
+  sums_.clear();
+  for (auto& s : seen_) s.clear();
+  std::fill(in_.begin(), in_.end(), false);
+  ndone_ = 0;
+  res_iter_ = iter_++;
+  out_.clear();
+  for (size_t b = 0; b < res_.size() || out_.empty(); b += cfg_.pairs) {
+    Out o;
+    o.first = static_cast<uint32_t>(b);
+    o.n = static_cast<uint32_t>(std::min<size_t>(cfg_.pairs, res_.size() - std::min(b, res_.size())));
+    out_.push_back(o);
+    if (res_.empty()) break;
+  }
+  next_ = inflight_ = 0;
+  unacked_results_ = out_.size();
+  ++gen_;
+  pump(now, fx);
+}
+
+void SparsePs::pump(Time now, Effects& fx) {
+  while (next_ < out_.size() && inflight_ < static_cast<uint32_t>(window_)) {
+    ++inflight_;
+    transmit(next_++, full_bitmap(static_cast<unsigned>(cfg_.workers.size())), now, fx);
+  }
+}
+
+void SparsePs::transmit(uint32_t i, uint64_t to, Time now, Effects& fx) {
+  Out& o = out_[i];
+  const size_t n = cfg_.workers.size();
+  auto make = [&](NodeId dst) {
+    Packet* p = fx.alloc();
+    p->h = Header{};
+    p->h.type = PktType::KvResult;
+    p->h.job = cfg_.job;
+    p->h.src = id();
+    p->h.dst = dst;
+    p->h.nworkers = static_cast<uint8_t>(n);
+    p->h.psn = i;
+    p->h.priority = res_iter_;
+    const bool last = i + 1 == out_.size();
+    p->h.flags = last ? flag::kLast : 0;
+    kv::init(*p, o.n, 0, last ? static_cast<uint32_t>(out_.size()) : 0);
+    for (uint32_t q = 0; q < o.n; ++q) kv::set(*p, q, res_[o.first + q].first, res_[o.first + q].second);
+    ++st_.results_sent;
+    fx.send(p);
+  };
+  if (to == full_bitmap(static_cast<unsigned>(n))) {
+    make(kMulticast);  // the switch replicates it to the job's workers
+  } else {
+    for (size_t r = 0; r < n; ++r)
+      if (to >> r & 1) make(cfg_.workers[r]);
+  }
+  o.sent = true;
+  o.deadline = now + std::min(cfg_.max_rto, cfg_.min_rto << std::min<unsigned>(o.tries, 8));
+  if (dq_.push(o.deadline, dq_key(gen_, i))) fx.set_timer(o.deadline, 0);
+}
+
+void SparsePs::on_timer(uint64_t, Time now, Effects& fx) {
+  const uint64_t all = full_bitmap(static_cast<unsigned>(cfg_.workers.size()));
+  auto live = [&](uint64_t k, Time at) {
+    if (k >> 32 != gen_) return false;
+    const Out& o = out_[static_cast<uint32_t>(k)];
+    return o.acked != all && o.deadline == at;
+  };
+  const Time next = dq_.expire(
+      now,
+      [&](uint64_t k, Time at) {
+        if (!live(k, at)) return;
+        Out& o = out_[static_cast<uint32_t>(k)];
+        ++o.tries;
+        ++st_.retransmits;
+        transmit(static_cast<uint32_t>(k), all & ~o.acked, now, fx);
+      },
+      live);
+  if (next != kNever) fx.set_timer(next, 0);
+}
+
+}  // namespace ina::host

@@ -1,0 +1,179 @@
+#pragma once
+// Sparse <key, value> hosts (Zebra, PS-lite-style push; issue 11): a worker
+// that pushes one iteration's non-zero gradients and receives the sums for
+// the union of every worker's keys, and a PS in the PS-lite style.
+//
+// Worker, per iteration (begin()):
+//   - keys the current hot-set table holds (control/zebra_layout.hpp) form the
+//     hot stream to the switch, packed by Algorithm 1 (layout-aware, at most
+//     `pairs` per packet, keys ascending within a packet); its last packet
+//     (flag kLast) carries the stream's packet count — an empty packet if the
+//     worker has no hot gradient (§III-F);
+//   - the other keys, sorted, form the cold stream to the PS (PS-lite: unique,
+//     sorted keys per push), psn with kv::kPsStream;
+//   - every packet is acknowledged (by the switch, or by the PS for cold pairs
+//     and for the pairs the switch passed on); a window of packets in flight,
+//     AIMD on ECN echo, RTO with backoff;
+//   - once everything is acknowledged, a last empty cold packet (kLast) tells
+//     the PS this worker's contributions are all in (ours: the paper's PS
+//     learns it from ps-lite's push/response protocol);
+//   - the iteration ends when the switch's results (rank indices, mapped back
+//     with the table of the result's hot-set version) and the PS's results
+//     (keys) are complete; a key in both (a hot-set change) gets both parts.
+// Without a switch (SparseConfig::sw == kNoNode) every key is cold: the
+// PS-lite-style baseline, the very same code.
+//
+// PS: sums the pairs of one iteration per key (int32, exact), deduplicated per
+// (worker, psn); when every worker's last packet is in, it sends the sums of
+// the union of keys, sorted, `pairs` per packet, multicast to the workers and
+// retransmitted to each worker that has not acknowledged a packet.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "control/zebra_layout.hpp"
+#include "core/deadline_queue.hpp"
+#include "core/rtt_estimator.hpp"
+#include "proto/node.hpp"
+
+namespace ina::host {
+
+struct SparseConfig {
+  uint16_t job = 1;
+  std::vector<NodeId> workers;  // by rank
+  NodeId ps = kNoNode;
+  NodeId sw = kNoNode;          // Zebra's switch; kNoNode: no INA (PS-lite-style push)
+  unsigned pairs = 9;           // per packet (the Zebra prototype's 9)
+  bool layout_aware = true;     // Algorithm 1 (false: pack in rank order)
+  double init_window = 64;      // packets in flight
+  double max_window = 4096;
+  Time min_rto = 1 * kMs;
+  Time max_rto = 200 * kMs;
+};
+
+struct SparseWorkerStats {
+  uint64_t sent = 0, retransmits = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
+  uint64_t hot_packets = 0, cold_packets = 0, hot_pairs = 0, cold_pairs = 0;
+  uint64_t results = 0, dup_results = 0, malformed = 0, foreign = 0;
+};
+
+class SparseWorker final : public Node {
+ public:
+  // Called when an iteration's sums are complete: the union of keys, ascending, and their sums.
+  using Done = std::function<void(uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums,
+                                  Time now, Effects& fx)>;
+  SparseWorker(SparseConfig cfg, uint8_t rank);
+
+  // Hot-set tables: from iteration t.from on (several may be queued; the
+  // one with the largest from <= iteration applies). Keep the switch's in step.
+  void set_table(control::zebra::Table t);
+  // Pushes iteration `iter`'s gradients (keys strictly ascending, one value each).
+  void begin(uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> values, Time now, Effects& fx);
+  void set_done(Done d) { done_ = std::move(d); }
+
+  void on_packet(Packet* p, Time now, Effects& fx) override;
+  void on_timer(uint64_t token, Time now, Effects& fx) override;
+
+  bool busy() const { return active_; }
+  uint32_t iteration() const { return iter_; }
+  const SparseWorkerStats& stats() const { return st_; }
+  double window() const { return cwnd_; }
+
+ private:
+  struct Desc {
+    uint32_t first = 0, n = 0;  // pairs_[first, first + n)
+    uint32_t psn = 0;           // with kv::kPsStream for the cold stream
+    bool hot = false, last = false;
+    uint32_t total = 0;         // kLast: the stream's packet count
+    bool out = false, acked = false, retx = false;  // sent at least once, acknowledged, retransmitted
+    Time sent = 0, deadline = 0;
+    uint16_t tries = 0;
+  };
+  const control::zebra::Table* table_for(uint32_t iter) const;
+  const control::zebra::Table* table_of_version(uint32_t version) const;
+  void pump(Time now, Effects& fx);
+  void transmit(uint32_t d, Time now, Effects& fx);
+  void on_ack(const Packet& p, Time now, Effects& fx);
+  void on_result(Packet* p, Time now, Effects& fx);
+  void maybe_finish(Time now, Effects& fx);
+  void arm(Time at, uint32_t d, Effects& fx);
+  std::vector<uint32_t> order_;  // send order of the descs (hot and cold interleaved), without the last cold one
+  std::vector<int32_t> scratch_; // value by rank index while packing
+
+  SparseConfig cfg_;
+  uint8_t rank_;
+  std::vector<control::zebra::Table> tables_;
+  Done done_;
+  SparseWorkerStats st_;
+  // The iteration in flight.
+  bool active_ = false;
+  uint32_t iter_ = 0;
+  std::vector<std::pair<uint64_t, int32_t>> pairs_;  // the packets' pairs, packet by packet
+  std::vector<Desc> desc_;       // hot stream, then cold stream, then the cold stream's last packet
+  uint32_t hot_n_ = 0, cold_n_ = 0;  // descs of each stream (the cold count excludes its last packet)
+  uint32_t next_ = 0;            // next desc to send for the first time (the last waits for every ack)
+  uint32_t unacked_ = 0;         // descs sent and not acknowledged
+  uint32_t acked_ = 0;
+  double cwnd_;
+  Time cut_until_ = 0;           // one window decrease per RTT
+  RttEstimator est_;
+  DeadlineQueue<uint64_t> dq_;
+  uint64_t gen_ = 0;             // timer token generation (a finished iteration's timers are stale)
+  // Results.
+  struct Stream {
+    std::vector<bool> got;
+    uint32_t n = 0, total = 0;
+    bool complete() const { return total != 0 && n == total; }
+  };
+  Stream sw_res_, ps_res_;
+  std::unordered_map<uint64_t, int32_t> sums_;
+};
+
+struct SparsePsStats {
+  uint64_t data = 0, pairs = 0, forwarded_pairs = 0, duplicates = 0, stale = 0, malformed = 0, foreign = 0;
+  uint64_t results_sent = 0, retransmits = 0, result_acks = 0, overflow = 0;
+};
+
+class SparsePs final : public Node {
+ public:
+  explicit SparsePs(SparseConfig cfg);
+  void on_packet(Packet* p, Time now, Effects& fx) override;
+  void on_timer(uint64_t token, Time now, Effects& fx) override;
+  const SparsePsStats& stats() const { return st_; }
+  uint32_t iteration() const { return iter_; }
+  size_t held() const { return unacked_results_; }  // result packets some worker has not acknowledged
+
+ private:
+  struct Out {
+    uint32_t first = 0, n = 0;
+    uint64_t acked = 0;
+    Time deadline = 0;
+    uint16_t tries = 0;
+    bool sent = false;
+  };
+  void ack(const Packet& p, Effects& fx);
+  void finish_iteration(Time now, Effects& fx);
+  void pump(Time now, Effects& fx);
+  void transmit(uint32_t i, uint64_t to, Time now, Effects& fx);
+
+  SparseConfig cfg_;
+  SparsePsStats st_;
+  uint32_t iter_ = 0;
+  std::vector<std::unordered_map<uint32_t, bool>> seen_;  // per worker: psns of this iteration
+  std::vector<bool> in_;  // per worker: its last packet arrived
+  unsigned ndone_ = 0;
+  std::unordered_map<uint64_t, int32_t> sums_;
+  // Results of the previous iteration, until every worker has acknowledged them.
+  uint32_t res_iter_ = 0;
+  std::vector<std::pair<uint64_t, int32_t>> res_;
+  std::vector<Out> out_;
+  uint32_t next_ = 0, inflight_ = 0;
+  size_t unacked_results_ = 0;
+  double window_;
+  DeadlineQueue<uint64_t> dq_;
+  uint64_t gen_ = 0;
+};
+
+}  // namespace ina::host
