@@ -268,6 +268,7 @@ class Zebra final : public SwitchProgram {
       const unsigned left = kv::compact(*p, std::span<const bool>(keep.data(), kv::pairs(*p)));
       st_.kv_to_ps += left;
       p->h.flags = static_cast<uint16_t>((p->h.flags & ~flag::kLast) | flag::kToPs);
+      p->h.src = id();  // the switch vouches for it; h.rank still names the worker the PS acknowledges
       p->h.dst = j.ps;
       ++st_.to_ps;
       fx.send(p);
@@ -466,7 +467,7 @@ void SwitchCpu::on_timer(uint64_t, Time now, Effects& fx) {
         }
         ++h.tries;
         h.deadline = now + (rto_ << std::min(h.tries, 6u));
-        dq_.push(h.deadline, k);
+        arm(h.deadline, k, fx);
       },
       [&](uint64_t k, Time at) {
         auto it = held_.find(k);

@@ -42,25 +42,78 @@ int32_t exact_value(uint64_t seed, unsigned it, unsigned w, uint64_t key) {
 
 // Drives one SparseWorker through the iterations: begin, wait for the sums,
 // check them against the exact answer, compute, begin the next.
-class Driver final : public Node {
+using Fault = std::function<bool(NodeId, bool, const Packet&)>;
+
+// Effects that drop what the fault selects on leaving a node.
+class FaultFx final : public Effects {
  public:
-  Driver(std::unique_ptr<host::SparseWorker> w) : w_(std::move(w)) {}
-  host::SparseWorker& worker() { return *w_; }
-  std::function<void(Time now, Effects& fx)> start;
+  FaultFx(Effects& base, const Fault& f, NodeId node, uint64_t& n) : b_(base), f_(f), node_(node), n_(n) {}
+  Packet* alloc() override { return b_.alloc(); }
+  void free(Packet* p) override { b_.free(p); }
+  void set_timer(Time at, uint64_t t) override { b_.set_timer(at, t); }
+  bool multicast(Packet* p) override { return b_.multicast(p); }
+  void send(Packet* p) override {
+    if (f_ && f_(node_, true, *p)) {
+      ++n_;
+      b_.free(p);
+      return;
+    }
+    b_.send(p);
+  }
+
+ private:
+  Effects& b_;
+  const Fault& f_;
+  NodeId node_;
+  uint64_t& n_;
+};
+
+// Wraps a host node: drops what the fault selects on arrival and on leaving.
+template <typename Inner>
+class Faulty : public Node {
+ public:
+  Faulty(std::unique_ptr<Inner> n, const Fault& f, uint64_t& count) : n_(std::move(n)), f_(f), count_(count) {}
+  Inner& inner() { return *n_; }
   void on_start(Time now, Effects& fx) override {
-    w_->set_id(id());
-    start(now, fx);
+    n_->set_id(id());
+    FaultFx f(fx, f_, id(), count_);
+    started(now, f);
   }
-  void on_packet(Packet* p, Time now, Effects& fx) override { w_->on_packet(p, now, fx); }
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    if (f_ && f_(id(), false, *p)) {
+      ++count_;
+      fx.free(p);
+      return;
+    }
+    FaultFx f(fx, f_, id(), count_);
+    n_->on_packet(p, now, f);
+  }
   void on_timer(uint64_t token, Time now, Effects& fx) override {
-    if (token == kComputeDone) return next(now, fx);
-    w_->on_timer(token, now, fx);
+    FaultFx f(fx, f_, id(), count_);
+    timer(token, now, f);
   }
-  std::function<void(Time now, Effects& fx)> next;
+
+ protected:
+  virtual void started(Time now, Effects& fx) { n_->on_start(now, fx); }
+  virtual void timer(uint64_t token, Time now, Effects& fx) { n_->on_timer(token, now, fx); }
+  std::unique_ptr<Inner> n_;
+  const Fault& f_;
+  uint64_t& count_;
+};
+
+class Driver final : public Faulty<host::SparseWorker> {
+ public:
+  Driver(std::unique_ptr<host::SparseWorker> w, const Fault& f, uint64_t& count) : Faulty(std::move(w), f, count) {}
+  host::SparseWorker& worker() { return inner(); }
+  std::function<void(Time now, Effects& fx)> start, next;
   static constexpr uint64_t kComputeDone = ~0ULL;
 
  private:
-  std::unique_ptr<host::SparseWorker> w_;
+  void started(Time now, Effects& fx) override { start(now, fx); }
+  void timer(uint64_t token, Time now, Effects& fx) override {
+    if (token == kComputeDone) return next(now, fx);
+    n_->on_timer(token, now, fx);
+  }
 };
 
 }  // namespace
@@ -128,22 +181,42 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
         expect[i][p.keys[q]] += p.vals[q];
       }
       out.pairs += p.keys.size();
-      if (hot)
-        for (uint64_t k : p.keys) out.hot_pairs += hot->contains(k);
     }
     out.iters.push_back({0, 0, 0, expect[i].size()});
     for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += push[i][w].keys.size();
   }
-  out.cold_pairs = out.pairs - out.hot_pairs;
 
   std::vector<Driver*> drivers;
   std::vector<unsigned> done_iters(N, 0);
   std::vector<bool> started(s.iterations, false);
   std::string error;
+  std::vector<control::zebra::Table> worker_tables, switch_tables;
+  if (ina) {
+    worker_tables.push_back({s.first_iteration, hot, layout});
+    switch_tables.push_back(worker_tables.back());
+    uint32_t version = 1;
+    for (const auto& u : s.updates) {
+      auto h = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(
+          top_keys(src, N, u.profile_first, u.profile_iterations, s.hot_keys), ++version));
+      auto l = std::make_shared<const control::zebra::Layout>(
+          control::zebra::Layout::make(h->size(), s.registers, s.placement, s.seed + version));
+      if (u.workers) worker_tables.push_back({u.from, h, l});
+      if (u.sw) switch_tables.push_back({u.from, h, l});
+    }
+    // The pairs the workers send to the switch: hot in the workers' table of their iteration.
+    for (unsigned i = 0; i < s.iterations; ++i) {
+      const control::zebra::Table* t = nullptr;
+      for (const auto& x : worker_tables)
+        if (x.from <= s.first_iteration + i && (!t || x.from >= t->from)) t = &x;
+      for (unsigned w = 0; w < N; ++w)
+        for (uint64_t k : push[i][w].keys) out.hot_pairs += t->hot->contains(k);
+    }
+  }
+  out.cold_pairs = out.pairs - out.hot_pairs;
   for (unsigned r = 0; r < N; ++r) {
     auto w = std::make_unique<host::SparseWorker>(hc, static_cast<uint8_t>(r));
-    if (ina) w->set_table({s.first_iteration, hot, layout});
-    auto d = std::make_unique<Driver>(std::move(w));
+    for (const auto& t : worker_tables) w->set_table(t);
+    auto d = std::make_unique<Driver>(std::move(w), s.fault, out.faults);
     Driver* dp = d.get();
     drivers.push_back(dp);
     auto begin = [&, dp, r](unsigned i, Time now, Effects& fx) {
@@ -177,8 +250,8 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     });
     sim.add_node(std::move(d), false);
   }
-  auto psn = std::make_unique<host::SparsePs>(hc);
-  host::SparsePs& ps = *psn;
+  auto psn = std::make_unique<Faulty<host::SparsePs>>(std::make_unique<host::SparsePs>(hc), s.fault, out.faults);
+  host::SparsePs& ps = psn->inner();
   sim.add_node(std::move(psn), false);
   dp::SwitchCpu* cpu = nullptr;
   if (ina) {
@@ -203,15 +276,27 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   j.ps = hc.ps;
   j.cpu = ina ? cpu_id : kNoNode;
   sw.add_job(j);
-  if (ina) sw.set_sparse_table(1, {s.first_iteration, hot, layout});
-  sim.run();
+  for (const auto& t : switch_tables) sw.set_sparse_table(1, t);
+  sim.run(s.time_limit);
+  if (!sim.idle()) {
+    std::string where;
+    for (unsigned r = 0; r < N; ++r)
+      if (done_iters[r] != s.iterations) where += fmt::format("; worker {}: {}", r, drivers[r]->worker().describe());
+    const auto& pst = ps.stats();
+    throw std::runtime_error(fmt::format("sparse run {}: not finished after {} ms of simulated time{}; PS at iteration "
+                                         "{} (data {} duplicates {} stale {} malformed {} foreign {}); switch malformed {} "
+                                         "foreign {} stale {}",
+                                         scheme.name, to_ms(s.time_limit), where, ps.iteration(), pst.data,
+                                         pst.duplicates, pst.stale, pst.malformed, pst.foreign, sw.stats().malformed,
+                                         sw.stats().foreign(), sw.stats().stale));
+  }
 
   // Checks.
   if (!error.empty()) throw std::runtime_error("sparse run " + scheme.name + ": " + error);
   for (unsigned r = 0; r < N; ++r)
     if (done_iters[r] != s.iterations)
-      throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations", scheme.name, r,
-                                           done_iters[r], s.iterations));
+      throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations ({})", scheme.name,
+                                           r, done_iters[r], s.iterations, drivers[r]->worker().describe()));
   if (sim.pool().in_use() != 0)
     throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
   if (sw.occupied() != 0)
@@ -219,6 +304,9 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   if (cpu && cpu->held() != 0)
     throw std::runtime_error(fmt::format("sparse run {}: the switch CPU still holds {} results", scheme.name,
                                          cpu->held()));
+  if (ps.held() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: the PS still holds {} unacknowledged results", scheme.name,
+                                         ps.held()));
   out.sw = sw.stats();
   if (cpu) out.cpu = cpu->stats();
   out.ps = ps.stats();

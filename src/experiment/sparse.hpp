@@ -8,6 +8,7 @@
 // nothing is left (no packet in the pool, no result copy at the CPU or PS,
 // no register in use, no event).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,20 @@ struct SparseSettings {
   Time cpu_rto = 1 * kMs;
   Time compute = 0;                 // between iterations
   double init_window = 64;
+  Time time_limit = 60 * kSec;      // of simulated time: a run still going then fails, saying where each worker is
+  // Hot-set updates (online identification): from iteration `from` on, the
+  // top `hot_keys` of iterations [profile_first, + profile_iterations); the
+  // workers and/or the switch take it (both: the scheduler's update; one
+  // only: a table out of step, which must still lose no gradient).
+  struct HotUpdate {
+    unsigned from = 0, profile_first = 0, profile_iterations = 1;
+    bool workers = true, sw = true;
+  };
+  std::vector<HotUpdate> updates;
+  // Targeted faults (tests): a packet `fault` selects is dropped — on arrival
+  // at (outgoing = false) or on leaving (outgoing = true) worker node `node`
+  // (ranks are nodes 1..N), or on arrival at the PS (node N + 1).
+  std::function<bool(NodeId node, bool outgoing, const Packet& p)> fault;
 };
 
 struct SparseIteration {
@@ -63,6 +78,7 @@ struct SparseRun {
   host::SparsePsStats ps;
   host::SparseWorkerStats workers;  // summed
   uint64_t events = 0;
+  uint64_t faults = 0;              // packets dropped by SparseSettings::fault
 };
 
 // Runs and checks (throws std::runtime_error naming the first wrong key, or what leaked).

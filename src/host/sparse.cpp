@@ -326,6 +326,15 @@ void SparseWorker::maybe_finish(Time now, Effects& fx) {
   if (done_) done_(iter_, keys, sums, now, fx);
 }
 
+std::string SparseWorker::describe() const {
+  std::string s = "iteration " + std::to_string(iter_) + (active_ ? " active" : " idle") + ": sent " +
+                  std::to_string(next_) + "/" + std::to_string(order_.size()) + ", acked " + std::to_string(acked_) +
+                  ", last " + (desc_.empty() ? "-" : desc_.back().acked ? "acked" : desc_.back().out ? "sent" : "not sent") +
+                  "; switch results " + std::to_string(sw_res_.n) + "/" + std::to_string(sw_res_.total) +
+                  ", PS results " + std::to_string(ps_res_.n) + "/" + std::to_string(ps_res_.total);
+  return s;
+}
+
 // ---- PS ----
 
 SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(cfg_.init_window) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,7 @@ class SparseWorker final : public Node {
   void on_timer(uint64_t token, Time now, Effects& fx) override;
 
   bool busy() const { return active_; }
+  std::string describe() const;  // where the iteration in flight stands
   uint32_t iteration() const { return iter_; }
   const SparseWorkerStats& stats() const { return st_; }
   double window() const { return cwnd_; }
