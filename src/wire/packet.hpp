@@ -38,10 +38,12 @@ enum class PktType : uint8_t {
   RingData = 8,    // a shard packet of one ring step (partial: kPartial; complete values: kResult)
   RingAck = 9,     // receipt of a RingData (tag, psn); kEce echoes a CE mark
   RingPull = 10,   // Rina: agent -> ToR -> rack: start the step with this tag
+  RingBarrier = 11,  // step barrier (RingConfig::step_barrier): psn 0 = a rank's report that it finished
+                     // the step with this tag (to the job's lowest rank), psn 1 = that rank's release of it; no payload
 };
-constexpr uint8_t kMaxPktType = 10;
+constexpr uint8_t kMaxPktType = 11;
 constexpr unsigned kMaxRingWorkers = 255;  // ring packets: workers per job (rank is 8 bits)
-inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingPull; }
+inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingBarrier; }
 
 // Header flag bits.
 namespace flag {
