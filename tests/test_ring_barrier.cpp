@@ -155,5 +155,53 @@ TEST(RingBarrier, ALostReleaseIsRecoveredByTheReportsResend) {
               static_cast<double>(5 * kUs));
 }
 
+
+// Barrier packets that do not fit are counted and dropped, never applied:
+// injected into a finished 4-rank RAR (barrier codes 0, 1, 2, 4, 5).
+TEST(RingBarrier, BadBarrierPacketsAreCountedAndDropped) {
+  Star s(kN, true, {});
+  s.expect_exact();
+  const auto before1 = s.eps[1]->stats();
+  const auto before0 = s.eps[0]->stats();
+  // A barrier packet from rank `from` to rank `to`.
+  auto inject = [&](uint16_t from, uint16_t to, uint32_t psn, uint32_t tag) {
+    const Time at = s.sim.now() + kUs;
+    s.sim.run(at);
+    s.sim.call(to, at, [&](Effects& fx) {
+      Packet* p = fx.alloc();
+      p->h = Header{};
+      p->h.type = PktType::RingBarrier;
+      p->h.job = 1;
+      p->h.src = from;
+      p->h.dst = to;
+      p->h.rank = static_cast<uint8_t>(from);
+      p->h.nworkers = kN;
+      p->h.psn = psn;
+      p->h.priority = tag;
+      s.eps[to]->on_packet(p, at, fx);
+    });
+    s.sim.run();
+  };
+  inject(0, 1, 2, 0);             // psn 2: neither report nor release
+  inject(0, 1, 1, 6);             // code 6: the op's last step has no barrier
+  inject(0, 1, 1, 1u << 8);       // op 1: never submitted
+  inject(2, 1, 1, 0);             // a release not from the coordinator
+  inject(2, 1, 0, 0);             // a report to a rank that is not the coordinator
+  inject(0, 1, 1, (1u << 24) | 0);  // another epoch
+  inject(0, 1, 1, 4);             // a copy of a release applied long ago
+  inject(3, 0, 0, 5);             // a report of a released barrier: answered with its release
+  const auto& a = s.eps[1]->stats();
+  EXPECT_EQ(a.malformed - before1.malformed, 3u);
+  EXPECT_EQ(a.foreign - before1.foreign, 2u);
+  EXPECT_EQ(a.stale_epoch - before1.stale_epoch, 1u);
+  EXPECT_EQ(a.barrier_dups - before1.barrier_dups, 1u);
+  EXPECT_EQ(a.releases, before1.releases);
+  EXPECT_EQ(s.eps[0]->stats().releases_sent - before0.releases_sent, 1u);
+  EXPECT_EQ(s.eps[0]->stats().barrier_dups - before0.barrier_dups, 1u);
+  EXPECT_EQ(s.eps[3]->stats().barrier_dups, 1u);  // that release, dropped at rank 3
+  EXPECT_EQ(s.eps[3]->stats().releases, 5u);
+  s.expect_exact();
+}
+
 }  // namespace
 }  // namespace ina
