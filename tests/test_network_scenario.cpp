@@ -69,6 +69,12 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
       // Star-only transport settings are refused, not ignored.
       {net("[transport]\nmin_rto_us = 5000\n"), "transport.min_rto_us", "5000", "star simulator only"},
       {net("profile = \"runtime\"\n"), "run.profile", "runtime", "star simulator only"},
+      // The ring's step barrier: ring schemes on network kinds only.
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\nstep_barrier = true\n"
+       "[run]\nschemes = [\"rar\", \"atp\"]\n",
+       "workload.step_barrier", "true", "atp has no ring steps"},
+      {"[workload]\nstep_barrier = true\n[run]\nschemes = [\"atp\"]\n", "workload.step_barrier", "true",
+       "not topology.kind = \"star\""},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);

@@ -131,6 +131,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
           c.straggler_mean = static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs);
           c.straggler_sigma = static_cast<Time>(s.straggler_sigma_us * kUs);
+          c.step_barrier = s.step_barrier;
           // Job 0 keeps the single-job seeds (results of one job do not change).
           c.seed = k == 0 ? mix(s.seed, static_cast<uint64_t>(r)) : mix(mix(s.seed, 0x10b + static_cast<uint64_t>(k)), static_cast<uint64_t>(r));
           auto ep = std::make_unique<host::RingEndpoint>(std::move(c));

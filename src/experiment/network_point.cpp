@@ -231,6 +231,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.init_window_kb = s.init_window_kb;
   c.straggler_sigma_us = s.straggler_sigma_us;
   c.straggler_k_us = s.straggler_k_us;
+  c.step_barrier = s.step_barrier;
   c.max_sim_ms = s.max_sim_ms;
   c.fail_rank = s.fail_rank;
   c.fail_at_ms = s.fail_at_ms;
@@ -274,6 +275,9 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
     const auto c = schemes::find(name).collective;
     const bool ring = c == schemes::Collective::Ring || c == schemes::Collective::Hierarchical ||
                       c == schemes::Collective::RingIna;
+    if (s.step_barrier && !ring)
+      fail(origin, "workload.step_barrier",
+           fmt::format("applies to the ring collectives (rar, h-ar, rina); {} has no ring steps", name), "true");
     if (s.jobs != 1 && !ring)
       fail(origin, "workload.jobs",
            fmt::format("{} runs one job on multi-switch topologies (set workload.jobs = 1); several jobs run "

@@ -136,6 +136,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.gradient_scale", &Settings::gradient_scale, positive_up_to(1, "a fraction of the gradient")},
       {"workload.straggler_sigma_us", &Settings::straggler_sigma_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.straggler_k_us", &Settings::straggler_k_us, between(0, 1e8, "microseconds: at most 100 s")},
+      {"workload.step_barrier", &Settings::step_barrier},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
@@ -487,6 +488,10 @@ void validate(const Settings& s, const std::string& origin) {
 
 void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
   if (is_network(s)) return validate_network(s, scheme_names, origin);
+  if (s.step_barrier)
+    fail(origin, "workload.step_barrier",
+         "applies to the ring collectives (rar, h-ar, rina) on multi-switch topologies, not topology.kind = \"star\"",
+         "true");
   for (const auto& name : scheme_names)
     if (!schemes::find(name).supports(schemes::Engine::SimStar))
       fail(origin, "run.schemes",

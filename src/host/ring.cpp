@@ -145,7 +145,7 @@ struct RingEndpoint::Recv {
 
 namespace {
 
-constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2;
+constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2, kBarrierTimer = 3;
 constexpr uint32_t kDupThresh = 3;  // later packets complete before an open one is deemed lost
 
 // The op field of a step tag (see tag_of).
@@ -197,6 +197,7 @@ RingEndpoint::RingEndpoint(RingConfig cfg)
   cwnd_ = cfg_.init_window;
   build_steps();
   recv_.resize(kRecvSlots);
+  have_.assign(cfg_.nodes.size(), false);
 }
 
 RingEndpoint::~RingEndpoint() = default;
@@ -208,6 +209,7 @@ size_t RingEndpoint::slot(uint64_t op, size_t step) const {
 void RingEndpoint::build_steps() {
   const auto& nodes = cfg_.nodes;
   const uint16_t me = cfg_.rank;
+  barrier_codes_.clear();
   uint8_t code = 0;
   int ridx = 0;
   uint64_t kept_lo = UINT64_MAX, kept_hi = 0;
@@ -244,6 +246,20 @@ void RingEndpoint::build_steps() {
       if (mine.ranks[i] == me) my_bit = 1ULL << i;
     if (code + 2 * G + 1 > 256) throw std::invalid_argument("ring: too many steps per op (step codes are 8 bits)");
     const uint8_t base = code;
+    // Barrier codes (step_barrier): the codes in which some rank of this
+    // stage sends or receives, from the stage's shape alone (H-AR's stages
+    // differ between ranks only in their members and ranges).
+    {
+      const bool any_ina = std::any_of(st.groups.begin(), st.groups.end(), [](const RingGroup& g) { return g.ina(); });
+      if (sr) {
+        for (size_t s = 0; s + 1 < G; ++s) barrier_codes_.push_back(static_cast<uint8_t>(base + s));
+        if (any_ina) barrier_codes_.push_back(static_cast<uint8_t>(base + G - 1));  // through the ToR to the agent
+      }
+      if (ag) {
+        const size_t n = any_ina ? std::max<size_t>(G - 1, 1) : G - 1;
+        for (size_t s = 0; s < n; ++s) barrier_codes_.push_back(static_cast<uint8_t>(base + G + s));
+      }
+    }
     auto add = [&](Step s) {
       s.stage = si;
       s.last_stage = last;
@@ -396,6 +412,7 @@ void RingEndpoint::build_steps() {
     code = static_cast<uint8_t>(base + 2 * G);
   }
   nrecv_ = static_cast<uint64_t>(ridx);
+  if (!barrier_codes_.empty()) barrier_codes_.pop_back();  // the op's last step: nothing in the op follows it
   if (kept_lo < kept_hi) {
     kept_off_ = kept_lo;
     kept_.assign(kept_hi - kept_lo, 0);
@@ -425,6 +442,11 @@ void RingEndpoint::reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::ve
   sending_ = op_running_ = waiting_delay_ = delay_done_ = false;
   ++timer_gen_;  // pending delay timers are void
   pulled_tag_ = 0;
+  released_ = reported_ = 0;
+  ++barrier_gen_;  // a pending report's resend timer is void
+  gathering_ = restart_op * barrier_codes_.size();
+  have_.assign(cfg_.nodes.size(), false);
+  have_count_ = 0;
   step_ = 0;
   op_ = restart_op;
   completed_ = restart_op;
@@ -451,6 +473,8 @@ std::string RingEndpoint::describe() const {
   const Step& s = steps_[step_];
   if (send_) out += fmt::format(", sending {} of {} acked (tag {:#x} to {})", send_->acked_pkts, send_->npkts, tag_of(step_), s.dst);
   else if (s.sends) out += s.pulled && pulled_tag_ <= tag_of(step_) ? ", waiting for the pull" : ", send done";
+  if (cfg_.step_barrier && reported_ > released_)
+    out += fmt::format(", reported step code {}, waiting for its release", barrier_codes_[released_]);
   if (s.recvs) {
     const Recv& r = recv_[slot(op_, step_)];
     const bool mine = r.ord == op_ * nrecv_ + static_cast<uint64_t>(s.ridx);
@@ -482,11 +506,13 @@ void RingEndpoint::start_op(Time now, Effects& fx) {
 // delay), or finishes it when its send and receive are both done.
 void RingEndpoint::advance(Time now, Effects& fx) {
   while (op_running_) {
+    if (cfg_.step_barrier && !barrier_gate(now, fx)) return;
     if (step_ == steps_.size()) {
       op_running_ = false;
       op_end_.push_back(now);
       ++completed_;
       ++op_;
+      released_ = reported_ = 0;
       if (op_ < ops_.size()) {
         waiting_delay_ = true;
         fx.set_timer(now + ops_[op_].start_after, kDelayTimer | (++timer_gen_ << 8));
@@ -517,11 +543,16 @@ void RingEndpoint::advance(Time now, Effects& fx) {
         // parallel with a Rina member's wait for its agent's pull: the
         // member sends at whichever comes later (a rack's step then waits
         // for its slowest member, not for the agent's delay plus a member's).
-        if ((cfg_.straggler_sigma > 0 || cfg_.straggler_mean > 0) && !delay_done_) {
+        if ((cfg_.straggler_sigma > 0 || cfg_.straggler_mean > 0 || !cfg_.step_delays.empty()) && !delay_done_) {
           if (!waiting_delay_) {
-            const double u1 = std::max(rng_.uniform(), 1e-300), u2 = rng_.uniform();
-            const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-            const double d = static_cast<double>(cfg_.straggler_mean) + z * static_cast<double>(cfg_.straggler_sigma);
+            double d = 0;
+            if (!cfg_.step_delays.empty()) {
+              if (s.code < cfg_.step_delays.size()) d = static_cast<double>(cfg_.step_delays[s.code]);
+            } else {
+              const double u1 = std::max(rng_.uniform(), 1e-300), u2 = rng_.uniform();
+              const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+              d = static_cast<double>(cfg_.straggler_mean) + z * static_cast<double>(cfg_.straggler_sigma);
+            }
             waiting_delay_ = true;
             fx.set_timer(now + static_cast<Time>(std::max(0.0, d)), kDelayTimer | (++timer_gen_ << 8));
           }
@@ -705,6 +736,15 @@ void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
     pump(now, fx);
     return;
   }
+  if (kind == kBarrierTimer) {
+    // The report's release has not come: resend the report.
+    if ((token >> 8) != barrier_gen_ || !op_running_ || reported_ <= released_) return;
+    ++st_.report_resends;
+    if (report_tries_ < 6) ++report_tries_;
+    send_barrier(op_ * barrier_codes_.size() + released_, false, cfg_.nodes[0], fx);
+    arm_report(now, fx);
+    return;
+  }
   on_rto(now, fx);
 }
 
@@ -754,6 +794,7 @@ void RingEndpoint::on_packet(Packet* p, Time now, Effects& fx) {
     case PktType::RingData: on_data(p, now, fx); return;
     case PktType::RingAck: on_ack(p, now, fx); return;
     case PktType::RingPull: on_pull(p, now, fx); return;
+    case PktType::RingBarrier: on_barrier(p, now, fx); return;
     default:
       ++st_.malformed;
       fx.free(p);
@@ -983,6 +1024,131 @@ void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
   while (target < steps_.size() && tag_of(target) < tag) ++target;
   skip_pulled_to(target);
   advance(now, fx);
+}
+
+// ---- step barrier (RingConfig::step_barrier) ------------------------------
+
+// Reports the barriers this rank has reached (every step with the barrier's
+// code or a lower one done) and says whether the current step may run: no
+// step with a code above an unreleased barrier's starts.
+bool RingEndpoint::barrier_gate(Time now, Effects& fx) {
+  const size_t nb = barrier_codes_.size();
+  while (released_ < nb) {
+    if (step_ < steps_.size() && steps_[step_].code <= barrier_codes_[released_]) return true;
+    if (reported_ > released_) return false;  // reported: wait for the release
+    reported_ = released_ + 1;
+    report_tries_ = 0;
+    ++st_.reports;
+    const uint64_t seq = op_ * nb + released_;
+    if (cfg_.rank == 0) {
+      gather_report(0, seq, now, fx);  // the last report releases at once
+    } else {
+      send_barrier(seq, false, cfg_.nodes[0], fx);
+      arm_report(now, fx);
+    }
+  }
+  return true;
+}
+
+// The coordinator (rank 0) takes `rank`'s report of barrier `seq` (op *
+// barriers per op + index). True if it completed the barrier, which is then
+// released to every rank (and here).
+bool RingEndpoint::gather_report(uint16_t rank, uint64_t seq, Time now, Effects& fx) {
+  (void)now;
+  if (seq < gathering_) {
+    // Released already: the rank missed the release (or this is a copy).
+    ++st_.barrier_dups;
+    if (rank != 0) {
+      ++st_.releases_sent;
+      send_barrier(seq, true, cfg_.nodes[rank], fx);
+    }
+    return false;
+  }
+  if (seq > gathering_) {
+    ++st_.barrier_early;
+    return false;
+  }
+  if (have_[rank]) {
+    ++st_.barrier_dups;
+    return false;
+  }
+  have_[rank] = true;
+  if (++have_count_ < cfg_.nodes.size()) return false;
+  std::fill(have_.begin(), have_.end(), false);
+  have_count_ = 0;
+  ++gathering_;
+  for (size_t r = 1; r < cfg_.nodes.size(); ++r) {
+    ++st_.releases_sent;
+    send_barrier(seq, true, cfg_.nodes[r], fx);
+  }
+  // This rank reported seq too (have_[0]): it waits at that barrier.
+  ++released_;
+  return true;
+}
+
+void RingEndpoint::send_barrier(uint64_t seq, bool release, NodeId dst, Effects& fx) {
+  const size_t nb = barrier_codes_.size();
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingBarrier;
+  p->h.flags = 0;
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = dst;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = release ? 1 : 0;
+  p->h.bitmap = 0;
+  p->h.priority = (static_cast<uint32_t>(epoch_) << 24) | static_cast<uint32_t>(((seq / nb) & 0xFFFF) << 8) |
+                  barrier_codes_[seq % nb];
+  p->h.agg_index = 0;
+  p->h.count = 0;
+  fx.send(p);
+}
+
+void RingEndpoint::arm_report(Time now, Effects& fx) {
+  Time rto = rtt_.timeout();
+  for (int i = 0; i < report_tries_; ++i) rto *= 2;
+  rto = std::min(rto, cfg_.max_rto);
+  fx.set_timer(now + rto, kBarrierTimer | (++barrier_gen_ << 8));
+}
+
+void RingEndpoint::on_barrier(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  const uint64_t op = op_of_tag(tag);
+  const auto code = static_cast<uint8_t>(tag & 0xFF);
+  const auto it = std::find(barrier_codes_.begin(), barrier_codes_.end(), code);
+  const bool release = p->h.psn == 1;
+  const uint16_t rank = p->h.rank;
+  if (!cfg_.step_barrier || p->h.job != cfg_.job || it == barrier_codes_.end() || op >= ops_.size() || p->h.psn > 1 ||
+      p->h.count != 0 || rank >= cfg_.nodes.size()) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  // Reports come from their rank to the coordinator; releases from the coordinator.
+  if (p->h.src != cfg_.nodes[rank] || (release ? rank != 0 || cfg_.rank == 0 : cfg_.rank != 0)) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  fx.free(p);
+  const size_t nb = barrier_codes_.size();
+  const uint64_t seq = op * nb + static_cast<uint64_t>(it - barrier_codes_.begin());
+  if (!release) {
+    if (gather_report(rank, seq, now, fx)) advance(now, fx);
+    return;
+  }
+  const uint64_t waiting = op_ * nb + released_;
+  if (op_running_ && reported_ > released_ && seq == waiting) {
+    ++st_.releases;
+    ++released_;
+    ++barrier_gen_;  // the report's resend timer is void
+    advance(now, fx);
+  } else if (seq < waiting) {
+    ++st_.barrier_dups;  // applied already, or a copy of an old one
+  } else {
+    ++st_.barrier_early;  // cannot be released before this rank reported it
+  }
 }
 
 }  // namespace ina::host

@@ -33,7 +33,7 @@
 //     AllGather steps, 2G - 1 per op with ScatterReduce's G).
 // A step starts when the previous step's shard has fully arrived and the
 // endpoint's previous send is fully acknowledged (the dependency chain of
-// §III-A; NCCL/MPI's per-step barrier). H-AR is three stages: a
+// §III-A; no barrier unless step_barrier, below). H-AR is three stages: a
 // ReduceScatter ring inside each rack, an AllReduce ring among the ranks
 // holding the same rack shard in every rack, and an AllGather ring inside
 // each rack.
@@ -61,6 +61,36 @@
 // of a step more than six receives ahead are dropped unacknowledged (the
 // ring's coupling keeps neighbours closer than that in practice). Optional per-step straggler delay
 // (Rina Eq. 1): before sending a step, a worker waits N(k/N, sigma^2) (>= 0).
+//
+// Optional step barrier (RingConfig::step_barrier; Rina §III-A: "each round
+// of communication has a barrier to global synchronization", as NCCL/MPI
+// rings have, and Eq. 1 assumes). Without it a step waits only for the
+// chain above. With it, the job's step codes in which some rank sends or
+// receives (barrier_codes_: the same list at every rank, from the stages'
+// shape; the op's last one excluded, nothing follows it in the op) each end
+// with a job-wide barrier: a rank that has finished every step of its own
+// with that code or a lower one (incoming shard complete, send fully
+// acknowledged; a rank with no step of that code right after the previous
+// barrier) reports to the coordinator, the job's lowest rank (RingBarrier,
+// psn 0, the code's tag); when every rank of the job has reported, the
+// coordinator sends each a release (psn 1) and no rank starts a step with a
+// higher code before it has the release. Every rank reports every barrier,
+// so a barrier waits for the ranks that act in the step; in Rina those are
+// every rank in ScatterReduce (each member sends its shard to the ToR) and,
+// in an INA rack's AllGather step, the member that sends and the members
+// that receive. A step's straggler delay is drawn when the step becomes
+// current, i.e. after the release: a step lasts the slowest actor's
+// delay + transfer, Eq. 1's Max(O(G_u) + C(G_u)) per round. So RAR's 2(N-1)
+// steps each wait for the largest of N draws, Rina's G ScatterReduce steps
+// for the largest of N and its G - 1 AllGather steps for the largest of the
+// G senders' draws. H-AR's parallel rings (inside every rack, then across
+// racks) share one job-wide barrier per step. Reliability: a report is
+// resent on the RTO (doubling, up to max_rto) until its release arrives; the
+// coordinator answers a report of a barrier it already released with that
+// release again (so a lost release is recovered by the report's resend),
+// ignores a second report, and drops reports ahead of the barrier it
+// gathers; releases already applied are dropped as duplicates; barrier
+// packets carry the epoch in their tag (other epochs are stale).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -128,6 +158,10 @@ struct RingConfig {
   Time max_rto = 2 * kSec;  // above any queueing delay a link can build (4 MB at 100 Mbit/s: 335 ms)
   // Straggler model (Rina Eq. 1): before each step's send, wait ~ N(mean, sigma^2), at least 0.
   Time straggler_mean = 0, straggler_sigma = 0;
+  // Deterministic straggler schedule (tests): if not empty, the delay before
+  // a send in the step with code c is step_delays[c] (0 past its end), not a draw.
+  std::vector<Time> step_delays;
+  bool step_barrier = false;  // a job-wide barrier per ring step (see above); every rank of a job must agree
   uint64_t seed = 1;
 };
 
@@ -141,6 +175,10 @@ struct RingStats {
   uint64_t after_crash = 0;     // dropped by a crashed endpoint
   uint64_t malformed = 0;       // dropped: wrong type/tag/size for this endpoint
   uint64_t foreign = 0;         // dropped: not from a node this endpoint expects it from
+  // Step barrier: reports sent (first and resent), resends, releases sent
+  // (coordinator) and received, duplicates (a second report, a release
+  // already applied) and reports ahead of the coordinator's barrier.
+  uint64_t reports = 0, report_resends = 0, releases_sent = 0, releases = 0, barrier_dups = 0, barrier_early = 0;
 };
 
 class RingEndpoint final : public Node {
@@ -193,6 +231,11 @@ class RingEndpoint final : public Node {
   void on_data(Packet* p, Time now, Effects& fx);
   void on_ack(Packet* p, Time now, Effects& fx);
   void on_pull(Packet* p, Time now, Effects& fx);
+  void on_barrier(Packet* p, Time now, Effects& fx);
+  bool barrier_gate(Time now, Effects& fx);
+  bool gather_report(uint16_t rank, uint64_t seq, Time now, Effects& fx);
+  void send_barrier(uint64_t seq, bool release, NodeId dst, Effects& fx);
+  void arm_report(Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
   void skip_pulled_to(size_t target);
@@ -236,6 +279,17 @@ class RingEndpoint final : public Node {
   uint64_t nrecv_ = 0;       // receiving steps per op
   uint8_t epoch_ = 0;        // membership epoch: the tag's top 8 bits
   bool crashed_ = false;
+  // Step barrier: the op's barrier step codes (ascending), how many of them
+  // this rank has had released and reported in the current op, the report's
+  // resend count; at the coordinator (rank 0) the barrier it gathers
+  // (op * barriers per op + index) and the ranks that reported it.
+  std::vector<uint8_t> barrier_codes_;
+  size_t released_ = 0, reported_ = 0;
+  uint8_t report_tries_ = 0;
+  uint64_t barrier_gen_ = 0;
+  uint64_t gathering_ = 0;
+  std::vector<bool> have_;
+  size_t have_count_ = 0;
 };
 
 }  // namespace ina::host

@@ -38,16 +38,18 @@ enum class PktType : uint8_t {
   RingData = 8,    // a shard packet of one ring step (partial: kPartial; complete values: kResult)
   RingAck = 9,     // receipt of a RingData (tag, psn); kEce echoes a CE mark
   RingPull = 10,   // Rina: agent -> ToR -> rack: start the step with this tag
+  RingBarrier = 11,  // step barrier (RingConfig::step_barrier): psn 0 = a rank's report that it finished
+                     // the step with this tag (to the job's lowest rank), psn 1 = that rank's release of it; no payload
   // Sparse <key, value> packets (Zebra, PS-lite-style push; wire/kv.hpp has
   // the payload layout). `priority` carries the iteration, `psn` the packet's
   // index in its stream (bit 31 set: a stream whose aggregator is the PS).
-  KvData = 11,     // gradient pairs: worker -> switch (hot) or -> PS (cold); switch -> PS (pairs not in its table)
-  KvAck = 12,      // receipt of a KvData (or, with kResult, of a KvResult) for (iteration, psn)
-  KvResult = 13,   // aggregated pairs: switch (keys = rank indices) or PS (keys) -> workers
+  KvData = 12,     // gradient pairs: worker -> switch (hot) or -> PS (cold); switch -> PS (pairs not in its table)
+  KvAck = 13,      // receipt of a KvData (or, with kResult, of a KvResult) for (iteration, psn)
+  KvResult = 14,   // aggregated pairs: switch (keys = rank indices) or PS (keys) -> workers
 };
-constexpr uint8_t kMaxPktType = 13;
+constexpr uint8_t kMaxPktType = 14;
 constexpr unsigned kMaxRingWorkers = 255;  // ring packets: workers per job (rank is 8 bits)
-inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingPull; }
+inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingBarrier; }
 inline bool is_kv(PktType t) { return t >= PktType::KvData && t <= PktType::KvResult; }
 
 // Header flag bits.
