@@ -128,10 +128,14 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
                      {"switchml", false}, {"atp", true}, {"dsa", true}, {"rar", false}, {"h-ar", false}, {"rina", false}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
-  EXPECT_EQ(all.size(), 10u);
+  EXPECT_EQ(all.size(), 12u);
   std::vector<std::string> network;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine network --json").output))
     network.push_back(s.at("name").get<std::string>());
   EXPECT_EQ(network, (std::vector<std::string>{"atp", "ps", "rar", "h-ar", "rina"}));
+  std::vector<std::pair<std::string, std::string>> sparse;
+  for (const auto& s : nlohmann::json::parse(run("schemes --engine sparse --json").output))
+    sparse.emplace_back(s.at("name").get<std::string>(), s.at("sparse").get<std::string>());
+  EXPECT_EQ(sparse, (std::vector<std::pair<std::string, std::string>>{{"zebra", "hot-ina"}, {"ps-lite", "push"}}));
   EXPECT_NE(run("schemes --engine nowhere").status, 0);
 }

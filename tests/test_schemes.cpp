@@ -29,6 +29,9 @@ TEST(SchemeRegistry, NamesAliasesAndRoles) {
   EXPECT_EQ(schemes::find("dsa-coin").preempt, dp::PreemptMode::Coin);
   EXPECT_EQ(schemes::names(Engine::Runtime), (std::vector<std::string>{"switchml", "atp", "dsa", "rar", "h-ar", "rina"}));
   EXPECT_EQ(schemes::names(Engine::SimTopology), (std::vector<std::string>{"grid"}));
+  EXPECT_EQ(schemes::names(Engine::SimSparse), (std::vector<std::string>{"zebra", "ps-lite"}));
+  EXPECT_EQ(schemes::find("pslite").sparse, schemes::Sparse::Push);
+  EXPECT_EQ(schemes::find("zebra").sparse, schemes::Sparse::HotIna);
   // Names are unique across names and aliases.
   for (const auto& a : schemes::all())
     for (const auto& b : schemes::all())
@@ -43,7 +46,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     schemes::find("sharp");
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar or rina"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar, rina, zebra or ps-lite"), std::string::npos)
         << e.what();
   }
   try {

@@ -182,8 +182,8 @@ int main(int argc, char** argv) {
   std::string schemes_engine;
   bool schemes_json = false;
   auto* schemes_cmd = app.add_subcommand("schemes", "List the registered schemes (name, aliases, PS, engines)");
-  schemes_cmd->add_option("--engine", schemes_engine, "only those this engine runs: sim, topology, runtime, training or network")
-      ->check(CLI::IsMember({"sim", "topology", "runtime", "training", "network"}));
+  schemes_cmd->add_option("--engine", schemes_engine, "only those this engine runs: sim, topology, runtime, training, network or sparse")
+      ->check(CLI::IsMember({"sim", "topology", "runtime", "training", "network", "sparse"}));
   schemes_cmd->add_flag("--json", schemes_json, "one JSON array (for scripts)");
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
@@ -208,8 +208,8 @@ int main(int argc, char** argv) {
     if (*schemes_cmd) {
       using ina::schemes::Engine;
       const Engine engines[] = {Engine::SimStar, Engine::SimTopology, Engine::Runtime, Engine::Training,
-                                Engine::SimNetwork};
-      const char* engine_names[] = {"sim", "topology", "runtime", "training", "network"};
+                                Engine::SimNetwork, Engine::SimSparse};
+      const char* engine_names[] = {"sim", "topology", "runtime", "training", "network", "sparse"};
       nlohmann::json out = nlohmann::json::array();
       for (const auto& sc : ina::schemes::all()) {
         nlohmann::json runs = nlohmann::json::array();
@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
         if (!wanted) continue;
         out.push_back({{"name", sc.name}, {"aliases", sc.aliases}, {"policy", sc.policy}, {"has_ps", sc.has_ps},
                        {"isolated", sc.isolated}, {"engines", runs},
-                       {"collective", ina::schemes::to_string(sc.collective)}, {"description", sc.description}});
+                       {"collective", ina::schemes::to_string(sc.collective)},
+                       {"sparse", ina::schemes::to_string(sc.sparse)}, {"description", sc.description}});
       }
       if (schemes_json) {
         std::cout << out.dump() << "\n";
