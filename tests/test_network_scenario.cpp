@@ -75,6 +75,8 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "workload.step_barrier", "true", "atp has no ring steps"},
       {"[workload]\nstep_barrier = true\n[run]\nschemes = [\"atp\"]\n", "workload.step_barrier", "true",
        "not topology.kind = \"star\""},
+      // NIC marking (the model before switch-port-only ECN) on multi-switch kinds only.
+      {"[topology]\nhost_ecn = true\n", "topology.host_ecn", "true", "applies to multi-switch topologies"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);

@@ -47,6 +47,32 @@ TEST(Ring, RarIsExactOnAFatTree) {
   EXPECT_EQ(r.bytes_per_worker, 14.0 * 32 * (256 + 50));
 }
 
+// ECN marks at switch ports, never in a host's own NIC queue. On the
+// testbed every link carries one RAR flow per direction, so a 400 KB window
+// (above the 100 KB threshold) builds a queue only at the sender's NIC:
+// nothing may be marked, and the run is the ECN-off run to the
+// nanosecond. With host_ecn (the model before) the NICs mark each step's
+// start burst (docs/results/rina.md: on the fat-tree that cost RAR 2.4x).
+TEST(Ring, NicsDoNotEcnMarkTheirOwnQueue) {
+  auto s = small(4);
+  s.init_window_kb = 400;
+  const auto r = exp::run_collective(testbed(false, false), "rar", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.ecn_marks_host, 0u);
+  EXPECT_EQ(r.ecn_marks_switch, 0u);
+  auto off = s;
+  off.ecn_kb = 0;
+  const auto o = exp::run_collective(testbed(false, false), "rar", off);
+  ASSERT_TRUE(o.ok) << o.problems;
+  EXPECT_EQ(r.sync_ms, o.sync_ms);
+  auto nic = s;
+  nic.host_ecn = true;
+  const auto m = exp::run_collective(testbed(false, false), "rar", nic);
+  ASSERT_TRUE(m.ok) << m.problems;
+  EXPECT_GT(m.ecn_marks_host, 0u);
+  EXPECT_EQ(m.ecn_marks_switch, 0u);
+}
+
 // Rina on the testbed with both ToRs INA: G = 2 groups. Every worker sends
 // its half of the gradient to the ToR twice (ScatterReduce, then the step
 // that completes the rack's own shard); the agent also broadcasts the

@@ -91,6 +91,13 @@ void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>
   if (dropped) problems.push_back(fmt::format("{} packets were addressed to a node with no role in the job", dropped));
 }
 
+void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {
+  for (size_t l = 0; l < sim.link_count(); ++l) {
+    const sim::Link& k = sim.link(static_cast<uint32_t>(l));
+    (g.is_host(k.from) ? out.ecn_marks_host : out.ecn_marks_switch) += k.st.ecn_marked;
+  }
+}
+
 uint64_t smallest_memory_bytes(const CollectiveSettings& s, const topo::Graph& g, const std::vector<NodeId>& switches) {
   double mb = switches.empty() ? s.memory_mb : switch_memory_mb(s, g, switches.front());
   for (const NodeId v : switches) mb = std::min(mb, switch_memory_mb(s, g, v));

@@ -31,6 +31,7 @@ struct CollectiveSettings {
   uint32_t header_bytes = 50;     // 306 B packets
   double link_delay_us = 1;       // propagation per link
   double queue_kb = 1024, ecn_kb = 100;
+  bool host_ecn = false;          // hosts' NIC queues mark too (sim/network.hpp build_network); default: switch ports only
   double loss = 0, dup = 0, reorder = 0;  // on every link
   double reorder_delay_us = 5;    // a reordered packet is held ~U(0, this) extra
   double memory_mb = 5;           // aggregator memory per INA switch (MiB)
@@ -72,6 +73,8 @@ struct CollectiveResult {
   uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
   uint64_t retransmits = 0, verify_errors = 0;
   uint64_t hops = 0, events = 0;   // simulator work
+  uint64_t ecn_marks_host = 0;     // packets ECN-marked in a host's NIC queue (only with host_ecn)
+  uint64_t ecn_marks_switch = 0;   //   and at switch egress ports
   int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
   // Per job (ring families): mean throughput per worker and sync time, as above.
   std::vector<double> job_throughput_gbps, job_sync_ms;

@@ -32,6 +32,8 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
 // dropped by a node with no role (`idle`: forwarding switches, hosts outside the job).
 void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
                    std::vector<std::string>& problems);
+// The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.
+void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
 // The aggregator memory (bytes) every one of `switches` has: the smallest
 // switch_memory_mb() among them (memory_mb if there is none). Rina gives a
 // job one contiguous region of the same size at every ToR (§V).

@@ -320,7 +320,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     }
     return hooks.wrap ? hooks.wrap(v, std::move(node)) : std::move(node);
   };
-  sim::build_network(sim, g, make_node, link_params(s));
+  sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (unsigned k = 0; k < n; ++k) sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), workers);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
@@ -378,6 +378,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
   // Every node is honest: anything refused or misrouted is a protocol bug.
   if (all_finished) check_network(sim, {forwarders.begin(), forwarders.end()}, false, probs);
+  count_ecn_marks(sim, g, out);
   if (refused.total()) probs.push_back(refused.text());
   if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
   set_problems(out, probs);

@@ -167,7 +167,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         switches.push_back(sw.get());
         return sw;
       },
-      link_params(s));
+      link_params(s), s.host_ecn);
 
   // A failure in job 0 (Rina §IV-C): the worker stops; after the detection
   // delay the control node re-plans the job among the survivors (new ranks
@@ -278,6 +278,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       if (sw->occupied()) probs.push_back(fmt::format("{} aggregators left in switch {}", sw->occupied(), sw->id()));
     check_network(sim, idle, true, probs);
   }
+  count_ecn_marks(sim, g, out);
   for (const auto* sw : switches) {
     const auto& st = sw->stats();
     out.collisions += st.collisions;

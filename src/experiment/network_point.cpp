@@ -222,6 +222,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.link_delay_us = s.rtt_us / 4;  // topology.rtt_us is host-switch-host, 4 propagation delays (as on the star)
   c.queue_kb = s.queue_kb;
   c.ecn_kb = s.ecn_kb;
+  c.host_ecn = s.host_ecn;
   c.loss = s.loss;
   c.dup = s.dup;
   c.reorder = s.reorder;

@@ -43,6 +43,8 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["gradient_mb"] = run.settings.gradient_mb;
   m["events"] = static_cast<double>(r.events);
   m["hops"] = static_cast<double>(r.hops);
+  m["ecn_marks_host"] = static_cast<double>(r.ecn_marks_host);
+  m["ecn_marks_switch"] = static_cast<double>(r.ecn_marks_switch);
   // Several jobs (ring collectives) or Rina's shared pool: per job, and the ToRs' pool activity.
   if (run.settings.workers_per_job.size() > 1 || run.settings.ring_memory != "region") {
     for (size_t j = 0; j < r.job_throughput_gbps.size(); ++j) {

@@ -109,6 +109,7 @@ const std::vector<Field>& settings_fields() {
       {"topology.rtt_us", &Settings::rtt_us, between(0.001, 1e6, "microseconds: 1 ns to 1 s")},
       {"topology.queue_kb", &Settings::queue_kb, positive_up_to(1e6, "KB per output queue: at most 1 GB")},
       {"topology.ecn_kb", &Settings::ecn_kb, between(0, 1e6, "KB: at most 1 GB; 0 = off")},
+      {"topology.host_ecn", &Settings::host_ecn},
       {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
       {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
@@ -491,6 +492,11 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
          "applies to the ring collectives (rar, h-ar, rina) on multi-switch topologies, not topology.kind = \"star\"",
+         "true");
+  if (s.host_ecn)
+    fail(origin, "topology.host_ecn",
+         "applies to multi-switch topologies; the star marks at every queue, the workers' uplinks included "
+         "(kept for the DSA/ATP/SwitchML results)",
          "true");
   for (const auto& name : scheme_names)
     if (!schemes::find(name).supports(schemes::Engine::SimStar))

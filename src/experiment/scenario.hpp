@@ -35,6 +35,7 @@ struct Settings {
   double rtt_us = 10;                  // topology.rtt_us: base RTT host-switch-host (4 propagation delays)
   double queue_kb = 1024;              // topology.queue_kb: drop-tail buffer per output queue
   double ecn_kb = 100;                 // topology.ecn_kb: ECN marking threshold (0 = off)
+  bool host_ecn = false;               // topology.host_ecn (multi-switch): hosts' NIC queues mark too (default: switch ports only)
   // [switch]
   double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
   int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4

@@ -87,7 +87,8 @@ Placement place_interleaved(const topo::Graph& g, const std::vector<int>& worker
 }
 
 void build_network(Simulator& sim, const topo::Graph& g,
-                   const std::function<std::unique_ptr<Node>(topo::NodeId)>& make_node, const LinkParams& link) {
+                   const std::function<std::unique_ptr<Node>(topo::NodeId)>& make_node, const LinkParams& link,
+                   bool host_ecn) {
   if (sim.node_count() != 0) throw std::logic_error("build_network: the simulator must be empty");
   if (g.num_nodes() >= kMulticast)
     throw std::invalid_argument(fmt::format("topology '{}' has {} nodes, more than the simulator's {}", g.name,
@@ -98,9 +99,14 @@ void build_network(Simulator& sim, const topo::Graph& g,
     sim.add_node(std::move(n), !g.is_host(v));
   }
   for (const auto& l : g.links()) {
-    LinkParams p = link;
-    p.gbps = l.gbps;
-    sim.connect(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b), p, p);
+    LinkParams ab = link;
+    ab.gbps = l.gbps;
+    LinkParams ba = ab;
+    if (!host_ecn) {
+      if (g.is_host(l.a)) ab.ecn_bytes = 0;
+      if (g.is_host(l.b)) ba.ecn_bytes = 0;
+    }
+    sim.connect(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b), ab, ba);
   }
   sim.build_routes();
 }
