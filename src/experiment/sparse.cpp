@@ -6,39 +6,20 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "control/zebra_hot.hpp"
 #include "schemes/registry.hpp"
 #include "wire/kv.hpp"
 
 namespace ina::exp {
 
 std::vector<uint64_t> top_keys(const workload::SparseSource& src, unsigned workers, unsigned first, unsigned count,
-                               size_t k) {
-  std::unordered_map<uint64_t, uint64_t> freq;
-  for (unsigned it = first; it < first + count; ++it)
-    for (unsigned w = 0; w < workers; ++w)
-      for (uint64_t key : src.keys(it, w)) ++freq[key];
-  std::vector<std::pair<uint64_t, uint64_t>> v(freq.begin(), freq.end());
-  const size_t n = std::min(k, v.size());
-  std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  std::vector<uint64_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = v[i].first;
-  return out;
+                               size_t k, double sample_rate, uint64_t seed) {
+  auto r = control::zebra::count_updates(src, first, count, sample_rate, seed, workers);
+  r.keys.resize(std::min(k, r.keys.size()));
+  return std::move(r.keys);
 }
 
 namespace {
-
-// A small non-zero integer per (seed, iteration, worker, key): sums over
-// <= 64 workers are exact in int32.
-int32_t exact_value(uint64_t seed, unsigned it, unsigned w, uint64_t key) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(it) << 40) ^ (static_cast<uint64_t>(w) << 32) ^ key;
-  x ^= x >> 33;
-  x *= 0xFF51AFD7ED558CCDULL;
-  x ^= x >> 33;
-  const int32_t v = static_cast<int32_t>(x % 2001) - 1000;
-  return v == 0 ? 1 : v;
-}
 
 // Drives one SparseWorker through the iterations: begin, wait for the sums,
 // check them against the exact answer, compute, begin the next.
@@ -137,7 +118,18 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   if (ina) {
     const unsigned pf = s.profile_iterations ? s.profile_first : s.first_iteration;
     const unsigned pn = s.profile_iterations ? s.profile_iterations : s.iterations;
-    auto ranked = top_keys(src, N, pf, pn, s.hot_keys);
+    auto ranking = control::zebra::count_updates(src, pf, pn, s.sample_rate, s.seed, N);
+    size_t k = s.hot_keys;
+    if (s.principle_p > 0) {
+      const auto pk = control::zebra::principle1(ranking, s.principle_p, s.principle_c, s.memory_bytes);
+      if (!pk)
+        throw std::invalid_argument(fmt::format(
+            "sparse run: Principle 1 cannot reach p = {} within c = {} of {} B (4 B per key) on {}", s.principle_p,
+            s.principle_c, s.memory_bytes, src.name()));
+      k = *pk;
+    }
+    std::vector<uint64_t> ranked(ranking.keys.begin(),
+                                 ranking.keys.begin() + static_cast<std::ptrdiff_t>(std::min(k, ranking.keys.size())));
     hot = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(std::move(ranked), 1));
     layout = std::make_shared<const control::zebra::Layout>(
         control::zebra::Layout::make(hot->size(), s.registers, s.placement, s.seed));
@@ -177,7 +169,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
       p.keys = src.keys(it, w);
       p.vals.resize(p.keys.size());
       for (size_t q = 0; q < p.keys.size(); ++q) {
-        p.vals[q] = exact_value(s.seed, it, w, p.keys[q]);
+        p.vals[q] = workload::sparse_value(s.seed, it, w, p.keys[q]);
         expect[i][p.keys[q]] += p.vals[q];
       }
       out.pairs += p.keys.size();

@@ -28,10 +28,14 @@ struct SparseSettings {
   uint64_t seed = 1;                // values and link faults
   // The hot set: the top `hot_keys` keys by update count over the source's
   // iterations [profile_first, profile_first + profile_iterations) (sampled
-  // at `sample_rate`); 0 hot keys: Principle 1 decides (needs p, c).
+  // at `sample_rate`: a seeded sample of the (iteration, worker) batches).
+  // With principle_p > 0, Principle 1 sets the size instead: the smallest k
+  // with T_k / T_n >= principle_p and 4 B * k <= principle_c * memory_bytes
+  // (the run fails if p is out of reach within that memory).
   size_t hot_keys = 30000;
   unsigned profile_first = 0, profile_iterations = 0;  // 0: the measured iterations themselves
   double sample_rate = 1.0;
+  double principle_p = 0, principle_c = 1;
   uint32_t registers = 16;          // register arrays the hot slots are spread over (m)
   control::zebra::Placement placement = control::zebra::Placement::Heat;
   bool layout_aware = true;         // Algorithm 1 at the workers
@@ -84,8 +88,10 @@ struct SparseRun {
 // Runs and checks (throws std::runtime_error naming the first wrong key, or what leaked).
 SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src);
 
-// The top-k keys by update count over the given iterations of the source (ties: smaller key first).
+// The top-k keys by update count over the given iterations of the first
+// `workers` workers (ties: smaller key first), over a sample of the batches
+// at sample_rate < 1 (control::zebra::count_updates).
 std::vector<uint64_t> top_keys(const workload::SparseSource& src, unsigned workers, unsigned first, unsigned count,
-                               size_t k);
+                               size_t k, double sample_rate = 1.0, uint64_t seed = 1);
 
 }  // namespace ina::exp

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ina::workload {
@@ -27,12 +28,18 @@ class SparseSource {
   virtual std::vector<uint64_t> keys(unsigned iteration, unsigned worker) const = 0;
 };
 
-// A synthetic workload's parameters (see sparse.cpp for the fit to Fig. 4).
+// A synthetic workload's parameters (see sparse.cpp and docs/zebra.md for
+// the fit to Fig. 4). Per (iteration, worker) batch: the `head` hottest
+// ranks, and the distinct ranks of `draws` draws from P(r) ~ (r - head + q)^-s
+// over the other ranks; ranks map to keys by a fixed bijection of [0, params).
 struct SparseModelSpec {
   std::string name;            // "oa", "se", "deeplight", "ncf", "lstm"
   uint64_t params = 0;         // n
-  uint64_t nnz_per_worker = 0; // distinct keys per worker and iteration (mean)
-  // ... fit parameters of the key-frequency distribution (helper: add what the fit needs)
+  uint64_t head = 0;           // always-activated hottest ranks per batch
+  uint64_t draws = 0;          // draws per batch (feature activations)
+  double s = 1, q = 1;         // Zipf-Mandelbrot exponent and shift
+  // The paper's Fig. 4 points the fit matches: (k, T_k / T_n).
+  std::vector<std::pair<uint64_t, double>> paper;
 };
 const std::vector<SparseModelSpec>& sparse_models();
 const SparseModelSpec* find_sparse_model(std::string_view name);  // nullptr if unknown
@@ -41,6 +48,10 @@ const SparseModelSpec* find_sparse_model(std::string_view name);  // nullptr if 
 // `scale` in (0, 1] shrinks params and nnz_per_worker together (simulation size).
 std::unique_ptr<SparseSource> make_synthetic(const SparseModelSpec& m, unsigned workers,
                                              unsigned iterations, uint64_t seed, double scale = 1.0);
+
+// The expected T_k / T_n of the full-size workload: the share of all
+// updates (batches a key appears in) that the k hottest keys take.
+double expected_top_share(const SparseModelSpec& m, uint64_t k);
 
 // A recorded trace (file format in docs/zebra.md); throws std::runtime_error
 // naming the file, line and field on bad input.

@@ -1,0 +1,178 @@
+// Zebra (issue 11): hot-parameter identification (control/zebra_hot.hpp:
+// Principle 1, the §V-C hot list, Kendall tau, precision, sampling) and the
+// sparse workloads (workload/sparse.hpp: the synthetic fit to Fig. 4, traces).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <unordered_map>
+
+#include "control/zebra_hot.hpp"
+#include "core/rng.hpp"
+#include "workload/sparse.hpp"
+
+using namespace ina;
+namespace z = ina::control::zebra;
+
+namespace {
+
+z::Ranking ranking_of(std::vector<uint64_t> freq) {
+  std::sort(freq.begin(), freq.end(), std::greater<>());
+  z::Ranking r;
+  for (size_t i = 0; i < freq.size(); ++i) {
+    r.keys.push_back(1000 + i);
+    r.freq.push_back(freq[i]);
+    r.total += freq[i];
+  }
+  return r;
+}
+
+// T_k / T_n of the k hottest keys over the batches of `s`.
+double top_share(const workload::SparseSource& s, unsigned iters, unsigned workers, uint64_t k) {
+  const auto r = z::count_updates(s, 0, iters, 1.0, 1, workers);
+  uint64_t top = 0;
+  for (size_t i = 0; i < std::min<size_t>(k, r.freq.size()); ++i) top += r.freq[i];
+  return static_cast<double>(top) / static_cast<double>(r.total);
+}
+
+}  // namespace
+
+// Principle 1 against brute force: the smallest k with T_k/T_n >= p and
+// 4 B * k <= c * m, or none.
+TEST(ZebraHot, Principle1IsTheSmallestKMeetingBothConditions) {
+  Rng rng(11);
+  int found = 0, none = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<uint64_t> f(1 + rng.below(200));
+    for (auto& x : f) x = 1 + rng.below(rng.bernoulli(0.2) ? 1000 : 20);
+    const auto r = ranking_of(f);
+    const double p = 0.05 + 0.9 * rng.uniform(), c = 0.01 + 0.98 * rng.uniform();
+    const uint64_t m = 4 * (1 + rng.below(300));
+    std::optional<size_t> want;
+    for (size_t k = 1; k <= f.size() && !want; ++k) {
+      uint64_t tk = 0;
+      for (size_t i = 0; i < k; ++i) tk += r.freq[i];
+      if (static_cast<double>(tk) / static_cast<double>(r.total) >= p && 4.0 * static_cast<double>(k) <= c * static_cast<double>(m))
+        want = k;
+    }
+    EXPECT_EQ(z::principle1(r, p, c, m), want) << "trial " << trial << " p " << p << " c " << c << " m " << m;
+    (want ? found : none)++;
+  }
+  EXPECT_GT(found, 20);  // both outcomes exercised
+  EXPECT_GT(none, 20);
+  EXPECT_THROW(z::principle1(ranking_of({3, 2}), 1.0, 0.5, 64), std::invalid_argument);
+  EXPECT_THROW(z::principle1(ranking_of({3, 2}), 0.5, 0.0, 64), std::invalid_argument);
+}
+
+// Kendall tau over the common keys against an O(m^2) pair count.
+TEST(ZebraHot, KendallTauCountsConcordantAndDiscordantPairs) {
+  EXPECT_EQ(z::kendall_tau({1, 2, 3, 4}, {1, 2, 3, 4}), 1.0);
+  EXPECT_EQ(z::kendall_tau({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  EXPECT_EQ(z::kendall_tau({1, 2, 3}, {2, 1, 3}), 1.0 / 3);  // 2 concordant, 1 discordant
+  EXPECT_EQ(z::kendall_tau({1, 2, 9}, {7, 2, 8, 1}), -1.0);  // common {1, 2}, swapped
+  EXPECT_EQ(z::kendall_tau({1}, {1}), 1.0);
+  Rng rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<uint64_t> a(2 + rng.below(300)), b;
+    std::iota(a.begin(), a.end(), 0);
+    for (size_t i = a.size() - 1; i > 0; --i) std::swap(a[i], a[rng.below(i + 1)]);
+    for (uint64_t k : a)
+      if (rng.bernoulli(0.8)) b.push_back(k);
+    for (size_t i = 0; i + 1 < b.size(); ++i)
+      if (rng.bernoulli(0.3)) std::swap(b[i], b[i + 1 + rng.below(std::min<size_t>(5, b.size() - i - 1))]);
+    b.push_back(100000);  // not in a
+    std::unordered_map<uint64_t, size_t> pa, pb;
+    for (size_t i = 0; i < a.size(); ++i) pa[a[i]] = i;
+    for (size_t i = 0; i < b.size(); ++i) pb[b[i]] = i;
+    std::vector<uint64_t> common;
+    for (uint64_t k : a)
+      if (pb.count(k)) common.push_back(k);
+    if (common.size() < 2) continue;
+    double con = 0, dis = 0;
+    for (size_t i = 0; i < common.size(); ++i)
+      for (size_t j = i + 1; j < common.size(); ++j)
+        ((pb[common[i]] < pb[common[j]]) ? con : dis) += 1;
+    EXPECT_NEAR(z::kendall_tau(a, b), (con - dis) / (con + dis), 1e-12) << trial;
+  }
+}
+
+TEST(ZebraHot, PrecisionAndTheIncrementalHotList) {
+  EXPECT_EQ(z::precision({1, 2, 3, 4}, {4, 9, 2}), 0.5);
+  EXPECT_EQ(z::precision({}, {4}), 1.0);
+  // 10 keys of 10 updates, then 10 of 1 (T_n = 110): steps of 5 keys add
+  // 50, 50, 5 and 5 updates; a step must add >= 5 % (5.5).
+  std::vector<uint64_t> f(10, 10);
+  f.insert(f.end(), 10, 1);
+  const auto r = ranking_of(f);
+  EXPECT_EQ(z::hot_by_increment(r, 5, 0.05).size(), 10u);
+  EXPECT_EQ(z::hot_by_increment(r, 5, 0.04).size(), 20u);
+  EXPECT_EQ(z::hot_by_increment(r, 5, 0.5).size(), 0u);
+}
+
+// The synthetic workloads reproduce the paper's Fig. 4 points (T_k / T_n at
+// the k the paper quotes) on their own generated batches at full size.
+TEST(ZebraWorkload, SyntheticModelsMatchFig4) {
+  for (const auto& m : workload::sparse_models()) {
+    if (m.paper.empty()) continue;
+    // 16 workers as the paper's Fig. 4 testbed, ~4 M draws in all (>= 4 iterations).
+    const unsigned workers = 16, iters = static_cast<unsigned>(std::clamp<uint64_t>(4'000'000 / (16 * m.draws), 4, 400));
+    const auto src = workload::make_synthetic(m, workers, iters, 3);
+    for (const auto& [k, share] : m.paper) {
+      EXPECT_NEAR(top_share(*src, iters, workers, k), share, 0.03) << m.name << " top " << k;
+      EXPECT_NEAR(workload::expected_top_share(m, k), share, 0.005) << m.name << " top " << k;
+    }
+  }
+  // Deterministic for a seed, different across seeds, keys ascending and in range.
+  const auto& ncf = *workload::find_sparse_model("ncf");
+  const auto a = workload::make_synthetic(ncf, 2, 2, 9), b = workload::make_synthetic(ncf, 2, 2, 9),
+             c = workload::make_synthetic(ncf, 2, 2, 10);
+  EXPECT_EQ(a->keys(1, 1), b->keys(1, 1));
+  EXPECT_NE(a->keys(1, 1), c->keys(1, 1));
+  const auto ks = a->keys(0, 0);
+  EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end()) && std::adjacent_find(ks.begin(), ks.end()) == ks.end());
+  EXPECT_LT(ks.back(), ncf.params);
+  EXPECT_GE(ks.size(), ncf.head);
+  EXPECT_THROW(workload::make_synthetic(ncf, 2, 2, 1, 0.0), std::invalid_argument);
+  EXPECT_EQ(workload::find_sparse_model("nope"), nullptr);
+}
+
+TEST(ZebraWorkload, TracesRoundTripAndBadFilesNameLineFieldAndValue) {
+  const auto dir = std::filesystem::temp_directory_path() / "ina-zebra-trace";
+  std::filesystem::create_directories(dir);
+  const auto src = workload::make_synthetic(*workload::find_sparse_model("lstm"), 3, 4, 2);
+  const std::string path = (dir / "t.trace").string();
+  workload::write_trace(*src, path);
+  const auto back = workload::load_trace(path);
+  EXPECT_EQ(back->name(), "lstm");
+  EXPECT_EQ(back->num_params(), src->num_params());
+  for (unsigned it = 0; it < 4; ++it)
+    for (unsigned w = 0; w < 3; ++w) EXPECT_EQ(back->keys(it, w), src->keys(it, w));
+
+  struct Bad {
+    std::string body, where, field, value;
+  };
+  const std::string head = "ina-sparse-trace 1\nname t params 100 workers 1 iterations 2\n";
+  const Bad cases[] = {
+      {"ina-sparse-trace 2\n", ":1:", "magic", "ina-sparse-trace 2"},
+      {"ina-sparse-trace 1\nname t params 0 workers 1 iterations 1\n", ":2:", "params", "0"},
+      {head + "0 0 1 5\n1 0 7 3\n", ":4:", "key", "3"},
+      {head + "0 0 1 100\n", ":3:", "key", "100"},
+      {head + "0 0 1\n0 0 2\n", ":4:", "iteration worker", "0 0"},
+      {head + "0 0 1 x2\n", ":3:", "key", "x2"},
+      {head + "2 0 1\n", ":3:", "iteration", "2"},
+      {head + "0 0 1\n", "", "iteration worker", "batch 1 0 is missing"},
+  };
+  for (const auto& c : cases) {
+    std::ofstream(path) << c.body;
+    try {
+      (void)workload::load_trace(path);
+      ADD_FAILURE() << c.body;
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(path + c.where), std::string::npos) << m;
+      EXPECT_NE(m.find("field '" + c.field + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find(c.value), std::string::npos) << m;
+    }
+  }
+}
