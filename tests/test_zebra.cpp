@@ -306,6 +306,23 @@ TEST(Zebra, HotSetUpdateMidTrainingLosesNoGradient) {
   EXPECT_EQ(skew.sw.kv_aggregated + skew.sw.kv_to_ps, skew.hot_pairs);
 }
 
+// Measured iterations that start later in training (after profiling ones):
+// the PS starts at the first measured iteration; exact, hot pairs in the switch.
+TEST(Zebra, RunsStartingAtALaterIterationAreExact) {
+  ZipfSource src(20000, 4, 5, 2000);
+  auto s = small("zebra");
+  s.first_iteration = 3;
+  s.iterations = 2;
+  s.profile_iterations = 3;  // the hot set from iterations 0..2
+  const auto r = exp::run_sparse(s, src);
+  EXPECT_EQ(r.sw.kv_aggregated, r.hot_pairs);
+  EXPECT_EQ(r.ps.malformed, 0u);
+  EXPECT_EQ(r.ps.stale, 0u);
+  s.scheme = "ps-lite";
+  const auto p = exp::run_sparse(s, src);
+  EXPECT_EQ(p.ps.pairs, p.pairs);
+}
+
 // A worker with no hot gradient sends one empty packet (§III-F) and the
 // iteration still completes; with an empty hot set every worker does.
 TEST(Zebra, EmptyHotStreamsStillComplete) {

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 #include <unordered_map>
 
 #include "control/zebra_hot.hpp"
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
 #include "core/rng.hpp"
 #include "workload/sparse.hpp"
 
@@ -174,5 +177,71 @@ TEST(ZebraWorkload, TracesRoundTripAndBadFilesNameLineFieldAndValue) {
       EXPECT_NE(m.find("field '" + c.field + "'"), std::string::npos) << m;
       EXPECT_NE(m.find(c.value), std::string::npos) << m;
     }
+  }
+}
+
+// Sparse scenarios (experiment/sparse_point.hpp): `ina sim` runs zebra and
+// ps-lite on a workload model; every point is checked exact by run_sparse.
+namespace {
+std::string sparse_text(const std::string& extra_workload, const std::string& schemes = "\"zebra\", \"ps-lite\"") {
+  return "[workload]\njobs = 1\nworkers_per_job = 4\niterations = 2\nsparse_model = \"ncf\"\n" + extra_workload +
+         "[switch]\nmemory_mb = 1\n[zebra]\nhot_keys = 1000\nprofile_iterations = 2\n[run]\nschemes = [" + schemes +
+         "]\n";
+}
+std::string sparse_error(const std::string& text) {
+  try {
+    (void)exp::expand(exp::parse_scenario(text, "z.toml"));
+  } catch (const exp::ScenarioError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(ZebraScenario, ZebraAggregatesTheHotPairsAndPsLitePushesAll) {
+  const auto sc = exp::parse_scenario(sparse_text(""), "z.toml");
+  const auto pts = exp::expand(sc);
+  ASSERT_EQ(pts.size(), 1u);
+  const auto z = exp::run_point(pts[0].settings, "zebra", 1);
+  const auto p = exp::run_point(pts[0].settings, "ps-lite", 1);
+  ASSERT_TRUE(z.ok) << z.problems;
+  ASSERT_TRUE(p.ok) << p.problems;
+  const auto& zm = z.metrics;
+  EXPECT_EQ(zm.at("hot_keys"), 1000);
+  EXPECT_EQ(zm.at("pairs"), p.metrics.at("pairs"));  // the same batches
+  EXPECT_EQ(zm.at("switch_pairs") + zm.at("ps_pairs"), zm.at("pairs"));
+  EXPECT_EQ(zm.at("switch_pairs"), std::round(zm.at("hot_share") * zm.at("pairs")));
+  EXPECT_EQ(p.metrics.at("ps_pairs"), p.metrics.at("pairs"));
+  // NCF's 100-key head is in every batch, so a 1000-key hot set takes > 40 % of the pairs.
+  EXPECT_GT(zm.at("hot_share"), 0.4);
+  // Principle 1 (p = 0.45 within 5 % of 1 MiB = 13107 keys) picks a smaller set that still reaches p on the profile.
+  auto s = pts[0].settings;
+  s.principle_p = 0.45;
+  const auto pr = exp::run_point(s, "zebra", 1);
+  ASSERT_TRUE(pr.ok) << pr.problems;
+  EXPECT_LT(pr.metrics.at("hot_keys"), 1000);
+  EXPECT_GT(pr.metrics.at("hot_keys"), 100);
+}
+
+TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
+  struct Case {
+    std::string text, field, value;
+  };
+  const Case cases[] = {
+      {sparse_text("", "\"zebra\", \"atp\""), "run.schemes", "atp"},
+      {sparse_text("").replace(0, 0, "[topology]\nkind = \"testbed\"\n"), "topology.kind",
+       "testbed"},
+      {sparse_text("partition_mb = 2\n"), "workload.partition_mb", "set"},
+      {sparse_text("").replace(sparse_text("").find("hot_keys = 1000"), 15, "hot_keys = 40000"), "zebra.hot_keys",
+       "40000"},
+      {sparse_text("sparse_scale = 1.5\n"), "workload.sparse_scale", "1.5"},
+      {sparse_text("").replace(sparse_text("").find("ncf"), 3, "wide"), "workload.sparse_model", "wide"},
+  };
+  for (const auto& c : cases) {
+    const std::string m = sparse_error(c.text);
+    SCOPED_TRACE(m);
+    EXPECT_EQ(m.rfind("z.toml", 0), 0u);
+    EXPECT_NE(m.find("field '" + c.field + "'"), std::string::npos);
+    EXPECT_NE(m.find(c.value), std::string::npos);
   }
 }

@@ -118,14 +118,18 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                     {"metrics", p.out->metrics}});
     if (quiet) return;
     const auto& m = p.out->metrics;
+    auto get = [&m](const char* k) { return m.contains(k) ? m.at(k) : 0.0; };
     const std::string what =
-        m.contains("avg_jct_ms")
-            ? fmt::format("avg JCT {:.3f} ms, util {:.3f}", m.at("avg_jct_ms"), m.at("utilization"))
-            : fmt::format("{:.2f} Gbps per worker, sync {:.3f} ms", m.at("throughput_gbps"), m.at("sync_ms"));
+        m.contains("avg_jct_ms")        ? fmt::format("avg JCT {:.3f} ms, util {:.3f}", get("avg_jct_ms"), get("utilization"))
+        : m.contains("agg_throughput_gbps") ? fmt::format("aggregation {:.2f} Gbps, sync {:.3f} ms, hot share {:.3f}",
+                                                        get("agg_throughput_gbps"), get("sync_ms"), get("hot_share"))
+                                        : fmt::format("{:.2f} Gbps per worker, sync {:.3f} ms", get("throughput_gbps"),
+                                                      get("sync_ms"));
     std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f hops)\n", p.done, p.total,
                  p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
                  static_cast<unsigned long long>(p.seed), what.c_str(), p.out->ok ? "ok" : "FAILED", p.wall_s,
-                 m.at("hops"));
+                 m.contains("hops") ? m.at("hops") : get("events"));
+    if (!p.out->ok) std::fprintf(stderr, "  %s\n", p.out->problems.c_str());
   }, &failures, threads);
   const auto records = average_over_seeds(per_seed);
   const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);

@@ -81,6 +81,9 @@ class Zebra final : public SwitchProgram {
                                   " comes too late: the switch is at iteration " + std::to_string(s.iter) +
                                   (s.started ? " (started)" : ""));
     while (!s.tables.empty() && s.tables.back().from >= t.from) s.tables.pop_back();
+    // A job's first table says where its aggregation starts (a job measured
+    // from a later iteration of training, after profiling ones).
+    if (s.tables.empty() && !s.started) s.iter = t.from;
     s.tables.push_back(std::move(t));
     size_t most = 0;
     for (const auto& x : s.tables) most = std::max(most, x.hot->size());

@@ -12,6 +12,7 @@
 #include "dataplane/switch.hpp"
 #include "experiment/collective.hpp"
 #include "experiment/network_point.hpp"
+#include "experiment/sparse_point.hpp"
 #include "host/profile.hpp"
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
@@ -65,6 +66,7 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
 }  // namespace
 
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
+  if (is_sparse(s)) return run_sparse_point(s, scheme, seed);
   if (is_network(s)) return run_network_point(s, scheme, seed);
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
   const host::Profile& profile = host::profile(s.profile);

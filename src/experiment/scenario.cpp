@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "experiment/network_point.hpp"
+#include "experiment/sparse_point.hpp"
 #include "schemes/registry.hpp"
 
 #include <algorithm>
@@ -148,6 +149,17 @@ const std::vector<Field>& settings_fields() {
       {"faults.worker_loss", &Settings::worker_loss, between(0, 1)},
       {"faults.ps_loss", &Settings::ps_loss, between(0, 1)},
       {"faults.fail_rank", &Settings::fail_rank, between(-1, 4095, "-1 = none")},
+      {"workload.sparse_model", &Settings::sparse_model, one_of({"", "oa", "se", "deeplight", "ncf", "lstm"})},
+      {"workload.sparse_scale", &Settings::sparse_scale, positive_up_to(1, "a fraction of the model")},
+      {"zebra.hot_keys", &Settings::hot_keys, between(0, 1e8)},
+      {"zebra.principle_p", &Settings::principle_p, between(0, 0.999999, "0 = zebra.hot_keys")},
+      {"zebra.principle_c", &Settings::principle_c, positive_up_to(0.999999, "a fraction of switch.memory_mb")},
+      {"zebra.sample_rate", &Settings::sample_rate, positive_up_to(1, "a fraction of the batches")},
+      {"zebra.profile_iterations", &Settings::profile_iterations, between(0, 100000)},
+      {"zebra.registers", &Settings::registers, between(1, 64)},
+      {"zebra.placement", &Settings::zebra_placement, one_of({"heat", "random"})},
+      {"zebra.layout_aware", &Settings::layout_aware},
+      {"zebra.pairs", &Settings::pairs, between(1, 9, "the prototype's 192 B packet holds 9")},
       {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
@@ -303,12 +315,13 @@ const std::vector<MetaField>& meta_fields() {
          for (const auto& name : read_strings(n)) {
            const schemes::Scheme* scheme = schemes::lookup(name);
            if (!scheme || !(scheme->supports(schemes::Engine::SimStar) ||
-                            scheme->supports(schemes::Engine::SimNetwork)))
-             throw Problem{fmt::format("{} (star: {}; multi-switch topologies: {})",
-                                       scheme ? "not supported by the star simulator nor on multi-switch topologies"
-                                              : "unknown scheme",
+                            scheme->supports(schemes::Engine::SimNetwork) ||
+                            scheme->supports(schemes::Engine::SimSparse)))
+             throw Problem{fmt::format("{} (star: {}; multi-switch topologies: {}; sparse workloads: {})",
+                                       scheme ? "not supported by any simulator" : "unknown scheme",
                                        schemes::names_text(schemes::Engine::SimStar),
-                                       schemes::names_text(schemes::Engine::SimNetwork)),
+                                       schemes::names_text(schemes::Engine::SimNetwork),
+                                       schemes::names_text(schemes::Engine::SimSparse)),
                            name};
            sc.schemes.push_back(scheme->name);
          }
@@ -448,6 +461,8 @@ const std::vector<std::string>& known_schemes() {
     std::vector<std::string> out = schemes::names(schemes::Engine::SimStar);
     for (auto& n : schemes::names(schemes::Engine::SimNetwork))
       if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    for (auto& n : schemes::names(schemes::Engine::SimSparse))
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
     return out;
   }();
   return names;
@@ -488,6 +503,7 @@ void validate(const Settings& s, const std::string& origin) {
 }
 
 void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
   if (is_network(s)) return validate_network(s, scheme_names, origin);
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
@@ -580,6 +596,7 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
   if (sc.x_label.empty()) sc.x_label = sc.sweep_key;
   // A multi-switch scenario's runs have no JCT: its default metric is the per-worker throughput.
   if (is_network(sc.base) && !root["output"]["metrics"]) sc.metrics = {"throughput_gbps"};
+  if (is_sparse(sc.base) && !root["output"]["metrics"]) sc.metrics = {"agg_throughput_gbps"};
   expand(sc);  // every concrete point is checked at load time, before anything runs
   return sc;
 }

@@ -79,6 +79,18 @@ struct Settings {
   double ps_loss = 0;                  // faults.ps_loss: loss on every PS link, both directions
   int fail_rank = -1;                  // faults.fail_rank (network kinds): this worker stops at faults.fail_at_ms (-1: none)
   double fail_at_ms = 0;               // faults.fail_at_ms
+  // Sparse training (Zebra; experiment/sparse_point.hpp): set workload.sparse_model to run it.
+  std::string sparse_model;            // workload.sparse_model: "" (dense) | oa | se | deeplight | ncf | lstm
+  double sparse_scale = 1;             // workload.sparse_scale: the model's size and keys per batch x this
+  int hot_keys = 30000;                // zebra.hot_keys: the hot set at full size (x sparse_scale in the run)
+  double principle_p = 0;              // zebra.principle_p: > 0 = Principle 1 sizes the hot set (T_k / T_n >= p)
+  double principle_c = 0.05;           // zebra.principle_c: ... within c x switch.memory_mb (the paper: 5 %)
+  double sample_rate = 1;              // zebra.sample_rate: the hot set from this sample of the batches
+  int profile_iterations = 0;          // zebra.profile_iterations: ... of these iterations before the measured (0: the measured)
+  int registers = 16;                  // zebra.registers: register arrays the hot slots are spread over
+  std::string zebra_placement = "heat";  // zebra.placement: heat | random (Fig. 10's baseline)
+  bool layout_aware = true;            // zebra.layout_aware: Algorithm 1 at the workers (false: key order)
+  int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
   // [run] (per-run knobs that may also be swept)
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum

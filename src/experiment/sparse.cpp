@@ -153,6 +153,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   hc.pairs = s.pairs;
   hc.layout_aware = s.layout_aware;
   hc.init_window = s.init_window;
+  hc.first_iteration = s.first_iteration;
   const NodeId cpu_id = static_cast<NodeId>(N + 2);
 
   // Exact expected sums per iteration, and each worker's pushes.

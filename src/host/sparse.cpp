@@ -339,6 +339,7 @@ std::string SparseWorker::describe() const {
 
 SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(cfg_.init_window) {
   check_config(cfg_);
+  iter_ = res_iter_ = cfg_.first_iteration;
   seen_.resize(cfg_.workers.size());
   in_.assign(cfg_.workers.size(), false);
 }

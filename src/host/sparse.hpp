@@ -52,6 +52,7 @@ struct SparseConfig {
   double max_window = 4096;
   Time min_rto = 1 * kMs;
   Time max_rto = 200 * kMs;
+  uint32_t first_iteration = 0;  // the PS's first iteration (a job that starts later in training)
 };
 
 struct SparseWorkerStats {

@@ -1,0 +1,117 @@
+#include "experiment/sparse_point.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "dataplane/switch.hpp"
+#include "experiment/sparse.hpp"
+#include "schemes/registry.hpp"
+#include "workload/model.hpp"
+#include "workload/sparse.hpp"
+
+namespace ina::exp {
+
+bool is_sparse(const Settings& s) { return !s.sparse_model.empty(); }
+
+void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  for (const auto& name : scheme_names)
+    if (!schemes::find(name).supports(schemes::Engine::SimSparse))
+      fail_field(origin, "run.schemes",
+                 fmt::format("{} does not run sparse workloads (workload.sparse_model is set); sparse schemes: {}",
+                             name, schemes::names_text(schemes::Engine::SimSparse)),
+                 name);
+  if (s.topology_kind != "star")
+    fail_field(origin, "topology.kind", "sparse workloads run on the star (one switch, its CPU, one PS)",
+               s.topology_kind);
+  if (s.jobs != 1)
+    fail_field(origin, "workload.jobs", "a sparse scenario runs one job (set workload.jobs = 1)",
+               std::to_string(s.jobs));
+  const Settings d;
+  const std::pair<const char*, bool> unused[] = {
+      {"workload.partition_mb", s.partition_mb != d.partition_mb}, {"faults.worker_loss", s.worker_loss != d.worker_loss},
+      {"faults.ps_loss", s.ps_loss != d.ps_loss},                  {"workload.step_barrier", s.step_barrier},
+      {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},     {"faults.fail_rank", s.fail_rank != d.fail_rank}};
+  for (const auto& [key, set] : unused)
+    if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
+  const double scaled = std::round(s.hot_keys * s.sparse_scale);
+  if (s.hot_keys > 0 && scaled * 4 > s.memory_mb * workload::kMiB && s.principle_p == 0)
+    fail_field(origin, "zebra.hot_keys",
+               fmt::format("{} hot keys x 4 B (after workload.sparse_scale = {}) exceed switch.memory_mb = {}", scaled,
+                           s.sparse_scale, s.memory_mb),
+               std::to_string(s.hot_keys));
+  const dp::SwitchConfig sw;
+  if (scaled > sw.kv_table_entries)
+    fail_field(origin, "zebra.hot_keys",
+               fmt::format("{} hot keys (after workload.sparse_scale = {}) exceed the switch's exact-match table of {} "
+                           "entries (the prototype's)",
+                           scaled, s.sparse_scale, sw.kv_table_entries),
+               std::to_string(s.hot_keys));
+  if (s.ecn_kb > s.queue_kb)
+    fail_field(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
+               fmt::format("{}", s.ecn_kb));
+}
+
+RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_t seed) {
+  const workload::SparseModelSpec* m = workload::find_sparse_model(s.sparse_model);
+  if (!m) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
+  const unsigned N = static_cast<unsigned>(s.workers_per_job);
+  const unsigned profile = static_cast<unsigned>(s.profile_iterations);
+  const unsigned iters = static_cast<unsigned>(s.iterations);
+  const auto src = workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale);
+
+  SparseSettings ss;
+  ss.scheme = scheme;
+  ss.workers = N;
+  ss.iterations = iters;
+  ss.first_iteration = profile;
+  ss.seed = seed;
+  ss.hot_keys = static_cast<size_t>(std::llround(s.hot_keys * s.sparse_scale));
+  ss.profile_first = 0;
+  ss.profile_iterations = profile;
+  ss.sample_rate = s.sample_rate;
+  ss.principle_p = s.principle_p;
+  ss.principle_c = s.principle_c;
+  ss.registers = static_cast<uint32_t>(s.registers);
+  ss.placement = s.zebra_placement == "random" ? control::zebra::Placement::Random : control::zebra::Placement::Heat;
+  ss.layout_aware = s.layout_aware;
+  ss.pairs = static_cast<unsigned>(s.pairs);
+  ss.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
+  ss.link.gbps = s.link_gbps;
+  ss.link.delay = from_us(s.rtt_us / 4);
+  ss.link.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+  ss.link.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+  ss.link.loss = s.loss;
+  ss.link.dup = s.dup;
+  ss.link.reorder = s.reorder;
+  ss.link.reorder_delay = from_us(s.reorder_delay_us);
+  ss.time_limit = from_ms(s.max_sim_ms);
+
+  RunOutput out;
+  SparseRun r;
+  try {
+    r = run_sparse(ss, *src);
+  } catch (const std::runtime_error& e) {  // a wrong sum, a leak, an unfinished run: a failed point
+    out.ok = false;
+    out.problems = e.what();
+    return out;
+  }
+  Time sync = 0;
+  for (const auto& it : r.iters) sync += it.end - it.start;
+  auto& x = out.metrics;
+  x["agg_throughput_gbps"] = r.agg_throughput_gbps;
+  x["sync_ms"] = to_ms(sync) / static_cast<double>(r.iters.size());
+  x["hot_share"] = r.hot_share;
+  x["hot_keys"] = static_cast<double>(r.hot_keys);
+  x["recirc_per_packet"] = r.recirc_per_packet;
+  x["pairs"] = static_cast<double>(r.pairs);
+  x["switch_pairs"] = static_cast<double>(r.sw.kv_aggregated);
+  x["ps_pairs"] = static_cast<double>(r.ps.pairs);
+  x["retransmits"] = static_cast<double>(r.workers.retransmits);
+  x["workers"] = N;
+  x["params"] = static_cast<double>(src->num_params());
+  x["events"] = static_cast<double>(r.events);
+  return out;
+}
+
+}  // namespace ina::exp

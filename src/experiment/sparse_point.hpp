@@ -1,0 +1,38 @@
+#pragma once
+// Scenario points of sparse training (Zebra, issue 11): a scenario whose
+// workload.sparse_model is set runs exp::run_sparse on the star (one job of
+// workload.workers_per_job workers, one PS, the switch and, for Zebra, its
+// CPU) for each scheme the sparse simulator runs (zebra, ps-lite).
+//
+// Settings used (others are refused, naming the field):
+//   workload.sparse_model   oa | se | deeplight | ncf | lstm (docs/zebra.md)
+//   workload.sparse_scale   (0, 1]: the model's size and keys per batch x this
+//   workload.workers_per_job, workload.iterations (measured iterations)
+//   zebra.hot_keys          the hot set at full size; the run uses
+//                           round(hot_keys x sparse_scale)
+//   zebra.principle_p/_c    > 0: Principle 1 sizes the hot set instead
+//   zebra.sample_rate       the hot set from this sample of the batches of
+//   zebra.profile_iterations  this many iterations before the measured ones
+//                           (0: the measured iterations themselves)
+//   zebra.registers, zebra.placement (heat | random), zebra.layout_aware,
+//   zebra.pairs             the switch layout, Algorithm 1, pairs per packet
+//   switch.memory_mb        the switch's aggregation memory (the paper: 1 MB)
+//   topology.link_gbps, topology.rtt_us, topology.queue_kb, topology.ecn_kb,
+//   faults.loss / dup / reorder on every host link
+// Metrics: agg_throughput_gbps (pushed pairs x 12 B x 8 / sync time, the
+// paper's aggregation throughput), sync_ms (mean per iteration), hot_share,
+// hot_keys, recirc_per_packet, pairs, retransmits, ps_pairs, switch_pairs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
+
+namespace ina::exp {
+
+bool is_sparse(const Settings& s);  // workload.sparse_model is set
+void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin);
+RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_t seed);
+
+}  // namespace ina::exp
