@@ -13,6 +13,8 @@ using Runner = std::function<int()>;
 
 // `ina plan ...`: control-plane planners (src/cli/plan.cpp).
 Runner register_plan(CLI::App& app);
+// `ina plan zebra` (src/cli/plan_zebra.cpp); -1 when not the chosen command.
+Runner register_plan_zebra(CLI::App& plan);
 
 // `ina switch`, `ina ps`, `ina worker`, `ina run`: the UDP runtime (src/cli/runtime.cpp).
 Runner register_runtime(CLI::App& app);

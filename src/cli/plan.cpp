@@ -966,7 +966,10 @@ Runner register_plan(CLI::App& app) {
       ->delimiter(',');
   r->add_option("--seed", rargs->seed, "--vs-sim: simulator seed (default 1)");
 
-  return [plan, g, s, r, args, rargs, sweep_file, sweep_out] {
+  const Runner zebra = register_plan_zebra(*plan);
+
+  return [plan, g, s, r, args, rargs, sweep_file, sweep_out, zebra] {
+    if (const int z = zebra(); z >= 0) return z;
     if (g->parsed()) return guarded([&] { return run_grid(*args, *g); });
     if (r->parsed()) return guarded([&] { return run_rina(*rargs, *r); });
     if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out); });
