@@ -159,6 +159,7 @@ const std::vector<Field>& settings_fields() {
       {"zebra.registers", &Settings::registers, between(1, 64)},
       {"zebra.placement", &Settings::zebra_placement, one_of({"heat", "random"})},
       {"zebra.layout_aware", &Settings::layout_aware},
+      {"zebra.table_entries", &Settings::table_entries, between(1, 1 << 24)},
       {"zebra.pairs", &Settings::pairs, between(1, 9, "the prototype's 192 B packet holds 9")},
       {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},

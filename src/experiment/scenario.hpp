@@ -90,6 +90,7 @@ struct Settings {
   int registers = 16;                  // zebra.registers: register arrays the hot slots are spread over
   std::string zebra_placement = "heat";  // zebra.placement: heat | random (Fig. 10's baseline)
   bool layout_aware = true;            // zebra.layout_aware: Algorithm 1 at the workers (false: key order)
+  int table_entries = 32768;           // zebra.table_entries: the switch's key table (the prototype's 32,768)
   int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
   // [run] (per-run knobs that may also be swept)
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime

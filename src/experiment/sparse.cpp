@@ -141,6 +141,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   dp::SwitchConfig sc;
   sc.memory_bytes = s.memory_bytes;
   sc.kv_pairs = static_cast<uint16_t>(s.pairs);
+  sc.kv_table_entries = s.table_entries;
   sc.seed = s.seed;
   auto swp = scheme.make_switch(sc);
   dp::SwitchProgram& sw = *swp;

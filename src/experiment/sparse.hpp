@@ -40,6 +40,7 @@ struct SparseSettings {
   control::zebra::Placement placement = control::zebra::Placement::Heat;
   bool layout_aware = true;         // Algorithm 1 at the workers
   unsigned pairs = 9;               // per packet
+  uint32_t table_entries = 32768;   // the switch's key table (dp::SwitchConfig::kv_table_entries)
   uint64_t memory_bytes = 1 << 20;  // the switch's aggregation memory (the paper's 1 MB cap)
   sim::LinkParams link;             // every host link
   Time cpu_delay = 2225 * kUs;      // switch pipeline <-> CPU, one way (the paper: 4.45 ms round trip, §V-E)

@@ -6,6 +6,7 @@
 
 #include "dataplane/switch.hpp"
 #include "experiment/sparse.hpp"
+#include "wire/kv.hpp"
 #include "schemes/registry.hpp"
 #include "workload/model.hpp"
 #include "workload/sparse.hpp"
@@ -40,12 +41,11 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
                fmt::format("{} hot keys x 4 B (after workload.sparse_scale = {}) exceed switch.memory_mb = {}", scaled,
                            s.sparse_scale, s.memory_mb),
                std::to_string(s.hot_keys));
-  const dp::SwitchConfig sw;
-  if (scaled > sw.kv_table_entries)
+  if (scaled > s.table_entries)
     fail_field(origin, "zebra.hot_keys",
                fmt::format("{} hot keys (after workload.sparse_scale = {}) exceed the switch's exact-match table of {} "
-                           "entries (the prototype's)",
-                           scaled, s.sparse_scale, sw.kv_table_entries),
+                           "entries (zebra.table_entries; the prototype's 32,768)",
+                           scaled, s.sparse_scale, s.table_entries),
                std::to_string(s.hot_keys));
   if (s.ecn_kb > s.queue_kb)
     fail_field(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
@@ -76,6 +76,9 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.placement = s.zebra_placement == "random" ? control::zebra::Placement::Random : control::zebra::Placement::Heat;
   ss.layout_aware = s.layout_aware;
   ss.pairs = static_cast<unsigned>(s.pairs);
+  // transport.init_window_kb, as the dense schemes: packets of 50 B of headers + the KV payload.
+  ss.init_window = std::max(1.0, s.init_window_kb * 1000 / (50.0 + 4.0 * kv::words(ss.pairs)));
+  ss.table_entries = static_cast<uint32_t>(s.table_entries);
   ss.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
   ss.link.gbps = s.link_gbps;
   ss.link.delay = from_us(s.rtt_us / 4);

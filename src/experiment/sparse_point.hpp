@@ -16,6 +16,8 @@
 //                           (0: the measured iterations themselves)
 //   zebra.registers, zebra.placement (heat | random), zebra.layout_aware,
 //   zebra.pairs             the switch layout, Algorithm 1, pairs per packet
+//   zebra.table_entries     the key -> register exact-match table (the prototype: 32,768)
+//   transport.init_window_kb  the hosts' window (workers' initial, the PS's result window)
 //   switch.memory_mb        the switch's aggregation memory (the paper: 1 MB)
 //   topology.link_gbps, topology.rtt_us, topology.queue_kb, topology.ecn_kb,
 //   faults.loss / dup / reorder on every host link
