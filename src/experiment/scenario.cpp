@@ -319,7 +319,8 @@ const std::vector<MetaField>& meta_fields() {
                             scheme->supports(schemes::Engine::SimNetwork) ||
                             scheme->supports(schemes::Engine::SimSparse)))
              throw Problem{fmt::format("{} (star: {}; multi-switch topologies: {}; sparse workloads: {})",
-                                       scheme ? "not supported by any simulator" : "unknown scheme",
+                                       scheme ? "not supported by the star simulator, on multi-switch topologies or for sparse workloads"
+                                              : "unknown scheme",
                                        schemes::names_text(schemes::Engine::SimStar),
                                        schemes::names_text(schemes::Engine::SimNetwork),
                                        schemes::names_text(schemes::Engine::SimSparse)),
