@@ -5,7 +5,8 @@
 //  (b) the DSA 8-job x 8-worker scenario (DNN A), one full run;
 //  (c) collectives on multi-switch topologies (exp::run_collective), one
 //      allreduce of 4 MiB per worker: Rina on the dragonfly 4,9,2 (72
-//      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers).
+//      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers);
+//  (d) sparse aggregation, Zebra and PS-lite (below).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@
 #include "dataplane/switch.hpp"
 #include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
+#include "experiment/sparse.hpp"
+#include "workload/sparse.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
@@ -114,6 +117,31 @@ BENCHMARK_CAPTURE(BM_Collective, rina_dragonfly, "dragonfly:4,9,2", "rina", true
     ->Name("sim/rina_dragonfly_4_9_2")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Collective, rar_fat_tree, "fat-tree:4", "rar", false)
     ->Name("sim/rar_fat_tree_4")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// (d) sparse aggregation (exp::run_sparse): Zebra and PS-lite-style push on
+// the OA-like workload (docs/zebra.md), 16 workers, two iterations, hot set
+// of 30 K keys from two profiling iterations; reported in <key, value>
+// pairs (pushed by the workers) per second of wall time.
+void BM_Sparse(benchmark::State& state, const char* scheme) {
+  const auto src = workload::make_synthetic(*workload::find_sparse_model("oa"), 16, 4, 1);
+  exp::SparseSettings s;
+  s.scheme = scheme;
+  s.workers = 16;
+  s.first_iteration = 2;
+  s.iterations = 2;
+  s.profile_iterations = 2;
+  s.init_window = 350;  // 60 KB of KV packets, as `ina sim` sparse scenarios
+  uint64_t pairs = 0, events = 0;
+  for (auto _ : state) {
+    const auto r = exp::run_sparse(s, *src);
+    pairs += r.pairs;
+    events += r.events;
+  }
+  state.counters["kv_pairs_per_s"] = benchmark::Counter(static_cast<double>(pairs), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Sparse, zebra, "zebra")->Name("sim/sparse_zebra_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Sparse, ps_lite, "ps-lite")->Name("sim/sparse_pslite_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
