@@ -136,6 +136,7 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
   std::vector<std::pair<std::string, std::string>> sparse;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine sparse --json").output))
     sparse.emplace_back(s.at("name").get<std::string>(), s.at("sparse").get<std::string>());
-  EXPECT_EQ(sparse, (std::vector<std::pair<std::string, std::string>>{{"zebra", "hot-ina"}, {"ps-lite", "push"}}));
+  EXPECT_EQ(sparse, (std::vector<std::pair<std::string, std::string>>{
+                        {"switchml", "dense"}, {"zebra", "hot-ina"}, {"ps-lite", "push"}}));
   EXPECT_NE(run("schemes --engine nowhere").status, 0);
 }

@@ -29,7 +29,8 @@ TEST(SchemeRegistry, NamesAliasesAndRoles) {
   EXPECT_EQ(schemes::find("dsa-coin").preempt, dp::PreemptMode::Coin);
   EXPECT_EQ(schemes::names(Engine::Runtime), (std::vector<std::string>{"switchml", "atp", "dsa", "rar", "h-ar", "rina"}));
   EXPECT_EQ(schemes::names(Engine::SimTopology), (std::vector<std::string>{"grid"}));
-  EXPECT_EQ(schemes::names(Engine::SimSparse), (std::vector<std::string>{"zebra", "ps-lite"}));
+  EXPECT_EQ(schemes::names(Engine::SimSparse), (std::vector<std::string>{"switchml", "zebra", "ps-lite"}));
+  EXPECT_EQ(schemes::find("switchml").sparse, schemes::Sparse::Dense);
   EXPECT_EQ(schemes::find("pslite").sparse, schemes::Sparse::Push);
   EXPECT_EQ(schemes::find("zebra").sparse, schemes::Sparse::HotIna);
   // Names are unique across names and aliases.

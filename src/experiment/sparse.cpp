@@ -7,7 +7,10 @@
 #include <unordered_map>
 
 #include "control/zebra_hot.hpp"
+#include "host/profile.hpp"
+#include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
+#include "sim/star.hpp"
 #include "wire/kv.hpp"
 
 namespace ina::exp {
@@ -99,8 +102,141 @@ class Driver final : public Faulty<host::SparseWorker> {
 
 }  // namespace
 
+namespace {
+
+// One worker's iteration as the dense tensor SwitchML streams: its keys'
+// values, zeros elsewhere. The result is checked as it is written, against
+// the exact sums of the union (zeros elsewhere): n values per worker would
+// not fit in memory for the large models.
+class DenseOfSparse final : public host::TensorIO {
+ public:
+  DenseOfSparse(std::vector<uint64_t> keys, std::vector<int32_t> vals,
+                std::shared_ptr<const std::vector<std::pair<uint64_t, int32_t>>> sums, uint64_t& errors)
+      : keys_(std::move(keys)), vals_(std::move(vals)), sums_(std::move(sums)), errors_(errors) {}
+  void read_gradient(uint64_t off, std::span<int32_t> out) override {
+    std::fill(out.begin(), out.end(), 0);
+    for (auto it = std::lower_bound(keys_.begin(), keys_.end(), off); it != keys_.end() && *it < off + out.size(); ++it)
+      out[*it - off] = vals_[static_cast<size_t>(it - keys_.begin())];
+  }
+  void write_result(uint64_t off, std::span<const int32_t> in) override {
+    auto it = first(off);
+    for (size_t i = 0; i < in.size(); ++i) {
+      int32_t want = 0;
+      if (it != sums_->end() && it->first == off + i) want = (it++)->second;
+      if (in[i] != want) ++errors_;
+    }
+  }
+  void read_result(uint64_t off, std::span<int32_t> out) override {  // the checked result (only exact ones pass)
+    std::fill(out.begin(), out.end(), 0);
+    for (auto it = first(off); it != sums_->end() && it->first < off + out.size(); ++it) out[it->first - off] = it->second;
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, int32_t>>::const_iterator first(uint64_t off) const {
+    return std::lower_bound(sums_->begin(), sums_->end(), std::pair<uint64_t, int32_t>{off, INT32_MIN});
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<int32_t> vals_;
+  std::shared_ptr<const std::vector<std::pair<uint64_t, int32_t>>> sums_;
+  uint64_t& errors_;
+};
+
+// SwitchML on a sparse workload (the Zebra paper's baseline): every worker
+// streams the whole model, zeros included, through SwitchML's isolated
+// pool on the star; one allreduce per iteration, back to back.
+SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, const schemes::Scheme& scheme) {
+  const unsigned N = s.workers;
+  const uint64_t n = src.num_params();
+  SparseRun out;
+  out.scheme = scheme.name;
+  constexpr uint16_t kValues = 64;  // 256 B of values per packet, as the dense schemes
+  sim::Simulator sim(s.seed, kValues, 50);
+  const auto plan = sim::plan_star({static_cast<int>(N)}, false);
+  dp::SwitchConfig swc;
+  swc.memory_bytes = s.memory_bytes;
+  swc.payload_values = kValues;
+  swc.seed = s.seed;
+  auto swp = scheme.make_switch(swc);
+  dp::SwitchProgram& sw = *swp;
+  sim.add_node(std::move(swp), true);
+  const uint32_t slots = sim::register_jobs(sw, plan, true);
+  uint64_t errors = 0;
+  std::vector<std::shared_ptr<const std::vector<std::pair<uint64_t, int32_t>>>> sums(s.iterations);
+  std::vector<std::vector<std::vector<uint64_t>>> keys(s.iterations, std::vector<std::vector<uint64_t>>(N));
+  for (unsigned i = 0; i < s.iterations; ++i) {
+    const unsigned it = s.first_iteration + i;
+    std::unordered_map<uint64_t, int64_t> e;
+    for (unsigned w = 0; w < N; ++w) {
+      keys[i][w] = src.keys(it, w);
+      for (uint64_t k : keys[i][w]) e[k] += workload::sparse_value(s.seed, it, w, k);
+      out.pairs += keys[i][w].size();
+    }
+    auto v = std::make_shared<std::vector<std::pair<uint64_t, int32_t>>>();
+    for (const auto& [k, x] : e) v->emplace_back(k, static_cast<int32_t>(x));
+    std::sort(v->begin(), v->end());
+    out.iters.push_back({0, 0, 0, v->size()});
+    for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += keys[i][w].size();
+    sums[i] = std::move(v);
+  }
+  std::vector<host::WorkerNode*> nodes;
+  for (unsigned r = 0; r < N; ++r) {
+    host::WorkerConfig w;
+    host::profile("paper").apply(w);
+    w.job = plan.jobs[0].id;
+    w.rank = static_cast<uint8_t>(r);
+    w.nworkers = static_cast<uint8_t>(N);
+    w.self = plan.jobs[0].workers[r];
+    w.aggregator = plan.sw;
+    w.payload_values = kValues;
+    w.init_window = std::max(1.0, s.init_window * (50.0 + 4.0 * kv::words(s.pairs)) / (50.0 + 4.0 * kValues));
+    w.window_cap = slots;
+    auto node = std::make_unique<host::WorkerNode>(w);
+    for (unsigned i = 0; i < s.iterations; ++i) {
+      const unsigned it = s.first_iteration + i;
+      std::vector<int32_t> vals;
+      for (uint64_t k : keys[i][r]) vals.push_back(workload::sparse_value(s.seed, it, r, k));
+      node->submit(std::make_shared<DenseOfSparse>(keys[i][r], std::move(vals), sums[i], errors), n);
+    }
+    nodes.push_back(node.get());
+    sim.add_node(std::move(node), false);
+  }
+  sim::wire_star(sim, plan, s.link, s.link);
+  sim.run(s.time_limit);
+  for (unsigned r = 0; r < N; ++r)
+    if (nodes[r]->completed() != s.iterations)
+      throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} allreduces of {} values within "
+                                           "{} ms of simulated time",
+                                           scheme.name, r, nodes[r]->completed(), s.iterations, n, to_ms(s.time_limit)));
+  if (errors) throw std::runtime_error(fmt::format("sparse run {}: {} result values differ from the exact sums", scheme.name, errors));
+  if (sim.pool().in_use() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
+  // SwitchML's slots keep the last round's results by design (the shadow
+  // copy answers a late retransmission), so they are not a leak (as exp::run_point).
+  if (!scheme.isolated && sw.occupied() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: {} aggregators left in use", scheme.name, sw.occupied()));
+  Time end = 0;
+  for (auto* nd : nodes) {
+    end = std::max(end, nd->finish_time());
+    out.workers.retransmits += nd->transport().stats().retransmits;
+  }
+  out.sw = sw.stats();
+  out.total = end;
+  out.iters.back().end = end;  // back to back: the whole span, credited to the last iteration
+  out.agg_throughput_gbps = end > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(end) * 1e3) : 0;
+  out.events = sim.events();
+  return out;
+}
+
+}  // namespace
+
 SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
   const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
+  if (scheme.sparse == schemes::Sparse::Dense) {
+    if (s.workers == 0 || s.workers > kMaxWorkers || s.workers > src.workers())
+      throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", s.workers,
+                                              src.name(), src.workers(), kMaxWorkers));
+    return run_dense(s, src, scheme);
+  }
   const bool ina = scheme.sparse == schemes::Sparse::HotIna;
   const unsigned N = s.workers;
   if (N == 0 || N > kMaxWorkers || N > src.workers())

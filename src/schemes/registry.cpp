@@ -20,7 +20,8 @@ std::vector<Scheme> registered() {
     s.factory = dp::make_switchml;
     s.has_ps = false;
     s.isolated = true;
-    s.engines = star_and_runtime;
+    s.engines = star_and_runtime | E::SimSparse;
+    s.sparse = Sparse::Dense;
     v.push_back(std::move(s));
   }
   {
@@ -184,6 +185,7 @@ const char* to_string(Sparse s) {
     case Sparse::None: return "none";
     case Sparse::Push: return "push";
     case Sparse::HotIna: return "hot-ina";
+    case Sparse::Dense: return "dense";
   }
   return "?";
 }

@@ -53,6 +53,7 @@ enum class Sparse : uint8_t {
   None = 0,  // dense tensors
   Push,      // PS-lite style: every non-zero pair pushed to the PS
   HotIna,    // Zebra: hot keys aggregated in the switch (a hot-set table), the rest at the PS
+  Dense,     // SwitchML on a sparse model: the whole model streamed, zeros included (Zebra's baseline)
 };
 const char* to_string(Sparse s);
 
