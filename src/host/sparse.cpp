@@ -287,8 +287,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
       ++st_.results;
       for (unsigned q = 0; q < n; ++q) {
         const uint64_t key = from_sw ? t->hot->keys[kv::key(*p, q)] : kv::key(*p, q);
-        int32_t& v = sums_[key];
-        v = wrap_add(v, kv::value(*p, q), nullptr);
+        sums_.emplace_back(key, kv::value(*p, q));
       }
       if (p->h.has(flag::kLast)) s.total = kv::total(*p);
     }
@@ -314,13 +313,18 @@ void SparseWorker::maybe_finish(Time now, Effects& fx) {
   if (cfg_.sw != kNoNode && !sw_res_.complete()) return;
   active_ = false;
   ++gen_;
-  std::vector<std::pair<uint64_t, int32_t>> all(sums_.begin(), sums_.end());
-  std::sort(all.begin(), all.end());
-  std::vector<uint64_t> keys(all.size());
-  std::vector<int32_t> sums(all.size());
-  for (size_t i = 0; i < all.size(); ++i) {
-    keys[i] = all[i].first;
-    sums[i] = all[i].second;
+  std::sort(sums_.begin(), sums_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint64_t> keys;
+  std::vector<int32_t> sums;
+  keys.reserve(sums_.size());
+  sums.reserve(sums_.size());
+  for (const auto& [k, v] : sums_) {
+    if (!keys.empty() && keys.back() == k) {
+      sums.back() = wrap_add(sums.back(), v, nullptr);
+    } else {
+      keys.push_back(k);
+      sums.push_back(v);
+    }
   }
   sums_.clear();
   if (done_) done_(iter_, keys, sums, now, fx);

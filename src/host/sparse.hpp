@@ -131,7 +131,9 @@ class SparseWorker final : public Node {
     bool complete() const { return total != 0 && n == total; }
   };
   Stream sw_res_, ps_res_;
-  std::unordered_map<uint64_t, int32_t> sums_;
+  // The iteration's result pairs as they arrive (a key may come from both
+  // the switch and the PS while their tables are out of step: summed at the end).
+  std::vector<std::pair<uint64_t, int32_t>> sums_;
 };
 
 struct SparsePsStats {
