@@ -125,10 +125,11 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                                                         get("agg_throughput_gbps"), get("sync_ms"), get("hot_share"))
                                         : fmt::format("{:.2f} Gbps per worker, sync {:.3f} ms", get("throughput_gbps"),
                                                       get("sync_ms"));
-    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f hops)\n", p.done, p.total,
+    const bool hops = m.contains("hops");
+    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f %s)\n", p.done, p.total,
                  p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
                  static_cast<unsigned long long>(p.seed), what.c_str(), p.out->ok ? "ok" : "FAILED", p.wall_s,
-                 m.contains("hops") ? m.at("hops") : get("events"));
+                 hops ? m.at("hops") : get("events"), hops ? "hops" : "events");
     if (!p.out->ok) std::fprintf(stderr, "  %s\n", p.out->problems.c_str());
   }, &failures, threads);
   const auto records = average_over_seeds(per_seed);

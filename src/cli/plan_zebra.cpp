@@ -61,7 +61,8 @@ int run_zebra(const ZebraArgs& a) {
     rows.push_back({{"sample_rate", r},
                     {"hot_sampled", hs.size()},
                     {"precision", z::precision(hg, hs)},
-                    {"kendall_tau", z::kendall_tau(hg, hs)}});
+                    {"kendall_tau", z::kendall_tau(hg, hs)},
+                    {"kendall_distance", (1 - z::kendall_tau(hg, hs)) / 2}});
   }
   out["sampling"] = rows;
   const auto early = z::count_updates(*src, 0, a.online_after, 1.0, a.seed);
@@ -79,11 +80,12 @@ int run_zebra(const ZebraArgs& a) {
       ">= 1 %)\nPrinciple 1 (p = {}, c = {}, {} MB): k = {}\n",
       a.model, a.scale, src->num_params(), a.workers, a.iterations, global.total, hg.size(), step, a.p, a.c,
       a.memory_mb, k ? std::to_string(*k) : std::string("none (p out of reach)"));
-  std::cout << "| sample rate | |H_s| | precision | Kendall tau |\n|---|---|---|---|\n";
-  for (const auto& r : rows)
-    std::cout << fmt::format("| {:g} % | {} | {:.3f} | {:.3f} |\n", 100 * r["sample_rate"].get<double>(),
-                             r["hot_sampled"].get<size_t>(), r["precision"].get<double>(),
-                             r["kendall_tau"].get<double>());
+  std::cout << "| sample rate | |H_s| | precision | Kendall tau | Kendall distance |\n|---|---|---|---|---|\n";
+  for (const auto& r : rows) {
+    const double tau = r["kendall_tau"].is_number() ? r["kendall_tau"].get<double>() : std::nan("");
+    std::cout << fmt::format("| {:g} % | {} | {:.3f} | {:.3f} | {:.3f} |\n", 100 * r["sample_rate"].get<double>(),
+                             r["hot_sampled"].get<size_t>(), r["precision"].get<double>(), tau, (1 - tau) / 2);
+  }
   std::cout << fmt::format("online after {} iterations: {} keys, precision {:.3f}, Kendall tau {:.3f}\n",
                            a.online_after, ho.size(), z::precision(hg, ho), z::kendall_tau(hg, ho));
   return 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
@@ -77,7 +78,7 @@ Ranking count_updates(const workload::SparseSource& s, unsigned first, unsigned 
 
 std::optional<size_t> principle1(const Ranking& r, double p, double c, uint64_t m_bytes) {
   if (!(p > 0 && p < 1)) throw std::invalid_argument(fmt::format("Principle 1: p = {} is not in (0, 1)", p));
-  if (!(c > 0 && c < 1)) throw std::invalid_argument(fmt::format("Principle 1: c = {} is not in (0, 1)", c));
+  if (!(c > 0 && c <= 1)) throw std::invalid_argument(fmt::format("Principle 1: c = {} is not in (0, 1]", c));
   const double cap = c * static_cast<double>(m_bytes) / 4;  // 4 B x k <= c x m
   // T_k / T_n >= p  <=>  T_k >= p * T_n, compared in integers where p * T_n is exact enough.
   uint64_t tk = 0;
@@ -110,7 +111,7 @@ double kendall_tau(const std::vector<uint64_t>& a, const std::vector<uint64_t>& 
   for (uint64_t k : b)
     if (auto it = pos_a.find(k); it != pos_a.end()) v.push_back(it->second);
   const auto m = static_cast<double>(v.size());
-  if (v.size() < 2) return 1;
+  if (v.size() < 2) return std::numeric_limits<double>::quiet_NaN();
   std::vector<uint32_t> tmp(v.size());
   const auto disc = static_cast<double>(inversions(v, tmp, 0, v.size()));
   const double pairs = m * (m - 1) / 2;

@@ -24,7 +24,8 @@ struct Ranking {
 Ranking count_updates(const workload::SparseSource& s, unsigned first, unsigned count,
                       double sample_rate = 1.0, uint64_t seed = 1, unsigned workers = 0);
 
-// Principle 1: the smallest k with T_k / T_n >= p and 4 B * k <= c * m_bytes;
+// Principle 1: the smallest k with T_k / T_n >= p and 4 B * k <= c * m_bytes
+// (c in (0, 1]: 1 when m_bytes is already the share for aggregation);
 // nullopt if p cannot be reached within the memory bound.
 std::optional<size_t> principle1(const Ranking& r, double p, double c, uint64_t m_bytes);
 
@@ -34,7 +35,9 @@ std::vector<uint64_t> hot_by_increment(const Ranking& r, size_t step = 1000, dou
 
 // Kendall tau (rank correlation in [-1, 1]) between two rankings (keys, best
 // first) over their common keys: (concordant - discordant pairs) / all pairs,
-// O(m log m) for m common keys; 1 if fewer than two keys are common.
+// O(m log m) for m common keys; NaN if fewer than two keys are common.
+// The normalized Kendall tau distance (discordant pairs / all pairs, 0 =
+// same order) is (1 - tau) / 2.
 double kendall_tau(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
 // Precision |Hg ∩ Hs| / |Hg|.
 double precision(const std::vector<uint64_t>& hg, const std::vector<uint64_t>& hs);

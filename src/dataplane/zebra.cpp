@@ -76,14 +76,14 @@ class Zebra final : public SwitchProgram {
       throw std::invalid_argument("zebra: layout covers " + std::to_string(t.layout->reg_of.size()) +
                                   " indices, hot set has " + std::to_string(n));
     State& s = state(job);
+    // Before the job's first packet, its earliest table says where its
+    // aggregation starts (a job measured from a later iteration of training).
+    if (!s.started && (s.tables.empty() || t.from < s.iter)) s.iter = t.from;
     if (t.from < s.iter || (t.from == s.iter && s.started))
       throw std::invalid_argument("zebra: a table for iteration " + std::to_string(t.from) +
                                   " comes too late: the switch is at iteration " + std::to_string(s.iter) +
                                   (s.started ? " (started)" : ""));
     while (!s.tables.empty() && s.tables.back().from >= t.from) s.tables.pop_back();
-    // A job's first table says where its aggregation starts (a job measured
-    // from a later iteration of training, after profiling ones).
-    if (s.tables.empty() && !s.started) s.iter = t.from;
     s.tables.push_back(std::move(t));
     size_t most = 0;
     for (const auto& x : s.tables) most = std::max(most, x.hot->size());

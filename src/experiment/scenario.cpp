@@ -153,7 +153,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.sparse_scale", &Settings::sparse_scale, positive_up_to(1, "a fraction of the model")},
       {"zebra.hot_keys", &Settings::hot_keys, between(0, 1e8)},
       {"zebra.principle_p", &Settings::principle_p, between(0, 0.999999, "0 = zebra.hot_keys")},
-      {"zebra.principle_c", &Settings::principle_c, positive_up_to(0.999999, "a fraction of switch.memory_mb")},
+      {"zebra.principle_c", &Settings::principle_c, positive_up_to(1, "a fraction of switch.memory_mb")},
       {"zebra.sample_rate", &Settings::sample_rate, positive_up_to(1, "a fraction of the batches")},
       {"zebra.profile_iterations", &Settings::profile_iterations, between(0, 100000)},
       {"zebra.registers", &Settings::registers, between(1, 64)},
@@ -513,8 +513,7 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
          "true");
   if (s.host_ecn)
     fail(origin, "topology.host_ecn",
-         "applies to multi-switch topologies; the star marks at every queue, the workers' uplinks included "
-         "(kept for the DSA/ATP/SwitchML results)",
+         "applies to multi-switch topologies; the star's NICs never mark (switch ports do)",
          "true");
   for (const auto& name : scheme_names)
     if (!schemes::find(name).supports(schemes::Engine::SimStar))

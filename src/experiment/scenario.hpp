@@ -84,7 +84,8 @@ struct Settings {
   double sparse_scale = 1;             // workload.sparse_scale: the model's size and keys per batch x this
   int hot_keys = 30000;                // zebra.hot_keys: the hot set at full size (x sparse_scale in the run)
   double principle_p = 0;              // zebra.principle_p: > 0 = Principle 1 sizes the hot set (T_k / T_n >= p)
-  double principle_c = 0.05;           // zebra.principle_c: ... within c x switch.memory_mb (the paper: 5 %)
+  double principle_c = 1;              // zebra.principle_c: ... within c x switch.memory_mb (switch.memory_mb is
+                                       //   already Zebra's share: the paper's 1 MB = 5 % of 20 MB)
   double sample_rate = 1;              // zebra.sample_rate: the hot set from this sample of the batches
   int profile_iterations = 0;          // zebra.profile_iterations: ... of these iterations before the measured (0: the measured)
   int registers = 16;                  // zebra.registers: register arrays the hot slots are spread over

@@ -141,9 +141,53 @@ class DenseOfSparse final : public host::TensorIO {
   uint64_t& errors_;
 };
 
+// A worker running its iterations' allreduces one after the other, each
+// submitted when the previous one completes, so the transport holds the
+// records of one op (n / payload packets) at a time, not of every iteration.
+class DenseWorker final : public Node {
+ public:
+  DenseWorker(const host::WorkerConfig& cfg, std::vector<std::shared_ptr<host::TensorIO>> ops, uint64_t n)
+      : tx_(cfg), ops_(std::move(ops)), n_(n) {}
+  void on_start(Time now, Effects& fx) override {
+    submit_next();
+    fx.set_timer(now, host::WorkerTransport::kOwnerTimer);
+  }
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    tx_.on_packet(p, now, fx);
+    collect(now, fx);
+  }
+  void on_timer(uint64_t token, Time now, Effects& fx) override {
+    if (token & host::WorkerTransport::kOwnerTimer) tx_.pump(now, fx);
+    else tx_.on_timer(token, now, fx);
+    collect(now, fx);
+  }
+  size_t completed() const { return done_; }
+  Time finish_time() const { return finish_; }
+  const host::WorkerTransport& transport() const { return tx_; }
+
+ private:
+  void submit_next() { tx_.submit(ops_[next_++], n_); }
+  void collect(Time now, Effects& fx) {
+    const auto c = tx_.take_completed();
+    if (c.empty()) return;
+    done_ += c.size();
+    finish_ = now;
+    if (next_ < ops_.size() && done_ == next_) {
+      submit_next();
+      tx_.pump(now, fx);
+    }
+  }
+  host::WorkerTransport tx_;
+  std::vector<std::shared_ptr<host::TensorIO>> ops_;
+  uint64_t n_;
+  size_t next_ = 0, done_ = 0;
+  Time finish_ = 0;
+};
+
 // SwitchML on a sparse workload (the Zebra paper's baseline): every worker
 // streams the whole model, zeros included, through SwitchML's isolated
-// pool on the star; one allreduce per iteration, back to back.
+// pool on the star; one allreduce per iteration, back to back. Memory: the
+// transport's records of one op, n / 64 packets x 32 B per worker.
 SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, const schemes::Scheme& scheme) {
   const unsigned N = s.workers;
   const uint64_t n = src.num_params();
@@ -178,7 +222,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
     for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += keys[i][w].size();
     sums[i] = std::move(v);
   }
-  std::vector<host::WorkerNode*> nodes;
+  std::vector<DenseWorker*> nodes;
   for (unsigned r = 0; r < N; ++r) {
     host::WorkerConfig w;
     host::profile("paper").apply(w);
@@ -190,13 +234,14 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
     w.payload_values = kValues;
     w.init_window = std::max(1.0, s.init_window * (50.0 + 4.0 * kv::words(s.pairs)) / (50.0 + 4.0 * kValues));
     w.window_cap = slots;
-    auto node = std::make_unique<host::WorkerNode>(w);
+    std::vector<std::shared_ptr<host::TensorIO>> ops;
     for (unsigned i = 0; i < s.iterations; ++i) {
       const unsigned it = s.first_iteration + i;
       std::vector<int32_t> vals;
       for (uint64_t k : keys[i][r]) vals.push_back(workload::sparse_value(s.seed, it, r, k));
-      node->submit(std::make_shared<DenseOfSparse>(keys[i][r], std::move(vals), sums[i], errors), n);
+      ops.push_back(std::make_shared<DenseOfSparse>(keys[i][r], std::move(vals), sums[i], errors));
     }
+    auto node = std::make_unique<DenseWorker>(w, std::move(ops), n);
     nodes.push_back(node.get());
     sim.add_node(std::move(node), false);
   }
@@ -231,12 +276,13 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
 
 SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
   const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
-  if (scheme.sparse == schemes::Sparse::Dense) {
-    if (s.workers == 0 || s.workers > kMaxWorkers || s.workers > src.workers())
-      throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", s.workers,
-                                              src.name(), src.workers(), kMaxWorkers));
-    return run_dense(s, src, scheme);
-  }
+  if (s.workers == 0 || s.workers > kMaxWorkers || s.workers > src.workers())
+    throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", s.workers,
+                                            src.name(), src.workers(), kMaxWorkers));
+  if (s.first_iteration + s.iterations > src.iterations())
+    throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
+                                            s.first_iteration + s.iterations, src.iterations()));
+  if (scheme.sparse == schemes::Sparse::Dense) return run_dense(s, src, scheme);
   const bool ina = scheme.sparse == schemes::Sparse::HotIna;
   const unsigned N = s.workers;
   if (N == 0 || N > kMaxWorkers || N > src.workers())
@@ -327,7 +373,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     uint32_t version = 1;
     for (const auto& u : s.updates) {
       auto h = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(
-          top_keys(src, N, u.profile_first, u.profile_iterations, s.hot_keys), ++version));
+          top_keys(src, N, u.profile_first, u.profile_iterations, s.hot_keys, s.sample_rate, s.seed), ++version));
       auto l = std::make_shared<const control::zebra::Layout>(
           control::zebra::Layout::make(h->size(), s.registers, s.placement, s.seed + version));
       if (u.workers) worker_tables.push_back({u.from, h, l});
@@ -390,7 +436,9 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     cpu = c.get();
     sim.add_node(std::move(c), false);
   }
-  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, s.link, s.link);
+  sim::LinkParams nic = s.link;
+  nic.ecn_bytes = 0;  // a NIC does not ECN-mark its own queue (sim/network.hpp), as wire_star
+  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, nic, s.link);
   if (ina) {
     sim::LinkParams cl;  // the pipeline <-> CPU path: no faults, the paper's latency
     cl.delay = s.cpu_delay;
@@ -458,10 +506,11 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     out.workers.foreign += w.foreign;
     out.workers.decreases += w.decreases;
   }
+  // Iterations may overlap (a fast worker starts the next one while a slow
+  // one finishes), so the span is the first push to the last result, as in run_dense.
   out.total = out.iters.back().end - out.iters.front().start;
-  Time sync = 0;
-  for (const auto& it : out.iters) sync += it.end - it.start;
-  out.agg_throughput_gbps = sync > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(sync) * 1e3) : 0;
+  out.agg_throughput_gbps =
+      out.total > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(out.total) * 1e3) : 0;
   out.hot_share = out.pairs ? static_cast<double>(out.hot_pairs) / static_cast<double>(out.pairs) : 0;
   out.recirc_per_packet =
       out.sw.kv_in ? static_cast<double>(out.sw.recirculations) / static_cast<double>(out.sw.kv_in) : 0;

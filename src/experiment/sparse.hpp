@@ -72,8 +72,8 @@ struct SparseIteration {
 struct SparseRun {
   std::string scheme;
   std::vector<SparseIteration> iters;
-  Time total = 0;
-  double agg_throughput_gbps = 0;   // pushed pairs x 12 B (8 B key + 4 B value) x 8 / sync time
+  Time total = 0;                   // first push of the first iteration to the last result of the last
+  double agg_throughput_gbps = 0;   // pushed pairs x 12 B (8 B key + 4 B value) x 8 / total
   uint64_t pairs = 0, hot_pairs = 0, cold_pairs = 0;
   size_t hot_keys = 0;
   double hot_share = 0;             // hot pairs / all pairs

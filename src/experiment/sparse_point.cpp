@@ -30,11 +30,26 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
                std::to_string(s.jobs));
   const Settings d;
   const std::pair<const char*, bool> unused[] = {
-      {"workload.partition_mb", s.partition_mb != d.partition_mb}, {"faults.worker_loss", s.worker_loss != d.worker_loss},
-      {"faults.ps_loss", s.ps_loss != d.ps_loss},                  {"workload.step_barrier", s.step_barrier},
-      {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},     {"faults.fail_rank", s.fail_rank != d.fail_rank}};
+      {"workload.partition_mb", s.partition_mb != d.partition_mb},
+      {"faults.worker_loss", s.worker_loss != d.worker_loss},
+      {"faults.ps_loss", s.ps_loss != d.ps_loss},
+      {"workload.step_barrier", s.step_barrier},
+      {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},
+      {"faults.fail_rank", s.fail_rank != d.fail_rank},
+      {"topology.host_ecn", s.host_ecn},
+      {"switch.payload_bytes", s.payload_bytes != d.payload_bytes},
+      {"switch.header_bytes", s.header_bytes != d.header_bytes},
+      {"run.profile", s.profile != d.profile},
+      {"workload.gradient_mb", s.gradient_mb != d.gradient_mb},
+      {"workload.model", s.model != d.model}};
   for (const auto& [key, set] : unused)
     if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
+  if (const auto* m = workload::find_sparse_model(s.sparse_model);
+      m && std::llround(static_cast<double>(m->draws) * s.sparse_scale) < 1 &&
+      std::llround(static_cast<double>(m->head) * s.sparse_scale) < 1)
+    fail_field(origin, "workload.sparse_scale",
+               fmt::format("leaves {} no key per batch ({} draws x scale)", s.sparse_model, m->draws),
+               fmt::format("{}", s.sparse_scale));
   const double scaled = std::round(s.hot_keys * s.sparse_scale);
   if (s.hot_keys > 0 && scaled * 4 > s.memory_mb * workload::kMiB && s.principle_p == 0)
     fail_field(origin, "zebra.hot_keys",
@@ -94,16 +109,14 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   SparseRun r;
   try {
     r = run_sparse(ss, *src);
-  } catch (const std::runtime_error& e) {  // a wrong sum, a leak, an unfinished run: a failed point
+  } catch (const std::exception& e) {  // a wrong sum, a leak, an unfinished run, Principle 1 out of reach: a failed point
     out.ok = false;
     out.problems = e.what();
     return out;
   }
-  Time sync = 0;
-  for (const auto& it : r.iters) sync += it.end - it.start;
   auto& x = out.metrics;
   x["agg_throughput_gbps"] = r.agg_throughput_gbps;
-  x["sync_ms"] = to_ms(sync) / static_cast<double>(r.iters.size());
+  x["sync_ms"] = to_ms(r.total) / static_cast<double>(r.iters.size());
   x["hot_share"] = r.hot_share;
   x["hot_keys"] = static_cast<double>(r.hot_keys);
   x["recirc_per_packet"] = r.recirc_per_packet;

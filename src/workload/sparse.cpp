@@ -69,6 +69,8 @@ class Synthetic final : public SparseSource {
     n_ = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(static_cast<double>(m.params) * scale)));
     head_ = std::min<uint64_t>(n_, static_cast<uint64_t>(std::llround(static_cast<double>(m.head) * scale)));
     draws_ = static_cast<uint64_t>(std::llround(static_cast<double>(m.draws) * scale));
+    if (draws_ == 0 && head_ == 0)
+      throw std::invalid_argument(fmt::format("sparse workload {}: scale {} leaves no key per batch", m.name, scale));
     zipf_ = {m.s, m.q, static_cast<double>(n_ - head_)};
     // rank -> key: r * a + b mod n with a coprime to n (a bijection), a near n / golden ratio.
     a_ = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(n_) * 0.6180339887)) | 1;
