@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -251,6 +252,10 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       {sparse_text("sparse_scale = 1.5\n"), "workload.sparse_scale", "1.5"},
       {sparse_text("").replace(sparse_text("").find("ncf"), 3, "wide"), "workload.sparse_model", "wide"},
       {sparse_text("sparse_scale = 0.001\n"), "workload.sparse_scale", "0.001"},
+      {sparse_text("").replace(sparse_text("").find("\"ncf\""), 5, "\"trace\""), "workload.sparse_trace", "\"\""},
+      {sparse_text("sparse_trace = \"nope.trace\"\n").replace(sparse_text("").find("\"ncf\""), 5, "\"trace\""),
+       "workload.sparse_trace", "nope.trace"},
+      {sparse_text("sparse_trace = \"x.trace\"\n"), "workload.sparse_trace", "x.trace"},
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},
       {sparse_text("").replace(sparse_text("").find("memory_mb"), 0, "payload_bytes = 128\n"), "switch.payload_bytes",
        "set"},
@@ -301,5 +306,51 @@ TEST(ZebraScenario, SwitchMlDenseIsExactUnderFaultsAndStreamsTheWholeModel) {
     // 7,000 values = 110 packets of 64 per worker and iteration, every one aggregated.
     EXPECT_EQ(d.sw.aggregated, 4u * 2 * 110) << "fault rate " << f;
     if (f == 0) EXPECT_EQ(d.workers.retransmits, 0u);
+  }
+}
+
+// Real sparse gradients: ina-sparse-trace trains the fortunes bag-of-words
+// model (libtorch) and records each worker's non-zero embedding keys. A
+// word is d consecutive keys (row * d + column), all present or none; the
+// trace replays in a sparse scenario, exact for every scheme.
+TEST(ZebraTrace, RecordedFromLibtorchAndReplayedInAScenario) {
+  if (!std::filesystem::exists("/usr/share/games/fortunes/computers")) GTEST_SKIP() << "Debian's fortunes not installed";
+  const auto dir = std::filesystem::temp_directory_path() / "ina-zebra-fortunes";
+  std::filesystem::create_directories(dir);
+  const auto trace = (dir / "f.trace").string();
+  const std::string exe = std::filesystem::path(INA_BINARY).parent_path() / "ina-sparse-trace";
+  ASSERT_EQ(std::system((exe + " --out " + trace + " --workers 3 --iterations 4 --batch 8 --dim 4 2> " +
+                         (dir / "log").string()).c_str()),
+            0);
+  const auto src = workload::load_trace(trace);
+  EXPECT_EQ(src->name(), "fortunes");
+  EXPECT_EQ(src->workers(), 3u);
+  EXPECT_EQ(src->iterations(), 4u);
+  EXPECT_EQ(src->num_params() % 4, 0u);
+  for (unsigned it = 0; it < 4; ++it)
+    for (unsigned w = 0; w < 3; ++w) {
+      const auto ks = src->keys(it, w);
+      ASSERT_FALSE(ks.empty());
+      ASSERT_EQ(ks.size() % 4, 0u);
+      for (size_t i = 0; i < ks.size(); i += 4)
+        for (uint64_t c = 0; c < 4; ++c) ASSERT_EQ(ks[i + c], ks[i] - ks[i] % 4 + c) << "iteration " << it;
+    }
+  // Different workers' batches share the frequent words (the hot-cold overlap Zebra uses).
+  std::vector<uint64_t> both;
+  const auto a = src->keys(0, 0), b = src->keys(0, 1);
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  EXPECT_GT(both.size(), 0u);
+  // Replayed: 3 workers, hot set from iterations 0-1, iterations 2-3 measured.
+  exp::Settings s;
+  s.sparse_model = "trace";
+  s.sparse_trace = trace;
+  s.jobs = 1;
+  s.workers_per_job = 3;
+  s.iterations = 2;
+  s.profile_iterations = 2;
+  s.hot_keys = 400;
+  for (const char* scheme : {"zebra", "ps-lite", "switchml"}) {
+    const auto r = exp::run_point(s, scheme, 1);
+    EXPECT_TRUE(r.ok) << scheme << ": " << r.problems;
   }
 }

@@ -80,7 +80,9 @@ struct Settings {
   int fail_rank = -1;                  // faults.fail_rank (network kinds): this worker stops at faults.fail_at_ms (-1: none)
   double fail_at_ms = 0;               // faults.fail_at_ms
   // Sparse training (Zebra; experiment/sparse_point.hpp): set workload.sparse_model to run it.
-  std::string sparse_model;            // workload.sparse_model: "" (dense) | oa | se | deeplight | ncf | lstm
+  std::string sparse_model;            // workload.sparse_model: "" (dense) | oa | se | deeplight | ncf | lstm | trace
+  std::string sparse_trace;            // workload.sparse_trace: with sparse_model = "trace", an ina-sparse-trace file
+                                       //   (docs/zebra.md), relative to the scenario file
   double sparse_scale = 1;             // workload.sparse_scale: the model's size and keys per batch x this
   int hot_keys = 30000;                // zebra.hot_keys: the hot set at full size (x sparse_scale in the run)
   double principle_p = 0;              // zebra.principle_p: > 0 = Principle 1 sizes the hot set (T_k / T_n >= p)

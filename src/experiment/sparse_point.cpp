@@ -1,6 +1,7 @@
 #include "experiment/sparse_point.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,13 @@
 namespace ina::exp {
 
 bool is_sparse(const Settings& s) { return !s.sparse_model.empty(); }
+
+namespace {
+std::string trace_path(const Settings& s) {
+  const std::filesystem::path p(s.sparse_trace);
+  return p.is_absolute() || s.scenario_dir.empty() ? p.string() : (std::filesystem::path(s.scenario_dir) / p).string();
+}
+}  // namespace
 
 void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
   for (const auto& name : scheme_names)
@@ -44,6 +52,20 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"workload.model", s.model != d.model}};
   for (const auto& [key, set] : unused)
     if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
+  if (s.sparse_model == "trace") {
+    if (s.sparse_trace.empty())
+      fail_field(origin, "workload.sparse_trace", "workload.sparse_model = \"trace\" needs a trace file", "\"\"");
+    const auto path = trace_path(s);
+    if (!std::filesystem::exists(path))
+      fail_field(origin, "workload.sparse_trace",
+                 fmt::format("no such file {} (make one with ina-sparse-trace --out FILE; docs/zebra.md)", path),
+                 s.sparse_trace);
+    if (s.sparse_scale != 1)
+      fail_field(origin, "workload.sparse_scale", "a recorded trace is replayed at its own size (1)",
+                 fmt::format("{}", s.sparse_scale));
+  } else if (!s.sparse_trace.empty()) {
+    fail_field(origin, "workload.sparse_trace", "is read only with workload.sparse_model = \"trace\"", s.sparse_trace);
+  }
   if (const auto* m = workload::find_sparse_model(s.sparse_model);
       m && std::llround(static_cast<double>(m->draws) * s.sparse_scale) < 1 &&
       std::llround(static_cast<double>(m->head) * s.sparse_scale) < 1)
@@ -68,12 +90,24 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
 }
 
 RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_t seed) {
-  const workload::SparseModelSpec* m = workload::find_sparse_model(s.sparse_model);
-  if (!m) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
   const unsigned N = static_cast<unsigned>(s.workers_per_job);
   const unsigned profile = static_cast<unsigned>(s.profile_iterations);
   const unsigned iters = static_cast<unsigned>(s.iterations);
-  const auto src = workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale);
+  std::unique_ptr<workload::SparseSource> src;
+  RunOutput out;
+  try {
+    if (s.sparse_model == "trace") {
+      src = workload::load_trace(trace_path(s));
+    } else {
+      const workload::SparseModelSpec* m = workload::find_sparse_model(s.sparse_model);
+      if (!m) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
+      src = workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale);
+    }
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.problems = e.what();
+    return out;
+  }
 
   SparseSettings ss;
   ss.scheme = scheme;
@@ -105,7 +139,6 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.link.reorder_delay = from_us(s.reorder_delay_us);
   ss.time_limit = from_ms(s.max_sim_ms);
 
-  RunOutput out;
   SparseRun r;
   try {
     r = run_sparse(ss, *src);

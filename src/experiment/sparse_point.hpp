@@ -5,7 +5,8 @@
 // CPU) for each scheme the sparse simulator runs (zebra, ps-lite).
 //
 // Settings used (others are refused, naming the field):
-//   workload.sparse_model   oa | se | deeplight | ncf | lstm (docs/zebra.md)
+//   workload.sparse_model   oa | se | deeplight | ncf | lstm (docs/zebra.md), or
+//                           trace: replay workload.sparse_trace (an ina-sparse-trace file)
 //   workload.sparse_scale   (0, 1]: the model's size and keys per batch x this
 //   workload.workers_per_job, workload.iterations (measured iterations)
 //   zebra.hot_keys          the hot set at full size; the run uses
