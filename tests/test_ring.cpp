@@ -264,3 +264,34 @@ TEST(RingFailure, BadFailureSettingsNameTheValue) {
 
 }  // namespace
 }  // namespace ina
+
+namespace ina {
+namespace {
+// Rina §IV-C's "AllGather starting from zero" for every AllGather send of an
+// INA rack (rina_allgather_start = "rack"). On the k = 4 fat-tree with all 8
+// ToRs INA, the default (the agent's broadcast only) has the previous
+// group's full-window shard and the agent's broadcast meet at the members'
+// downlinks, which marks ECN; starting every INA-rack AllGather send from
+// one packet removes those marks. Autonomous workers are untouched: without
+// INA racks Rina is still RAR to the picosecond.
+TEST(Ring, RinaRackWideAllGatherSlowStartRemovesTheToRMarks) {
+  auto s = small(2);
+  const auto agent = exp::run_collective(fat_tree4(true), "rina", s);
+  s.rina_allgather_start = "rack";
+  const auto rack = exp::run_collective(fat_tree4(true), "rina", s);
+  ASSERT_TRUE(agent.ok) << agent.problems;
+  ASSERT_TRUE(rack.ok) << rack.problems;
+  std::printf("fat-tree, 8 INA ToRs, 2 MiB: agent %.3f ms (%llu switch marks), rack %.3f ms (%llu)\n", agent.sync_ms,
+              static_cast<unsigned long long>(agent.ecn_marks_switch), rack.sync_ms,
+              static_cast<unsigned long long>(rack.ecn_marks_switch));
+  EXPECT_GT(agent.ecn_marks_switch, 0u);
+  EXPECT_EQ(rack.ecn_marks_switch, 0u);
+  EXPECT_EQ(rack.steps, agent.steps);
+  const auto rar = exp::run_collective(fat_tree4(false), "rar", s);
+  const auto none = exp::run_collective(fat_tree4(false), "rina", s);
+  EXPECT_EQ(none.sync_ms, rar.sync_ms);
+  s.rina_allgather_start = "all";
+  EXPECT_THROW((void)exp::run_collective(fat_tree4(true), "rina", s), std::invalid_argument);
+}
+}  // namespace
+}  // namespace ina

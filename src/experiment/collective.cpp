@@ -13,6 +13,9 @@ namespace ina::exp {
 namespace detail {
 
 void check_settings(const CollectiveSettings& s, const sim::Placement& pl, bool jobs_ok) {
+  if (s.rina_allgather_start != "agent" && s.rina_allgather_start != "rack")
+    throw std::invalid_argument(
+        fmt::format("rina_allgather_start '{}' is neither \"agent\" nor \"rack\"", s.rina_allgather_start));
   if (!jobs_ok && (pl.jobs.size() != 1 || s.workers_per_job.size() > 1))
     throw std::invalid_argument(fmt::format(
         "this collective runs one job; workers_per_job has {} entries", s.workers_per_job.size()));

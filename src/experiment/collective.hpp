@@ -41,6 +41,9 @@ struct CollectiveSettings {
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;      //   its k (mean k/N per ring step)
   bool step_barrier = false;      // ring schemes: a job-wide barrier per ring step (host/ring.hpp; Eq. 1's model)
+  // Rina §IV-C's AllGather slow start: "agent" (the agent's broadcast only,
+  // the default) or "rack" (every AllGather send of an INA rack's workers).
+  std::string rina_allgather_start = "agent";
   double max_sim_ms = 60000;
   // Failures (Rina §IV-C; ring schemes): at `fail_at_ms` the worker of job
   // 0 with rank `fail_rank` stops (-1: none). `fail_detect_ms` later the

@@ -127,6 +127,12 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           c.region = region;
           c.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
           c.allgather_from_zero = ina;
+          if (ina && s.rina_allgather_start == "rack") {
+            // Is rank r in an INA rack (an abstracted worker)?
+            for (size_t q = 0; q < J.racks.size(); ++q)
+              if (std::find(J.racks[q].begin(), J.racks[q].end(), static_cast<uint16_t>(r)) != J.racks[q].end())
+                c.allgather_all_from_zero = J.tors[q] != kNoNode && J.racks[q].size() >= 2;
+          }
           c.ina_gbps = ina ? s.ina_gbps : 0;
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
           c.straggler_mean = static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs);

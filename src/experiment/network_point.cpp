@@ -233,6 +233,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.straggler_sigma_us = s.straggler_sigma_us;
   c.straggler_k_us = s.straggler_k_us;
   c.step_barrier = s.step_barrier;
+  c.rina_allgather_start = s.rina_allgather_start;
   c.max_sim_ms = s.max_sim_ms;
   c.fail_rank = s.fail_rank;
   c.fail_at_ms = s.fail_at_ms;

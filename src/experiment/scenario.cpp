@@ -139,6 +139,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.straggler_sigma_us", &Settings::straggler_sigma_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.straggler_k_us", &Settings::straggler_k_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.step_barrier", &Settings::step_barrier},
+      {"workload.rina_allgather_start", &Settings::rina_allgather_start, one_of({"agent", "rack"})},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},

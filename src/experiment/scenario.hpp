@@ -66,6 +66,7 @@ struct Settings {
   double straggler_sigma_us = 0;       // workload.straggler_sigma_us (network kinds): per-chunk time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;           // workload.straggler_k_us (network kinds): its k
   bool step_barrier = false;           // workload.step_barrier (ring schemes): a job-wide barrier per ring step (host/ring.hpp)
+  std::string rina_allgather_start = "agent";  // workload.rina_allgather_start (rina): agent | rack (§IV-C's AllGather slow start)
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)

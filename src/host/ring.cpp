@@ -601,7 +601,7 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   x.deadline.assign(x.npkts, kNever);
   x.retx.assign(x.npkts, 0);
   sending_ = true;
-  if (s.gather && s.bcast && cfg_.allgather_from_zero) {
+  if (s.gather && cfg_.allgather_from_zero && (s.bcast || cfg_.allgather_all_from_zero)) {
     cwnd_ = 1;
     slow_start_ = true;
   } else if (slow_start_) {

@@ -151,7 +151,12 @@ struct RingConfig {
   uint32_t region = 0;            // Rina: aggregators the job has in each ToR (window cap to a ToR)
   double init_window = 196;       // packets
   double max_window = 1e6;
-  bool allgather_from_zero = false;  // Rina §IV-C: every AllGather send starts at one packet (slow start)
+  // Rina §IV-C, "AllGather starting from zero": the agent's AllGather
+  // broadcast starts at one packet (slow start). With allgather_all_from_zero
+  // too, every AllGather send of this endpoint does (set for the workers of
+  // INA racks; autonomous workers stay exactly RAR).
+  bool allgather_from_zero = false;
+  bool allgather_all_from_zero = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
   uint32_t wire_bytes = 306;      // per full packet, for pacing
   Time min_rto = 200 * kUs;
