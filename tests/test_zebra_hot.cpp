@@ -256,6 +256,8 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       {sparse_text("sparse_trace = \"nope.trace\"\n").replace(sparse_text("").find("\"ncf\""), 5, "\"trace\""),
        "workload.sparse_trace", "nope.trace"},
       {sparse_text("sparse_trace = \"x.trace\"\n"), "workload.sparse_trace", "x.trace"},
+      // zebra.* in a dense (DSA) scenario
+      {"[zebra]\nhot_keys = 10\n[run]\nschemes = [\"dsa\"]\n", "zebra.hot_keys", "set"},
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},
       {sparse_text("").replace(sparse_text("").find("memory_mb"), 0, "payload_bytes = 128\n"), "switch.payload_bytes",
        "set"},

@@ -508,6 +508,24 @@ void validate(const Settings& s, const std::string& origin) {
 
 void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
   if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
+  {  // Sparse-only settings in a dense scenario would be silently ignored: refuse them.
+    const Settings d;
+    const std::pair<const char*, bool> sparse_only[] = {
+        {"workload.sparse_trace", !s.sparse_trace.empty()},
+        {"workload.sparse_scale", s.sparse_scale != d.sparse_scale},
+        {"zebra.hot_keys", s.hot_keys != d.hot_keys},
+        {"zebra.principle_p", s.principle_p != d.principle_p},
+        {"zebra.principle_c", s.principle_c != d.principle_c},
+        {"zebra.sample_rate", s.sample_rate != d.sample_rate},
+        {"zebra.profile_iterations", s.profile_iterations != d.profile_iterations},
+        {"zebra.registers", s.registers != d.registers},
+        {"zebra.placement", s.zebra_placement != d.zebra_placement},
+        {"zebra.layout_aware", s.layout_aware != d.layout_aware},
+        {"zebra.table_entries", s.table_entries != d.table_entries},
+        {"zebra.pairs", s.pairs != d.pairs}};
+    for (const auto& [key, set] : sparse_only)
+      if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
+  }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
