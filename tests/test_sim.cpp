@@ -112,7 +112,9 @@ class Sink final : public Node {
 };
 
 struct LinkRig {
-  LinkRig(const sim::LinkParams& p, int n, uint16_t count = 64, uint64_t seed = 1, Time gap = 0) : sim(seed, 64) {
+  LinkRig(const sim::LinkParams& p, int n, uint16_t count = 64, uint64_t seed = 1, Time gap = 0, bool host_ecn = false)
+      : sim(seed, 64) {
+    sim.set_host_ecn(host_ecn);
     auto s = std::make_unique<Sink>();
     sink = s.get();
     sim.add_node(std::move(s), true);  // node 0 (a "switch": receives from the host's link)
@@ -173,10 +175,15 @@ TEST(Link, DropTailWhenBacklogExceedsQueue) {
   EXPECT_EQ(rig.sim.pool().in_use(), 0u);
 }
 
+// The queue's marking rule, on the host's link (set_host_ecn: a NIC's queue
+// marks only when asked; by default ECN marks at switch ports only).
 TEST(Link, EcnMarksWhenBacklogExceedsThreshold) {
   sim::LinkParams p;
   p.ecn_bytes = 700;
-  LinkRig rig(p, 8);
+  LinkRig nic(p, 8);
+  nic.sim.run();
+  EXPECT_EQ(nic.sim.link(nic.link).st.ecn_marked, 0u);
+  LinkRig rig(p, 8, 64, 1, 0, true);
   rig.sim.run();
   ASSERT_EQ(rig.sink->rx.size(), 8u);
   size_t marked = 0;

@@ -65,6 +65,19 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
 
 }  // namespace
 
+sim::LinkParams star_link(const Settings& s) {
+  sim::LinkParams l;
+  l.gbps = s.link_gbps;
+  l.delay = from_us(s.rtt_us / 4);
+  l.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
+  l.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
+  l.loss = s.loss;
+  l.dup = s.dup;
+  l.reorder = s.reorder;
+  l.reorder_delay = from_us(s.reorder_delay_us);
+  return l;
+}
+
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
   if (is_sparse(s)) return run_sparse_point(s, scheme, seed);
   if (is_network(s)) return run_network_point(s, scheme, seed);
@@ -117,15 +130,7 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   if (s.min_rto_us > 0) pbase.min_timeout = from_us(s.min_rto_us);
   const std::vector<host::ParameterServer*> servers = cluster.add_servers(pbase);
   // Links: every host to the switch; faults per link.
-  sim::LinkParams base;
-  base.gbps = s.link_gbps;
-  base.delay = from_us(s.rtt_us / 4);
-  base.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
-  base.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
-  base.loss = s.loss;
-  base.dup = s.dup;
-  base.reorder = s.reorder;
-  base.reorder_delay = from_us(s.reorder_delay_us);
+  const sim::LinkParams base = star_link(s);
   cluster.wire([&](NodeId h) {
     sim::LinkParams p = base;
     const bool lossy_worker = !plan.jobs.empty() && h == plan.jobs[0].workers[0];

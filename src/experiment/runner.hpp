@@ -9,6 +9,7 @@
 
 #include "experiment/results.hpp"
 #include "experiment/scenario.hpp"
+#include "sim/engine.hpp"
 
 namespace ina::exp {
 
@@ -24,6 +25,10 @@ struct RunOutput {
 // (topology.kind != "star") runs exp::run_collective, metrics throughput_gbps,
 // sync_ms, iteration_ms, bytes_per_worker, steps, retransmits, ...
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed);
+
+// A star's host link from the settings: topology.link_gbps, rtt_us / 4 per
+// link, queue_kb, ecn_kb, faults.loss / dup / reorder (the dense and the sparse star).
+sim::LinkParams star_link(const Settings& s);
 
 struct Progress {
   size_t done = 0, total = 0;

@@ -141,49 +141,6 @@ class DenseOfSparse final : public host::TensorIO {
   uint64_t& errors_;
 };
 
-// A worker running its iterations' allreduces one after the other, each
-// submitted when the previous one completes, so the transport holds the
-// records of one op (n / payload packets) at a time, not of every iteration.
-class DenseWorker final : public Node {
- public:
-  DenseWorker(const host::WorkerConfig& cfg, std::vector<std::shared_ptr<host::TensorIO>> ops, uint64_t n)
-      : tx_(cfg), ops_(std::move(ops)), n_(n) {}
-  void on_start(Time now, Effects& fx) override {
-    submit_next();
-    fx.set_timer(now, host::WorkerTransport::kOwnerTimer);
-  }
-  void on_packet(Packet* p, Time now, Effects& fx) override {
-    tx_.on_packet(p, now, fx);
-    collect(now, fx);
-  }
-  void on_timer(uint64_t token, Time now, Effects& fx) override {
-    if (token & host::WorkerTransport::kOwnerTimer) tx_.pump(now, fx);
-    else tx_.on_timer(token, now, fx);
-    collect(now, fx);
-  }
-  size_t completed() const { return done_; }
-  Time finish_time() const { return finish_; }
-  const host::WorkerTransport& transport() const { return tx_; }
-
- private:
-  void submit_next() { tx_.submit(ops_[next_++], n_); }
-  void collect(Time now, Effects& fx) {
-    const auto c = tx_.take_completed();
-    if (c.empty()) return;
-    done_ += c.size();
-    finish_ = now;
-    if (next_ < ops_.size() && done_ == next_) {
-      submit_next();
-      tx_.pump(now, fx);
-    }
-  }
-  host::WorkerTransport tx_;
-  std::vector<std::shared_ptr<host::TensorIO>> ops_;
-  uint64_t n_;
-  size_t next_ = 0, done_ = 0;
-  Time finish_ = 0;
-};
-
 // SwitchML on a sparse workload (the Zebra paper's baseline): every worker
 // streams the whole model, zeros included, through SwitchML's isolated
 // pool on the star; one allreduce per iteration, back to back. Memory: the
@@ -222,7 +179,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
     for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += keys[i][w].size();
     sums[i] = std::move(v);
   }
-  std::vector<DenseWorker*> nodes;
+  std::vector<host::WorkerNode*> nodes;
   for (unsigned r = 0; r < N; ++r) {
     host::WorkerConfig w;
     host::profile("paper").apply(w);
@@ -241,7 +198,17 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
       for (uint64_t k : keys[i][r]) vals.push_back(workload::sparse_value(s.seed, it, r, k));
       ops.push_back(std::make_shared<DenseOfSparse>(keys[i][r], std::move(vals), sums[i], errors));
     }
-    auto node = std::make_unique<DenseWorker>(w, std::move(ops), n);
+    // One op at a time: the next is submitted when the previous completes, so
+    // the transport holds the records of one op (n / 64 packets), not of every iteration.
+    auto node = std::make_unique<host::WorkerNode>(w);
+    node->submit(ops[0], n);
+    host::WorkerNode* nd = node.get();
+    node->set_on_complete([nd, ops = std::move(ops), n](Time now, Effects& fx) {
+      if (nd->completed() < ops.size() && !nd->transport().busy()) {
+        nd->submit(ops[nd->completed()], n);
+        nd->transport().pump(now, fx);
+      }
+    });
     nodes.push_back(node.get());
     sim.add_node(std::move(node), false);
   }
@@ -436,9 +403,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     cpu = c.get();
     sim.add_node(std::move(c), false);
   }
-  sim::LinkParams nic = s.link;
-  nic.ecn_bytes = 0;  // a NIC does not ECN-mark its own queue (sim/network.hpp), as wire_star
-  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, nic, s.link);
+  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, s.link, s.link);
   if (ina) {
     sim::LinkParams cl;  // the pipeline <-> CPU path: no faults, the paper's latency
     cl.delay = s.cpu_delay;

@@ -129,14 +129,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.init_window = std::max(1.0, s.init_window_kb * 1000 / (50.0 + 4.0 * kv::words(ss.pairs)));
   ss.table_entries = static_cast<uint32_t>(s.table_entries);
   ss.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
-  ss.link.gbps = s.link_gbps;
-  ss.link.delay = from_us(s.rtt_us / 4);
-  ss.link.queue_bytes = static_cast<uint64_t>(s.queue_kb * 1000);
-  ss.link.ecn_bytes = static_cast<uint64_t>(s.ecn_kb * 1000);
-  ss.link.loss = s.loss;
-  ss.link.dup = s.dup;
-  ss.link.reorder = s.reorder;
-  ss.link.reorder_delay = from_us(s.reorder_delay_us);
+  ss.link = star_link(s);
   ss.time_limit = from_ms(s.max_sim_ms);
 
   SparseRun r;

@@ -81,8 +81,7 @@ std::vector<host::ParameterServer*> StarCluster::add_servers(const host::PsConfi
 void StarCluster::wire(const std::function<std::pair<LinkParams, LinkParams>(NodeId)>& link) {
   if (sim_.node_count() != plan_.nodes) throw std::logic_error("StarCluster: add every planned host before wiring");
   for (NodeId h = 1; h < plan_.nodes; ++h) {
-    auto [up, down] = link(h);
-    up.ecn_bytes = 0;  // a NIC does not ECN-mark its own queue (sim/network.hpp, build_network)
+    const auto [up, down] = link(h);
     sim_.connect(h, plan_.sw, up, down);
   }
   sim_.build_routes();

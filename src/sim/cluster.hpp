@@ -59,7 +59,6 @@ class StarCluster {
   // Adds every job's PS (after the workers), made from ps(j, base).
   std::vector<host::ParameterServer*> add_servers(const host::PsConfig& base);
   // Links every host to the switch; link(h) gives (host->switch, switch->host).
-  // ECN marks at the switch only: the host->switch ecn_bytes is ignored (a NIC does not mark its own queue).
   void wire(const std::function<std::pair<LinkParams, LinkParams>(NodeId)>& link);
 
  private:

@@ -99,7 +99,8 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
     l.p = p;
     l.bps = static_cast<uint64_t>(std::llround(p.gbps * 1e9));
     l.queue_time = serialization_time(p.queue_bytes, l.bps);
-    l.ecn_time = p.ecn_bytes ? serialization_time(p.ecn_bytes, l.bps) : kNever;
+    // ECN marks at switch egress ports; a host's NIC queue only with set_host_ecn(true).
+    l.ecn_time = p.ecn_bytes && (is_switch_[from] || host_ecn_) ? serialization_time(p.ecn_bytes, l.bps) : kNever;
     l.rng.reseed(mix(seed_, 0x11 + links_.size()));
     const auto id = static_cast<uint32_t>(links_.size());
     links_.push_back(l);

@@ -134,6 +134,10 @@ class Simulator {
 
   // Topology. Node ids are dense, in order of addition. The simulator owns nodes.
   NodeId add_node(std::unique_ptr<Node> n, bool is_switch);
+  // ECN: links out of a switch mark above their ecn_bytes; links out of a host
+  // (its NIC's queue) never do unless this is set before connect() (a NIC
+  // does not mark its own queue: DCTCP and DCQCN mark at switch ports).
+  void set_host_ecn(bool on) { host_ecn_ = on; }
   // Two unidirectional links a->b and b->a; returns the id of a->b (b->a is +1).
   uint32_t connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba);
   // Shortest-path routes (by hop count; hosts never transit): for every
@@ -219,6 +223,7 @@ class Simulator {
   uint64_t seed_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<bool> is_switch_;
+  bool host_ecn_ = false;
   std::vector<Link> links_;
   std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
   std::vector<std::vector<uint32_t>> out_links_;

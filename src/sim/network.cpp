@@ -90,6 +90,7 @@ void build_network(Simulator& sim, const topo::Graph& g,
                    const std::function<std::unique_ptr<Node>(topo::NodeId)>& make_node, const LinkParams& link,
                    bool host_ecn) {
   if (sim.node_count() != 0) throw std::logic_error("build_network: the simulator must be empty");
+  sim.set_host_ecn(host_ecn);
   if (g.num_nodes() >= kMulticast)
     throw std::invalid_argument(fmt::format("topology '{}' has {} nodes, more than the simulator's {}", g.name,
                                             g.num_nodes(), kMulticast - 1));
@@ -99,14 +100,9 @@ void build_network(Simulator& sim, const topo::Graph& g,
     sim.add_node(std::move(n), !g.is_host(v));
   }
   for (const auto& l : g.links()) {
-    LinkParams ab = link;
-    ab.gbps = l.gbps;
-    LinkParams ba = ab;
-    if (!host_ecn) {
-      if (g.is_host(l.a)) ab.ecn_bytes = 0;
-      if (g.is_host(l.b)) ba.ecn_bytes = 0;
-    }
-    sim.connect(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b), ab, ba);
+    LinkParams p = link;
+    p.gbps = l.gbps;
+    sim.connect(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b), p, p);
   }
   sim.build_routes();
 }

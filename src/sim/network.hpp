@@ -61,11 +61,11 @@ Placement place_interleaved(const topo::Graph& g, const std::vector<int>& worker
 // parameters of both directions; gbps is set from the graph), and builds
 // the routes. The simulator must be empty.
 //
-// ECN marks at switch egress queues only, unless `host_ecn`: the direction
-// from a host (its NIC's queue) gets ecn_bytes = 0. A NIC does not mark its
-// own queue (DCTCP and DCQCN configure marking on switch ports), and a
-// sender whose window exceeds the threshold would otherwise mark its own
-// packets at every step's start with no other flow on the link.
+// ECN marks at switch egress ports only (Simulator::set_host_ecn), unless
+// `host_ecn`: then hosts' NIC queues mark too. A NIC does not mark its own
+// queue (DCTCP and DCQCN configure marking on switch ports), and a sender
+// whose window exceeds the threshold would otherwise mark its own packets at
+// every step's start with no other flow on the link.
 void build_network(Simulator& sim, const topo::Graph& g,
                    const std::function<std::unique_ptr<Node>(topo::NodeId)>& make_node,
                    const LinkParams& link, bool host_ecn = false);

@@ -21,9 +21,7 @@ StarPlan plan_star(const std::vector<int>& workers_per_job, bool with_ps) {
 
 void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const LinkParams& down) {
   if (sim.node_count() != plan.nodes) throw std::logic_error("wire_star: add every planned node first");
-  LinkParams nic = up;
-  nic.ecn_bytes = 0;  // a NIC does not ECN-mark its own queue (sim/network.hpp, build_network)
-  for (NodeId h = 1; h < plan.nodes; ++h) sim.connect(h, plan.sw, nic, down);
+  for (NodeId h = 1; h < plan.nodes; ++h) sim.connect(h, plan.sw, up, down);
   sim.build_routes();
 }
 

@@ -26,7 +26,6 @@ StarPlan plan_star(const std::vector<int>& workers_per_job, bool with_ps);
 
 // Links every host node of the plan to the switch (host->switch uses `up`,
 // switch->host `down`) and builds routes. All plan nodes must be added.
-// ECN marks at the switch only: `up`'s ecn_bytes is ignored (a NIC does not mark its own queue).
 void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const LinkParams& down);
 
 // Registers the plan's jobs at the switch; for a scheme with isolated regions
