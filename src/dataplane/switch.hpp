@@ -32,6 +32,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rng.hpp"
 #include "proto/node.hpp"
+#include "wire/fp16.hpp"
 
 namespace ina::dp {
 
@@ -62,6 +63,7 @@ struct SwitchConfig {
   // value registers are memory_bytes / 4 (the paper's 1 MB cap: 262,144).
   uint32_t kv_table_entries = 32768;
   uint16_t kv_pairs = 9;
+  KvArith kv_arith = KvArith::Fixed;  // hot values: int32 sums, or float16 added by fp16::TableAdder (wire/fp16.hpp)
   double recirc_gbps = 100;       // the recirculation port: every extra pipeline pass is serialized on it
 };
 

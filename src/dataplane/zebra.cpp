@@ -7,6 +7,9 @@
 //      kv_table_entries entries) for the packet's iteration;
 //   3. add each hot pair's value to its register slot (layout: register
 //      reg(i), slot slot(i)) and count the contributing worker per index;
+//      values are int32 (exact), or with kv_arith = Float16Table float16 bits
+//      added by the table-lookup adder (§III-E; wire/fp16.hpp), whose sums
+//      the result packets carry as float16 bits too;
 //      a register is accessed once per pass, so a packet holding k indices of
 //      one register takes k passes: k - 1 recirculations, each serialized on
 //      the recirculation port (recirc_gbps), counted;
@@ -58,6 +61,7 @@ class Zebra final : public SwitchProgram {
     if (cfg.kv_pairs == 0 || cfg.kv_pairs > kv::kMaxPairs)
       throw std::invalid_argument("zebra: kv_pairs " + std::to_string(cfg.kv_pairs) + " out of range 1.." +
                                   std::to_string(kv::kMaxPairs));
+    if (cfg.kv_arith == KvArith::Float16Table) f16_ = &fp16::switch_adder();
   }
 
   void set_sparse_table(uint16_t job, SparseTable t) override {
@@ -202,7 +206,8 @@ class Zebra final : public SwitchProgram {
     uint32_t iter = 0;
     bool started = false;           // a packet of `iter` has arrived
     std::vector<SparseTable> tables;  // ascending `from`
-    std::vector<int32_t> val;       // value registers, by rank index (register reg(i), slot slot(i))
+    std::vector<int32_t> val;       // value registers, by rank index (register reg(i), slot slot(i));
+                                    //   Float16Table: float16 bits (0 = +0), read out as they are
     std::vector<uint16_t> cnt;      // contributing workers per index
     std::vector<Worker> w;
     unsigned complete = 0;          // workers whose hot stream is in
@@ -293,9 +298,18 @@ class Zebra final : public SwitchProgram {
     for (unsigned i = 0; i < l.np; ++i) {
       if (l.cold[i]) continue;
       const uint32_t x = l.idx[i];
-      const int64_t sum = static_cast<int64_t>(s.val[x]) + kv::value(*p, i);
-      if (sum > INT32_MAX || sum < INT32_MIN) ++st_.overflow;
-      s.val[x] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+      if (f16_) {
+        // Float16 (kv_arith = Float16Table): the field's low 16 bits (a parser
+        // extracts those; the upper 16 are 0) added to the register's by the
+        // table adder, one adder lane per pair of the packet.
+        bool sat = false;
+        s.val[x] = f16_->add(static_cast<uint16_t>(s.val[x]), static_cast<uint16_t>(kv::value(*p, i)), &sat);
+        st_.overflow += sat;
+      } else {
+        const int64_t sum = static_cast<int64_t>(s.val[x]) + kv::value(*p, i);
+        if (sum > INT32_MAX || sum < INT32_MIN) ++st_.overflow;
+        s.val[x] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+      }
       ++s.cnt[x];
       ++st_.kv_aggregated;
     }
@@ -385,6 +399,7 @@ class Zebra final : public SwitchProgram {
     replicate(r, j, fx);
   }
 
+  const fp16::TableAdder* f16_ = nullptr;  // kv_arith = Float16Table
   std::unordered_map<uint16_t, State> states_;
   std::deque<Pending> pending_;  // packets on the recirculation port, in completion order
   Time recirc_free_ = 0;

@@ -163,6 +163,7 @@ const std::vector<Field>& settings_fields() {
       {"zebra.layout_aware", &Settings::layout_aware},
       {"zebra.table_entries", &Settings::table_entries, between(1, 1 << 24)},
       {"zebra.pairs", &Settings::pairs, between(1, 9, "the prototype's 192 B packet holds 9")},
+      {"zebra.arith", &Settings::zebra_arith, one_of({"fixed", "float16-table"})},
       {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
@@ -522,7 +523,8 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
         {"zebra.placement", s.zebra_placement != d.zebra_placement},
         {"zebra.layout_aware", s.layout_aware != d.layout_aware},
         {"zebra.table_entries", s.table_entries != d.table_entries},
-        {"zebra.pairs", s.pairs != d.pairs}};
+        {"zebra.pairs", s.pairs != d.pairs},
+        {"zebra.arith", s.zebra_arith != d.zebra_arith}};
     for (const auto& [key, set] : sparse_only)
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }

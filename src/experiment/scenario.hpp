@@ -96,6 +96,8 @@ struct Settings {
   bool layout_aware = true;            // zebra.layout_aware: Algorithm 1 at the workers (false: key order)
   int table_entries = 32768;           // zebra.table_entries: the switch's key table (the prototype's 32,768)
   int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
+  std::string zebra_arith = "fixed";   // zebra.arith: fixed (int32, exact) | float16-table (float gradients,
+                                       //   float16 table adds on the switch, float32 at the PS; docs/zebra.md)
   // [run] (per-run knobs that may also be swept)
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum

@@ -1,6 +1,7 @@
 #include "experiment/sparse.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <memory>
 #include <stdexcept>
@@ -148,6 +149,9 @@ class DenseOfSparse final : public host::TensorIO {
 SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, const schemes::Scheme& scheme) {
   const unsigned N = s.workers;
   const uint64_t n = src.num_params();
+  if (s.arith != KvArith::Fixed)
+    throw std::invalid_argument(fmt::format("sparse run {}: sums int32 fixed point only (arith {})", scheme.name,
+                                            to_string(s.arith)));
   SparseRun out;
   out.scheme = scheme.name;
   constexpr uint16_t kValues = 64;  // 256 B of values per packet, as the dense schemes
@@ -291,6 +295,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   sc.memory_bytes = s.memory_bytes;
   sc.kv_pairs = static_cast<uint16_t>(s.pairs);
   sc.kv_table_entries = s.table_entries;
+  sc.kv_arith = s.arith;
   sc.seed = s.seed;
   auto swp = scheme.make_switch(sc);
   dp::SwitchProgram& sw = *swp;
@@ -304,6 +309,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   hc.layout_aware = s.layout_aware;
   hc.init_window = s.init_window;
   hc.first_iteration = s.first_iteration;
+  hc.arith = s.arith;
   const NodeId cpu_id = static_cast<NodeId>(N + 2);
 
   // Exact expected sums per iteration, and each worker's pushes.
@@ -313,6 +319,13 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   };
   std::vector<std::vector<Push>> push(s.iterations, std::vector<Push>(N));
   std::vector<std::unordered_map<uint64_t, int64_t>> expect(s.iterations);
+  // Float16Table: float32 gradients (their bits in vals), exact float64 sums.
+  const bool fl = s.arith == KvArith::Float16Table;
+  struct FloatSum {
+    double sum = 0, abs = 0;
+    unsigned n = 0;
+  };
+  std::vector<std::unordered_map<uint64_t, FloatSum>> fexpect(fl ? s.iterations : 0);
   for (unsigned i = 0; i < s.iterations; ++i) {
     const unsigned it = s.first_iteration + i;
     for (unsigned w = 0; w < N; ++w) {
@@ -320,12 +333,21 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
       p.keys = src.keys(it, w);
       p.vals.resize(p.keys.size());
       for (size_t q = 0; q < p.keys.size(); ++q) {
+        if (fl) {
+          const float g = workload::sparse_gradient(s.seed, it, w, p.keys[q], s.grad_sigma);
+          p.vals[q] = fp16::bits_of_f32(g);
+          FloatSum& e = fexpect[i][p.keys[q]];
+          e.sum += g;
+          e.abs += std::fabs(g);
+          ++e.n;
+          continue;
+        }
         p.vals[q] = workload::sparse_value(s.seed, it, w, p.keys[q]);
         expect[i][p.keys[q]] += p.vals[q];
       }
       out.pairs += p.keys.size();
     }
-    out.iters.push_back({0, 0, 0, expect[i].size()});
+    out.iters.push_back({0, 0, 0, fl ? fexpect[i].size() : expect[i].size()});
     for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += push[i][w].keys.size();
   }
 
@@ -333,6 +355,42 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   std::vector<unsigned> done_iters(N, 0);
   std::vector<bool> started(s.iterations, false);
   std::string error;
+  ValueError& ve = out.value_error;
+  double sq_err = 0, sq_exact = 0, sum_rel = 0;
+  uint64_t nrel = 0;
+  const fp16::TableAdder& adder = fp16::switch_adder();
+  // Float16Table: each sum within the bound of its exact float64 sum (not equal).
+  auto check_float = [&](unsigned r, uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums) {
+    const auto& e = fexpect[iter - s.first_iteration];
+    if (keys.size() != e.size())
+      error = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
+                          e.size());
+    for (size_t q = 0; q < keys.size() && error.empty(); ++q) {
+      auto it = e.find(keys[q]);
+      const double got = fp16::f32_of_bits(sums[q]);
+      if (it == e.end()) {
+        error = fmt::format("worker {} iteration {}: key {} sum {} (not pushed)", r, iter, keys[q], got);
+        break;
+      }
+      const FloatSum& x = it->second;
+      const double err = std::fabs(got - x.sum), bound = adder.sum_bound(x.n, x.abs);
+      if (!(err <= bound))  // NaN fails too
+        error = fmt::format("worker {} iteration {}: key {} float sum {} expected {} (error {} beyond the bound {} of "
+                            "{} terms (float16 table sums) of total magnitude {})",
+                            r, iter, keys[q], got, x.sum, err, bound, x.n, x.abs);
+      ++ve.values;
+      sq_err += err * err;
+      sq_exact += x.sum * x.sum;
+      ve.max_scaled = std::max(ve.max_scaled, x.abs > 0 ? err / x.abs : 0);
+      ve.max_over_bound = std::max(ve.max_over_bound, err / bound);
+      if (x.sum != 0) {
+        const double rel = err / std::fabs(x.sum);
+        ve.max_rel = std::max(ve.max_rel, rel);
+        sum_rel += rel;
+        ++nrel;
+      }
+    }
+  };
   std::vector<control::zebra::Table> worker_tables, switch_tables;
   if (ina) {
     worker_tables.push_back({s.first_iteration, hot, layout});
@@ -373,7 +431,8 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
                                       Time now, Effects& fx) {
       const unsigned i = iter - s.first_iteration;
       const auto& e = expect[i];
-      if (error.empty()) {
+      if (fl && error.empty()) check_float(r, iter, keys, sums);
+      if (!fl && error.empty()) {
         if (keys.size() != e.size())
           error = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
                               e.size());
@@ -480,6 +539,10 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   out.recirc_per_packet =
       out.sw.kv_in ? static_cast<double>(out.sw.recirculations) / static_cast<double>(out.sw.kv_in) : 0;
   out.events = sim.events();
+  if (fl) {
+    ve.mean_rel = nrel ? sum_rel / static_cast<double>(nrel) : 0;
+    ve.vec_rel = sq_exact > 0 ? std::sqrt(sq_err / sq_exact) : 0;
+  }
   return out;
 }
 

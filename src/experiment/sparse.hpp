@@ -6,7 +6,9 @@
 // (dataplane/zebra.cpp). Every run is checked: every worker's sums equal the
 // exact per-key sums of every worker's values for the union of keys, and
 // nothing is left (no packet in the pool, no result copy at the CPU or PS,
-// no register in use, no event).
+// no register in use, no event). With KvArith::Float16Table the values are
+// float gradients (workload::sparse_gradient) and each sum must be within
+// fp16::TableAdder::sum_bound of the exact float64 sum instead (ValueError).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,6 +50,8 @@ struct SparseSettings {
   Time compute = 0;                 // between iterations
   double init_window = 64;
   Time time_limit = 60 * kSec;      // of simulated time: a run still going then fails, saying where each worker is
+  KvArith arith = KvArith::Fixed;   // values: int32 exact, or float (hot: float16 table adds, cold: float32 at the PS)
+  double grad_sigma = 0.01;         // Float16Table: the gradients' scale (workload::sparse_gradient)
   // Hot-set updates (online identification): from iteration `from` on, the
   // top `hot_keys` of iterations [profile_first, + profile_iterations); the
   // workers and/or the switch take it (both: the scheduler's update; one
@@ -69,6 +73,17 @@ struct SparseIteration {
   uint64_t union_keys = 0;
 };
 
+// Float16Table runs: the results every worker received vs the exact float64
+// sums of the float32 gradients (docs/zebra.md, "Float16 values and the table adder").
+struct ValueError {
+  uint64_t values = 0;        // result values checked (every worker's)
+  double max_rel = 0;         // max |got - exact| / |exact| over values with exact != 0
+  double mean_rel = 0;        // mean of the same
+  double max_scaled = 0;      // max |got - exact| / sum |x_i| (what the bound limits)
+  double max_over_bound = 0;  // max |got - exact| / fp16::TableAdder::sum_bound (<= 1, else the run fails)
+  double vec_rel = 0;         // ||got - exact||_2 / ||exact||_2 over all result values
+};
+
 struct SparseRun {
   std::string scheme;
   std::vector<SparseIteration> iters;
@@ -84,6 +99,7 @@ struct SparseRun {
   host::SparseWorkerStats workers;  // summed
   uint64_t events = 0;
   uint64_t faults = 0;              // packets dropped by SparseSettings::fault
+  ValueError value_error;           // Float16Table only
 };
 
 // Runs and checks (throws std::runtime_error naming the first wrong key, or what leaked).

@@ -84,6 +84,14 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
                            "entries (zebra.table_entries; the prototype's 32,768)",
                            scaled, s.sparse_scale, s.table_entries),
                std::to_string(s.hot_keys));
+  if (s.zebra_arith != "fixed")
+    for (const auto& name : scheme_names)
+      if (schemes::find(name).sparse == schemes::Sparse::Dense)
+        fail_field(origin, "zebra.arith",
+                   fmt::format("{} streams the dense model in int32 fixed point; float16-table applies to the "
+                               "<key, value> schemes (zebra: hot pairs on the switch, ps-lite: float32 at the PS)",
+                               name),
+                   s.zebra_arith);
   if (s.ecn_kb > s.queue_kb)
     fail_field(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
                fmt::format("{}", s.ecn_kb));
@@ -129,6 +137,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.init_window = std::max(1.0, s.init_window_kb * 1000 / (50.0 + 4.0 * kv::words(ss.pairs)));
   ss.table_entries = static_cast<uint32_t>(s.table_entries);
   ss.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
+  ss.arith = parse_kv_arith(s.zebra_arith).value_or(KvArith::Fixed);  // checked by the scenario parser
   ss.link = star_link(s);
   ss.time_limit = from_ms(s.max_sim_ms);
 
@@ -153,6 +162,13 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
   x["events"] = static_cast<double>(r.events);
+  if (ss.arith == KvArith::Float16Table) {  // vs exact float64 sums (experiment/sparse.hpp, ValueError)
+    x["fp16_max_rel_err"] = r.value_error.max_rel;
+    x["fp16_mean_rel_err"] = r.value_error.mean_rel;
+    x["fp16_max_scaled_err"] = r.value_error.max_scaled;
+    x["fp16_max_err_over_bound"] = r.value_error.max_over_bound;
+    x["fp16_vec_rel_err"] = r.value_error.vec_rel;
+  }
   return out;
 }
 

@@ -18,13 +18,20 @@
 //   zebra.registers, zebra.placement (heat | random), zebra.layout_aware,
 //   zebra.pairs             the switch layout, Algorithm 1, pairs per packet
 //   zebra.table_entries     the key -> register exact-match table (the prototype: 32,768)
+//   zebra.arith             fixed (int32 values, exact sums) | float16-table (float
+//                           gradients; hot pairs float16, added by the switch's table
+//                           adder; cold pairs float32 at the PS; zebra and ps-lite only)
 //   transport.init_window_kb  the hosts' window (workers' initial, the PS's result window)
 //   switch.memory_mb        the switch's aggregation memory (the paper: 1 MB)
 //   topology.link_gbps, topology.rtt_us, topology.queue_kb, topology.ecn_kb,
 //   faults.loss / dup / reorder on every host link
 // Metrics: agg_throughput_gbps (pushed pairs x 12 B x 8 / sync time, the
 // paper's aggregation throughput), sync_ms (mean per iteration), hot_share,
-// hot_keys, recirc_per_packet, pairs, retransmits, ps_pairs, switch_pairs.
+// hot_keys, recirc_per_packet, pairs, retransmits, ps_pairs, switch_pairs;
+// with zebra.arith = float16-table also fp16_max_rel_err, fp16_mean_rel_err
+// (|sum - exact| / |exact|), fp16_max_scaled_err (/ sum |x|),
+// fp16_max_err_over_bound and fp16_vec_rel_err (||sums - exact||_2 / ||exact||_2),
+// against exact float64 sums (exp::ValueError).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -16,6 +16,19 @@ int32_t wrap_add(int32_t a, int32_t b, uint64_t* overflow) {
   if (overflow && (s > INT32_MAX || s < INT32_MIN)) ++*overflow;
   return static_cast<int32_t>(static_cast<uint32_t>(s));
 }
+// Value arithmetic (SparseConfig::arith). Float16Table: a hot value goes out
+// as float16 bits, the switch's sums come back as float16 bits, everything
+// else is float32 bits, summed in float32.
+int32_t to_switch(KvArith a, int32_t v) {
+  return a == KvArith::Float16Table ? fp16::from_float(fp16::f32_of_bits(v)) : v;
+}
+int32_t from_switch(KvArith a, int32_t v) {
+  return a == KvArith::Float16Table ? fp16::bits_of_f32(fp16::to_float(static_cast<uint16_t>(v))) : v;
+}
+int32_t add_value(KvArith a, int32_t acc, int32_t v, uint64_t* overflow) {
+  if (a == KvArith::Float16Table) return fp16::bits_of_f32(fp16::f32_of_bits(acc) + fp16::f32_of_bits(v));
+  return wrap_add(acc, v, overflow);
+}
 void check_config(const SparseConfig& c) {
   if (c.workers.empty() || c.workers.size() > kMaxWorkers)
     throw std::invalid_argument("sparse job: " + std::to_string(c.workers.size()) + " workers (1.." +
@@ -81,7 +94,7 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
       auto it = t->hot->index.find(keys[i]);
       if (it != t->hot->index.end()) {
         hot.push_back(it->second);
-        scratch_[it->second] = values[i];
+        scratch_[it->second] = to_switch(cfg_.arith, values[i]);
         continue;
       }
     }
@@ -287,7 +300,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
       ++st_.results;
       for (unsigned q = 0; q < n; ++q) {
         const uint64_t key = from_sw ? t->hot->keys[kv::key(*p, q)] : kv::key(*p, q);
-        sums_.emplace_back(key, kv::value(*p, q));
+        sums_.emplace_back(key, from_sw ? from_switch(cfg_.arith, kv::value(*p, q)) : kv::value(*p, q));
       }
       if (p->h.has(flag::kLast)) s.total = kv::total(*p);
     }
@@ -320,7 +333,7 @@ void SparseWorker::maybe_finish(Time now, Effects& fx) {
   sums.reserve(sums_.size());
   for (const auto& [k, v] : sums_) {
     if (!keys.empty() && keys.back() == k) {
-      sums.back() = wrap_add(sums.back(), v, nullptr);
+      sums.back() = add_value(cfg_.arith, sums.back(), v, nullptr);
     } else {
       keys.push_back(k);
       sums.push_back(v);
@@ -411,8 +424,9 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
     st_.pairs += np;
     if (!direct) st_.forwarded_pairs += np;
     for (unsigned q = 0; q < np; ++q) {
-      int32_t& v = sums_[kv::key(*p, q)];
-      v = wrap_add(v, kv::value(*p, q), &st_.overflow);
+      int32_t& v = sums_[kv::key(*p, q)];  // Float16Table: float32 bits (0 = +0)
+      const int32_t x = direct ? kv::value(*p, q) : from_switch(cfg_.arith, kv::value(*p, q));
+      v = add_value(cfg_.arith, v, x, &st_.overflow);
     }
     if (direct && p->h.has(flag::kLast) && !in_[p->h.rank]) {
       in_[p->h.rank] = true;

@@ -38,6 +38,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "proto/node.hpp"
+#include "wire/fp16.hpp"
 
 namespace ina::host {
 
@@ -53,6 +54,10 @@ struct SparseConfig {
   Time min_rto = 1 * kMs;
   Time max_rto = 200 * kMs;
   uint32_t first_iteration = 0;  // the PS's first iteration (a job that starts later in training)
+  // Values (wire/fp16.hpp): Fixed, int32 summed exactly; Float16Table, begin()'s
+  // values are float32 bits, hot pairs go to the switch as float16 bits, the
+  // PS sums in float32 and the sums handed to Done are float32 bits.
+  KvArith arith = KvArith::Fixed;
 };
 
 struct SparseWorkerStats {

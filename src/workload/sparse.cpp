@@ -257,4 +257,14 @@ int32_t sparse_value(uint64_t seed, unsigned iteration, unsigned worker, uint64_
   return v == 0 ? 1 : v;
 }
 
+float sparse_gradient(uint64_t seed, unsigned iteration, unsigned worker, uint64_t key, double sigma) {
+  const uint64_t h = splitmix64(seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(iteration) << 40) ^
+                                (static_cast<uint64_t>(worker) << 32) ^ key);
+  const uint64_t h2 = splitmix64(h);
+  const double u1 = (static_cast<double>(h >> 11) + 0.5) * 0x1p-53, u2 = static_cast<double>(h2 >> 11) * 0x1p-53;
+  const double z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);  // Box-Muller
+  const bool tail = (h2 & 0xFF) < 13;                                        // 13 / 256: about 5 %
+  return static_cast<float>(sigma * z * (tail ? 16 : 1));
+}
+
 }  // namespace ina::workload

@@ -61,5 +61,9 @@ void write_trace(const SparseSource& s, const std::string& path);
 // The exact test value of key `key` at (iteration, worker): a small non-zero
 // integer, deterministic in all arguments, so any sum over workers is exact in int32.
 int32_t sparse_value(uint64_t seed, unsigned iteration, unsigned worker, uint64_t key);
+// A float gradient for the float16 value arithmetic (KvArith::Float16Table),
+// deterministic in all arguments: normal with a heavy tail, N(0, sigma^2)
+// with probability 0.95 and N(0, (16 sigma)^2) with probability 0.05.
+float sparse_gradient(uint64_t seed, unsigned iteration, unsigned worker, uint64_t key, double sigma = 0.01);
 
 }  // namespace ina::workload
