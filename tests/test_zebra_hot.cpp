@@ -271,6 +271,46 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
   }
 }
 
+// zebra.arith = "float16-table" (docs/zebra.md, "Float16 values and the table
+// adder"): the run reports its errors against exact float64 sums; a bad value,
+// switchml with float16, and zebra.arith in a dense scenario are refused by name.
+TEST(ZebraScenario, Float16TableArithReportsItsErrorAndBadValuesAreNamed) {
+  auto with_arith = [](const std::string& text, const std::string& arith) {
+    std::string t = text;
+    return t.replace(t.find("hot_keys = 1000"), 15, "hot_keys = 1000\narith = \"" + arith + "\"");
+  };
+  const auto pts = exp::expand(exp::parse_scenario(with_arith(sparse_text(""), "float16-table"), "z.toml"));
+  ASSERT_EQ(pts.size(), 1u);
+  const auto z = exp::run_point(pts[0].settings, "zebra", 1);
+  ASSERT_TRUE(z.ok) << z.problems;
+  for (const char* m : {"fp16_max_rel_err", "fp16_mean_rel_err", "fp16_max_scaled_err", "fp16_max_err_over_bound",
+                        "fp16_vec_rel_err"})
+    ASSERT_TRUE(z.metrics.count(m)) << m;
+  EXPECT_LE(z.metrics.at("fp16_max_err_over_bound"), 1.0);
+  EXPECT_LE(z.metrics.at("fp16_mean_rel_err"), z.metrics.at("fp16_max_rel_err"));
+  EXPECT_GT(z.metrics.at("fp16_vec_rel_err"), 1e-5);  // float16 on the switch, not float32 or int32
+  const auto fixed = exp::run_point(exp::expand(exp::parse_scenario(sparse_text(""), "z.toml"))[0].settings, "zebra", 1);
+  ASSERT_TRUE(fixed.ok) << fixed.problems;
+  EXPECT_FALSE(fixed.metrics.count("fp16_vec_rel_err"));
+
+  struct Case {
+    std::string text, value, says;
+  };
+  const Case cases[] = {
+      {with_arith(sparse_text(""), "float32"), "float32", "one of"},
+      {with_arith(sparse_text("", "\"zebra\", \"switchml\""), "float16-table"), "float16-table", "switchml"},
+      {"[zebra]\narith = \"float16-table\"\n[run]\nschemes = [\"dsa\"]\n", "set", "sparse scenarios only"},
+  };
+  for (const auto& c : cases) {
+    const std::string m = sparse_error(c.text);
+    SCOPED_TRACE(m);
+    EXPECT_EQ(m.rfind("z.toml", 0), 0u);
+    EXPECT_NE(m.find("field 'zebra.arith'"), std::string::npos);
+    EXPECT_NE(m.find(c.value), std::string::npos);
+    EXPECT_NE(m.find(c.says), std::string::npos);
+  }
+}
+
 // Fig. 9's claim on the shipped OA-like workload (at 1/20 of its size, 16
 // workers x 200 iterations as the paper's training): the hot list from a 4 %
 // sample of the batches holds >= 80 % of the global hot list (§V-C's
