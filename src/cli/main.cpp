@@ -175,8 +175,8 @@ int main(int argc, char** argv) {
 
   std::string suite;
   std::vector<std::string> bench_args;
-  auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce");
-  bench->add_option("suite", suite, "benchmark suite: sim, plan or allreduce")->required();
+  auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce, fp16");
+  bench->add_option("suite", suite, "benchmark suite: sim, plan, allreduce or fp16 (float16 table-addition error)")->required();
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
   bench->allow_extras();
 
