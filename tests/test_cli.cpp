@@ -125,7 +125,8 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
   std::vector<std::pair<std::string, bool>> got;
   for (const auto& s : j) got.emplace_back(s.at("name").get<std::string>(), s.at("has_ps").get<bool>());
   EXPECT_EQ(got, (std::vector<std::pair<std::string, bool>>{
-                     {"switchml", false}, {"atp", true}, {"dsa", true}, {"rar", false}, {"h-ar", false}, {"rina", false}}));
+                     {"switchml", false}, {"atp", true}, {"dsa", true}, {"rar", false}, {"h-ar", false}, {"rina", false},
+                     {"zebra", true}, {"ps-lite", true}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
   EXPECT_EQ(all.size(), 12u);

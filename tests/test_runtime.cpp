@@ -37,6 +37,7 @@
 #include "wire/quant.hpp"
 #include "float_data.hpp"
 #include "test_keys.hpp"
+#include "runtime_fixture.hpp"
 
 namespace fs = std::filesystem;
 using namespace ina;
@@ -94,82 +95,11 @@ bool pump_until(UdpEngine& e, Pred pred, Time limit = 2 * kSec) {
   return true;
 }
 
-// A switch daemon in a thread.
-struct LocalSwitch {
-  SwitchDaemon d;
-  std::thread t;
-  explicit LocalSwitch(const SwitchDaemonConfig& c) : d(c), t([this] { d.run(); }) {}
-  ~LocalSwitch() {
-    d.request_stop();
-    t.join();
-  }
-  std::string addr() const { return d.endpoint().str(); }
-};
-
-SwitchDaemonConfig switch_config(const std::string& scheme, uint16_t payload = 64, uint64_t memory = 1 << 20) {
-  SwitchDaemonConfig c;
-  c.listen = Endpoint::parse("127.0.0.1:0");
-  c.scheme = scheme;
-  c.program.payload_values = payload;
-  c.program.memory_bytes = memory;
-  c.log = false;
-  c.key = ina::test::test_switch_key();
-  c.has_key = true;
-  return c;
-}
-
-// A PS daemon in a thread; it ends when its job does.
-struct LocalPs {
-  std::thread t;
-  std::string error;
-  LocalPs(const Endpoint& sw, uint16_t job, unsigned n, FaultConfig f = {}) {
-    t = std::thread([=, this] {
-      try {
-        PsDaemonConfig c;
-        c.sw = sw;
-        c.job = job;
-        c.nworkers = n;
-        c.faults = f;
-        c.rendezvous_timeout = 10 * kSec;
-        c.log = false;
-        PsDaemon d(c);
-        d.run();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    });
-  }
-  ~LocalPs() { t.join(); }
-};
-
-CommConfig comm_config(const std::string& sw, uint16_t job, unsigned rank, unsigned n) {
-  CommConfig c;
-  c.switch_addr = sw;
-  c.job = job;
-  c.rank = rank;
-  c.nworkers = n;
-  c.connect_timeout = 5 * kSec;
-  c.rendezvous_timeout = 10 * kSec;
-  c.progress_timeout = 20 * kSec;
-  c.close_timeout = 10 * kSec;
-  return c;
-}
-
-// Runs body(rank) for every rank in its own thread; returns the errors.
-std::vector<std::string> run_workers(unsigned n, const std::function<void(unsigned)>& body) {
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (unsigned r = 0; r < n; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  return errors;
-}
+using ina::test::LocalSwitch;
+using ina::test::LocalPs;
+using ina::test::switch_config;
+using ina::test::comm_config;
+using ina::test::run_workers;
 
 using ina::test::count_differences;
 using ina::test::dyadic_floats;
@@ -519,10 +449,7 @@ class CommSchemes : public ::testing::TestWithParam<std::tuple<std::string, doub
 
 TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
   const auto [policy, loss] = GetParam();
-  FaultConfig faults;
-  faults.loss = loss;
-  faults.duplicate = loss;
-  faults.reorder = loss * 5;
+  const FaultConfig faults = ina::test::lossy(loss);
   LocalSwitch sw(switch_config(policy));
   const unsigned n = 3;
   std::unique_ptr<LocalPs> ps;
@@ -820,7 +747,7 @@ TEST(Robustness, PsSeesAFinishThatArrivedWithTheJoinAnswer) {
     if (!ch.wait_message(join, monotonic_now() + 5 * kSec, "ps")) return;
     const std::string both =
         nlohmann::json{{"op", "ready"}, {"job", 3}, {"self", 5}, {"switch", 1}, {"ps", 5}, {"workers", {2}},
-                       {"payload", 64}, {"window_cap", 0}, {"policy", "dsa"}}
+                       {"payload", 64}, {"window_cap", 0}, {"policy", "preemptive"}, {"scheme", "dsa"}}
             .dump() +
         "\n" + nlohmann::json{{"op", "finish"}}.dump() + "\n";
     [[maybe_unused]] auto n = ::send(ch.fd(), both.data(), both.size(), MSG_NOSIGNAL);

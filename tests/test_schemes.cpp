@@ -27,7 +27,12 @@ TEST(SchemeRegistry, NamesAliasesAndRoles) {
   EXPECT_TRUE(schemes::find("dsa").eq1_priority);
   EXPECT_FALSE(schemes::find("dsa-always").eq1_priority);
   EXPECT_EQ(schemes::find("dsa-coin").preempt, dp::PreemptMode::Coin);
-  EXPECT_EQ(schemes::names(Engine::Runtime), (std::vector<std::string>{"switchml", "atp", "dsa", "rar", "h-ar", "rina"}));
+  EXPECT_EQ(schemes::names(Engine::Runtime),
+            (std::vector<std::string>{"switchml", "atp", "dsa", "rar", "h-ar", "rina", "zebra", "ps-lite"}));
+  EXPECT_TRUE(schemes::find("zebra").has_switch_cpu());
+  EXPECT_FALSE(schemes::find("ps-lite").has_switch_cpu());
+  EXPECT_TRUE(schemes::find("ps-lite").kv());
+  EXPECT_FALSE(schemes::find("switchml").kv());
   EXPECT_EQ(schemes::names(Engine::SimTopology), (std::vector<std::string>{"grid"}));
   EXPECT_EQ(schemes::names(Engine::SimSparse), (std::vector<std::string>{"switchml", "zebra", "ps-lite"}));
   EXPECT_EQ(schemes::find("switchml").sparse, schemes::Sparse::Dense);
@@ -55,7 +60,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
     EXPECT_NE(std::string(e.what()).find("not supported by the runtime"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, rar, h-ar or rina"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, rar, h-ar, rina, zebra or ps-lite"), std::string::npos) << e.what();
   }
 }
 

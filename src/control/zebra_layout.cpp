@@ -18,6 +18,15 @@ HotSet HotSet::from_ranked(std::vector<uint64_t> ranked, uint32_t version) {
   return h;
 }
 
+Table heat_table(std::vector<uint64_t> ranked, uint32_t from, uint32_t version, uint32_t registers) {
+  Table t;
+  t.from = from;
+  auto hot = std::make_shared<const HotSet>(HotSet::from_ranked(std::move(ranked), version));
+  t.layout = std::make_shared<const Layout>(Layout::make(hot->size(), registers, Placement::Heat, 0));
+  t.hot = std::move(hot);
+  return t;
+}
+
 Layout Layout::make(size_t indices, uint32_t registers, Placement pl, uint64_t seed) {
   if (registers == 0) throw std::invalid_argument("layout: registers must be >= 1");
   Layout L;

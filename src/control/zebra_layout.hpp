@@ -49,6 +49,11 @@ struct Table {
   std::shared_ptr<const Layout> layout;
 };
 
+// The runtime's table (switch and workers build it alike from the same
+// list): the ranked keys (hottest first; a key twice throws
+// std::invalid_argument) with heat-based placement over `registers`.
+Table heat_table(std::vector<uint64_t> ranked, uint32_t from, uint32_t version, uint32_t registers);
+
 // Pipeline passes a packet of these indices needs: the most indices of one register.
 uint32_t passes(const Layout& L, std::span<const uint32_t> indices);
 

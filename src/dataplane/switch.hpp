@@ -293,6 +293,8 @@ class SwitchCpu final : public Node {
  public:
   SwitchCpu(NodeId sw, Time rto) : sw_(sw), rto_(rto) {}
   void add_job(uint16_t job, std::vector<NodeId> workers);
+  // Frees the job's held copies (a finished or aborted job); returns how many there were.
+  size_t remove_job(uint16_t job, Effects& fx);
   void on_packet(Packet* p, Time now, Effects& fx) override;
   void on_timer(uint64_t token, Time now, Effects& fx) override;
   size_t held() const { return held_.size(); }  // result copies not yet acknowledged by every worker

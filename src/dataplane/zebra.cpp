@@ -418,6 +418,21 @@ void SwitchCpu::add_job(uint16_t job, std::vector<NodeId> workers) {
   jobs_[job] = std::move(workers);
 }
 
+size_t SwitchCpu::remove_job(uint16_t job, Effects& fx) {
+  size_t n = 0;
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.copy->h.job != job) {
+      ++it;
+      continue;
+    }
+    fx.free(it->second.copy);
+    it = held_.erase(it);
+    ++n;
+  }
+  if (job < jobs_.size()) jobs_[job].clear();
+  return n;
+}
+
 void SwitchCpu::arm(Time at, uint64_t k, Effects& fx) {
   if (dq_.push(at, k)) fx.set_timer(at, 0);
 }

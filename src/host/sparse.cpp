@@ -85,6 +85,7 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
   next_ = unacked_ = acked_ = 0;
   const unsigned K = cfg_.pairs;
   const Table* t = cfg_.sw != kNoNode ? table_for(iter) : nullptr;
+  hot_stream_ = t != nullptr;  // no table yet (a runtime job before its first hot set): everything is cold
   // Split: hot (rank indices) and cold (keys, already ascending).
   std::vector<uint32_t> hot;
   std::vector<uint32_t> cold;  // positions in keys
@@ -323,7 +324,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
 
 void SparseWorker::maybe_finish(Time now, Effects& fx) {
   if (!active_ || !desc_.back().acked || !ps_res_.complete()) return;
-  if (cfg_.sw != kNoNode && !sw_res_.complete()) return;
+  if (hot_stream_ && !sw_res_.complete()) return;
   active_ = false;
   ++gen_;
   std::sort(sums_.begin(), sums_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

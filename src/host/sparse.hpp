@@ -20,6 +20,8 @@
 //   - the iteration ends when the switch's results (rank indices, mapped back
 //     with the table of the result's hot-set version) and the PS's results
 //     (keys) are complete; a key in both (a hot-set change) gets both parts.
+// With no table for the iteration (a runtime job before its first hot set)
+// every key is cold and only the PS answers.
 // Without a switch (SparseConfig::sw == kNoNode) every key is cold: the
 // PS-lite-style baseline, the very same code.
 //
@@ -117,6 +119,7 @@ class SparseWorker final : public Node {
   SparseWorkerStats st_;
   // The iteration in flight.
   bool active_ = false;
+  bool hot_stream_ = false;      // a table applies to this iteration: the switch answers too
   uint32_t iter_ = 0;
   std::vector<std::pair<uint64_t, int32_t>> pairs_;  // the packets' pairs, packet by packet
   std::vector<Desc> desc_;       // hot stream, then cold stream, then the cold stream's last packet

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -15,9 +16,14 @@
 
 #include <fmt/format.h>
 
+#include "control/zebra_layout.hpp"
 #include "host/float_allreduce.hpp"
+#include "host/sparse.hpp"
+#include "host/sparse_allreduce.hpp"
 #include "host/worker.hpp"
 #include "runtime/control.hpp"
+#include "schemes/registry.hpp"
+#include "wire/kv.hpp"
 
 namespace ina {
 
@@ -50,8 +56,12 @@ class CommNode final : public Node, public host::PriorityFn {
 // ---------------------------------------------------------------- op state
 
 struct Communicator::OpState {
-  enum class Kind { Float, Int };
+  enum class Kind { Float, Int, Sparse, HotSet };
   Kind kind = Kind::Float;
+  // Sparse: the op (inputs copied, result inside); HotSet: the ranked keys and the installed version.
+  std::unique_ptr<host::SparseAllreduce> sparse;
+  std::vector<uint64_t> hot;
+  uint32_t version = 0;
   std::span<float> f;
   std::span<int32_t> i;
   AllreduceOptions opt;
@@ -88,8 +98,21 @@ struct Communicator::Impl {
   // (host/float_allreduce.hpp); this file only moves work between threads.
   host::AllreduceQueue queue;
   std::vector<uint64_t> completed_ids;
+  const schemes::Scheme* scheme = nullptr;
+  // Dense schemes: the worker transport; <key, value> schemes: the sparse worker.
   std::unique_ptr<host::WorkerTransport> tx;
   std::unique_ptr<CommNode> node;
+  std::unique_ptr<host::SparseWorker> sworker;
+  // Sparse ops and hot-set changes, in issue order, one at a time (I/O thread).
+  std::deque<std::shared_ptr<OpState>> sparse_q;
+  std::shared_ptr<OpState> sparse_cur;
+  uint32_t iter = 0;                  // the sparse worker's next iteration
+  bool round_done = false;            // set by the sparse worker's completion callback
+  std::vector<uint64_t> res_keys;
+  std::vector<int32_t> res_sums;
+  size_t hot_sent = 0;                // keys of sparse_cur's hot set handed to the control connection
+  bool hot_sending = false, hot_waiting = false;
+  uint64_t last_sparse_acks = 0, last_sparse_results = 0;
   std::unique_ptr<rt::UdpEngine> engine;
   rt::UniqueFd wake_fd;
   std::thread io;
@@ -127,37 +150,57 @@ struct Communicator::Impl {
     jo.key = cfg.job_key.empty() ? rt::job_key_from_env(cfg.job) : rt::parse_key(cfg.job_key, "communicator job_key");
     joined = rt::join_job(jo);
     const rt::JobAssignment& a = joined.job;
-
-    host::WorkerConfig wc;
-    wc.job = a.job;
-    wc.rank = static_cast<uint8_t>(cfg.rank);
-    wc.nworkers = static_cast<uint8_t>(cfg.nworkers);
-    wc.self = a.self;
-    wc.aggregator = a.sw;
-    wc.ps = a.ps;
-    wc.payload_values = a.payload_values;
-    const double pkt_bytes = static_cast<double>(kHeaderBytes + 4u * a.payload_values);
-    wc.init_window = std::max(1.0, std::floor(cfg.window_kb * 1024 / pkt_bytes));
-    wc.max_window = std::max(wc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
-    wc.window_cap = a.window_cap;
-    wc.min_rto = cfg.min_rto;
-    wc.fast_retransmit = cfg.fast_retransmit;
-    wc.delay_target = cfg.delay_target;
-    wc.retain_ops = cfg.retain_ops;
-    tx = std::make_unique<host::WorkerTransport>(wc);
-    node = std::make_unique<CommNode>(*tx, completed_ids);
-    node->set_id(a.self);
+    scheme = &rt::scheme_of(a, sw);
+    if (scheme->kv()) {
+      host::SparseConfig sc = rt::sparse_config(a, *scheme);
+      const double pkt_bytes = static_cast<double>(kHeaderBytes + 4u * kv::words(a.kv_pairs));
+      sc.init_window = std::max(1.0, std::floor(cfg.window_kb * 1024 / pkt_bytes));
+      sc.max_window = std::max(sc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
+      sc.min_rto = cfg.min_rto;
+      sworker = std::make_unique<host::SparseWorker>(sc, static_cast<uint8_t>(cfg.rank));
+      sworker->set_id(a.self);
+      sworker->set_done([this](uint32_t, std::span<const uint64_t> k, std::span<const int32_t> v, Time, Effects&) {
+        res_keys.assign(k.begin(), k.end());
+        res_sums.assign(v.begin(), v.end());
+        round_done = true;
+      });
+    } else {
+      host::WorkerConfig wc;
+      wc.job = a.job;
+      wc.rank = static_cast<uint8_t>(cfg.rank);
+      wc.nworkers = static_cast<uint8_t>(cfg.nworkers);
+      wc.self = a.self;
+      wc.aggregator = a.sw;
+      wc.ps = a.ps;
+      wc.payload_values = a.payload_values;
+      const double pkt_bytes = static_cast<double>(kHeaderBytes + 4u * a.payload_values);
+      wc.init_window = std::max(1.0, std::floor(cfg.window_kb * 1024 / pkt_bytes));
+      wc.max_window = std::max(wc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
+      wc.window_cap = a.window_cap;
+      wc.min_rto = cfg.min_rto;
+      wc.fast_retransmit = cfg.fast_retransmit;
+      wc.delay_target = cfg.delay_target;
+      wc.retain_ops = cfg.retain_ops;
+      tx = std::make_unique<host::WorkerTransport>(wc);
+      node = std::make_unique<CommNode>(*tx, completed_ids);
+      node->set_id(a.self);
+    }
 
     rt::EngineConfig ec;
     ec.mode = rt::EngineMode::Host;
     ec.payload_values = a.payload_values;
+    if (sworker) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
     ec.gateway = sw;
     ec.faults = cfg.faults;
     engine = std::make_unique<rt::UdpEngine>(ec, std::move(joined.udp));
-    engine->add_node(*node);
+    if (sworker) engine->add_node(*sworker);
+    else engine->add_node(*node);
     wake_fd = rt::UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     engine->watch(wake_fd.get(), EPOLLIN, [this](uint32_t) { on_wake(); });
-    engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t) { on_control(); });
+    engine->watch(joined.control.fd(), EPOLLIN, [this](uint32_t ev) {
+      if (ev & EPOLLOUT) push_hot_set();
+      if (ev & ~static_cast<uint32_t>(EPOLLOUT)) on_control();
+    });
     engine->start();
     on_control();  // messages read together with the join's answer (rt::read_control)
     snapshot();
@@ -193,6 +236,7 @@ struct Communicator::Impl {
       while (!finished && failure.empty()) {
         engine->poll(100 * kMs);
         process_completions();
+        process_sparse();
         check_progress();
       }
     } catch (const std::exception& e) {
@@ -223,6 +267,7 @@ struct Communicator::Impl {
     }
     finished |= n.finished;
     if (!n.aborted.empty()) failure = fmt::format("job {} aborted by the switch at {}: {}", cfg.job, sw.str(), n.aborted);
+    for (const auto& h : n.hot_sets) on_hot_set(h);
     if (!n.open) {
       engine->unwatch(joined.control.fd());
       control_open = false;
@@ -234,6 +279,10 @@ struct Communicator::Impl {
 
   // Hands an op to the queue, in issue order. The op's tag is its DSA priority.
   void enqueue(std::shared_ptr<OpState> op) {
+    if (op->kind == OpState::Kind::Sparse || op->kind == OpState::Kind::HotSet) {
+      sparse_q.push_back(std::move(op));
+      return;
+    }
     const uint32_t prio = op->opt.priority ? op->opt.priority : cfg.priority;
     uint64_t h = 0;
     if (op->kind == OpState::Kind::Int) {
@@ -256,7 +305,109 @@ struct Communicator::Impl {
 
   // Submits what the queue allows now (its issue order).
   void advance() {
-    if (queue.submit_ready(*tx)) pump();
+    if (tx && queue.submit_ready(*tx)) pump();
+    advance_sparse();
+  }
+
+  // ---- sparse ops (<key, value> schemes): one at a time, in issue order
+
+  void begin_round() {
+    const host::SparseRound& r = sparse_cur->sparse->round();
+    engine->invoke(*sworker, [&](Time now, Effects& fx) { sworker->begin(iter, r.keys, r.values, now, fx); });
+  }
+
+  void advance_sparse() {
+    while (!sparse_cur && !sparse_q.empty()) {
+      sparse_cur = std::move(sparse_q.front());
+      sparse_q.pop_front();
+      last_progress = engine->now();
+      if (sparse_cur->kind == OpState::Kind::HotSet) {
+        hot_sent = 0;
+        hot_sending = true;
+        push_hot_set();
+        return;
+      }
+      sparse_cur->sparse->start();
+      begin_round();
+    }
+  }
+
+  // Hands the hot set to the control connection as fast as it takes it.
+  void push_hot_set() {
+    if (!hot_sending || !sparse_cur || failure.size()) return;
+    const auto& keys = sparse_cur->hot;
+    try {
+      while (hot_sending && !joined.control.pending_output()) {
+        const size_t n = std::min(rt::kHotSetChunk, keys.size() - hot_sent);
+        joined.control.send({{"op", "hot_set"}, {"from", iter}, {"total", keys.size()}, {"offset", hot_sent},
+                             {"keys", std::vector<uint64_t>(keys.begin() + static_cast<ptrdiff_t>(hot_sent),
+                                                            keys.begin() + static_cast<ptrdiff_t>(hot_sent + n))}});
+        hot_sent += n;
+        if (hot_sent == keys.size()) {
+          hot_sending = false;
+          hot_waiting = true;
+        }
+      }
+      if (joined.control.pending_output()) joined.control.flush();
+    } catch (const std::exception& e) {
+      failure = fmt::format("sending the hot set to the switch at {}: {}", sw.str(), e.what());
+      return;
+    }
+    engine->rewatch(joined.control.fd(), EPOLLIN | (joined.control.pending_output() ? EPOLLOUT : 0u));
+  }
+
+  void on_hot_set(const rt::HotSetNews& h) {
+    if (!sparse_cur || sparse_cur->kind != OpState::Kind::HotSet || !hot_waiting || h.from != iter) {
+      failure = fmt::format("the switch at {} answered a hot set for iteration {} that {} did not send", sw.str(), h.from,
+                            where());
+      return;
+    }
+    hot_waiting = false;
+    auto op = std::move(sparse_cur);
+    if (!h.error.empty()) {
+      complete(op, std::make_exception_ptr(RuntimeError(fmt::format("the switch at {} refused the hot set: {}", sw.str(), h.error))));
+    } else {
+      try {
+        sworker->set_table(control::zebra::heat_table(op->hot, h.from, h.version, joined.job.kv_registers));
+        op->version = h.version;
+        complete(op, nullptr);
+      } catch (const std::exception& e) {
+        failure = fmt::format("installing hot set version {} ({}): {}", h.version, where(), e.what());
+        return;
+      }
+    }
+    advance_sparse();
+  }
+
+  // A dense op on a <key, value> scheme (keys 0..n-1): the sums back into the caller's buffer.
+  static void write_back(OpState& op) {
+    const auto& keys = op.sparse->keys();
+    if (op.sparse->is_float()) {
+      for (size_t k = 0; k < keys.size() && !op.f.empty(); ++k) op.f[keys[k]] = op.sparse->float_values()[k];
+    } else {
+      for (size_t k = 0; k < keys.size() && !op.i.empty(); ++k) op.i[keys[k]] = op.sparse->int_values()[k];
+    }
+  }
+
+  void process_sparse() {
+    if (!round_done) return;
+    round_done = false;
+    ++iter;
+    last_progress = engine->now();
+    const auto st = sparse_cur->sparse->on_complete(res_keys, res_sums);
+    if (st == host::SparseAllreduce::Status::Next) {
+      begin_round();
+      return;
+    }
+    auto op = std::move(sparse_cur);
+    op->info.scale = op->sparse->info().scale;
+    op->info.retried = op->sparse->info().retried;
+    if (st == host::SparseAllreduce::Status::Done) write_back(*op);
+    complete(op, st == host::SparseAllreduce::Status::NonFinite
+                     ? std::make_exception_ptr(NonFiniteError(op->sparse->error()))
+                     : nullptr);
+    advance_sparse();
+    if (!done_sent && control_open) maybe_send_done();
   }
 
   void process_completions() {
@@ -284,13 +435,13 @@ struct Communicator::Impl {
 
   void complete(const std::shared_ptr<OpState>& op, std::exception_ptr err) {
     op->info.elapsed = rt::monotonic_now() - op->issued;
+    snapshot();  // first: stats() read after wait() returns include this op
     {
       std::lock_guard lk(op->m);
       op->error = std::move(err);
       op->finished.store(true, std::memory_order_release);
     }
     op->cv.notify_all();
-    snapshot();
   }
 
   void maybe_send_done() {
@@ -298,7 +449,7 @@ struct Communicator::Impl {
       std::lock_guard lk(mu);
       if (!close_requested || !inbox.empty()) return;
     }
-    if (!queue.idle()) return;
+    if (!queue.idle() || sparse_cur || !sparse_q.empty()) return;
     joined.control.send({{"op", "done"}});
     done_sent = true;
     close_deadline = engine->now() + cfg.close_timeout;
@@ -310,6 +461,23 @@ struct Communicator::Impl {
       if (!finished && now > close_deadline)
         failure = fmt::format("timed out after {:.1f} s waiting for the other workers of job {} to finish (switch {})",
                               to_ms(cfg.close_timeout) / 1000, cfg.job, sw.str());
+      return;
+    }
+    if (sworker) {
+      if (!sparse_cur || hot_sending || hot_waiting) {  // a hot set waits for the other workers: the rendezvous is unbounded as a join's is not
+        last_progress = now;
+        return;
+      }
+      const auto& s = sworker->stats();
+      if (s.acks != last_sparse_acks || s.results != last_sparse_results) {
+        last_sparse_acks = s.acks;
+        last_sparse_results = s.results;
+        last_progress = now;
+      }
+      if (now - last_progress > cfg.progress_timeout)
+        failure = fmt::format("sparse allreduce made no progress for {:.1f} s ({}; iteration {}: {}): are all {} workers "
+                              "running the same sequence of allreduces?", to_ms(cfg.progress_timeout) / 1000, where(),
+                              iter, sworker->describe(), cfg.nworkers);
       return;
     }
     if (queue.rounds_in_flight() == 0) {
@@ -338,11 +506,30 @@ struct Communicator::Impl {
     }
     queue.clear();
     live.clear();
+    if (sparse_cur) ops.push_back(std::move(sparse_cur));
+    for (auto& op : sparse_q) ops.push_back(op);
+    sparse_q.clear();
     for (auto& op : ops)
       if (!op->finished) complete(op, std::make_exception_ptr(RuntimeError(why)));
   }
 
   void snapshot() {
+    if (sworker) {
+      const auto& s = sworker->stats();
+      nlohmann::json j = {
+          {"node", sworker->id()},
+          {"iteration", iter},
+          {"transport",
+           {{"kind", "sparse"}, {"sent", s.sent}, {"retransmits", s.retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece", s.ece},
+            {"decreases", s.decreases}, {"hot_packets", s.hot_packets}, {"cold_packets", s.cold_packets},
+            {"hot_pairs", s.hot_pairs}, {"cold_pairs", s.cold_pairs}, {"results", s.results},
+            {"dup_results", s.dup_results}, {"malformed", s.malformed}, {"foreign", s.foreign},
+            {"window", sworker->window()}}},
+          {"engine", engine->stats().to_json()}};
+      std::lock_guard lk(stats_mu);
+      stats_snapshot = std::move(j);
+      return;
+    }
     const auto& s = tx->stats();
     nlohmann::json j = {
         {"node", node->id()},
@@ -369,12 +556,37 @@ Communicator::~Communicator() {
   }
 }
 
+namespace {
+
+host::FloatAllreduceOptions float_options(const CommConfig& cfg, ReduceOp op) {
+  host::FloatAllreduceOptions fo;
+  fo.nworkers = cfg.nworkers;
+  fo.job = cfg.job;
+  fo.mode = cfg.scale_mode == ScaleMode::Fixed ? host::FloatScaleMode::Fixed : host::FloatScaleMode::Agree;
+  fo.fixed_scale = cfg.fixed_scale;
+  fo.average = op == ReduceOp::Average;
+  return fo;
+}
+
+std::vector<uint64_t> iota_keys(size_t n) {
+  std::vector<uint64_t> k(n);
+  for (size_t i = 0; i < n; ++i) k[i] = i;
+  return k;
+}
+
+}  // namespace
+
 Communicator::Request Communicator::allreduce_async(std::span<float> data, const AllreduceOptions& o) {
   if (data.empty()) throw RuntimeError("allreduce of an empty buffer");
   auto op = std::make_shared<OpState>();
-  op->kind = OpState::Kind::Float;
   op->f = data;
   op->opt = o;
+  if (impl_->sworker) {  // a <key, value> scheme: keys 0..n-1
+    op->kind = OpState::Kind::Sparse;
+    op->sparse = std::make_unique<host::SparseAllreduce>(iota_keys(data.size()), data, float_options(impl_->cfg, o.op));
+  } else {
+    op->kind = OpState::Kind::Float;
+  }
   return Request(impl_->post(std::move(op)));
 }
 
@@ -382,10 +594,110 @@ Communicator::Request Communicator::allreduce_async(std::span<int32_t> data, con
   if (data.empty()) throw RuntimeError("allreduce of an empty buffer");
   if (o.op != ReduceOp::Sum) throw RuntimeError("integer allreduce supports only ReduceOp::Sum");
   auto op = std::make_shared<OpState>();
-  op->kind = OpState::Kind::Int;
   op->i = data;
   op->opt = o;
+  if (impl_->sworker) {
+    op->kind = OpState::Kind::Sparse;
+    op->sparse = std::make_unique<host::SparseAllreduce>(iota_keys(data.size()), data);
+  } else {
+    op->kind = OpState::Kind::Int;
+  }
   return Request(impl_->post(std::move(op)));
+}
+
+namespace {
+
+// Key presence on a dense scheme: one 8-bit count per key, four keys per
+// int32 lane (n <= 127 workers keeps the top byte's sum below 2^31).
+constexpr unsigned kPresenceBits = 8, kPresencePerLane = 32 / kPresenceBits;
+
+}  // namespace
+
+template <typename T>
+SparseResult<T> Communicator::sparse_impl(std::span<const uint64_t> keys, std::span<const T> values,
+                                          const SparseOptions& o) {
+  try {
+    host::check_sparse_input(keys, values.size());
+  } catch (const std::invalid_argument& e) {
+    throw RuntimeError(e.what());
+  }
+  if (std::is_same_v<T, int32_t> && o.op != ReduceOp::Sum)
+    throw RuntimeError("integer sparse allreduce supports only ReduceOp::Sum");
+  SparseResult<T> out;
+  if (impl_->sworker) {
+    auto op = std::make_shared<OpState>();
+    op->kind = OpState::Kind::Sparse;
+    op->opt.op = o.op;
+    if constexpr (std::is_same_v<T, float>)
+      op->sparse = std::make_unique<host::SparseAllreduce>(keys, values, float_options(impl_->cfg, o.op));
+    else
+      op->sparse = std::make_unique<host::SparseAllreduce>(keys, values);
+    Request r(impl_->post(op));
+    r.wait();
+    out.keys = op->sparse->keys();
+    if constexpr (std::is_same_v<T, float>) out.values = op->sparse->float_values();
+    else out.values = op->sparse->int_values();
+    out.info = op->info;
+    return out;
+  }
+  // A dense scheme: the whole model, plus the keys' presence counts.
+  if (o.key_space == 0)
+    throw RuntimeError(fmt::format("sparse allreduce on scheme {} (dense: it streams the whole model) needs "
+                                   "SparseOptions::key_space, the model's size", scheme()));
+  if (!keys.empty() && keys.back() >= o.key_space)
+    throw RuntimeError(fmt::format("sparse allreduce: key {} is not below key_space {}", keys.back(), o.key_space));
+  if (size() > 127) throw RuntimeError("sparse allreduce on a dense scheme supports at most 127 workers");
+  std::vector<T> dense(o.key_space, T{});
+  std::vector<int32_t> presence((o.key_space + kPresencePerLane - 1) / kPresencePerLane, 0);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    dense[keys[k]] = values[k];
+    presence[keys[k] / kPresencePerLane] |= int32_t{1} << (kPresenceBits * (keys[k] % kPresencePerLane));
+  }
+  AllreduceOptions ao;
+  ao.op = o.op;
+  auto rv = allreduce_async(std::span<T>(dense), ao);
+  auto rp = allreduce_async(std::span<int32_t>(presence));
+  rv.wait();
+  rp.wait();
+  const auto mask = (uint32_t{1} << kPresenceBits) - 1;
+  for (uint64_t k = 0; k < o.key_space; ++k)
+    if ((static_cast<uint32_t>(presence[k / kPresencePerLane]) >> (kPresenceBits * (k % kPresencePerLane))) & mask) {
+      out.keys.push_back(k);
+      out.values.push_back(dense[k]);
+    }
+  out.info = rv.info();
+  return out;
+}
+
+SparseResult<float> Communicator::allreduce_sparse(std::span<const uint64_t> keys, std::span<const float> values,
+                                                   const SparseOptions& o) {
+  return sparse_impl<float>(keys, values, o);
+}
+
+SparseResult<int32_t> Communicator::allreduce_sparse(std::span<const uint64_t> keys, std::span<const int32_t> values,
+                                                     const SparseOptions& o) {
+  return sparse_impl<int32_t>(keys, values, o);
+}
+
+uint32_t Communicator::set_hot_keys(std::span<const uint64_t> ranked) {
+  if (!impl_->sworker || impl_->scheme->sparse != schemes::Sparse::HotIna) return 0;
+  const auto& a = impl_->joined.job;
+  const uint64_t cap = std::min<uint64_t>(a.kv_table_entries, a.value_registers);
+  if (ranked.size() > cap)
+    throw RuntimeError(fmt::format("hot set of {} keys: the switch holds at most {} (table entries {}, value registers {})",
+                                   ranked.size(), cap, a.kv_table_entries, a.value_registers));
+  {
+    std::unordered_map<uint64_t, size_t> seen;
+    for (size_t i = 0; i < ranked.size(); ++i)
+      if (auto [it, fresh] = seen.emplace(ranked[i], i); !fresh)
+        throw RuntimeError(fmt::format("hot set: key {} is ranked twice (at {} and {})", ranked[i], it->second, i));
+  }
+  auto op = std::make_shared<OpState>();
+  op->kind = OpState::Kind::HotSet;
+  op->hot.assign(ranked.begin(), ranked.end());
+  Request r(impl_->post(op));
+  r.wait();
+  return op->version;
 }
 
 AllreduceInfo Communicator::allreduce(std::span<float> data, const AllreduceOptions& o) {
@@ -416,6 +728,8 @@ unsigned Communicator::rank() const { return impl_->cfg.rank; }
 unsigned Communicator::size() const { return impl_->cfg.nworkers; }
 uint16_t Communicator::payload_values() const { return impl_->joined.job.payload_values; }
 const std::string& Communicator::policy() const { return impl_->joined.job.policy; }
+const std::string& Communicator::scheme() const { return impl_->joined.job.scheme; }
+bool Communicator::sparse_native() const { return static_cast<bool>(impl_->sworker); }
 
 nlohmann::json Communicator::stats() const {
   std::lock_guard lk(impl_->stats_mu);

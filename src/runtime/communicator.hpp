@@ -43,6 +43,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -123,10 +124,26 @@ struct AllreduceOptions {
   uint32_t priority = 0;  // 0: the communicator's
 };
 
+// Sparse allreduce (allreduce_sparse): keys strictly ascending, each below
+// UINT64_MAX (reserved), one value per key.
+struct SparseOptions {
+  ReduceOp op = ReduceOp::Sum;  // Average divides by the number of workers, not by how many had the key
+  // Dense schemes (SwitchML streams the whole model): the model's size; every
+  // key must be below it. Required there, ignored by <key, value> schemes.
+  uint64_t key_space = 0;
+};
+
 struct AllreduceInfo {
   double scale = 0;      // float ops: the fixed-point scale used
   bool retried = false;  // ScaleMode::Fixed: saturated somewhere, redone with an agreed scale
   Time elapsed = 0;      // from issue to completion
+};
+
+template <typename T>
+struct SparseResult {
+  std::vector<uint64_t> keys;  // the union of every worker's keys, ascending
+  std::vector<T> values;       // their sums
+  AllreduceInfo info;
 };
 
 class Communicator {
@@ -164,6 +181,32 @@ class Communicator {
   Request allreduce_async(std::span<float> data, const AllreduceOptions& o = {});
   Request allreduce_async(std::span<int32_t> data, const AllreduceOptions& o = {});
 
+  // Sparse allreduce: the sum of every worker's <key, value> pairs for the
+  // union of their keys, the same on every worker (floats as for allreduce:
+  // fixed point with an agreed or fixed scale, exact sums of the encoded
+  // values; int32 exact). On a <key, value> scheme (zebra, ps-lite) the
+  // pairs travel as such: Zebra aggregates the hot-set keys in the switch and
+  // the rest at the PS; PS-lite pushes every pair to the PS. On a dense
+  // scheme (switchml, atp, dsa) the whole model of opt.key_space values is
+  // streamed, zeros included, plus one byte of key presence per key (so the
+  // result lists exactly the union; n <= 255 workers, two bytes beyond).
+  // Every worker must issue the same sequence of sparse and dense ops; the
+  // key sets may differ. Blocking; throws RuntimeError (bad input: naming the
+  // index), NonFiniteError.
+  SparseResult<float> allreduce_sparse(std::span<const uint64_t> keys, std::span<const float> values,
+                                       const SparseOptions& o = {});
+  SparseResult<int32_t> allreduce_sparse(std::span<const uint64_t> keys, std::span<const int32_t> values,
+                                         const SparseOptions& o = {});
+  // Zebra: the job's hot set from the next sparse op on: keys ranked hottest
+  // first, at most the switch's table entries and value registers. A
+  // collective: every worker calls it at the same point of its op sequence
+  // with the same list; the switch installs it once all have, and no
+  // gradient is lost in the change. Returns the table's version; 0 (and does
+  // nothing) on a scheme without a hot-set table. Throws RuntimeError with the
+  // switch's reason if it refuses (lists differ, too many keys); the job goes
+  // on with the previous table.
+  uint32_t set_hot_keys(std::span<const uint64_t> ranked);
+
   // Waits for outstanding ops, then until every worker of the job is done
   // (so late requests of slower peers are still answered). Idempotent.
   void close();
@@ -173,10 +216,14 @@ class Communicator {
   unsigned size() const;
   uint16_t payload_values() const;
   const std::string& policy() const;
+  const std::string& scheme() const;  // the switch's scheme (schemes/registry.hpp)
+  bool sparse_native() const;         // sparse ops travel as <key, value> pairs (zebra, ps-lite)
   // Transport and engine statistics (a snapshot; thread-safe).
   nlohmann::json stats() const;
 
  private:
+  template <typename T>
+  SparseResult<T> sparse_impl(std::span<const uint64_t> keys, std::span<const T> values, const SparseOptions& o);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

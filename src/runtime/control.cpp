@@ -1,5 +1,7 @@
 #include "runtime/control.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace ina::rt {
@@ -25,6 +27,13 @@ JobAssignment parse_ready(const nlohmann::json& m) {
     a.payload_values = m.at("payload").get<uint16_t>();
     a.window_cap = m.at("window_cap").get<uint32_t>();
     a.policy = m.at("policy").get<std::string>();
+    a.scheme = m.at("scheme").get<std::string>();
+    if (auto kv = m.find("kv"); kv != m.end()) {
+      a.kv_pairs = kv->at("pairs").get<uint16_t>();
+      a.kv_registers = kv->at("registers").get<uint32_t>();
+      a.kv_table_entries = kv->at("table_entries").get<uint32_t>();
+      a.value_registers = kv->at("value_registers").get<uint64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw RuntimeError(fmt::format("malformed 'ready' message from the switch: {}", e.what()));
   }
@@ -110,7 +119,54 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     only_fields(m, "done", {"op"});
     return DoneRequest{};
   }
+  if (op == "hot_set") {
+    only_fields(m, "hot_set", {"op", "from", "total", "offset", "keys"});
+    HotSetRequest r;
+    r.from = static_cast<uint32_t>(field(m, "hot_set", "from", 0, UINT32_MAX));
+    r.total = field(m, "hot_set", "total", 0, kMaxHotSet);
+    r.offset = field(m, "hot_set", "offset", 0, r.total);
+    const auto it = m.find("keys");
+    if (it == m.end() || !it->is_array() || it->size() > kHotSetChunk || r.offset + it->size() > r.total)
+      throw RuntimeError(fmt::format("hot_set: field 'keys' must be an array of at most {} keys ending at most at "
+                                     "total {} from offset {}, got {:.80}", kHotSetChunk, r.total, r.offset,
+                                     it == m.end() ? std::string("nothing") : it->dump()));
+    r.keys.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      const auto& k = (*it)[i];
+      if (!k.is_number_unsigned())
+        throw RuntimeError(fmt::format("hot_set: keys[{}] must be an unsigned 64-bit integer, got {:.40}", i, k.dump()));
+      r.keys.push_back(k.get<uint64_t>());
+    }
+    return r;
+  }
   throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
+}
+
+const schemes::Scheme& scheme_of(const JobAssignment& a, const Endpoint& sw) {
+  const schemes::Scheme* s = schemes::lookup(a.scheme);
+  if (!s) throw RuntimeError(fmt::format("the switch at {} runs scheme '{}', which this ina does not know", sw.str(), a.scheme));
+  return *s;
+}
+
+host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& s) {
+  host::SparseConfig sc;
+  sc.job = a.job;
+  sc.workers = a.workers;
+  sc.ps = a.ps;
+  sc.sw = s.sparse == schemes::Sparse::HotIna ? a.sw : kNoNode;
+  sc.pairs = a.kv_pairs;
+  return sc;
+}
+
+void send_hot_set(LineChannel& ch, uint32_t from, std::span<const uint64_t> ranked) {
+  size_t off = 0;
+  do {
+    const size_t n = std::min(kHotSetChunk, ranked.size() - off);
+    ch.send({{"op", "hot_set"}, {"from", from}, {"total", ranked.size()}, {"offset", off},
+             {"keys", std::vector<uint64_t>(ranked.begin() + static_cast<ptrdiff_t>(off),
+                                            ranked.begin() + static_cast<ptrdiff_t>(off + n))}});
+    off += n;
+  } while (off < ranked.size());
 }
 
 Key job_key_from_env(uint16_t job) {
@@ -179,6 +235,17 @@ ControlNews read_control(LineChannel& ch) {
     } else if (op == "abort") {
       const auto it = m.find("message");
       n.aborted = it != m.end() && it->is_string() ? it->get<std::string>() : std::string("(no reason given)");
+    } else if (op == "hot_set") {
+      HotSetNews h;
+      try {
+        h.from = m.at("from").get<uint32_t>();
+        if (m.contains("error")) h.error = m.at("error").get<std::string>();
+        else h.version = m.at("version").get<uint32_t>();
+      } catch (const nlohmann::json::exception& e) {
+        n.error = fmt::format("malformed 'hot_set' answer from the switch: {}", e.what());
+        return n;
+      }
+      n.hot_sets.push_back(std::move(h));
     }
   }
   return n;

@@ -13,9 +13,15 @@
 //                      "proof":HMAC(job_key(J), join_message(nonce, fields))}   (auth.hpp)
 //   switch -> member  {"op":"waiting","workers_joined":k,"nworkers":N,"ps_joined":b,"ps_needed":b}
 //                     {"op":"ready","job":J,"self":id,"switch":0,"ps":id|-1,"workers":[ids by rank],
-//                      "payload":V,"window_cap":S,"policy":"..."}
+//                      "payload":V,"window_cap":S,"policy":"...","scheme":"...",
+//                      "kv":{"pairs":K,"registers":m,"table_entries":E,"value_registers":R}}   (kv: sparse schemes)
 //                     {"op":"error","message":"..."}          (then the switch closes)
 //   worker -> switch  {"op":"done"}    I have finished all my allreduces
+//   worker -> switch  {"op":"hot_set","from":F,"total":T,"offset":O,"keys":[...]}   sparse hot-ina jobs (Zebra):
+//                     this worker's ranked hot keys (hottest first) for iterations F on, in chunks of at most
+//                     kHotSetChunk keys sent in order; every worker of the job must send the same list
+//   switch -> workers {"op":"hot_set","from":F,"version":V} once all N lists are in, equal, and installed
+//                     {"op":"hot_set","from":F,"error":"..."}  not installed (lists differ, too many keys, too late)
 //   switch -> member  {"op":"finish"}  every worker is done: the job is over (barrier)
 //                     {"op":"abort","message":"..."}  a member left early: the job is dead
 //   anyone -> switch  {"op":"stats"}  -> {"op":"stats", ...}   the switch's shape only
@@ -31,13 +37,16 @@
 // program and its address book, and answers "ready". Errors are explicit: a
 // worker count that differs from the job's, a rank or PS already present, a
 // job id that is live, a payload that differs from the switch's.
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "host/sparse.hpp"
 #include "runtime/auth.hpp"
+#include "schemes/registry.hpp"
 #include "runtime/net.hpp"
 #include "wire/packet.hpp"
 
@@ -71,6 +80,13 @@ struct JobAssignment {
   uint16_t payload_values = 0;
   uint32_t window_cap = 0;      // isolated policy: slots per pool
   std::string policy;
+  std::string scheme;           // the switch's scheme (schemes/registry.hpp)
+  // Sparse schemes: the <key, value> pairs per packet, and for a hot-set
+  // table (Zebra) the register arrays of its layout (m), the key table's
+  // entries and the value registers. 0 for dense schemes.
+  uint16_t kv_pairs = 0;
+  uint32_t kv_registers = 0, kv_table_entries = 0;
+  uint64_t value_registers = 0;
 };
 
 struct Joined {
@@ -91,11 +107,16 @@ Joined join_job(const JoinOptions& o);
 // data already read off the socket, so members call this once right after
 // they start watching the connection). A broken or malformed stream sets
 // `error`.
+struct HotSetNews {
+  uint32_t from = 0, version = 0;
+  std::string error;  // empty: installed
+};
 struct ControlNews {
   bool open = true;
   bool finished = false;
   std::string aborted;  // the switch's reason, if it aborted the job
   std::string error;
+  std::vector<HotSetNews> hot_sets;  // answers to this member's hot_set lists, in order
 };
 ControlNews read_control(LineChannel& ch);
 
@@ -117,8 +138,24 @@ struct StatsRequest {
   std::string proof;
 };
 struct DoneRequest {};
-using ControlRequest = std::variant<JoinRequest, StatsRequest, DoneRequest>;
+inline constexpr size_t kHotSetChunk = 2048;        // keys per hot_set message (well under the 64 KiB line limit)
+inline constexpr uint64_t kMaxHotSet = 1u << 20;    // keys in one hot set
+struct HotSetRequest {
+  uint32_t from = 0;
+  uint64_t total = 0, offset = 0;
+  std::vector<uint64_t> keys;
+};
+using ControlRequest = std::variant<JoinRequest, StatsRequest, DoneRequest, HotSetRequest>;
 ControlRequest parse_control_request(const nlohmann::json& m);
+
+// The switch's scheme as the registry knows it; RuntimeError if it does not.
+const schemes::Scheme& scheme_of(const JobAssignment& a, const Endpoint& sw);
+// A <key, value> job's member settings from the switch's answer: ids, the
+// switch if it aggregates hot keys (else kNoNode: every pair to the PS), pairs per packet.
+host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& s);
+
+// Sends a worker's ranked hot keys for iterations `from` on, in chunks.
+void send_hot_set(LineChannel& ch, uint32_t from, std::span<const uint64_t> ranked);
 
 // Asks a running switch for its statistics ({"op":"stats", ...}): with no key
 // only the switch's shape; with job J's key that job's state; with the

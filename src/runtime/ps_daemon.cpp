@@ -10,14 +10,18 @@
 #include <fmt/format.h>
 
 #include "host/ps.hpp"
+#include "host/sparse.hpp"
 #include "runtime/control.hpp"
+#include "schemes/registry.hpp"
+#include "wire/kv.hpp"
 
 namespace ina::rt {
 
 struct PsDaemon::Impl {
   PsDaemonConfig cfg;
   Joined joined;
-  std::unique_ptr<host::ParameterServer> ps;
+  std::unique_ptr<host::ParameterServer> ps;       // dense schemes
+  std::unique_ptr<host::SparsePs> sparse;         // <key, value> schemes (schemes::Scheme::kv())
   std::unique_ptr<UdpEngine> engine;
   UniqueFd stop_fd;
   std::atomic<bool> stopping{false};
@@ -36,22 +40,33 @@ struct PsDaemon::Impl {
     jo.key = cfg.has_key ? cfg.key : job_key_from_env(cfg.job);
     joined = join_job(jo);
     const JobAssignment& a = joined.job;
-    host::PsConfig pc;
-    pc.job = a.job;
-    pc.workers = a.workers;
-    pc.sw = a.sw;
-    pc.payload_values = a.payload_values;
-    pc.min_timeout = cfg.min_timeout;
-    pc.targeted_known_results = cfg.targeted_known_results;
-    ps = std::make_unique<host::ParameterServer>(pc);
-    ps->set_id(a.self);
+    const schemes::Scheme& scheme = scheme_of(a, cfg.sw);
+    Node* node = nullptr;
+    if (scheme.kv()) {
+      host::SparseConfig sc = sparse_config(a, scheme);  // a.ps is this PS
+      sc.min_rto = cfg.min_timeout;
+      sparse = std::make_unique<host::SparsePs>(sc);
+      node = sparse.get();
+    } else {
+      host::PsConfig pc;
+      pc.job = a.job;
+      pc.workers = a.workers;
+      pc.sw = a.sw;
+      pc.payload_values = a.payload_values;
+      pc.min_timeout = cfg.min_timeout;
+      pc.targeted_known_results = cfg.targeted_known_results;
+      ps = std::make_unique<host::ParameterServer>(pc);
+      node = ps.get();
+    }
+    node->set_id(a.self);
     EngineConfig ec;
     ec.mode = EngineMode::Host;
     ec.payload_values = a.payload_values;
+    if (sparse) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
     ec.gateway = cfg.sw;
     ec.faults = cfg.faults;
     engine = std::make_unique<UdpEngine>(ec, std::move(joined.udp));
-    engine->add_node(*ps);
+    engine->add_node(*node);
     stop_fd = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     engine->watch(stop_fd.get(), EPOLLIN, [this](uint32_t) {
       uint64_t v;
@@ -97,6 +112,18 @@ void PsDaemon::request_stop() {
 }
 
 nlohmann::json PsDaemon::stats() const {
+  if (impl_->sparse) {
+    const auto& s = impl_->sparse->stats();
+    return {{"job", impl_->cfg.job},
+            {"node", impl_->joined.job.self},
+            {"iteration", impl_->sparse->iteration()},
+            {"held_results", impl_->sparse->held()},
+            {"ps",
+             {{"kind", "sparse"}, {"data", s.data}, {"pairs", s.pairs}, {"forwarded_pairs", s.forwarded_pairs}, {"duplicates", s.duplicates},
+              {"stale", s.stale}, {"malformed", s.malformed}, {"foreign", s.foreign}, {"results_sent", s.results_sent},
+              {"retransmits", s.retransmits}, {"result_acks", s.result_acks}, {"overflow", s.overflow}}},
+            {"engine", impl_->engine->stats().to_json()}};
+  }
   const auto& s = impl_->ps->stats();
   return {{"job", impl_->cfg.job},
           {"node", impl_->joined.job.self},

@@ -16,6 +16,7 @@
 #include "runtime/control.hpp"
 #include "runtime/ring_layout.hpp"
 #include "schemes/registry.hpp"
+#include "wire/kv.hpp"
 
 namespace ina::rt {
 
@@ -27,12 +28,16 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"fetch_hits", s.fetch_hits}, {"acks_multicast", s.acks_multicast},
           {"released_by_ack", s.released_by_ack}, {"overflow", s.overflow}, {"malformed", s.malformed},
           {"forwarded", s.forwarded}, {"foreign_data", s.foreign_data}, {"foreign_ack", s.foreign_ack},
-          {"foreign_fetch", s.foreign_fetch}, {"foreign_forward", s.foreign_forward}};
+          {"foreign_fetch", s.foreign_fetch}, {"foreign_forward", s.foreign_forward},
+          {"kv_in", s.kv_in}, {"kv_pairs_in", s.kv_pairs_in}, {"kv_aggregated", s.kv_aggregated},
+          {"kv_to_ps", s.kv_to_ps}, {"recirculations", s.recirculations}, {"sweep_passes", s.sweep_passes},
+          {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}};
 }
 
 namespace {
 
 constexpr NodeId kSwitchId = 0;
+constexpr NodeId kCpuId = kMulticast - 1;  // the switch CPU (sparse hot-ina schemes), behind the internal port
 
 const schemes::Scheme& find_scheme(const std::string& name) {
   try {
@@ -67,6 +72,15 @@ struct Job {
   unsigned joined = 0, done = 0;
   int region = -1;
   Time since = 0;
+  // Sparse hot-ina: the hot-set lists being received, per rank.
+  struct HotList {
+    uint32_t from = 0;
+    uint64_t total = 0;
+    std::vector<uint64_t> keys;
+    bool complete() const { return keys.size() == total; }
+  };
+  std::vector<std::optional<HotList>> hot;
+  uint32_t hot_version = 0;
   std::vector<Conn*> members() const {
     std::vector<Conn*> v;
     for (Conn* c : workers)
@@ -82,6 +96,7 @@ struct SwitchDaemon::Impl {
   SwitchDaemonConfig cfg;
   const schemes::Scheme& scheme;
   std::unique_ptr<dp::SwitchProgram> program;
+  std::unique_ptr<dp::SwitchCpu> cpu;  // sparse hot-ina schemes
   std::unique_ptr<UdpEngine> engine;
   UniqueFd listener, stop_fd;
   Endpoint endpoint;
@@ -93,6 +108,7 @@ struct SwitchDaemon::Impl {
   std::vector<bool> region_used;
   uint32_t region_size = 0;
   uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0, auth_failures = 0;
+  uint64_t cpu_copies_freed_at_teardown = 0;
 
   explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)) {
     if (!cfg.has_key)
@@ -133,6 +149,7 @@ struct SwitchDaemon::Impl {
     EngineConfig ec;
     ec.mode = EngineMode::Router;
     ec.payload_values = cfg.program.payload_values;
+    if (scheme.kv()) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(cfg.program.kv_pairs)));
     ec.faults = cfg.faults;
     ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
     ec.socket_buffer_bytes = 8 << 20;
@@ -141,6 +158,13 @@ struct SwitchDaemon::Impl {
     engine->add_node(*program);
     id_used.assign(kMulticast, false);
     id_used[kSwitchId] = true;
+    if (scheme.has_switch_cpu()) {
+      if (cfg.kv_registers == 0) throw RuntimeError("switch: kv_registers must be >= 1");
+      cpu = std::make_unique<dp::SwitchCpu>(kSwitchId, cfg.cpu_rto);
+      cpu->set_id(kCpuId);
+      id_used[kCpuId] = true;
+      engine->attach(*cpu);
+    }
     stop_fd = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     engine->watch(stop_fd.get(), EPOLLIN, [this](uint32_t) {
       uint64_t v;
@@ -307,6 +331,7 @@ struct SwitchDaemon::Impl {
       }
       return;
     }
+    if (const auto* h = std::get_if<HotSetRequest>(&req)) return hot_set(c, *h);
     const auto& q = std::get<StatsRequest>(req);
     // No proof: the switch's shape only, nothing that names or counts a job.
     // A job's proof: also that job's state. The switch key's (job 0): everything.
@@ -327,6 +352,63 @@ struct SwitchDaemon::Impl {
   }
 
   bool needs_ps() const { return scheme.has_ps; }
+
+  // A worker's hot-set list (chunks in order). Once every worker's is in:
+  // equal lists are installed as the job's table from `from` on; otherwise,
+  // or if the program refuses it, every worker hears why and nothing changes.
+  void hot_set(Conn& c, const HotSetRequest& r) {
+    if (!c.job || c.role != Role::Worker || !c.job->live)
+      throw RuntimeError("'hot_set' from a connection that is not a worker of a live job");
+    if (scheme.sparse != schemes::Sparse::HotIna)
+      throw RuntimeError(fmt::format("hot_set: this switch runs {}, which has no hot-set table", scheme.name));
+    Job& j = *c.job;
+    auto& slot = j.hot[c.rank];
+    if (r.offset == 0) {
+      if (slot && !slot->complete())
+        throw RuntimeError(fmt::format("hot_set: a new list from worker rank {} before its previous one was complete",
+                                       c.rank));
+      if (slot) throw RuntimeError(fmt::format("hot_set: worker rank {} sent a second list before the switch answered "
+                                               "its first", c.rank));
+      slot.emplace();
+      slot->from = r.from;
+      slot->total = r.total;
+      slot->keys.reserve(r.total);
+    } else if (!slot || slot->complete() || slot->from != r.from || slot->total != r.total ||
+               slot->keys.size() != r.offset) {
+      throw RuntimeError(fmt::format("hot_set: chunk at offset {} of worker rank {} does not continue its list", r.offset,
+                                     c.rank));
+    }
+    slot->keys.insert(slot->keys.end(), r.keys.begin(), r.keys.end());
+    for (const auto& h : j.hot)
+      if (!h || !h->complete()) return;
+    std::string error;
+    const Job::HotList& first = *j.hot[0];
+    for (size_t k = 1; k < j.hot.size() && error.empty(); ++k)
+      if (j.hot[k]->from != first.from || j.hot[k]->keys != first.keys)
+        error = fmt::format("the hot-set lists differ: worker rank {} sent {} keys from iteration {}, rank 0 {} keys "
+                            "from iteration {}", k, j.hot[k]->keys.size(), j.hot[k]->from, first.keys.size(), first.from);
+    uint32_t version = 0;
+    if (error.empty()) {
+      try {
+        version = j.hot_version + 1;
+        program->set_sparse_table(j.id, make_table(first.keys, first.from, version));
+        j.hot_version = version;
+      } catch (const std::invalid_argument& e) {
+        error = e.what();
+      }
+    }
+    nlohmann::json answer = {{"op", "hot_set"}, {"from", first.from}};
+    if (error.empty()) answer["version"] = version;
+    else answer["error"] = error;
+    log("job {}: hot set of {} keys from iteration {}: {}", j.id, first.keys.size(), first.from,
+        error.empty() ? fmt::format("installed (version {})", version) : error);
+    for (auto& h : j.hot) h.reset();
+    for (Conn* w : j.workers) send(*w, answer);
+  }
+
+  dp::SparseTable make_table(const std::vector<uint64_t>& ranked, uint32_t from, uint32_t version) const {
+    return control::zebra::heat_table(ranked, from, version, cfg.kv_registers);
+  }
 
   void join(Conn& c, const JoinRequest& r) {
     if (c.job) throw RuntimeError("this connection has already joined a job");
@@ -452,6 +534,7 @@ struct SwitchDaemon::Impl {
       for (size_t k = 0; k < members.size(); ++k) ids.push_back(alloc_id());
       sj.workers.assign(ids.begin(), ids.begin() + j.nworkers);
       sj.ps = j.ps ? ids.back() : kNoNode;
+      sj.cpu = cpu ? kCpuId : kNoNode;
       program->add_job(sj);
     } catch (...) {
       for (NodeId id : ids) id_used[id] = false;
@@ -463,13 +546,18 @@ struct SwitchDaemon::Impl {
       members[k]->id = ids[k];
       engine->set_route(ids[k], members[k]->udp);
     }
+    if (cpu) cpu->add_job(j.id, sj.workers);
+    j.hot.assign(j.nworkers, std::nullopt);
     j.live = true;
     j.since = engine->now();
     nlohmann::json ready = {{"op", "ready"}, {"job", j.id}, {"switch", kSwitchId},
                             {"ps", j.ps ? int{j.ps->id} : -1}, {"workers", sj.workers},
                             {"payload", cfg.program.payload_values}, {"window_cap", region_size / 2},
-                            {"policy", scheme.policy}};
+                            {"policy", scheme.policy}, {"scheme", scheme.name}};
     if (!scheme.isolated) ready["window_cap"] = 0;
+    if (scheme.kv())
+      ready["kv"] = {{"pairs", cfg.program.kv_pairs}, {"registers", cfg.kv_registers},
+                     {"table_entries", cfg.program.kv_table_entries}, {"value_registers", cfg.program.memory_bytes / 4}};
     for (Conn* c : j.members()) {
       ready["self"] = c->id;
       send(*c, ready);
@@ -482,6 +570,7 @@ struct SwitchDaemon::Impl {
   void teardown(Job& j) {
     const size_t freed = program->remove_job(j.id);
     freed_at_teardown += freed;
+    if (cpu) engine->invoke(*cpu, [&](Time, Effects& fx) { cpu_copies_freed_at_teardown += cpu->remove_job(j.id, fx); });
     for (Conn* c : j.members()) {
       engine->clear_route(c->id);
       id_used[c->id] = false;
@@ -544,6 +633,12 @@ struct SwitchDaemon::Impl {
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
         {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
     if (cfg.program.track_tasks) out["task_types"] = program->task_types();
+    if (cpu) {
+      const auto& c = cpu->stats();
+      out["cpu"] = {{"held", cpu->held()}, {"copies", c.copies}, {"acks", c.acks}, {"retransmits", c.retransmits},
+                    {"unknown_acks", c.unknown_acks}, {"malformed", c.malformed},
+                    {"freed_at_teardown", cpu_copies_freed_at_teardown}};
+    }
     if (layout) out["layout"] = {{"file", cfg.layout}, {"rack", cfg.rack}, {"job", layout->job}, {"id", program->id()},
                                  {"aggregators_held", program->occupied_by(layout->job)}};
     return out;

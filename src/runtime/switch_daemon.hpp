@@ -1,10 +1,13 @@
 #pragma once
 // `ina switch`: a software switch. Hosts the switch program of one scheme of
-// the registry (schemes/registry.hpp: switchml, atp, dsa) in a Router UdpEngine
+// the registry (schemes/registry.hpp: switchml, atp, dsa, zebra, ps-lite) in a Router UdpEngine
 // and runs the control plane (control.hpp) that admits jobs, so one process
 // serves several jobs at once. A Rina ToR instead serves one ring job of a
 // static layout (SwitchDaemonConfig::layout). Under the isolated policy the aggregator
 // memory is split into `isolated_regions` equal regions, one per live job.
+// A sparse hot-ina scheme (Zebra) also hosts the switch CPU, attached to the
+// program through the engine's internal port, and installs each job's
+// hot-set table once all its workers have sent the same one (control.hpp).
 #include <memory>
 #include <string>
 
@@ -35,6 +38,11 @@ struct SwitchDaemonConfig {
   // with a switch program (Rina), refused for any other.
   std::string layout;
   unsigned rack = 0;
+  // Sparse hot-ina schemes (Zebra): the register arrays the hot slots are
+  // spread over (m, heat-based placement) and the switch CPU's result
+  // retransmission timeout (Zebra_s, §III-F; it backs off).
+  uint32_t kv_registers = 16;
+  Time cpu_rto = 2 * kMs;
   // Sockets already bound by the caller (both or neither; `listen` is then
   // ignored): UDP data and TCP control on one port.
   int udp_fd = -1, tcp_fd = -1;

@@ -87,6 +87,8 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
 }
 
 UdpEngine::~UdpEngine() {
+  for (auto& [n, p] : internal_) pool_.put(p);
+  internal_.clear();
   flush_tx();
   while (!delayed_.empty()) {
     pool_.put(delayed_.top().p);
@@ -100,6 +102,24 @@ void UdpEngine::add_node(Node& n) {
     throw RuntimeError("engine: a router engine hosts exactly one switch node");
   nodes_.push_back(&n);
   if (started_) invoke(n, [&](Time now, Effects& fx) { n.on_start(now, fx); });
+}
+
+void UdpEngine::attach(Node& n) {
+  if (cfg_.mode != EngineMode::Router) throw RuntimeError("engine: only a router engine has an internal port");
+  if (n.id() == kNoNode) throw RuntimeError("engine: a node needs an id before it is attached");
+  if (attached_) throw RuntimeError("engine: a node is already attached to the internal port");
+  attached_ = &n;
+  if (started_) invoke(n, [&](Time now, Effects& fx) { n.on_start(now, fx); });
+}
+
+void UdpEngine::deliver_local() {
+  while (!internal_.empty()) {
+    auto [n, p] = internal_.front();
+    internal_.pop_front();
+    current_ = n;
+    n->on_packet(p, now_, *this);
+    current_ = nullptr;
+  }
 }
 
 void UdpEngine::set_route(NodeId id, const Endpoint& to) {
@@ -139,6 +159,7 @@ void UdpEngine::start() {
   if (started_) return;
   started_ = true;
   for (Node* n : nodes_) invoke(*n, [&](Time now, Effects& fx) { n->on_start(now, fx); });
+  if (attached_) invoke(*attached_, [&](Time now, Effects& fx) { attached_->on_start(now, fx); });
 }
 
 Node* UdpEngine::node_for(NodeId dst) const {
@@ -153,6 +174,21 @@ void UdpEngine::set_timer(Time at, uint64_t token) {
 
 void UdpEngine::send(Packet* p) {
   if (p->h.src == kNoNode && current_) p->h.src = current_->id();
+  if (attached_) {
+    if (current_ == attached_) {
+      internal_.emplace_back(nodes_.empty() ? nullptr : nodes_.front(), p);
+      if (!internal_.back().first) {
+        internal_.pop_back();
+        ++st_.tx_unroutable;
+        pool_.put(p);
+      }
+      return;
+    }
+    if (p->h.dst == attached_->id()) {
+      internal_.emplace_back(attached_, p);
+      return;
+    }
+  }
   sockaddr_in to;
   if (cfg_.mode == EngineMode::Host) {
     to = cfg_.gateway.sa;
@@ -210,6 +246,7 @@ void UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to) {
 }
 
 void UdpEngine::flush_tx() {
+  if (!current_) deliver_local();
   while (tx_head_ < txq_.size() && !tx_blocked_) {
     const size_t n = std::min<size_t>(cfg_.batch, txq_.size() - tx_head_);
     for (size_t k = 0; k < n; ++k) {
@@ -302,7 +339,7 @@ void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockadd
       return;
     }
     to = nodes_.empty() ? nullptr : nodes_.front();
-    if (mark_ecn && p->h.type == PktType::Data && !(p->h.flags & flag::kEcn)) {
+    if (mark_ecn && (p->h.type == PktType::Data || p->h.type == PktType::KvData) && !(p->h.flags & flag::kEcn)) {
       p->h.flags |= flag::kEcn;
       ++st_.ecn_marked;
     }

@@ -29,6 +29,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -101,6 +102,12 @@ class UdpEngine final : public Effects {
 
   // Nodes are not owned; their ids must be set. A Router hosts exactly one.
   void add_node(Node& n);
+  // Router: a node attached to the switch node through an internal port (a
+  // switch CPU beside the pipeline): what the switch node sends to its id is
+  // handed to it, and everything it sends goes to the switch node, neither
+  // through the socket nor the fault injection. Delivered in order, after the
+  // callback that sent it returns (never re-entrantly). At most one.
+  void attach(Node& n);
   // Router address book.
   void set_route(NodeId id, const Endpoint& to);
   void clear_route(NodeId id);
@@ -178,6 +185,7 @@ class UdpEngine final : public Effects {
   uint64_t receive_backlog() const;
   void enqueue_tx(const Packet& p, const sockaddr_in& to);
   void flush_tx();
+  void deliver_local();
   void fire_timers();
   void release_delayed();
   Node* node_for(NodeId dst) const;
@@ -192,6 +200,8 @@ class UdpEngine final : public Effects {
   size_t slot_bytes_;
   std::vector<Node*> nodes_;
   Node* current_ = nullptr;
+  Node* attached_ = nullptr;
+  std::deque<std::pair<Node*, Packet*>> internal_;  // internal-port packets not yet delivered
   bool started_ = false;
   std::vector<Route> routes_;
   std::vector<sockaddr_in> relays_;

@@ -128,7 +128,7 @@ std::vector<Scheme> registered() {
     s.description = "Zebra: sparse <key, value> gradients; hot keys aggregated in the switch, cold keys at the PS";
     s.policy = "sparse-hot";
     s.factory = dp::make_zebra;
-    s.engines = static_cast<unsigned>(E::SimSparse);
+    s.engines = E::SimSparse | E::Runtime;  // runtime: ina switch / ps, ina::Communicator::allreduce_sparse
     s.sparse = Sparse::HotIna;
     v.push_back(std::move(s));
   }
@@ -139,7 +139,7 @@ std::vector<Scheme> registered() {
     s.description = "PS-lite-style sparse push: every non-zero <key, value> pair to the PS, no INA";
     s.policy = "none";
     s.factory = dp::make_zebra;  // the star's switch only forwards and replicates the PS's results
-    s.engines = static_cast<unsigned>(E::SimSparse);
+    s.engines = E::SimSparse | E::Runtime;
     s.sparse = Sparse::Push;
     v.push_back(std::move(s));
   }

@@ -75,6 +75,10 @@ struct Scheme {
   Sparse sparse = Sparse::None;              // what its jobs do with sparse gradients
 
   bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
+  // Its switch has a CPU beside the pipeline that keeps and retransmits results (Zebra_s).
+  bool has_switch_cpu() const { return sparse == Sparse::HotIna; }
+  // Its jobs exchange <key, value> packets (a sparse worker and PS).
+  bool kv() const { return sparse == Sparse::Push || sparse == Sparse::HotIna; }
   bool answers_to(std::string_view n) const;
   // The scheme's switch program: cfg with this scheme's preemption mode.
   std::unique_ptr<dp::SwitchProgram> make_switch(dp::SwitchConfig cfg) const;
