@@ -242,7 +242,7 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
   // The runtime's schemes, from the registry (names live as long as the program).
   std::vector<const char*> ina_schemes;
   for (const ina::schemes::Scheme& s : ina::schemes::all())
-    if (s.supports(ina::schemes::Engine::Runtime)) ina_schemes.push_back(s.name.c_str());
+    if (s.supports(ina::schemes::Engine::Runtime) && !s.kv()) ina_schemes.push_back(s.name.c_str());  // kv: bench_sparse_allreduce.cpp
   for (const char* scheme : ina_schemes) {
     benchmark::RegisterBenchmark((std::string("allreduce/ina_") + scheme).c_str(), BM_Ina, scheme)
         ->Apply([](benchmark::internal::Benchmark* b) { args(b, {2, 4, 8}); });
