@@ -411,6 +411,11 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
         if (x.from <= s.first_iteration + i && (!t || x.from >= t->from)) t = &x;
       for (unsigned w = 0; w < N; ++w)
         for (uint64_t k : push[i][w].keys) out.hot_pairs += t->hot->contains(k);
+      auto hot_in = [&](const auto& m) {
+        for (const auto& kv : m) out.hot_union_keys += t->hot->contains(kv.first);
+      };
+      if (fl) hot_in(fexpect[i]);
+      else hot_in(expect[i]);
     }
   }
   out.cold_pairs = out.pairs - out.hot_pairs;

@@ -91,6 +91,7 @@ struct SparseRun {
   double agg_throughput_gbps = 0;   // pushed pairs x 12 B (8 B key + 4 B value) x 8 / total
   uint64_t pairs = 0, hot_pairs = 0, cold_pairs = 0;
   size_t hot_keys = 0;
+  uint64_t hot_union_keys = 0;      // summed over iterations: keys of the union the workers' table holds
   double hot_share = 0;             // hot pairs / all pairs
   double recirc_per_packet = 0;     // switch recirculations per hot gradient packet
   dp::SwitchStats sw;

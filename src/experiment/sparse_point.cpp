@@ -158,6 +158,12 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["pairs"] = static_cast<double>(r.pairs);
   x["switch_pairs"] = static_cast<double>(r.sw.kv_aggregated);
   x["ps_pairs"] = static_cast<double>(r.ps.pairs);
+  // The union of keys (summed over the measured iterations) and its hot
+  // part: the results each worker receives, from the PS and the switch.
+  uint64_t union_keys = 0;
+  for (const auto& it : r.iters) union_keys += it.union_keys;
+  x["union_keys"] = static_cast<double>(union_keys);
+  x["hot_union_keys"] = static_cast<double>(r.hot_union_keys);
   x["retransmits"] = static_cast<double>(r.workers.retransmits);
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
