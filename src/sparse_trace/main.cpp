@@ -20,74 +20,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <numeric>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "train/fortunes.hpp"
 #include "workload/sparse.hpp"
 
 namespace {
-
-struct Sample {
-  std::vector<int64_t> words;
-  int64_t label = 0;
-};
-
-// Lower-case alphabetic words of a text.
-std::vector<std::string> words_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::string w;
-  for (char c : text) {
-    if (std::isalpha(static_cast<unsigned char>(c))) {
-      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (!w.empty()) {
-      out.push_back(std::move(w));
-      w.clear();
-    }
-  }
-  if (!w.empty()) out.push_back(std::move(w));
-  return out;
-}
-
-// The fortune files of `dir` (no .dat / .u8 / off/ files), each fortune a sample.
-std::vector<Sample> load(const std::string& dir, std::unordered_map<std::string, int64_t>& vocab, int64_t& classes) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const auto ext = e.path().extension().string();
-    if (e.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw std::runtime_error(fmt::format("{}: no fortune files (install Debian's fortunes)", dir));
-  std::vector<Sample> out;
-  classes = static_cast<int64_t>(files.size());
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::ifstream in(files[f]);
-    std::string line, text;
-    auto flush = [&] {
-      Sample s;
-      s.label = static_cast<int64_t>(f);
-      for (auto& w : words_of(text)) {
-        auto [it, fresh] = vocab.emplace(w, static_cast<int64_t>(vocab.size()));
-        s.words.push_back(it->second);
-      }
-      if (!s.words.empty()) out.push_back(std::move(s));
-      text.clear();
-    };
-    while (std::getline(in, line)) {
-      if (line == "%") flush();
-      else text += line + "\n";
-    }
-    flush();
-  }
-  return out;
-}
 
 class TraceSource final : public ina::workload::SparseSource {
  public:
@@ -122,14 +63,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    std::unordered_map<std::string, int64_t> vocab;
-    int64_t classes = 0;
-    auto samples = load(data, vocab, classes);
-    const auto V = static_cast<int64_t>(vocab.size());
+    auto corpus = ina::fortunes::load(data);
+    auto& samples = corpus.samples;
+    const int64_t V = corpus.vocab, classes = corpus.classes;
     torch::manual_seed(seed);
-    torch::nn::EmbeddingBag emb(
-        torch::nn::EmbeddingBagOptions(V, dim).mode(torch::kMean).sparse(true));
-    torch::nn::Linear fc(dim, classes);
+    ina::fortunes::BagOfWords model(V, dim, classes);
+    auto& emb = model->emb;
+    auto& fc = model->fc;
     std::mt19937_64 rng(seed);
     std::shuffle(samples.begin(), samples.end(), rng);
     size_t next = 0;
@@ -151,34 +91,22 @@ int main(int argc, char** argv) {
       std::vector<torch::Tensor> g_fc = {torch::zeros_like(fc->weight), torch::zeros_like(fc->bias)};
       double loss_sum = 0;
       for (unsigned k = 0; k < workers; ++k) {
-        std::vector<int64_t> flat, offsets, labels;
-        for (unsigned b = 0; b < batch; ++b) {
-          const Sample* s = take();
-          offsets.push_back(static_cast<int64_t>(flat.size()));
-          flat.insert(flat.end(), s->words.begin(), s->words.end());
-          labels.push_back(s->label);
-        }
-        emb->zero_grad();
-        fc->zero_grad();
-        auto x = emb->forward(torch::tensor(flat), torch::tensor(offsets));
-        auto loss = torch::nn::functional::cross_entropy(fc->forward(x), torch::tensor(labels));
+        ina::fortunes::Batch batch_k;
+        for (unsigned b = 0; b < batch; ++b) batch_k.add(*take());
+        model->zero_grad();
+        auto loss = batch_k.loss(model);
         loss.backward();
         loss_sum += loss.item<double>();
         // The non-zero rows of this worker's sparse gradient: its keys.
-        auto g = emb->weight.grad().coalesce();
-        auto rows = g.indices()[0].contiguous();
-        auto vals = g.values();
-        const auto nonzero = vals.ne(0).any(1).contiguous();
-        const auto* nz = nonzero.data_ptr<bool>();
+        const auto nz = ina::fortunes::nonzero_rows(emb->weight.grad());
         std::vector<uint64_t> keys;
-        const auto* r = rows.data_ptr<int64_t>();
-        for (int64_t q = 0; q < rows.numel(); ++q) {
-          if (!nz[q]) continue;
-          for (unsigned c = 0; c < dim; ++c) keys.push_back(static_cast<uint64_t>(r[q]) * dim + c);
-        }
-        std::sort(keys.begin(), keys.end());
+        for (int64_t r : nz.rows)
+          for (unsigned c = 0; c < dim; ++c) keys.push_back(static_cast<uint64_t>(r) * dim + c);
         trace.batches.push_back(std::move(keys));
-        g_emb.index_add_(0, rows, vals);
+        g_emb.index_add_(0, torch::tensor(nz.rows),
+                         torch::from_blob(const_cast<float*>(nz.values.data()),
+                                          {static_cast<int64_t>(nz.rows.size()), static_cast<int64_t>(dim)},
+                                          torch::kFloat32));
         g_fc[0] += fc->weight.grad();
         g_fc[1] += fc->bias.grad();
       }
