@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +61,14 @@ Dataset load_fashion_mnist(const std::string& dir, const std::string& prefix, ui
     d.labels[i] = lab[8 + i];
   }
   return d;
+}
+
+std::vector<uint64_t> epoch_order(uint64_t n, uint64_t seed, unsigned epoch) {
+  std::vector<uint64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed * 1000003ull + epoch);
+  for (uint64_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  return order;
 }
 
 }  // namespace ina::train

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "runtime/communicator.hpp"
@@ -9,7 +11,7 @@ namespace {
 
 class InaReducer final : public Reducer {
  public:
-  explicit InaReducer(const WorkerConfig& w) : comm_(make_config(w)) {}
+  explicit InaReducer(const WorkerConfig& w) : comm_(ina_comm_config(w)) {}
   void average(std::span<float> data) override {
     AllreduceOptions o;
     o.op = ReduceOp::Average;
@@ -21,24 +23,25 @@ class InaReducer final : public Reducer {
   }
 
  private:
-  static CommConfig make_config(const WorkerConfig& w) {
-    CommConfig c;
-    c.switch_addr = w.switch_addr;
-    c.job = w.job;
-    c.rank = w.rank;
-    c.nworkers = w.train.workers;
-    c.payload_values = w.train.payload;
-    const Time t = static_cast<Time>(std::min(w.train.timeout_s, 120.0) * kSec);
-    c.rendezvous_timeout = t;
-    c.progress_timeout = t;
-    c.close_timeout = t;
-    c.validate();
-    return c;
-  }
   Communicator comm_;
 };
 
 }  // namespace
+
+CommConfig ina_comm_config(const WorkerConfig& w) {
+  CommConfig c;
+  c.switch_addr = w.switch_addr;
+  c.job = w.job;
+  c.rank = w.rank;
+  c.nworkers = w.train.workers;
+  c.payload_values = w.train.payload;
+  const Time t = static_cast<Time>(std::min(w.train.timeout_s, 120.0) * kSec);
+  c.rendezvous_timeout = t;
+  c.progress_timeout = t;
+  c.close_timeout = t;
+  c.validate();
+  return c;
+}
 
 std::unique_ptr<Reducer> make_ina_reducer(const WorkerConfig& cfg) { return std::make_unique<InaReducer>(cfg); }
 

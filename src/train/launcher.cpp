@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dataplane/switch.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/supervisor.hpp"
 #include "schemes/registry.hpp"
@@ -52,9 +53,29 @@ struct Failure {
 };
 
 void validate(const TrainConfig& c) {
+  if (c.model != "mlp" && c.model != "fortunes")
+    throw std::runtime_error(fmt::format("--model must be mlp or fortunes, got '{}'", c.model));
   if (c.backend != "ina" && c.backend != "gloo")
     throw std::runtime_error(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
-  if (c.backend == "ina") schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
+  if (c.model == "fortunes") {
+    if (c.backend == "ina") {
+      const auto& s = schemes::find(c.scheme, schemes::Engine::Runtime);  // throws, listing the schemes
+      if (s.sparse != schemes::Sparse::HotIna && s.sparse != schemes::Sparse::Push)
+        throw std::runtime_error(fmt::format("--scheme {}: --model fortunes averages its embedding gradient with "
+                                             "allreduce_sparse on a <key, value> scheme: zebra or ps-lite", c.scheme));
+    }
+    if (c.momentum != 0)
+      throw std::runtime_error(fmt::format("--momentum {}: --model fortunes trains with plain SGD (its embedding "
+                                           "gradient is sparse); leave --momentum out", c.momentum));
+    if (c.dim < 1 || c.dim > 1024) throw std::runtime_error(fmt::format("--dim must be in 1..1024, got {}", c.dim));
+    const uint64_t cap = std::min<uint64_t>(dp::SwitchConfig{}.kv_table_entries, c.memory_bytes / 4);
+    if (c.hot_keys > cap)
+      throw std::runtime_error(fmt::format("--hot-keys {}: the switch holds at most {} hot keys ({} table entries, "
+                                           "--memory / 4 = {} value registers)", c.hot_keys, cap,
+                                           dp::SwitchConfig{}.kv_table_entries, c.memory_bytes / 4));
+  } else if (c.backend == "ina") {
+    schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
+  }
   if (c.workers < 1 || c.workers > 64) throw std::runtime_error("--workers must be in 1..64");
   if (c.epochs < 1) throw std::runtime_error("--epochs must be >= 1");
   if (c.batch < 1) throw std::runtime_error("--batch must be >= 1");
@@ -67,14 +88,15 @@ void validate(const TrainConfig& c) {
 }
 
 std::vector<std::string> worker_args(const TrainConfig& c) {
-  std::vector<std::string> a{"--role", "worker", "--backend", c.backend, "--scheme", c.scheme,
+  std::vector<std::string> a{"--role", "worker", "--model", c.model, "--backend", c.backend, "--scheme", c.scheme,
                              "--workers", std::to_string(c.workers), "--epochs", std::to_string(c.epochs),
                              "--batch", std::to_string(c.batch), "--lr", fmt::format("{}", c.lr),
                              "--momentum", fmt::format("{}", c.momentum), "--hidden", std::to_string(c.hidden),
                              "--seed", std::to_string(c.seed), "--limit-train", std::to_string(c.limit_train),
                              "--limit-test", std::to_string(c.limit_test), "--target-acc", fmt::format("{}", c.target_acc),
                              "--data", c.data_dir, "--payload", std::to_string(c.payload),
-                             "--timeout", fmt::format("{}", c.timeout_s)};
+                             "--timeout", fmt::format("{}", c.timeout_s), "--dim", std::to_string(c.dim),
+                             "--hot-iterations", std::to_string(c.hot_iterations), "--hot-keys", std::to_string(c.hot_keys)};
   if (c.verbose) a.push_back("--verbose");
   return a;
 }
@@ -131,7 +153,8 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     if (pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
     std::vector<std::string> a{"switch", "--listen", "127.0.0.1:0", "--policy", cfg.scheme, "--memory",
                                std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
-                               "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1])};
+                               "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1]),
+                               "--stats-json", (work / "switch.json").string()};
     if (!cfg.verbose) a.push_back("--quiet");
     sw = &sup.spawn(Kind::Switch, "the switch", 1, 0, ina_exe, a, ready[1], {"INA_SWITCH_KEY=" + rt::to_hex(switch_key)});
     ::close(ready[1]);
@@ -240,10 +263,15 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   std::optional<double> tta;
   std::optional<unsigned> tta_epoch;
   nlohmann::json epochs = nlohmann::json::array();
-  std::cout << fmt::format("ina-train: {}, {} workers, {} epochs, batch {} per worker, lr {}, momentum {}, MLP 784-{}-10 "
+  const bool fortunes = cfg.model == "fortunes";
+  const std::string model =
+      fortunes ? fmt::format("bag of words EmbeddingBag({}, {}) -> Linear({}, {})", r0.at("vocabulary").get<int64_t>(), cfg.dim,
+                             cfg.dim, r0.at("classes").get<int64_t>())
+               : fmt::format("MLP 784-{}-10", cfg.hidden);
+  std::cout << fmt::format("ina-train: {}, {} workers, {} epochs, batch {} per worker, lr {}, momentum {}, {} "
                            "({} parameters), seed {}, {} training samples, {} steps per epoch\n",
                            r0.at("reducer").get<std::string>(), cfg.workers, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum,
-                           cfg.hidden, r0.at("parameters").get<uint64_t>(), cfg.seed, r0.at("train_samples").get<uint64_t>(),
+                           model, r0.at("parameters").get<uint64_t>(), cfg.seed, r0.at("train_samples").get<uint64_t>(),
                            r0.at("steps_per_epoch").get<uint64_t>());
   std::cout << "epoch  test_acc_%  test_loss  train_loss  train_s  allreduce_s\n";
   for (const auto& e : r0.at("epochs")) {
@@ -276,6 +304,37 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     }
     std::cerr << "\n";
   }
+  // fortunes: the training loss of every step, the mean over the workers' batches (the global batch's loss).
+  nlohmann::json step_losses = nlohmann::json::array();
+  if (fortunes) {
+    const size_t steps = r0.at("step_losses").size();
+    for (size_t i = 0; i < steps; ++i) {
+      double sum = 0;
+      for (const auto& r : reps) sum += r.at("step_losses").at(i).get<double>();
+      step_losses.push_back(sum / cfg.workers);
+    }
+  }
+  // The switch's statistics (written when it stopped).
+  nlohmann::json switch_stats;
+  if (ina) {
+    std::ifstream in(work / "switch.json");
+    switch_stats = nlohmann::json::parse(in, nullptr, false);
+    if (switch_stats.is_discarded()) switch_stats = nullptr;
+  }
+  if (fortunes && ina) {
+    uint64_t expected = 0, sent = 0, pairs = 0;
+    for (const auto& r : reps) {
+      const auto& sp = r.at("sparse");
+      expected += sp.at("hot_pairs_expected").get<uint64_t>();
+      sent += sp.at("transport").at("hot_pairs").get<uint64_t>();
+      pairs += sp.at("embedding_pairs").get<uint64_t>();
+    }
+    std::cout << fmt::format("hot set: {} keys; embedding pairs pushed {}, of them hot {} ({:.1f} %); the transports sent "
+                             "{} hot pairs; the switch aggregated {} pairs\n",
+                             r0.at("sparse").at("hot_set_keys").get<uint64_t>(), pairs, expected,
+                             pairs ? 100.0 * expected / pairs : 0.0, sent,
+                             switch_stats.is_object() ? switch_stats.at("switch").value("kv_aggregated", uint64_t{0}) : 0);
+  }
   std::cout << fmt::format("wall time {:.2f} s\n", wall);
   if (!cfg.json_out.empty()) {
     nlohmann::json checksums = nlohmann::json::array();
@@ -283,10 +342,11 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
     nlohmann::json j = {{"ok", identical},
                         {"label", label},
                         {"config",
-                         {{"backend", cfg.backend}, {"scheme", ina ? cfg.scheme : ""}, {"workers", cfg.workers},
+                         {{"model", cfg.model}, {"backend", cfg.backend}, {"scheme", ina ? cfg.scheme : ""}, {"workers", cfg.workers},
                           {"epochs", cfg.epochs}, {"batch", cfg.batch}, {"lr", cfg.lr}, {"momentum", cfg.momentum},
                           {"hidden", cfg.hidden}, {"seed", cfg.seed}, {"limit_train", cfg.limit_train},
-                          {"limit_test", cfg.limit_test}, {"payload", cfg.payload}, {"target_accuracy", cfg.target_acc}}},
+                          {"limit_test", cfg.limit_test}, {"payload", cfg.payload}, {"target_accuracy", cfg.target_acc},
+                          {"dim", cfg.dim}, {"hot_iterations", cfg.hot_iterations}, {"hot_keys", cfg.hot_keys}}},
                         {"epochs", epochs},
                         {"final_test_accuracy", epochs.back().at("test_accuracy")},
                         {"time_to_accuracy_seconds", tta ? nlohmann::json(*tta) : nlohmann::json(nullptr)},
@@ -296,6 +356,8 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
                         {"identical_parameters", identical},
                         {"checksums", checksums},
                         {"wall_seconds", wall},
+                        {"step_losses", step_losses},
+                        {"switch", switch_stats},
                         {"workers", reps}};
     std::ofstream f(cfg.json_out);
     f << j.dump(1) << "\n";

@@ -12,22 +12,36 @@ int main(int argc, char** argv) {
   TrainConfig c;
   WorkerConfig w;
   std::string role = "launcher";
-  CLI::App app{"ina train: data-parallel training of an MLP on Fashion-MNIST; gradients averaged through `ina switch` "
+  CLI::App app{"ina train: data-parallel training of an MLP on Fashion-MNIST (or, --model fortunes, a bag-of-words "
+               "classifier with a sparse embedding gradient); gradients averaged through `ina switch` "
                "(--backend ina) or gloo (--backend gloo). Starts the switch, PS and workers on loopback."};
+  app.add_option("--model", c.model,
+                 "mlp: MLP 784-H-10 on Fashion-MNIST; fortunes: bag of words (EmbeddingBag -> Linear) on Debian's fortunes, "
+                 "its sparse embedding gradient through allreduce_sparse (--scheme zebra|ps-lite)")
+      ->capture_default_str();
   app.add_option("--backend", c.backend, "ina | gloo")->capture_default_str();
   app.add_option("--scheme", c.scheme, "ina: the aggregation scheme (name|alias):" + ina::schemes::help(ina::schemes::Engine::Training))
       ->capture_default_str();
   app.add_option("--workers", c.workers, "worker processes")->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs")->capture_default_str();
   app.add_option("--batch", c.batch, "batch size per worker (global batch: batch x workers)")->capture_default_str();
-  app.add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
-  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  auto* lr_opt = app.add_option("--lr", c.lr, "SGD learning rate (default: mlp 0.05, fortunes 0.5)");
+  auto* mom_opt = app.add_option("--momentum", c.momentum, "SGD momentum (mlp; fortunes trains with plain SGD)")->capture_default_str();
   app.add_option("--hidden", c.hidden, "hidden units of the MLP 784-H-10")->capture_default_str();
   app.add_option("--seed", c.seed, "seed of the initialization and the shuffling (the same on every worker)")->capture_default_str();
   app.add_option("--limit-train", c.limit_train, "use the first N training images (0: all 60000)")->capture_default_str();
   app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images (0: all 10000)")->capture_default_str();
   app.add_option("--target-acc", c.target_acc, "test accuracy (0..1) for the time-to-accuracy")->capture_default_str();
-  app.add_option("--data", c.data_dir, "directory of the gzipped Fashion-MNIST IDX files")->capture_default_str();
+  auto* data_opt = app.add_option("--data", c.data_dir,
+                                  "mlp: directory of the gzipped Fashion-MNIST IDX files (default " + c.data_dir +
+                                      "); fortunes: directory of fortune files (default /usr/share/games/fortunes)");
+  app.add_option("--dim", c.dim, "fortunes: embedding width d (a word is d keys)")->capture_default_str();
+  app.add_option("--hot-iterations", c.hot_iterations,
+                 "fortunes on zebra: iterations of epoch 1 (all workers' batches) counted to rank the hot rows (0: no hot set)")
+      ->capture_default_str();
+  app.add_option("--hot-keys", c.hot_keys,
+                 "fortunes on zebra: at most this many hot keys (d per row; the switch holds 32768)")
+      ->capture_default_str();
   app.add_option("--payload", c.payload, "ina: int32 values per packet")->capture_default_str();
   app.add_option("--memory", c.memory_bytes, "ina: switch aggregator memory in bytes")->capture_default_str();
   app.add_option("--timeout", c.timeout_s, "bound of the whole run in seconds")->capture_default_str();
@@ -44,6 +58,11 @@ int main(int argc, char** argv) {
   grp->add_option("--report", w.report);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (c.model == "fortunes") {
+      if (lr_opt->count() == 0) c.lr = 0.5;
+      if (data_opt->count() == 0) c.data_dir = "/usr/share/games/fortunes";
+      if (mom_opt->count() == 0) c.momentum = 0;
+    }
     if (role == "worker") {
       w.train = c;
       return run_worker(w);

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "runtime/communicator.hpp"
 #include "train/train.hpp"
 
 namespace ina::train {
@@ -22,6 +23,8 @@ class Reducer {
 };
 
 std::unique_ptr<Reducer> make_ina_reducer(const WorkerConfig& cfg);
+// The Communicator settings of an ina worker (switch, job, rank, timeouts).
+CommConfig ina_comm_config(const WorkerConfig& cfg);
 std::unique_ptr<Reducer> make_gloo_reducer(const WorkerConfig& cfg);
 
 }  // namespace ina::train

@@ -2,7 +2,10 @@
 // ina-train: data-parallel training of a small MLP on Fashion-MNIST, with
 // gradients averaged either by ina::Communicator through `ina switch`
 // (a training scheme of schemes/registry.hpp: switchml, atp, dsa) or by gloo (c10d::ProcessGroupGloo), the
-// baseline. One executable, two roles:
+// baseline. --model fortunes trains the bag-of-words classifier of
+// train/fortunes.hpp instead: its sparse embedding gradient goes through
+// Communicator::allreduce_sparse (zebra, ps-lite), the Linear layer's through
+// a dense allreduce; with gloo both are one dense allreduce. One executable, two roles:
 //  - the launcher (default): starts `ina switch` (+ `ina ps` for atp/dsa) and
 //    N copies of itself as workers, supervises them with bounded waits,
 //    collects their reports, prints test accuracy per epoch and
@@ -16,6 +19,7 @@
 namespace ina::train {
 
 struct TrainConfig {
+  std::string model = "mlp";     // mlp (Fashion-MNIST) | fortunes (bag of words, sparse embedding gradient)
   std::string backend = "ina";   // ina | gloo
   std::string scheme = "dsa";    // ina: a scheme of the registry that runs in training
   unsigned workers = 2;
@@ -29,6 +33,12 @@ struct TrainConfig {
   uint64_t limit_test = 0;       // evaluate on the first N test images (0: all 10000)
   double target_acc = 0.85;      // time-to-accuracy target (test accuracy, 0..1)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // fortunes: embedding width d, and Zebra's hot set: the rows most often
+  // in the first hot_iterations iterations' batches of all workers, hot_keys
+  // keys at most (d keys a row; 0: no hot set).
+  unsigned dim = 16;
+  unsigned hot_iterations = 20;
+  uint64_t hot_keys = 32768;     // the switch's default table entries
   uint16_t payload = 1024;       // ina: int32 values per packet (software switch)
   uint64_t memory_bytes = 5'000'000;
   double timeout_s = 600;        // whole run (launcher), and the workers' collective timeout
@@ -58,8 +68,14 @@ struct Dataset {
 // `gzip -dc`); keeps the first `limit` samples (0: all). Throws std::runtime_error.
 Dataset load_fashion_mnist(const std::string& dir, const std::string& prefix, uint64_t limit);
 
+// The sample order of an epoch: the same permutation of [0, n) on every
+// worker (seeded by seed and epoch); worker r of N takes positions r, r+N, ...
+std::vector<uint64_t> epoch_order(uint64_t n, uint64_t seed, unsigned epoch);
+
 // Runs a worker; returns the process exit status.
 int run_worker(const WorkerConfig& cfg);
+// The fortunes model's worker (fortunes_worker.cpp); run_worker calls it. Throws on failure.
+int run_fortunes_worker(const WorkerConfig& cfg);
 
 // Runs the launcher; returns the process exit status (0 ok, 1 failure,
 // 2 parameters differ between workers, 130/143 interrupted).

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/reducer.hpp"
+#include "train/worker_util.hpp"
 #include "train/train.hpp"
 
 namespace ina::train {
@@ -32,21 +33,6 @@ struct MlpImpl : torch::nn::Module {
   torch::nn::Linear fc1, fc2;
 };
 TORCH_MODULE(Mlp);
-
-// FNV-1a over the raw bytes of every parameter, in registration order.
-uint64_t checksum(const std::vector<torch::Tensor>& params) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : params) {
-    const auto c = p.detach().contiguous();
-    const auto* b = static_cast<const uint8_t*>(c.data_ptr());
-    for (size_t i = 0; i < static_cast<size_t>(c.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
-  return h;
-}
-
-struct Eval {
-  double accuracy, loss;
-};
 
 Eval evaluate(Mlp& model, const Dataset& test) {
   torch::NoGradGuard ng;
@@ -70,6 +56,7 @@ int run_worker(const WorkerConfig& w) {
   const TrainConfig& c = w.train;
   const auto t_start = Clock::now();
   try {
+    if (c.model == "fortunes") return run_fortunes_worker(w);
     // One intra-op thread: deterministic kernels, and N workers share the cores.
     torch::set_num_threads(1);
     const Dataset train = load_fashion_mnist(c.data_dir, "train", c.limit_train);
@@ -102,13 +89,9 @@ int run_worker(const WorkerConfig& w) {
     double train_s = 0, comm_s = 0;
     std::vector<float> xb(static_cast<size_t>(c.batch) * 784);
     std::vector<int64_t> yb(c.batch);
-    std::vector<uint64_t> order(train.n);
     for (unsigned e = 1; e <= c.epochs; ++e) {
       const auto t_epoch = Clock::now();
-      // The same permutation on every worker; worker r takes positions r, r+N, ...
-      std::iota(order.begin(), order.end(), 0);
-      std::mt19937_64 rng(c.seed * 1000003ull + e);
-      for (uint64_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+      const std::vector<uint64_t> order = epoch_order(train.n, c.seed, e);
       double epoch_loss = 0;
       double epoch_comm = 0;
       for (uint64_t s = 0; s < steps_per_epoch; ++s) {
@@ -149,20 +132,12 @@ int run_worker(const WorkerConfig& w) {
                            {"train_seconds", train_s},
                            {"comm_seconds", comm_s}};
       if (w.rank == 0) {
-        const Eval ev = evaluate(model, test);
-        ej["test_accuracy"] = ev.accuracy;
-        ej["test_loss"] = ev.loss;
-        std::cout << fmt::format("ina-train: epoch {}: train loss {:.4f}, test accuracy {:.2f} %, test loss {:.4f}, "
-                                 "{:.2f} s training so far ({:.2f} s in allreduce)\n",
-                                 e, epoch_loss / steps_per_epoch, 100 * ev.accuracy, ev.loss, train_s, comm_s)
-                  << std::flush;
+        record_test(ej, e, epoch_loss / steps_per_epoch, train_s, comm_s, evaluate(model, test));
       }
       epochs.push_back(std::move(ej));
     }
     reducer->close();
-    const size_t k = std::min<size_t>(20, losses.size());
-    const double first = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k;
-    const double last = std::accumulate(losses.end() - k, losses.end(), 0.0) / k;
+    const auto [first, last] = first_last_loss(losses);
     nlohmann::json rep = {{"rank", w.rank},
                           {"backend", c.backend},
                           {"scheme", c.backend == "ina" ? c.scheme : ""},
@@ -180,9 +155,7 @@ int run_worker(const WorkerConfig& w) {
                           {"checksum", fmt::format("{:016x}", checksum(params))},
                           {"epochs", epochs}};
     reducer.reset();
-    std::ofstream f(w.report);
-    f << rep.dump(1) << "\n";
-    if (!f) throw std::runtime_error(fmt::format("cannot write the report {}", w.report));
+    write_report(rep, w.report);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << fmt::format("ina-train worker {}: {}\n", w.rank, e.what());
