@@ -15,9 +15,9 @@ struct CliResult {
   std::string output;
 };
 
-// Runs `ina ARGS` with stderr folded into the output.
-inline CliResult run_ina(const std::string& args) {
-  const std::string cmd = std::string(INA_BINARY) + " " + args + " 2>&1";
+// Runs a shell command with stderr folded into the output.
+inline CliResult run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
@@ -25,6 +25,9 @@ inline CliResult run_ina(const std::string& args) {
   const int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
+
+// Runs `ina ARGS` with stderr folded into the output.
+inline CliResult run_ina(const std::string& args) { return run_command(std::string(INA_BINARY) + " " + args); }
 
 // A fresh, empty directory for one test.
 inline std::filesystem::path fresh_dir(const std::string& name) {
