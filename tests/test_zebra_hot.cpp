@@ -144,6 +144,23 @@ TEST(ZebraWorkload, SyntheticModelsMatchFig4) {
   EXPECT_EQ(workload::find_sparse_model("nope"), nullptr);
 }
 
+// Catches: a row that loses or reorders its scalars, keys that overlap
+// between rows, a model size that is not rows x width.
+TEST(ZebraWorkload, RowWidthTurnsEachKeyIntoARowOfScalars) {
+  const auto* m = workload::find_sparse_model("ncf");
+  const auto base = workload::make_synthetic(*m, 2, 1, 3, 0.1);
+  const auto rows = workload::with_row_width(workload::make_synthetic(*m, 2, 1, 3, 0.1), 3);
+  EXPECT_EQ(rows->num_params(), base->num_params() * 3);
+  const auto k = base->keys(0, 1);
+  ASSERT_GE(k.size(), 2u);
+  std::vector<uint64_t> want;
+  for (uint64_t r : k)
+    for (uint64_t j = 0; j < 3; ++j) want.push_back(3 * r + j);
+  EXPECT_EQ(rows->keys(0, 1), want);
+  EXPECT_EQ(workload::with_row_width(workload::make_synthetic(*m, 2, 1, 3, 0.1), 1)->keys(0, 1), k);
+  EXPECT_THROW(workload::with_row_width(workload::make_synthetic(*m, 2, 1, 3, 0.1), 0), std::invalid_argument);
+}
+
 TEST(ZebraWorkload, TracesRoundTripAndBadFilesNameLineFieldAndValue) {
   const auto dir = std::filesystem::temp_directory_path() / "ina-zebra-trace";
   std::filesystem::create_directories(dir);
@@ -256,6 +273,11 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       {sparse_text("sparse_trace = \"nope.trace\"\n").replace(sparse_text("").find("\"ncf\""), 5, "\"trace\""),
        "workload.sparse_trace", "nope.trace"},
       {sparse_text("sparse_trace = \"x.trace\"\n"), "workload.sparse_trace", "x.trace"},
+      {sparse_text("sparse_row_width = 0\n"), "workload.sparse_row_width", "0"},
+      {sparse_text("sparse_row_width = 2\nsparse_trace = \"t.trace\"\n").replace(sparse_text("").find("\"ncf\""), 5,
+                                                                                    "\"trace\""),
+       "workload.sparse_row_width", "2"},
+      {"[workload]\nsparse_row_width = 4\n[run]\nschemes = [\"dsa\"]\n", "workload.sparse_row_width", "set"},
       // zebra.* in a dense (DSA) scenario
       {"[zebra]\nhot_keys = 10\n[run]\nschemes = [\"dsa\"]\n", "zebra.hot_keys", "set"},
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},

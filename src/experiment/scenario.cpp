@@ -153,6 +153,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.sparse_model", &Settings::sparse_model, one_of({"", "oa", "se", "deeplight", "ncf", "lstm", "trace"})},
       {"workload.sparse_trace", &Settings::sparse_trace},
       {"workload.sparse_scale", &Settings::sparse_scale, positive_up_to(1, "a fraction of the model")},
+      {"workload.sparse_row_width", &Settings::sparse_row_width, between(1, 1024, "values per key")},
       {"zebra.hot_keys", &Settings::hot_keys, between(0, 1e8)},
       {"zebra.principle_p", &Settings::principle_p, between(0, 0.999999, "0 = zebra.hot_keys")},
       {"zebra.principle_c", &Settings::principle_c, positive_up_to(1, "a fraction of switch.memory_mb")},
@@ -514,6 +515,7 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
     const std::pair<const char*, bool> sparse_only[] = {
         {"workload.sparse_trace", !s.sparse_trace.empty()},
         {"workload.sparse_scale", s.sparse_scale != d.sparse_scale},
+        {"workload.sparse_row_width", s.sparse_row_width != d.sparse_row_width},
         {"zebra.hot_keys", s.hot_keys != d.hot_keys},
         {"zebra.principle_p", s.principle_p != d.principle_p},
         {"zebra.principle_c", s.principle_c != d.principle_c},

@@ -85,6 +85,7 @@ struct Settings {
   std::string sparse_trace;            // workload.sparse_trace: with sparse_model = "trace", an ina-sparse-trace file
                                        //   (docs/zebra.md), relative to the scenario file
   double sparse_scale = 1;             // workload.sparse_scale: the model's size and keys per batch x this
+  int sparse_row_width = 1;            // workload.sparse_row_width: values per key (an embedding row); the model x this
   int hot_keys = 30000;                // zebra.hot_keys: the hot set at full size (x sparse_scale in the run)
   double principle_p = 0;              // zebra.principle_p: > 0 = Principle 1 sizes the hot set (T_k / T_n >= p)
   double principle_c = 1;              // zebra.principle_c: ... within c x switch.memory_mb (switch.memory_mb is

@@ -55,14 +55,17 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
   if (s.sparse_model == "trace") {
     if (s.sparse_trace.empty())
       fail_field(origin, "workload.sparse_trace", "workload.sparse_model = \"trace\" needs a trace file", "\"\"");
+    if (s.sparse_scale != 1)
+      fail_field(origin, "workload.sparse_scale", "a recorded trace is replayed at its own size (1)",
+                 fmt::format("{}", s.sparse_scale));
+    if (s.sparse_row_width != 1)
+      fail_field(origin, "workload.sparse_row_width", "a recorded trace has its own keys (ina-sparse-trace: --dim)",
+                 fmt::format("{}", s.sparse_row_width));
     const auto path = trace_path(s);
     if (!std::filesystem::exists(path))
       fail_field(origin, "workload.sparse_trace",
                  fmt::format("no such file {} (make one with ina-sparse-trace --out FILE; docs/zebra.md)", path),
                  s.sparse_trace);
-    if (s.sparse_scale != 1)
-      fail_field(origin, "workload.sparse_scale", "a recorded trace is replayed at its own size (1)",
-                 fmt::format("{}", s.sparse_scale));
   } else if (!s.sparse_trace.empty()) {
     fail_field(origin, "workload.sparse_trace", "is read only with workload.sparse_model = \"trace\"", s.sparse_trace);
   }
@@ -109,7 +112,8 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
     } else {
       const workload::SparseModelSpec* m = workload::find_sparse_model(s.sparse_model);
       if (!m) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
-      src = workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale);
+      src = workload::with_row_width(workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale),
+                                     static_cast<unsigned>(s.sparse_row_width));
     }
   } catch (const std::exception& e) {
     out.ok = false;

@@ -267,4 +267,35 @@ float sparse_gradient(uint64_t seed, unsigned iteration, unsigned worker, uint64
   return static_cast<float>(sigma * z * (tail ? 16 : 1));
 }
 
+namespace {
+
+class RowSource final : public SparseSource {
+ public:
+  RowSource(std::unique_ptr<SparseSource> s, unsigned w) : s_(std::move(s)), w_(w) {}
+  std::string name() const override { return s_->name() + " x" + std::to_string(w_); }
+  uint64_t num_params() const override { return s_->num_params() * w_; }
+  unsigned workers() const override { return s_->workers(); }
+  unsigned iterations() const override { return s_->iterations(); }
+  std::vector<uint64_t> keys(unsigned iteration, unsigned worker) const override {
+    const auto rows = s_->keys(iteration, worker);
+    std::vector<uint64_t> out;
+    out.reserve(rows.size() * w_);
+    for (uint64_t r : rows)
+      for (unsigned j = 0; j < w_; ++j) out.push_back(r * w_ + j);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<SparseSource> s_;
+  unsigned w_;
+};
+
+}  // namespace
+
+std::unique_ptr<SparseSource> with_row_width(std::unique_ptr<SparseSource> src, unsigned width) {
+  if (width == 0) throw std::invalid_argument("sparse workload: row width must be >= 1");
+  if (width == 1) return src;
+  return std::make_unique<RowSource>(std::move(src), width);
+}
+
 }  // namespace ina::workload

@@ -53,6 +53,11 @@ std::unique_ptr<SparseSource> make_synthetic(const SparseModelSpec& m, unsigned 
 // updates (batches a key appears in) that the k hottest keys take.
 double expected_top_share(const SparseModelSpec& m, uint64_t k);
 
+// Each key of `src` as a row of `width` values: key k becomes the keys
+// k * width + j, j < width (an embedding row of `width` scalars; the
+// model has num_params() x width scalars). width 1: `src` as it is.
+std::unique_ptr<SparseSource> with_row_width(std::unique_ptr<SparseSource> src, unsigned width);
+
 // A recorded trace (file format in docs/zebra.md); throws std::runtime_error
 // naming the file, line and field on bad input.
 std::unique_ptr<SparseSource> load_trace(const std::string& path);
