@@ -218,6 +218,65 @@ TEST(UdpEngine, MalformedForeignAndValidDatagrams) {
   EXPECT_EQ(eng.packets_in_use(), 0u);
 }
 
+// The internal port (a switch CPU beside the pipeline). Catches: a packet to
+// the attached node sent through the socket or delivered re-entrantly
+// (inside the sender's callback), one the attached node sends that does not
+// reach the switch node, and faults injected on the internal port.
+TEST(UdpEngine, AttachedNodeTalksToTheSwitchNodeOnlyAfterEachCallback) {
+  EngineConfig c;
+  c.mode = EngineMode::Router;
+  c.payload_values = 16;
+  c.faults.loss = 0.999;  // the socket path would lose nearly everything
+  UdpEngine eng(c);
+  struct Log {
+    std::vector<std::string> events;
+  } log;
+  // The switch: sends psn 1 to the CPU (id 9); a packet from the CPU is logged and freed.
+  struct Sw final : Node {
+    Log& log;
+    explicit Sw(Log& l) : log(l) {}
+    void on_packet(Packet* p, Time, Effects& fx) override {
+      log.events.push_back("sw got psn " + std::to_string(p->h.psn) + " from " + std::to_string(p->h.src));
+      fx.free(p);
+    }
+    void on_timer(uint64_t, Time, Effects& fx) override {
+      Packet* p = fx.alloc();
+      p->h = Header{};
+      p->h.type = PktType::KvResult;
+      p->h.dst = 9;
+      p->h.psn = 1;
+      fx.send(p);
+      log.events.push_back("sw sent");
+    }
+  } sw(log);
+  // The CPU: answers every packet with psn + 1, addressed to a worker (it still goes to the switch).
+  struct Cpu final : Node {
+    Log& log;
+    explicit Cpu(Log& l) : log(l) {}
+    void on_packet(Packet* p, Time, Effects& fx) override {
+      log.events.push_back("cpu got psn " + std::to_string(p->h.psn));
+      p->h.src = kNoNode;
+      p->h.dst = 3;
+      ++p->h.psn;
+      fx.send(p);
+    }
+    void on_timer(uint64_t, Time, Effects&) override {}
+  } cpu(log);
+  sw.set_id(0);
+  cpu.set_id(9);
+  eng.add_node(sw);
+  eng.attach(cpu);
+  EXPECT_THROW(eng.attach(cpu), RuntimeError);
+  eng.start();
+  eng.invoke(sw, [&](Time now, Effects& fx) { sw.on_timer(0, now, fx); });
+  EXPECT_EQ(log.events, (std::vector<std::string>{"sw sent", "cpu got psn 1", "sw got psn 2 from 9"}));
+  EXPECT_EQ(eng.stats().tx_datagrams, 0u);
+  EXPECT_EQ(eng.stats().fault_lost, 0u);
+  EXPECT_EQ(eng.packets_in_use(), 0u);
+  UdpEngine host(EngineConfig{});
+  EXPECT_THROW(host.attach(cpu), RuntimeError);
+}
+
 TEST(UdpEngine, RoutesByDestinationAndFiresTimersInOrder) {
   // A host engine (one node) talks to a router engine hosting a forwarding node.
   struct Fwd final : Node {
