@@ -30,6 +30,7 @@
 
 #include "control/zebra_layout.hpp"
 #include "core/deadline_queue.hpp"
+#include "core/rtt_estimator.hpp"
 #include "core/rng.hpp"
 #include "proto/node.hpp"
 #include "wire/fp16.hpp"
@@ -291,7 +292,12 @@ struct SwitchCpuStats {
 };
 class SwitchCpu final : public Node {
  public:
-  SwitchCpu(NodeId sw, Time rto) : sw_(sw), rto_(rto) {}
+  // rto: the retransmission timeout (backed off per copy). adaptive: it is
+  // the floor of an RTT estimate instead (copy to every worker's ack, copies
+  // sent once only), for hosts whose acks take longer than any fixed value
+  // (the runtime); the simulator keeps the fixed one.
+  SwitchCpu(NodeId sw, Time rto, bool adaptive = false)
+      : sw_(sw), rto_(rto), adaptive_(adaptive), est_(rto, kSec) {}
   void add_job(uint16_t job, std::vector<NodeId> workers);
   // Frees the job's held copies (a finished or aborted job); returns how many there were.
   size_t remove_job(uint16_t job, Effects& fx);
@@ -304,15 +310,18 @@ class SwitchCpu final : public Node {
   struct Held {
     Packet* copy = nullptr;
     uint64_t acked = 0;
-    Time deadline = 0;
+    Time since = 0, deadline = 0;
     unsigned tries = 0;
   };
+  Time timeout() const { return adaptive_ ? est_.timeout() : rto_; }
   static uint64_t key(uint16_t job, uint32_t iter, uint32_t psn) {
     return (static_cast<uint64_t>(job) << 48) ^ (static_cast<uint64_t>(iter & 0xFFFF) << 32) ^ psn;
   }
   void arm(Time at, uint64_t k, Effects& fx);
   NodeId sw_;
   Time rto_;
+  bool adaptive_;
+  RttEstimator est_;
   std::vector<std::vector<NodeId>> jobs_;  // by job id: workers by rank
   std::unordered_map<uint64_t, Held> held_;
   DeadlineQueue<uint64_t> dq_;

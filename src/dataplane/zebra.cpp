@@ -455,7 +455,8 @@ void SwitchCpu::on_packet(Packet* p, Time now, Effects& fx) {
       return;
     }
     it->second.copy = p;
-    it->second.deadline = now + rto_;
+    it->second.since = now;
+    it->second.deadline = now + timeout();
     arm(it->second.deadline, k, fx);
     return;
   }
@@ -468,6 +469,7 @@ void SwitchCpu::on_packet(Packet* p, Time now, Effects& fx) {
       ++st_.acks;
       it->second.acked |= 1ULL << p->h.rank;
       if (it->second.acked == full_bitmap(static_cast<unsigned>(workers.size()))) {
+        if (it->second.tries == 0) est_.sample(now - it->second.since);  // Karn: copies sent once only
         fx.free(it->second.copy);
         held_.erase(it);
       }
@@ -499,7 +501,7 @@ void SwitchCpu::on_timer(uint64_t, Time now, Effects& fx) {
           ++st_.retransmits;
         }
         ++h.tries;
-        h.deadline = now + (rto_ << std::min(h.tries, 6u));
+        h.deadline = now + (timeout() << std::min(h.tries, 6u));
         arm(h.deadline, k, fx);
       },
       [&](uint64_t k, Time at) {

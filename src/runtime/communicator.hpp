@@ -197,6 +197,11 @@ class Communicator {
                                        const SparseOptions& o = {});
   SparseResult<int32_t> allreduce_sparse(std::span<const uint64_t> keys, std::span<const int32_t> values,
                                          const SparseOptions& o = {});
+  // (A dense allreduce on a <key, value> scheme runs as keys 0..n-1 and a
+  // float op's scale round as keys 0..278: every op is its own iteration, so
+  // sums never mix, but a hot set holding such small keys also aggregates
+  // those ops' pairs in the switch. Offset sparse keys (e.g. by 2^32) to keep
+  // the hot set to them.)
   // Zebra: the job's hot set from the next sparse op on: keys ranked hottest
   // first, at most the switch's table entries and value registers. A
   // collective: every worker calls it at the same point of its op sequence

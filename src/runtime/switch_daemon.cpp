@@ -160,7 +160,7 @@ struct SwitchDaemon::Impl {
     id_used[kSwitchId] = true;
     if (scheme.has_switch_cpu()) {
       if (cfg.kv_registers == 0) throw RuntimeError("switch: kv_registers must be >= 1");
-      cpu = std::make_unique<dp::SwitchCpu>(kSwitchId, cfg.cpu_rto);
+      cpu = std::make_unique<dp::SwitchCpu>(kSwitchId, cfg.cpu_rto, /*adaptive=*/true);
       cpu->set_id(kCpuId);
       id_used[kCpuId] = true;
       engine->attach(*cpu);
