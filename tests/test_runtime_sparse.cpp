@@ -291,3 +291,32 @@ TEST(RuntimeSparse, BadInputIsNamedAndDenseOpsRunOnKeyValueSchemes) {
     for (int32_t v : idense[r]) ASSERT_EQ(v, 3);
   }
 }
+
+// Catches: a hot-set rendezvous that waits forever when a peer never joins
+// it (every wait is bounded), and a message that does not say what to check.
+TEST(RuntimeSparse, AHotSetThatOnlySomeWorkersSendTimesOutNamingTheCause) {
+  LocalSwitch sw(sparse_switch("zebra"));
+  const unsigned n = 2;
+  LocalPs ps(sw.d.endpoint(), 7, n);
+  std::vector<std::string> seen(n);
+  auto errors = run_workers(n, [&](unsigned r) {
+    CommConfig c = comm_config(sw.addr(), 7, r, n);
+    c.rendezvous_timeout = 1 * kSec;
+    c.progress_timeout = 1 * kSec;
+    Communicator comm(c);
+    const std::vector<uint64_t> keys = {1, 2, 3};
+    const std::vector<int32_t> vals = {1, 1, 1};
+    try {
+      if (r == 0) comm.set_hot_keys(keys);
+      else comm.allreduce_sparse(keys, std::span<const int32_t>(vals));  // the other op: never matched
+    } catch (const RuntimeError& e) {
+      seen[r] = e.what();
+    }
+  });
+  EXPECT_NE(seen[0].find("did not install the hot set within 1.0 s"), std::string::npos) << seen[0];
+  EXPECT_NE(seen[0].find("call set_hot_keys at the same point"), std::string::npos) << seen[0];
+  // Rank 1 fails too, bounded: its own progress timeout, or rank 0 leaving first.
+  EXPECT_TRUE(seen[1].find("made no progress") != std::string::npos ||
+              seen[1].find("worker rank 0 of job 7 disconnected") != std::string::npos)
+      << seen[1];
+}

@@ -464,8 +464,15 @@ struct Communicator::Impl {
       return;
     }
     if (sworker) {
-      if (!sparse_cur || hot_sending || hot_waiting) {  // a hot set waits for the other workers: the rendezvous is unbounded as a join's is not
+      if (!sparse_cur) {
         last_progress = now;
+        return;
+      }
+      if (hot_sending || hot_waiting) {  // a rendezvous with the other workers, bounded as a join is
+        if (now - last_progress > cfg.rendezvous_timeout)
+          failure = fmt::format("the switch at {} did not install the hot set within {:.1f} s ({}): do all {} workers "
+                                "call set_hot_keys at the same point of their op sequence?", sw.str(),
+                                to_ms(cfg.rendezvous_timeout) / 1000, where(), cfg.nworkers);
         return;
       }
       const auto& s = sworker->stats();

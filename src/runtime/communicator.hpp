@@ -209,7 +209,8 @@ class Communicator {
   // gradient is lost in the change. Returns the table's version; 0 (and does
   // nothing) on a scheme without a hot-set table. Throws RuntimeError with the
   // switch's reason if it refuses (lists differ, too many keys); the job goes
-  // on with the previous table.
+  // on with the previous table. Bounded by rendezvous_timeout (a worker that
+  // never calls it fails the others' call, and their communicators).
   uint32_t set_hot_keys(std::span<const uint64_t> ranked);
 
   // Waits for outstanding ops, then until every worker of the job is done
