@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -153,9 +154,7 @@ struct Communicator::Impl {
     scheme = &rt::scheme_of(a, sw);
     if (scheme->kv()) {
       host::SparseConfig sc = rt::sparse_config(a, *scheme);
-      const double pkt_bytes = static_cast<double>(kHeaderBytes + 4u * kv::words(a.kv_pairs));
-      sc.init_window = std::max(1.0, std::floor(cfg.window_kb * 1024 / pkt_bytes));
-      sc.max_window = std::max(sc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
+      std::tie(sc.init_window, sc.max_window) = windows(kHeaderBytes + 4u * kv::words(a.kv_pairs));
       sc.min_rto = cfg.min_rto;
       sworker = std::make_unique<host::SparseWorker>(sc, static_cast<uint8_t>(cfg.rank));
       sworker->set_id(a.self);
@@ -173,9 +172,7 @@ struct Communicator::Impl {
       wc.aggregator = a.sw;
       wc.ps = a.ps;
       wc.payload_values = a.payload_values;
-      const double pkt_bytes = static_cast<double>(kHeaderBytes + 4u * a.payload_values);
-      wc.init_window = std::max(1.0, std::floor(cfg.window_kb * 1024 / pkt_bytes));
-      wc.max_window = std::max(wc.init_window, std::floor(cfg.max_window_kb * 1024 / pkt_bytes));
+      std::tie(wc.init_window, wc.max_window) = windows(kHeaderBytes + 4u * a.payload_values);
       wc.window_cap = a.window_cap;
       wc.min_rto = cfg.min_rto;
       wc.fast_retransmit = cfg.fast_retransmit;
@@ -205,6 +202,13 @@ struct Communicator::Impl {
     on_control();  // messages read together with the join's answer (rt::read_control)
     snapshot();
     io = std::thread([this] { io_main(); });
+  }
+
+  // The initial and largest send windows in packets of `pkt_bytes`.
+  std::pair<double, double> windows(size_t pkt_bytes) const {
+    const double b = static_cast<double>(pkt_bytes);
+    const double init = std::max(1.0, std::floor(cfg.window_kb * 1024 / b));
+    return {init, std::max(init, std::floor(cfg.max_window_kb * 1024 / b))};
   }
 
   std::string where() const {
@@ -338,11 +342,8 @@ struct Communicator::Impl {
     const auto& keys = sparse_cur->hot;
     try {
       while (hot_sending && !joined.control.pending_output()) {
-        const size_t n = std::min(rt::kHotSetChunk, keys.size() - hot_sent);
-        joined.control.send({{"op", "hot_set"}, {"from", iter}, {"total", keys.size()}, {"offset", hot_sent},
-                             {"keys", std::vector<uint64_t>(keys.begin() + static_cast<ptrdiff_t>(hot_sent),
-                                                            keys.begin() + static_cast<ptrdiff_t>(hot_sent + n))}});
-        hot_sent += n;
+        joined.control.send(rt::hot_set_chunk(iter, keys, hot_sent));
+        hot_sent += std::min(rt::kHotSetChunk, keys.size() - hot_sent);
         if (hot_sent == keys.size()) {
           hot_sending = false;
           hot_waiting = true;

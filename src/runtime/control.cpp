@@ -158,15 +158,11 @@ host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& 
   return sc;
 }
 
-void send_hot_set(LineChannel& ch, uint32_t from, std::span<const uint64_t> ranked) {
-  size_t off = 0;
-  do {
-    const size_t n = std::min(kHotSetChunk, ranked.size() - off);
-    ch.send({{"op", "hot_set"}, {"from", from}, {"total", ranked.size()}, {"offset", off},
-             {"keys", std::vector<uint64_t>(ranked.begin() + static_cast<ptrdiff_t>(off),
-                                            ranked.begin() + static_cast<ptrdiff_t>(off + n))}});
-    off += n;
-  } while (off < ranked.size());
+nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, size_t offset) {
+  const size_t n = std::min(kHotSetChunk, ranked.size() - offset);
+  return {{"op", "hot_set"}, {"from", from}, {"total", ranked.size()}, {"offset", offset},
+          {"keys", std::vector<uint64_t>(ranked.begin() + static_cast<ptrdiff_t>(offset),
+                                         ranked.begin() + static_cast<ptrdiff_t>(offset + n))}};
 }
 
 Key job_key_from_env(uint16_t job) {

@@ -154,8 +154,9 @@ const schemes::Scheme& scheme_of(const JobAssignment& a, const Endpoint& sw);
 // switch if it aggregates hot keys (else kNoNode: every pair to the PS), pairs per packet.
 host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& s);
 
-// Sends a worker's ranked hot keys for iterations `from` on, in chunks.
-void send_hot_set(LineChannel& ch, uint32_t from, std::span<const uint64_t> ranked);
+// The hot_set message carrying a worker's ranked keys from `offset` on (at
+// most kHotSetChunk of them), for iterations `from` on.
+nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, size_t offset);
 
 // Asks a running switch for its statistics ({"op":"stats", ...}): with no key
 // only the switch's shape; with job J's key that job's state; with the

@@ -364,11 +364,9 @@ struct SwitchDaemon::Impl {
     Job& j = *c.job;
     auto& slot = j.hot[c.rank];
     if (r.offset == 0) {
-      if (slot && !slot->complete())
-        throw RuntimeError(fmt::format("hot_set: a new list from worker rank {} before its previous one was complete",
-                                       c.rank));
-      if (slot) throw RuntimeError(fmt::format("hot_set: worker rank {} sent a second list before the switch answered "
-                                               "its first", c.rank));
+      if (slot)
+        throw RuntimeError(fmt::format("hot_set: worker rank {} began a new list before the switch answered its "
+                                       "previous one", c.rank));
       slot.emplace();
       slot->from = r.from;
       slot->total = r.total;
@@ -391,7 +389,7 @@ struct SwitchDaemon::Impl {
     if (error.empty()) {
       try {
         version = j.hot_version + 1;
-        program->set_sparse_table(j.id, make_table(first.keys, first.from, version));
+        program->set_sparse_table(j.id, control::zebra::heat_table(first.keys, first.from, version, cfg.kv_registers));
         j.hot_version = version;
       } catch (const std::invalid_argument& e) {
         error = e.what();
@@ -404,10 +402,6 @@ struct SwitchDaemon::Impl {
         error.empty() ? fmt::format("installed (version {})", version) : error);
     for (auto& h : j.hot) h.reset();
     for (Conn* w : j.workers) send(*w, answer);
-  }
-
-  dp::SparseTable make_table(const std::vector<uint64_t>& ranked, uint32_t from, uint32_t version) const {
-    return control::zebra::heat_table(ranked, from, version, cfg.kv_registers);
   }
 
   void join(Conn& c, const JoinRequest& r) {
