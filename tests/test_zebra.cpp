@@ -335,3 +335,53 @@ TEST(Zebra, EmptyHotStreamsStillComplete) {
   EXPECT_EQ(r.sw.kv_aggregated, 0u);
   EXPECT_EQ(r.ps.pairs, r.pairs);
 }
+
+// Beyond the paper (issue 11 item 7): the sparse job in ATP's or DSA's pool
+// beside a dense job on the same switch, 1 % loss, duplication and reordering:
+// both jobs exact (run_sparse checks every key and every dense value), nothing
+// left but the table's pinned aggregators, which leaving frees. Without
+// faults the sparse job aggregates exactly what it does in Zebra's own
+// registers, its hot set pins ceil(1000 / 64) = 16 aggregators, and the dense
+// job's packets that map to them went to its PS.
+TEST(Zebra, SparseAndDenseJobsShareAPoolExactly) {
+  ZipfSource src(20000, 4, 3, 1500);
+  const auto own = exp::run_sparse(small("zebra"), src);
+  for (const char* pool : {"atp", "dsa"}) {
+    for (uint64_t seed = 1; seed <= 2; ++seed) {
+      auto s = small("zebra");
+      s.seed = seed;
+      s.pool = pool;
+      s.dense_workers = 3;
+      s.dense_values = 20000;
+      s.dense_iterations = 2;
+      s.link.loss = s.link.dup = s.link.reorder = 0.01;
+      s.cpu_rto = 200 * kUs;
+      s.cpu_delay = 20 * kUs;
+      exp::SparseRun r;
+      ASSERT_NO_THROW(r = exp::run_sparse(s, src)) << pool << " seed " << seed;
+      EXPECT_EQ(r.dense.verified, 3u * 20000u * 2u);
+    }
+    auto s = small("zebra");
+    s.pool = pool;
+    s.dense_workers = 3;
+    s.dense_values = 20000;
+    const auto r = exp::run_sparse(s, src);
+    EXPECT_EQ(r.sw.kv_aggregated, own.sw.kv_aggregated) << pool;
+    EXPECT_EQ(r.hot_pairs, own.hot_pairs) << pool;
+    EXPECT_EQ(r.pinned, 16u) << pool;
+    EXPECT_EQ(r.sw.preempt_won, 0u) << pool;
+    // Every dense packet on a pinned aggregator went to the PS: a collision each.
+    EXPECT_GE(r.sw.collisions, r.sw.pinned_hits) << pool;
+    EXPECT_EQ(r.sw.malformed + r.sw.foreign(), 0u) << pool;
+  }
+  auto bad = small("ps-lite");
+  bad.pool = "atp";
+  EXPECT_THROW(exp::run_sparse(bad, src), std::invalid_argument);
+  bad = small("zebra");
+  bad.pool = "switchml";
+  EXPECT_THROW(exp::run_sparse(bad, src), std::invalid_argument);
+  bad.pool = "";
+  bad.dense_workers = 2;
+  bad.dense_values = 10;
+  EXPECT_THROW(exp::run_sparse(bad, src), std::invalid_argument);
+}

@@ -209,6 +209,11 @@ std::string sparse_text(const std::string& extra_workload, const std::string& sc
          "[switch]\nmemory_mb = 1\n[zebra]\nhot_keys = 1000\nprofile_iterations = 2\n[run]\nschemes = [" + schemes +
          "]\n";
 }
+// sparse_text with `extra` lines in its [zebra] table.
+std::string with_zebra(const std::string& extra, const std::string& schemes) {
+  std::string t = sparse_text("", schemes);
+  return t.replace(t.find("[zebra]\n") + 8, 0, extra);
+}
 std::string sparse_error(const std::string& text) {
   try {
     (void)exp::expand(exp::parse_scenario(text, "z.toml"));
@@ -283,6 +288,14 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},
       {sparse_text("").replace(sparse_text("").find("memory_mb"), 0, "payload_bytes = 128\n"), "switch.payload_bytes",
        "set"},
+      // The shared pool (issue 11 item 7): a pool that cannot hold sparse jobs, a scheme
+      // without hot keys in it, a dense job without a pool or a size, registers in a pool.
+      {with_zebra("pool = \"switchml\"\n", "\"zebra\""), "zebra.pool", "switchml"},
+      {with_zebra("pool = \"atp\"\n", "\"zebra\", \"ps-lite\""), "run.schemes", "ps-lite"},
+      {with_zebra("dense_workers = 2\ndense_mb = 1\n", "\"zebra\""), "zebra.dense_workers", "set"},
+      {with_zebra("pool = \"dsa\"\ndense_workers = 2\n", "\"zebra\""), "zebra.dense_mb", "0"},
+      {with_zebra("pool = \"atp\"\nregisters = 8\n", "\"zebra\""), "zebra.registers", "8"},
+      {"[zebra]\npool = \"atp\"\n[run]\nschemes = [\"dsa\"]\n", "zebra.pool", "set"},
   };
   for (const auto& c : cases) {
     const std::string m = sparse_error(c.text);

@@ -7,6 +7,8 @@
 // switch on its way to the workers (release on Ack). A retransmission that
 // finds its own task joins it and flushes the partial aggregate to the PS,
 // freeing the aggregator; one that finds a free or foreign aggregator goes to the PS.
+// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
+// table pins is such a foreign one: first come, first served, the table came first.
 //
 // Over several switches (a job with a parent: one level of an aggregation
 // tree per PS, see switch.hpp) the same rules hold with "the PS" read as

@@ -12,6 +12,10 @@
 // Retransmissions never reserve or preempt (a late copy would otherwise hold
 // an aggregator nobody completes); they only join their own task or go to the PS.
 // Strawman modes for Fig. 11: always preempt, or preempt with probability 1/2.
+// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
+// table pins is not a task: a packet that maps to it goes to the PS without a
+// compare (preempting it would split a hot key's sum between switch and PS,
+// which Zebra's workers cannot join: they take a hot key's sum from the switch).
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -42,6 +46,11 @@ class DsaSwitch final : public SwitchProgram {
       return;
     }
     ++st_.collisions;
+    if (is_pinned(i)) {  // a sparse job's hot values (kv_pool): never preempted, never downgraded
+      if (!resend) mark(job, psn, task::kLost);
+      send_to_ps(p, j, flag::kCollision, fx);
+      return;
+    }
     if (!resend && wins(p->h.priority, priority_[i])) {
       ++st_.preempt_won;
       ++st_.resubmits;

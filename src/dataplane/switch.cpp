@@ -17,6 +17,25 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
   vals_.assign(n_ * width_, 0);
+  if (cfg.kv_pool) kv_ = make_kv_pipeline(*this, true);
+}
+
+void SwitchProgram::on_timer(uint64_t, Time now, Effects& fx) {
+  if (kv_) kv_->on_timer(now, fx);
+}
+
+size_t SwitchProgram::held_elsewhere() const { return kv_ ? kv_->held() : 0; }
+
+size_t SwitchProgram::on_remove(const SwitchJob& j) { return kv_ ? kv_->remove(j) : 0; }
+
+bool SwitchProgram::is_pinned(uint32_t i) const {
+  return kv_ && aggs_[i].key != 0 && kv_->has_table(static_cast<uint16_t>(aggs_[i].key >> 32));
+}
+
+size_t SwitchProgram::pinned() const {
+  size_t c = 0;
+  for (uint32_t i = 0; i < n_; ++i) c += is_pinned(i);
+  return c;
 }
 
 void SwitchProgram::check_job(const SwitchJob& j) const {
@@ -58,13 +77,19 @@ void SwitchProgram::on_ring(Packet* p, const SwitchJob&, Time, Effects& fx) {
   fx.free(p);
 }
 
-void SwitchProgram::on_kv(Packet* p, const SwitchJob&, Time, Effects& fx) {
+void SwitchProgram::on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx) {
+  if (kv_) return kv_->on_kv(p, j, now, fx);
   ++st_.malformed;
   fx.free(p);
 }
 
-void SwitchProgram::set_sparse_table(uint16_t, SparseTable) {
-  throw std::invalid_argument("scheme " + scheme_ + " has no sparse (hot-set) table");
+void SwitchProgram::set_sparse_table(uint16_t job, SparseTable t) {
+  if (!kv_)
+    throw std::invalid_argument("scheme " + scheme_ +
+                                " has no sparse (hot-set) table (a shared pool hosts sparse jobs with kv_pool)");
+  const SwitchJob* j = job_of(job);
+  if (!j) throw std::invalid_argument(fmt::format("{}: job {} is not registered", scheme_, job));
+  kv_->set_table(*j, std::move(t));
 }
 
 void SwitchProgram::check_region(const SwitchJob& j, uint32_t min_size) const {
@@ -378,8 +403,11 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
         // Tree: a worker's own gradient or another switch's aggregate, of ranks below this switch.
         return drop(st_.foreign_data);
       }
+      if (kv_ && kv_->has_table(j->job)) return drop(st_.malformed);  // a sparse job sends KV packets only
       ++st_.data_in;
-      on_data(p, *j, index_of(*j, p->h.psn), now, fx);
+      const uint32_t i = index_of(*j, p->h.psn);
+      st_.pinned_hits += is_pinned(i);
+      on_data(p, *j, i, now, fx);
       return;
     }
     if (p->h.type == PktType::Fetch) {

@@ -66,6 +66,13 @@ struct SwitchConfig {
   uint16_t kv_pairs = 9;
   KvArith kv_arith = KvArith::Fixed;  // hot values: int32 sums, or float16 added by fp16::TableAdder (wire/fp16.hpp)
   double recirc_gbps = 100;       // the recirculation port: every extra pipeline pass is serialized on it
+  // Beyond the paper (issue 11 item 7): a shared-pool program (ATP, DSA; the
+  // registry's Scheme::hosts_sparse) also runs sparse jobs through Zebra's
+  // pipeline (dataplane/zebra.cpp). A sparse job's hot values then live in
+  // aggregators of the pool, pinned while its hot-set table is installed;
+  // a dense packet that maps to a pinned aggregator takes the scheme's
+  // collision path (ATP: to the PS; DSA: to the PS, never preempting it).
+  bool kv_pool = false;
 };
 
 // A sparse job's hot-set table (Zebra): from iteration `from` on, the keys of
@@ -135,6 +142,7 @@ struct SwitchStats {
   uint64_t sweep_passes = 0;   // pipeline passes reading the registers out at the end of an iteration
   uint64_t kv_results = 0;     // result packets sent (each replicated to every worker and the CPU)
   std::array<uint64_t, 7> kv_rejects{};  // malformed KV packets by kv::Error
+  uint64_t pinned_hits = 0;    // kv_pool: dense packets whose aggregator a sparse job's table pins
 };
 
 // Per-task outcome bits (instrumentation, not switch state).
@@ -142,7 +150,28 @@ namespace task {
 constexpr uint8_t kSeen = 1, kWon = 2, kLost = 4;
 }
 
+class SwitchProgram;
+
+// Zebra's sparse pipeline (dataplane/zebra.cpp): the KV packets, hot-set
+// tables, value registers and recirculation of a switch's sparse jobs. The
+// zebra program has one with registers of its own; a shared-pool program
+// with SwitchConfig::kv_pool one whose values are aggregators of its pool.
+class KvPipeline {
+ public:
+  virtual ~KvPipeline() = default;
+  virtual void set_table(const SwitchJob& j, SparseTable t) = 0;
+  virtual void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx) = 0;
+  virtual void on_timer(Time now, Effects& fx) = 0;
+  virtual bool has_table(uint16_t job) const = 0;  // a sparse job with a hot-set table
+  virtual size_t held() const = 0;                 // indices holding a partial sum, packets recirculating
+  virtual size_t remove(const SwitchJob& j) = 0;   // the job leaves: its state, how many indices held a sum
+};
+// in_pool: values in pinned aggregators of `host`'s pool; else registers of its own (memory_bytes / 4).
+std::unique_ptr<KvPipeline> make_kv_pipeline(SwitchProgram& host, bool in_pool);
+
 class SwitchProgram : public Node {
+  friend class ZebraPipeline;
+
  public:
   // `scheme`: the registry name this program was built for (messages, reports).
   SwitchProgram(const SwitchConfig& cfg, std::string_view scheme);
@@ -158,14 +187,17 @@ class SwitchProgram : public Node {
   void add_peer(NodeId sw);
 
   void on_packet(Packet* p, Time now, Effects& fx) final;
-  void on_timer(uint64_t, Time, Effects&) override {}
-  // Sparse schemes: installs a hot-set table for `job` (throws std::invalid_argument
-  // naming what does not fit; schemes without one throw).
+  void on_timer(uint64_t token, Time now, Effects& fx) override;  // the sparse pipeline's, if any
+  // Sparse schemes (and pool programs with kv_pool): installs a hot-set table for
+  // `job` (throws std::invalid_argument naming what does not fit, changing nothing;
+  // programs without a sparse pipeline throw).
   virtual void set_sparse_table(uint16_t job, SparseTable t);
 
   size_t aggregators() const { return n_; }
   size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
   size_t occupied_by(uint16_t job) const;
+  // Aggregators a sparse job's hot-set table pins (kv_pool; occupied() counts them).
+  size_t pinned() const;
   // Introspection (tests): the aggregator holding task (job, psn), or -1.
   int64_t holder_of(uint16_t job, uint32_t psn) const;
   const SwitchStats& stats() const { return st_; }
@@ -191,7 +223,7 @@ class SwitchProgram : public Node {
   // switch for registered job j. Default: not a ring scheme, counted malformed.
   virtual void on_ring(Packet* p, const SwitchJob& j, Time now, Effects& fx);
   // Scheme hook: a KV packet (KvData, or a KvAck of a result) addressed to this
-  // switch for registered job j. Default: not a sparse scheme, counted malformed.
+  // switch for registered job j. Default: the sparse pipeline's (kv_), else counted malformed.
   virtual void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx);
   // Scheme hook: the most workers a job may have (bitmap schemes: 64).
   virtual size_t max_workers() const { return kMaxWorkers; }
@@ -199,10 +231,12 @@ class SwitchProgram : public Node {
   void check_region(const SwitchJob& j, uint32_t min_size) const;
   bool member(const SwitchJob& j, NodeId n) const { return is_member(j, n); }
   bool is_peer_switch(NodeId n) const { return is_peer(n); }
-  // Scheme hook: state a scheme holds outside the aggregators (occupied() counts it).
-  virtual size_t held_elsewhere() const { return 0; }
-  // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries).
-  virtual size_t on_remove(const SwitchJob&) { return 0; }
+  // Scheme hook: state a scheme holds outside the aggregators (occupied() counts it). Default: the sparse pipeline's.
+  virtual size_t held_elsewhere() const;
+  // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries). Default: the sparse pipeline's.
+  virtual size_t on_remove(const SwitchJob& j);
+  // Aggregator i holds a sparse job's hot values (kv_pool): a dense task never takes it.
+  bool is_pinned(uint32_t i) const;
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's
@@ -254,6 +288,7 @@ class SwitchProgram : public Node {
   SwitchConfig cfg_;
   std::string scheme_;
   SwitchStats st_;
+  std::unique_ptr<KvPipeline> kv_;  // sparse jobs (zebra; a pool program with kv_pool)
   Rng rng_;
   size_t n_;
   uint16_t width_;

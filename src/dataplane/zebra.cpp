@@ -41,68 +41,95 @@
 // iteration, so a table changes only between iterations, when the registers
 // are empty. A key a worker still thinks hot but the table no longer has goes
 // on to the PS; no gradient is lost or counted twice.
+//
+// The pipeline is a component (KvPipeline): the zebra program runs it with
+// value registers of its own (memory_bytes / 4). Beyond the paper (issue 11
+// item 7), a shared-pool program (ATP, DSA) with SwitchConfig::kv_pool runs
+// the same pipeline for its sparse jobs, whose values then live in the pool:
+// a table's layout must spread the hot set over as many registers as an
+// aggregator has value lanes (in hardware each lane is its own register
+// array), and slot s of the layout is aggregator rows[s], pinned from the pool
+// when the table is installed (free aggregators only, found by the pool's own
+// hash and probing forward) and released when the job is removed. The pool's
+// dense jobs see a pinned aggregator as one held by another task. The
+// per-index worker counters stay the pipeline's own register array.
 #include <algorithm>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "dataplane/switch.hpp"
 #include "wire/kv.hpp"
 
 namespace ina::dp {
-namespace {
 
 using control::zebra::HotSet;
 using control::zebra::Layout;
 
-class Zebra final : public SwitchProgram {
+class ZebraPipeline final : public KvPipeline {
  public:
-  Zebra(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme) {
+  ZebraPipeline(SwitchProgram& host, bool in_pool) : h_(host), pool_(in_pool) {
+    const SwitchConfig& cfg = h_.cfg_;
     if (cfg.kv_pairs == 0 || cfg.kv_pairs > kv::kMaxPairs)
       throw std::invalid_argument("zebra: kv_pairs " + std::to_string(cfg.kv_pairs) + " out of range 1.." +
                                   std::to_string(kv::kMaxPairs));
     if (cfg.kv_arith == KvArith::Float16Table) f16_ = &fp16::switch_adder();
   }
 
-  void set_sparse_table(uint16_t job, SparseTable t) override {
-    const SwitchJob* j = this->job(job);
-    if (!j) throw std::invalid_argument("zebra: job " + std::to_string(job) + " is not registered");
+  void set_table(const SwitchJob& j, SparseTable t) override {
+    const uint16_t job = j.job;
+    const SwitchConfig& cfg = h_.cfg_;
     if (!t.hot || !t.layout) throw std::invalid_argument("zebra: a table needs a hot set and a layout");
     const size_t n = t.hot->size();
-    if (n > cfg_.kv_table_entries)
+    if (n > cfg.kv_table_entries)
       throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the table's " +
-                                  std::to_string(cfg_.kv_table_entries) + " entries");
-    if (n > value_registers())
+                                  std::to_string(cfg.kv_table_entries) + " entries");
+    if (!pool_ && n > value_registers())
       throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the " +
                                   std::to_string(value_registers()) + " value registers of memory_bytes " +
-                                  std::to_string(cfg_.memory_bytes));
+                                  std::to_string(cfg.memory_bytes));
     if (t.layout->reg_of.size() != n)
       throw std::invalid_argument("zebra: layout covers " + std::to_string(t.layout->reg_of.size()) +
                                   " indices, hot set has " + std::to_string(n));
+    if (pool_ && t.layout->registers != h_.width_)
+      throw std::invalid_argument(fmt::format(
+          "zebra in the {} pool: the layout spreads the hot set over {} registers; an aggregator of the pool has {} "
+          "value lanes (payload_values), one register each",
+          h_.scheme_, t.layout->registers, h_.width_));
     State& s = state(job);
     // Before the job's first packet, its earliest table says where its
     // aggregation starts (a job measured from a later iteration of training).
-    if (!s.started && (s.tables.empty() || t.from < s.iter)) s.iter = t.from;
-    if (t.from < s.iter || (t.from == s.iter && s.started))
+    uint32_t iter = s.iter;
+    if (!s.started && (s.tables.empty() || t.from < s.iter)) iter = t.from;
+    if (t.from < iter || (t.from == iter && s.started))
       throw std::invalid_argument("zebra: a table for iteration " + std::to_string(t.from) +
                                   " comes too late: the switch is at iteration " + std::to_string(s.iter) +
                                   (s.started ? " (started)" : ""));
+    if (pool_) pin(j, s, t.layout->slots);  // throws, changing nothing, if the pool has too few free aggregators
+    s.iter = iter;
     while (!s.tables.empty() && s.tables.back().from >= t.from) s.tables.pop_back();
     s.tables.push_back(std::move(t));
     size_t most = 0;
     for (const auto& x : s.tables) most = std::max(most, x.hot->size());
-    if (s.val.size() < most) {
-      s.val.resize(most, 0);
+    if (s.cnt.size() < most) {
+      if (!pool_) s.val.resize(most, 0);
       s.cnt.resize(most, 0);
     }
   }
 
-  void on_timer(uint64_t, Time now, Effects& fx) override {
+  bool has_table(uint16_t job) const override {
+    auto it = states_.find(job);
+    return it != states_.end() && !it->second.tables.empty();
+  }
+
+  void on_timer(Time now, Effects& fx) override {
     while (!pending_.empty() && pending_.front().at <= now) {
       Pending q = pending_.front();
       pending_.pop_front();
-      const SwitchJob* j = job(q.job);
-      if (!j) {
+      const SwitchJob* j = h_.job(q.job);
+      if (!j || !has_table(q.job)) {
         fx.free(q.p);
         continue;
       }
@@ -112,56 +139,51 @@ class Zebra final : public SwitchProgram {
     if (!pending_.empty()) fx.set_timer(pending_.front().at, 0);
   }
 
-  size_t held_elsewhere() const override {
+  size_t held() const override {
     size_t n = 0;
     for (const auto& [job, s] : states_)
       for (uint16_t c : s.cnt) n += c != 0;
     return n + pending_.size();
   }
 
- protected:
-  void on_data(Packet* p, const SwitchJob&, uint32_t, Time, Effects& fx) override {
-    ++st_.malformed;  // dense gradients are not Zebra's
-    fx.free(p);
-  }
-
-  size_t on_remove(const SwitchJob& j) override {
+  size_t remove(const SwitchJob& j) override {
     auto it = states_.find(j.job);
     if (it == states_.end()) return 0;
     size_t n = 0;
     for (uint16_t c : it->second.cnt) n += c != 0;
-    states_.erase(it);
+    states_.erase(it);  // in a pool, SwitchProgram::remove_job has released the pinned aggregators
     return n;
   }
 
   void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx) override {
+    SwitchStats& st = h_.st_;
     const NodeId src = p->h.src;
     auto drop = [&](uint64_t& c) {
       ++c;
       fx.free(p);
     };
-    const kv::Error e = kv::check(*p, cfg_.kv_pairs);
+    const kv::Error e = kv::check(*p, h_.cfg_.kv_pairs);
     if (e != kv::Error::None) {
-      ++st_.kv_rejects[static_cast<size_t>(e)];
-      return drop(st_.malformed);
+      ++st.kv_rejects[static_cast<size_t>(e)];
+      return drop(st.malformed);
     }
     const size_t n = j.workers.size();
     if (p->h.type == PktType::KvResult) {
       // The CPU's retransmission of a result copy to worker `rank`.
-      if (j.cpu == kNoNode || src != j.cpu) return drop(st_.foreign_forward);
-      if (p->h.rank >= n) return drop(st_.malformed);
-      p->h.src = id();
+      if (j.cpu == kNoNode || src != j.cpu) return drop(st.foreign_forward);
+      if (p->h.rank >= n) return drop(st.malformed);
+      p->h.src = h_.id();
       p->h.dst = j.workers[p->h.rank];
-      ++st_.forwarded;
+      ++st.forwarded;
       fx.send(p);
       return;
     }
-    if (p->h.rank >= n || p->h.nworkers != n || j.workers[p->h.rank] != src) return drop(st_.foreign_data);
+    if (p->h.rank >= n || p->h.nworkers != n || j.workers[p->h.rank] != src) return drop(st.foreign_data);
     if (p->h.type == PktType::KvAck) {
       // A worker's receipt of a result: the CPU holds the copies.
-      if (!p->h.has(flag::kResult) || j.cpu == kNoNode) return drop(st_.malformed);
+      if (!p->h.has(flag::kResult) || j.cpu == kNoNode) return drop(st.malformed);
       p->h.dst = j.cpu;
-      ++st_.forwarded;
+      ++st.forwarded;
       fx.send(p);
       return;
     }
@@ -169,22 +191,22 @@ class Zebra final : public SwitchProgram {
     State& s = state(j.job);
     const uint32_t iter = p->h.priority;
     const uint32_t psn = p->h.psn;
-    if (iter > s.iter || psn & kv::kPsStream || s.tables.empty() || psn >= cfg_.kv_table_entries)
-      return drop(st_.malformed);
-    if (iter + 1 < s.iter) return drop(st_.stale);  // its worker has long had the answer
+    if (iter > s.iter || psn & kv::kPsStream || s.tables.empty() || psn >= h_.cfg_.kv_table_entries)
+      return drop(st.malformed);
+    if (iter + 1 < s.iter) return drop(st.stale);  // its worker has long had the answer
     const SparseTable* t = table_for(s, iter);
-    if (!t) return drop(st_.malformed);
+    if (!t) return drop(st.malformed);
     const Lookup l = lookup(*t, *p);
     if (iter < s.iter || seen(s, p->h.rank, psn)) {
       // A duplicate: nothing is added again; the pairs the PS aggregates go on again.
-      ++st_.duplicates;
+      ++st.duplicates;
       answer(p, j, l.cold_span(), l.ncold, fx);
       return;
     }
     mark_seen(s, p->h.rank, psn);
     s.started = true;
-    ++st_.kv_in;
-    st_.kv_pairs_in += l.np;
+    ++st.kv_in;
+    st.kv_pairs_in += l.np;
     // Passes: the most indices any one register gets.
     std::array<uint32_t, kv::kMaxPairs> hot_idx{};
     unsigned nh = 0;
@@ -192,7 +214,7 @@ class Zebra final : public SwitchProgram {
       if (!l.cold[i]) hot_idx[nh++] = l.idx[i];
     const uint32_t passes = control::zebra::passes(*t->layout, std::span<const uint32_t>(hot_idx.data(), nh));
     if (passes <= 1) return finish(p, j, now, fx);
-    st_.recirculations += passes - 1;
+    st.recirculations += passes - 1;
     queue(p, j.job, false, now, passes - 1, fx);
   }
 
@@ -206,8 +228,9 @@ class Zebra final : public SwitchProgram {
     uint32_t iter = 0;
     bool started = false;           // a packet of `iter` has arrived
     std::vector<SparseTable> tables;  // ascending `from`
-    std::vector<int32_t> val;       // value registers, by rank index (register reg(i), slot slot(i));
+    std::vector<int32_t> val;       // own registers: the values by rank index (register reg(i), slot slot(i));
                                     //   Float16Table: float16 bits (0 = +0), read out as they are
+    std::vector<uint32_t> rows;     // in a pool: the pinned aggregators, by slot (register = value lane)
     std::vector<uint16_t> cnt;      // contributing workers per index
     std::vector<Worker> w;
     unsigned complete = 0;          // workers whose hot stream is in
@@ -219,14 +242,62 @@ class Zebra final : public SwitchProgram {
     Packet* p;
   };
 
-  size_t value_registers() const { return cfg_.memory_bytes / 4; }
+  size_t value_registers() const { return h_.cfg_.memory_bytes / 4; }
+
+  // Index x's value register under layout L: its own register, or lane
+  // reg(x) of the pool aggregator pinned for slot(x).
+  int32_t& val(State& s, const Layout& L, uint32_t x) {
+    return pool_ ? h_.values(s.rows[L.slot(x)])[L.reg(x)] : s.val[x];
+  }
+
+  // A pinned aggregator's key: the sparse job's, with a PSN above any dense stream's.
+  static constexpr uint32_t kPinnedPsn = 0xFFFF0000u;
+  // In a pool: pins aggregators until the job has `rows` (one per slot of the
+  // layout), each the first free one from Hash(job, kPinnedPsn | row) on (the
+  // pool's own addressing, probing forward). Free aggregators only: a dense
+  // task in flight keeps its own. Throws, pinning nothing, if too few are free.
+  void pin(const SwitchJob& j, State& s, uint32_t rows) {
+    if (s.rows.size() >= rows) return;
+    if (rows > 0x10000u)
+      throw std::invalid_argument(fmt::format("zebra in the {} pool: {} rows of hot values exceed 65,536",
+                                              h_.scheme_, rows));
+    const uint32_t n = static_cast<uint32_t>(h_.n_);
+    std::vector<uint32_t> add;
+    std::vector<uint8_t> taken(n, 0);
+    for (uint32_t r = static_cast<uint32_t>(s.rows.size()); r < rows; ++r) {
+      const uint32_t start = h_.index_of(j, kPinnedPsn | r) % n;
+      uint32_t k = 0;
+      for (; k < n; ++k) {
+        const uint32_t i = (start + k) % n;
+        if (h_.agg(i).key == 0 && !taken[i]) {
+          taken[i] = 1;
+          add.push_back(i);
+          break;
+        }
+      }
+      if (k == n) {
+        size_t free = 0;
+        for (uint32_t i = 0; i < n; ++i) free += h_.agg(i).key == 0;
+        throw std::invalid_argument(fmt::format(
+            "zebra in the {} pool: job {}'s hot set needs {} aggregators ({} value lanes each), {} pinned; {} of the "
+            "pool's {} are free",
+            h_.scheme_, j.job, rows, h_.width_, s.rows.size(), free, n));
+      }
+    }
+    for (uint32_t i : add) {
+      const auto r = static_cast<uint32_t>(s.rows.size());
+      h_.agg(i) = SwitchProgram::Agg{SwitchProgram::key_of(j.job, kPinnedPsn | r), 0, 0, 0};
+      std::fill_n(h_.values(i), h_.width_, 0);
+      s.rows.push_back(i);
+    }
+  }
 
   State& state(uint16_t job) {
     State& s = states_[job];
     if (s.w.empty()) {
-      const SwitchJob* j = this->job(job);
+      const SwitchJob* j = h_.job(job);
       s.w.resize(j ? j->workers.size() : 0);
-      for (auto& w : s.w) w.seen.assign((cfg_.kv_table_entries + 63) / 64, 0);
+      for (auto& w : s.w) w.seen.assign((h_.cfg_.kv_table_entries + 63) / 64, 0);
     }
     return s;
   }
@@ -258,7 +329,7 @@ class Zebra final : public SwitchProgram {
 
   Time pass_time(const Packet& p) const {
     const double bits = 8.0 * (50.0 + 4.0 * p.h.count);  // Ethernet/IP/UDP + header as the simulator counts
-    return from_us(bits / (cfg_.recirc_gbps * 1e3));
+    return from_us(bits / (h_.cfg_.recirc_gbps * 1e3));
   }
   // Holds p for `passes` passes on the recirculation port.
   void queue(Packet* p, uint16_t job, bool result, Time now, uint32_t passes, Effects& fx) {
@@ -274,11 +345,11 @@ class Zebra final : public SwitchProgram {
       std::array<bool, kv::kMaxPairs> keep{};
       for (unsigned i = 0; i < kv::pairs(*p); ++i) keep[i] = cold[i];
       const unsigned left = kv::compact(*p, std::span<const bool>(keep.data(), kv::pairs(*p)));
-      st_.kv_to_ps += left;
+      h_.st_.kv_to_ps += left;
       p->h.flags = static_cast<uint16_t>((p->h.flags & ~flag::kLast) | flag::kToPs);
-      p->h.src = id();  // the switch vouches for it; h.rank still names the worker the PS acknowledges
+      p->h.src = h_.id();  // the switch vouches for it; h.rank still names the worker the PS acknowledges
       p->h.dst = j.ps;
-      ++st_.to_ps;
+      ++h_.st_.to_ps;
       fx.send(p);
       return;
     }
@@ -286,7 +357,7 @@ class Zebra final : public SwitchProgram {
     p->h.count = 0;
     p->h.flags = static_cast<uint16_t>(p->h.flags & flag::kEcn ? flag::kEce : 0);
     p->h.dst = p->h.src;
-    p->h.src = id();
+    p->h.src = h_.id();
     fx.send(p);
   }
 
@@ -298,20 +369,21 @@ class Zebra final : public SwitchProgram {
     for (unsigned i = 0; i < l.np; ++i) {
       if (l.cold[i]) continue;
       const uint32_t x = l.idx[i];
+      int32_t& v = val(s, *t->layout, x);
       if (f16_) {
         // Float16 (kv_arith = Float16Table): the field's low 16 bits (a parser
         // extracts those; the upper 16 are 0) added to the register's by the
         // table adder, one adder lane per pair of the packet.
         bool sat = false;
-        s.val[x] = f16_->add(static_cast<uint16_t>(s.val[x]), static_cast<uint16_t>(kv::value(*p, i)), &sat);
-        st_.overflow += sat;
+        v = f16_->add(static_cast<uint16_t>(v), static_cast<uint16_t>(kv::value(*p, i)), &sat);
+        h_.st_.overflow += sat;
       } else {
-        const int64_t sum = static_cast<int64_t>(s.val[x]) + kv::value(*p, i);
-        if (sum > INT32_MAX || sum < INT32_MIN) ++st_.overflow;
-        s.val[x] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+        const int64_t sum = static_cast<int64_t>(v) + kv::value(*p, i);
+        if (sum > INT32_MAX || sum < INT32_MIN) ++h_.st_.overflow;
+        v = static_cast<int32_t>(static_cast<uint32_t>(sum));
       }
       ++s.cnt[x];
-      ++st_.kv_aggregated;
+      ++h_.st_.kv_aggregated;
     }
     Worker& w = s.w[p->h.rank];
     ++w.done;
@@ -328,7 +400,7 @@ class Zebra final : public SwitchProgram {
   void sweep(const SwitchJob& j, State& s, const SparseTable& t, Time now, Effects& fx) {
     const uint32_t iter = s.iter;
     const size_t n = t.hot->size();
-    const unsigned K = cfg_.kv_pairs;
+    const unsigned K = h_.cfg_.kv_pairs;
     std::vector<std::pair<Packet*, uint32_t>> out;  // result, passes since the previous one
     uint32_t carry = 0;
     auto make = [&](unsigned pairs) {
@@ -336,7 +408,7 @@ class Zebra final : public SwitchProgram {
       r->h = Header{};
       r->h.type = PktType::KvResult;
       r->h.job = j.job;
-      r->h.src = id();
+      r->h.src = h_.id();
       r->h.nworkers = static_cast<uint8_t>(j.workers.size());
       r->h.priority = iter;
       r->h.psn = static_cast<uint32_t>(out.size());
@@ -351,7 +423,7 @@ class Zebra final : public SwitchProgram {
         used += s.cnt[x] != 0;
       }
       const uint32_t ps = control::zebra::passes(*t.layout, std::span<const uint32_t>(ids.data(), m));
-      st_.sweep_passes += ps;
+      h_.st_.sweep_passes += ps;
       carry += ps;
       if (used == 0) continue;
       Packet* r = make(used);
@@ -359,8 +431,9 @@ class Zebra final : public SwitchProgram {
       for (unsigned q = 0; q < m; ++q) {
         const uint32_t x = ids[q];
         if (s.cnt[x] == 0) continue;
-        kv::set(*r, k++, x, s.val[x]);
-        s.val[x] = 0;
+        int32_t& v = val(s, *t.layout, x);
+        kv::set(*r, k++, x, v);
+        v = 0;
         s.cnt[x] = 0;
       }
       out.emplace_back(r, carry);
@@ -368,7 +441,7 @@ class Zebra final : public SwitchProgram {
     }
     if (out.empty()) {
       out.emplace_back(make(0), std::max<uint32_t>(carry, 1));
-      st_.sweep_passes += carry == 0;
+      h_.st_.sweep_passes += carry == 0;
     } else {
       out.back().second += carry;
     }
@@ -388,7 +461,7 @@ class Zebra final : public SwitchProgram {
   }
 
   void emit_result(Packet* r, const SwitchJob& j, Effects& fx) {
-    ++st_.kv_results;
+    ++h_.st_.kv_results;
     if (j.cpu != kNoNode) {
       Packet* c = fx.alloc();
       c->h = r->h;
@@ -396,13 +469,36 @@ class Zebra final : public SwitchProgram {
       c->h.dst = j.cpu;
       fx.send(c);
     }
-    replicate(r, j, fx);
+    h_.replicate(r, j, fx);
   }
 
+  SwitchProgram& h_;  // the program this pipeline runs in (its stats, job table, pool)
+  bool pool_;         // values in pinned aggregators of h_'s pool, not registers of its own
   const fp16::TableAdder* f16_ = nullptr;  // kv_arith = Float16Table
   std::unordered_map<uint16_t, State> states_;
   std::deque<Pending> pending_;  // packets on the recirculation port, in completion order
   Time recirc_free_ = 0;
+};
+
+std::unique_ptr<KvPipeline> make_kv_pipeline(SwitchProgram& host, bool in_pool) {
+  return std::make_unique<ZebraPipeline>(host, in_pool);
+}
+
+namespace {
+
+// The zebra program: the pipeline with value registers of its own.
+class Zebra final : public SwitchProgram {
+ public:
+  Zebra(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme) {
+    if (cfg.kv_pool) throw std::invalid_argument("zebra: kv_pool is for shared-pool programs; zebra has its own registers");
+    kv_ = make_kv_pipeline(*this, false);
+  }
+
+ protected:
+  void on_data(Packet* p, const SwitchJob&, uint32_t, Time, Effects& fx) override {
+    ++st_.malformed;  // dense gradients are not Zebra's
+    fx.free(p);
+  }
 };
 
 }  // namespace

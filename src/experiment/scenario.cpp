@@ -165,6 +165,10 @@ const std::vector<Field>& settings_fields() {
       {"zebra.table_entries", &Settings::table_entries, between(1, 1 << 24)},
       {"zebra.pairs", &Settings::pairs, between(1, 9, "the prototype's 192 B packet holds 9")},
       {"zebra.arith", &Settings::zebra_arith, one_of({"fixed", "float16-table"})},
+      {"zebra.pool", &Settings::sparse_pool},
+      {"zebra.dense_workers", &Settings::dense_workers, between(0, 64)},
+      {"zebra.dense_mb", &Settings::dense_mb, between(0, 1e5, "MiB per worker")},
+      {"zebra.dense_iterations", &Settings::dense_iterations, between(1, 100000)},
       {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
@@ -526,7 +530,11 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
         {"zebra.layout_aware", s.layout_aware != d.layout_aware},
         {"zebra.table_entries", s.table_entries != d.table_entries},
         {"zebra.pairs", s.pairs != d.pairs},
-        {"zebra.arith", s.zebra_arith != d.zebra_arith}};
+        {"zebra.arith", s.zebra_arith != d.zebra_arith},
+        {"zebra.pool", s.sparse_pool != d.sparse_pool},
+        {"zebra.dense_workers", s.dense_workers != d.dense_workers},
+        {"zebra.dense_mb", s.dense_mb != d.dense_mb},
+        {"zebra.dense_iterations", s.dense_iterations != d.dense_iterations}};
     for (const auto& [key, set] : sparse_only)
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }

@@ -99,6 +99,11 @@ struct Settings {
   int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
   std::string zebra_arith = "fixed";   // zebra.arith: fixed (int32, exact) | float16-table (float gradients,
                                        //   float16 table adds on the switch, float32 at the PS; docs/zebra.md)
+  // Ours (issue 11 item 7): the sparse job in a shared pool beside a dense job (exp::SparseSettings::pool).
+  std::string sparse_pool;             // zebra.pool: "" (Zebra's own registers) | a pool scheme that hosts sparse jobs (atp, dsa)
+  int dense_workers = 0;               // zebra.dense_workers: the dense job beside it (0: none)
+  double dense_mb = 0;                 // zebra.dense_mb: its tensor per worker, MiB of int32 values
+  int dense_iterations = 1;            // zebra.dense_iterations: its allreduces, back to back
   // [run] (per-run knobs that may also be swept)
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum

@@ -8,7 +8,10 @@
 #include <unordered_map>
 
 #include "control/zebra_hot.hpp"
+#include "core/rng.hpp"
 #include "host/profile.hpp"
+#include "host/ps.hpp"
+#include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
 #include "sim/star.hpp"
@@ -264,6 +267,30 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
                                             s.first_iteration + s.iterations, src.iterations()));
   SparseRun out;
   out.scheme = scheme.name;
+  // A shared pool (ours): a pool program runs the sparse job beside a dense one.
+  constexpr uint16_t kDenseValues = 64;  // 256 B per packet and per aggregator, as the dense schemes
+  const schemes::Scheme* pool = nullptr;
+  if (!s.pool.empty()) {
+    pool = &schemes::find(s.pool, schemes::Engine::SimStar);
+    if (!pool->hosts_sparse) {
+      std::string can;
+      for (const auto& x : schemes::all())
+        if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
+      throw std::invalid_argument(fmt::format("sparse run: pool {} cannot hold a sparse job's hot values (pools that "
+                                              "can: {})", pool->name, can));
+    }
+    if (!ina)
+      throw std::invalid_argument(fmt::format("sparse run {}: a shared pool holds Zebra's hot keys; {} aggregates none "
+                                              "in the switch", scheme.name, scheme.name));
+    if (s.dense_workers > kMaxWorkers || (s.dense_workers > 0 && (s.dense_values == 0 || s.dense_iterations == 0)))
+      throw std::invalid_argument(fmt::format("sparse run: a dense job of {} workers (1..{}) x {} values x {} "
+                                              "iterations", s.dense_workers, kMaxWorkers, s.dense_values,
+                                              s.dense_iterations));
+  } else if (s.dense_workers > 0) {
+    throw std::invalid_argument("sparse run: a dense job beside the sparse one needs a shared pool (pool = atp or dsa)");
+  }
+  // In a pool, a register of the layout is a value lane of the pool's aggregators.
+  const uint32_t registers = pool ? kDenseValues : s.registers;
 
   // The hot set and its layout.
   std::shared_ptr<const control::zebra::HotSet> hot;
@@ -285,19 +312,25 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
                                  ranking.keys.begin() + static_cast<std::ptrdiff_t>(std::min(k, ranking.keys.size())));
     hot = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(std::move(ranked), 1));
     layout = std::make_shared<const control::zebra::Layout>(
-        control::zebra::Layout::make(hot->size(), s.registers, s.placement, s.seed));
+        control::zebra::Layout::make(hot->size(), registers, s.placement, s.seed));
     out.hot_keys = hot->size();
   }
 
-  // The star: switch 0, workers 1..N, PS N+1, the switch CPU N+2.
-  sim::Simulator sim(s.seed, static_cast<uint16_t>(kv::words(s.pairs)));
+  // The star: switch 0, workers 1..N, PS N+1, the switch CPU N+2; with a
+  // dense job, its workers N+3.. and its PS after them.
+  const auto kv_words = static_cast<uint16_t>(kv::words(s.pairs));
+  sim::Simulator sim(s.seed, pool ? std::max(kv_words, kDenseValues) : kv_words);
   dp::SwitchConfig sc;
   sc.memory_bytes = s.memory_bytes;
   sc.kv_pairs = static_cast<uint16_t>(s.pairs);
   sc.kv_table_entries = s.table_entries;
   sc.kv_arith = s.arith;
   sc.seed = s.seed;
-  auto swp = scheme.make_switch(sc);
+  if (pool) {
+    sc.payload_values = kDenseValues;
+    sc.kv_pool = true;
+  }
+  auto swp = pool ? pool->make_switch(sc) : scheme.make_switch(sc);
   dp::SwitchProgram& sw = *swp;
   sim.add_node(std::move(swp), true);
   host::SparseConfig hc;
@@ -400,7 +433,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
       auto h = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(
           top_keys(src, N, u.profile_first, u.profile_iterations, s.hot_keys, s.sample_rate, s.seed), ++version));
       auto l = std::make_shared<const control::zebra::Layout>(
-          control::zebra::Layout::make(h->size(), s.registers, s.placement, s.seed + version));
+          control::zebra::Layout::make(h->size(), registers, s.placement, s.seed + version));
       if (u.workers) worker_tables.push_back({u.from, h, l});
       if (u.sw) switch_tables.push_back({u.from, h, l});
     }
@@ -467,6 +500,51 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     cpu = c.get();
     sim.add_node(std::move(c), false);
   }
+  // The dense job (a pool only): job 2, SyntheticTensor allreduces checked as they arrive.
+  const unsigned D = s.dense_workers;
+  std::vector<host::WorkerNode*> dense;
+  std::vector<std::shared_ptr<host::SyntheticTensor>> dense_io;
+  std::vector<NodeId> dense_ids;
+  const NodeId dense_ps_id = static_cast<NodeId>(N + 3 + D);
+  host::ParameterServer* dense_ps = nullptr;
+  constexpr uint16_t kDenseJob = 2;
+  for (unsigned r = 0; r < D; ++r) {
+    host::WorkerConfig w;
+    host::profile("paper").apply(w);
+    w.job = kDenseJob;
+    w.rank = static_cast<uint8_t>(r);
+    w.nworkers = static_cast<uint8_t>(D);
+    w.self = static_cast<NodeId>(N + 3 + r);
+    w.aggregator = 0;
+    w.ps = dense_ps_id;
+    w.payload_values = kDenseValues;
+    w.init_window = std::max(1.0, s.init_window * (50.0 + 4.0 * kv_words) / (50.0 + 4.0 * kDenseValues));
+    auto node = std::make_unique<host::WorkerNode>(w);
+    auto io = std::make_shared<host::SyntheticTensor>(mix(s.seed, 0xde05e), r, D);
+    dense_io.push_back(io);
+    node->submit(io, s.dense_values);
+    host::WorkerNode* nd = node.get();
+    node->set_on_complete([nd, io, n = s.dense_values, total = s.dense_iterations](Time now, Effects& fx) {
+      if (nd->completed() < total && !nd->transport().busy()) {
+        nd->submit(io, n);
+        nd->transport().pump(now, fx);
+      }
+    });
+    dense.push_back(nd);
+    dense_ids.push_back(w.self);
+    if (sim.add_node(std::move(node), false) != w.self) throw std::logic_error("sparse run: dense worker id");
+  }
+  if (D > 0) {
+    host::PsConfig pc;
+    host::profile("paper").apply(pc);
+    pc.job = kDenseJob;
+    pc.workers = dense_ids;
+    pc.sw = 0;
+    pc.payload_values = kDenseValues;
+    auto node = std::make_unique<host::ParameterServer>(pc);
+    dense_ps = node.get();
+    if (sim.add_node(std::move(node), false) != dense_ps_id) throw std::logic_error("sparse run: dense PS id");
+  }
   for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, s.link, s.link);
   if (ina) {
     sim::LinkParams cl;  // the pipeline <-> CPU path: no faults, the paper's latency
@@ -475,8 +553,18 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     cl.ecn_bytes = 0;
     sim.connect(cpu_id, 0, cl, cl);
   }
+  for (NodeId h : dense_ids) sim.connect(h, 0, s.link, s.link);
+  if (D > 0) sim.connect(dense_ps_id, 0, s.link, s.link);
   sim.build_routes();
   sim.set_multicast_group(1, hc.workers);
+  if (D > 0) {
+    sim.set_multicast_group(kDenseJob, dense_ids);
+    dp::SwitchJob dj;
+    dj.job = kDenseJob;
+    dj.workers = dense_ids;
+    dj.ps = dense_ps_id;
+    sw.add_job(dj);
+  }
   dp::SwitchJob j;
   j.job = 1;
   j.workers = hc.workers;
@@ -506,8 +594,58 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
                                            r, done_iters[r], s.iterations, drivers[r]->worker().describe()));
   if (sim.pool().in_use() != 0)
     throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
-  if (sw.occupied() != 0)
-    throw std::runtime_error(fmt::format("sparse run {}: {} registers left in use", scheme.name, sw.occupied()));
+  // A pool's pinned aggregators are the table's reservation, not state left
+  // over: nothing else may be in use, and removing the job frees them. The
+  // dense job in a shared pool may be left holding aggregators that a late
+  // copy (a duplicated or reordered first transmission arriving after its
+  // task's result) reserved, as every star with such faults
+  // (tests/cluster_fixture.hpp); removing the job must free exactly those.
+  out.pinned = sw.pinned();
+  out.pool_aggregators = pool ? sw.aggregators() : 0;
+  const bool late_copies = s.link.dup > 0 || s.link.reorder > 0;
+  const size_t dense_left = D > 0 ? sw.occupied_by(kDenseJob) : 0;
+  if (dense_left > 0 && !late_copies)
+    throw std::runtime_error(fmt::format("sparse run {}: the dense job still holds {} aggregators of the {} pool",
+                                         scheme.name, dense_left, pool->name));
+  if (sw.occupied() != out.pinned + dense_left)
+    throw std::runtime_error(fmt::format("sparse run {}: {} registers left in use", scheme.name,
+                                         sw.occupied() - out.pinned - dense_left));
+  if (pool) {
+    const size_t rows = (out.hot_keys + kDenseValues - 1) / kDenseValues;
+    if (out.pinned < rows)
+      throw std::runtime_error(fmt::format("sparse run {}: {} aggregators pinned for {} hot keys ({} needed)",
+                                           scheme.name, out.pinned, out.hot_keys, rows));
+    if (sw.remove_job(1) != out.pinned || (D > 0 && sw.remove_job(kDenseJob) != dense_left) || sw.occupied() != 0)
+      throw std::runtime_error(fmt::format("sparse run {}: {} aggregators in use after both jobs left the {} pool",
+                                           scheme.name, sw.occupied(), pool->name));
+    out.dense.late_aggregators = dense_left;
+  }
+  if (D > 0) {
+    for (unsigned r = 0; r < D; ++r) {
+      if (dense[r]->completed() != s.dense_iterations)
+        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} finished {} of {} allreduces",
+                                             scheme.name, r, dense[r]->completed(), s.dense_iterations));
+      if (dense_io[r]->mismatches() != 0)
+        throw std::runtime_error(fmt::format("sparse run {}: dense worker {}: {} result values differ from the exact "
+                                             "sums", scheme.name, r, dense_io[r]->mismatches()));
+      out.dense.finish = std::max(out.dense.finish, dense[r]->finish_time());
+      out.dense.verified += dense_io[r]->checked();
+      out.dense.retransmits += dense[r]->transport().stats().retransmits;
+      if (dense[r]->transport().stats().malformed || dense[r]->transport().stats().foreign)
+        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} refused honest packets", scheme.name, r));
+    }
+    if (out.dense.verified != static_cast<uint64_t>(D) * s.dense_values * s.dense_iterations)
+      throw std::runtime_error(fmt::format("sparse run {}: {} dense result values checked, {} expected", scheme.name,
+                                           out.dense.verified,
+                                           static_cast<uint64_t>(D) * s.dense_values * s.dense_iterations));
+    if (dense_ps->entries() != 0 || dense_ps->stats().malformed || dense_ps->stats().foreign)
+      throw std::runtime_error(fmt::format("sparse run {}: dense PS: {} entries left, malformed {} foreign {}",
+                                           scheme.name, dense_ps->entries(), dense_ps->stats().malformed,
+                                           dense_ps->stats().foreign));
+    out.dense.ps_completions = dense_ps->stats().completions;
+    out.dense.goodput_gbps = static_cast<double>(s.dense_values) * 4 * 8 * s.dense_iterations /
+                             (to_us(out.dense.finish) * 1e3);
+  }
   if (cpu && cpu->held() != 0)
     throw std::runtime_error(fmt::format("sparse run {}: the switch CPU still holds {} results", scheme.name,
                                          cpu->held()));

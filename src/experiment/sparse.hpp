@@ -61,6 +61,19 @@ struct SparseSettings {
     bool workers = true, sw = true;
   };
   std::vector<HotUpdate> updates;
+  // Beyond the paper (issue 11 item 7): the sparse job shares its switch
+  // with a dense job. `pool` names a shared-pool scheme (Scheme::hosts_sparse:
+  // atp, dsa) whose program runs both; the sparse job's hot values live in
+  // aggregators pinned from that pool (dp::SwitchConfig::kv_pool), so its
+  // layout spreads the hot set over an aggregator's 64 value lanes
+  // (`registers` is not used). The dense job (`dense_workers` workers, one
+  // allreduce of `dense_values` int32 values each `dense_iterations` times,
+  // back to back, checked exactly as every dense run; its own PS) starts with
+  // the sparse job. Empty: Zebra's own program, no dense job.
+  std::string pool;
+  unsigned dense_workers = 0;
+  uint64_t dense_values = 0;
+  unsigned dense_iterations = 1;
   // Targeted faults (tests): a packet `fault` selects is dropped — on arrival
   // at (outgoing = false) or on leaving (outgoing = true) worker node `node`
   // (ranks are nodes 1..N), or on arrival at the PS (node N + 1).
@@ -101,6 +114,16 @@ struct SparseRun {
   uint64_t events = 0;
   uint64_t faults = 0;              // packets dropped by SparseSettings::fault
   ValueError value_error;           // Float16Table only
+  // With a pool (SparseSettings::pool).
+  size_t pinned = 0;                // aggregators the sparse job's tables pinned
+  size_t pool_aggregators = 0;      // of the pool's
+  struct Dense {
+    Time finish = 0;                // last worker's last result (all start at 0)
+    double goodput_gbps = 0;        // per worker: its allreduces' int32 bytes x 8 / finish
+    uint64_t verified = 0;          // result values checked exactly (every worker's)
+    uint64_t retransmits = 0, ps_completions = 0;
+    size_t late_aggregators = 0;    // held at the end by late copies (dup/reorder faults only), freed on removal
+  } dense;
 };
 
 // Runs and checks (throws std::runtime_error naming the first wrong key, or what leaked).

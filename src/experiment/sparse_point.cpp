@@ -95,6 +95,35 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
                                "<key, value> schemes (zebra: hot pairs on the switch, ps-lite: float32 at the PS)",
                                name),
                    s.zebra_arith);
+  if (!s.sparse_pool.empty()) {
+    const schemes::Scheme* pool = schemes::lookup(s.sparse_pool);
+    if (!pool || !pool->hosts_sparse) {
+      std::string can;
+      for (const auto& x : schemes::all())
+        if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
+      fail_field(origin, "zebra.pool", fmt::format("not a shared pool that holds sparse jobs (those that do: {})", can),
+                 s.sparse_pool);
+    }
+    for (const auto& name : scheme_names)
+      if (schemes::find(name).sparse != schemes::Sparse::HotIna)
+        fail_field(origin, "run.schemes",
+                   fmt::format("{} aggregates no hot keys in the switch; zebra.pool = \"{}\" runs zebra", name,
+                               s.sparse_pool),
+                   name);
+    if (s.registers != Settings{}.registers)
+      fail_field(origin, "zebra.registers",
+                 "a pool's aggregators have 64 value lanes, one register each (zebra.pool is set)",
+                 std::to_string(s.registers));
+    if (s.dense_workers > 0 && s.dense_mb <= 0)
+      fail_field(origin, "zebra.dense_mb", fmt::format("zebra.dense_workers = {} needs a tensor size", s.dense_workers),
+                 fmt::format("{}", s.dense_mb));
+  } else {
+    const std::pair<const char*, bool> pool_only[] = {{"zebra.dense_workers", s.dense_workers != 0},
+                                                      {"zebra.dense_mb", s.dense_mb != 0},
+                                                      {"zebra.dense_iterations", s.dense_iterations != 1}};
+    for (const auto& [key, set] : pool_only)
+      if (set) fail_field(origin, key, "a dense job beside the sparse one needs a shared pool (zebra.pool)", "set");
+  }
   if (s.ecn_kb > s.queue_kb)
     fail_field(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
                fmt::format("{}", s.ecn_kb));
@@ -144,6 +173,10 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.arith = parse_kv_arith(s.zebra_arith).value_or(KvArith::Fixed);  // checked by the scenario parser
   ss.link = star_link(s);
   ss.time_limit = from_ms(s.max_sim_ms);
+  ss.pool = s.sparse_pool;
+  ss.dense_workers = static_cast<unsigned>(s.dense_workers);
+  ss.dense_values = static_cast<uint64_t>(std::llround(s.dense_mb * workload::kMiB / 4));
+  ss.dense_iterations = static_cast<unsigned>(s.dense_iterations);
 
   SparseRun r;
   try {
@@ -172,6 +205,19 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
   x["events"] = static_cast<double>(r.events);
+  if (!ss.pool.empty()) {  // the shared pool (ours): the dense job beside the sparse one
+    x["pinned_aggregators"] = static_cast<double>(r.pinned);
+    x["pool_aggregators"] = static_cast<double>(r.pool_aggregators);
+    x["pinned_hits"] = static_cast<double>(r.sw.pinned_hits);
+    x["collisions"] = static_cast<double>(r.sw.collisions);
+    x["preemptions"] = static_cast<double>(r.sw.preempt_won);
+    x["switch_completions"] = static_cast<double>(r.sw.completed);
+    x["dense_jct_ms"] = to_ms(r.dense.finish);
+    x["dense_goodput_gbps"] = r.dense.goodput_gbps;
+    x["dense_retransmits"] = static_cast<double>(r.dense.retransmits);
+    x["dense_ps_completions"] = static_cast<double>(r.dense.ps_completions);
+    x["dense_verified_values"] = static_cast<double>(r.dense.verified);
+  }
   if (ss.arith == KvArith::Float16Table) {  // vs exact float64 sums (experiment/sparse.hpp, ValueError)
     x["fp16_max_rel_err"] = r.value_error.max_rel;
     x["fp16_mean_rel_err"] = r.value_error.mean_rel;

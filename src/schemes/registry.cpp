@@ -33,6 +33,7 @@ std::vector<Scheme> registered() {
     s.factory = dp::make_atp;
     s.engines = star_and_runtime | E::SimNetwork;
     s.collective = Collective::PsIna;
+    s.hosts_sparse = true;
     v.push_back(std::move(s));
   }
   {
@@ -45,6 +46,7 @@ std::vector<Scheme> registered() {
     s.eq1_priority = true;
     s.track_tasks = true;
     s.engines = star_and_runtime;
+    s.hosts_sparse = true;
     v.push_back(std::move(s));
   }
   {

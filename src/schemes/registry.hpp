@@ -73,6 +73,9 @@ struct Scheme {
   unsigned engines = 0;              // bit set of Engine
   Collective collective = Collective::None;  // what its jobs run on a multi-switch topology
   Sparse sparse = Sparse::None;              // what its jobs do with sparse gradients
+  // Its shared pool can also hold a sparse job's hot values (ours, issue 11
+  // item 7: dp::SwitchConfig::kv_pool; a sparse job beside dense ones, exp::run_sparse's pool).
+  bool hosts_sparse = false;
 
   bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
   // Its switch has a CPU beside the pipeline that keeps and retransmits results (Zebra_s).
