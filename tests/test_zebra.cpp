@@ -385,3 +385,24 @@ TEST(Zebra, SparseAndDenseJobsShareAPoolExactly) {
   bad.dense_values = 10;
   EXPECT_THROW(exp::run_sparse(bad, src), std::invalid_argument);
 }
+
+// The PS's phases (SparseIteration::ps_*, docs/results/zebra.md Fig. 6):
+// without faults, each result packet the PS multicasts comes back as one
+// 64 B ack (50 B of headers, padded to the minimum frame) from each worker,
+// every byte of it on the PS's inbound link; the closing packets come in
+// after the last pairs, and the results after that.
+TEST(Zebra, PsPhasesCountEveryWorkersResultAckOnThePsLink) {
+  ZipfSource src(20000, 4, 3, 1500);
+  for (const char* scheme : {"zebra", "ps-lite"}) {
+    const auto r = exp::run_sparse(small(scheme), src);
+    uint64_t acks = 0;
+    for (const auto& it : r.iters) {
+      acks += it.ps_in_ack_bytes;
+      EXPECT_LT(it.start, it.ps_last_data) << scheme;
+      EXPECT_LT(it.ps_last_data, it.ps_all_in) << scheme;
+      EXPECT_LT(it.ps_all_in, it.end) << scheme;
+    }
+    EXPECT_EQ(r.ps.retransmits, 0u) << scheme;
+    EXPECT_EQ(acks, 4u * r.ps.results_sent * 64u) << scheme;
+  }
+}

@@ -32,10 +32,12 @@ namespace {
 // check them against the exact answer, compute, begin the next.
 using Fault = std::function<bool(NodeId, bool, const Packet&)>;
 
-// Effects that drop what the fault selects on leaving a node.
+// Effects that drop what the fault selects on leaving a node, and show what leaves to `watch`.
 class FaultFx final : public Effects {
  public:
-  FaultFx(Effects& base, const Fault& f, NodeId node, uint64_t& n) : b_(base), f_(f), node_(node), n_(n) {}
+  FaultFx(Effects& base, const Fault& f, NodeId node, uint64_t& n,
+          const std::function<void(bool, const Packet&, Time)>& watch = {}, Time now = 0)
+      : b_(base), f_(f), node_(node), n_(n), watch_(watch), now_(now) {}
   Packet* alloc() override { return b_.alloc(); }
   void free(Packet* p) override { b_.free(p); }
   void set_timer(Time at, uint64_t t) override { b_.set_timer(at, t); }
@@ -46,6 +48,7 @@ class FaultFx final : public Effects {
       b_.free(p);
       return;
     }
+    if (watch_) watch_(true, *p, now_);
     b_.send(p);
   }
 
@@ -54,17 +57,22 @@ class FaultFx final : public Effects {
   const Fault& f_;
   NodeId node_;
   uint64_t& n_;
+  const std::function<void(bool, const Packet&, Time)>& watch_;
+  Time now_;
 };
 
-// Wraps a host node: drops what the fault selects on arrival and on leaving.
+// Wraps a host node: drops what the fault selects on arrival and on leaving,
+// and shows every packet that arrives or leaves to `watch` (if set).
+using Watch = std::function<void(bool outgoing, const Packet& p, Time now)>;
 template <typename Inner>
 class Faulty : public Node {
  public:
   Faulty(std::unique_ptr<Inner> n, const Fault& f, uint64_t& count) : n_(std::move(n)), f_(f), count_(count) {}
   Inner& inner() { return *n_; }
+  Watch watch;
   void on_start(Time now, Effects& fx) override {
     n_->set_id(id());
-    FaultFx f(fx, f_, id(), count_);
+    FaultFx f(fx, f_, id(), count_, watch, now);
     started(now, f);
   }
   void on_packet(Packet* p, Time now, Effects& fx) override {
@@ -73,11 +81,12 @@ class Faulty : public Node {
       fx.free(p);
       return;
     }
-    FaultFx f(fx, f_, id(), count_);
+    if (watch) watch(false, *p, now);
+    FaultFx f(fx, f_, id(), count_, watch, now);
     n_->on_packet(p, now, f);
   }
   void on_timer(uint64_t token, Time now, Effects& fx) override {
-    FaultFx f(fx, f_, id(), count_);
+    FaultFx f(fx, f_, id(), count_, watch, now);
     timer(token, now, f);
   }
 
@@ -492,6 +501,25 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   }
   auto psn = std::make_unique<Faulty<host::SparsePs>>(std::make_unique<host::SparsePs>(hc), s.fault, out.faults);
   host::SparsePs& ps = psn->inner();
+  // The PS's phases per iteration (SparseIteration::ps_*).
+  std::vector<uint64_t> closed(s.iterations, 0);  // ranks whose closing cold packet is in
+  psn->watch = [&, N](bool outgoing, const Packet& p, Time now) {
+    if (p.h.priority < s.first_iteration || p.h.priority >= s.first_iteration + s.iterations) return;
+    SparseIteration& it = out.iters[p.h.priority - s.first_iteration];
+    const uint64_t bytes = sim.wire_bytes(p);
+    if (outgoing) {
+      it.ps_out_bytes += bytes;
+      return;
+    }
+    it.ps_in_bytes += bytes;
+    if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
+    if (p.h.type != PktType::KvData) return;
+    if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
+    const uint64_t bit = 1ULL << p.h.rank;
+    if (p.h.has(flag::kLast) && p.h.rank < N && !(closed[p.h.priority - s.first_iteration] & bit) &&
+        (closed[p.h.priority - s.first_iteration] |= bit) == full_bitmap(N))
+      it.ps_all_in = now;
+  };
   sim.add_node(std::move(psn), false);
   dp::SwitchCpu* cpu = nullptr;
   if (ina) {

@@ -84,6 +84,14 @@ struct SparseIteration {
   Time start = 0, end = 0;          // first begin() to last worker's completion
   uint64_t pairs = 0;               // non-zero pairs pushed by all workers
   uint64_t union_keys = 0;
+  // The PS's phases (observed at its NIC, not protocol state): the last
+  // gradient packet with pairs in, every worker's closing (empty, kLast)
+  // cold packet in (the PS then sends the sums), and the bytes on its link
+  // in each direction as the simulator counts them (headers included; acks,
+  // results and retransmissions too).
+  Time ps_last_data = 0, ps_all_in = 0;
+  uint64_t ps_in_bytes = 0, ps_out_bytes = 0;
+  uint64_t ps_in_ack_bytes = 0;     // of ps_in_bytes: the workers' acknowledgements of the PS's results
 };
 
 // Float16Table runs: the results every worker received vs the exact float64

@@ -205,6 +205,29 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
   x["events"] = static_cast<double>(r.events);
+  // The PS's phases (SparseIteration::ps_*), mean per iteration: the
+  // pushes until the last gradient pairs reach the PS, the closing packets
+  // until every worker's is in, the sums until the last worker has all its
+  // results; and the time the PS's link needs for its bytes in each direction.
+  if (!r.iters.empty() && r.iters.front().ps_all_in > 0) {
+    double push = 0, close = 0, results = 0, in = 0, outb = 0, acks = 0;
+    for (const auto& it : r.iters) {
+      push += to_ms(it.ps_last_data - it.start);
+      close += to_ms(it.ps_all_in - it.ps_last_data);
+      results += to_ms(it.end - it.ps_all_in);
+      in += static_cast<double>(it.ps_in_bytes);
+      outb += static_cast<double>(it.ps_out_bytes);
+      acks += static_cast<double>(it.ps_in_ack_bytes);
+    }
+    const double n = static_cast<double>(r.iters.size());
+    const double ms_per_byte = 8.0 / (s.link_gbps * 1e6);
+    x["ps_push_ms"] = push / n;
+    x["ps_close_ms"] = close / n;
+    x["ps_results_ms"] = results / n;
+    x["ps_in_link_ms"] = in / n * ms_per_byte;
+    x["ps_out_link_ms"] = outb / n * ms_per_byte;
+    x["ps_in_ack_share"] = in > 0 ? acks / in : 0;  // of the PS's inbound bytes: the workers' result acks
+  }
   if (!ss.pool.empty()) {  // the shared pool (ours): the dense job beside the sparse one
     x["pinned_aggregators"] = static_cast<double>(r.pinned);
     x["pool_aggregators"] = static_cast<double>(r.pool_aggregators);
