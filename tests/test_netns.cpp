@@ -100,12 +100,13 @@ TEST(NetnsCluster, SwitchMlThreeWorkersExactAndShaped) { run_cluster("switchml",
 TEST(NetnsCluster, GlooRingBaselineExactAndShaped) { run_cluster("gloo", 3); }
 TEST(NetnsCluster, MpiBaselineExactAndShaped) { run_cluster("mpi", 2); }
 
-// Two racks of two workers, a Rina ToR switch per rack and an uplink each:
-// Rina, RAR and gloo's ring in one invocation on the same links, each exact.
-TEST(NetnsCluster, TwoRacksRinaRarAndGlooExactOnTheSameLinks) {
+// Two racks of two workers, an ina switch per rack and an uplink each:
+// Rina, RAR, ATP over both ToRs (one aggregation tree) and gloo's ring in one
+// invocation on the same links, each exact.
+TEST(NetnsCluster, TwoRacksRinaRarAtpAndGlooExactOnTheSameLinks) {
   const std::string json = temp_json("racks");
   fs::remove(json);
-  const std::string cmd = script() + " --ina " + INA_BINARY + " --racks 2 --workers 4 --schemes rina,rar,gloo" +
+  const std::string cmd = script() + " --ina " + INA_BINARY + " --racks 2 --workers 4 --schemes rina,rar,atp,gloo" +
                           " --size 262144 --iterations 1 --worker-rate 100mbit --inter-rate 400mbit --window-kb 16" +
                           " --ring-min-rto-ms 50 --timeout 40 --json " + json;
   const ScriptResult r = run_bounded(cmd, 90);
@@ -115,7 +116,7 @@ TEST(NetnsCluster, TwoRacksRinaRarAndGlooExactOnTheSameLinks) {
   const auto j = nlohmann::json::parse(in, nullptr, false);
   fs::remove(json);
   ASSERT_FALSE(j.is_discarded()) << r.output;
-  ASSERT_EQ(j.at("results").size(), 3u);
+  ASSERT_EQ(j.at("results").size(), 4u);
   for (const auto& x : j.at("results")) {
     EXPECT_EQ(x.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 4) << x;
     EXPECT_LT(x.at("goodput_gbit_per_s").get<double>(), 0.1 * 1.5) << "faster than the 100 Mbit/s worker links\n" << r.output;

@@ -157,6 +157,64 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
   EXPECT_LT(both["jobs"][0]["steps_per_allreduce"].get<int>(), rar["jobs"][0]["steps_per_allreduce"].get<int>());
 }
 
+// ATP over racks (PS-based INA, issue 9 item 7): `ina run --scheme atp
+// --racks 2` runs one `ina switch` per rack as one aggregation tree, rack 0's
+// the root with the PS behind it. Exact under 0 and 1 % loss, duplication and
+// reordering; no aggregator, PS entry, timer or packet left. Every task's
+// result comes down the tree through rack 1's ToR (its tree_results; tasks =
+// 131072 B / 256 B per packet x 2 allreduces), and every task is completed at
+// the PS (ATP sends each aggregate there).
+TEST(AtpOverRacks, ExactThroughBothTorsAndNothingLeft) {
+  for (const bool faults : {false, true}) {
+    SCOPED_TRACE(faults ? "1 % faults" : "no faults");
+    Out o;
+    const auto j = run_ring({"atp", 4, 2, "", faults}, faults ? "atp_f" : "atp", &o);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"] << o.text;
+    const auto& job = j["jobs"][0];
+    EXPECT_EQ(job["mismatches"], 0);
+    EXPECT_EQ(job["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2 * 4);
+    ASSERT_EQ(job["workers"].size(), 5u);  // four ranks, then the PS
+    uint64_t retransmits = 0;
+    for (size_t r = 0; r < 4; ++r) {
+      const auto& w = job["workers"][r];
+      EXPECT_TRUE(w["done"].get<bool>());
+      EXPECT_EQ(w["pending_timers"], 0) << "rank " << r;
+      EXPECT_EQ(w["packets_in_use"], 0) << "rank " << r;
+      EXPECT_EQ(w["stats"]["transport"]["foreign"], 0);
+      EXPECT_EQ(w["stats"]["transport"]["malformed"], 0);
+      retransmits += w["stats"]["worker"]["retransmits"].get<uint64_t>();
+    }
+    const auto& ps = job["workers"][4];
+    EXPECT_EQ(ps["role"], "ps");
+    EXPECT_EQ(ps["entries"], 0);
+    EXPECT_EQ(ps["leaks"].size(), 0u) << ps["leaks"];
+    EXPECT_EQ(ps["stats"]["ps"]["malformed"], 0);
+    EXPECT_EQ(ps["stats"]["ps"]["foreign"], 0);
+    const uint64_t tasks = 131072 / 256 * 2;
+    ASSERT_EQ(j["switches"].size(), 2u);
+    for (const auto& s : j["switches"]) {
+      EXPECT_EQ(s["occupied"], 0);
+      EXPECT_EQ(s["switch"]["foreign_data"], 0);
+      EXPECT_EQ(s["switch"]["foreign_forward"], 0);
+      EXPECT_EQ(s["switch"]["malformed"], 0);
+    }
+    // Every task's result came down through rack 1's ToR (none bypassed it: its
+    // aggregators would stay held), and every task completed at the PS; more
+    // than once only for tasks retransmitted on a timeout (a loaded host's
+    // loopback: no fault needed), exactly once in a run without any.
+    const uint64_t down = j["switches"][1]["switch"]["tree_results"].get<uint64_t>();
+    const uint64_t at_ps = ps["stats"]["ps"]["completions"].get<uint64_t>();
+    EXPECT_GE(down, tasks);
+    EXPECT_GE(at_ps, tasks);
+    EXPECT_EQ(j["switches"][0]["switch"]["tree_results"], 0);  // the root's results come from the PS
+    if (retransmits == 0 && ps["stats"]["ps"]["timeout_reminders"] == 0) {
+      EXPECT_EQ(down, tasks);
+      EXPECT_EQ(at_ps, tasks);
+    }
+  }
+}
+
 TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "3"}, 20);
   EXPECT_EQ(a.status, 1) << a.text;
@@ -170,9 +228,13 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   const Out d = ina({"run", "--scheme", "rar", "--workers", "4", "--ina-racks", "0"}, 20);
   EXPECT_EQ(d.status, 1) << d.text;
   EXPECT_NE(d.text.find("--ina-racks 0"), std::string::npos) << d.text;
-  const Out e = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2"}, 20);
+  const Out e = ina({"run", "--scheme", "dsa", "--workers", "4", "--racks", "2"}, 20);
   EXPECT_EQ(e.status, 1) << e.text;
   EXPECT_NE(e.text.find("--racks"), std::string::npos) << e.text;
+  const Out e2 = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2", "--ina-racks", "0"}, 20);
+  EXPECT_EQ(e2.status, 1) << e2.text;
+  EXPECT_NE(e2.text.find("--ina-racks 0"), std::string::npos) << e2.text;
+  EXPECT_NE(e2.text.find("every ToR"), std::string::npos) << e2.text;
   const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
   EXPECT_EQ(f.status, 1) << f.text;
@@ -195,6 +257,20 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
   const Out b = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
   EXPECT_EQ(b.status, 1) << b.text;
   EXPECT_NE(b.text.find("racks[0].switch"), std::string::npos) << b.text;
+  // ATP over racks needs its PS's address; a ring layout has no PS to run.
+  std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
+    {"ranks": [1], "switch": "127.0.0.1:8"}]})";
+  const Out c = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(c.status, 1) << c.text;
+  EXPECT_NE(c.text.find(layout.string()), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("field 'ps'"), std::string::npos) << c.text;
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
+  const Out d = ina({"ring-worker", "--layout", layout.string(), "--ps", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(d.status, 1) << d.text;
+  EXPECT_NE(d.text.find("--ps"), std::string::npos) << d.text;
+  EXPECT_NE(d.text.find("no PS"), std::string::npos) << d.text;
   fs::remove(layout);
   fs::remove_all(bar);
 }

@@ -349,9 +349,15 @@ Runner register_runtime(CLI::App& app) {
   s->add_flag("--quiet", sw->quiet, "log errors only");
   sw->faults.add(s, false);
 
-  auto* rwk = app.add_subcommand("ring-worker", "One rank of a ring job (rar, h-ar, rina) over UDP: K verified allreduces");
+  auto* rwk = app.add_subcommand("ring-worker", "One rank of a ring job (rar, h-ar, rina) or of ATP over racks, over UDP: "
+                                                 "K verified allreduces");
   rwk->add_option("--layout", rw->c.layout, "the job's layout (JSON: workers' and ToR switches' addresses, racks)")->required();
-  rwk->add_option("--rank", rw->c.rank, "this worker's rank")->required()->check(CLI::Range(0, 255));
+  auto* rank_opt = rwk->add_option("--rank", rw->c.rank, "this worker's rank")->check(CLI::Range(0, 255));
+  auto* ps_flag = rwk->add_flag("--ps", rw->c.ps, "ATP over racks: run the job's PS instead of a rank");
+  rank_opt->excludes(ps_flag);
+  rwk->callback([rank_opt, ps_flag] {
+    if (!rank_opt->count() && !ps_flag->count()) throw CLI::RequiredError("--rank (or --ps)");
+  });
   rwk->add_option("--size", rw->c.bytes, "bytes per allreduce (int32 values)")->required()->check(FloatBytes(uint64_t{1} << 34));
   rwk->add_option("--iterations", rw->c.iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
   rwk->add_option("--seed", rw->c.seed, "gradient seed (the same on every rank)")->capture_default_str();

@@ -334,7 +334,22 @@ void SwitchProgram::handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx) {
   release_for_result(j, p->h.psn);
   const bool ece = p->h.has(flag::kEce);
   p->h.flags = static_cast<uint16_t>(flag::kResult | (ece ? flag::kEce : 0));
-  multicast_result(p, j, fx);
+  if (j.children.empty()) return multicast_result(p, j, fx);
+  // A tree's root (its parent is the PS). The engine's multicast tree passes
+  // the child switches, which free their aggregators as the copies go by (the
+  // simulator); an engine without one (the runtime's racks) gets the result
+  // down the aggregation tree instead, as a parent's result: a copy to each
+  // child, the direct workers by unicast.
+  p->h.type = PktType::Ack;
+  p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
+  p->h.nworkers = static_cast<uint8_t>(j.workers.size());
+  p->h.src = id();
+  p->h.dst = kMulticast;
+  if (fx.multicast(p)) {
+    st_.acks_multicast += j.workers.size();
+    return;
+  }
+  send_down(p, j, fx);
 }
 
 // Tree: the result, addressed to this switch by its parent. Frees the
@@ -350,6 +365,13 @@ void SwitchProgram::handle_tree_result(Packet* p, const SwitchJob& j, Effects& f
   p->h.bitmap = full_bitmap(static_cast<unsigned>(j.workers.size()));
   p->h.nworkers = static_cast<uint8_t>(j.workers.size());
   p->h.src = id();
+  send_down(p, j, fx);
+}
+
+// p, this switch's result packet of tree job j: a copy addressed to each
+// child switch, and a multicast to the direct workers (the engine's tree,
+// restricted to them; unicast copies if the engine has none).
+void SwitchProgram::send_down(Packet* p, const SwitchJob& j, Effects& fx) {
   auto copy = [&](NodeId dst) {
     Packet* c = fx.alloc();
     c->h = p->h;

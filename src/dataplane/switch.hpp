@@ -297,6 +297,7 @@ class SwitchProgram : public Node {
   void handle_fetch(Packet* p, const SwitchJob& j, Effects& fx);
   void handle_ps_ack(Packet* p, const SwitchJob& j, Effects& fx);
   void handle_tree_result(Packet* p, const SwitchJob& j, Effects& fx);
+  void send_down(Packet* p, const SwitchJob& j, Effects& fx);
   void release_for_result(const SwitchJob& j, uint32_t psn);
   bool valid_data(const Packet& p, const SwitchJob& j) const;
   bool is_peer(NodeId n) const;

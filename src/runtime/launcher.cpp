@@ -168,6 +168,12 @@ std::optional<Failure> start_switch(Supervisor& sup, const LaunchConfig& cfg, st
   return std::nullopt;
 }
 
+// A static layout job (ring_layout.hpp): a ring scheme, or ATP over racks (--racks > 1).
+bool uses_layout(const LaunchConfig& c) {
+  const schemes::Scheme* s = schemes::lookup(c.scheme);
+  return s && (is_ring_scheme(*s) || (is_layout_scheme(*s) && c.racks > 1));
+}
+
 // --ina-racks: "" (every rack), "none", or "0,1,...".
 std::vector<unsigned> ina_rack_list(const LaunchConfig& c) {
   std::vector<unsigned> v;
@@ -225,10 +231,10 @@ void validate(const LaunchConfig& c) {
     throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
   if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
   const schemes::Scheme& s = schemes::find(c.scheme);
-  if (!is_ring_scheme(s)) {
+  if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())
-      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}), not to --scheme {}",
-                                     "rar, h-ar, rina", c.scheme));
+      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp, not to "
+                                     "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }
   if (c.jobs != 1) throw RuntimeError(fmt::format("--scheme {} runs one job, got --jobs {}", c.scheme, c.jobs));
@@ -237,7 +243,8 @@ void validate(const LaunchConfig& c) {
   if (c.delay_job || !c.priorities.empty() || c.window_kb > 0)
     throw RuntimeError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
   if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna)
-    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina has INA racks, not {}", c.ina_racks, c.scheme));
+    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina has INA racks, not {}{}", c.ina_racks, c.scheme,
+                                   s.collective == schemes::Collective::PsIna ? " (ATP over racks runs at every ToR)" : ""));
   (void)split_racks(c.workers, c.racks, ina_rack_list(c));  // throws naming --racks / --ina-racks
 }
 
@@ -251,6 +258,13 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   L.payload = cfg.payload;
   L.memory_bytes = cfg.memory_bytes;
   L.racks = split_racks(cfg.workers, cfg.racks, ina_rack_list(cfg));
+  const bool tree = L.tree();  // ATP over racks: every ToR aggregates, a PS behind rack 0's
+  UniqueFd ps_sock;
+  if (tree) {
+    for (auto& rk : L.racks) rk.ina = true;
+    ps_sock = bind_udp(Endpoint::parse("127.0.0.1:0"), 8 << 20);
+    L.ps = local_endpoint(ps_sock.get());
+  }
   // Every worker's socket is bound here and handed to it: the layout holds real addresses before anyone starts.
   std::vector<UniqueFd> socks;
   for (unsigned r = 0; r < cfg.workers; ++r) {
@@ -291,8 +305,20 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   fs::remove_all(barrier);
   fs::create_directories(barrier);
   auto report_of = [&](unsigned r) { return (dir / fmt::format("rank{}.json", r)).string(); };
+  const std::string ps_report = (dir / "ps.json").string();
   // A rank that cannot finish says where it stopped before `ina run` gives up on it.
   const double worker_timeout = std::max(0.5, cfg.timeout_s - std::min(1.0, cfg.timeout_s / 4));
+  if (tree) {
+    const int fd = ps_sock.get();
+    std::vector<std::string> a{"ring-worker", "--layout", layout, "--ps", "--size", std::to_string(cfg.size_bytes),
+                               "--barrier", barrier.string(), "--udp-fd", std::to_string(fd), "--report", ps_report,
+                               "--timeout", fmt::format("{}", worker_timeout), "--fault-seed",
+                               std::to_string(cfg.seed * 7919 + 99)};
+    for (auto& f : fault_args(cfg)) a.push_back(f);
+    if (!cfg.verbose) a.push_back("--quiet");
+    sup.spawn(Kind::Worker, "PS", 1, cfg.workers, cfg.binary, a, fd);
+    ps_sock.reset();
+  }
   for (unsigned r = 0; r < cfg.workers; ++r) {
     const int fd = socks[r].get();
     std::vector<std::string> a{"ring-worker", "--layout", layout, "--rank", std::to_string(r), "--size",
@@ -352,6 +378,13 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     for (const auto& l : rep["leaks"]) problems.push_back(fmt::format("worker rank {}: {}", r, l.get<std::string>()));
     reports.push_back(std::move(rep));
   }
+  if (tree) {
+    std::ifstream in(ps_report);
+    auto rep = nlohmann::json::parse(in, nullptr, false);
+    if (rep.is_discarded()) return fail({1, fmt::format("the PS left no readable report {}", ps_report)});
+    for (const auto& l : rep["leaks"]) problems.push_back(fmt::format("PS: {}", l.get<std::string>()));
+    reports.push_back(std::move(rep));
+  }
   const uint64_t expected = cfg.size_bytes / 4 * cfg.iterations * cfg.workers;
   const double goodput = slowest > 0 ? static_cast<double>(cfg.size_bytes) * cfg.iterations / slowest : 0;
   std::string rack_text;
@@ -363,22 +396,24 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                      L.scheme, cfg.workers, L.racks.size(), rack_text, cfg.iterations, mib(cfg.size_bytes), cfg.payload,
                      cfg.loss, cfg.duplicate, cfg.reorder);
   out << fmt::format("job 1: {} of {} values exact on {} workers{}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
-                     "allreduce, slowest worker); {} steps per allreduce, {} retransmissions\n",
+                     "allreduce, slowest worker); {}{} retransmissions\n",
                      verified, expected, cfg.workers, mismatches ? fmt::format(", {} DIFFER", mismatches) : "",
-                     goodput / 1e6, goodput * 8 / 1e9, slowest, steps, retransmits);
+                     goodput / 1e6, goodput * 8 / 1e9, slowest,
+                     tree ? std::string() : fmt::format("{} steps per allreduce, ", steps), retransmits);
   for (size_t k = 0; k < switches.size(); ++k) {
     const auto& st = sw_stats[k];
     const auto& s = st["switch"];
     const auto& e = st["engine"];
-    out << fmt::format("{}: {} ring packets in, {} sums completed, {} duplicates, {} stale resends answered; {} datagrams "
+    out << fmt::format("{}: {} {} packets in, {} sums completed, {} duplicates, {} stale resends answered; {} datagrams "
                        "in, {} out; injected {} lost, {} duplicated, {} reordered; {} aggregators held after the job\n",
-                       switches[k].first->name, s.value("data_in", 0), s.value("completed", 0), s.value("duplicates", 0),
+                       switches[k].first->name, s.value("data_in", 0), tree ? "gradient" : "ring", s.value("completed", 0), s.value("duplicates", 0),
                        s.value("stale", 0), e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("fault_lost", 0),
                        e.value("fault_duplicated", 0), e.value("fault_reordered", 0), st.value("occupied", 0));
     if (st.value("occupied", 0) != 0)
       problems.push_back(fmt::format("the {} holds {} aggregators after the job", switches[k].first->name, st.value("occupied", 0)));
     uint64_t sw_refused = s.value("malformed", uint64_t{0}) + e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
-    for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward", "collisions"}) sw_refused += s.value(f, uint64_t{0});
+    for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward"}) sw_refused += s.value(f, uint64_t{0});
+    if (!tree) sw_refused += s.value("collisions", uint64_t{0});  // ATP's collisions go to the PS by design
     if (sw_refused) problems.push_back(fmt::format("the {} refused {} packets (malformed, foreign or colliding)", switches[k].first->name, sw_refused));
   }
   if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
@@ -523,7 +558,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     return f.status;
   };
   auto interrupted = [&]() { return interrupted_failure(sup); };
-  if (is_ring_scheme(schemes::find(cfg.scheme))) return launch_ring(cfg, sup, t_start, deadline, out, fail, write_json);
+  if (uses_layout(cfg)) return launch_ring(cfg, sup, t_start, deadline, out, fail, write_json);
 
   // 1. The switch; it reports its port through a pipe once both sockets are bound.
   // Credentials: a fresh switch key; each job's processes get only their job's key.

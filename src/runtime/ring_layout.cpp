@@ -14,8 +14,45 @@ bool is_ring_scheme(const schemes::Scheme& s) {
           s.collective == Collective::RingIna);
 }
 
+bool is_layout_scheme(const schemes::Scheme& s) {
+  return is_ring_scheme(s) || (s.supports(schemes::Engine::Runtime) && s.collective == schemes::Collective::PsIna);
+}
+
+bool RingLayout::tree() const { return scheme_info().collective == schemes::Collective::PsIna; }
+
 bool RingLayout::serving_tor(size_t rack) const {
+  if (tree()) return true;  // ATP at every ToR
   return scheme_info().collective == schemes::Collective::RingIna && racks.at(rack).ina && racks[rack].ranks.size() >= 2;
+}
+
+size_t RingLayout::rack_of(size_t rank) const {
+  for (size_t q = 0; q < racks.size(); ++q)
+    for (uint16_t r : racks[q].ranks)
+      if (r == rank) return q;
+  throw RuntimeError(fmt::format("layout: rank {} is in no rack", rank));
+}
+
+RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
+  TreeJob t;
+  for (uint16_t r : racks.at(rack).ranks) t.direct_mask |= 1ULL << r;
+  if (rack == 0) {
+    t.parent = ps_id();
+    t.agg_mask = full_bitmap(static_cast<unsigned>(n()));
+    for (size_t q = 1; q < racks.size(); ++q) t.children.push_back(tor_id(q));
+  } else {
+    t.parent = tor_id(0);
+    t.agg_mask = t.direct_mask;
+  }
+  return t;
+}
+
+Endpoint RingLayout::tree_route(size_t rack, NodeId id) const {
+  if (id == ps_id()) return rack == 0 ? *ps : *racks.at(0).sw;
+  for (size_t q = 0; q < racks.size(); ++q)
+    if (id == tor_id(q)) return *racks[q].sw;
+  const size_t rank = static_cast<size_t>(id) - 1;
+  const size_t home = rack_of(rank);
+  return home == rack ? workers.at(rank) : *racks.at(home).sw;
 }
 
 std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const {
@@ -26,6 +63,7 @@ std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const
     tors.push_back(serving_tor(q) ? tor_id(q) : kNoNode);
   }
   switch (scheme_info().collective) {
+    case schemes::Collective::PsIna: return {};  // no ring: a tree
     case schemes::Collective::Ring: return host::plan_rar(n(), elems);
     case schemes::Collective::Hierarchical: return host::plan_hierarchical(rk, elems);
     default: return host::plan_rina(rk, tors, elems);
@@ -37,7 +75,10 @@ nlohmann::json RingLayout::to_json() const {
   for (const auto& e : workers) w.push_back(e.str());
   for (const auto& k : racks)
     r.push_back({{"ranks", k.ranks}, {"ina", k.ina}, {"switch", k.sw ? nlohmann::json(k.sw->str()) : nlohmann::json()}});
-  return {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes}, {"workers", w}, {"racks", r}};
+  nlohmann::json out = {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes},
+                        {"workers", w}, {"racks", r}};
+  if (ps) out["ps"] = ps->str();
+  return out;
 }
 
 RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& where, bool need_switches) {
@@ -46,7 +87,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   };
   if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
-    if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks")
+    if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps")
       throw bad(k, v, "unknown field");
   auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
     if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
@@ -61,7 +102,8 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   L.memory_bytes = uint_field("memory_bytes", 4ULL * L.payload, 1ULL << 30);
   if (!j.contains("scheme") || !j["scheme"].is_string()) throw bad("scheme", j.value("scheme", nlohmann::json()), "expected a scheme name");
   const schemes::Scheme* s = schemes::lookup(j["scheme"].get<std::string>());
-  if (!s || !is_ring_scheme(*s)) throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina)");
+  if (!s || !is_layout_scheme(*s))
+    throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina) nor PS-based INA over racks (atp)");
   L.scheme = s->name;
   if (!j.contains("workers") || !j["workers"].is_array() || j["workers"].size() < 2 || j["workers"].size() > kMaxRingWorkers)
     throw bad("workers", j.value("workers", nlohmann::json()), fmt::format("expected 2..{} \"ip:port\" addresses", kMaxRingWorkers));
@@ -115,6 +157,18 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   }
   for (size_t r = 0; r < n; ++r)
     if (seen[r] < 0) throw bad("racks", j["racks"], fmt::format("rank {} is in no rack", r));
+  if (L.tree()) {
+    if (!j.contains("ps") || !j["ps"].is_string())
+      throw bad("ps", j.value("ps", nlohmann::json()), "PS-based INA over racks needs its PS's \"ip:port\"");
+    try {
+      L.ps = Endpoint::parse(j["ps"].get<std::string>());
+    } catch (const RuntimeError& e) {
+      throw bad("ps", j["ps"], e.what());
+    }
+    if (n > kMaxWorkers) throw bad("workers", j["workers"], fmt::format("ATP's bitmaps hold at most {} ranks", kMaxWorkers));
+  } else if (j.contains("ps")) {
+    throw bad("ps", j["ps"], fmt::format("{} has no PS", L.scheme));
+  }
   for (size_t q = 0; q < L.racks.size(); ++q)
     if (need_switches && L.serving_tor(q) && !L.racks[q].sw)
       throw bad(fmt::format("racks[{}].switch", q), j["racks"][q].value("switch", nlohmann::json()),

@@ -14,6 +14,15 @@
 // a rack whose ToR serves the job (see serving_tor()); the copy of the layout
 // a switch reads at start may leave it null (the switch's own address comes
 // from --listen). Node ids are static: rank r is r + 1, rack q's ToR N + 1 + q.
+//
+// The same layout runs ATP over racks (PS-based INA, collective PsIna; `ina
+// run --scheme atp --racks R`): every rack's ToR is an INA switch of one
+// aggregation tree, a PS in rack 0 (field "ps", node id N + 1 + R). Rack 0's
+// ToR is the root: it aggregates its own ranks and the other ToRs' partial
+// sums and sends them to the PS; rack q's ToR aggregates rack q's ranks and
+// sends to the root. Results go back down the tree (dataplane/switch.hpp).
+// Packets between racks go ToR to ToR: a worker's datagrams all go to its
+// ToR, the PS's to the root (tree_route()).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +38,8 @@ namespace ina::rt {
 
 // Whether a scheme's jobs run as a ring of workers (RAR, H-AR, Rina) in the runtime.
 bool is_ring_scheme(const schemes::Scheme& s);
+// Whether a layout can name it: a ring scheme, or PS-based INA over racks (atp).
+bool is_layout_scheme(const schemes::Scheme& s);
 
 struct RingRack {
   std::vector<uint16_t> ranks;
@@ -43,11 +54,26 @@ struct RingLayout {
   uint64_t memory_bytes = 5'000'000;
   std::vector<Endpoint> workers;    // by rank
   std::vector<RingRack> racks;      // ring order
+  std::optional<Endpoint> ps;       // PS-based INA (atp): the PS, in rack 0
 
   size_t n() const { return workers.size(); }
   const schemes::Scheme& scheme_info() const { return schemes::find(scheme); }
   static NodeId worker_id(size_t rank) { return static_cast<NodeId>(rank + 1); }
   NodeId tor_id(size_t rack) const { return static_cast<NodeId>(n() + 1 + rack); }
+  NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
+  bool tree() const;                // PS-based INA over racks (atp)
+  size_t rack_of(size_t rank) const;
+  // Tree: rack q's ToR's entry in its program's job table (parent, subtree and
+  // direct ranks, children), and where that ToR sends packets for node `id`:
+  // its own rack's workers and the PS (rack 0) directly, anything else to
+  // the ToR of the rack it lives in (the PS's to the root).
+  struct TreeJob {
+    NodeId parent = kNoNode;
+    uint64_t agg_mask = 0, direct_mask = 0;
+    std::vector<NodeId> children;
+  };
+  TreeJob tree_job(size_t rack) const;
+  Endpoint tree_route(size_t rack, NodeId id) const;
   // Rack q's ToR aggregates for this job: an INA rack of a Rina job with at least two ranks.
   bool serving_tor(size_t rack) const;
   // Aggregators the job has in a serving ToR (its whole memory): memory / (4 * payload).

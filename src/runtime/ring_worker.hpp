@@ -1,5 +1,7 @@
 #pragma once
-// `ina ring-worker`: one rank of a ring job (RAR, H-AR, Rina) over UDP. The
+// `ina ring-worker`: one rank of a ring job (RAR, H-AR, Rina) over UDP, or
+// of ATP over racks (a host::WorkerNode whose datagrams go to its rack's ToR;
+// `--ps` runs that job's PS, host::ParameterServer, behind rack 0's ToR). The
 // rank is a host::RingEndpoint (the simulator's very node) in a UdpEngine
 // whose address book is the job's layout (runtime/ring_layout.hpp): datagrams
 // go straight to the peer or ToR they are addressed to, and are accepted only
@@ -24,6 +26,7 @@ namespace ina::rt {
 struct RingWorkerConfig {
   std::string layout;        // the layout file (every ToR serving the job with its address)
   unsigned rank = 0;
+  bool ps = false;           // ATP over racks: run the job's PS (behind rack 0's ToR), not a rank
   uint64_t bytes = 1 << 20;  // per allreduce (int32 values: bytes / 4)
   unsigned iterations = 1;
   uint64_t seed = 1;

@@ -31,7 +31,8 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"foreign_fetch", s.foreign_fetch}, {"foreign_forward", s.foreign_forward},
           {"kv_in", s.kv_in}, {"kv_pairs_in", s.kv_pairs_in}, {"kv_aggregated", s.kv_aggregated},
           {"kv_to_ps", s.kv_to_ps}, {"recirculations", s.recirculations}, {"sweep_passes", s.sweep_passes},
-          {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}};
+          {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}, {"tree_results", s.tree_results},
+          {"pinned_hits", s.pinned_hits}};
 }
 
 namespace {
@@ -120,8 +121,9 @@ struct SwitchDaemon::Impl {
     if (is_ring_scheme(scheme) && cfg.layout.empty())
       throw RuntimeError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
                                      scheme.name));
-    if (!is_ring_scheme(scheme) && !cfg.layout.empty())
-      throw RuntimeError(fmt::format("switch: --layout is for ring schemes; {} jobs join through the control plane", scheme.name));
+    if (!is_layout_scheme(scheme) && !cfg.layout.empty())
+      throw RuntimeError(fmt::format("switch: --layout is for ring schemes and ATP over racks; {} jobs join through the "
+                                     "control plane", scheme.name));
     program = scheme.make_switch(cfg.program);
     program->set_id(kSwitchId);
     if (scheme.isolated) {
@@ -193,6 +195,7 @@ struct SwitchDaemon::Impl {
       throw RuntimeError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                      L.memory_bytes, cfg.program.memory_bytes));
     program->set_id(L.tor_id(cfg.rack));
+    if (L.tree()) return tree_job(std::move(L));
     dp::SwitchJob sj;
     sj.job = L.job;
     for (size_t r = 0; r < L.n(); ++r) {
@@ -217,6 +220,40 @@ struct SwitchDaemon::Impl {
         // The agent's AllGather broadcast goes on to the next rack's ToR with the agent's id.
         engine->set_route(L.tor_id(q), *L.racks[q].sw);
         engine->add_relay(*L.racks[q].sw);
+      }
+    layout = std::move(L);
+  }
+
+  // ATP over racks (ring_layout.hpp): this ToR's level of the aggregation
+  // tree, every other ToR a peer, routes toward each node's rack.
+  void tree_job(RingLayout L) {
+    const size_t q = cfg.rack;
+    for (size_t o = 0; o < L.racks.size(); ++o)
+      if (o != q && !L.racks[o].sw)
+        throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
+                                       "every other rack's ToR", cfg.layout, o, q));
+    const RingLayout::TreeJob t = L.tree_job(q);
+    dp::SwitchJob sj;
+    sj.job = L.job;
+    for (size_t r = 0; r < L.n(); ++r) sj.workers.push_back(RingLayout::worker_id(r));
+    sj.ps = L.ps_id();
+    sj.parent = t.parent;
+    sj.agg_mask = t.agg_mask;
+    sj.direct_mask = t.direct_mask;
+    sj.children = t.children;
+    try {
+      program->add_job(sj);
+      for (size_t o = 0; o < L.racks.size(); ++o)
+        if (o != q) program->add_peer(L.tor_id(o));
+    } catch (const std::invalid_argument& e) {
+      throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
+    }
+    for (size_t r = 0; r < L.n(); ++r) engine->set_route(RingLayout::worker_id(r), L.tree_route(q, RingLayout::worker_id(r)));
+    engine->set_route(L.ps_id(), L.tree_route(q, L.ps_id()));
+    for (size_t o = 0; o < L.racks.size(); ++o)
+      if (o != q) {
+        engine->set_route(L.tor_id(o), *L.racks[o].sw);
+        engine->add_relay(*L.racks[o].sw);  // it forwards its rack's packets (and the PS's) with their senders' ids
       }
     layout = std::move(L);
   }
