@@ -265,6 +265,19 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
   EXPECT_EQ(c.status, 1) << c.text;
   EXPECT_NE(c.text.find(layout.string()), std::string::npos) << c.text;
   EXPECT_NE(c.text.find("field 'ps'"), std::string::npos) << c.text;
+  // ... at every ToR, and at an address of its own.
+  std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:2",
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
+    {"ranks": [1], "switch": "127.0.0.1:8"}]})";
+  const Out c2 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(c2.status, 1) << c2.text;
+  EXPECT_NE(c2.text.find("the same address as workers[1]"), std::string::npos) << c2.text;
+  std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:3",
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
+    {"ranks": [1], "ina": false, "switch": "127.0.0.1:8"}]})";
+  const Out c3 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(c3.status, 1) << c3.text;
+  EXPECT_NE(c3.text.find("racks[1].ina"), std::string::npos) << c3.text;
   std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
   const Out d = ina({"ring-worker", "--layout", layout.string(), "--ps", "--size", "64", "--barrier", bar.string()}, 20);

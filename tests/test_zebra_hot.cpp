@@ -295,6 +295,9 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       {with_zebra("dense_workers = 2\ndense_mb = 1\n", "\"zebra\""), "zebra.dense_workers", "set"},
       {with_zebra("pool = \"dsa\"\ndense_workers = 2\n", "\"zebra\""), "zebra.dense_mb", "0"},
       {with_zebra("pool = \"atp\"\nregisters = 8\n", "\"zebra\""), "zebra.registers", "8"},
+      {with_zebra("pool = \"atp\"\ndense_mb = 2\n", "\"zebra\""), "zebra.dense_mb", "set"},
+      {with_zebra("pool = \"atp\"\ndense_workers = 2\ndense_mb = 0.000001\n", "\"zebra\""), "zebra.dense_mb",
+       "1e-06"},
       {"[zebra]\npool = \"atp\"\n[run]\nschemes = [\"dsa\"]\n", "zebra.pool", "set"},
   };
   for (const auto& c : cases) {

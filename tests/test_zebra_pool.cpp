@@ -150,6 +150,22 @@ TEST(ZebraPool, DensePacketsOnPinnedAggregatorsGoToThePsAndTheHotSumsStayExact) 
     EXPECT_EQ(got, (std::vector<std::pair<uint64_t, int32_t>>{{3, 5}, {64, -7}, {70, 11}}));
     EXPECT_EQ(st.kv_aggregated, 3u);
     fx.clear();
+    // The sparse job's PS cannot free a pinned row with a Fetch or a result Ack
+    // naming its key (job 1, the first row's PSN): refused, the row stays.
+    for (const PktType t : {PktType::Fetch, PktType::Ack}) {
+      Packet* q = pool.get();
+      q->h = Header{};
+      q->h.type = t;
+      q->h.job = 1;
+      q->h.src = 3;
+      q->h.dst = t == PktType::Fetch ? 0 : kMulticast;
+      q->h.psn = 0xFFFF0000u;
+      q->h.nworkers = 1;
+      sw->on_packet(q, 0, fx);
+    }
+    EXPECT_EQ(st.malformed, 3u);
+    EXPECT_EQ(sw->pinned(), 2u);
+    EXPECT_TRUE(fx.sent.empty());
     // The sweep cleared the lanes: only the reservation is left, and leaving frees it.
     EXPECT_EQ(sw->occupied(), 2u);
     EXPECT_EQ(sw->remove_job(1), 2u);
@@ -187,7 +203,7 @@ TEST(ZebraPool, TablesPinFreeAggregatorsOnlyAndARefusedTablePinsNothing) {
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("64 value lanes"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(sw->pinned(), 0u);
+    EXPECT_EQ(sw->occupied(), 1u);  // still only the dense task
     sw->set_sparse_table(1, table(192, kValues));  // 3 rows: exactly the free ones
     EXPECT_EQ(sw->pinned(), 3u);
     EXPECT_EQ(sw->holder_of(2, 0), held);
@@ -207,12 +223,18 @@ TEST(ZebraPool, TablesPinFreeAggregatorsOnlyAndARefusedTablePinsNothing) {
   }
 }
 
-// kv_pool is for shared pools: the zebra program has registers of its own,
-// and a program without a sparse pipeline refuses a table.
+// kv_pool is for shared pools: every other program (the zebra program has
+// registers of its own; SwitchML's regions, GRID's routing and Rina's ToR
+// have no pool to pin from) is refused by the registry, and a program
+// without a sparse pipeline refuses a table.
 TEST(ZebraPool, OnlyPoolProgramsTakeKvPool) {
   dp::SwitchConfig cfg;
   cfg.kv_pool = true;
-  EXPECT_THROW(schemes::find("zebra").make_switch(cfg), std::invalid_argument);
+  for (const auto& s : schemes::all()) {
+    if (!s.factory) continue;
+    if (s.hosts_sparse) EXPECT_TRUE(s.make_switch(cfg)->runs_sparse()) << s.name;
+    else EXPECT_THROW(s.make_switch(cfg), std::invalid_argument) << s.name;
+  }
   cfg.kv_pool = false;
   auto atp = schemes::find("atp").make_switch(cfg);
   dp::SwitchJob j;

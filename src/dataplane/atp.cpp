@@ -30,7 +30,9 @@ namespace {
 class AtpSwitch final : public SwitchProgram {
  public:
   AtpSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0) {}
+      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0) {
+    host_sparse_in_pool();
+  }
 
  protected:
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {

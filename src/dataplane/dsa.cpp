@@ -23,7 +23,9 @@ namespace {
 
 class DsaSwitch final : public SwitchProgram {
  public:
-  DsaSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), priority_(n_, 0) {}
+  DsaSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), priority_(n_, 0) {
+    host_sparse_in_pool();
+  }
 
  protected:
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {

@@ -17,16 +17,16 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
   vals_.assign(n_ * width_, 0);
-  if (cfg.kv_pool) kv_ = make_kv_pipeline(*this, true);
+}
+
+void SwitchProgram::host_sparse_in_pool() {
+  if (cfg_.kv_pool) kv_ = make_kv_pipeline(*this, true);
 }
 
 void SwitchProgram::on_timer(uint64_t, Time now, Effects& fx) {
   if (kv_) kv_->on_timer(now, fx);
 }
 
-size_t SwitchProgram::held_elsewhere() const { return kv_ ? kv_->held() : 0; }
-
-size_t SwitchProgram::on_remove(const SwitchJob& j) { return kv_ ? kv_->remove(j) : 0; }
 
 bool SwitchProgram::is_pinned(uint32_t i) const {
   return kv_ && aggs_[i].key != 0 && kv_->has_table(static_cast<uint16_t>(aggs_[i].key >> 32));
@@ -122,6 +122,7 @@ size_t SwitchProgram::remove_job(uint16_t job) {
     if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
   if (job < jobs_.size() && jobs_[job]) {
     freed += on_remove(*jobs_[job]);
+    if (kv_) freed += kv_->remove(*jobs_[job]);
     jobs_[job].reset();
   }
   return freed;
@@ -130,7 +131,7 @@ size_t SwitchProgram::remove_job(uint16_t job) {
 size_t SwitchProgram::occupied() const {
   size_t c = 0;
   for (const auto& a : aggs_) c += a.key != 0;
-  return c + held_elsewhere();
+  return c + held_elsewhere() + (kv_ ? kv_->held() : 0);
 }
 
 size_t SwitchProgram::occupied_by(uint16_t job) const {
@@ -432,6 +433,10 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       on_data(p, *j, i, now, fx);
       return;
     }
+    // A sparse job's aggregators are pinned rows of its hot-set table: no
+    // Fetch or result Ack of a dense task may free one (Data is refused above).
+    if (j && kv_ && kv_->has_table(j->job) && (p->h.type == PktType::Fetch || p->h.type == PktType::Ack))
+      return drop(st_.malformed);
     if (p->h.type == PktType::Fetch) {
       if (!j) return drop(st_.malformed);
       if (j->ps == kNoNode || src != j->ps) return drop(st_.foreign_fetch);
@@ -453,7 +458,7 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
     return;
   }
   if (p->h.dst == kMulticast) {
-    if (p->h.type != PktType::Ack || !j) return drop(st_.malformed);
+    if (p->h.type != PktType::Ack || !j || (kv_ && kv_->has_table(j->job))) return drop(st_.malformed);
     // From the PS, or from a peer switch passing it down the multicast tree.
     if ((j->ps == kNoNode || src != j->ps) && !is_peer(src)) return drop(st_.foreign_ack);
     handle_ps_ack(p, *j, fx);

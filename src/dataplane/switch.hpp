@@ -198,6 +198,8 @@ class SwitchProgram : public Node {
   size_t occupied_by(uint16_t job) const;
   // Aggregators a sparse job's hot-set table pins (kv_pool; occupied() counts them).
   size_t pinned() const;
+  // It runs sparse jobs (zebra, or a pool program built with kv_pool).
+  bool runs_sparse() const { return kv_ != nullptr; }
   // Introspection (tests): the aggregator holding task (job, psn), or -1.
   int64_t holder_of(uint16_t job, uint32_t psn) const;
   const SwitchStats& stats() const { return st_; }
@@ -231,10 +233,14 @@ class SwitchProgram : public Node {
   void check_region(const SwitchJob& j, uint32_t min_size) const;
   bool member(const SwitchJob& j, NodeId n) const { return is_member(j, n); }
   bool is_peer_switch(NodeId n) const { return is_peer(n); }
-  // Scheme hook: state a scheme holds outside the aggregators (occupied() counts it). Default: the sparse pipeline's.
-  virtual size_t held_elsewhere() const;
-  // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries). Default: the sparse pipeline's.
-  virtual size_t on_remove(const SwitchJob& j);
+  // Scheme hook: state a scheme holds outside the aggregators (occupied() counts it, and the sparse pipeline's).
+  virtual size_t held_elsewhere() const { return 0; }
+  // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries).
+  virtual size_t on_remove(const SwitchJob&) { return 0; }
+  // A shared-pool program (ATP, DSA) calls this in its constructor: with
+  // SwitchConfig::kv_pool it then runs sparse jobs in its pool. A program
+  // that does not cannot be built with kv_pool (Scheme::make_switch refuses).
+  void host_sparse_in_pool();
   // Aggregator i holds a sparse job's hot values (kv_pool): a dense task never takes it.
   bool is_pinned(uint32_t i) const;
 

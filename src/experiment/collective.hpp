@@ -75,6 +75,10 @@ struct CollectiveResult {
   double max_bytes_per_worker = 0; //   and the most one worker sent (the busiest uplink)
   uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
   uint64_t retransmits = 0, verify_errors = 0;
+  // What triggered the workers' retransmissions: a timeout, or later packets
+  // acknowledged first (fast retransmission); the ring families also count the
+  // data packets a receiver already had.
+  uint64_t timeouts = 0, fast_retransmits = 0, dup_received = 0;
   uint64_t hops = 0, events = 0;   // simulator work
   uint64_t ecn_marks_host = 0;     // packets ECN-marked in a host's NIC queue (only with host_ecn)
   uint64_t ecn_marks_switch = 0;   //   and at switch egress ports

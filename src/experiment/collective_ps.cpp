@@ -336,7 +336,11 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     checked += h->checked();
     sent_sum += static_cast<double>(h->sent_bytes());
     out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, static_cast<double>(h->sent_bytes()) / s.iterations);
-    for (unsigned k = 0; k < n; ++k) out.retransmits += h->transport(k).stats().retransmits;
+    for (unsigned k = 0; k < n; ++k) {
+      out.retransmits += h->transport(k).stats().retransmits;
+      out.timeouts += h->transport(k).stats().timeouts;
+      out.fast_retransmits += h->transport(k).stats().fast_retransmits;
+    }
     if (!h->finished()) {
       ++unfinished;
       continue;

@@ -256,6 +256,9 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       bytes += mine;
       out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, mine / s.iterations);
       out.retransmits += e->stats().retransmits;
+      out.timeouts += e->stats().timeouts;
+      out.fast_retransmits += e->stats().fast_retransmits;
+      out.dup_received += e->stats().duplicates;
       out.verify_errors += J.tensors[r]->mismatches();
       if (e->done() && J.tensors[r]->checked() != elems * ops_checked)
         probs.push_back(fmt::format("{} wrote {} of {} results", who_is(r), J.tensors[r]->checked(), elems * ops_checked));

@@ -38,6 +38,8 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["bytes_per_worker"] = r.bytes_per_worker;
   m["steps"] = static_cast<double>(r.steps);
   m["retransmits"] = static_cast<double>(r.retransmits);
+  m["timeouts"] = static_cast<double>(r.timeouts);
+  m["fast_retransmits"] = static_cast<double>(r.fast_retransmits);
   m["verify_errors"] = static_cast<double>(r.verify_errors);
   m["workers"] = static_cast<double>(run.settings.workers_per_job.at(0));
   m["ina_switches"] = static_cast<double>(run.ina.size());

@@ -36,7 +36,7 @@ using Fault = std::function<bool(NodeId, bool, const Packet&)>;
 class FaultFx final : public Effects {
  public:
   FaultFx(Effects& base, const Fault& f, NodeId node, uint64_t& n,
-          const std::function<void(bool, const Packet&, Time)>& watch = {}, Time now = 0)
+          const std::function<void(bool, const Packet&, Time)>* watch = nullptr, Time now = 0)
       : b_(base), f_(f), node_(node), n_(n), watch_(watch), now_(now) {}
   Packet* alloc() override { return b_.alloc(); }
   void free(Packet* p) override { b_.free(p); }
@@ -48,7 +48,7 @@ class FaultFx final : public Effects {
       b_.free(p);
       return;
     }
-    if (watch_) watch_(true, *p, now_);
+    if (watch_ && *watch_) (*watch_)(true, *p, now_);
     b_.send(p);
   }
 
@@ -57,7 +57,7 @@ class FaultFx final : public Effects {
   const Fault& f_;
   NodeId node_;
   uint64_t& n_;
-  const std::function<void(bool, const Packet&, Time)>& watch_;
+  const std::function<void(bool, const Packet&, Time)>* watch_;
   Time now_;
 };
 
@@ -72,7 +72,7 @@ class Faulty : public Node {
   Watch watch;
   void on_start(Time now, Effects& fx) override {
     n_->set_id(id());
-    FaultFx f(fx, f_, id(), count_, watch, now);
+    FaultFx f(fx, f_, id(), count_, &watch, now);
     started(now, f);
   }
   void on_packet(Packet* p, Time now, Effects& fx) override {
@@ -82,11 +82,11 @@ class Faulty : public Node {
       return;
     }
     if (watch) watch(false, *p, now);
-    FaultFx f(fx, f_, id(), count_, watch, now);
+    FaultFx f(fx, f_, id(), count_, &watch, now);
     n_->on_packet(p, now, f);
   }
   void on_timer(uint64_t token, Time now, Effects& fx) override {
-    FaultFx f(fx, f_, id(), count_, watch, now);
+    FaultFx f(fx, f_, id(), count_, &watch, now);
     timer(token, now, f);
   }
 
@@ -265,7 +265,12 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   if (s.first_iteration + s.iterations > src.iterations())
     throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
                                             s.first_iteration + s.iterations, src.iterations()));
-  if (scheme.sparse == schemes::Sparse::Dense) return run_dense(s, src, scheme);
+  if (scheme.sparse == schemes::Sparse::Dense) {
+    if (!s.pool.empty() || s.dense_workers > 0)
+      throw std::invalid_argument(fmt::format("sparse run {}: streams the dense model through its own program; a shared "
+                                              "pool and a dense job beside it are for zebra", scheme.name));
+    return run_dense(s, src, scheme);
+  }
   const bool ina = scheme.sparse == schemes::Sparse::HotIna;
   const unsigned N = s.workers;
   if (N == 0 || N > kMaxWorkers || N > src.workers())
@@ -515,8 +520,9 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
     if (p.h.type != PktType::KvData) return;
     if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
+    if (p.h.rank >= N) return;
     const uint64_t bit = 1ULL << p.h.rank;
-    if (p.h.has(flag::kLast) && p.h.rank < N && !(closed[p.h.priority - s.first_iteration] & bit) &&
+    if (p.h.has(flag::kLast) && !(closed[p.h.priority - s.first_iteration] & bit) &&
         (closed[p.h.priority - s.first_iteration] |= bit) == full_bitmap(N))
       it.ps_all_in = now;
   };

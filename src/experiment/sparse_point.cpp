@@ -114,9 +114,17 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       fail_field(origin, "zebra.registers",
                  "a pool's aggregators have 64 value lanes, one register each (zebra.pool is set)",
                  std::to_string(s.registers));
-    if (s.dense_workers > 0 && s.dense_mb <= 0)
-      fail_field(origin, "zebra.dense_mb", fmt::format("zebra.dense_workers = {} needs a tensor size", s.dense_workers),
+    if (s.dense_workers > 0 && std::llround(s.dense_mb * workload::kMiB / 4) < 1)
+      fail_field(origin, "zebra.dense_mb",
+                 fmt::format("zebra.dense_workers = {} needs a tensor of at least one int32 value", s.dense_workers),
                  fmt::format("{}", s.dense_mb));
+    if (s.dense_workers == 0) {
+      const Settings d;
+      const std::pair<const char*, bool> job_only[] = {{"zebra.dense_mb", s.dense_mb != d.dense_mb},
+                                                       {"zebra.dense_iterations", s.dense_iterations != d.dense_iterations}};
+      for (const auto& [key, set] : job_only)
+        if (set) fail_field(origin, key, "describes the dense job: set zebra.dense_workers too", "set");
+    }
   } else {
     const std::pair<const char*, bool> pool_only[] = {{"zebra.dense_workers", s.dense_workers != 0},
                                                       {"zebra.dense_mb", s.dense_mb != 0},
@@ -212,8 +220,9 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   if (!r.iters.empty() && r.iters.front().ps_all_in > 0) {
     double push = 0, close = 0, results = 0, in = 0, outb = 0, acks = 0;
     for (const auto& it : r.iters) {
-      push += to_ms(it.ps_last_data - it.start);
-      close += to_ms(it.ps_all_in - it.ps_last_data);
+      const Time data = std::max(it.ps_last_data, it.start);  // no pairs reached the PS: the push phase is empty
+      push += to_ms(data - it.start);
+      close += to_ms(it.ps_all_in - data);
       results += to_ms(it.end - it.ps_all_in);
       in += static_cast<double>(it.ps_in_bytes);
       outb += static_cast<double>(it.ps_out_bytes);

@@ -158,6 +158,9 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   for (size_t r = 0; r < n; ++r)
     if (seen[r] < 0) throw bad("racks", j["racks"], fmt::format("rank {} is in no rack", r));
   if (L.tree()) {
+    for (size_t q = 0; q < L.racks.size(); ++q)
+      if (j["racks"][q].contains("ina") && !L.racks[q].ina)
+        throw bad(fmt::format("racks[{}].ina", q), j["racks"][q]["ina"], "ATP over racks aggregates at every ToR");
     if (!j.contains("ps") || !j["ps"].is_string())
       throw bad("ps", j.value("ps", nlohmann::json()), "PS-based INA over racks needs its PS's \"ip:port\"");
     try {
@@ -165,6 +168,11 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     } catch (const RuntimeError& e) {
       throw bad("ps", j["ps"], e.what());
     }
+    for (size_t r = 0; r < n; ++r)
+      if (L.workers[r] == *L.ps) throw bad("ps", j["ps"], fmt::format("the same address as workers[{}]", r));
+    for (size_t q = 0; q < L.racks.size(); ++q)
+      if (L.racks[q].sw && *L.racks[q].sw == *L.ps)
+        throw bad("ps", j["ps"], fmt::format("the same address as racks[{}].switch", q));
     if (n > kMaxWorkers) throw bad("workers", j["workers"], fmt::format("ATP's bitmaps hold at most {} ranks", kMaxWorkers));
   } else if (j.contains("ps")) {
     throw bad("ps", j["ps"], fmt::format("{} has no PS", L.scheme));

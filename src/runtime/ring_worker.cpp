@@ -86,8 +86,7 @@ std::vector<std::string> drive(const RingWorkerConfig& cfg, const RingLayout& L,
     if (monotonic_now() >= deadline)
       throw RuntimeError(fmt::format("{}: timed out after {} s; {}", rk.who, cfg.timeout_s, rk.describe()));
     eng.poll(10 * kMs);
-    if (!missing(bar, "done", n).empty()) continue;
-    if (self_name == "ps") break;  // every rank is done: the PS is no longer needed
+    if (self_name == "ps" && missing(bar, "done", n).empty()) break;  // every rank is done: the PS is no longer needed
   }
   if (self_name != "ps") touch(bar / fmt::format("done.{}", self_name));
   wait_for("done", {});
@@ -216,8 +215,9 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L) {
                                            {"worker_reminders", st.worker_reminders}, {"fetches", st.fetches},
                                            {"malformed", st.malformed}, {"foreign", st.foreign}}},
                                    {"engine", eng.stats().to_json()}}}};
-  write_report(cfg, who, rep);
   if (st.malformed || st.foreign) leaks.push_back(fmt::format("refused {} malformed and {} foreign packets", st.malformed, st.foreign));
+  rep["leaks"] = leaks;
+  write_report(cfg, who, rep);
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
@@ -240,8 +240,9 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   cfg.faults.validate();
   const fs::path bar(cfg.barrier);
   if (!fs::is_directory(bar)) throw RuntimeError(fmt::format("--barrier {}: not a directory", cfg.barrier));
-  if (fs::exists(bar / fmt::format("done.{}", cfg.rank)))
-    throw RuntimeError(fmt::format("--barrier {}: already holds done.{} from another run; give a fresh directory", cfg.barrier, cfg.rank));
+  const std::string mine = cfg.ps ? "ready.ps" : fmt::format("done.{}", cfg.rank);
+  if (fs::exists(bar / mine))
+    throw RuntimeError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, mine));
   if (cfg.ps) return run_tree_ps(cfg, L);
   if (L.tree()) return run_tree_worker(cfg, L);
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);

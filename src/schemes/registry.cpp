@@ -199,7 +199,15 @@ bool Scheme::answers_to(std::string_view n) const {
 std::unique_ptr<dp::SwitchProgram> Scheme::make_switch(dp::SwitchConfig cfg) const {
   if (!factory) throw std::logic_error(fmt::format("scheme {} has no switch program", name));
   cfg.preempt = preempt;
-  return factory(cfg, name);
+  auto prog = factory(cfg, name);
+  if (cfg.kv_pool && (!hosts_sparse || !prog->runs_sparse())) {
+    std::string can;
+    for (const auto& x : all())
+      if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
+    throw std::invalid_argument(fmt::format("scheme {}: its pool cannot hold sparse jobs (kv_pool); those that can: {}",
+                                            name, can));
+  }
+  return prog;
 }
 
 const std::vector<Scheme>& all() {
