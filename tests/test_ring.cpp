@@ -190,9 +190,17 @@ TEST(Ring, RinaOnTheTestbedIsExact) {
   }
 }
 
+// H-AR on the testbed (R = 2 racks of k = 4): a ReduceScatter ring in each
+// rack (k-1 = 3 sends of S/4), one inter-rack ring per rank position over
+// that position's S/4 (2(R-1) = 2 sends of S/8), an AllGather ring in each
+// rack (3 sends of S/4): 8 steps, 1.75 S per worker like RAR (14 of S/8).
+// S = 16384 values: 3 * 64 + 2 * 32 + 3 * 64 = 448 packets of 306 B.
 TEST(Ring, HierarchicalIsExact) {
   const auto r = exp::run_collective(testbed(false, false), "h-ar", small());
   ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.steps, 3u + 2 + 3);
+  EXPECT_EQ(r.bytes_per_worker, 448.0 * (256 + 50));
+  EXPECT_EQ(r.max_bytes_per_worker, r.bytes_per_worker);
 }
 
 TEST(Ring, RinaWithoutInaRacksIsRar) {
