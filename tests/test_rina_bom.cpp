@@ -269,6 +269,10 @@ TEST(RinaCli, BadInputNamesTheFlagAndValue) {
   };
   fails_with("plan rina --topology fat-tree:4 --ina edge0,nosuch", {"--ina", "nosuch"});
   fails_with("plan rina --topology fat-tree:4 --ina h3", {"--ina", "h3", "host"});
+  // A topology file: the error names the file as well as the flag and value.
+  const std::string testbed = std::string(INA_SOURCE_DIR) + "/scenarios/rina/testbed.json";
+  fails_with("plan rina --topology " + testbed + " --ina tor0,nosuch", {"--ina", "nosuch", testbed});
+  fails_with("plan rina --topology " + testbed + " --ina h5", {"--ina", "h5", "host", testbed});
   fails_with("plan rina --topology dragonfly:2,9,1", {"--topology", "dragonfly:2,9,1", "g=9", "a*h"});
   fails_with("plan rina --topology dragonfly:4,9", {"--topology", "dragonfly:A,G,H"});
   fails_with("plan rina --topology fat-tree:4 --workers 17", {"--workers", "17", "16 hosts"});

@@ -2,7 +2,11 @@
 // multi-switch topologies, through exp::run_collective.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "experiment/collective.hpp"
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
 #include "host/ring.hpp"
 #include "topo/graph.hpp"
 
@@ -107,6 +111,77 @@ TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
   EXPECT_EQ(r.bytes_per_worker, (8 + 3.5) * shard);
 }
 
+// Rina §IV-C: in ScatterReduce members send at "full speed", capped at the
+// INA rate (switch.ina_gbps). What is paced (host/ring.cpp, pump): every
+// ScatterReduce send of an INA rack's member to its own ToR (Step::to_tor,
+// the agent's too, both steps 0..G-1); not AllGather, not retransmissions,
+// not autonomous workers. Rule: a packet leaves only if now >= next_tx_,
+// then next_tx_ = now + gap, gap = 8 * wire_bytes / ina_gbps (whole ps).
+// Testbed with both ToRs INA: G = 2 groups, gradient S = 4 MiB = 2^20
+// values; each rank sends shard S/2 in SR step 0 and S/2 in step 1 (to the
+// agent): n = 2^19 / 64 = 8192 packets of 306 B per step, 2n = 16384 paced.
+//   gap(20 Gbps) = 2448 bits / 20 Gbps = 122.4 ns, gap(40) = 61.2 ns,
+//   line rate (100 Gbps) serialization ser = 24.48 ns.
+// (1) Cap respected: each rank's last SR packet leaves >= (2n-1) gap after
+//     its first; then the agent's AllGather broadcast of n packets needs
+//     >= n ser on its uplink: sync >= 16383 * 122.4 ns + 8192 * 24.48 ns
+//     = 2.00528 + 0.20054 = 2.20582 ms. The cap is per rank: the ToR gets
+//     4 x 20 Gbps and sums them into one 20 Gbps partial (the BOM's reading,
+//     control/rina_time.cpp); an SR rate above it would finish sooner.
+// (2) The SR time is the pacing's: 20 vs 40 Gbps differ by exactly
+//     2n (gap20 - gap40) = 16384 * 61.2 ns = 1.00270 ms (0.2 %; an AllGather
+//     paced too would add n * 61.2 ns more, a wrong rate a different slope).
+// (3) Uncapped, SR runs near line rate: 20 Gbps minus uncapped is
+//     2n (gap20 - ser) = 16384 * 97.92 ns = 1.60432 ms if SR ran at exactly
+//     100 Gbps; uncapped SR is a little below line rate (measured 1.5005 ms,
+//     -6.5 %; the 60 KB window vs the ack path's RTT, inferred): 10 %.
+TEST(Ring, RinaScatterReduceIsCappedAtTheInaRate) {
+  auto run = [](double gbps) {
+    auto s = small(4);
+    s.ina_gbps = gbps;
+    const auto r = exp::run_collective(testbed(true, true), "rina", s);
+    EXPECT_TRUE(r.ok) << gbps << ": " << r.problems;
+    EXPECT_EQ(r.retransmits, 0u) << gbps;  // retransmissions are not paced
+    return r;
+  };
+  const auto c20 = run(20), c40 = run(40), free = run(0);
+  const double n = 8192, ms_per_ns = 1e-6;
+  const double gap20 = 122.4, gap40 = 61.2, ser = 24.48;  // ns
+  std::printf("sync: 20 Gbps %.6f ms, 40 Gbps %.6f ms, uncapped %.6f ms\n", c20.sync_ms, c40.sync_ms, free.sync_ms);
+  EXPECT_GE(c20.sync_ms, ((2 * n - 1) * gap20 + n * ser) * ms_per_ns);
+  const double slope = 2 * n * (gap20 - gap40) * ms_per_ns;
+  EXPECT_NEAR(c20.sync_ms - c40.sync_ms, slope, 0.002 * slope);
+  const double saved = 2 * n * (gap20 - ser) * ms_per_ns;
+  EXPECT_NEAR(c20.sync_ms - free.sync_ms, saved, 0.10 * saved);
+  // The same bytes and steps either way: the cap changes time only.
+  EXPECT_EQ(c20.bytes_per_worker, free.bytes_per_worker);
+  EXPECT_EQ(c20.steps, free.steps);
+  // At most one pace timer per paced packet: 8 ranks * 2n = 131072 events
+  // more than uncapped (measured: 131120; the rest of the run differs by a
+  // few dozen). A timer per pump call (each re-arming when it fired early)
+  // piled up with the packets: ~10^8 events, minutes per run.
+  EXPECT_LE(c20.events, free.events + 8 * 2 * 8192 + 1000);
+
+  // switch.ina_gbps reaches the endpoints through the scenario layer: bound
+  // (1) holds there too (it does not depend on the scenario's 2.5 us links),
+  // and without the cap the same point ends before that bound.
+  exp::Settings sc;
+  sc.topology_kind = "testbed";
+  sc.jobs = 1;
+  sc.ina = "all";
+  sc.gradient_mb = 4;
+  sc.max_sim_ms = 2000;
+  sc.ina_gbps = 20;
+  const exp::RunOutput capped = exp::run_point(sc, "rina", 1);
+  sc.ina_gbps = 0;
+  const exp::RunOutput line = exp::run_point(sc, "rina", 1);
+  ASSERT_TRUE(capped.ok && line.ok) << capped.problems << line.problems;
+  std::printf("scenario layer: 20 Gbps %.6f ms, uncapped %.6f ms\n", capped.metrics.at("sync_ms"),
+              line.metrics.at("sync_ms"));
+  EXPECT_GE(capped.metrics.at("sync_ms"), ((2 * n - 1) * gap20 + n * ser) * ms_per_ns);
+  EXPECT_LT(line.metrics.at("sync_ms"), ((2 * n - 1) * gap20 + n * ser) * ms_per_ns);
+}
+
 TEST(Ring, RinaOnTheTestbedIsExact) {
   for (auto [a, b] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     const auto g = testbed(a, b);
@@ -115,9 +190,17 @@ TEST(Ring, RinaOnTheTestbedIsExact) {
   }
 }
 
+// H-AR on the testbed (R = 2 racks of k = 4): a ReduceScatter ring in each
+// rack (k-1 = 3 sends of S/4), one inter-rack ring per rank position over
+// that position's S/4 (2(R-1) = 2 sends of S/8), an AllGather ring in each
+// rack (3 sends of S/4): 8 steps, 1.75 S per worker like RAR (14 of S/8).
+// S = 16384 values: 3 * 64 + 2 * 32 + 3 * 64 = 448 packets of 306 B.
 TEST(Ring, HierarchicalIsExact) {
   const auto r = exp::run_collective(testbed(false, false), "h-ar", small());
   ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.steps, 3u + 2 + 3);
+  EXPECT_EQ(r.bytes_per_worker, 448.0 * (256 + 50));
+  EXPECT_EQ(r.max_bytes_per_worker, r.bytes_per_worker);
 }
 
 TEST(Ring, RinaWithoutInaRacksIsRar) {

@@ -417,8 +417,9 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
   if (given("--ina")) {
     for (const auto& name : a.ina) {
       const auto id = g.find(name);
-      if (!id) throw UsageError(fmt::format("--ina: unknown switch '{}'", name));
-      if (g.is_host(*id)) throw UsageError(fmt::format("--ina: '{}' is a host, not a switch", name));
+      if (!id) throw UsageError(fmt::format("--ina: unknown switch '{}' in topology '{}'", name, a.topology));
+      if (g.is_host(*id))
+        throw UsageError(fmt::format("--ina: '{}' is a host, not a switch, in topology '{}'", name, a.topology));
       ina.push_back(*id);
     }
   } else if (given("--ina-count")) {

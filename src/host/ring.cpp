@@ -708,7 +708,13 @@ void RingEndpoint::pump(Time now, Effects& fx) {
     if (s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
     if (s.to_tor && cfg_.ina_gbps > 0) {
       if (now < next_tx_) {
-        fx.set_timer(next_tx_, kPaceTimer);
+        // One pending pace timer at a time: every acknowledgement calls
+        // pump, and a timer per call (each re-arming when it fires early)
+        // piled up with the packets, quadratic in the step's size.
+        if (pace_at_ != next_tx_) {
+          fx.set_timer(next_tx_, kPaceTimer);
+          pace_at_ = next_tx_;
+        }
         return;
       }
       const auto gap = static_cast<Time>(8.0 * cfg_.wire_bytes / (cfg_.ina_gbps * 1e9) * kSec);
@@ -733,6 +739,7 @@ void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
     return;
   }
   if (kind == kPaceTimer) {
+    if (now == pace_at_) pace_at_ = kNever;  // the pending one (an older one leaves it armed)
     pump(now, fx);
     return;
   }
