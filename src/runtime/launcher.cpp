@@ -409,7 +409,12 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                        switches[k].first->name, s.value("data_in", 0), tree ? "gradient" : "ring", s.value("completed", 0), s.value("duplicates", 0),
                        s.value("stale", 0), e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("fault_lost", 0),
                        e.value("fault_duplicated", 0), e.value("fault_reordered", 0), st.value("occupied", 0));
-    if (st.value("occupied", 0) != 0)
+    // ATP's pool (a tree) may keep an aggregator a late copy reserved after its
+    // task's result passed, when duplication or reordering is injected (as ATP
+    // on a star and in the simulator, tests/cluster_fixture.hpp); Rina's
+    // regions never may.
+    const bool late_copies = cfg.duplicate > 0 || cfg.reorder > 0;
+    if (st.value("occupied", 0) != 0 && !(tree && late_copies))
       problems.push_back(fmt::format("the {} holds {} aggregators after the job", switches[k].first->name, st.value("occupied", 0)));
     uint64_t sw_refused = s.value("malformed", uint64_t{0}) + e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
     for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward"}) sw_refused += s.value(f, uint64_t{0});
