@@ -6,6 +6,12 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+# Debug info of the build: line tables only by default (backtraces with
+# file:line; about 40 % less compile time per file than -g, which keeps
+# `make test` from a fresh clone within its 15 minutes on 2 cores). Scripts
+# that read variables with gdb (docs/results/rina/ecn_links.py) need
+# `make build DEBUG_INFO=-g` (which rebuilds everything).
+DEBUG_INFO ?= -g1
 
 .PHONY: setup configure build demo test bench fuzz clean
 
@@ -13,7 +19,7 @@ setup:
 	./scripts/setup
 
 configure: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $(DEBUG_INFO) -DNDEBUG"
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

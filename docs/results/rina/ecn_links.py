@@ -2,7 +2,8 @@
 # from the engine's own counters (sim::LinkStats) when the collective counts
 # them (exp::detail::count_ecn_marks). The results carry only the sums
 # (ecn_marks_host, ecn_marks_switch); this names the links. Needs a build
-# with debug info (the default build has it). Used by docs/results/rina.md
+# with full debug info: `make build DEBUG_INFO=-g` (the Makefile's default,
+# -g1, has line tables only). Used by docs/results/rina.md
 # ("Where the switch marks are"). Run one scenario with -j 1:
 #
 #   ECN_LINKS_OUT=out/marks.txt gdb -q -batch -x docs/results/rina/ecn_links.py \
