@@ -50,6 +50,12 @@ class Model {
     }
     return t;
   }
+  // One packet's one-way latency along `arcs`: store and forward plus propagation per link.
+  double fwd(const std::vector<ArcId>& arcs) const {
+    double t = 0;
+    for (const ArcId a : arcs) t += 8 * b_ / (g_.arc_gbps(a) * 1e9) + d_;
+    return t;
+  }
   double small_hop(ArcId a) const { return 8.0 * p_.ack_bytes / (g_.arc_gbps(a) * 1e9) + d_; }
 
   // Time of one transfer at `rate` (bits/s); `bw` gets its bandwidth part.
@@ -174,23 +180,95 @@ std::vector<Step> har_steps(const Model& m, const Graph& g, const std::vector<No
   return steps;
 }
 
-std::vector<Step> rina_steps(const Model& m, const Graph& g, const std::vector<NodeId>& workers,
-                             const std::vector<NodeId>& ina, uint64_t elems, TimeResult& out) {
+// Rina as a dependency graph (see the header): one flow per transfer, and
+// per worker its steps in the endpoint's order (host/ring.cpp).
+struct Flow {
+  Transfer t;
+  NodeId sender = topo::kNoNode;                 // the worker whose step start starts it
+  std::vector<std::pair<size_t, double>> recv;  // receiving worker, its last packet's one-way latency
+  std::vector<double> load;                      // per arc of t.arcs: transfers sharing it (time-weighted)
+  double t0 = -1, dur = 0, bw = 0, rate = 0;    // its sender's step start; time to the last acknowledgement
+  double bw_before = 0;                          // bandwidth time on the chain before t0
+};
+
+struct WorkerStep {
+  int send = -1, recv = -1;  // flows (-1: none)
+};
+
+// Schedules every worker's steps with the flows' current loads; returns
+// each worker's completion and (bw) the bandwidth part on its chain.
+std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g, const std::vector<NodeId>& workers,
+                             const std::vector<std::vector<WorkerStep>>& plan, std::vector<Flow>& flows,
+                             std::vector<double>& bw) {
+  for (Flow& f : flows) {
+    f.t0 = -1;
+    f.rate = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < f.t.arcs.size(); ++i) f.rate = std::min(f.rate, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.load[i]);
+    if (f.t.paced && p.ina_gbps > 0) f.rate = std::min(f.rate, p.ina_gbps * 1e9);
+    f.dur = m.transfer_time(f.t, f.rate, f.bw);
+  }
+  const size_t n = workers.size();
+  std::vector<size_t> at(n, 0);
+  std::vector<double> cur(n, 0);
+  bw.assign(n, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t w = 0; w < n; ++w)
+      while (at[w] < plan[w].size()) {
+        const WorkerStep& st = plan[w][at[w]];
+        double done = cur[w], done_bw = bw[w];
+        auto later = [&](double t, double b) {
+          if (t > done) {
+            done = t;
+            done_bw = b;
+          }
+        };
+        if (st.send >= 0) {
+          Flow& f = flows[static_cast<size_t>(st.send)];
+          if (f.sender == workers[w] && f.t0 < 0) {
+            f.t0 = cur[w];
+            f.bw_before = bw[w];
+          }
+          if (f.t0 < 0) break;
+          later(f.t0 + f.dur, f.bw_before + f.bw);
+        }
+        if (st.recv >= 0) {
+          const Flow& f = flows[static_cast<size_t>(st.recv)];
+          if (f.t0 < 0) break;
+          double lat = 0;
+          for (const auto& [r, l] : f.recv)
+            if (r == w) lat = l;
+          later(f.t0 + f.dur - f.t.rtt + lat, f.bw_before + f.bw);
+        }
+        cur[w] = done;
+        bw[w] = done_bw;
+        ++at[w];
+        progress = true;
+      }
+  }
+  for (size_t w = 0; w < n; ++w)
+    if (at[w] < plan[w].size())
+      throw BomError(fmt::format("rina time model: worker '{}' waits for a flow that never starts (step {})",
+                                 g.node(workers[w]).name, at[w]));
+  return cur;
+}
+
+void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::vector<NodeId>& workers,
+               const std::vector<NodeId>& ina, uint64_t elems, TimeResult& out) {
   const RinaResult rr = rina_throughput(g, workers, ina);
   const auto& gr = rr.groups;
-  const size_t G = gr.size();
+  const size_t G = gr.size(), n = workers.size();
   out.groups = static_cast<int>(G);
   const uint64_t pk = m.packets(max_shard(elems, G));
-  bool any_ina = false;
-  for (const Group& x : gr) any_ina = any_ina || x.sender != x.agent;
-  // The rack's members -> ToR (and their acknowledgement path), longest first hop.
-  auto rack_in = [&](const Group& x, Transfer& t, double& first) {
-    first = 0;
-    for (const NodeId w : x.members) {
-      const auto a = m.path(w, x.sender);
-      append(t.arcs, a);
-      first = std::max(first, m.rtt(a));
-    }
+  std::map<NodeId, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[workers[i]] = i;
+  auto rack = [](const Group& x) { return x.sender != x.agent; };
+  std::vector<Flow> flows;
+  auto add = [&](Flow f) {
+    dedup(f.t.arcs);
+    f.load.assign(f.t.arcs.size(), 1);
+    flows.push_back(std::move(f));
+    return static_cast<int>(flows.size() - 1);
   };
   auto pull = [&](const Group& x) {
     double worst = 0;
@@ -202,102 +280,176 @@ std::vector<Step> rina_steps(const Model& m, const Graph& g, const std::vector<N
     }
     return worst;
   };
-  auto direct = [&](Transfer& t, NodeId from, NodeId to) {
-    t.arcs = m.path(from, to);
-    t.rtt = m.rtt(t.arcs);
+  // ScatterReduce of group i (to the next group's agent, or for an INA
+  // rack's extra step to its own agent): an INA rack's members -> ToR, one
+  // aggregate on (after the agent's pull); an autonomous worker's shard.
+  auto scatter = [&](size_t i, NodeId to) {
+    const Group& x = gr[i];
+    Flow f;
+    f.t.packets = pk;
+    f.sender = x.agent;
+    if (rack(x)) {
+      double first_rtt = 0, first_fwd = 0;
+      for (const NodeId w : x.members) {
+        const auto a = m.path(w, x.sender);
+        append(f.t.arcs, a);
+        first_rtt = std::max(first_rtt, m.rtt(a));
+        first_fwd = std::max(first_fwd, m.fwd(a));
+      }
+      const auto on = m.path(x.sender, to);
+      append(f.t.arcs, on);
+      f.t.rtt = first_rtt + m.rtt(on);
+      f.t.start = pull(x);
+      f.t.paced = true;
+      f.recv = {{index.at(to), first_fwd + m.fwd(on)}};
+    } else {
+      f.t.arcs = m.path(x.agent, to);
+      f.t.rtt = m.rtt(f.t.arcs);
+      f.recv = {{index.at(to), m.fwd(f.t.arcs)}};
+    }
+    return add(std::move(f));
   };
-  Step sr, own;
+  // AllGather step s of group i: to the next group's entry (an INA rack's
+  // ToR copies it to every member and acknowledges for the rack); an INA
+  // rack's step 0 is its agent's, through its own ToR to its other members
+  // too, slow-started; later steps are member s mod k's.
+  auto gather = [&](size_t i, size_t s) {
+    const Group& x = gr[i];
+    const bool r = rack(x);
+    const NodeId from = r ? x.members[s % x.members.size()] : x.agent;
+    Flow f;
+    f.t.packets = pk;
+    f.sender = from;
+    auto reach = [&](const std::vector<ArcId>& via, NodeId w) {
+      append(f.t.arcs, via);
+      f.t.rtt = std::max(f.t.rtt, m.rtt(via));
+      f.recv.emplace_back(index.at(w), m.fwd(via));
+    };
+    auto to_group = [&](const std::vector<ArcId>& head, NodeId at, const Group& y) {
+      std::vector<ArcId> a = head;
+      if (!rack(y)) {
+        append(a, m.path(at, y.agent));
+        return reach(a, y.agent);
+      }
+      append(a, m.path(at, y.sender));
+      for (const NodeId w : y.members) {
+        std::vector<ArcId> b = a;
+        append(b, m.path(y.sender, w));
+        reach(b, w);
+      }
+    };
+    if (r && s == 0) {
+      const auto up = m.path(from, x.sender);
+      for (const NodeId w : x.members)
+        if (w != from) {
+          std::vector<ArcId> b = up;
+          append(b, m.path(x.sender, w));
+          reach(b, w);
+        }
+      if (G > 1) to_group(up, x.sender, gr[(i + 1) % G]);
+      f.t.slow_start = true;
+    } else {
+      to_group({}, from, gr[(i + 1) % G]);
+    }
+    return add(std::move(f));
+  };
+  auto ag_steps = [&](const Group& x) { return rack(x) ? std::max<size_t>(G - 1, 1) : G - 1; };
+  std::vector<std::vector<int>> sr(G), ag(G);
+  std::vector<int> own(G, -1);
+  for (size_t i = 0; i < G; ++i) {
+    for (size_t s = 0; s + 1 < G; ++s) sr[i].push_back(scatter(i, gr[(i + 1) % G].agent));
+    if (rack(gr[i])) own[i] = scatter(i, gr[i].agent);
+    for (size_t s = 0; s < ag_steps(gr[i]); ++s) ag[i].push_back(gather(i, s));
+  }
+  // Each worker's steps (host/ring.cpp's build_steps).
+  std::vector<std::vector<WorkerStep>> plan(n);
   for (size_t i = 0; i < G; ++i) {
     const Group& x = gr[i];
-    const NodeId next = gr[(i + 1) % G].agent;
-    const bool rack = x.sender != x.agent;
-    const int n = static_cast<int>(x.members.size());
-    {
-      Transfer t;
-      t.packets = pk;
-      if (rack) {
-        double first = 0;
-        rack_in(x, t, first);
-        const auto on = m.path(x.sender, next);
-        append(t.arcs, on);
-        t.rtt = first + m.rtt(on);
-        t.start = pull(x);
-        t.paced = true;
+    const size_t prev = (i + G - 1) % G, k = x.members.size();
+    for (size_t pos = 0; pos < k; ++pos) {
+      auto& st = plan[index.at(x.members[pos])];
+      for (size_t s = 0; s + 1 < G; ++s) st.push_back({sr[i][s], pos == 0 ? sr[prev][s] : -1});
+      if (rack(x)) {
+        st.push_back({own[i], pos == 0 ? own[i] : -1});
+        if (pos != 0) st.push_back({-1, ag[i][0]});  // the rack's own shard, from the agent's broadcast
       } else {
-        direct(t, x.sender, next);
+        st.push_back({});  // the complete shard, locally
       }
-      dedup(t.arcs);
-      sr.transfers.push_back(t);
-      sr.senders += n;
-    }
-    if (rack) {
-      Transfer t;
-      t.packets = pk;
-      double first = 0;
-      rack_in(x, t, first);
-      const auto back = m.path(x.sender, x.agent);
-      append(t.arcs, back);
-      t.rtt = first + m.rtt(back);
-      t.start = pull(x);
-      t.paced = true;
-      dedup(t.arcs);
-      own.transfers.push_back(t);
-      own.senders += n;
+      for (size_t s = 0; s < ag_steps(x); ++s)
+        st.push_back({rack(x) && s % k != pos ? -1 : ag[i][s], G > 1 ? ag[prev][s] : -1});
     }
   }
-  // AllGather step s: group i's shard goes to the next group (to an INA
-  // rack's ToR, which copies it to every member and acknowledges for the
-  // rack). An INA rack's step-0 send is its agent's, through its own ToR,
-  // which also copies it to the rack's other members (slow-started from one
-  // packet); a later step's send is member s mod k's, with the normal window.
-  std::vector<Step> ag(G > 1 ? G - 1 : 0);
-  for (size_t s = 0; s < ag.size(); ++s)
-    for (size_t i = 0; i < G; ++i) {
-      const Group& x = gr[i];
-      const bool rack = x.sender != x.agent;
-      const NodeId from = rack ? x.members[s % x.members.size()] : x.agent;
-      Transfer t;
-      t.packets = pk;
-      auto reach = [&](const std::vector<ArcId>& via) {  // one receiver's path from `from`
-        append(t.arcs, via);
-        t.rtt = std::max(t.rtt, m.rtt(via));
-      };
-      auto to_group = [&](const std::vector<ArcId>& head, NodeId at, const Group& y) {
-        std::vector<ArcId> a = head;
-        if (y.sender == y.agent) {
-          append(a, m.path(at, y.agent));
-          return reach(a);
-        }
-        append(a, m.path(at, y.sender));
-        for (const NodeId w : y.members) {
-          std::vector<ArcId> b = a;
-          append(b, m.path(y.sender, w));
-          reach(b);
-        }
-      };
-      const Group& next = gr[(i + 1) % G];
-      if (rack && s == 0) {
-        const auto up = m.path(from, x.sender);
-        for (const NodeId w : x.members)
-          if (w != from) {
-            std::vector<ArcId> b = up;
-            append(b, m.path(x.sender, w));
-            reach(b);
-          }
-        to_group(up, x.sender, next);
-        t.slow_start = true;
-      } else {
-        to_group({}, from, next);
-      }
-      dedup(t.arcs);
-      ag[s].transfers.push_back(t);
-      ++ag[s].senders;
+  // Flows share an arc for as long as they overlap in time: each flow's
+  // load on an arc is 1 + the other flows' overlap with its packets' time
+  // on the wire (first packet out .. last packet out), over that time;
+  // fixed point of schedule -> loads (damped; from no sharing).
+  std::vector<double> bw, done;
+  // Per arc, its flows and their position in each flow's (sorted) arc list.
+  std::vector<std::vector<std::pair<size_t, size_t>>> on_arc(g.num_arcs());
+  for (size_t f = 0; f < flows.size(); ++f)
+    for (size_t ai = 0; ai < flows[f].t.arcs.size(); ++ai) on_arc[flows[f].t.arcs[ai]].emplace_back(f, ai);
+  std::vector<std::pair<double, double>> span(flows.size());
+  std::vector<std::vector<double>> load(flows.size());
+  for (int iter = 0; iter < 200; ++iter) {
+    done = schedule(m, p, g, workers, plan, flows, bw);
+    for (size_t f = 0; f < flows.size(); ++f) {
+      const Flow& x = flows[f];
+      const double b = x.t0 + x.t.start;
+      span[f] = {b, std::max(b + 8 * m.wire() / x.rate, x.t0 + x.dur - x.t.rtt)};
+      load[f].assign(x.t.arcs.size(), 1);
     }
-  std::vector<Step> steps;
-  if (G > 1) steps.insert(steps.end(), G - 1, sr);
-  if (any_ina) steps.push_back(own);
-  steps.insert(steps.end(), ag.begin(), ag.end());
-  return steps;
+    // Overlaps on each arc, its flows in order of their first packet.
+    for (auto& on : on_arc) {
+      std::sort(on.begin(), on.end(), [&](const auto& u, const auto& v) { return span[u.first] < span[v.first]; });
+      for (size_t i = 0; i < on.size(); ++i) {
+        const auto [b0, e0] = span[on[i].first];
+        for (size_t j = i + 1; j < on.size() && span[on[j].first].first < e0; ++j) {
+          const auto [b1, e1] = span[on[j].first];
+          const double o = std::min(e0, e1) - b1;
+          load[on[i].first][on[i].second] += o / (e0 - b0);
+          load[on[j].first][on[j].second] += o / (e1 - b1);
+        }
+      }
+    }
+    double change = 0;
+    for (size_t f = 0; f < flows.size(); ++f)
+      for (size_t ai = 0; ai < flows[f].load.size(); ++ai) {
+        double& l = flows[f].load[ai];
+        const double next = 0.5 * (l + load[f][ai]);
+        change = std::max(change, std::abs(next - l));
+        l = next;
+      }
+    if (change < 1e-6) break;
+  }
+  done = schedule(m, p, g, workers, plan, flows, bw);
+  // Eq. 1's straggler term: G - 1 ScatterReduce steps (every worker sends),
+  // the INA racks' step (their members), G - 1 AllGather steps (G senders).
+  double strag = 0;
+  if (p.straggler_sigma_us > 0 || p.straggler_k_us > 0) {
+    int rack_members = 0;
+    for (const Group& x : gr)
+      if (rack(x)) rack_members += static_cast<int>(x.members.size());
+    auto step = [&](int senders) {
+      return (p.straggler_k_us / static_cast<double>(n) + p.straggler_sigma_us * expected_max_normal(senders)) * 1e-6;
+    };
+    if (G > 1) strag += static_cast<double>(G - 1) * (step(static_cast<int>(n)) + step(static_cast<int>(G)));
+    if (rack_members > 0) strag += step(rack_members);
+  }
+  bool any_ina = false;
+  for (const Group& x : gr) any_ina = any_ina || rack(x);
+  out.steps = static_cast<int>(2 * (G - 1) + (any_ina ? 1 : 0));
+  out.straggler_s = strag;
+  double rate_sum = 0;
+  for (size_t w = 0; w < n; ++w) {
+    if (done[w] > out.transfer_s) {
+      out.transfer_s = done[w];
+      out.bandwidth_s = bw[w];
+    }
+    out.worker_s.push_back(done[w] + strag);
+    rate_sum += 8.0 * 4.0 * static_cast<double>(elems) / (done[w] + strag) / 1e9;
+  }
+  out.seconds = out.transfer_s + strag;
+  out.gbps = rate_sum / static_cast<double>(n);
 }
 
 // PS and PS-based INA: one fluid round (see the header).
@@ -392,8 +544,8 @@ TimeResult allreduce_time(const Graph& g, const std::vector<NodeId>& workers, co
       m.run(har_steps(m, g, workers, elems, out), static_cast<int>(workers.size()), out);
       break;
     case schemes::Collective::RingIna:
-      m.run(rina_steps(m, g, workers, ina, elems, out), static_cast<int>(workers.size()), out);
-      break;
+      rina_time(m, p, g, workers, ina, elems, out);
+      return out;
     case schemes::Collective::Ps: ps_round(m, g, workers, {}, elems, out); break;
     case schemes::Collective::PsIna: ps_round(m, g, workers, ina, elems, out); break;
     default: throw BomError(fmt::format("no time model for collective '{}'", schemes::to_string(c)));

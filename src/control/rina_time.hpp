@@ -8,17 +8,31 @@
 // A collective is a chain of dependent steps. Each step is a set of
 // concurrent transfers; a transfer is one sender's shard of P packets over
 // a set of arcs (a path; through a Rina ToR: member -> ToR -> next group;
-// a multicast: the union of its paths, every arc counted once). The step
-// takes as long as its slowest transfer, and the collective the sum of its
-// steps: the next step of a worker needs its previous shard delivered and
-// its own previous send acknowledged (NCCL's per-step barrier, §III-A; the
-// simulator's RingEndpoint does the same per worker, and with identical
-// transfers the worker on the slowest path sets the pace of every step).
+// a multicast: the union of its paths, every arc counted once).
+// RAR, H-AR: the step takes as long as its slowest transfer, and the
+// collective the sum of its steps (NCCL's per-step barrier, §III-A; with
+// identical transfers the simulator's RingEndpoint, which waits per worker,
+// is paced the same).
+// Rina: a dependency graph over the workers, as the simulator's endpoints
+// (host/ring.cpp) run it. A worker's step starts when its previous step is
+// done: its own send fully acknowledged and its incoming shard fully
+// received (its last packet's arrival: the transfer's end minus the
+// acknowledgement's way back). So an INA rack's AllGather step s + 1, sent
+// by another member, starts when shard s has arrived, not when step s's
+// sender has its acknowledgement; a member that already holds the shards
+// sends at once, beside the others. Transfers share an arc for as long as
+// they overlap in time (the load a transfer sees on an arc is 1 + the
+// others' overlap with its time on the wire, over that time; the schedule
+// and the loads are iterated to a fixed point). Workers finish at different
+// times (on the testbed with only tor0 INA, the agent when its broadcast is
+// acknowledged, the autonomous worker after the rack a quarter later); `gbps` is, as the simulator's
+// throughput (exp::CollectiveResult), the mean over workers of
+// 8 S / that worker's completion.
 //
 // One transfer of P packets of b wire bytes (payload + header):
 //  - rate r = min over its arcs of capacity / (transfers of the step on the
-//    arc) (BOM, Lemma 1: equal shares), and at most the INA pacing rate of
-//    a Rina ToR (ina_gbps);
+//    arc; Rina: the time-weighted load above) (BOM, Lemma 1: equal shares),
+//    and at most the INA pacing rate of a Rina ToR (ina_gbps);
 //  - R = the first packet's round trip: per link of the path, store and
 //    forward of one packet (b / capacity) plus the propagation delay, and
 //    back per link an acknowledgement (ack_bytes / capacity + delay);
@@ -96,13 +110,14 @@ struct TimeParams {
 };
 
 struct TimeResult {
-  double seconds = 0;      // one allreduce
-  double gbps = 0;         // per worker: 8 * gradient payload bytes / seconds
-  double transfer_s = 0;   // sum over steps of the slowest transfer
+  double seconds = 0;      // one allreduce (Rina: the last worker's completion)
+  double gbps = 0;         // per worker: 8 * gradient payload bytes / seconds (Rina: mean over workers of 8 S / worker_s)
+  double transfer_s = 0;   // sum over steps of the slowest transfer (Rina: the last worker's chain)
   double bandwidth_s = 0;  // the part of transfer_s that is (packets - 1) * b / rate (PS: busiest arc's bytes / capacity)
   double straggler_s = 0;  // expected straggler delay (Eq. 1 term)
   int steps = 0;           // dependent steps (the chain)
   int groups = 0;          // ring schemes: members of the outer ring (RAR: N; H-AR: racks; Rina: G)
+  std::vector<double> worker_s;  // Rina: each worker's completion (in `workers` order); empty otherwise
 };
 
 // Throws BomError for a bad job (as the BOM), a collective it has no model

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "host/ring_record.hpp"
 #include "topo/graph.hpp"
 
 namespace ina::exp {
@@ -74,6 +75,8 @@ struct CollectiveResult {
   double bytes_per_worker = 0;     // payload + header bytes each worker sent per iteration, mean
   double max_bytes_per_worker = 0; //   and the most one worker sent (the busiest uplink)
   uint64_t steps = 0;              // ring steps per iteration (ring schemes; 0 otherwise)
+  // Ring families: job 0's step timings, by rank, in each rank's last op.
+  std::vector<std::vector<host::RingStepRecord>> step_log;
   uint64_t retransmits = 0, verify_errors = 0;
   // What triggered the workers' retransmissions: a timeout, or later packets
   // acknowledged first (fast retransmission); the ring families also count the

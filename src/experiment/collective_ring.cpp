@@ -300,6 +300,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (const sim::Refusals refused = sim::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
   out.bytes_per_worker = workers ? bytes / static_cast<double>(workers) / s.iterations : 0;
   out.steps = steps;
+  for (const auto* e : jobs[0].eps) out.step_log.push_back(e->step_log());
   out.restarted_op = restarted;
   out.hops = sim.hops();
   out.events = sim.events();

@@ -140,6 +140,7 @@ struct RingEndpoint::Recv {
   std::vector<bool> got;
   std::vector<uint64_t> parts;  // r_parts: the rack bits summed so far, per packet
   uint32_t count = 0, npkts = 0;
+  Time done_at = kNever;  // when the last packet came (step_log)
   bool complete() const { return count == npkts; }
 };
 
@@ -499,6 +500,9 @@ void RingEndpoint::start_op(Time now, Effects& fx) {
   op_running_ = true;
   step_ = 0;
   op_start_.push_back(now);
+  log_.assign(steps_.size(), RingStepRecord{});
+  for (size_t i = 0; i < steps_.size(); ++i) log_[i].code = steps_[i].code;
+  if (!log_.empty()) log_[0].current = now;
   advance(now, fx);
 }
 
@@ -576,15 +580,30 @@ void RingEndpoint::advance(Time now, Effects& fx) {
           z.count = z.npkts = 0;
           z.vals.clear();
           z.got.clear();
+          z.done_at = now;
         } else {
           return;
         }
       }
     }
-    ++st_.steps;
+    end_step(now);
     sending_ = false;
-    ++step_;
   }
+}
+
+// The current step is done: its record, and the next step is current.
+void RingEndpoint::end_step(Time now) {
+  RingStepRecord& rec = log_[step_];
+  const Step& s = steps_[step_];
+  if (s.recvs) {
+    const Recv& r = recv_[slot(op_, step_)];
+    rec.recv_pkts = r.npkts;
+    rec.recv_done = r.done_at;
+  }
+  rec.done = now;
+  ++st_.steps;
+  ++step_;
+  if (step_ < log_.size()) log_[step_].current = now;
 }
 
 void RingEndpoint::begin_send(Time now, Effects& fx) {
@@ -601,6 +620,8 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   x.deadline.assign(x.npkts, kNever);
   x.retx.assign(x.npkts, 0);
   sending_ = true;
+  log_[step_].send_begin = now;
+  log_[step_].send_pkts = x.npkts;
   if (s.gather && cfg_.allgather_from_zero && (s.bcast || cfg_.allgather_all_from_zero)) {
     cwnd_ = 1;
     slow_start_ = true;
@@ -608,8 +629,10 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
     slow_start_ = false;
     cwnd_ = std::max(cwnd_, cfg_.init_window);
   }
+  log_[step_].cwnd = cwnd_;
   if (s.pull_first) send_pull(now, fx);
   if (x.npkts == 0) {
+    log_[step_].send_done = now;
     send_.reset();
     advance(now, fx);
     return;
@@ -878,6 +901,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     r.ord = ord;
     r.npkts = npk;
     r.count = 0;
+    r.done_at = kNever;
     r.got.assign(npk, false);
     r.parts.assign(s.r_parts ? npk : 0, 0);
     if (s.r_keep) r.vals.assign(s.r_len, 0);
@@ -925,8 +949,11 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   ack(*p, fx);
   fx.free(p);
   // A Rina member learns from its agent's broadcast that its earlier sends are done.
-  if (op == op_ && op_running_) skip_pulled_to(si);
-  if (r.complete()) advance(now, fx);
+  if (op == op_ && op_running_) skip_pulled_to(si, now);
+  if (r.complete()) {
+    r.done_at = now;
+    advance(now, fx);
+  }
 }
 
 void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
@@ -983,6 +1010,7 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
     cwnd_ = std::min(cwnd_ + 1.0 / cwnd_, cfg_.max_window);
   }
   if (x.acked_pkts == x.npkts) {
+    log_[x.step].send_done = now;
     send_.reset();
     advance(now, fx);
     return;
@@ -993,7 +1021,7 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
 // A Rina member whose agent has moved on to step `target` (pulled it, or
 // broadcast in it): every pulled send before it is done (the agent's own
 // packets of those steps were acknowledged, so every slot completed).
-void RingEndpoint::skip_pulled_to(size_t target) {
+void RingEndpoint::skip_pulled_to(size_t target, Time now) {
   if (target <= step_) return;
   for (size_t i = step_; i < target; ++i)
     if (!steps_[i].pulled) return;
@@ -1003,10 +1031,7 @@ void RingEndpoint::skip_pulled_to(size_t target) {
     ++timer_gen_;
     waiting_delay_ = delay_done_ = false;
   }
-  while (step_ < target) {
-    ++st_.steps;
-    ++step_;
-  }
+  while (step_ < target) end_step(now);
 }
 
 void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
@@ -1029,7 +1054,7 @@ void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
   // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
   size_t target = step_;
   while (target < steps_.size() && tag_of(target) < tag) ++target;
-  skip_pulled_to(target);
+  skip_pulled_to(target, now);
   advance(now, fx);
 }
 

@@ -99,6 +99,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rng.hpp"
 #include "core/rtt_estimator.hpp"
+#include "host/ring_record.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
 
@@ -218,6 +219,7 @@ class RingEndpoint final : public Node {
   const std::vector<Time>& op_start() const { return op_start_; }
   const std::vector<Time>& op_end() const { return op_end_; }
   const RingStats& stats() const { return st_; }
+  const std::vector<RingStepRecord>& step_log() const { return log_; }
   const RingConfig& config() const { return cfg_; }
   // Where an unfinished endpoint waits (op, step, its send and receive progress), for reports.
   std::string describe() const;
@@ -243,7 +245,8 @@ class RingEndpoint final : public Node {
   void arm_report(Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
-  void skip_pulled_to(size_t target);
+  void skip_pulled_to(size_t target, Time now);
+  void end_step(Time now);
   void send_pull(Time now, Effects& fx);
   void ack(const Packet& p, Effects& fx);
   uint32_t tag_of(size_t step) const;
@@ -253,6 +256,7 @@ class RingEndpoint final : public Node {
   RingStats st_;
   Rng rng_;
   std::vector<Step> steps_;  // one op's steps in order (the same for every op)
+  std::vector<RingStepRecord> log_;  // per step of the last op started
   std::unique_ptr<Send> send_;
   std::vector<Recv> recv_;   // per step of the op (only steps that receive)
   struct Op {
