@@ -174,6 +174,7 @@ TEST(RinaTime, RinaWorkersFinishWhenTheModelSays) {
   p.gradient_mb = 0.25;
   const auto m = rina::allreduce_time(tb, workers, ina, schemes::Collective::RingIna, p);
   ASSERT_EQ(m.worker_s.size(), 8u);
+  EXPECT_TRUE(m.sharing_converged) << m.sharing_rounds << " rounds";
   std::vector<double> sim_us;
   for (size_t k = 0; k < 8; ++k) {
     sim_us.push_back(static_cast<double>(r.step_log[k].back().done) / static_cast<double>(kUs));

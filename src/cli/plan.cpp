@@ -488,6 +488,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
         j[base + "_time"] = {{"seconds", t.r->seconds}, {"transfer_s", t.r->transfer_s},
                              {"bandwidth_s", t.r->bandwidth_s}, {"straggler_s", t.r->straggler_s},
                              {"steps", t.r->steps}};
+        if (t.c == schemes::Collective::RingIna)
+          j[base + "_time"]["sharing_converged"] = t.r->sharing_converged;
       }
     } else {
       j["ps_ina_gbps"] = gbps(psr.gbps);
@@ -531,6 +533,10 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
         if (t.r) fmt::print(" {} {:.3g} ({} steps)", std::string_view(t.key).substr(0, std::string_view(t.key).size() - 5),
                             t.r->gbps, t.r->steps);
       fmt::print("\n");
+      for (const auto& t : times)
+        if (t.r && !t.r->sharing_converged)
+          fmt::print("warning: the Rina time model's link sharing did not converge in {} rounds; its number is the "
+                     "last round's\n", t.r->sharing_rounds);
     }
     fmt::print("deployment order (Rina §IV-D): {}\n", join(names(order), ","));
   }

@@ -390,7 +390,10 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     for (size_t ai = 0; ai < flows[f].t.arcs.size(); ++ai) on_arc[flows[f].t.arcs[ai]].emplace_back(f, ai);
   std::vector<std::pair<double, double>> span(flows.size());
   std::vector<std::vector<double>> load(flows.size());
-  for (int iter = 0; iter < 200; ++iter) {
+  constexpr int kMaxRounds = 200;
+  out.sharing_converged = false;
+  for (int iter = 0; iter < kMaxRounds; ++iter) {
+    out.sharing_rounds = iter + 1;
     done = schedule(m, p, g, workers, plan, flows, bw);
     for (size_t f = 0; f < flows.size(); ++f) {
       const Flow& x = flows[f];
@@ -419,7 +422,10 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         change = std::max(change, std::abs(next - l));
         l = next;
       }
-    if (change < 1e-6) break;
+    if (change < 1e-6) {
+      out.sharing_converged = true;
+      break;
+    }
   }
   done = schedule(m, p, g, workers, plan, flows, bw);
   // Eq. 1's straggler term: G - 1 ScatterReduce steps (every worker sends),

@@ -118,6 +118,11 @@ struct TimeResult {
   int steps = 0;           // dependent steps (the chain)
   int groups = 0;          // ring schemes: members of the outer ring (RAR: N; H-AR: racks; Rina: G)
   std::vector<double> worker_s;  // Rina: each worker's completion (in `workers` order); empty otherwise
+  // Rina: rounds of the schedule <-> link-sharing fixed point, and whether it
+  // converged (loads moved < 1e-6) within its 200 rounds; if not, the last
+  // round's schedule is the result and callers must say so.
+  int sharing_rounds = 0;
+  bool sharing_converged = true;
 };
 
 // Throws BomError for a bad job (as the BOM), a collective it has no model
