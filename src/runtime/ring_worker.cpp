@@ -351,21 +351,23 @@ class Failover {
       write_atomic(bar_ / fmt::format("alive.{}", me_), std::to_string(++beats_));
       beat_at_ = now;
     }
+    if (now - check_at_ < period_) return;
+    check_at_ = now;
     const uint8_t next = static_cast<uint8_t>(m_.epoch + 1);
-    if (!failed_ && now - check_at_ >= period_) {
-      check_at_ = now;
-      // A membership this rank did not wait for: the others found it silent (apply() refuses to go on).
-      if (auto text = read_text(bar_ / fmt::format("membership.{}.json", next))) return apply(*text, next);
-      watch(now);
+    // The control node's membership (apply() refuses to go on in a rank it leaves out).
+    if (auto text = read_text(bar_ / fmt::format("membership.{}.json", next))) return apply(*text, next);
+    watch(now);
+    // This rank's state for the next epoch: whom it finds silent, and its op; withdrawn when nobody is.
+    const fs::path state = bar_ / fmt::format("state.{}.{}", next, me_);
+    if (stale_.empty()) {
+      if (!state_.empty()) fs::remove(state);
+      state_.clear();
+      return;
     }
-    if (!failed_) return;
-    if (!reported_) {
-      write_atomic(bar_ / fmt::format("state.{}.{}", next, me_),
-                   nlohmann::json{{"failed", *failed_}, {"op", ep_.op()}}.dump());
-      reported_ = true;
-    }
-    if (control() == me_ && !distributed_) distribute(next);
-    if (auto text = read_text(bar_ / fmt::format("membership.{}.json", next))) apply(*text, next);
+    const std::string text = nlohmann::json{{"failed", stale_}, {"op", ep_.op()}}.dump();
+    if (text != state_) write_atomic(state, text);
+    state_ = text;
+    if (control() == me_) distribute(next);
   }
 
   std::string done_file() const {
@@ -378,28 +380,39 @@ class Failover {
     return v;
   }
   std::string describe() const {
-    if (!failed_) return fmt::format("epoch {}", m_.epoch);
-    return fmt::format("epoch {}, rank {} failed, {}", m_.epoch, *failed_,
+    if (stale_.empty()) return fmt::format("epoch {}", m_.epoch);
+    return fmt::format("epoch {}, ranks {} silent, {}", m_.epoch, fmt::join(stale_, ", "),
                        control() == me_ ? fmt::format("control node waiting for {}", waiting_) : "waiting for the new membership");
   }
   nlohmann::json report() const {
     return {{"epoch", m_.epoch}, {"failed", failed_all_}, {"restart_op", restart_}, {"survivors", members_},
             {"control_node", control_of_last_}, {"verified_before_restart", verified_before_},
-            {"steps_per_allreduce_epoch0", steps0_}, {"heartbeats", beats_},
+            {"steps_per_allreduce_epoch0", steps0_}, {"heartbeats", beats_}, {"suspicions_withdrawn", withdrawn_},
             {"detected_after_s", detected_s_}, {"reconfigured_after_s", applied_s_}};  // since this rank's first op began
   }
   size_t restart_op() const { return restart_; }
   uint8_t epoch() const { return m_.epoch; }
 
  private:
+  bool stale(uint16_t r) const { return std::find(stale_.begin(), stale_.end(), r) != stale_.end(); }
   uint16_t control() const {
     for (uint16_t r : members_)
-      if (!failed_ || r != *failed_) return r;
+      if (!stale(r)) return r;
     return me_;
   }
 
-  // Heartbeats of the other members not done in this epoch.
+  // The members whose heartbeat has not changed for --fail-detect-ms (a
+  // member whose done file of this epoch exists is not watched); a member
+  // that beats again is no longer suspected.
+  // Two guards against a stalled observer rather than a failed member: an
+  // observer that did not look for more than half the detection time (it was
+  // descheduled, or the whole host stalled) starts its clocks again, and one
+  // that finds more than half of the others silent suspects nobody (it is
+  // more likely the one cut off; a single failure is what is handled).
   void watch(Time now) {
+    const bool fresh = now - watched_at_ > detect_ / 2;
+    watched_at_ = now;
+    std::vector<uint16_t> st;
     for (uint16_t r : members_) {
       if (r == me_) continue;
       const std::string done = m_.epoch == 0 ? fmt::format("done.{}", r) : fmt::format("done.{}.epoch{}", r, m_.epoch);
@@ -409,47 +422,52 @@ class Failover {
         continue;
       }
       const auto text = read_text(bar_ / fmt::format("alive.{}", r)).value_or("");
-      if (w.at == 0 || text != w.text) {
+      if (w.at == 0 || text != w.text || fresh) {
         w.text = text;
         w.at = now;
       } else if (now - w.at >= detect_) {
-        failed_ = r;
-        detected_s_ = to_ms(now - start_) / 1000;
-        if (cfg_.log)
-          std::fprintf(stderr, "%s: rank %u's heartbeat has not changed for %.0f ms: it failed (epoch %u)\n", who_.c_str(),
-                       static_cast<unsigned>(r), to_ms(now - w.at), static_cast<unsigned>(m_.epoch));
-        return;
+        st.push_back(r);
       }
     }
+    if (st.size() * 2 > members_.size() - 1) st.clear();
+    if (st == stale_) return;
+    for (uint16_t r : stale_)
+      if (std::find(st.begin(), st.end(), r) == st.end()) ++withdrawn_;
+    if (stale_.empty()) detected_s_ = to_ms(now - start_) / 1000;
+    stale_ = std::move(st);
+    if (cfg_.log)
+      std::fprintf(stderr, "%s: epoch %u: silent for %.0f ms: ranks [%s]\n", who_.c_str(), static_cast<unsigned>(m_.epoch),
+                   cfg_.fail_detect_ms, fmt::format("{}", fmt::join(stale_, ", ")).c_str());
   }
 
-  // The control node: every survivor's state, then the re-plan, the ToRs, the membership file.
+  // The control node (the lowest member it does not find silent): once every
+  // member it does not find silent names the same silent ranks, the re-plan,
+  // the ToRs, then the membership file.
   void distribute(uint8_t next) {
     std::vector<size_t> ops(members_.size(), 0);
-    std::vector<uint16_t> missing_states;
-    uint16_t failed_new = 0;
+    std::vector<uint16_t> failed_new, waiting;
     for (size_t k = 0; k < members_.size(); ++k) {
       const uint16_t r = members_[k];
-      if (r == *failed_) {
-        failed_new = static_cast<uint16_t>(k);
+      if (stale(r)) {
+        failed_new.push_back(static_cast<uint16_t>(k));
         continue;
       }
       const auto text = read_text(bar_ / fmt::format("state.{}.{}", next, r));
       const auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      if (!j.is_object()) {
-        missing_states.push_back(r);
-        continue;
+      std::vector<uint16_t> theirs;
+      try {
+        if (j.is_object()) theirs = j.at("failed").get<std::vector<uint16_t>>();
+        ops[k] = j.is_object() ? j.at("op").get<size_t>() : 0;
+      } catch (const nlohmann::json::exception&) {
+        theirs.clear();
       }
-      if (j.value("failed", -1) != static_cast<int>(*failed_))
-        throw RuntimeError(fmt::format("{}: rank {} reports rank {} failed, this control node rank {}: two failures at "
-                                       "once are not handled", who_, r, j.value("failed", -1), *failed_));
-      ops[k] = j.value("op", size_t{0});
+      if (theirs != stale_) waiting.push_back(r);
     }
-    waiting_ = fmt::format("the states of ranks {}", fmt::join(missing_states, ", "));
-    if (!missing_states.empty()) return;
+    waiting_ = fmt::format("ranks {} to find ranks {} silent too", fmt::join(waiting, ", "), fmt::join(stale_, ", "));
+    if (!waiting.empty()) return;
     const auto& scheme = L_.scheme_info();
     const host::RingFailover fo = host::ring_failover(
-        m_, {failed_new}, ops,
+        m_, failed_new, ops,
         [&](size_t n, const std::vector<std::vector<uint16_t>>& rk, const std::vector<NodeId>& tr) {
           return schemes::ring_plan(scheme, n, rk, tr, elems_);
         });
@@ -472,15 +490,15 @@ class Failover {
     for (uint16_t k : fo.survivors) survivors.push_back(members_[k]);
     std::vector<int> tors;
     for (NodeId t : fo.next.tors) tors.push_back(t == kNoNode ? -1 : int{t});
-    write_atomic(bar_ / fmt::format("membership.{}.json", next),
-                 nlohmann::json{{"epoch", fo.next.epoch}, {"control_node", me_}, {"failed", std::vector<uint16_t>{*failed_}},
-                                {"survivors", survivors}, {"nodes", fo.next.nodes}, {"racks", fo.next.racks},
-                                {"tors", tors}, {"restart_op", fo.restart_op}}.dump());
-    distributed_ = true;
+    const std::string text = nlohmann::json{{"epoch", fo.next.epoch}, {"control_node", me_}, {"failed", stale_},
+                                            {"survivors", survivors}, {"nodes", fo.next.nodes}, {"racks", fo.next.racks},
+                                            {"tors", tors}, {"restart_op", fo.restart_op}}.dump();
+    write_atomic(bar_ / fmt::format("membership.{}.json", next), text);
     if (cfg_.log)
-      std::fprintf(stderr, "%s: control node: epoch %u without rank %u, %zu survivors restart at op %zu; %zu ToRs reconfigured\n",
-                   who_.c_str(), static_cast<unsigned>(fo.next.epoch), static_cast<unsigned>(*failed_), survivors.size(),
-                   fo.restart_op, fo.tors.size());
+      std::fprintf(stderr, "%s: control node: epoch %u without ranks [%s], %zu survivors restart at op %zu; %zu ToRs reconfigured\n",
+                   who_.c_str(), static_cast<unsigned>(fo.next.epoch), fmt::format("{}", fmt::join(stale_, ", ")).c_str(),
+                   survivors.size(), fo.restart_op, fo.tors.size());
+    apply(text, next);
   }
 
   // A survivor: the control node's membership of epoch `next`.
@@ -522,8 +540,8 @@ class Failover {
     m_ = std::move(m);
     restart_ = restart;
     control_of_last_ = ctl;
-    failed_.reset();
-    reported_ = distributed_ = false;
+    stale_.clear();
+    state_.clear();
     seen_.clear();
     if (cfg_.log)
       std::fprintf(stderr, "%s: epoch %u: rank %u of %zu, restarting at op %zu\n", who_.c_str(), static_cast<unsigned>(next),
@@ -549,8 +567,10 @@ class Failover {
     Time at = 0;
   };
   std::map<uint16_t, Seen> seen_;
-  std::optional<uint16_t> failed_;
-  bool reported_ = false, distributed_ = false;
+  std::vector<uint16_t> stale_;  // members found silent (sorted)
+  Time watched_at_ = 0;          // the last look at the heartbeats
+  std::string state_;            // this rank's state file as written ("" : none)
+  uint64_t withdrawn_ = 0;       // suspicions dropped because the member beat again
   std::string waiting_;
   std::vector<uint16_t> failed_all_;
   size_t restart_ = 0;

@@ -20,23 +20,27 @@
 // Failures (Rina §IV-C; --fail-detect-ms MS > 0, ring schemes with a plan
 // that survives a failure: RAR and Rina). Detection: every rank rewrites its
 // heartbeat file alive.R (a counter, replaced atomically) every MS/10 (at
-// least every 5 ms) while it runs; a rank of the current membership whose
-// counter has not changed for MS by the observer's own clock has failed
-// (ranks whose done file for the current epoch exists are not watched, and
-// nobody watches once every member is done). Every survivor that detects it
-// writes state.E.R (E: the next epoch; the failed rank and its current op).
-// The control node, the lowest surviving rank (Rina's global control node,
-// the agent of group 0), waits for every survivor's state, re-plans the job
-// with host::ring_failover (the simulator's very decision), registers the
-// job under epoch E at every ToR switch that served it ("reconfigure" on its
+// least every 5 ms) while it runs; a member of the current membership whose
+// counter has not changed for MS by the observer's own clock is silent
+// (ranks whose done file for the current epoch exists are not watched; an
+// observer that itself did not look for MS/2 starts its clocks again, and
+// one that finds more than half of the others silent suspects nobody). Each
+// rank keeps state.E.R (E: the next epoch) naming the members it finds
+// silent and its current op, and removes it when they beat again. The
+// control node, the lowest member it does not find silent (Rina's global
+// control node, the agent of group 0), waits until every member it does not
+// find silent names the same set, re-plans the job with
+// host::ring_failover (the simulator's very decision), registers the job
+// under epoch E at every ToR switch that served it ("reconfigure" on its
 // control port, proven with the job's key: runtime/control.hpp), and then
 // writes membership.E.json (survivors, node ids, racks, ToRs, restart op).
 // Each survivor reads it, restricts its tensor's check to the survivors'
 // contributions and reconfigures its endpoint (host::RingEndpoint::
 // reconfigure); the end barrier then waits for the survivors' done files of
-// epoch E. --crash-at-op K injects the failure: the rank's endpoint stops
-// for good (drops everything, sends nothing) inside op K, and the process
-// writes its report ("crashed": true) and exits at once.
+// epoch E; a rank the membership leaves out stops with an error.
+// --crash-at-op K injects the failure: the rank's endpoint stops for good
+// (drops everything, sends nothing) inside op K, and the process writes its
+// report ("crashed": true) and exits at once.
 #include <cstdint>
 #include <string>
 
