@@ -26,6 +26,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(j->rank < j->nworkers, "join rank %u of %u", j->rank, j->nworkers);
         FUZZ_CHECK(j->udp.size() <= 64 && j->proof.size() <= 64, "join strings too long");
       }
+      if (const auto* r = std::get_if<ina::rt::ReconfigureRequest>(&req)) {
+        FUZZ_CHECK(r->job >= 1 && r->epoch >= 1 && r->epoch <= 255, "reconfigure job %u epoch %u", r->job, r->epoch);
+        FUZZ_CHECK(r->workers.size() <= ina::kMaxRingWorkers && r->rack.size() <= ina::kMaxRingWorkers &&
+                       r->upstream.size() <= ina::kMaxRingWorkers && r->proof.size() <= 64,
+                   "reconfigure lists too long");
+        for (auto x : r->rack) FUZZ_CHECK(x < ina::kMaxRingWorkers, "reconfigure rack rank %u", x);
+      }
     } catch (const ina::rt::RuntimeError&) {
     }
   }

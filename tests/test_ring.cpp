@@ -8,6 +8,7 @@
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
 #include "host/ring.hpp"
+#include "host/ring_failover.hpp"
 #include "topo/graph.hpp"
 
 namespace ina {
@@ -287,6 +288,46 @@ TEST(Ring, DragonflyRinaAndRar) {
     const auto r = exp::run_collective(g, scheme, s);
     ASSERT_TRUE(r.ok) << scheme << ": " << r.problems;
   }
+}
+
+// The shared re-plan (host::ring_failover, Rina §IV-C) on the testbed's
+// membership: racks {0..3} and {4..7} under INA ToRs 9 and 10. A failed
+// agent takes its rack's INA group with it (its members become autonomous
+// workers, its ToR keeps the job with no rack); a failed member only leaves
+// its rack. Survivors keep their order; the restart op is the lowest op any
+// survivor is at.
+TEST(RingFailoverPlan, AgentAndMemberFailuresOnTheTestbed) {
+  const host::RingMembership m{{1, 2, 3, 4, 5, 6, 7, 8}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, {9, 10}, 0};
+  const host::RingPlanner rina = [](size_t, const auto& rk, const auto& tr) { return host::plan_rina(rk, tr, 4096); };
+  const auto agent = host::ring_failover(m, {4}, {2, 2, 1, 2, 1, 2, 2, 2}, rina);
+  EXPECT_EQ(agent.next.epoch, 1);
+  EXPECT_EQ(agent.survivors, (std::vector<uint16_t>{0, 1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(agent.next.nodes, (std::vector<NodeId>{1, 2, 3, 4, 6, 7, 8}));
+  EXPECT_EQ(agent.new_rank, (std::vector<int>{0, 1, 2, 3, -1, 4, 5, 6}));
+  EXPECT_EQ(agent.next.racks, (std::vector<std::vector<uint16_t>>{{0, 1, 2, 3}, {4, 5, 6}}));
+  EXPECT_EQ(agent.next.tors, (std::vector<NodeId>{9, kNoNode}));
+  EXPECT_EQ(agent.restart_op, 1u);  // rank 2's op; the failed rank 4's is ignored
+  ASSERT_EQ(agent.tors.size(), 2u);
+  EXPECT_EQ(agent.tors[0].tor, 9);
+  EXPECT_EQ(agent.tors[0].rack, (std::vector<uint16_t>{0, 1, 2, 3}));
+  EXPECT_EQ(agent.tors[0].upstream, (std::vector<uint16_t>{6}));  // the last autonomous worker sends to rack 0
+  EXPECT_EQ(agent.tors[1].tor, 10);
+  EXPECT_FALSE(agent.tors[1].aggregates());
+  // Four groups now: rack 0 and three autonomous workers.
+  EXPECT_EQ(agent.plan[0].back().groups.size(), 4u);
+
+  const auto member = host::ring_failover(m, {2}, std::vector<size_t>(8, 1), rina);
+  EXPECT_EQ(member.next.racks, (std::vector<std::vector<uint16_t>>{{0, 1, 2}, {3, 4, 5, 6}}));
+  EXPECT_EQ(member.next.tors, (std::vector<NodeId>{9, 10}));
+  ASSERT_EQ(member.tors.size(), 2u);
+  EXPECT_EQ(member.tors[0].rack, (std::vector<uint16_t>{0, 1, 2}));
+  EXPECT_EQ(member.tors[0].upstream, (std::vector<uint16_t>{3, 4, 5, 6}));
+  EXPECT_EQ(member.tors[1].rack, (std::vector<uint16_t>{3, 4, 5, 6}));
+  EXPECT_EQ(member.tors[1].upstream, (std::vector<uint16_t>{0, 1, 2}));
+
+  EXPECT_THROW(host::ring_failover(m, {8}, std::vector<size_t>(8, 0), rina), std::invalid_argument);
+  EXPECT_THROW(host::ring_failover(m, {0}, std::vector<size_t>(7, 0), rina), std::invalid_argument);
+  EXPECT_THROW(host::ring_failover(m, {0, 1, 2, 3, 4, 5, 6}, std::vector<size_t>(8, 0), rina), std::invalid_argument);
 }
 
 // Failures (Rina §IV-C) on the testbed with both ToRs INA (racks {0..3},

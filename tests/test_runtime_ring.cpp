@@ -14,11 +14,15 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "runtime/control.hpp"
+#include "runtime/switch_daemon.hpp"
+#include "test_keys.hpp"
 
 namespace {
 
@@ -221,6 +225,189 @@ TEST(AtpOverRacks, ExactThroughBothTorsAndNothingLeft) {
       EXPECT_EQ(at_ps, tasks);
     }
   }
+}
+
+// Failures (Rina §IV-C) over UDP: `ina run --fail-rank R --fail-at-op K`
+// makes rank R's ring-worker stop for good inside op K (of 3); the others
+// detect it by its heartbeat (--fail-detect-ms), the control node (the
+// lowest surviving rank) re-plans with host::ring_failover, registers the
+// job under epoch 1 at both ToRs and hands the membership to the survivors,
+// who restart op 1 and finish every op exactly over the 7 survivors'
+// contributions. 2 racks x 4 workers, both ToRs INA.
+struct FailRun {
+  nlohmann::json j;
+  Out out;
+};
+FailRun run_failure(int fail_rank, const std::string& tag) {
+  FailRun f;
+  const fs::path json = tmp(tag + ".json");
+  f.out = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--size", "131072", "--iterations", "3",
+               "--payload", "64", "--fail-rank", std::to_string(fail_rank), "--fail-at-op", "1", "--fail-detect-ms", "400",
+               "--json", json.string(), "--timeout", "40"});
+  std::ifstream in(json);
+  f.j = nlohmann::json::parse(in, nullptr, false);
+  fs::remove(json);
+  return f;
+}
+
+// Checks common to both failures; returns the survivors' reports by old rank.
+void expect_exact_over_survivors(const FailRun& f, int failed) {
+  ASSERT_EQ(f.out.status, 0) << f.out.text;
+  ASSERT_TRUE(f.j.is_object()) << f.out.text;
+  EXPECT_TRUE(f.j["ok"].get<bool>()) << f.j["problems"] << f.out.text;
+  const auto& job = f.j["jobs"][0];
+  const auto& fo = job["failover"];
+  EXPECT_EQ(fo["failed"], nlohmann::json::array({failed}));
+  EXPECT_EQ(fo["epoch"], 1);
+  EXPECT_EQ(fo["control_node"], 0);  // the lowest surviving rank
+  EXPECT_EQ(fo["restart_op"], 1);    // the failure was inside op 1: nobody could finish it
+  EXPECT_EQ(fo["survivors"].size(), 7u);
+  // Every survivor wrote and checked ops 1 and 2 against the 7 survivors' sum (and op 0 against all 8's before).
+  EXPECT_EQ(job["mismatches"], 0);
+  EXPECT_EQ(job["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2 * 7);
+  for (int r = 0; r < 8; ++r) {
+    const auto& w = job["workers"][r];
+    SCOPED_TRACE("rank " + std::to_string(r));
+    if (r == failed) {
+      EXPECT_TRUE(w["crashed"].get<bool>());
+      EXPECT_EQ(w["crashed_in_op"], 1);
+      continue;
+    }
+    EXPECT_TRUE(w["done"].get<bool>());
+    EXPECT_EQ(w["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2);
+    EXPECT_GE(w["failover"]["verified_before_restart"].get<uint64_t>(), uint64_t{131072 / 4});
+    EXPECT_EQ(w["pending_timers"], 0);
+    EXPECT_EQ(w["packets_in_use"], 0);
+    EXPECT_EQ(w["stats"]["transport"]["foreign"], 0);
+    EXPECT_EQ(w["stats"]["transport"]["malformed"], 0);
+  }
+  ASSERT_EQ(f.j["switches"].size(), 2u);
+  for (const auto& s : f.j["switches"]) {
+    EXPECT_EQ(s["occupied"], 0);  // nothing left of either epoch
+    EXPECT_EQ(s["layout"]["epoch"], 1);
+    EXPECT_EQ(s["switch"]["foreign_data"], 0);
+    EXPECT_EQ(s["switch"]["collisions"], 0);
+  }
+}
+
+// Steps per allreduce at a survivor (by old rank), before and after the failure.
+std::pair<int, int> steps_of(const FailRun& f, int r) {
+  const auto& w = f.j["jobs"][0]["workers"][r];
+  return {w["failover"]["steps_per_allreduce_epoch0"].get<int>(), w["steps_per_allreduce"].get<int>()};
+}
+
+// The agent of rack 1 fails: rack 1's members fall back to RAR (autonomous
+// workers), its ToR keeps the job with no rack and aggregates nothing more;
+// rack 0 still aggregates at its ToR. The ring had G = 2 groups (Rina:
+// 2G - 1 = 3 steps per op at an INA rack); now G = 4 (rack 0 and three
+// autonomous workers): 2G - 1 = 7 at rack 0's ranks, RAR's 2(G - 1) = 6 at
+// an autonomous worker.
+TEST(RingFailoverOverUdp, AgentOfRack1FailsItsRackFallsBackToRar) {
+  const FailRun f = run_failure(4, "fail_agent");
+  expect_exact_over_survivors(f, 4);
+  if (HasFatalFailure()) return;
+  for (int r : {0, 1, 2, 3}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 7)) << "rank " << r;
+  for (int r : {5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 6)) << "rank " << r;
+  const auto& s0 = f.j["switches"][0];
+  const auto& s1 = f.j["switches"][1];
+  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array());
+  // Rack 1's ToR completed no sum after epoch 1; rack 0's did (ops 1 and 2 again).
+  EXPECT_EQ(s1["switch"]["completed"], s1["layout"]["completed_at_epoch"]);
+  EXPECT_GT(s0["switch"]["completed"].get<uint64_t>(), s0["layout"]["completed_at_epoch"].get<uint64_t>());
+}
+
+// A member of rack 0 fails: its agent's rack drops it (ranks 0, 1, 3 are
+// the new 0, 1, 2) and still aggregates at its ToR; rack 1 is unchanged
+// (new ranks 3..6). Still G = 2 groups: 3 steps per op everywhere.
+TEST(RingFailoverOverUdp, MemberOfRack0FailsItsAgentExcludesIt) {
+  const FailRun f = run_failure(2, "fail_member");
+  expect_exact_over_survivors(f, 2);
+  if (HasFatalFailure()) return;
+  for (int r : {0, 1, 3, 4, 5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 3)) << "rank " << r;
+  const auto& s0 = f.j["switches"][0];
+  const auto& s1 = f.j["switches"][1];
+  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2}));
+  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array({3, 4, 5, 6}));
+  for (const auto* s : {&s0, &s1})
+    EXPECT_GT((*s)["switch"]["completed"].get<uint64_t>(), (*s)["layout"]["completed_at_epoch"].get<uint64_t>());
+}
+
+TEST(RingFailoverOverUdp, BadFailureOptionsNameTheOptionAndValue) {
+  const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "8",
+                     "--fail-at-op", "1"});
+  EXPECT_EQ(a.status, 1) << a.text;
+  EXPECT_NE(a.text.find("--fail-rank 8: the job has ranks 0..7"), std::string::npos) << a.text;
+  const Out b = ina({"run", "--scheme", "h-ar", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "1",
+                     "--fail-at-op", "1"});
+  EXPECT_EQ(b.status, 1) << b.text;
+  EXPECT_NE(b.text.find("--fail-rank 1: --scheme h-ar does not survive a failure"), std::string::npos) << b.text;
+  const Out c = ina({"run", "--scheme", "rar", "--workers", "4", "--iterations", "3", "--fail-rank", "1", "--fail-at-op", "3"});
+  EXPECT_EQ(c.status, 1) << c.text;
+  EXPECT_NE(c.text.find("--fail-at-op 3: the job runs ops 0..2"), std::string::npos) << c.text;
+  const Out d = ina({"run", "--scheme", "dsa", "--workers", "4", "--fail-rank", "1", "--fail-at-op", "0"});
+  EXPECT_EQ(d.status, 1) << d.text;
+  EXPECT_NE(d.text.find("--fail-rank 1: --scheme dsa"), std::string::npos) << d.text;
+}
+
+// The ToR's side of a failover: `reconfigure` on the switch's control port
+// takes a static ring job's new membership only with the job's credential
+// (a proof over the connection's nonce and every field), only for its own
+// job, for a later epoch and for workers of its layout; then the program
+// holds the job under the new epoch with the given rack.
+TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
+  const fs::path layout = tmp("reconf_layout.json");
+  std::ofstream(layout) << R"({"job": 3, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6"],
+    "racks": [{"ranks": [0, 1, 2], "ina": true, "switch": "127.0.0.1:7"}, {"ranks": [3, 4, 5], "ina": true, "switch": "127.0.0.1:8"}]})";
+  ina::rt::SwitchDaemonConfig c;
+  c.listen = ina::rt::Endpoint::parse("127.0.0.1:0");
+  c.scheme = "rina";
+  c.program.memory_bytes = 1 << 20;
+  c.program.payload_values = 64;
+  c.key = ina::test::test_switch_key();
+  c.has_key = true;
+  c.log = false;
+  c.layout = layout.string();
+  c.rack = 0;
+  ina::rt::SwitchDaemon d(c);
+  std::thread t([&] { d.run(); });
+  const ina::Time timeout = 2 * ina::kSec;
+  const ina::rt::Key right = ina::rt::job_key(c.key, 3), other = ina::rt::job_key(c.key, 4);
+  ina::rt::ReconfigureRequest r;
+  r.job = 3;
+  r.epoch = 1;
+  r.workers = {1, 2, 4, 5, 6};  // rank 2 (node 3) failed
+  r.rack = {0, 1};
+  r.upstream = {2, 3, 4};
+  auto refused = [&](const ina::rt::Key& k, const ina::rt::ReconfigureRequest& q) -> std::string {
+    try {
+      ina::rt::reconfigure_switch(d.endpoint(), timeout, k, q);
+    } catch (const ina::rt::RuntimeError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refused(other, r).find("authentication failed for job 3"), std::string::npos);
+  auto wrong_job = r;
+  wrong_job.job = 4;
+  EXPECT_NE(refused(other, wrong_job).find("field 'job' = 4: this switch serves job 3"), std::string::npos);
+  auto stranger = r;
+  stranger.workers = {1, 2, 99};
+  EXPECT_NE(refused(right, stranger).find("node 99 is not a distinct worker"), std::string::npos);
+  auto beyond = r;
+  beyond.rack = {0, 5};
+  EXPECT_NE(refused(right, beyond).find("field 'rack': rank 5 is beyond the 5 workers"), std::string::npos);
+  const auto ok = ina::rt::reconfigure_switch(d.endpoint(), timeout, right, r);
+  EXPECT_EQ(ok["aggregates"], true);
+  EXPECT_NE(refused(right, r).find("field 'epoch' = 1: job 3 is already at epoch 1"), std::string::npos);
+  const auto st = ina::rt::query_switch_stats(d.endpoint(), timeout, &c.key, 0);
+  EXPECT_EQ(st["layout"]["epoch"], 1);
+  EXPECT_EQ(st["layout"]["rack"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(st["control"]["auth_failures"], 1);
+  d.request_stop();
+  t.join();
+  fs::remove(layout);
 }
 
 TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {

@@ -370,6 +370,16 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e5, true, "milliseconds"));
   rwk->add_option("--window-kb", rw->c.window_kb, "initial send window (default: 196 packets)")
       ->check(Finite(0, 1e6, true, "KB"));
+  rwk->add_option("--fail-detect-ms", rw->c.fail_detect_ms,
+                  "rar, rina: survive a rank's failure: heartbeats in --barrier; a rank silent this long has failed, and "
+                  "the lowest surviving rank re-plans the job (ring_worker.hpp)")
+      ->check(Finite(0, 1e6, false, "milliseconds"));
+  rwk->add_option("--crash-at-op", rw->c.crash_at_op, "fault injection: this rank stops for good inside op K (0-based), then exits")
+      ->check(CLI::Range(0, 65535));
+  rwk->add_option("--crash-after", rw->c.crash_after, "with --crash-at-op: after this many packets received in that op")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  rwk->add_option("--key-file", rw->c.key_file, "the job's credential, for reconfiguring the ToRs after a failure (else "
+                                                "INA_JOB_KEY, or derived from INA_SWITCH_KEY)");
   rwk->add_flag("--quiet", rw->quiet, "log errors only");
   rw->faults.add(rwk, false);
 
@@ -459,6 +469,11 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--racks", c.racks, "ring schemes: split the workers into this many equal racks (H-AR's and Rina's "
                                     "racks; Rina: one `ina switch` per INA rack)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  r->add_option("--fail-rank", c.fail_rank, "rar, rina: inject a failure: this rank stops for good (with --fail-at-op)")
+      ->check(CLI::Range(0, 65535));
+  r->add_option("--fail-at-op", c.fail_at_op, "with --fail-rank: inside this op (0-based)")->check(CLI::Range(0, 65535));
+  r->add_option("--fail-detect-ms", c.fail_detect_ms, "with --fail-rank: a rank silent this long has failed")
+      ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
   r->add_option("--ina-racks", c.ina_racks, "rina: the racks whose ToR is an INA switch, e.g. 0,1, or none (default: every rack)");
   r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));

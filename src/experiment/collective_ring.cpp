@@ -9,6 +9,8 @@
 #include "dataplane/switch.hpp"
 #include "experiment/collective_impl.hpp"
 #include "host/ring.hpp"
+#include "host/ring_failover.hpp"
+#include "schemes/ring_plan.hpp"
 #include "sim/cluster.hpp"
 #include "workload/model.hpp"
 
@@ -49,12 +51,9 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (elems == 0) throw std::invalid_argument(fmt::format("gradient_mb = {} gives no values", s.gradient_mb));
   const bool ina = scheme.collective == schemes::Collective::RingIna;
 
-  auto make_plan = [&](size_t m, const std::vector<std::vector<uint16_t>>& rk, const std::vector<NodeId>& tr) {
-    switch (scheme.collective) {
-      case schemes::Collective::Ring: return host::plan_rar(m, elems);
-      case schemes::Collective::Hierarchical: return host::plan_hierarchical(rk, elems);
-      default: return host::plan_rina(rk, tr, elems);
-    }
+  const host::RingPlanner make_plan = [&](size_t m, const std::vector<std::vector<uint16_t>>& rk,
+                                          const std::vector<NodeId>& tr) {
+    return schemes::ring_plan(scheme, m, rk, tr, elems);
   };
   std::vector<RingJob> jobs(pl.jobs.size());
   std::vector<std::pair<int, int>> who(g.num_nodes(), {-1, -1});  // host -> (job, rank)
@@ -176,10 +175,10 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       link_params(s), s.host_ecn);
 
   // A failure in job 0 (Rina §IV-C): the worker stops; after the detection
-  // delay the control node re-plans the job among the survivors (new ranks
-  // in the old order), the ToRs get the job again under epoch 1 (a rack
-  // without its agent gets no rack: it only forwards), and every survivor
-  // restarts the first op not all of them finished.
+  // delay the control node re-plans the job among the survivors
+  // (host::ring_failover, shared with the runtime), the ToRs get the job
+  // again under the new epoch, and every survivor restarts the first op not
+  // all of them finished.
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -189,47 +188,35 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     sim.call(J.nodes[f], from_ms(s.fail_at_ms), [&](Effects&) { J.eps[f]->crash(); });
     const Time at = from_ms(s.fail_at_ms + s.fail_detect_ms);
     sim.run(at);
-    J.alive.erase(J.alive.begin() + static_cast<std::ptrdiff_t>(f));
-    std::vector<uint16_t> new_rank(J.nodes.size(), 0);
-    std::vector<NodeId> nodes2;
-    for (size_t i = 0; i < J.alive.size(); ++i) {
-      new_rank[J.alive[i]] = static_cast<uint16_t>(i);
-      nodes2.push_back(J.nodes[J.alive[i]]);
-    }
-    std::vector<std::vector<uint16_t>> racks2;
-    std::vector<NodeId> tors2;
-    for (size_t q = 0; q < J.racks.size(); ++q) {
-      std::vector<uint16_t> rk;
-      for (uint16_t r : J.racks[q])
-        if (r != f) rk.push_back(new_rank[r]);
-      if (rk.empty()) continue;
-      racks2.push_back(rk);
-      tors2.push_back(J.racks[q][0] == f ? kNoNode : J.tors[q]);  // without its agent the rack falls back to RAR
-    }
-    const auto plan2 = make_plan(J.alive.size(), racks2, tors2);
-    steps = host::ring_steps(plan2[0], 0);
-    size_t restart = SIZE_MAX;
-    for (size_t r : J.alive) restart = std::min(restart, J.eps[r]->op());
-    restarted = static_cast<int>(restart);
+    std::vector<size_t> ops(J.nodes.size(), 0);
+    for (size_t r = 0; r < J.nodes.size(); ++r) ops[r] = J.eps[r]->op();
+    const host::RingFailover fo =
+        host::ring_failover({J.nodes, J.racks, J.tors, 0}, {static_cast<uint16_t>(f)}, ops, make_plan);
+    J.alive.assign(fo.survivors.begin(), fo.survivors.end());
+    steps = host::ring_steps(fo.plan[0], 0);
+    restarted = static_cast<int>(fo.restart_op);
     const std::vector<unsigned> contributors(J.alive.begin(), J.alive.end());
     for (size_t i = 0; i < J.alive.size(); ++i) {
       const size_t r = J.alive[i];
       J.tensors[r]->set_contributors(contributors);
-      sim.call(J.nodes[r], at,
-               [&](Effects& fx) { J.eps[r]->reconfigure(nodes2, static_cast<uint16_t>(i), plan2[i], 1, restart, at, fx); });
+      sim.call(J.nodes[r], at, [&, i, r](Effects& fx) {
+        J.eps[r]->reconfigure(fo.next.nodes, static_cast<uint16_t>(i), fo.plan[i], fo.next.epoch, fo.restart_op, at, fx);
+      });
     }
     for (auto* sw : switches) {
       const dp::SwitchJob* old = sw->job(J.id);
       if (!old) continue;  // this ToR serves only other jobs
       dp::SwitchJob sj = *old;
       sw->remove_job(J.id);
-      sj.workers = nodes2;
-      sj.epoch = 1;
+      sj.workers = fo.next.nodes;
+      sj.epoch = fo.next.epoch;
       sj.rack.clear();
       sj.upstream.clear();
-      for (size_t q = 0; q < racks2.size(); ++q)
-        if (tors2[q] == sw->id() && racks2[q].size() >= 2) sj.rack = racks2[q];
-      if (!sj.rack.empty()) sj.upstream = host::upstream_of(plan2[sj.rack[0]], sj.rack[0]);
+      for (const auto& t : fo.tors)
+        if (t.tor == sw->id()) {
+          sj.rack = t.rack;
+          sj.upstream = t.upstream;
+        }
       sw->add_job(sj);
     }
   }

@@ -212,6 +212,13 @@ class RingEndpoint final : public Node {
   // done). The restarted op begins at once; the transport's RTT estimate and
   // window are kept.
   void crash() { crashed_ = true; }
+  // Drops the RTO backoff the timeouts toward a failed peer built up (the
+  // RTT estimate stays). The runtime calls it before reconfigure(): its
+  // survivors apply a new membership moments apart, so a first packet of the
+  // new epoch may be dropped as stale by one that has not yet, and its resend
+  // should not wait a 64x RTO. (The simulator reconfigures every survivor at
+  // once and keeps the backoff.)
+  void forget_backoff() { backoff_ = 0; }
   bool crashed() const { return crashed_; }
   void reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::vector<RingStage> stages, uint8_t epoch,
                    size_t restart_op, Time now, Effects& fx);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -116,6 +117,12 @@ std::string join_message(std::string_view nonce, std::string_view role, uint16_t
 }
 
 std::string stats_message(std::string_view nonce, uint16_t job) { return fmt::format("ina stats v2\n{}\n{}", nonce, job); }
+
+std::string reconfigure_message(std::string_view nonce, uint16_t job, unsigned epoch, const std::vector<uint16_t>& workers,
+                                const std::vector<uint16_t>& rack, const std::vector<uint16_t>& upstream) {
+  return fmt::format("ina reconfigure v1\n{}\n{}\n{}\n{}\n{}\n{}", nonce, job, epoch, fmt::join(workers, ","),
+                     fmt::join(rack, ","), fmt::join(upstream, ","));
+}
 
 bool key_from_env(const char* var, Key& out) {
   const char* v = std::getenv(var);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ina::rt {
 
@@ -43,6 +44,10 @@ bool proof_matches(std::string_view got, const std::string& want);
 std::string join_message(std::string_view nonce, std::string_view role, uint16_t job, unsigned rank,
                          unsigned nworkers, uint64_t payload, uint64_t retain_ops, std::string_view udp);
 std::string stats_message(std::string_view nonce, uint16_t job);  // job 0: the operator (switch key)
+// A ring job's new membership for a ToR after a failure (the job's key;
+// control.hpp "reconfigure"): node ids by new rank, the ToR's rack and upstream ranks.
+std::string reconfigure_message(std::string_view nonce, uint16_t job, unsigned epoch, const std::vector<uint16_t>& workers,
+                                const std::vector<uint16_t>& rack, const std::vector<uint16_t>& upstream);
 
 // Keys from the environment: INA_JOB_KEY (a job's credential) and
 // INA_SWITCH_KEY (the switch key, from which a job key can be derived).

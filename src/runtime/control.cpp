@@ -139,6 +139,31 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     }
     return r;
   }
+  if (op == "reconfigure") {
+    only_fields(m, "reconfigure", {"op", "job", "epoch", "workers", "rack", "upstream", "proof"});
+    ReconfigureRequest r;
+    r.job = static_cast<uint16_t>(field(m, "reconfigure", "job", 1, 65535));
+    r.epoch = static_cast<unsigned>(field(m, "reconfigure", "epoch", 1, 255));
+    auto ids = [&](const char* name, size_t max, uint64_t hi) {
+      const auto it = m.find(name);
+      if (it == m.end() || !it->is_array() || it->size() > max)
+        throw RuntimeError(fmt::format("reconfigure: field '{}' must be an array of at most {} integers, got {:.80}", name,
+                                       max, it == m.end() ? std::string("nothing") : it->dump()));
+      std::vector<uint16_t> v;
+      for (const auto& x : *it) {
+        if (!x.is_number_unsigned() || x.get<uint64_t>() > hi)
+          throw RuntimeError(fmt::format("reconfigure: field '{}': every entry must be an integer in 0..{}, got {:.40}", name,
+                                         hi, x.dump()));
+        v.push_back(x.get<uint16_t>());
+      }
+      return v;
+    };
+    r.workers = ids("workers", kMaxRingWorkers, kMulticast - 1);
+    r.rack = ids("rack", kMaxRingWorkers, kMaxRingWorkers - 1);
+    r.upstream = ids("upstream", kMaxRingWorkers, kMaxRingWorkers - 1);
+    r.proof = text_field(m, "reconfigure", "proof", 64);
+    return r;
+  }
   throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
 }
 
@@ -245,6 +270,24 @@ ControlNews read_control(LineChannel& ch) {
     }
   }
   return n;
+}
+
+nlohmann::json reconfigure_switch(const Endpoint& sw, Time timeout, const Key& job_key, const ReconfigureRequest& r) {
+  const Time deadline = monotonic_now() + timeout;
+  LineChannel ch(connect_tcp(sw, timeout, "the switch"));
+  const std::string peer = fmt::format("the switch at {}", sw.str());
+  const std::string nonce = read_hello(ch, deadline, peer);
+  ch.send({{"op", "reconfigure"}, {"job", r.job}, {"epoch", r.epoch}, {"workers", r.workers}, {"rack", r.rack},
+           {"upstream", r.upstream},
+           {"proof", proof(job_key, reconfigure_message(nonce, r.job, r.epoch, r.workers, r.rack, r.upstream))}});
+  nlohmann::json m;
+  if (!ch.wait_message(m, deadline, peer))
+    throw RuntimeError(fmt::format("timed out waiting for {} to take job {}'s epoch {}", peer, r.job, r.epoch));
+  if (op_of(m) == "error")
+    throw RuntimeError(fmt::format("{} refused job {}'s epoch {}: {}", peer, r.job, r.epoch, m.value("message", "?")));
+  if (op_of(m) != "reconfigured" || m.value("epoch", 0u) != r.epoch)
+    throw RuntimeError(fmt::format("{} answered the reconfiguration with {:.200}", peer, m.dump()));
+  return m;
 }
 
 nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout, const Key* key, uint16_t job) {

@@ -24,6 +24,11 @@
 //                     {"op":"hot_set","from":F,"error":"..."}  not installed (lists differ, too many keys, too late)
 //   switch -> member  {"op":"finish"}  every worker is done: the job is over (barrier)
 //                     {"op":"abort","message":"..."}  a member left early: the job is dead
+//   control node -> switch (a static ring job, `ina switch --layout`; after a failure, Rina §IV-C)
+//                     {"op":"reconfigure","job":J,"epoch":E,"workers":[ids by new rank],"rack":[new ranks],
+//                      "upstream":[new ranks],"proof":HMAC(job_key(J), reconfigure_message(nonce, fields))}
+//                     -> {"op":"reconfigured","job":J,"epoch":E,"aggregates":bool}: the job is registered again
+//                     under epoch E (host::ring_failover's RingTorJob; an empty rack: the ToR only forwards)
 //   anyone -> switch  {"op":"stats"}  -> {"op":"stats", ...}   the switch's shape only
 //                     {"op":"stats","job":J,"proof":HMAC(job_key(J), stats_message(nonce, J))}  + job J's state
 //                     {"op":"stats","job":0,"proof":HMAC(switch_key, stats_message(nonce, 0))}  everything
@@ -145,7 +150,13 @@ struct HotSetRequest {
   uint64_t total = 0, offset = 0;
   std::vector<uint64_t> keys;
 };
-using ControlRequest = std::variant<JoinRequest, StatsRequest, DoneRequest, HotSetRequest>;
+struct ReconfigureRequest {
+  uint16_t job = 0;
+  unsigned epoch = 0;
+  std::vector<uint16_t> workers, rack, upstream;
+  std::string proof;
+};
+using ControlRequest = std::variant<JoinRequest, StatsRequest, DoneRequest, HotSetRequest, ReconfigureRequest>;
 ControlRequest parse_control_request(const nlohmann::json& m);
 
 // The switch's scheme as the registry knows it; RuntimeError if it does not.
@@ -162,6 +173,11 @@ nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, si
 // only the switch's shape; with job J's key that job's state; with the
 // switch key and job 0 everything.
 nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout, const Key* key = nullptr, uint16_t job = 0);
+
+// Sends a static ring job's new membership to its ToR's `ina switch` (the
+// "reconfigure" operation, proven with the job's key) and waits for the
+// answer; RuntimeError with the switch's reason if it refuses.
+nlohmann::json reconfigure_switch(const Endpoint& sw, Time timeout, const Key& job_key, const ReconfigureRequest& r);
 
 // The job key a member uses: INA_JOB_KEY, else derived from INA_SWITCH_KEY;
 // throws RuntimeError naming both variables if neither is set.

@@ -231,6 +231,24 @@ void validate(const LaunchConfig& c) {
     throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
   if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
   const schemes::Scheme& s = schemes::find(c.scheme);
+  if (c.fail_at_op >= 0 && c.fail_rank < 0) throw RuntimeError(fmt::format("--fail-at-op {}: give --fail-rank too", c.fail_at_op));
+  if (c.fail_rank >= 0) {
+    if (!uses_layout(c) || !is_ring_scheme(s) || s.collective == schemes::Collective::Hierarchical)
+      throw RuntimeError(fmt::format("--fail-rank {}: --scheme {} does not survive a failure (rar and rina do{})", c.fail_rank,
+                                     c.scheme,
+                                     s.collective == schemes::Collective::Hierarchical
+                                         ? "; h-ar needs racks of equal size, which a failure breaks"
+                                         : ""));
+    if (c.fail_rank >= static_cast<int>(c.workers))
+      throw RuntimeError(fmt::format("--fail-rank {}: the job has ranks 0..{}", c.fail_rank, c.workers - 1));
+    if (c.workers < 3) throw RuntimeError(fmt::format("--fail-rank {}: a ring of {} workers cannot lose one", c.fail_rank, c.workers));
+    if (c.fail_at_op < 0) throw RuntimeError(fmt::format("--fail-rank {}: give --fail-at-op K too", c.fail_rank));
+    if (c.fail_at_op >= static_cast<int>(c.iterations))
+      throw RuntimeError(fmt::format("--fail-at-op {}: the job runs ops 0..{} (--iterations {})", c.fail_at_op,
+                                     c.iterations - 1, c.iterations));
+    if (!(c.fail_detect_ms > 0 && c.fail_detect_ms <= 1e6))
+      throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in (0, 1e6]", c.fail_detect_ms));
+  }
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())
       throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp, not to "
@@ -319,6 +337,10 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     sup.spawn(Kind::Worker, "PS", 1, cfg.workers, cfg.binary, a, fd);
     ps_sock.reset();
   }
+  // A failure injected: every rank watches heartbeats, the control node needs the job's key for the ToRs.
+  const bool failover = cfg.fail_rank >= 0;
+  const fs::path job_key_file = dir / "job.key";
+  if (failover) write_key_file(job_key_file.string(), job_key(switch_key, L.job));
   for (unsigned r = 0; r < cfg.workers; ++r) {
     const int fd = socks[r].get();
     std::vector<std::string> a{"ring-worker", "--layout", layout, "--rank", std::to_string(r), "--size",
@@ -326,6 +348,10 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                                std::to_string(cfg.seed), "--barrier", barrier.string(), "--udp-fd", std::to_string(fd),
                                "--report", report_of(r), "--timeout", fmt::format("{}", worker_timeout),
                                "--fault-seed", std::to_string(cfg.seed * 7919 + 100 + r)};
+    if (failover) {
+      a.insert(a.end(), {"--fail-detect-ms", fmt::format("{}", cfg.fail_detect_ms), "--key-file", job_key_file.string()});
+      if (static_cast<int>(r) == cfg.fail_rank) a.insert(a.end(), {"--crash-at-op", std::to_string(cfg.fail_at_op)});
+    }
     for (auto& f : fault_args(cfg)) a.push_back(f);
     if (!cfg.verbose) a.push_back("--quiet");
     sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, cfg.binary, a, fd);
@@ -364,10 +390,29 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   nlohmann::json reports = nlohmann::json::array();
   double slowest = 0;
   uint64_t verified = 0, mismatches = 0, retransmits = 0, refused = 0, steps = 0;
+  uint64_t expected = 0;  // values the ranks that finished had to check (after a failure: from the restart op on)
+  unsigned survivors = 0;
+  nlohmann::json failover_j;
   for (unsigned r = 0; r < cfg.workers; ++r) {
     std::ifstream in(report_of(r));
     auto rep = nlohmann::json::parse(in, nullptr, false);
     if (rep.is_discarded()) return fail({1, fmt::format("worker rank {} left no readable report {}", r, report_of(r))});
+    if (rep.value("crashed", false)) {
+      if (static_cast<int>(r) != cfg.fail_rank) problems.push_back(fmt::format("worker rank {} crashed, uninjected", r));
+      reports.push_back(std::move(rep));
+      continue;
+    }
+    ++survivors;
+    expected += rep.value("expected", uint64_t{0});
+    if (rep.contains("failover")) {
+      const auto& f = rep["failover"];
+      if (failover && f.value("epoch", 0) != 1)
+        problems.push_back(fmt::format("worker rank {} ended in epoch {}, not 1", r, f.value("epoch", 0)));
+      if (failover_j.is_null()) failover_j = {{"failed", f["failed"]}, {"restart_op", f["restart_op"]}, {"epoch", f["epoch"]},
+                                              {"survivors", f["survivors"]}, {"control_node", f["control_node"]}};
+      else if (f["restart_op"] != failover_j["restart_op"] || f["survivors"] != failover_j["survivors"])
+        problems.push_back(fmt::format("worker rank {} has another membership than the other survivors", r));
+    }
     slowest = std::max(slowest, rep.at("allreduce_seconds").get<double>());
     verified += rep.at("verified").get<uint64_t>() - rep.at("mismatches").get<uint64_t>();
     mismatches += rep.at("mismatches").get<uint64_t>();
@@ -385,7 +430,11 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     for (const auto& l : rep["leaks"]) problems.push_back(fmt::format("PS: {}", l.get<std::string>()));
     reports.push_back(std::move(rep));
   }
-  const uint64_t expected = cfg.size_bytes / 4 * cfg.iterations * cfg.workers;
+  if (failover && survivors != cfg.workers - 1)
+    problems.push_back(fmt::format("{} of {} workers finished; the injected failure should leave {}", survivors, cfg.workers,
+                                   cfg.workers - 1));
+  if (!failover && expected != cfg.size_bytes / 4 * cfg.iterations * cfg.workers)
+    problems.push_back(fmt::format("the workers expected {} values, not {}", expected, cfg.size_bytes / 4 * cfg.iterations * cfg.workers));
   const double goodput = slowest > 0 ? static_cast<double>(cfg.size_bytes) * cfg.iterations / slowest : 0;
   std::string rack_text;
   for (size_t q = 0; q < L.racks.size(); ++q)
@@ -395,9 +444,14 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                      "duplicate {}, reorder {}\n",
                      L.scheme, cfg.workers, L.racks.size(), rack_text, cfg.iterations, mib(cfg.size_bytes), cfg.payload,
                      cfg.loss, cfg.duplicate, cfg.reorder);
+  if (failover)
+    out << fmt::format("failure: rank {} stopped in op {}; control node rank {} re-planned epoch {} over {} survivors, "
+                       "restarting at op {}\n",
+                       cfg.fail_rank, cfg.fail_at_op, failover_j.value("control_node", -1), failover_j.value("epoch", 0),
+                       survivors, failover_j.value("restart_op", -1));
   out << fmt::format("job 1: {} of {} values exact on {} workers{}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
                      "allreduce, slowest worker); {}{} retransmissions\n",
-                     verified, expected, cfg.workers, mismatches ? fmt::format(", {} DIFFER", mismatches) : "",
+                     verified, expected, survivors, mismatches ? fmt::format(", {} DIFFER", mismatches) : "",
                      goodput / 1e6, goodput * 8 / 1e9, slowest,
                      tree ? std::string() : fmt::format("{} steps per allreduce, ", steps), retransmits);
   for (size_t k = 0; k < switches.size(); ++k) {
@@ -429,11 +483,12 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                       {"config", {{"scheme", L.scheme}, {"workers", cfg.workers}, {"racks", cfg.racks}, {"ina_racks", cfg.ina_racks},
                                   {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
                                   {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
-                                  {"reorder", cfg.reorder}, {"seed", cfg.seed}}},
+                                  {"reorder", cfg.reorder}, {"seed", cfg.seed}, {"fail_rank", cfg.fail_rank},
+                                  {"fail_at_op", cfg.fail_at_op}, {"fail_detect_ms", cfg.fail_detect_ms}}},
                       {"layout", L.to_json()},
                       {"jobs", {{{"job", 1}, {"goodput_bytes_per_s", goodput}, {"allreduce_seconds", slowest},
                                  {"verified", verified}, {"mismatches", mismatches}, {"steps_per_allreduce", steps},
-                                 {"workers", reports}}}},
+                                 {"failover", failover_j}, {"workers", reports}}}},
                       {"switches", sw_stats}};
   if (!problems.empty()) j["failure"] = {{"message", fmt::format("{}", fmt::join(problems, "; "))}, {"exit_status", mismatches ? 3 : 1}};
   write_json(j);

@@ -48,6 +48,13 @@ struct LaunchConfig {
   // (runtime/ring_layout.hpp) and talking to each other and their ToR directly.
   unsigned racks = 1;
   std::string ina_racks;
+  // Ring schemes that survive a failure (rar, rina; Rina §IV-C): rank
+  // `fail_rank` stops for good inside op `fail_at_op` (`ina ring-worker
+  // --crash-at-op`); every rank watches heartbeats (--fail-detect-ms) and the
+  // job finishes over the survivors. -1: no failure.
+  int fail_rank = -1;
+  int fail_at_op = -1;
+  double fail_detect_ms = 500;
 
   unsigned workers_of(unsigned job) const { return job_workers.empty() ? workers : job_workers.at(job - 1); }
   unsigned total_workers() const;

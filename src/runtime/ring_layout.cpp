@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "schemes/ring_plan.hpp"
+
 namespace ina::rt {
 
 bool is_ring_scheme(const schemes::Scheme& s) {
@@ -62,12 +64,8 @@ std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const
     rk.push_back(racks[q].ranks);
     tors.push_back(serving_tor(q) ? tor_id(q) : kNoNode);
   }
-  switch (scheme_info().collective) {
-    case schemes::Collective::PsIna: return {};  // no ring: a tree
-    case schemes::Collective::Ring: return host::plan_rar(n(), elems);
-    case schemes::Collective::Hierarchical: return host::plan_hierarchical(rk, elems);
-    default: return host::plan_rina(rk, tors, elems);
-  }
+  if (tree()) return {};  // no ring: a tree
+  return schemes::ring_plan(scheme_info(), n(), rk, tors, elems);
 }
 
 nlohmann::json RingLayout::to_json() const {

@@ -5,18 +5,24 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/rng.hpp"
 #include "host/ring.hpp"
+#include "host/ring_failover.hpp"
 #include "host/profile.hpp"
 #include "host/ps.hpp"
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
+#include "runtime/control.hpp"
 #include "runtime/ring_layout.hpp"
+#include "schemes/ring_plan.hpp"
 
 namespace ina::rt {
 
@@ -55,41 +61,66 @@ struct Rank {
   std::function<bool()> done;                   // its part is done (the PS: never: it serves until every rank is)
   std::function<std::string()> describe;        // where it stands (a timeout)
   std::function<void()> started = [] {};        // right after the engine started
+  // Failures (ring ranks with --fail-detect-ms): every loop turn; whether
+  // the rank has stopped for good (--crash-at-op); its own done file and
+  // the ones the end waits for (empty functions: done.R and done.0..n-1).
+  std::function<void()> tick = [] {};
+  std::function<bool()> stopped = [] { return false; };
+  std::function<std::string()> done_file;
+  std::function<std::vector<std::string>()> done_files;
 };
 
 // The barriers, the run and the drain (ring_worker.hpp). Returns the
-// leaks found after every rank is done (timers, packets held).
+// leaks found after every rank is done (timers, packets held); nothing
+// if the rank stopped for good (a crash injected).
 std::vector<std::string> drive(const RingWorkerConfig& cfg, const RingLayout& L, UdpEngine& eng, const Rank& rk,
                                const std::string& self_name) {
   const fs::path bar(cfg.barrier);
   const size_t n = L.n();
   const Time deadline = monotonic_now() + static_cast<Time>(cfg.timeout_s * kSec);
-  auto wait_for = [&](const char* what, const std::vector<std::string>& also) {
-    for (;;) {
-      auto m = missing(bar, what, n);
-      std::vector<std::string> names;
-      for (size_t r : m) names.push_back(std::to_string(r));
-      for (const auto& a : also)
-        if (!fs::exists(bar / fmt::format("{}.{}", what, a))) names.push_back(a);
-      if (names.empty()) return;
-      if (monotonic_now() >= deadline)
-        throw RuntimeError(fmt::format("{}: timed out after {} s waiting for {} of {}", rk.who, cfg.timeout_s, what,
-                                       fmt::join(names, ", ")));
-      eng.poll(2 * kMs);
-    }
-  };
+  const bool ps = self_name == "ps";
   touch(bar / fmt::format("ready.{}", self_name));
-  wait_for("ready", rk.wait_also);
+  for (;;) {
+    auto m = missing(bar, "ready", n);
+    std::vector<std::string> names;
+    for (size_t r : m) names.push_back(std::to_string(r));
+    for (const auto& a : rk.wait_also)
+      if (!fs::exists(bar / fmt::format("ready.{}", a))) names.push_back(a);
+    if (names.empty()) break;
+    if (monotonic_now() >= deadline)
+      throw RuntimeError(fmt::format("{}: timed out after {} s waiting for ready of {}", rk.who, cfg.timeout_s,
+                                     fmt::join(names, ", ")));
+    eng.poll(2 * kMs);
+  }
   eng.start();
   rk.started();
-  while (!rk.done()) {
-    if (monotonic_now() >= deadline)
+  std::string touched;
+  for (;;) {
+    rk.tick();
+    if (rk.stopped()) return {};
+    const bool mine = rk.done();
+    if (mine && !ps) {
+      const std::string f = rk.done_file ? rk.done_file() : fmt::format("done.{}", self_name);
+      if (f != touched) touch(bar / f);
+      touched = f;
+    }
+    std::vector<std::string> waiting;  // done files still missing
+    if (mine || ps) {
+      std::vector<std::string> all;
+      if (rk.done_files) all = rk.done_files();
+      else
+        for (size_t r = 0; r < n; ++r) all.push_back(fmt::format("done.{}", r));
+      for (const auto& f : all)
+        if (!fs::exists(bar / f)) waiting.push_back(f);
+      if (waiting.empty()) break;  // every rank is done (the PS is no longer needed)
+    }
+    if (monotonic_now() >= deadline) {
+      if (mine || ps)
+        throw RuntimeError(fmt::format("{}: timed out after {} s waiting for {}", rk.who, cfg.timeout_s, fmt::join(waiting, ", ")));
       throw RuntimeError(fmt::format("{}: timed out after {} s; {}", rk.who, cfg.timeout_s, rk.describe()));
-    eng.poll(10 * kMs);
-    if (self_name == "ps" && missing(bar, "done", n).empty()) break;  // every rank is done: the PS is no longer needed
+    }
+    eng.poll(mine || ps ? 2 * kMs : 10 * kMs);
   }
-  if (self_name != "ps") touch(bar / fmt::format("done.{}", self_name));
-  wait_for("done", {});
   // Every rank is done: stale timers fire and are ignored; nothing may re-arm or stay in flight.
   const Time drain_until = std::min(deadline, monotonic_now() + 2 * kSec);
   while ((eng.pending_timers() || eng.packets_in_use()) && monotonic_now() < drain_until) eng.poll(5 * kMs);
@@ -242,6 +273,313 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L) {
   return leaks.empty() ? 0 : 1;
 }
 
+// Fault injection (--crash-at-op K): in front of the rank's endpoint, it
+// crashes the endpoint for good after `after` packets received in op K, or
+// when op K ends if fewer came.
+class Crasher final : public Node {
+ public:
+  Crasher(host::RingEndpoint& ep, size_t op, uint64_t after) : ep_(ep), op_(op), after_(after) { set_id(ep.id()); }
+  void on_start(Time now, Effects& fx) override {
+    ep_.on_start(now, fx);
+    check();
+  }
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    const bool in_op = ep_.op() == op_;
+    ep_.on_packet(p, now, fx);
+    if (in_op) ++seen_;
+    check();
+  }
+  void on_timer(uint64_t token, Time now, Effects& fx) override {
+    ep_.on_timer(token, now, fx);
+    check();
+  }
+
+ private:
+  void check() {
+    if (!ep_.crashed() && (ep_.op() > op_ || (ep_.op() == op_ && seen_ >= after_))) ep_.crash();
+  }
+  host::RingEndpoint& ep_;
+  size_t op_;
+  uint64_t after_, seen_ = 0;
+};
+
+void write_atomic(const fs::path& p, const std::string& text) {
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) throw RuntimeError(fmt::format("cannot write {}", tmp.string()));
+  }
+  fs::rename(tmp, p);
+}
+
+std::optional<std::string> read_text(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A ring rank's side of failure handling (ring_worker.hpp, "Failures"):
+// heartbeats, detection, the control node's re-plan and its distribution,
+// and the survivors' reconfiguration.
+class Failover {
+ public:
+  Failover(const RingWorkerConfig& cfg, const RingLayout& L, UdpEngine& eng, Node& node, host::RingEndpoint& ep,
+           host::SyntheticTensor& tensor, uint64_t elems, std::string who)
+      : cfg_(cfg), L_(L), eng_(eng), node_(node), ep_(ep), tensor_(tensor), elems_(elems), who_(std::move(who)),
+        bar_(cfg.barrier), me_(static_cast<uint16_t>(cfg.rank)) {
+    for (size_t r = 0; r < L.n(); ++r) {
+      members_.push_back(static_cast<uint16_t>(r));
+      m_.nodes.push_back(RingLayout::worker_id(r));
+    }
+    for (size_t q = 0; q < L.racks.size(); ++q) {
+      m_.racks.push_back(L.racks[q].ranks);
+      m_.tors.push_back(L.serving_tor(q) ? L.tor_id(q) : kNoNode);
+    }
+    detect_ = static_cast<Time>(cfg.fail_detect_ms * kMs);
+    period_ = std::max<Time>(5 * kMs, detect_ / 10);
+    steps0_ = host::ring_steps(ep.config().stages, ep.config().rank);
+  }
+
+  void tick() {
+    if (detect_ <= 0 || ep_.crashed()) return;
+    const Time now = monotonic_now();
+    if (start_ == 0) start_ = now;
+    if (now - beat_at_ >= period_) {
+      write_atomic(bar_ / fmt::format("alive.{}", me_), std::to_string(++beats_));
+      beat_at_ = now;
+    }
+    if (now - check_at_ < period_) return;
+    check_at_ = now;
+    const uint8_t next = static_cast<uint8_t>(m_.epoch + 1);
+    // The control node's membership (apply() refuses to go on in a rank it leaves out).
+    if (auto text = read_text(bar_ / fmt::format("membership.{}.json", next))) return apply(*text, next);
+    watch(now);
+    // This rank's state for the next epoch: whom it finds silent, and its op; withdrawn when nobody is.
+    const fs::path state = bar_ / fmt::format("state.{}.{}", next, me_);
+    if (stale_.empty()) {
+      if (!state_.empty()) fs::remove(state);
+      state_.clear();
+      return;
+    }
+    const std::string text = nlohmann::json{{"failed", stale_}, {"op", ep_.op()}}.dump();
+    if (text != state_) write_atomic(state, text);
+    state_ = text;
+    if (control() == me_) distribute(next);
+  }
+
+  std::string done_file() const {
+    return m_.epoch == 0 ? fmt::format("done.{}", me_) : fmt::format("done.{}.epoch{}", me_, m_.epoch);
+  }
+  std::vector<std::string> done_files() const {
+    std::vector<std::string> v;
+    for (uint16_t r : members_)
+      v.push_back(m_.epoch == 0 ? fmt::format("done.{}", r) : fmt::format("done.{}.epoch{}", r, m_.epoch));
+    return v;
+  }
+  std::string describe() const {
+    if (stale_.empty()) return fmt::format("epoch {}", m_.epoch);
+    return fmt::format("epoch {}, ranks {} silent, {}", m_.epoch, fmt::join(stale_, ", "),
+                       control() == me_ ? fmt::format("control node waiting for {}", waiting_) : "waiting for the new membership");
+  }
+  nlohmann::json report() const {
+    return {{"epoch", m_.epoch}, {"failed", failed_all_}, {"restart_op", restart_}, {"survivors", members_},
+            {"control_node", control_of_last_}, {"verified_before_restart", verified_before_},
+            {"steps_per_allreduce_epoch0", steps0_}, {"heartbeats", beats_}, {"suspicions_withdrawn", withdrawn_},
+            {"detected_after_s", detected_s_}, {"reconfigured_after_s", applied_s_}};  // since this rank's first op began
+  }
+  size_t restart_op() const { return restart_; }
+  uint8_t epoch() const { return m_.epoch; }
+
+ private:
+  bool stale(uint16_t r) const { return std::find(stale_.begin(), stale_.end(), r) != stale_.end(); }
+  uint16_t control() const {
+    for (uint16_t r : members_)
+      if (!stale(r)) return r;
+    return me_;
+  }
+
+  // The members whose heartbeat has not changed for --fail-detect-ms (a
+  // member whose done file of this epoch exists is not watched); a member
+  // that beats again is no longer suspected.
+  // Two guards against a stalled observer rather than a failed member: an
+  // observer that did not look for more than half the detection time (it was
+  // descheduled, or the whole host stalled) starts its clocks again, and one
+  // that finds more than half of the others silent suspects nobody (it is
+  // more likely the one cut off; a single failure is what is handled).
+  void watch(Time now) {
+    const bool fresh = now - watched_at_ > detect_ / 2;
+    watched_at_ = now;
+    std::vector<uint16_t> st;
+    for (uint16_t r : members_) {
+      if (r == me_) continue;
+      const std::string done = m_.epoch == 0 ? fmt::format("done.{}", r) : fmt::format("done.{}.epoch{}", r, m_.epoch);
+      auto& w = seen_[r];
+      if (fs::exists(bar_ / done)) {
+        w.at = now;
+        continue;
+      }
+      const auto text = read_text(bar_ / fmt::format("alive.{}", r)).value_or("");
+      if (w.at == 0 || text != w.text || fresh) {
+        w.text = text;
+        w.at = now;
+      } else if (now - w.at >= detect_) {
+        st.push_back(r);
+      }
+    }
+    if (st.size() * 2 > members_.size() - 1) st.clear();
+    if (st == stale_) return;
+    for (uint16_t r : stale_)
+      if (std::find(st.begin(), st.end(), r) == st.end()) ++withdrawn_;
+    if (stale_.empty()) detected_s_ = to_ms(now - start_) / 1000;
+    stale_ = std::move(st);
+    if (cfg_.log)
+      std::fprintf(stderr, "%s: epoch %u: silent for %.0f ms: ranks [%s]\n", who_.c_str(), static_cast<unsigned>(m_.epoch),
+                   cfg_.fail_detect_ms, fmt::format("{}", fmt::join(stale_, ", ")).c_str());
+  }
+
+  // The control node (the lowest member it does not find silent): once every
+  // member it does not find silent names the same silent ranks, the re-plan,
+  // the ToRs, then the membership file.
+  void distribute(uint8_t next) {
+    std::vector<size_t> ops(members_.size(), 0);
+    std::vector<uint16_t> failed_new, waiting;
+    for (size_t k = 0; k < members_.size(); ++k) {
+      const uint16_t r = members_[k];
+      if (stale(r)) {
+        failed_new.push_back(static_cast<uint16_t>(k));
+        continue;
+      }
+      const auto text = read_text(bar_ / fmt::format("state.{}.{}", next, r));
+      const auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      std::vector<uint16_t> theirs;
+      try {
+        if (j.is_object()) theirs = j.at("failed").get<std::vector<uint16_t>>();
+        ops[k] = j.is_object() ? j.at("op").get<size_t>() : 0;
+      } catch (const nlohmann::json::exception&) {
+        theirs.clear();
+      }
+      if (theirs != stale_) waiting.push_back(r);
+    }
+    waiting_ = fmt::format("ranks {} to find ranks {} silent too", fmt::join(waiting, ", "), fmt::join(stale_, ", "));
+    if (!waiting.empty()) return;
+    const auto& scheme = L_.scheme_info();
+    const host::RingFailover fo = host::ring_failover(
+        m_, failed_new, ops,
+        [&](size_t n, const std::vector<std::vector<uint16_t>>& rk, const std::vector<NodeId>& tr) {
+          return schemes::ring_plan(scheme, n, rk, tr, elems_);
+        });
+    // The ToRs first: a survivor's first packet of the new epoch must find its ToR ready.
+    std::optional<Key> key;
+    for (const auto& t : fo.tors) {
+      size_t q = 0;
+      while (q < L_.racks.size() && L_.tor_id(q) != t.tor) ++q;
+      if (q == L_.racks.size() || !L_.racks[q].sw) throw RuntimeError(fmt::format("{}: ToR {} is not in the layout", who_, t.tor));
+      if (!key) key = cfg_.key_file.empty() ? job_key_from_env(L_.job) : read_key_file(cfg_.key_file);
+      ReconfigureRequest rq;
+      rq.job = L_.job;
+      rq.epoch = fo.next.epoch;
+      rq.workers.assign(fo.next.nodes.begin(), fo.next.nodes.end());
+      rq.rack = t.rack;
+      rq.upstream = t.upstream;
+      reconfigure_switch(*L_.racks[q].sw, 5 * kSec, *key, rq);
+    }
+    std::vector<uint16_t> survivors;
+    for (uint16_t k : fo.survivors) survivors.push_back(members_[k]);
+    std::vector<int> tors;
+    for (NodeId t : fo.next.tors) tors.push_back(t == kNoNode ? -1 : int{t});
+    const std::string text = nlohmann::json{{"epoch", fo.next.epoch}, {"control_node", me_}, {"failed", stale_},
+                                            {"survivors", survivors}, {"nodes", fo.next.nodes}, {"racks", fo.next.racks},
+                                            {"tors", tors}, {"restart_op", fo.restart_op}}.dump();
+    write_atomic(bar_ / fmt::format("membership.{}.json", next), text);
+    if (cfg_.log)
+      std::fprintf(stderr, "%s: control node: epoch %u without ranks [%s], %zu survivors restart at op %zu; %zu ToRs reconfigured\n",
+                   who_.c_str(), static_cast<unsigned>(fo.next.epoch), fmt::format("{}", fmt::join(stale_, ", ")).c_str(),
+                   survivors.size(), fo.restart_op, fo.tors.size());
+    apply(text, next);
+  }
+
+  // A survivor: the control node's membership of epoch `next`.
+  void apply(const std::string& text, uint8_t next) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    host::RingMembership m;
+    std::vector<uint16_t> survivors;
+    size_t restart = 0;
+    uint16_t ctl = 0;
+    std::vector<uint16_t> failed;
+    try {
+      failed = j.at("failed").get<std::vector<uint16_t>>();
+      if (j.at("epoch").get<unsigned>() != next) throw RuntimeError("wrong epoch");
+      survivors = j.at("survivors").get<std::vector<uint16_t>>();
+      m.nodes = j.at("nodes").get<std::vector<NodeId>>();
+      m.racks = j.at("racks").get<std::vector<std::vector<uint16_t>>>();
+      for (int t : j.at("tors").get<std::vector<int>>()) m.tors.push_back(t < 0 ? kNoNode : static_cast<NodeId>(t));
+      restart = j.at("restart_op").get<size_t>();
+      ctl = j.at("control_node").get<uint16_t>();
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("{}: membership.{}.json is malformed: {}", who_, next, e.what()));
+    }
+    m.epoch = next;
+    const auto it = std::find(survivors.begin(), survivors.end(), me_);
+    if (it == survivors.end())
+      throw RuntimeError(fmt::format("{}: the control node's epoch {} excludes this rank (its heartbeat stalled for "
+                                     "--fail-detect-ms {}): it stops", who_, next, cfg_.fail_detect_ms));
+    const auto rank = static_cast<uint16_t>(it - survivors.begin());
+    auto plan = schemes::ring_plan(L_.scheme_info(), survivors.size(), m.racks, m.tors, elems_);
+    verified_before_ += tensor_.checked();
+    tensor_.set_contributors(std::vector<unsigned>(survivors.begin(), survivors.end()));
+    eng_.invoke(node_, [&](Time now, Effects& fx) {
+      ep_.forget_backoff();
+      ep_.reconfigure(m.nodes, rank, std::move(plan[rank]), next, restart, now, fx);
+    });
+    failed_all_.insert(failed_all_.end(), failed.begin(), failed.end());
+    applied_s_ = to_ms(monotonic_now() - start_) / 1000;
+    members_ = std::move(survivors);
+    m_ = std::move(m);
+    restart_ = restart;
+    control_of_last_ = ctl;
+    stale_.clear();
+    state_.clear();
+    seen_.clear();
+    if (cfg_.log)
+      std::fprintf(stderr, "%s: epoch %u: rank %u of %zu, restarting at op %zu\n", who_.c_str(), static_cast<unsigned>(next),
+                   static_cast<unsigned>(rank), members_.size(), restart);
+  }
+
+  const RingWorkerConfig& cfg_;
+  const RingLayout& L_;
+  UdpEngine& eng_;
+  Node& node_;
+  host::RingEndpoint& ep_;
+  host::SyntheticTensor& tensor_;
+  uint64_t elems_;
+  std::string who_;
+  fs::path bar_;
+  uint16_t me_;
+  std::vector<uint16_t> members_;  // original ranks by current rank
+  host::RingMembership m_;
+  Time detect_ = 0, period_ = 0, beat_at_ = -kSec * 1000, check_at_ = -kSec * 1000;
+  uint64_t beats_ = 0;
+  struct Seen {
+    std::string text;
+    Time at = 0;
+  };
+  std::map<uint16_t, Seen> seen_;
+  std::vector<uint16_t> stale_;  // members found silent (sorted)
+  Time watched_at_ = 0;          // the last look at the heartbeats
+  std::string state_;            // this rank's state file as written ("" : none)
+  uint64_t withdrawn_ = 0;       // suspicions dropped because the member beat again
+  std::string waiting_;
+  std::vector<uint16_t> failed_all_;
+  size_t restart_ = 0;
+  int control_of_last_ = -1;
+  uint64_t verified_before_ = 0, steps0_ = 0;
+  Time start_ = 0;
+  double detected_s_ = 0, applied_s_ = 0;
+};
+
 }  // namespace
 
 int run_ring_worker(const RingWorkerConfig& cfg) {
@@ -260,6 +598,17 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   const std::string mine = cfg.ps ? "ready.ps" : fmt::format("done.{}", cfg.rank);
   if (fs::exists(bar / mine))
     throw RuntimeError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, mine));
+  const bool failover = cfg.fail_detect_ms > 0 || cfg.crash_at_op >= 0;
+  if (!(cfg.fail_detect_ms >= 0 && cfg.fail_detect_ms <= 1e6))
+    throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [0, 1e6]", cfg.fail_detect_ms));
+  if (cfg.crash_at_op >= 0 && static_cast<unsigned>(cfg.crash_at_op) >= cfg.iterations)
+    throw RuntimeError(fmt::format("--crash-at-op {}: the rank runs ops 0..{} (--iterations {})", cfg.crash_at_op,
+                                   cfg.iterations - 1, cfg.iterations));
+  if (failover && (L.tree() || cfg.ps || L.scheme_info().collective == schemes::Collective::Hierarchical))
+    throw RuntimeError(fmt::format("--fail-detect-ms / --crash-at-op: {} does not survive a failure (ring schemes whose "
+                                   "plan does: rar, rina){}", L.scheme,
+                                   L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
+  if (failover && n < 3) throw RuntimeError(fmt::format("--fail-detect-ms / --crash-at-op: a ring of {} ranks cannot lose one", n));
   if (cfg.ps) return run_tree_ps(cfg, L);
   if (L.tree()) return run_tree_worker(cfg, L);
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);
@@ -296,14 +645,38 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   ep.set_id(RingLayout::worker_id(cfg.rank));
   auto tensor = std::make_shared<host::SyntheticTensor>(mix(cfg.seed, 0x7a11 + L.job), cfg.rank, static_cast<unsigned>(n));
   for (unsigned k = 0; k < cfg.iterations; ++k) ep.submit(tensor, elems);
-  eng.add_node(ep);
+  std::unique_ptr<Crasher> crasher;
+  if (cfg.crash_at_op >= 0) crasher = std::make_unique<Crasher>(ep, static_cast<size_t>(cfg.crash_at_op), cfg.crash_after);
+  Node& node = crasher ? static_cast<Node&>(*crasher) : static_cast<Node&>(ep);
+  eng.add_node(node);
+  Failover fo(cfg, L, eng, node, ep, *tensor, elems, who);
 
   double seconds = 0;
   Rank rk{who, {}, [&] { return ep.done(); },
-          [&] { return fmt::format("{} of {} allreduces done; {}", ep.completed(), cfg.iterations, ep.describe()); }};
+          [&] {
+            return fmt::format("{} of {} allreduces done; {}{}", ep.completed(), cfg.iterations, ep.describe(),
+                               failover ? "; " + fo.describe() : std::string());
+          }};
+  if (failover) {
+    rk.tick = [&] { fo.tick(); };
+    rk.stopped = [&] { return ep.crashed(); };
+    rk.done_file = [&] { return fo.done_file(); };
+    rk.done_files = [&] { return fo.done_files(); };
+  }
   std::vector<std::string> leaks = drive(cfg, L, eng, rk, std::to_string(cfg.rank));
+  if (ep.crashed()) {
+    // Injected: this rank stopped for good; it reports so and leaves (its socket closes with the process).
+    nlohmann::json rep = {{"scheme", L.scheme}, {"job", L.job}, {"rank", cfg.rank}, {"workers", n}, {"crashed", true},
+                          {"crashed_in_op", ep.op()}, {"crashed_after_s", to_ms(eng.now() - ep.op_start().front()) / 1000},
+                          {"done", false}, {"leaks", nlohmann::json::array()},
+                          {"stats", {{"ring", ring_stats_json(ep.stats())}, {"engine", eng.stats().to_json()},
+                                     {"transport", {{"malformed", 0}, {"foreign", 0}}}}}};
+    write_report(cfg, who, rep);
+    if (cfg.log) std::fprintf(stderr, "%s: crashed in op %zu (injected: --crash-at-op %d)\n", who.c_str(), ep.op(), cfg.crash_at_op);
+    return 0;
+  }
   if (!ep.op_end().empty()) seconds = to_ms(ep.op_end().back() - ep.op_start().front()) / 1000;
-  const uint64_t expected = elems * cfg.iterations;
+  const uint64_t expected = elems * (cfg.iterations - fo.restart_op());
   if (tensor->checked() != expected)
     leaks.push_back(fmt::format("{} of {} result values written", tensor->checked(), expected));
   nlohmann::json iters = nlohmann::json::array();
@@ -312,11 +685,13 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   nlohmann::json rep = {{"scheme", L.scheme}, {"job", L.job}, {"rank", cfg.rank}, {"workers", n},
                         {"bytes", cfg.bytes}, {"iterations", cfg.iterations}, {"verified", tensor->checked()},
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
-                        {"iteration_seconds", iters}, {"done", ep.done()}, {"steps_per_allreduce", host::ring_steps(plan[cfg.rank], static_cast<uint16_t>(cfg.rank))},
+                        {"iteration_seconds", iters}, {"done", ep.done()}, {"steps_per_allreduce", host::ring_steps(ep.config().stages, ep.config().rank)},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", ring_stats_json(st)}, {"engine", eng.stats().to_json()},
                                    {"transport", {{"malformed", st.malformed}, {"foreign", st.foreign}}}}}};
+  rep["stats"]["ring"]["stale_epoch"] = st.stale_epoch;
+  if (failover) rep["failover"] = fo.report();
   write_report(cfg, who, rep);
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),

@@ -16,6 +16,31 @@
 // (a peer may still miss an acknowledgement) until every rank is done (file
 // done.R). Then nobody needs anything: the rank waits until its engine holds
 // no timer and no packet, and reports them (a leak is a failure).
+//
+// Failures (Rina §IV-C; --fail-detect-ms MS > 0, ring schemes with a plan
+// that survives a failure: RAR and Rina). Detection: every rank rewrites its
+// heartbeat file alive.R (a counter, replaced atomically) every MS/10 (at
+// least every 5 ms) while it runs; a member of the current membership whose
+// counter has not changed for MS by the observer's own clock is silent
+// (ranks whose done file for the current epoch exists are not watched; an
+// observer that itself did not look for MS/2 starts its clocks again, and
+// one that finds more than half of the others silent suspects nobody). Each
+// rank keeps state.E.R (E: the next epoch) naming the members it finds
+// silent and its current op, and removes it when they beat again. The
+// control node, the lowest member it does not find silent (Rina's global
+// control node, the agent of group 0), waits until every member it does not
+// find silent names the same set, re-plans the job with
+// host::ring_failover (the simulator's very decision), registers the job
+// under epoch E at every ToR switch that served it ("reconfigure" on its
+// control port, proven with the job's key: runtime/control.hpp), and then
+// writes membership.E.json (survivors, node ids, racks, ToRs, restart op).
+// Each survivor reads it, restricts its tensor's check to the survivors'
+// contributions and reconfigures its endpoint (host::RingEndpoint::
+// reconfigure); the end barrier then waits for the survivors' done files of
+// epoch E; a rank the membership leaves out stops with an error.
+// --crash-at-op K injects the failure: the rank's endpoint stops for good
+// (drops everything, sends nothing) inside op K, and the process writes its
+// report ("crashed": true) and exits at once.
 #include <cstdint>
 #include <string>
 
@@ -38,6 +63,12 @@ struct RingWorkerConfig {
   Time min_rto = 5 * kMs;    // the ring transport's RTO floor (loopback processes get descheduled for ms)
   double window_kb = 0;      // initial send window (0: host::RingConfig's, 196 packets)
   bool log = true;
+  // Failures (Rina §IV-C; ring schemes RAR and Rina, see "Failures" above).
+  double fail_detect_ms = 0; // > 0: heartbeats; a rank whose heartbeat has not changed for this long has failed
+  int crash_at_op = -1;      // fault injection: stop for good inside this op (0-based), then exit
+  unsigned crash_after = 16; //   after this many packets received in it (or at its end, if fewer came)
+  std::string key_file;      // the job's key, for the control node's reconfiguration of the ToRs
+                             //   ("": INA_JOB_KEY, else derived from INA_SWITCH_KEY)
 };
 
 // Returns 0 (every value exact, no state left), 3 (a value differed) or 1

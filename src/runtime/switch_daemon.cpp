@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -369,6 +370,7 @@ struct SwitchDaemon::Impl {
       return;
     }
     if (const auto* h = std::get_if<HotSetRequest>(&req)) return hot_set(c, *h);
+    if (const auto* rq = std::get_if<ReconfigureRequest>(&req)) return reconfigure(c, *rq);
     const auto& q = std::get<StatsRequest>(req);
     // No proof: the switch's shape only, nothing that names or counts a job.
     // A job's proof: also that job's state. The switch key's (job 0): everything.
@@ -389,6 +391,61 @@ struct SwitchDaemon::Impl {
   }
 
   bool needs_ps() const { return scheme.has_ps; }
+
+  // A static ring job's new membership after a failure (Rina §IV-C), from
+  // the job's control node (the lowest surviving rank) with the job's key:
+  // the job is registered again under the new epoch (aggregators of the old
+  // one are freed; its packets are stale from now on).
+  uint8_t epoch = 0;
+  uint64_t completed_at_epoch = 0, freed_at_reconfigure = 0;
+  void reconfigure(Conn& c, const ReconfigureRequest& r) {
+    if (!layout || layout->tree())
+      throw RuntimeError("reconfigure: this switch serves no static ring job (ina switch --layout FILE of a ring scheme)");
+    if (r.job != layout->job)
+      throw RuntimeError(fmt::format("reconfigure: field 'job' = {}: this switch serves job {}", r.job, layout->job));
+    if (!proof_matches(r.proof, proof(job_key(cfg.key, r.job),
+                                      reconfigure_message(c.nonce, r.job, r.epoch, r.workers, r.rack, r.upstream)))) {
+      ++auth_failures;
+      throw RuntimeError(fmt::format("reconfigure: authentication failed for job {}: the proof does not match that "
+                                     "job's credential", r.job));
+    }
+    if (r.epoch <= epoch)
+      throw RuntimeError(fmt::format("reconfigure: field 'epoch' = {}: job {} is already at epoch {}", r.epoch, r.job, epoch));
+    if (r.workers.size() < 2)
+      throw RuntimeError(fmt::format("reconfigure: field 'workers' has {} entries: a ring needs two", r.workers.size()));
+    for (size_t k = 0; k < r.workers.size(); ++k) {
+      const NodeId id = r.workers[k];
+      if (id < RingLayout::worker_id(0) || id > RingLayout::worker_id(layout->n() - 1) ||
+          std::find(r.workers.begin(), r.workers.begin() + static_cast<std::ptrdiff_t>(k), id) != r.workers.begin() + static_cast<std::ptrdiff_t>(k))
+        throw RuntimeError(fmt::format("reconfigure: field 'workers': node {} is not a distinct worker of the layout {}", id,
+                                       cfg.layout));
+    }
+    for (const auto* v : {&r.rack, &r.upstream})
+      for (uint16_t x : *v)
+        if (x >= r.workers.size())
+          throw RuntimeError(fmt::format("reconfigure: field '{}': rank {} is beyond the {} workers",
+                                         v == &r.rack ? "rack" : "upstream", x, r.workers.size()));
+    const dp::SwitchJob* old = program->job(layout->job);
+    if (!old) throw RuntimeError(fmt::format("reconfigure: job {} is not registered", layout->job));
+    dp::SwitchJob sj = *old;
+    sj.workers.assign(r.workers.begin(), r.workers.end());
+    sj.rack = r.rack;
+    sj.upstream = r.upstream;
+    sj.epoch = static_cast<uint8_t>(r.epoch);
+    const dp::SwitchJob before = *old;
+    freed_at_reconfigure += program->remove_job(layout->job);
+    try {
+      program->add_job(sj);
+    } catch (const std::invalid_argument& e) {
+      program->add_job(before);
+      throw RuntimeError(fmt::format("reconfigure: {}", e.what()));
+    }
+    epoch = sj.epoch;
+    completed_at_epoch = program->stats().completed;
+    log("job {}: epoch {}: {} workers, {}", r.job, r.epoch, r.workers.size(),
+        r.rack.empty() ? std::string("no rack here (only forwarding)") : fmt::format("rack of {} ranks", r.rack.size()));
+    send(c, {{"op", "reconfigured"}, {"job", r.job}, {"epoch", r.epoch}, {"aggregates", !r.rack.empty()}});
+  }
 
   // A worker's hot-set list (chunks in order). Once every worker's is in:
   // equal lists are installed as the job's table from `from` on; otherwise,
@@ -671,7 +728,10 @@ struct SwitchDaemon::Impl {
                     {"freed_at_teardown", cpu_copies_freed_at_teardown}};
     }
     if (layout) out["layout"] = {{"file", cfg.layout}, {"rack", cfg.rack}, {"job", layout->job}, {"id", program->id()},
-                                 {"aggregators_held", program->occupied_by(layout->job)}};
+                                 {"aggregators_held", program->occupied_by(layout->job)}, {"epoch", epoch},
+                                 {"completed_at_epoch", completed_at_epoch}, {"freed_at_reconfigure", freed_at_reconfigure}};
+    if (layout && !layout->tree())
+      if (const dp::SwitchJob* sj = program->job(layout->job)) out["layout"]["rack"] = sj->rack;  // current ranks, agent first
     return out;
   }
 };
