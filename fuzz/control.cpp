@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       const auto req = ina::rt::parse_control_request(ina::rt::LineChannel::parse_line(line));
       if (const auto* j = std::get_if<ina::rt::JoinRequest>(&req)) {
-        FUZZ_CHECK(j->job >= 1 && j->nworkers >= 1 && j->nworkers <= ina::kMaxWorkers, "join out of range");
+        FUZZ_CHECK(j->job >= 1 && j->nworkers >= 1 && j->nworkers <= ina::kMaxWireWorkers, "join out of range");
         FUZZ_CHECK(j->rank < j->nworkers, "join rank %u of %u", j->rank, j->nworkers);
         FUZZ_CHECK(j->udp.size() <= 64 && j->proof.size() <= 64, "join strings too long");
       }

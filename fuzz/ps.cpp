@@ -27,7 +27,7 @@ constexpr NodeId kPsNode = 100;
 constexpr NodeId kSwitch = 50;
 
 void check_sent(const std::vector<Packet*>& sent, const host::PsConfig& cfg) {
-  const uint64_t full = full_bitmap(static_cast<unsigned>(cfg.workers.size()));
+  const RankBits full = full_bitmap(static_cast<unsigned>(cfg.workers.size()));
   for (const Packet* p : sent) {
     const Header& h = p->h;
     FUZZ_CHECK(h.src == kPsNode && h.job == cfg.job && h.nworkers == cfg.workers.size(), "PS sent %s",

@@ -40,8 +40,8 @@ std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
     j.region_offset = k * region;
     j.region_size = region;
     // Routed: which ranks this switch aggregates (never empty).
-    const uint64_t full = full_bitmap(static_cast<unsigned>(j.workers.size()));
-    const uint64_t pick = k == 0 ? (mask_bits & 7) : k == 1 ? 1 : (mask_bits & 8 ? ~0ULL : 0xF0F0F0F0F0F0F0F0ULL);
+    const RankBits full = full_bitmap(static_cast<unsigned>(j.workers.size()));
+    const RankBits pick = k == 0 ? (mask_bits & 7) : k == 1 ? 1 : (mask_bits & 8 ? ~0ULL : 0xF0F0F0F0F0F0F0F0ULL);
     j.agg_mask = (pick & full) ? (pick & full) : full;
   }
   return js;

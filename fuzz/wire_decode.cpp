@@ -35,10 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              static_cast<unsigned>(h.type));
   FUZZ_CHECK((h.flags & ~flag::kAll) == 0, "accepted flags %#x", h.flags);
   // Ring packets may name up to 255 workers (kMaxRingWorkers), the others 64.
-  FUZZ_CHECK(h.nworkers >= 1 && (h.nworkers <= kMaxWorkers || is_ring(h.type)) && h.rank < h.nworkers,
+  FUZZ_CHECK(h.nworkers >= 1 && (h.nworkers <= kMaxWireWorkers || is_ring(h.type)) && h.rank < h.nworkers,
              "accepted rank %u/%u", h.rank, h.nworkers);
   FUZZ_CHECK((h.bitmap & ~full_bitmap(h.nworkers)) == 0, "accepted bitmap %#llx for %u workers",
-             static_cast<unsigned long long>(h.bitmap), h.nworkers);
+             static_cast<unsigned long long>(h.bitmap.lo()), h.nworkers);
   FUZZ_CHECK(encoded_size(h) == size, "decoded %zu bytes, encoded_size says %zu", size, encoded_size(h));
 
   // encode(decode(x)) == x, byte for byte.

@@ -134,6 +134,18 @@ class DropOneSent final : public Node {
   uint64_t dropped_ = 0;
 };
 
+// Hooks that wrap graph node `v` in a DropOneSent with `pick`; `dropper` is set to it.
+PsFamilyHooks drop_first_sent(topo::NodeId v, std::function<bool(const Packet&)> pick, DropOneSent*& dropper) {
+  PsFamilyHooks hooks;
+  hooks.wrap = [v, pick = std::move(pick), &dropper](topo::NodeId u, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
+    if (u != v) return n;
+    auto w = std::make_unique<DropOneSent>(std::move(n), pick);
+    dropper = w.get();
+    return w;
+  };
+  return hooks;
+}
+
 }  // namespace
 
 // The tree of one shard, by hand: 4 workers, h0 h1 on edge0 and h2 h3 on
@@ -399,15 +411,12 @@ TEST(PsCollective, RecoversFromOneDroppedAggregate) {
   const topo::Graph g = fat_tree(Ina::All);
   const NodeId edge0 = 0, edge1 = 1;
   DropOneSent* dropper = nullptr;
-  PsFamilyHooks hooks;
-  hooks.wrap = [&](topo::NodeId v, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
-    if (v != edge1) return n;
-    auto w = std::make_unique<DropOneSent>(std::move(n), [](const Packet& p) {
-      return p.h.type == PktType::Data && p.h.job == 1 && p.h.psn == 0 && p.h.has(flag::kPartial);
-    });
-    dropper = w.get();
-    return w;
-  };
+  PsFamilyHooks hooks = drop_first_sent(
+      edge1,
+      [](const Packet& p) {
+        return p.h.type == PktType::Data && p.h.job == 1 && p.h.psn == 0 && p.h.has(flag::kPartial);
+      },
+      dropper);
   hooks.ps = [](host::PsConfig& p) { p.min_timeout = 50 * kMs; };
   const Outcome x = run(g, "atp", 3, small(3 * 64), hooks);
   ASSERT_NE(dropper, nullptr);
@@ -483,6 +492,50 @@ TEST(PsCollective, ExactOnDragonflyLeafSpineAndAFile) {
       expect_clean(x);
       EXPECT_EQ(x.r.retransmits, 0u);
     }
+}
+
+// Jobs beyond 64 workers (worker bitmaps are RankBits, 128 ranks): the
+// dragonfly 4,9,2 with every one of its 72 hosts a worker, every router INA
+// (ATP) or none (PS). Ranks 64-71 live in the bitmaps' second word; a PS or
+// switch that lost them would never complete a task, and the run would end
+// unfinished or inexact.
+TEST(PsCollective, SeventyTwoWorkersOnTheDragonflyAreExact) {
+  topo::Graph df = *topo::generate("dragonfly:4,9,2");
+  const topo::Graph plain = df;
+  for (topo::NodeId v : df.switches()) df.set_ina(v, true, 100);
+  ASSERT_EQ(df.hosts().size(), 72u);
+  for (const char* scheme : {"ps", "atp"}) {
+    SCOPED_TRACE(scheme);
+    const Outcome x = run(std::string(scheme) == "ps" ? plain : df, scheme, 72, small(72 * 64));
+    expect_clean(x);
+    ASSERT_EQ(x.d.ps.size(), 72u);
+    for (size_t k = 0; k < 72; ++k) EXPECT_EQ(x.d.ps[k].completions, 1u) << "PS " << k;
+  }
+  // The first packet rank 70 sends to PS 3 is lost: PS 3 holds the other 71
+  // ranks' gradients (and no switch holds anything: no INA), so only rank
+  // 70's retransmission can complete it.
+  const NodeId h70 = static_cast<NodeId>(sim::place_rack_packed(plain, {72}).jobs[0][70]);
+  DropOneSent* dropper = nullptr;
+  const PsFamilyHooks hooks = drop_first_sent(
+      h70,
+      [](const Packet& p) {
+        return p.h.type == PktType::Data && p.h.rank == 70 && p.h.job == sim::ShardedPsCluster::job_of(3);
+      },
+      dropper);
+  const Outcome x = run(plain, "ps", 72, small(72 * 64), hooks);
+  ASSERT_NE(dropper, nullptr);
+  EXPECT_EQ(dropper->dropped(), 1u);
+  expect_clean(x);
+  // The 71 other gradients wait at PS 3 past every worker's RTO: each of the
+  // 72 ranks times out once, on shard 3 only, and rank 70's resend (a bit
+  // of the second word) completes the task once from gradients; the later
+  // resends carry the result they already hold (known results).
+  EXPECT_EQ(x.r.retransmits, 72u);
+  for (size_t r = 0; r < 72; ++r)
+    for (size_t k = 0; k < 72; ++k) ASSERT_EQ(x.d.worker[r][k].timeouts, k == 3 ? 1u : 0u) << "rank " << r << " shard " << k;
+  for (size_t k = 0; k < 72; ++k)
+    if (k != 3) EXPECT_EQ(x.d.ps[k].completions, 1u) << "PS " << k;
+  EXPECT_EQ(x.d.ps[3].completions - x.d.ps[3].known_results, 1u);
 }
 
 // The simulator: a link's duplicate of a multicast packet serves the same

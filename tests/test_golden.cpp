@@ -48,7 +48,7 @@ std::vector<std::string> render(const std::vector<sim::TraceRecord>& trace) {
       o << type_name(r.type) << " job=" << r.job << " psn=" << r.psn << ' ' << r.src << "->";
       if (r.dst == kMulticast) o << "mcast";
       else o << r.dst;
-      o << " rank=" << int{r.rank} << std::hex << " bm=0x" << r.bitmap << " fl=0x" << r.flags;
+      o << " rank=" << int{r.rank} << std::hex << " bm=0x" << r.bitmap.lo() << " fl=0x" << r.flags;
     }
     out.push_back(o.str());
   }

@@ -62,8 +62,9 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
       {"[run]\nschemes = [\"rar\"]\n", "run.schemes", "(value: rar)", "only on multi-switch topologies"},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\n[run]\nschemes = [\"rar\"]\n", "workload.model",
        "(value: A)", "needs a DNN"},
-      {"[topology]\nkind = \"dragonfly\"\n[workload]\njobs = 1\nmodel = \"VGG16\"\n[run]\nschemes = [\"rina\", \"atp\"]\n",
-       "workload.workers", "(value: 0)", "at most 64 workers (dragonfly:4,9,2 has 72 hosts"},
+      {"[topology]\nkind = \"dragonfly\"\ndragonfly = \"8,9,4\"\n[workload]\njobs = 1\nmodel = \"VGG16\"\n[run]\n"
+       "schemes = [\"rina\", \"atp\"]\n",
+       "workload.workers", "(value: 0)", "at most 128 workers (dragonfly:8,9,4 has 288 hosts"},
       {"[topology]\nkind = \"testbed\"\n[workload]\nmodel = \"VGG16\"\n[run]\nschemes = [\"rar\"]\n",
        "workload.jobs", "(value: 8)", "one job"},
       // Star-only transport settings are refused, not ignored.

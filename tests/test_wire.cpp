@@ -102,7 +102,7 @@ TEST(Wire, RoundTripSmallValuesAndEmptyPayload) {
     h.job = static_cast<uint16_t>(rng.next());
     h.src = static_cast<NodeId>(rng.next());
     h.dst = static_cast<NodeId>(rng.next());
-    h.nworkers = static_cast<uint8_t>(1 + rng.below(kMaxWorkers));
+    h.nworkers = static_cast<uint8_t>(1 + rng.below(kMaxWireWorkers));
     h.rank = static_cast<uint8_t>(rng.below(h.nworkers));
     h.bitmap = rng.next() & full_bitmap(h.nworkers);
     h.psn = static_cast<uint32_t>(rng.next());
@@ -162,6 +162,52 @@ TEST(Wire, EncodeRefusesSmallBuffers) {
   std::vector<std::byte> ok(encoded_size(h));
   const std::vector<int32_t> short_payload(63, 1);
   EXPECT_EQ(encode(h, short_payload, ok), 0u);
+}
+
+// The wire's bitmap is 64 bits: a header whose bitmap names a rank >= 64
+// (a simulator-only job, kMaxWorkers = 128) is not encoded at all, rather
+// than sent with those ranks cut off.
+TEST(Wire, EncodeRefusesRanksBeyondTheWireBitmap) {
+  Header h = full_header();
+  const auto payload = payload_of(64, 1);
+  std::vector<std::byte> buf(encoded_size(h));
+  h.bitmap = RankBits::bit(64);
+  EXPECT_EQ(encode(h, payload, buf), 0u);
+  h.bitmap = RankBits::bit(63);
+  EXPECT_EQ(encode(h, payload, buf), encoded_size(h));
+}
+
+// RankBits at its word boundary and its ends.
+TEST(RankBits, BitsFirstAndLowestAcrossTheWordBoundary) {
+  for (unsigned r : {0u, 1u, 62u, 63u, 64u, 65u, 126u, 127u}) {
+    const RankBits b = RankBits::bit(r);
+    EXPECT_EQ(b.count(), 1) << r;
+    EXPECT_EQ(b.lowest(), r);
+    for (unsigned q = 0; q < kRankBits; ++q) EXPECT_EQ(b.test(q), q == r) << r << " " << q;
+    EXPECT_EQ(r < 64 ? b.lo() : b.hi(), 1ULL << (r % 64));
+    EXPECT_EQ(r < 64 ? b.hi() : b.lo(), 0u);
+  }
+  EXPECT_FALSE(RankBits::bit(200).any());  // beyond the set: no bit, never another rank's
+  const struct {
+    unsigned n;
+    uint64_t lo, hi;
+  } firsts[] = {{0, 0, 0}, {1, 1, 0}, {63, ~0ULL >> 1, 0}, {64, ~0ULL, 0}, {65, ~0ULL, 1},
+                {72, ~0ULL, 0xFF}, {127, ~0ULL, ~0ULL >> 1}, {128, ~0ULL, ~0ULL}};
+  for (const auto& f : firsts) {
+    const RankBits b = RankBits::first(f.n);
+    EXPECT_EQ(b.lo(), f.lo) << f.n;
+    EXPECT_EQ(b.hi(), f.hi) << f.n;
+    EXPECT_EQ(b.count(), static_cast<int>(f.n));
+  }
+  EXPECT_EQ(RankBits{}.lowest(), kRankBits);
+  // Set algebra over both words: 72 ranks, one missing on each side of 64.
+  RankBits have = RankBits::first(72) ^ RankBits::bit(5) ^ RankBits::bit(70);
+  EXPECT_EQ(have.count(), 70);
+  EXPECT_NE(have, RankBits::first(72));
+  EXPECT_EQ(RankBits::first(72) & ~have, RankBits::bit(5) | RankBits::bit(70));
+  have |= RankBits::bit(70);
+  EXPECT_EQ((RankBits::first(72) & ~have).lowest(), 5u);
+  EXPECT_EQ(RankBits(0b101), RankBits::bit(0) | RankBits::bit(2));  // a uint64_t is the low word
 }
 
 // ---------------------------------------------------------------- malformed

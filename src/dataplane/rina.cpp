@@ -176,7 +176,7 @@ class RinaSwitch final : public SwitchProgram {
           return gather(p, j, local, fx);
         }
         if (!from_member) return drop(p, st_.foreign_data, fx);
-        if (p->h.bitmap != (1ULL << local)) return drop(p, st_.foreign_data, fx);
+        if (p->h.bitmap != RankBits::bit(local)) return drop(p, st_.foreign_data, fx);
         if (p->h.agg_index >= kNoNode || !member(j, static_cast<NodeId>(p->h.agg_index)))
           return drop(p, st_.foreign_forward, fx);
         ++st_.data_in;
@@ -259,7 +259,7 @@ class RinaSwitch final : public SwitchProgram {
     const uint64_t k = key(*p);
     const uint32_t i = slot(j, p->h.psn);
     Agg& a = agg(i);
-    const uint64_t all = full_bitmap(static_cast<unsigned>(j.rack.size()));
+    const RankBits all = full_bitmap(static_cast<unsigned>(j.rack.size()));
     if (a.key == k) {
       if (complete_[i]) {
         if (!p->h.has(flag::kResend)) return drop(p, st_.duplicates, fx);
@@ -363,7 +363,7 @@ class RinaSwitch final : public SwitchProgram {
       ++st_.stale;
     }
     const bool resend = p->h.has(flag::kResend);
-    const uint64_t all = full_bitmap(static_cast<unsigned>(j.rack.size()));
+    const RankBits all = full_bitmap(static_cast<unsigned>(j.rack.size()));
     if (a.key == t.key && tag_[i] == tag) {
       if (a.bitmap & p->h.bitmap) {
         if (!resend) return drop(p, st_.duplicates, fx);

@@ -53,7 +53,7 @@ void SwitchProgram::add_job(const SwitchJob& j) {
     if (w == kNoNode || w == kMulticast || w == id())
       throw std::invalid_argument(fmt::format("switch: job {} has an invalid worker node id {}", j.job, w));
   if (j.parent != kNoNode) {
-    const uint64_t all = full_bitmap(static_cast<unsigned>(j.workers.size()));
+    const RankBits all = full_bitmap(static_cast<unsigned>(j.workers.size()));
     if (j.parent == kMulticast || j.parent == id())
       throw std::invalid_argument(fmt::format("switch: job {} has an invalid parent node id {}", j.job, j.parent));
     if (j.agg_mask == 0 || (j.agg_mask & ~all) || (j.direct_mask & ~j.agg_mask))
@@ -255,7 +255,7 @@ const SwitchJob* SwitchProgram::swap_with(uint32_t i, Packet& p) {
   p.h.priority = 0;
   p.h.count = old.count;
   p.h.nworkers = vj ? static_cast<uint8_t>(vj->workers.size()) : 0;
-  p.h.rank = static_cast<uint8_t>(old.bitmap ? std::countr_zero(old.bitmap) : 0);
+  p.h.rank = static_cast<uint8_t>(old.bitmap ? old.bitmap.lowest() : 0);
   p.h.src = id();
   p.h.flags = old.ecn ? flag::kEcn : 0;
   ++st_.aggregated;
@@ -381,18 +381,18 @@ void SwitchProgram::send_down(Packet* p, const SwitchJob& j, Effects& fx) {
     fx.send(c);
   };
   for (NodeId c : j.children) copy(c);
-  const uint64_t direct = j.direct_mask;
+  const RankBits direct = j.direct_mask;
   if (!direct) {
     fx.free(p);
     return;
   }
-  st_.acks_multicast += static_cast<uint64_t>(std::popcount(direct));
+  st_.acks_multicast += static_cast<uint64_t>(direct.count());
   p->h.dst = kMulticast;
   p->mcast = direct;
   if (fx.multicast(p)) return;
-  p->mcast = 0;
-  for (size_t r = 0; r < j.workers.size(); ++r)
-    if (direct >> r & 1) copy(j.workers[r]);
+  p->mcast = {};
+  for (unsigned r = 0; r < j.workers.size(); ++r)
+    if (direct.test(r)) copy(j.workers[r]);
   fx.free(p);
 }
 
@@ -419,7 +419,7 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
     }
     if (p->h.type == PktType::Data) {
       if (!j || !valid_data(*p, *j)) return drop(st_.malformed);
-      const bool own = j->workers[p->h.rank] == src && p->h.bitmap == (1ULL << p->h.rank);
+      const bool own = j->workers[p->h.rank] == src && p->h.bitmap == RankBits::bit(p->h.rank);
       if (j->parent == kNoNode) {
         if (!own) return drop(st_.foreign_data);
       } else if ((!own && !is_peer(src)) || (p->h.bitmap & ~j->agg_mask)) {

@@ -87,7 +87,7 @@ struct SwitchJob {
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools);
                                   //   Rina with a shared pool: the members' window (AllGather rows)
   uint32_t priority = 0;          // Rina shared pool under DSA: the job's priority (a higher one preempts)
-  uint64_t agg_mask = 0;          // routed policy: ranks whose fragments this switch aggregates;
+  RankBits agg_mask;              // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
   std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group);
@@ -97,7 +97,7 @@ struct SwitchJob {
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
-  uint64_t direct_mask = 0;       // ranks whose gradients come here first; the result is multicast to them
+  RankBits direct_mask;           // ranks whose gradients come here first; the result is multicast to them
 };
 
 struct SwitchStats {
@@ -227,7 +227,7 @@ class SwitchProgram : public Node {
   // Scheme hook: a KV packet (KvData, or a KvAck of a result) addressed to this
   // switch for registered job j. Default: the sparse pipeline's (kv_), else counted malformed.
   virtual void on_kv(Packet* p, const SwitchJob& j, Time now, Effects& fx);
-  // Scheme hook: the most workers a job may have (bitmap schemes: 64).
+  // Scheme hook: the most workers a job may have (bitmap schemes: kMaxWorkers).
   virtual size_t max_workers() const { return kMaxWorkers; }
   // The isolated region of j lies within the aggregators and overlaps no other job's (throws std::invalid_argument).
   void check_region(const SwitchJob& j, uint32_t min_size) const;
@@ -249,7 +249,7 @@ class SwitchProgram : public Node {
   // completion state) in its own class, indexed the same way.
   struct Agg {
     uint64_t key = 0;        // 0 = free
-    uint64_t bitmap = 0;
+    RankBits bitmap;
     uint8_t ecn = 0;
     uint16_t count = 0;
   };
@@ -261,7 +261,7 @@ class SwitchProgram : public Node {
   void accumulate(uint32_t i, const Packet& p);
   void release(uint32_t i) { aggs_[i] = Agg{}; }
   // What the switch must collect for a task: every rank, or in a tree the ranks of its subtree.
-  static uint64_t owed(const SwitchJob& j) {
+  static RankBits owed(const SwitchJob& j) {
     return j.parent != kNoNode ? j.agg_mask : full_bitmap(static_cast<unsigned>(j.workers.size()));
   }
   bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == owed(j); }
@@ -351,7 +351,7 @@ class SwitchCpu final : public Node {
  private:
   struct Held {
     Packet* copy = nullptr;
-    uint64_t acked = 0;
+    RankBits acked;
     Time since = 0, deadline = 0;
     unsigned tries = 0;
   };

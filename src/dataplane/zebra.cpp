@@ -563,7 +563,7 @@ void SwitchCpu::on_packet(Packet* p, Time now, Effects& fx) {
       ++st_.unknown_acks;  // a duplicate ack of a copy already released
     } else {
       ++st_.acks;
-      it->second.acked |= 1ULL << p->h.rank;
+      it->second.acked |= RankBits::bit(p->h.rank);
       if (it->second.acked == full_bitmap(static_cast<unsigned>(workers.size()))) {
         if (it->second.tries == 0) est_.sample(now - it->second.since);  // Karn: copies sent once only
         fx.free(it->second.copy);
@@ -585,8 +585,8 @@ void SwitchCpu::on_timer(uint64_t, Time now, Effects& fx) {
         if (it == held_.end() || it->second.deadline != at) return;
         Held& h = it->second;
         const auto& workers = jobs_[h.copy->h.job];
-        for (size_t r = 0; r < workers.size(); ++r) {
-          if (h.acked >> r & 1) continue;
+        for (unsigned r = 0; r < workers.size(); ++r) {
+          if (h.acked.test(r)) continue;
           Packet* c = fx.alloc();
           c->h = h.copy->h;
           std::memcpy(c->payload(), h.copy->payload(), 4u * h.copy->h.count);

@@ -37,7 +37,7 @@ struct HostPlan {
   std::vector<host::WorkerConfig> transports;  // by shard
   host::PsConfig ps;                           // the PS of shard `rank`
   std::vector<NodeId> ps_children;             // its tree: the INA switches whose parent the PS is
-  uint64_t ps_direct = 0;                      // and the ranks whose first hop it is (its own excluded)
+  RankBits ps_direct;                          // and the ranks whose first hop it is (its own excluded)
   std::vector<uint64_t> offset, len;           // by shard: its values of the gradient
   uint64_t data_seed = 0;
   int iterations = 1;

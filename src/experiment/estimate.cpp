@@ -15,9 +15,9 @@ constexpr double kMiBytes = 1 << 20;
 
 // Sizes of structures private to other layers, mirrored here (they are
 // checked against the measured peak RSS in tests/test_bad_input.cpp):
-//  - dp::SwitchProgram::Agg: key 8, bitmap 8, ecn 1, count 2, padded to 24; plus the
+//  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
-constexpr uint64_t kAggBytes = 24 + 4;
+constexpr uint64_t kAggBytes = 32 + 4;
 //  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, done 1, padded;
 constexpr uint64_t kRecBytes = 32;
 //  - its DeadlineQueue entry: (deadline, psn), padded;

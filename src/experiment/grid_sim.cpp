@@ -36,17 +36,17 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   }
   const auto ps_id = static_cast<NodeId>(job.ps);
   // Aggregation masks per switch from the plan.
-  std::unordered_map<topo::NodeId, uint64_t> mask;
-  for (const auto& wp : plan.workers) mask[wp.node] |= 1ULL << rank_of.at(wp.worker);
+  std::unordered_map<topo::NodeId, RankBits> mask;
+  for (const auto& wp : plan.workers) mask[wp.node] |= RankBits::bit(rank_of.at(wp.worker));
   std::vector<NodeId> switch_ids;
-  std::vector<uint64_t> switch_masks;
+  std::vector<RankBits> switch_masks;
   std::unordered_map<topo::NodeId, size_t> switch_index;
   for (topo::NodeId v = 0; v < g.num_nodes(); ++v) {
     if (g.is_host(v)) continue;
     switch_index[v] = switch_ids.size();
     switch_ids.push_back(static_cast<NodeId>(v));
     auto it = mask.find(v);
-    switch_masks.push_back(it == mask.end() ? 0 : it->second);
+    switch_masks.push_back(it == mask.end() ? RankBits{} : it->second);
   }
 
   const schemes::Scheme& scheme = schemes::find("grid", schemes::Engine::SimTopology);

@@ -259,9 +259,9 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
 
 SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
   const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
-  if (s.workers == 0 || s.workers > kMaxWorkers || s.workers > src.workers())
+  if (s.workers == 0 || s.workers > kMaxWireWorkers || s.workers > src.workers())
     throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", s.workers,
-                                            src.name(), src.workers(), kMaxWorkers));
+                                            src.name(), src.workers(), kMaxWireWorkers));
   if (s.first_iteration + s.iterations > src.iterations())
     throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
                                             s.first_iteration + s.iterations, src.iterations()));
@@ -273,9 +273,9 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
   }
   const bool ina = scheme.sparse == schemes::Sparse::HotIna;
   const unsigned N = s.workers;
-  if (N == 0 || N > kMaxWorkers || N > src.workers())
+  if (N == 0 || N > kMaxWireWorkers || N > src.workers())
     throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", N,
-                                            src.name(), src.workers(), kMaxWorkers));
+                                            src.name(), src.workers(), kMaxWireWorkers));
   if (s.first_iteration + s.iterations > src.iterations())
     throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
                                             s.first_iteration + s.iterations, src.iterations()));
@@ -296,9 +296,9 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     if (!ina)
       throw std::invalid_argument(fmt::format("sparse run {}: a shared pool holds Zebra's hot keys; {} aggregates none "
                                               "in the switch", scheme.name, scheme.name));
-    if (s.dense_workers > kMaxWorkers || (s.dense_workers > 0 && (s.dense_values == 0 || s.dense_iterations == 0)))
+    if (s.dense_workers > kMaxWireWorkers || (s.dense_workers > 0 && (s.dense_values == 0 || s.dense_iterations == 0)))
       throw std::invalid_argument(fmt::format("sparse run: a dense job of {} workers (1..{}) x {} values x {} "
-                                              "iterations", s.dense_workers, kMaxWorkers, s.dense_values,
+                                              "iterations", s.dense_workers, kMaxWireWorkers, s.dense_values,
                                               s.dense_iterations));
   } else if (s.dense_workers > 0) {
     throw std::invalid_argument("sparse run: a dense job beside the sparse one needs a shared pool (pool = atp or dsa)");
@@ -521,7 +521,7 @@ SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src)
     if (p.h.type != PktType::KvData) return;
     if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
     if (p.h.rank >= N) return;
-    const uint64_t bit = 1ULL << p.h.rank;
+    const uint64_t bit = 1ULL << p.h.rank;  // sparse jobs: at most kMaxWireWorkers (64)
     if (p.h.has(flag::kLast) && !(closed[p.h.priority - s.first_iteration] & bit) &&
         (closed[p.h.priority - s.first_iteration] |= bit) == full_bitmap(N))
       it.ps_all_in = now;

@@ -32,7 +32,7 @@ bool ParameterServer::authentic(const Packet& p) const {
   if (p.h.type == PktType::Data && from_switch) return true;
   if (p.h.rank >= cfg_.workers.size() || cfg_.workers[p.h.rank] != src) return false;
   if (p.h.type == PktType::Data && p.h.has(flag::kResult)) return p.h.bitmap == full_;
-  return (p.h.bitmap & ~(1ULL << p.h.rank)) == 0;
+  return (p.h.bitmap & ~RankBits::bit(p.h.rank)) == 0;
 }
 
 uint32_t ParameterServer::open(uint32_t psn, Time now, Effects& fx) {
@@ -65,7 +65,7 @@ void ParameterServer::close(uint32_t e) {
 
 void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) {
   Entry& en = slots_[e];
-  const uint64_t a = en.bitmap, b = p.h.bitmap;
+  const RankBits a = en.bitmap, b = p.h.bitmap;
   en.ecn |= p.h.has(flag::kEcn);
   if (b == 0) return;
   if (p.h.has(flag::kResult)) en.known = true;
@@ -110,7 +110,7 @@ void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   if (en.known) ++st_.known_results;
   if (en.known && cfg_.targeted_known_results) {
     for (size_t r = 0; r < cfg_.workers.size(); ++r)
-      if (en.waiting & (1ULL << r)) to.push_back(cfg_.workers[r]);
+      if (en.waiting.test(r)) to.push_back(cfg_.workers[r]);
     if (to.empty()) {
       ++st_.unneeded_results;
       close(e);
@@ -165,7 +165,7 @@ void ParameterServer::remind(uint32_t e, Time now, Effects& fx) {
     make(PktType::Fetch, sw, 0);
   }
   for (size_t r = 0; r < cfg_.workers.size(); ++r) {
-    if (en.bitmap & (1ULL << r)) continue;
+    if (en.bitmap.test(r)) continue;
     ++st_.grad_requests;
     make(PktType::GradRequest, cfg_.workers[r], static_cast<uint8_t>(r));
   }

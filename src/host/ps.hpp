@@ -73,7 +73,7 @@ class ParameterServer final : public Node {
 
   struct EntryView {
     uint32_t psn;
-    uint64_t bitmap;
+    RankBits bitmap;
     unsigned reminders;
     Time created, deadline;
   };
@@ -87,12 +87,12 @@ class ParameterServer final : public Node {
  private:
   struct Entry {
     uint32_t psn = 0;
-    uint64_t bitmap = 0;
+    RankBits bitmap;
     uint16_t count = 0;
     bool ecn = false;
     bool reminded = false;   // Karn's rule: such completions are not timeout samples
     bool known = false;      // a worker sent the finished result: the task had completed once
-    uint64_t waiting = 0;    // workers whose own gradient or reminder reached this entry
+    RankBits waiting;        // workers whose own gradient or reminder reached this entry
     uint8_t reminders = 0;   // consecutive reminders without progress
     Time created = 0, deadline = 0, last_reminder = -kSec;
   };
@@ -108,7 +108,7 @@ class ParameterServer final : public Node {
 
   PsConfig cfg_;
   PsStats st_;
-  uint64_t full_;
+  RankBits full_;
   std::vector<Entry> slots_;
   std::vector<int32_t> vals_;
   std::vector<uint32_t> free_;

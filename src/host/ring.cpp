@@ -293,7 +293,7 @@ void RingEndpoint::build_steps() {
           shard(q + 2 * G - 1 - s, x.r_off, x.r_len);
           x.r_src = prev_sr_exit;
           x.r_keep = true;
-          if (prev.ina()) x.r_parts = full_bitmap(static_cast<unsigned>(prev.ranks.size()));
+          if (prev.ina()) x.r_parts = full_bitmap(static_cast<unsigned>(prev.ranks.size())).lo();  // racks: <= 64 ranks
         }
         add(std::move(x));
       }
@@ -322,7 +322,7 @@ void RingEndpoint::build_steps() {
           f.r_len = len;
           f.r_src = mine.tor;
           f.r_to_kept = true;
-          f.r_parts = full_bitmap(static_cast<unsigned>(mine.ranks.size()));
+          f.r_parts = full_bitmap(static_cast<unsigned>(mine.ranks.size())).lo();
           f.r_write = last && ag;
         }
       } else {
@@ -922,13 +922,14 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     // held is dropped unacknowledged: its members retransmit, and the ToR
     // sends a retransmission on alone.
     uint64_t& have = r.parts[p->h.psn];
-    if (p->h.bitmap == 0 || (p->h.bitmap & ~s.r_parts) || (have & p->h.bitmap)) {
+    const uint64_t bits = p->h.bitmap.lo();  // rack-local member bits (a rack has <= 64 ranks)
+    if (p->h.bitmap.hi() || bits == 0 || (bits & ~s.r_parts) || (have & bits)) {
       ++st_.duplicates;
       fx.free(p);
       return;
     }
-    have |= p->h.bitmap;
-    if (have != p->h.bitmap || have != s.r_parts) {  // a partial sum: add it up here
+    have |= bits;
+    if (have != bits || have != s.r_parts) {  // a partial sum: add it up here
       if (r.vals.empty()) r.vals.assign(s.r_len, 0);
       const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
       for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];

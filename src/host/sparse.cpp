@@ -30,9 +30,9 @@ int32_t add_value(KvArith a, int32_t acc, int32_t v, uint64_t* overflow) {
   return wrap_add(acc, v, overflow);
 }
 void check_config(const SparseConfig& c) {
-  if (c.workers.empty() || c.workers.size() > kMaxWorkers)
+  if (c.workers.empty() || c.workers.size() > kMaxWireWorkers)
     throw std::invalid_argument("sparse job: " + std::to_string(c.workers.size()) + " workers (1.." +
-                                std::to_string(kMaxWorkers) + ")");
+                                std::to_string(kMaxWireWorkers) + ")");
   if (c.pairs == 0 || c.pairs > kv::kMaxPairs)
     throw std::invalid_argument("sparse job: pairs per packet " + std::to_string(c.pairs) + " (1.." +
                                 std::to_string(kv::kMaxPairs) + ")");
@@ -171,7 +171,7 @@ void SparseWorker::transmit(uint32_t i, Time now, Effects& fx) {
   p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
   p->h.psn = d.psn;
   p->h.priority = iter_;
-  p->h.bitmap = 1ULL << rank_;
+  p->h.bitmap = RankBits::bit(rank_);
   p->h.flags = static_cast<uint16_t>((d.last ? flag::kLast : 0) | (first ? 0 : flag::kResend));
   const Table* t = d.hot ? table_for(iter_) : nullptr;
   kv::init(*p, d.n, t ? static_cast<uint16_t>(t->hot->version) : 0, d.last ? d.total : 0);
@@ -317,7 +317,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
   p->h.dst = to;
   p->h.rank = rank_;
   p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
-  p->h.bitmap = 1ULL << rank_;
+  p->h.bitmap = RankBits::bit(rank_);
   fx.send(p);
   if (current) maybe_finish(now, fx);
 }
@@ -466,7 +466,7 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
 void SparsePs::pump(Time now, Effects& fx) {
   while (next_ < out_.size() && inflight_ < static_cast<uint32_t>(window_)) {
     ++inflight_;
-    transmit(next_++, full_bitmap(static_cast<unsigned>(cfg_.workers.size())), now, fx);
+    transmit(next_++, full_bitmap(static_cast<unsigned>(cfg_.workers.size())).lo(), now, fx);
   }
 }
 
@@ -502,7 +502,7 @@ void SparsePs::transmit(uint32_t i, uint64_t to, Time now, Effects& fx) {
 }
 
 void SparsePs::on_timer(uint64_t, Time now, Effects& fx) {
-  const uint64_t all = full_bitmap(static_cast<unsigned>(cfg_.workers.size()));
+  const uint64_t all = full_bitmap(static_cast<unsigned>(cfg_.workers.size())).lo();
   auto live = [&](uint64_t k, Time at) {
     if (k >> 32 != gen_) return false;
     const Out& o = out_[static_cast<uint32_t>(k)];

@@ -68,7 +68,7 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   h.rank = cfg_.rank;
   h.nworkers = cfg_.nworkers;
   h.psn = psn;
-  h.bitmap = 1ULL << cfg_.rank;
+  h.bitmap = RankBits::bit(cfg_.rank);
   h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
   h.count = count_of(op, idx);
   op.io->read_gradient(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
@@ -258,7 +258,7 @@ void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
   h.dst = ps;
   h.rank = cfg_.rank;
   h.count = count_of(*op, idx);
-  h.bitmap = have_result ? full_bitmap(cfg_.nworkers) : (1ULL << cfg_.rank);
+  h.bitmap = have_result ? full_bitmap(cfg_.nworkers) : RankBits::bit(cfg_.rank);
   const uint64_t off = static_cast<uint64_t>(idx) * cfg_.payload_values;
   if (have_result) {
     op->io->read_result(off, p->values());
@@ -316,7 +316,7 @@ void WorkerTransport::on_rto(Time now, Effects& fx) {
       m->h.rank = cfg_.rank;
       m->h.nworkers = cfg_.nworkers;
       m->h.psn = psn;
-      m->h.bitmap = 1ULL << cfg_.rank;
+      m->h.bitmap = RankBits::bit(cfg_.rank);
       ++st_.reminders;
       fx.send(m);
     }

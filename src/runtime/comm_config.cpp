@@ -153,8 +153,8 @@ void CommConfig::apply_profile(const host::Profile& p) {
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
   if (job == 0) throw RuntimeError("communicator: job ids start at 1");
-  if (nworkers == 0 || nworkers > kMaxWorkers)
-    throw RuntimeError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWorkers, nworkers));
+  if (nworkers == 0 || nworkers > kMaxWireWorkers)
+    throw RuntimeError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWireWorkers, nworkers));
   if (rank >= nworkers)
     throw RuntimeError(fmt::format("communicator: rank {} is not below the worker count {}", rank, nworkers));
   if (scale_mode == ScaleMode::Fixed && !(fixed_scale > 0 && std::isfinite(fixed_scale)))

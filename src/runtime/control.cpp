@@ -95,7 +95,7 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
     r.role = role == "worker" ? Role::Worker : Role::Ps;
     r.job = static_cast<uint16_t>(field(m, "join", "job", 1, 65535));
-    r.nworkers = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWorkers));
+    r.nworkers = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWireWorkers));
     r.payload = field(m, "join", "payload", 0, 65535);
     if (r.role == Role::Worker) {
       r.rank = static_cast<unsigned>(field(m, "join", "rank", 0, r.nworkers - 1));

@@ -205,13 +205,13 @@ void validate(const LaunchConfig& c) {
   } catch (const schemes::UnknownScheme& e) {
     throw RuntimeError(fmt::format("--scheme: {}", e.what()));
   }
-  if (c.workers < 1 || c.workers > kMaxWorkers)
-    throw RuntimeError(fmt::format("--workers must be in 1..{}, got {}", kMaxWorkers, c.workers));
+  if (c.workers < 1 || c.workers > kMaxWireWorkers)
+    throw RuntimeError(fmt::format("--workers must be in 1..{}, got {}", kMaxWireWorkers, c.workers));
   if (c.jobs < 1 || c.jobs > 64) throw RuntimeError(fmt::format("--jobs must be in 1..64, got {}", c.jobs));
   if (!c.job_workers.empty() && c.job_workers.size() != c.jobs)
     throw RuntimeError(fmt::format("--workers gives {} counts for {} jobs: give one count per job", c.job_workers.size(), c.jobs));
   for (unsigned w : c.job_workers)
-    if (w < 1 || w > kMaxWorkers) throw RuntimeError(fmt::format("--workers: every count must be in 1..{}, got {}", kMaxWorkers, w));
+    if (w < 1 || w > kMaxWireWorkers) throw RuntimeError(fmt::format("--workers: every count must be in 1..{}, got {}", kMaxWireWorkers, w));
   if (c.size_bytes < 4 || c.size_bytes % 4 != 0)
     throw RuntimeError(fmt::format("--size must be a positive multiple of 4 bytes (whole float32 values), got {}", c.size_bytes));
   if (c.memory_bytes < uint64_t{4} * c.payload)

@@ -36,7 +36,7 @@ size_t RingLayout::rack_of(size_t rank) const {
 
 RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
   TreeJob t;
-  for (uint16_t r : racks.at(rack).ranks) t.direct_mask |= 1ULL << r;
+  for (uint16_t r : racks.at(rack).ranks) t.direct_mask |= RankBits::bit(r);
   if (rack == 0) {
     t.parent = ps_id();
     t.agg_mask = full_bitmap(static_cast<unsigned>(n()));
@@ -171,7 +171,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     for (size_t q = 0; q < L.racks.size(); ++q)
       if (L.racks[q].sw && *L.racks[q].sw == *L.ps)
         throw bad("ps", j["ps"], fmt::format("the same address as racks[{}].switch", q));
-    if (n > kMaxWorkers) throw bad("workers", j["workers"], fmt::format("ATP's bitmaps hold at most {} ranks", kMaxWorkers));
+    if (n > kMaxWireWorkers) throw bad("workers", j["workers"], fmt::format("ATP's wire bitmaps hold at most {} ranks", kMaxWireWorkers));
   } else if (j.contains("ps")) {
     throw bad("ps", j["ps"], fmt::format("{} has no PS", L.scheme));
   }

@@ -69,7 +69,7 @@ struct RingLayout {
   // the ToR of the rack it lives in (the PS's to the root).
   struct TreeJob {
     NodeId parent = kNoNode;
-    uint64_t agg_mask = 0, direct_mask = 0;
+    RankBits agg_mask, direct_mask;
     std::vector<NodeId> children;
   };
   TreeJob tree_job(size_t rack) const;

@@ -88,7 +88,7 @@ void StarCluster::wire(const std::function<std::pair<LinkParams, LinkParams>(Nod
 }
 
 TopologyCluster::TopologyCluster(const schemes::Scheme& scheme, Job job, std::vector<NodeId> switches,
-                                 std::vector<uint64_t> masks)
+                                 std::vector<RankBits> masks)
     : scheme_(scheme), job_(std::move(job)), switches_(std::move(switches)), masks_(std::move(masks)) {
   if (masks_.size() != switches_.size()) throw std::invalid_argument("TopologyCluster: one mask per switch");
 }
@@ -165,7 +165,7 @@ ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> wor
     };
     for (size_t r = 0; r < n; ++r) {
       if (r == k) continue;  // the PS's own worker: on the same host
-      const uint64_t bit = 1ULL << r;
+      const RankBits bit = RankBits::bit(r);
       NodeId x = up(workers_[r]);
       t.first[r] = x;
       t.direct[x] |= bit;

@@ -81,7 +81,7 @@ class TopologyCluster {
     NodeId ps = kNoNode;
   };
   // `switches`: every switch's node id; `masks[i]`: the ranks switches[i] aggregates.
-  TopologyCluster(const schemes::Scheme& scheme, Job job, std::vector<NodeId> switches, std::vector<uint64_t> masks);
+  TopologyCluster(const schemes::Scheme& scheme, Job job, std::vector<NodeId> switches, std::vector<RankBits> masks);
 
   // The program of switch i (configured by `cfg`), job registered, peers set.
   std::unique_ptr<dp::SwitchProgram> make_switch(size_t i, const dp::SwitchConfig& cfg) const;
@@ -94,7 +94,7 @@ class TopologyCluster {
   const schemes::Scheme& scheme_;
   Job job_;
   std::vector<NodeId> switches_;
-  std::vector<uint64_t> masks_;
+  std::vector<RankBits> masks_;
 };
 
 // One shard's aggregation tree (ShardedPsCluster). Every worker addresses
@@ -109,8 +109,8 @@ struct ShardTree {
   std::vector<NodeId> switches;        // the INA switches on the tree, by id
   // By graph node (INA switches on the tree and the PS; kNoNode, 0 or empty elsewhere):
   std::vector<NodeId> parent;          // the next INA switch toward the PS, or the PS
-  std::vector<uint64_t> subtree;       // switches: the ranks whose gradients reach the PS through it
-  std::vector<uint64_t> direct;        // the ranks whose first hop it is (the PS: without its own rank)
+  std::vector<RankBits> subtree;       // switches: the ranks whose gradients reach the PS through it
+  std::vector<RankBits> direct;        // the ranks whose first hop it is (the PS: without its own rank)
   std::vector<std::vector<NodeId>> children;  // the INA switches whose parent it is
 };
 

@@ -7,6 +7,8 @@
 
 #include "core/ecmp.hpp"
 
+#include <fmt/format.h>
+
 namespace ina::sim {
 
 constexpr uint32_t kNoLink = UINT32_MAX;
@@ -25,7 +27,8 @@ void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(curren
 bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(current, p); }
 
 void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members) {
-  if (members.size() > 64) throw std::invalid_argument("multicast groups hold at most 64 members");
+  if (members.size() > kRankBits)
+    throw std::invalid_argument(fmt::format("multicast groups hold at most {} members, got {}", kRankBits, members.size()));
   if (groups_.size() <= group) groups_.resize(group + 1);
   groups_[group] = std::move(members);
 }
@@ -33,16 +36,16 @@ void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members)
 bool Simulator::multicast_from(NodeId from, Packet* p) {
   if (p->h.job >= groups_.size() || groups_[p->h.job].empty() || !is_switch_[from]) return false;
   const auto& members = groups_[p->h.job];
-  const uint64_t pending = p->mcast ? p->mcast : (members.size() == 64 ? ~0ULL : (1ULL << members.size()) - 1);
+  const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
   // Members by next-hop link, in member order; one copy per link.
-  std::vector<std::pair<uint32_t, uint64_t>> branches;
-  for (size_t m = 0; m < members.size(); ++m) {
-    if (!(pending >> m & 1)) continue;
+  std::vector<std::pair<uint32_t, RankBits>> branches;
+  for (unsigned m = 0; m < members.size(); ++m) {
+    if (!pending.test(m)) continue;
     const uint32_t li = first_hop(from, members[m]);
     if (li == kNoLink) continue;
     auto it = std::find_if(branches.begin(), branches.end(), [&](const auto& b) { return b.first == li; });
-    if (it == branches.end()) branches.emplace_back(li, 1ULL << m);
-    else it->second |= 1ULL << m;
+    if (it == branches.end()) branches.emplace_back(li, RankBits::bit(m));
+    else it->second |= RankBits::bit(m);
   }
   for (size_t b = 0; b < branches.size(); ++b) {
     Packet* c = b + 1 == branches.size() ? p : pool_.clone(*p);
@@ -50,7 +53,7 @@ bool Simulator::multicast_from(NodeId from, Packet* p) {
     const NodeId to = links_[li].to;
     if (!is_switch_[to]) {  // the last hop: a unicast copy for that member
       c->h.dst = to;
-      c->mcast = 0;
+      c->mcast = {};
     } else {
       c->h.dst = kMulticast;
       c->mcast = mask;

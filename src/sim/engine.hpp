@@ -106,7 +106,7 @@ struct TraceRecord {
   uint32_t psn;
   NodeId src, dst;
   uint8_t rank;
-  uint64_t bitmap;
+  RankBits bitmap;
   uint64_t token;      // timers: the token
 };
 

@@ -30,7 +30,7 @@ Packet* PacketPool::get() {
   Packet* p = free_;
   free_ = p->next;
   p->next = nullptr;
-  p->mcast = 0;
+  p->mcast = {};
   p->h = Header{};
   ++in_use_;
   return p;
@@ -95,6 +95,7 @@ T get_be(const std::byte*& p) {
 size_t encode(const Header& h, std::span<const int32_t> payload, std::span<std::byte> out) {
   const size_t need = kHeaderBytes + 4u * h.count;
   if (out.size() < need || payload.size() < h.count) return 0;
+  if (h.bitmap.hi()) return 0;  // ranks >= 64: the wire's bitmap is 64 bits (kMaxWireWorkers)
   std::byte* p = out.data();
   put_be<uint8_t>(p, h.version);
   put_be<uint8_t>(p, static_cast<uint8_t>(h.type));
@@ -105,7 +106,7 @@ size_t encode(const Header& h, std::span<const int32_t> payload, std::span<std::
   put_be<uint8_t>(p, h.rank);
   put_be<uint8_t>(p, h.nworkers);
   put_be<uint32_t>(p, h.psn);
-  put_be<uint64_t>(p, h.bitmap);
+  put_be<uint64_t>(p, h.bitmap.lo());
   put_be<uint32_t>(p, h.priority);
   put_be<uint32_t>(p, h.agg_index);
   put_be<uint16_t>(p, h.count);
@@ -138,7 +139,7 @@ DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> 
   if (type == 0 || type > kMaxPktType) return DecodeError::BadType;
   x.type = static_cast<PktType>(type);
   if (x.flags & ~flag::kAll) return DecodeError::BadFlags;
-  if (x.nworkers == 0 || (x.nworkers > kMaxWorkers && !is_ring(x.type))) return DecodeError::BadWorkerCount;
+  if (x.nworkers == 0 || (x.nworkers > kMaxWireWorkers && !is_ring(x.type))) return DecodeError::BadWorkerCount;
   if (x.rank >= x.nworkers) return DecodeError::BadRank;
   if (x.bitmap & ~full_bitmap(x.nworkers)) return DecodeError::BadBitmap;
   if (in.size() != kHeaderBytes + 4u * x.count) return DecodeError::PayloadLength;
@@ -153,8 +154,11 @@ DecodeError decode(std::span<const std::byte> in, Packet& pk) {
 }
 
 std::string describe(const Header& h) {
-  return fmt::format("type={} job={} psn={} rank={}/{} bitmap={:#x} flags={:#x} prio={} agg={} count={} {}->{}",
-                     static_cast<int>(h.type), h.job, h.psn, h.rank, h.nworkers, h.bitmap, h.flags,
+  return fmt::format("type={} job={} psn={} rank={}/{} bitmap={} flags={:#x} prio={} agg={} count={} {}->{}",
+                     static_cast<int>(h.type), h.job, h.psn, h.rank, h.nworkers,
+                     h.bitmap.hi() ? fmt::format("{:#x}{:016x}", h.bitmap.hi(), h.bitmap.lo())
+                                   : fmt::format("{:#x}", h.bitmap.lo()),
+                     h.flags,
                      h.priority, h.agg_index, h.count, h.src, h.dst);
 }
 

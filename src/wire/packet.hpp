@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "wire/rank_bits.hpp"
+
 namespace ina {
 
 using NodeId = uint16_t;
@@ -20,7 +22,10 @@ constexpr NodeId kMulticast = 0xFFFE;  // "all workers of header.job", replicate
 
 constexpr uint8_t kWireVersion = 1;
 constexpr size_t kHeaderBytes = 36;
-constexpr unsigned kMaxWorkers = 64;
+// Workers of one job with a worker bitmap: 128 in the simulator (RankBits);
+// on the wire (the UDP runtime) the bitmap is 64 bits, so 64.
+constexpr unsigned kMaxWorkers = kRankBits;
+constexpr unsigned kMaxWireWorkers = 64;
 
 enum class PktType : uint8_t {
   Data = 1,        // gradient (or partial aggregate) worker -> switch -> PS
@@ -77,7 +82,7 @@ struct Header {
   uint8_t rank = 0;      // sender rank (0-based) for worker packets
   uint8_t nworkers = 0;  // workers in the job (1..64)
   uint32_t psn = 0;      // packet sequence number within the job's stream
-  uint64_t bitmap = 0;   // contributing workers, bit r = rank r
+  RankBits bitmap;       // contributing workers, bit r = rank r (the wire carries the low 64)
   uint32_t priority = 0; // DSA preemption priority (Eq. 1, fixed point)
   uint32_t agg_index = 0;// aggregator index (set by the switch; informative elsewhere)
   uint16_t count = 0;    // number of int32 values in the payload
@@ -86,16 +91,14 @@ struct Header {
   bool has(uint16_t f) const { return (flags & f) != 0; }
 };
 
-inline uint64_t full_bitmap(unsigned nworkers) {
-  return nworkers >= 64 ? ~0ULL : ((1ULL << nworkers) - 1);
-}
+inline RankBits full_bitmap(unsigned nworkers) { return RankBits::first(nworkers); }
 
 // In-memory packet. The payload lives right after the struct, with the
 // capacity of the pool that allocated it.
 struct Packet {
   Header h;
   Packet* next = nullptr;  // free-list / queue link, owned by whoever holds the packet
-  uint64_t mcast = 0;      // engine scratch: multicast members this copy still serves (0 = all)
+  RankBits mcast;          // engine scratch: multicast members this copy still serves (empty = all)
   uint16_t capacity = 0;
 
   int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
