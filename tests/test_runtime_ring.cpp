@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
@@ -333,21 +335,60 @@ TEST(RingFailoverOverUdp, MemberOfRack0FailsItsAgentExcludesIt) {
     EXPECT_GT((*s)["switch"]["completed"].get<uint64_t>(), (*s)["layout"]["completed_at_epoch"].get<uint64_t>());
 }
 
+// `ina` refused to run (exit 1) and said `what`.
+void expect_refused(const Out& o, const std::string& what) {
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_NE(o.text.find(what), std::string::npos) << o.text;
+}
+
 TEST(RingFailoverOverUdp, BadFailureOptionsNameTheOptionAndValue) {
   const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "8",
                      "--fail-at-op", "1"});
-  EXPECT_EQ(a.status, 1) << a.text;
-  EXPECT_NE(a.text.find("--fail-rank 8: the job has ranks 0..7"), std::string::npos) << a.text;
+  expect_refused(a, "--fail-rank 8: the job has ranks 0..7");
   const Out b = ina({"run", "--scheme", "h-ar", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "1",
                      "--fail-at-op", "1"});
-  EXPECT_EQ(b.status, 1) << b.text;
-  EXPECT_NE(b.text.find("--fail-rank 1: --scheme h-ar does not survive a failure"), std::string::npos) << b.text;
+  expect_refused(b, "--fail-rank 1: --scheme h-ar does not survive a failure");
   const Out c = ina({"run", "--scheme", "rar", "--workers", "4", "--iterations", "3", "--fail-rank", "1", "--fail-at-op", "3"});
-  EXPECT_EQ(c.status, 1) << c.text;
-  EXPECT_NE(c.text.find("--fail-at-op 3: the job runs ops 0..2"), std::string::npos) << c.text;
+  expect_refused(c, "--fail-at-op 3: the job runs ops 0..2");
   const Out d = ina({"run", "--scheme", "dsa", "--workers", "4", "--fail-rank", "1", "--fail-at-op", "0"});
-  EXPECT_EQ(d.status, 1) << d.text;
-  EXPECT_NE(d.text.find("--fail-rank 1: --scheme dsa"), std::string::npos) << d.text;
+  expect_refused(d, "--fail-rank 1: --scheme dsa");
+}
+
+// Standalone `ina ring-worker`: a detection time too short to ever detect
+// (heartbeats are looked at every 10 ms) and a failure option on a ring
+// that cannot lose a rank are refused naming the option and value; a
+// barrier directory holding any file of another run's end or failover is
+// refused naming the file (a new run would apply an old membership).
+TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFiles) {
+  const fs::path layout = tmp("stale_layout.json"), bar = tmp("stale_bar");
+  fs::remove_all(bar);
+  fs::create_directories(bar);
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], "racks": [{"ranks": [0, 1, 2]}]})";
+  const std::vector<std::string> base{"ring-worker", "--layout", layout.string(), "--rank", "1", "--size", "64",
+                                      "--iterations", "2", "--barrier", bar.string(), "--timeout", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    auto a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return ina(a, 20);
+  };
+  const Out a = with({"--fail-detect-ms", "20"});
+  expect_refused(a, "--fail-detect-ms 20: must be 0 (off) or in [50, 1e6] ms");
+  const Out b = ina({"run", "--scheme", "rar", "--workers", "4", "--iterations", "3", "--fail-rank", "1", "--fail-at-op", "1",
+                     "--fail-detect-ms", "20"});
+  expect_refused(b, "--fail-detect-ms 20: must be in [50, 1e6] ms");
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
+  const Out c = with({"--fail-detect-ms", "400"});
+  expect_refused(c, "--fail-detect-ms 400: a ring of 2 ranks cannot lose one");
+  for (const std::string f : {"done.0.epoch1", "done.2", "alive.0", "state.1.2", "membership.1.json", "alive.0.tmp.0"}) {
+    std::ofstream(bar / f) << "1";
+    const Out d = with({});
+    expect_refused(d, fmt::format("--barrier {}: already holds {} from another run", bar.string(), f));
+    fs::remove(bar / f);
+  }
+  fs::remove(layout);
+  fs::remove_all(bar);
 }
 
 // The ToR's side of a failover: `reconfigure` on the switch's control port
