@@ -312,8 +312,8 @@ TEST(RingFailoverOverUdp, AgentOfRack1FailsItsRackFallsBackToRar) {
   for (int r : {5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 6)) << "rank " << r;
   const auto& s0 = f.j["switches"][0];
   const auto& s1 = f.j["switches"][1];
-  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2, 3}));
-  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array());
+  EXPECT_EQ(s0["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(s1["layout"]["rack_ranks"], nlohmann::json::array());
   // Rack 1's ToR completed no sum after epoch 1; rack 0's did (ops 1 and 2 again).
   EXPECT_EQ(s1["switch"]["completed"], s1["layout"]["completed_at_epoch"]);
   EXPECT_GT(s0["switch"]["completed"].get<uint64_t>(), s0["layout"]["completed_at_epoch"].get<uint64_t>());
@@ -329,8 +329,8 @@ TEST(RingFailoverOverUdp, MemberOfRack0FailsItsAgentExcludesIt) {
   for (int r : {0, 1, 3, 4, 5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 3)) << "rank " << r;
   const auto& s0 = f.j["switches"][0];
   const auto& s1 = f.j["switches"][1];
-  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2}));
-  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array({3, 4, 5, 6}));
+  EXPECT_EQ(s0["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2}));
+  EXPECT_EQ(s1["layout"]["rack_ranks"], nlohmann::json::array({3, 4, 5, 6}));
   for (const auto* s : {&s0, &s1})
     EXPECT_GT((*s)["switch"]["completed"].get<uint64_t>(), (*s)["layout"]["completed_at_epoch"].get<uint64_t>());
 }
@@ -394,8 +394,12 @@ TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFi
 // The ToR's side of a failover: `reconfigure` on the switch's control port
 // takes a static ring job's new membership only with the job's credential
 // (a proof over the connection's nonce and every field), only for its own
-// job, for a later epoch and for workers of its layout; then the program
-// holds the job under the new epoch with the given rack.
+// job, for a later epoch (the same epoch again only with the same job: a
+// retry succeeds, a different definition is refused by field) and for
+// workers of its layout; the proof is checked first (a caller without the
+// key learns nothing), and a job the program refuses leaves the live one as
+// it was. Then the program holds the job under the new epoch with the given
+// rack (`layout.rack_ranks`; `layout.rack` stays the --rack option).
 TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
   const fs::path layout = tmp("reconf_layout.json");
   std::ofstream(layout) << R"({"job": 3, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
@@ -429,9 +433,17 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
     }
     return "";
   };
-  EXPECT_NE(refused(other, r).find("authentication failed for job 3"), std::string::npos);
+  // Without the job's key a caller learns nothing: not even which job the switch serves.
+  for (const auto& [key, job] : {std::pair{other, uint16_t{3}}, std::pair{right, uint16_t{4}}}) {
+    auto q = r;
+    q.job = job;
+    const std::string e = refused(key, q);
+    // The switch's whole answer (after the client's "refused job J's epoch 1: ").
+    const std::string tail = fmt::format("refused job {}'s epoch 1: reconfigure: authentication failed", job);
+    EXPECT_TRUE(e.size() >= tail.size() && e.compare(e.size() - tail.size(), tail.size(), tail) == 0) << e;
+  }
   auto wrong_job = r;
-  wrong_job.job = 4;
+  wrong_job.job = 4;  // with job 4's own key
   EXPECT_NE(refused(other, wrong_job).find("field 'job' = 4: this switch serves job 3"), std::string::npos);
   auto stranger = r;
   stranger.workers = {1, 2, 99};
@@ -439,13 +451,37 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
   auto beyond = r;
   beyond.rack = {0, 5};
   EXPECT_NE(refused(right, beyond).find("field 'rack': rank 5 is beyond the 5 workers"), std::string::npos);
+  // A job definition the program refuses (rack not ascending) leaves the live job as it was.
+  auto descending = r;
+  descending.rack = {1, 0};
+  EXPECT_NE(refused(right, descending).find("field 'rack' = [1, 0], 'upstream' = [2, 3, 4]: switch: job 3 rack ranks must ascend"),
+            std::string::npos) << refused(right, descending);
+  const auto before = ina::rt::query_switch_stats(d.endpoint(), timeout, &c.key, 0);
+  EXPECT_EQ(before["layout"]["epoch"], 0);
+  EXPECT_EQ(before["layout"]["rack"], 0);  // the --rack option, as given
+  EXPECT_EQ(before["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2}));
   const auto ok = ina::rt::reconfigure_switch(d.endpoint(), timeout, right, r);
   EXPECT_EQ(ok["aggregates"], true);
-  EXPECT_NE(refused(right, r).find("field 'epoch' = 1: job 3 is already at epoch 1"), std::string::npos);
+  // Asked again for the same epoch (a retry, or the next control node's):
+  // the same definition succeeds; a different one is refused by field.
+  const auto again = ina::rt::reconfigure_switch(d.endpoint(), timeout, right, r);
+  EXPECT_EQ(again["epoch"], 1);
+  EXPECT_EQ(again["aggregates"], true);
+  for (const std::string field : {"workers", "rack"}) {
+    auto other_def = r;
+    if (field == "workers") other_def.workers = {1, 2, 4, 5, 3};
+    else other_def.rack = {0, 1, 2};
+    EXPECT_NE(refused(right, other_def).find(fmt::format("field '{}' differs from epoch 1's registration of job 3", field)),
+              std::string::npos) << refused(right, other_def);
+  }
+  auto upstream_def = r;
+  upstream_def.upstream = {2, 3};
+  EXPECT_NE(refused(right, upstream_def).find("field 'upstream' differs from epoch 1's registration"), std::string::npos);
   const auto st = ina::rt::query_switch_stats(d.endpoint(), timeout, &c.key, 0);
   EXPECT_EQ(st["layout"]["epoch"], 1);
-  EXPECT_EQ(st["layout"]["rack"], nlohmann::json::array({0, 1}));
-  EXPECT_EQ(st["control"]["auth_failures"], 1);
+  EXPECT_EQ(st["layout"]["rack"], 0);
+  EXPECT_EQ(st["layout"]["rack_ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(st["control"]["auth_failures"], 2);
   d.request_stop();
   t.join();
   fs::remove(layout);
