@@ -23,6 +23,7 @@
 
 #include "cli_util.hpp"
 #include "runtime/control.hpp"
+#include "runtime/ring_worker.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "test_keys.hpp"
 
@@ -389,6 +390,27 @@ TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFi
   }
   fs::remove(layout);
   fs::remove_all(bar);
+}
+
+// Two control nodes publishing membership.E.json: the first wins, the
+// second learns it lost and the file keeps the winner's text; neither
+// leaves a temporary file.
+TEST(RingFailoverOverUdp, MembershipIsPublishedOnceFirstWriterWins) {
+  const fs::path dir = tmp("publish");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "membership.1.json").string();
+  EXPECT_TRUE(ina::rt::publish_once(file, 0, "rank 0's"));
+  EXPECT_FALSE(ina::rt::publish_once(file, 1, "rank 1's"));
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "rank 0's");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"membership.1.json"});
+  EXPECT_THROW(ina::rt::publish_once((dir / "no" / "such.json").string(), 2, "x"), ina::rt::RuntimeError);
+  fs::remove_all(dir);
 }
 
 // The ToR's side of a failover: `reconfigure` on the switch's control port

@@ -320,17 +320,6 @@ fs::path write_temp(const fs::path& p, uint16_t rank, const std::string& text) {
 // Replaces `p` by `text` at once (a reader sees the old or the new text).
 void write_atomic(const fs::path& p, uint16_t rank, const std::string& text) { fs::rename(write_temp(p, rank, text), p); }
 
-// Publishes `text` as `p` unless `p` exists (link(2) does not replace): the
-// first writer wins. Returns whether this one did.
-bool publish_once(const fs::path& p, uint16_t rank, const std::string& text) {
-  const fs::path tmp = write_temp(p, rank, text);
-  const int rc = ::link(tmp.c_str(), p.c_str());
-  const int err = errno;
-  fs::remove(tmp);
-  if (rc == 0) return true;
-  if (err == EEXIST) return false;
-  throw RuntimeError(fmt::format("cannot publish {}: {}", p.string(), std::strerror(err)));
-}
 
 // A rank's done file in an epoch (the first epoch's is done.R).
 std::string done_name(uint16_t rank, uint8_t epoch) {
@@ -502,7 +491,7 @@ class Failover {
                                             {"tors", tors}, {"serving", fo.next.serving},
                                             {"restart_op", fo.restart_op}}.dump();
     const fs::path file = bar_ / fmt::format("membership.{}.json", next);
-    if (!publish_once(file, me_, text)) {
+    if (!publish_once(file.string(), me_, text)) {
       // Another control node published first: its membership is the one.
       const auto theirs = read_text(file);
       if (!theirs) throw RuntimeError(fmt::format("{}: cannot read {}", who_, file.string()));
@@ -595,6 +584,17 @@ class Failover {
 };
 
 }  // namespace
+
+bool publish_once(const std::string& path, uint16_t rank, const std::string& text) {
+  const fs::path p(path);
+  const fs::path tmp = write_temp(p, rank, text);
+  const int rc = ::link(tmp.c_str(), p.c_str());
+  const int err = errno;
+  fs::remove(tmp);
+  if (rc == 0) return true;
+  if (err == EEXIST) return false;
+  throw RuntimeError(fmt::format("cannot publish {}: {}", p.string(), std::strerror(err)));
+}
 
 int run_ring_worker(const RingWorkerConfig& cfg) {
   const RingLayout L = RingLayout::read(cfg.layout, true);

@@ -81,6 +81,12 @@ struct RingWorkerConfig {
 // near 20 ms would never detect anything.
 inline constexpr double kMinFailDetectMs = 50;
 
+// Publishes `text` as the file `path` unless it exists: written to
+// `path`.tmp.`rank` (two ranks never share a temporary file), then linked
+// into place (link(2) never replaces), so of several writers the first
+// wins. Returns whether this one did; throws RuntimeError on I/O errors.
+bool publish_once(const std::string& path, uint16_t rank, const std::string& text);
+
 // Returns 0 (every value exact, no state left), 3 (a value differed) or 1
 // (leaked timers or packets); throws RuntimeError on bad input or timeout.
 int run_ring_worker(const RingWorkerConfig& cfg);
