@@ -103,7 +103,8 @@ std::string membership_problem(const RingMembership& cur, const std::vector<uint
   if (next.serving != held)
     return fmt::format("field 'serving' = [{}]: the ToRs holding the job are [{}]", fmt::join(next.serving, ", "),
                        fmt::join(held, ", "));
-  if (restart_op >= ops) return fmt::format("field 'restart_op' = {}: the job runs ops 0..{}", restart_op, ops - 1);
+  if (restart_op > ops)  // == ops: every survivor had finished (the failed rank crashed at its end)
+    return fmt::format("field 'restart_op' = {}: the job runs ops 0..{} ({}: none to redo)", restart_op, ops - 1, ops);
   return "";
 }
 

@@ -86,7 +86,8 @@ RingFailover ring_failover(const RingMembership& m, const std::vector<uint16_t>&
 // nothing: the survivors are at least two, ascending and current members;
 // nodes are theirs; the racks partition the new ranks (each ascending); one
 // ToR per rack, each none or a current ToR; the ToRs holding the job are
-// still the same (serving); the restart op exists.
+// still the same (serving); the restart op exists (or is `ops`: every
+// survivor had finished, nothing to redo).
 std::string membership_problem(const RingMembership& cur, const std::vector<uint16_t>& members, const RingMembership& next,
                                const std::vector<uint16_t>& survivors, size_t restart_op, size_t ops);
 
