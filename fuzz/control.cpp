@@ -32,6 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        r->upstream.size() <= ina::kMaxRingWorkers && r->proof.size() <= 64,
                    "reconfigure lists too long");
         for (auto x : r->rack) FUZZ_CHECK(x < ina::kMaxRingWorkers, "reconfigure rack rank %u", x);
+        for (auto x : r->upstream) FUZZ_CHECK(x < ina::kMaxRingWorkers, "reconfigure upstream rank %u", x);
+        for (auto w : r->workers) FUZZ_CHECK(w < ina::kMulticast, "reconfigure worker node %u", static_cast<unsigned>(w));
       }
     } catch (const ina::rt::RuntimeError&) {
     }

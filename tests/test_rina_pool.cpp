@@ -129,6 +129,35 @@ void expect_pool(const dp::SwitchStats& st, uint64_t collisions, uint64_t evicti
 const std::vector<int32_t> a0 = test::ramp(64, 100), a1 = test::ramp(64, -7), b0 = test::ramp(64, 5000),
                            b1 = test::ramp(64, 31);
 
+// A failover's re-registration (dp::ring_job_at_epoch, replace_job): a
+// refused new job definition changes nothing, so the live job's partial sum
+// stays in its aggregator; an accepted one frees it and takes the new epoch.
+TEST(RinaPool, RefusedReplacementKeepsTheLiveJobsAggregators) {
+  PoolTor t(dp::RingMemory::PoolAtp, 4);
+  t.data(1, 0, 0, 100);  // held for rank 1's half
+  ASSERT_EQ(t.sw->occupied_by(1), 1u);
+  const dp::SwitchJob live = *t.sw->job(1);
+  const auto bad = dp::ring_job_at_epoch(live, {1, 2, 4}, 1, {1, 0}, {2});  // rack not ascending
+  try {
+    t.sw->replace_job(bad);
+    ADD_FAILURE() << "a rack [1, 0] was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rack ranks must ascend"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(t.sw->occupied_by(1), 1u);
+  EXPECT_EQ(t.sw->job(1)->epoch, 0);
+  EXPECT_EQ(t.sw->job(1)->workers, live.workers);
+  EXPECT_THROW(t.sw->replace_job(dp::ring_job_at_epoch(live, {1, 2, 4}, 1, {0, 1}, {5})), std::invalid_argument);
+  EXPECT_EQ(t.sw->occupied_by(1), 1u);
+  // Accepted: the old epoch's partial is freed.
+  EXPECT_EQ(t.sw->replace_job(dp::ring_job_at_epoch(live, {1, 2, 4}, 1, {0, 1}, {2})), 1u);
+  EXPECT_EQ(t.sw->occupied_by(1), 0u);
+  EXPECT_EQ(t.sw->job(1)->epoch, 1);
+  EXPECT_EQ(t.sw->job(1)->rack, (std::vector<uint16_t>{0, 1}));
+  EXPECT_EQ(t.sw->job(1)->upstream, (std::vector<uint16_t>{2}));
+  EXPECT_EQ(t.sw->job(2)->epoch, 0);  // the other job is untouched
+}
+
 // One aggregator, DSA policy: job 2 (priority 4) preempts job 1's partial,
 // which goes on to job 1's onward node (not lost); job 1's other member's
 // packet then goes on alone, so job 1's onward node holds both bits exactly once.

@@ -2,7 +2,9 @@
 // multi-switch topologies, through exp::run_collective.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
@@ -329,6 +331,240 @@ TEST(RingFailoverPlan, AgentAndMemberFailuresOnTheTestbed) {
   EXPECT_THROW(host::ring_failover(m, {0}, std::vector<size_t>(7, 0), rina), std::invalid_argument);
   EXPECT_THROW(host::ring_failover(m, {0, 1, 2, 3, 4, 5, 6}, std::vector<size_t>(8, 0), rina), std::invalid_argument);
 }
+
+// A second failure after rack 1's agent failed: rack 1's ToR (10) holds the
+// job with no rack since epoch 1 and still gets epoch 2's workers (it
+// forwards their packets); rack 0's ToR keeps aggregating its rack.
+TEST(RingFailoverPlan, SecondFailureReregistersTheForwardOnlyToR) {
+  const host::RingMembership m{{1, 2, 3, 4, 5, 6, 7, 8}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, {9, 10}, 0};
+  const host::RingPlanner rina = [](size_t, const auto& rk, const auto& tr) { return host::plan_rina(rk, tr, 4096); };
+  const auto first = host::ring_failover(m, {4}, std::vector<size_t>(8, 1), rina);
+  EXPECT_EQ(first.next.serving, (std::vector<NodeId>{9, 10}));
+  const auto second = host::ring_failover(first.next, {5}, std::vector<size_t>(7, 2), rina);  // old rank 6, node 7
+  EXPECT_EQ(second.next.epoch, 2);
+  EXPECT_EQ(second.next.nodes, (std::vector<NodeId>{1, 2, 3, 4, 6, 8}));
+  EXPECT_EQ(second.next.racks, (std::vector<std::vector<uint16_t>>{{0, 1, 2, 3}, {4, 5}}));
+  EXPECT_EQ(second.next.tors, (std::vector<NodeId>{9, kNoNode}));
+  EXPECT_EQ(second.next.serving, (std::vector<NodeId>{9, 10}));
+  ASSERT_EQ(second.tors.size(), 2u);
+  EXPECT_EQ(second.tors[0].tor, 9);
+  EXPECT_EQ(second.tors[0].rack, (std::vector<uint16_t>{0, 1, 2, 3}));
+  EXPECT_EQ(second.tors[1].tor, 10);
+  EXPECT_FALSE(second.tors[1].aggregates());
+}
+
+// A survivor checks the membership it is handed (the runtime's
+// membership.E.json) against its own; each problem names the field and value.
+TEST(RingFailoverPlan, MembershipProblemsNameTheFieldAndValue) {
+  const host::RingMembership m{{1, 2, 3, 4, 5, 6, 7, 8}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, {9, 10}, 0};
+  const host::RingPlanner rina = [](size_t, const auto& rk, const auto& tr) { return host::plan_rina(rk, tr, 4096); };
+  const auto fo = host::ring_failover(m, {4}, std::vector<size_t>(8, 1), rina);
+  const std::vector<uint16_t> members{0, 1, 2, 3, 4, 5, 6, 7};
+  auto problem = [&](auto change) {
+    host::RingMembership next = fo.next;
+    std::vector<uint16_t> survivors = fo.survivors;
+    size_t restart = 1;
+    change(next, survivors, restart);
+    return host::membership_problem(m, members, next, survivors, restart, 4);
+  };
+  using M = host::RingMembership;
+  using S = std::vector<uint16_t>;
+  EXPECT_EQ(problem([](M&, S&, size_t&) {}), "");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.racks[1] = {4, 5}; }), "field 'racks': rank 6 is in no rack");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.racks[1] = {4, 5, 7}; }),
+            "field 'racks': racks[1] names rank 7, beyond the 7 survivors");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.racks[1] = {3, 4, 5, 6}; }),
+            "field 'racks': rank 3 is in two racks (again in racks[1])");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.racks[1] = {6, 5, 4}; }), "field 'racks': racks[1] = [6, 5, 4] must ascend");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.nodes.pop_back(); }), "field 'nodes' has 6 entries for 7 survivors");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.nodes[4] = 5; }), "field 'nodes': entry 4 is node 5, but survivor 5 is node 6");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.tors = {9, 11}; }), "field 'tors': tors[1] = 11 is not a ToR of the job");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.tors = {9}; }), "field 'tors' has 1 entries for 2 racks");
+  EXPECT_EQ(problem([](M& n, S&, size_t&) { n.serving = {9}; }), "field 'serving' = [9]: the ToRs holding the job are [9, 10]");
+  EXPECT_EQ(problem([](M&, S& s, size_t&) { s.back() = 8; }), "field 'survivors': rank 8 is not a member (members [0, 1, 2, 3, 4, 5, 6, 7])");
+  EXPECT_EQ(problem([](M&, S& s, size_t&) { std::swap(s[0], s[1]); }), "field 'survivors' = [1, 0, 2, 3, 5, 6, 7]: must ascend");
+  EXPECT_EQ(problem([](M&, S& s, size_t&) { s = {3}; }), "field 'survivors' = [3]: a ring needs two");
+  EXPECT_EQ(problem([](M&, S&, size_t& r) { r = 4; }), "");  // every survivor had finished: nothing to redo
+  EXPECT_EQ(problem([](M&, S&, size_t& r) { r = 5; }), "field 'restart_op' = 5: the job runs ops 0..3 (4: none to redo)");
+}
+
+// host::FailureAgreement with a scripted clock: the runtime's detection,
+// its guards and the choice of the control node (docs/architecture.md,
+// "Failures"). Detection time 400 ms; looks every 10 ms unless a test
+// stalls the observer.
+namespace agreement {
+
+using Agreement = host::FailureAgreement;
+constexpr Time kDetect = 400 * kMs;
+
+std::vector<uint16_t> ranks(size_t n) {
+  std::vector<uint16_t> v;
+  for (size_t r = 0; r < n; ++r) v.push_back(static_cast<uint16_t>(r));
+  return v;
+}
+
+// Heartbeats of every rank but `me`: counters advance except the silent ones'.
+struct Beats {
+  std::map<uint16_t, uint64_t> count;
+  std::vector<host::FailureAgreement::Beat> next(const Agreement& a, const std::vector<uint16_t>& silent) {
+    std::vector<host::FailureAgreement::Beat> v;
+    for (uint16_t r : a.members()) {
+      if (r == a.me()) continue;
+      if (std::find(silent.begin(), silent.end(), r) == silent.end()) ++count[r];
+      v.push_back({r, count[r], false});
+    }
+    return v;
+  }
+};
+
+// An observer that has watched `silent` not beat for the detection time (looks every detect/4).
+Agreement observer(uint16_t me, size_t n, const std::vector<uint16_t>& silent) {
+  Agreement a(me, kDetect, ranks(n));
+  Beats b;
+  for (int k = 0; k <= 4; ++k) a.observe(kSec + k * kDetect / 4, b.next(a, silent));
+  return a;
+}
+
+TEST(RingFailureAgreement, SilentRankIsSuspectedAfterTheDetectionTimeAndWithdrawnWhenItBeats) {
+  Agreement a(0, kDetect, ranks(8));
+  Beats b;
+  const Time t0 = kSec;
+  Time t = t0;
+  for (; t < t0 + kDetect; t += 10 * kMs) {
+    a.observe(t, b.next(a, {4}));
+    ASSERT_TRUE(a.suspects().empty()) << "at " << (t - t0) / kMs << " ms";
+  }
+  EXPECT_TRUE(a.observe(t, b.next(a, {4})));  // 400 ms after rank 4's last change
+  EXPECT_EQ(a.suspects(), (std::vector<uint16_t>{4}));
+  EXPECT_EQ(a.control(), 0);
+  // Rank 4 beats again: the suspicion is withdrawn.
+  t += 10 * kMs;
+  EXPECT_TRUE(a.observe(t, b.next(a, {})));
+  EXPECT_TRUE(a.suspects().empty());
+  EXPECT_EQ(a.withdrawn(), 1u);
+  // A rank done with the epoch is not watched even if it stops beating.
+  Agreement d(0, kDetect, ranks(4));
+  for (Time u = t0; u <= t0 + 2 * kDetect; u += 10 * kMs) d.observe(u, {{1, 5, true}, {2, 5, true}, {3, b.count[3]++, false}});
+  EXPECT_TRUE(d.suspects().empty());
+}
+
+TEST(RingFailureAgreement, StalledObserverRestartsItsClocksAndAccusesNobody) {
+  Agreement a(0, kDetect, ranks(8));
+  Beats b;
+  a.observe(kSec, b.next(a, {}));
+  // The observer does not look for 1 s (more than detect/2); the whole host
+  // stalled, so nobody's counter moved: it finds them unchanged but accuses nobody.
+  Time t = 2 * kSec;
+  EXPECT_FALSE(a.observe(t, b.next(a, ranks(8))));
+  EXPECT_TRUE(a.suspects().empty());
+  // Its clocks restarted at the stall: rank 4, silent from here on, is
+  // suspected 400 ms later, not at once.
+  for (t += 10 * kMs; t < 2 * kSec + kDetect; t += 10 * kMs) {
+    a.observe(t, b.next(a, {4}));
+    ASSERT_TRUE(a.suspects().empty()) << "at " << (t - 2 * kSec) / kMs << " ms after the stall";
+  }
+  a.observe(t, b.next(a, {4}));
+  EXPECT_EQ(a.suspects(), (std::vector<uint16_t>{4}));
+  // A gap of exactly detect/2 is not a stall.
+  Agreement c(0, kDetect, ranks(4));
+  Beats bc;
+  c.observe(kSec, bc.next(c, {}));
+  c.observe(kSec + kDetect / 2, bc.next(c, {2}));
+  c.observe(kSec + kDetect, bc.next(c, {2}));
+  EXPECT_EQ(c.suspects(), (std::vector<uint16_t>{2}));
+}
+
+TEST(RingFailureAgreement, ObserverFindingMoreThanHalfTheOthersSilentSuspectsNobody) {
+  // 8 ranks: 7 others. 3 silent (3 * 2 <= 7) are suspected, 4 (4 * 2 > 7) are not.
+  EXPECT_EQ(observer(0, 8, {1, 2, 3}).suspects(), (std::vector<uint16_t>{1, 2, 3}));
+  EXPECT_TRUE(observer(0, 8, {1, 2, 3, 4}).suspects().empty());
+  EXPECT_TRUE(observer(5, 8, {0, 1, 2, 3, 4, 6, 7}).suspects().empty());
+}
+
+TEST(RingFailureAgreement, ControlNodeIsTheLowestNotSilentAndActsOnlyWhenAllItTrustsAgree) {
+  const Agreement a = observer(1, 8, {0});  // rank 0 failed: rank 1 is the control node
+  EXPECT_EQ(a.control(), 1);
+  EXPECT_TRUE(a.is_control());
+  std::map<uint16_t, Agreement::Published> pub;
+  for (uint16_t r = 2; r < 8; ++r) pub[r] = {{0}, size_t{r < 5 ? 2u : 1u}};
+  pub[5].suspects = {};  // rank 5 has not found rank 0 silent yet
+  auto d = a.decide(pub, 2);
+  EXPECT_FALSE(d.act);
+  EXPECT_EQ(d.waiting, (std::vector<uint16_t>{5}));
+  pub.erase(6);  // nor published at all
+  EXPECT_EQ(a.decide(pub, 2).waiting, (std::vector<uint16_t>{5, 6}));
+  pub[5].suspects = {0};
+  pub[6] = {{0}, 1};
+  d = a.decide(pub, 2);
+  EXPECT_TRUE(d.act);
+  EXPECT_TRUE(d.waiting.empty());
+  EXPECT_EQ(d.failed, (std::vector<uint16_t>{0}));  // positions in members()
+  EXPECT_EQ(d.ops, (std::vector<size_t>{0, 2, 2, 2, 2, 1, 1, 1}));
+  // A rank that is not the control node never acts, even when all agree.
+  const Agreement b = observer(2, 8, {0});
+  EXPECT_EQ(b.control(), 1);
+  pub.erase(2);
+  pub[1] = {{0}, 2};
+  EXPECT_FALSE(b.decide(pub, 2).act);
+  // Nor does one that suspects nobody.
+  EXPECT_FALSE(observer(0, 8, {}).decide({}, 0).act);
+  // After the membership changes, positions are in the survivors' order.
+  Agreement c = observer(1, 8, {0});
+  c.adopt({1, 2, 3, 5, 6, 7});
+  EXPECT_TRUE(c.suspects().empty());
+  Beats bc;
+  for (int k = 0; k <= 4; ++k) c.observe(5 * kSec + k * kDetect / 4, bc.next(c, {3}));
+  EXPECT_EQ(c.suspects(), (std::vector<uint16_t>{3}));
+  std::map<uint16_t, Agreement::Published> p2;
+  for (uint16_t r : {2, 5, 6, 7}) p2[r] = {{3}, 4};
+  d = c.decide(p2, 4);
+  EXPECT_TRUE(d.act);
+  EXPECT_EQ(d.failed, (std::vector<uint16_t>{2}));
+}
+
+// Every combination of views on 5 ranks (each suspects at most 2 others, the
+// guard's limit): no two observers ever both act on different sets.
+TEST(RingFailureAgreement, TwoObserversWithDifferentViewsNeverBothActOnDifferentSets) {
+  constexpr size_t n = 5;
+  std::vector<std::vector<std::vector<uint16_t>>> sets(n);  // by rank: every set it may suspect
+  std::vector<std::vector<Agreement>> obs(n);
+  for (uint16_t me = 0; me < n; ++me)
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      if (mask & (1u << me) || __builtin_popcount(mask) > 2) continue;
+      std::vector<uint16_t> s;
+      for (uint16_t r = 0; r < n; ++r)
+        if (mask & (1u << r)) s.push_back(r);
+      obs[me].push_back(observer(me, n, s));
+      ASSERT_EQ(obs[me].back().suspects(), s);
+      sets[me].push_back(s);
+    }
+  const size_t k = sets[0].size();  // 11
+  size_t combos = 0;
+  std::vector<size_t> pick(n, 0);
+  for (;;) {
+    std::map<uint16_t, Agreement::Published> pub;
+    for (uint16_t r = 0; r < n; ++r)
+      if (!sets[r][pick[r]].empty()) pub[r] = {sets[r][pick[r]], 0};
+    int actor = -1;
+    for (uint16_t r = 0; r < n; ++r) {
+      if (!obs[r][pick[r]].decide(pub, 0).act) continue;
+      if (actor >= 0) ASSERT_EQ(sets[r][pick[r]], sets[actor][pick[actor]]) << "ranks " << actor << " and " << r << " both act";
+      actor = r;
+    }
+    ++combos;
+    size_t i = 0;
+    while (i < n && ++pick[i] == k) pick[i++] = 0;
+    if (i == n) break;
+  }
+  EXPECT_EQ(combos, 161051u);  // 11^5
+  // Not vacuous: when ranks 1..4 all name {0}, rank 1 acts whatever rank 0 thinks.
+  std::map<uint16_t, Agreement::Published> all;
+  for (uint16_t r = 1; r < n; ++r) all[r] = {{0}, 0};
+  EXPECT_TRUE(obs[1][1].decide(all, 0).act);
+  ASSERT_EQ(sets[1][1], (std::vector<uint16_t>{0}));
+}
+
+}  // namespace agreement
 
 // Failures (Rina §IV-C) on the testbed with both ToRs INA (racks {0..3},
 // {4..7}, agents 0 and 4), 3 allreduces with compute time between them. The

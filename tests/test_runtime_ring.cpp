@@ -17,10 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "runtime/control.hpp"
+#include "runtime/ring_worker.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "test_keys.hpp"
 
@@ -310,8 +313,8 @@ TEST(RingFailoverOverUdp, AgentOfRack1FailsItsRackFallsBackToRar) {
   for (int r : {5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 6)) << "rank " << r;
   const auto& s0 = f.j["switches"][0];
   const auto& s1 = f.j["switches"][1];
-  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2, 3}));
-  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array());
+  EXPECT_EQ(s0["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(s1["layout"]["rack_ranks"], nlohmann::json::array());
   // Rack 1's ToR completed no sum after epoch 1; rack 0's did (ops 1 and 2 again).
   EXPECT_EQ(s1["switch"]["completed"], s1["layout"]["completed_at_epoch"]);
   EXPECT_GT(s0["switch"]["completed"].get<uint64_t>(), s0["layout"]["completed_at_epoch"].get<uint64_t>());
@@ -327,34 +330,98 @@ TEST(RingFailoverOverUdp, MemberOfRack0FailsItsAgentExcludesIt) {
   for (int r : {0, 1, 3, 4, 5, 6, 7}) EXPECT_EQ(steps_of(f, r), std::make_pair(3, 3)) << "rank " << r;
   const auto& s0 = f.j["switches"][0];
   const auto& s1 = f.j["switches"][1];
-  EXPECT_EQ(s0["layout"]["rack"], nlohmann::json::array({0, 1, 2}));
-  EXPECT_EQ(s1["layout"]["rack"], nlohmann::json::array({3, 4, 5, 6}));
+  EXPECT_EQ(s0["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2}));
+  EXPECT_EQ(s1["layout"]["rack_ranks"], nlohmann::json::array({3, 4, 5, 6}));
   for (const auto* s : {&s0, &s1})
     EXPECT_GT((*s)["switch"]["completed"].get<uint64_t>(), (*s)["layout"]["completed_at_epoch"].get<uint64_t>());
+}
+
+// `ina` refused to run (exit 1) and said `what`.
+void expect_refused(const Out& o, const std::string& what) {
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_NE(o.text.find(what), std::string::npos) << o.text;
 }
 
 TEST(RingFailoverOverUdp, BadFailureOptionsNameTheOptionAndValue) {
   const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "8",
                      "--fail-at-op", "1"});
-  EXPECT_EQ(a.status, 1) << a.text;
-  EXPECT_NE(a.text.find("--fail-rank 8: the job has ranks 0..7"), std::string::npos) << a.text;
+  expect_refused(a, "--fail-rank 8: the job has ranks 0..7");
   const Out b = ina({"run", "--scheme", "h-ar", "--workers", "8", "--racks", "2", "--iterations", "3", "--fail-rank", "1",
                      "--fail-at-op", "1"});
-  EXPECT_EQ(b.status, 1) << b.text;
-  EXPECT_NE(b.text.find("--fail-rank 1: --scheme h-ar does not survive a failure"), std::string::npos) << b.text;
+  expect_refused(b, "--fail-rank 1: --scheme h-ar does not survive a failure");
   const Out c = ina({"run", "--scheme", "rar", "--workers", "4", "--iterations", "3", "--fail-rank", "1", "--fail-at-op", "3"});
-  EXPECT_EQ(c.status, 1) << c.text;
-  EXPECT_NE(c.text.find("--fail-at-op 3: the job runs ops 0..2"), std::string::npos) << c.text;
+  expect_refused(c, "--fail-at-op 3: the job runs ops 0..2");
   const Out d = ina({"run", "--scheme", "dsa", "--workers", "4", "--fail-rank", "1", "--fail-at-op", "0"});
-  EXPECT_EQ(d.status, 1) << d.text;
-  EXPECT_NE(d.text.find("--fail-rank 1: --scheme dsa"), std::string::npos) << d.text;
+  expect_refused(d, "--fail-rank 1: --scheme dsa");
+}
+
+// Standalone `ina ring-worker`: a detection time too short to ever detect
+// (heartbeats are looked at every 10 ms) and a failure option on a ring
+// that cannot lose a rank are refused naming the option and value; a
+// barrier directory holding any file of another run's end or failover is
+// refused naming the file (a new run would apply an old membership).
+TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFiles) {
+  const fs::path layout = tmp("stale_layout.json"), bar = tmp("stale_bar");
+  fs::remove_all(bar);
+  fs::create_directories(bar);
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], "racks": [{"ranks": [0, 1, 2]}]})";
+  const std::vector<std::string> base{"ring-worker", "--layout", layout.string(), "--rank", "1", "--size", "64",
+                                      "--iterations", "2", "--barrier", bar.string(), "--timeout", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    auto a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return ina(a, 20);
+  };
+  const Out a = with({"--fail-detect-ms", "20"});
+  expect_refused(a, "--fail-detect-ms 20: must be 0 (off) or in [50, 1e6] ms");
+  const Out b = ina({"run", "--scheme", "rar", "--workers", "4", "--iterations", "3", "--fail-rank", "1", "--fail-at-op", "1",
+                     "--fail-detect-ms", "20"});
+  expect_refused(b, "--fail-detect-ms 20: must be in [50, 1e6] ms");
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
+  const Out c = with({"--fail-detect-ms", "400"});
+  expect_refused(c, "--fail-detect-ms 400: a ring of 2 ranks cannot lose one");
+  for (const std::string f : {"done.0.epoch1", "done.2", "alive.0", "state.1.2", "membership.1.json", "alive.0.tmp.0"}) {
+    std::ofstream(bar / f) << "1";
+    const Out d = with({});
+    expect_refused(d, fmt::format("--barrier {}: already holds {} from another run", bar.string(), f));
+    fs::remove(bar / f);
+  }
+  fs::remove(layout);
+  fs::remove_all(bar);
+}
+
+// Two control nodes publishing membership.E.json: the first wins, the
+// second learns it lost and the file keeps the winner's text; neither
+// leaves a temporary file.
+TEST(RingFailoverOverUdp, MembershipIsPublishedOnceFirstWriterWins) {
+  const fs::path dir = tmp("publish");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "membership.1.json").string();
+  EXPECT_TRUE(ina::rt::publish_once(file, 0, "rank 0's"));
+  EXPECT_FALSE(ina::rt::publish_once(file, 1, "rank 1's"));
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "rank 0's");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"membership.1.json"});
+  EXPECT_THROW(ina::rt::publish_once((dir / "no" / "such.json").string(), 2, "x"), ina::rt::RuntimeError);
+  fs::remove_all(dir);
 }
 
 // The ToR's side of a failover: `reconfigure` on the switch's control port
 // takes a static ring job's new membership only with the job's credential
 // (a proof over the connection's nonce and every field), only for its own
-// job, for a later epoch and for workers of its layout; then the program
-// holds the job under the new epoch with the given rack.
+// job, for a later epoch (the same epoch again only with the same job: a
+// retry succeeds, a different definition is refused by field) and for
+// workers of its layout; the proof is checked first (a caller without the
+// key learns nothing), and a job the program refuses leaves the live one as
+// it was. Then the program holds the job under the new epoch with the given
+// rack (`layout.rack_ranks`; `layout.rack` stays the --rack option).
 TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
   const fs::path layout = tmp("reconf_layout.json");
   std::ofstream(layout) << R"({"job": 3, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
@@ -388,9 +455,17 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
     }
     return "";
   };
-  EXPECT_NE(refused(other, r).find("authentication failed for job 3"), std::string::npos);
+  // Without the job's key a caller learns nothing: not even which job the switch serves.
+  for (const auto& [key, job] : {std::pair{other, uint16_t{3}}, std::pair{right, uint16_t{4}}}) {
+    auto q = r;
+    q.job = job;
+    const std::string e = refused(key, q);
+    // The switch's whole answer (after the client's "refused job J's epoch 1: ").
+    const std::string tail = fmt::format("refused job {}'s epoch 1: reconfigure: authentication failed", job);
+    EXPECT_TRUE(e.size() >= tail.size() && e.compare(e.size() - tail.size(), tail.size(), tail) == 0) << e;
+  }
   auto wrong_job = r;
-  wrong_job.job = 4;
+  wrong_job.job = 4;  // with job 4's own key
   EXPECT_NE(refused(other, wrong_job).find("field 'job' = 4: this switch serves job 3"), std::string::npos);
   auto stranger = r;
   stranger.workers = {1, 2, 99};
@@ -398,13 +473,37 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
   auto beyond = r;
   beyond.rack = {0, 5};
   EXPECT_NE(refused(right, beyond).find("field 'rack': rank 5 is beyond the 5 workers"), std::string::npos);
+  // A job definition the program refuses (rack not ascending) leaves the live job as it was.
+  auto descending = r;
+  descending.rack = {1, 0};
+  EXPECT_NE(refused(right, descending).find("field 'rack' = [1, 0], 'upstream' = [2, 3, 4]: switch: job 3 rack ranks must ascend"),
+            std::string::npos) << refused(right, descending);
+  const auto before = ina::rt::query_switch_stats(d.endpoint(), timeout, &c.key, 0);
+  EXPECT_EQ(before["layout"]["epoch"], 0);
+  EXPECT_EQ(before["layout"]["rack"], 0);  // the --rack option, as given
+  EXPECT_EQ(before["layout"]["rack_ranks"], nlohmann::json::array({0, 1, 2}));
   const auto ok = ina::rt::reconfigure_switch(d.endpoint(), timeout, right, r);
   EXPECT_EQ(ok["aggregates"], true);
-  EXPECT_NE(refused(right, r).find("field 'epoch' = 1: job 3 is already at epoch 1"), std::string::npos);
+  // Asked again for the same epoch (a retry, or the next control node's):
+  // the same definition succeeds; a different one is refused by field.
+  const auto again = ina::rt::reconfigure_switch(d.endpoint(), timeout, right, r);
+  EXPECT_EQ(again["epoch"], 1);
+  EXPECT_EQ(again["aggregates"], true);
+  for (const std::string field : {"workers", "rack"}) {
+    auto other_def = r;
+    if (field == "workers") other_def.workers = {1, 2, 4, 5, 3};
+    else other_def.rack = {0, 1, 2};
+    EXPECT_NE(refused(right, other_def).find(fmt::format("field '{}' differs from epoch 1's registration of job 3", field)),
+              std::string::npos) << refused(right, other_def);
+  }
+  auto upstream_def = r;
+  upstream_def.upstream = {2, 3};
+  EXPECT_NE(refused(right, upstream_def).find("field 'upstream' differs from epoch 1's registration"), std::string::npos);
   const auto st = ina::rt::query_switch_stats(d.endpoint(), timeout, &c.key, 0);
   EXPECT_EQ(st["layout"]["epoch"], 1);
-  EXPECT_EQ(st["layout"]["rack"], nlohmann::json::array({0, 1}));
-  EXPECT_EQ(st["control"]["auth_failures"], 1);
+  EXPECT_EQ(st["layout"]["rack"], 0);
+  EXPECT_EQ(st["layout"]["rack_ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(st["control"]["auth_failures"], 2);
   d.request_stop();
   t.join();
   fs::remove(layout);

@@ -43,12 +43,35 @@ void SwitchProgram::check_job(const SwitchJob& j) const {
     throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} scheme", j.job, scheme_));
 }
 
+SwitchJob ring_job_at_epoch(SwitchJob old, std::vector<NodeId> workers, uint8_t epoch, std::vector<uint16_t> rack,
+                            std::vector<uint16_t> upstream) {
+  old.workers = std::move(workers);
+  old.epoch = epoch;
+  old.rack = std::move(rack);
+  old.upstream = std::move(upstream);
+  return old;
+}
+
 void SwitchProgram::add_job(const SwitchJob& j) {
+  if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
+  validate_job(j);
+  if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
+  jobs_[j.job] = std::make_unique<SwitchJob>(j);
+}
+
+size_t SwitchProgram::replace_job(const SwitchJob& j) {
+  validate_job(j);  // before anything of the registered job is touched
+  const size_t freed = remove_job(j.job);
+  if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
+  jobs_[j.job] = std::make_unique<SwitchJob>(j);
+  return freed;
+}
+
+void SwitchProgram::validate_job(const SwitchJob& j) const {
   if (j.job == 0) throw std::invalid_argument("switch: job id 0 is reserved");
   if (j.workers.empty() || j.workers.size() > max_workers())
     throw std::invalid_argument(
         fmt::format("switch: job {} has {} workers (1..{})", j.job, j.workers.size(), max_workers()));
-  if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
   for (NodeId w : j.workers)
     if (w == kNoNode || w == kMulticast || w == id())
       throw std::invalid_argument(fmt::format("switch: job {} has an invalid worker node id {}", j.job, w));
@@ -63,8 +86,6 @@ void SwitchProgram::add_job(const SwitchJob& j) {
         throw std::invalid_argument(fmt::format("switch: job {} has an invalid child node id {}", j.job, c));
   }
   check_job(j);
-  if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
-  jobs_[j.job] = std::make_unique<SwitchJob>(j);
 }
 
 void SwitchProgram::add_peer(NodeId sw) {
@@ -97,6 +118,7 @@ void SwitchProgram::check_region(const SwitchJob& j, uint32_t min_size) const {
     throw std::invalid_argument(fmt::format("switch: job {} region [{}, +{}) invalid for {} aggregators", j.job,
                                             j.region_offset, j.region_size, n_));
   for_each_job([&](const SwitchJob& o) {
+    if (o.job == j.job) return;  // the job itself, replaced (replace_job)
     if (j.region_offset < o.region_offset + o.region_size && o.region_offset < j.region_offset + j.region_size)
       throw std::invalid_argument(fmt::format("switch: job {} region overlaps job {}", j.job, o.job));
   });

@@ -100,6 +100,12 @@ struct SwitchJob {
   RankBits direct_mask;           // ranks whose gradients come here first; the result is multicast to them
 };
 
+// A ring job's ToR entry under a new membership epoch (Rina §IV-C,
+// host::ring_failover): `old` with the survivors by new rank, the epoch, and
+// this ToR's rack and upstream ranks (an empty rack: it only forwards).
+SwitchJob ring_job_at_epoch(SwitchJob old, std::vector<NodeId> workers, uint8_t epoch, std::vector<uint16_t> rack,
+                            std::vector<uint16_t> upstream);
+
 struct SwitchStats {
   uint64_t data_in = 0;        // gradient packets addressed to the switch
   uint64_t aggregated = 0;     // packets summed into an aggregator (incl. reservation)
@@ -180,6 +186,10 @@ class SwitchProgram : public Node {
   void add_job(const SwitchJob& j);
   // Forgets the job; frees aggregators it still holds and returns how many.
   size_t remove_job(uint16_t job);
+  // Registers `j` in place of the registered job of its id: `j` is checked
+  // first (throws std::invalid_argument naming what is wrong, changing
+  // nothing), then the old entry is removed (returns the aggregators freed).
+  size_t replace_job(const SwitchJob& j);
   // The registered job `id` (nullptr: none).
   const SwitchJob* job(uint16_t id) const { return job_of(id); }
   // Another switch of the same network (multi-switch topologies): its
@@ -216,6 +226,8 @@ class SwitchProgram : public Node {
   virtual void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time now, Effects& fx) = 0;
   // Scheme hook: control-plane checks of a job before it is registered (throws std::invalid_argument).
   virtual void check_job(const SwitchJob& j) const;
+  // Every check of add_job but "already registered" (the scheme's check_job included).
+  void validate_job(const SwitchJob& j) const;
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
   // Scheme hook: the result of task `key` (aggregator index i) passed this

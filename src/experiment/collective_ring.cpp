@@ -206,18 +206,13 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     for (auto* sw : switches) {
       const dp::SwitchJob* old = sw->job(J.id);
       if (!old) continue;  // this ToR serves only other jobs
-      dp::SwitchJob sj = *old;
-      sw->remove_job(J.id);
-      sj.workers = fo.next.nodes;
-      sj.epoch = fo.next.epoch;
-      sj.rack.clear();
-      sj.upstream.clear();
+      std::vector<uint16_t> rack, upstream;  // none: it only forwards
       for (const auto& t : fo.tors)
         if (t.tor == sw->id()) {
-          sj.rack = t.rack;
-          sj.upstream = t.upstream;
+          rack = t.rack;
+          upstream = t.upstream;
         }
-      sw->add_job(sj);
+      sw->replace_job(dp::ring_job_at_epoch(*old, fo.next.nodes, fo.next.epoch, rack, upstream));
     }
   }
   sim.run(from_ms(s.max_sim_ms));

@@ -31,6 +31,7 @@
 #include "runtime/control.hpp"
 #include "runtime/net.hpp"
 #include "runtime/ring_layout.hpp"
+#include "runtime/ring_worker.hpp"
 #include "runtime/supervisor.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "schemes/registry.hpp"
@@ -246,8 +247,9 @@ void validate(const LaunchConfig& c) {
     if (c.fail_at_op >= static_cast<int>(c.iterations))
       throw RuntimeError(fmt::format("--fail-at-op {}: the job runs ops 0..{} (--iterations {})", c.fail_at_op,
                                      c.iterations - 1, c.iterations));
-    if (!(c.fail_detect_ms > 0 && c.fail_detect_ms <= 1e6))
-      throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in (0, 1e6]", c.fail_detect_ms));
+    if (!(c.fail_detect_ms >= kMinFailDetectMs && c.fail_detect_ms <= 1e6))
+      throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
+                                     "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
   }
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())

@@ -1,7 +1,9 @@
 #include "runtime/ring_worker.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -9,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -303,14 +307,23 @@ class Crasher final : public Node {
   uint64_t after_, seen_ = 0;
 };
 
-void write_atomic(const fs::path& p, const std::string& text) {
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text;
-    if (!f) throw RuntimeError(fmt::format("cannot write {}", tmp.string()));
-  }
-  fs::rename(tmp, p);
+// Writes `text` to a temporary file of rank `rank` beside `p` (two ranks
+// never share one). Returns its path.
+fs::path write_temp(const fs::path& p, uint16_t rank, const std::string& text) {
+  const fs::path tmp = fmt::format("{}.tmp.{}", p.string(), rank);
+  std::ofstream f(tmp);
+  f << text;
+  if (!f) throw RuntimeError(fmt::format("cannot write {}", tmp.string()));
+  return tmp;
+}
+
+// Replaces `p` by `text` at once (a reader sees the old or the new text).
+void write_atomic(const fs::path& p, uint16_t rank, const std::string& text) { fs::rename(write_temp(p, rank, text), p); }
+
+
+// A rank's done file in an epoch (the first epoch's is done.R).
+std::string done_name(uint16_t rank, uint8_t epoch) {
+  return epoch == 0 ? fmt::format("done.{}", rank) : fmt::format("done.{}.epoch{}", rank, epoch);
 }
 
 std::optional<std::string> read_text(const fs::path& p) {
@@ -329,11 +342,9 @@ class Failover {
   Failover(const RingWorkerConfig& cfg, const RingLayout& L, UdpEngine& eng, Node& node, host::RingEndpoint& ep,
            host::SyntheticTensor& tensor, uint64_t elems, std::string who)
       : cfg_(cfg), L_(L), eng_(eng), node_(node), ep_(ep), tensor_(tensor), elems_(elems), who_(std::move(who)),
-        bar_(cfg.barrier), me_(static_cast<uint16_t>(cfg.rank)) {
-    for (size_t r = 0; r < L.n(); ++r) {
-      members_.push_back(static_cast<uint16_t>(r));
-      m_.nodes.push_back(RingLayout::worker_id(r));
-    }
+        bar_(cfg.barrier), me_(static_cast<uint16_t>(cfg.rank)),
+        ag_(me_, std::max<Time>(1, static_cast<Time>(cfg.fail_detect_ms * kMs)), all_ranks(L.n())) {
+    for (size_t r = 0; r < L.n(); ++r) m_.nodes.push_back(RingLayout::worker_id(r));
     for (size_t q = 0; q < L.racks.size(); ++q) {
       m_.racks.push_back(L.racks[q].ranks);
       m_.tors.push_back(L.serving_tor(q) ? L.tor_id(q) : kNoNode);
@@ -347,10 +358,7 @@ class Failover {
     if (detect_ <= 0 || ep_.crashed()) return;
     const Time now = monotonic_now();
     if (start_ == 0) start_ = now;
-    if (now - beat_at_ >= period_) {
-      write_atomic(bar_ / fmt::format("alive.{}", me_), std::to_string(++beats_));
-      beat_at_ = now;
-    }
+    beat(now);
     if (now - check_at_ < period_) return;
     check_at_ = now;
     const uint8_t next = static_cast<uint8_t>(m_.epoch + 1);
@@ -359,120 +367,101 @@ class Failover {
     watch(now);
     // This rank's state for the next epoch: whom it finds silent, and its op; withdrawn when nobody is.
     const fs::path state = bar_ / fmt::format("state.{}.{}", next, me_);
-    if (stale_.empty()) {
+    if (ag_.suspects().empty()) {
       if (!state_.empty()) fs::remove(state);
       state_.clear();
       return;
     }
-    const std::string text = nlohmann::json{{"failed", stale_}, {"op", ep_.op()}}.dump();
-    if (text != state_) write_atomic(state, text);
+    const std::string text = nlohmann::json{{"failed", ag_.suspects()}, {"op", ep_.op()}}.dump();
+    if (text != state_) write_atomic(state, me_, text);
     state_ = text;
-    if (control() == me_) distribute(next);
+    if (ag_.is_control()) distribute(next);
   }
 
-  std::string done_file() const {
-    return m_.epoch == 0 ? fmt::format("done.{}", me_) : fmt::format("done.{}.epoch{}", me_, m_.epoch);
+  // This rank's heartbeat (every period).
+  void beat(Time now) {
+    if (now - beat_at_ < period_) return;
+    write_atomic(bar_ / fmt::format("alive.{}", me_), me_, std::to_string(++beats_));
+    beat_at_ = now;
   }
+
+  std::string done_file() const { return done_name(me_, m_.epoch); }
   std::vector<std::string> done_files() const {
     std::vector<std::string> v;
-    for (uint16_t r : members_)
-      v.push_back(m_.epoch == 0 ? fmt::format("done.{}", r) : fmt::format("done.{}.epoch{}", r, m_.epoch));
+    for (uint16_t r : ag_.members()) v.push_back(done_name(r, m_.epoch));
     return v;
   }
   std::string describe() const {
-    if (stale_.empty()) return fmt::format("epoch {}", m_.epoch);
-    return fmt::format("epoch {}, ranks {} silent, {}", m_.epoch, fmt::join(stale_, ", "),
-                       control() == me_ ? fmt::format("control node waiting for {}", waiting_) : "waiting for the new membership");
+    if (ag_.suspects().empty()) return fmt::format("epoch {}", m_.epoch);
+    return fmt::format("epoch {}, ranks {} silent, {}", m_.epoch, fmt::join(ag_.suspects(), ", "),
+                       ag_.is_control() ? fmt::format("control node waiting for {}", waiting_) : "waiting for the new membership");
   }
   nlohmann::json report() const {
-    return {{"epoch", m_.epoch}, {"failed", failed_all_}, {"restart_op", restart_}, {"survivors", members_},
+    return {{"epoch", m_.epoch}, {"failed", failed_all_}, {"restart_op", restart_}, {"survivors", ag_.members()},
             {"control_node", control_of_last_}, {"verified_before_restart", verified_before_},
-            {"steps_per_allreduce_epoch0", steps0_}, {"heartbeats", beats_}, {"suspicions_withdrawn", withdrawn_},
+            {"steps_per_allreduce_epoch0", steps0_}, {"heartbeats", beats_}, {"suspicions_withdrawn", ag_.withdrawn()},
             {"detected_after_s", detected_s_}, {"reconfigured_after_s", applied_s_}};  // since this rank's first op began
   }
   size_t restart_op() const { return restart_; }
   uint8_t epoch() const { return m_.epoch; }
 
  private:
-  bool stale(uint16_t r) const { return std::find(stale_.begin(), stale_.end(), r) != stale_.end(); }
-  uint16_t control() const {
-    for (uint16_t r : members_)
-      if (!stale(r)) return r;
-    return me_;
+  static std::vector<uint16_t> all_ranks(size_t n) {
+    std::vector<uint16_t> v;
+    for (size_t r = 0; r < n; ++r) v.push_back(static_cast<uint16_t>(r));
+    return v;
   }
 
-  // The members whose heartbeat has not changed for --fail-detect-ms (a
-  // member whose done file of this epoch exists is not watched); a member
-  // that beats again is no longer suspected.
-  // Two guards against a stalled observer rather than a failed member: an
-  // observer that did not look for more than half the detection time (it was
-  // descheduled, or the whole host stalled) starts its clocks again, and one
-  // that finds more than half of the others silent suspects nobody (it is
-  // more likely the one cut off; a single failure is what is handled).
+  // A look at the members' heartbeats (host::FailureAgreement decides whom they show silent).
   void watch(Time now) {
-    const bool fresh = now - watched_at_ > detect_ / 2;
-    watched_at_ = now;
-    std::vector<uint16_t> st;
-    for (uint16_t r : members_) {
+    std::vector<host::FailureAgreement::Beat> beats;
+    for (uint16_t r : ag_.members()) {
       if (r == me_) continue;
-      const std::string done = m_.epoch == 0 ? fmt::format("done.{}", r) : fmt::format("done.{}.epoch{}", r, m_.epoch);
-      auto& w = seen_[r];
-      if (fs::exists(bar_ / done)) {
-        w.at = now;
-        continue;
-      }
-      const auto text = read_text(bar_ / fmt::format("alive.{}", r)).value_or("");
-      if (w.at == 0 || text != w.text || fresh) {
-        w.text = text;
-        w.at = now;
-      } else if (now - w.at >= detect_) {
-        st.push_back(r);
-      }
+      host::FailureAgreement::Beat b;
+      b.rank = r;
+      b.done = fs::exists(bar_ / done_name(r, m_.epoch));
+      if (!b.done) b.count = std::strtoull(read_text(bar_ / fmt::format("alive.{}", r)).value_or("0").c_str(), nullptr, 10);
+      beats.push_back(b);
     }
-    if (st.size() * 2 > members_.size() - 1) st.clear();
-    if (st == stale_) return;
-    for (uint16_t r : stale_)
-      if (std::find(st.begin(), st.end(), r) == st.end()) ++withdrawn_;
-    if (stale_.empty()) detected_s_ = to_ms(now - start_) / 1000;
-    stale_ = std::move(st);
+    const bool none_before = ag_.suspects().empty();
+    if (!ag_.observe(now, beats)) return;
+    if (none_before) detected_s_ = to_ms(now - start_) / 1000;
     if (cfg_.log)
       std::fprintf(stderr, "%s: epoch %u: silent for %.0f ms: ranks [%s]\n", who_.c_str(), static_cast<unsigned>(m_.epoch),
-                   cfg_.fail_detect_ms, fmt::format("{}", fmt::join(stale_, ", ")).c_str());
+                   cfg_.fail_detect_ms, fmt::format("{}", fmt::join(ag_.suspects(), ", ")).c_str());
   }
 
-  // The control node (the lowest member it does not find silent): once every
-  // member it does not find silent names the same silent ranks, the re-plan,
-  // the ToRs, then the membership file.
+  // The control node: the members' published states; once
+  // host::FailureAgreement finds that every member it does not suspect names
+  // the same silent ranks, the re-plan, the ToRs, then the membership file.
   void distribute(uint8_t next) {
-    std::vector<size_t> ops(members_.size(), 0);
-    std::vector<uint16_t> failed_new, waiting;
-    for (size_t k = 0; k < members_.size(); ++k) {
-      const uint16_t r = members_[k];
-      if (stale(r)) {
-        failed_new.push_back(static_cast<uint16_t>(k));
-        continue;
-      }
+    std::map<uint16_t, host::FailureAgreement::Published> published;
+    for (uint16_t r : ag_.members()) {
+      if (r == me_) continue;
       const auto text = read_text(bar_ / fmt::format("state.{}.{}", next, r));
       const auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      std::vector<uint16_t> theirs;
       try {
-        if (j.is_object()) theirs = j.at("failed").get<std::vector<uint16_t>>();
-        ops[k] = j.is_object() ? j.at("op").get<size_t>() : 0;
+        if (j.is_object()) published[r] = {j.at("failed").get<std::vector<uint16_t>>(), j.at("op").get<size_t>()};
       } catch (const nlohmann::json::exception&) {
-        theirs.clear();
+        // half-written or foreign: as if not yet published
       }
-      if (theirs != stale_) waiting.push_back(r);
     }
-    waiting_ = fmt::format("ranks {} to find ranks {} silent too", fmt::join(waiting, ", "), fmt::join(stale_, ", "));
-    if (!waiting.empty()) return;
+    const auto d = ag_.decide(published, ep_.op());
+    waiting_ = fmt::format("ranks {} to find ranks {} silent too", fmt::join(d.waiting, ", "), fmt::join(ag_.suspects(), ", "));
+    if (!d.act) return;
     const auto& scheme = L_.scheme_info();
     const host::RingFailover fo = host::ring_failover(
-        m_, failed_new, ops,
+        m_, d.failed, d.ops,
         [&](size_t n, const std::vector<std::vector<uint16_t>>& rk, const std::vector<NodeId>& tr) {
           return schemes::ring_plan(scheme, n, rk, tr, elems_);
         });
-    // The ToRs first: a survivor's first packet of the new epoch must find its ToR ready.
+    // The ToRs first: a survivor's first packet of the new epoch must find its
+    // ToR ready. A switch answers a repeated identical request with success,
+    // so an error (this call's, or a control node's that failed in between)
+    // is retried at the next look; each call is short and the heartbeat goes
+    // on between them, so the others do not take this rank for failed.
     std::optional<Key> key;
+    const Time call_timeout = std::clamp<Time>(detect_ / 4, 10 * kMs, kSec);
     for (const auto& t : fo.tors) {
       size_t q = 0;
       while (q < L_.racks.size() && L_.tor_id(q) != t.tor) ++q;
@@ -484,25 +473,40 @@ class Failover {
       rq.workers.assign(fo.next.nodes.begin(), fo.next.nodes.end());
       rq.rack = t.rack;
       rq.upstream = t.upstream;
-      reconfigure_switch(*L_.racks[q].sw, 5 * kSec, *key, rq);
+      beat(monotonic_now());
+      try {
+        reconfigure_switch(*L_.racks[q].sw, call_timeout, *key, rq);
+      } catch (const RuntimeError& e) {
+        waiting_ = fmt::format("ToR {} to take epoch {} (retrying: {})", L_.racks[q].sw->str(), fo.next.epoch, e.what());
+        if (cfg_.log) std::fprintf(stderr, "%s: control node: %s\n", who_.c_str(), waiting_.c_str());
+        return;
+      }
     }
     std::vector<uint16_t> survivors;
-    for (uint16_t k : fo.survivors) survivors.push_back(members_[k]);
+    for (uint16_t k : fo.survivors) survivors.push_back(ag_.members()[k]);
     std::vector<int> tors;
     for (NodeId t : fo.next.tors) tors.push_back(t == kNoNode ? -1 : int{t});
-    const std::string text = nlohmann::json{{"epoch", fo.next.epoch}, {"control_node", me_}, {"failed", stale_},
+    const std::string text = nlohmann::json{{"epoch", fo.next.epoch}, {"control_node", me_}, {"failed", ag_.suspects()},
                                             {"survivors", survivors}, {"nodes", fo.next.nodes}, {"racks", fo.next.racks},
-                                            {"tors", tors}, {"restart_op", fo.restart_op}}.dump();
-    write_atomic(bar_ / fmt::format("membership.{}.json", next), text);
+                                            {"tors", tors}, {"serving", fo.next.serving},
+                                            {"restart_op", fo.restart_op}}.dump();
+    const fs::path file = bar_ / fmt::format("membership.{}.json", next);
+    if (!publish_once(file.string(), me_, text)) {
+      // Another control node published first: its membership is the one.
+      const auto theirs = read_text(file);
+      if (!theirs) throw RuntimeError(fmt::format("{}: cannot read {}", who_, file.string()));
+      return apply(*theirs, next);
+    }
     if (cfg_.log)
       std::fprintf(stderr, "%s: control node: epoch %u without ranks [%s], %zu survivors restart at op %zu; %zu ToRs reconfigured\n",
-                   who_.c_str(), static_cast<unsigned>(fo.next.epoch), fmt::format("{}", fmt::join(stale_, ", ")).c_str(),
+                   who_.c_str(), static_cast<unsigned>(fo.next.epoch), fmt::format("{}", fmt::join(ag_.suspects(), ", ")).c_str(),
                    survivors.size(), fo.restart_op, fo.tors.size());
     apply(text, next);
   }
 
   // A survivor: the control node's membership of epoch `next`.
   void apply(const std::string& text, uint8_t next) {
+    const fs::path file = bar_ / fmt::format("membership.{}.json", next);
     const auto j = nlohmann::json::parse(text, nullptr, false);
     host::RingMembership m;
     std::vector<uint16_t> survivors;
@@ -511,17 +515,21 @@ class Failover {
     std::vector<uint16_t> failed;
     try {
       failed = j.at("failed").get<std::vector<uint16_t>>();
-      if (j.at("epoch").get<unsigned>() != next) throw RuntimeError("wrong epoch");
+      if (j.at("epoch").get<unsigned>() != next)
+        throw RuntimeError(fmt::format("field 'epoch' = {}: the file is epoch {}'s", j.at("epoch").dump(), next));
       survivors = j.at("survivors").get<std::vector<uint16_t>>();
       m.nodes = j.at("nodes").get<std::vector<NodeId>>();
       m.racks = j.at("racks").get<std::vector<std::vector<uint16_t>>>();
       for (int t : j.at("tors").get<std::vector<int>>()) m.tors.push_back(t < 0 ? kNoNode : static_cast<NodeId>(t));
+      m.serving = j.at("serving").get<std::vector<NodeId>>();
       restart = j.at("restart_op").get<size_t>();
       ctl = j.at("control_node").get<uint16_t>();
     } catch (const std::exception& e) {
-      throw RuntimeError(fmt::format("{}: membership.{}.json is malformed: {}", who_, next, e.what()));
+      throw RuntimeError(fmt::format("{}: {} is malformed: {}", who_, file.string(), e.what()));
     }
     m.epoch = next;
+    const std::string problem = host::membership_problem(m_, ag_.members(), m, survivors, restart, cfg_.iterations);
+    if (!problem.empty()) throw RuntimeError(fmt::format("{}: {}: {}", who_, file.string(), problem));
     const auto it = std::find(survivors.begin(), survivors.end(), me_);
     if (it == survivors.end())
       throw RuntimeError(fmt::format("{}: the control node's epoch {} excludes this rank (its heartbeat stalled for "
@@ -531,21 +539,24 @@ class Failover {
     verified_before_ += tensor_.checked();
     tensor_.set_contributors(std::vector<unsigned>(survivors.begin(), survivors.end()));
     eng_.invoke(node_, [&](Time now, Effects& fx) {
+      // Runtime only: dropping the backoff inside RingEndpoint::reconfigure
+      // for both engines changes the simulator's results (ina sim
+      // scenarios/rina/failure.toml: events 4295993 -> 4295992 and more), and
+      // the simulator reconfigures every survivor at once, where no first
+      // packet of the new epoch is dropped as stale.
       ep_.forget_backoff();
       ep_.reconfigure(m.nodes, rank, std::move(plan[rank]), next, restart, now, fx);
     });
     failed_all_.insert(failed_all_.end(), failed.begin(), failed.end());
     applied_s_ = to_ms(monotonic_now() - start_) / 1000;
-    members_ = std::move(survivors);
+    ag_.adopt(std::move(survivors));
     m_ = std::move(m);
     restart_ = restart;
     control_of_last_ = ctl;
-    stale_.clear();
     state_.clear();
-    seen_.clear();
     if (cfg_.log)
       std::fprintf(stderr, "%s: epoch %u: rank %u of %zu, restarting at op %zu\n", who_.c_str(), static_cast<unsigned>(next),
-                   static_cast<unsigned>(rank), members_.size(), restart);
+                   static_cast<unsigned>(rank), ag_.members().size(), restart);
   }
 
   const RingWorkerConfig& cfg_;
@@ -558,19 +569,11 @@ class Failover {
   std::string who_;
   fs::path bar_;
   uint16_t me_;
-  std::vector<uint16_t> members_;  // original ranks by current rank
+  host::FailureAgreement ag_;  // its members: original ranks by current rank
   host::RingMembership m_;
   Time detect_ = 0, period_ = 0, beat_at_ = -kSec * 1000, check_at_ = -kSec * 1000;
   uint64_t beats_ = 0;
-  struct Seen {
-    std::string text;
-    Time at = 0;
-  };
-  std::map<uint16_t, Seen> seen_;
-  std::vector<uint16_t> stale_;  // members found silent (sorted)
-  Time watched_at_ = 0;          // the last look at the heartbeats
-  std::string state_;            // this rank's state file as written ("" : none)
-  uint64_t withdrawn_ = 0;       // suspicions dropped because the member beat again
+  std::string state_;  // this rank's state file as written ("" : none)
   std::string waiting_;
   std::vector<uint16_t> failed_all_;
   size_t restart_ = 0;
@@ -581,6 +584,17 @@ class Failover {
 };
 
 }  // namespace
+
+bool publish_once(const std::string& path, uint16_t rank, const std::string& text) {
+  const fs::path p(path);
+  const fs::path tmp = write_temp(p, rank, text);
+  const int rc = ::link(tmp.c_str(), p.c_str());
+  const int err = errno;
+  fs::remove(tmp);
+  if (rc == 0) return true;
+  if (err == EEXIST) return false;
+  throw RuntimeError(fmt::format("cannot publish {}: {}", p.string(), std::strerror(err)));
+}
 
 int run_ring_worker(const RingWorkerConfig& cfg) {
   const RingLayout L = RingLayout::read(cfg.layout, true);
@@ -595,20 +609,34 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   cfg.faults.validate();
   const fs::path bar(cfg.barrier);
   if (!fs::is_directory(bar)) throw RuntimeError(fmt::format("--barrier {}: not a directory", cfg.barrier));
-  const std::string mine = cfg.ps ? "ready.ps" : fmt::format("done.{}", cfg.rank);
-  if (fs::exists(bar / mine))
-    throw RuntimeError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, mine));
+  // A file of another run's end or failover (no rank of this run writes one
+  // before every rank, this one included, is ready): a new run would take it
+  // for its own (an old membership, a done rank).
+  if (cfg.ps && fs::exists(bar / "ready.ps"))
+    throw RuntimeError(fmt::format("--barrier {}: already holds ready.ps from another run; give a fresh directory", cfg.barrier));
+  for (const auto& e : fs::directory_iterator(bar)) {
+    const std::string f = e.path().filename().string();
+    for (const char* stale : {"done.", "alive.", "state.", "membership."})
+      if (f.starts_with(stale))
+        throw RuntimeError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, f));
+  }
   const bool failover = cfg.fail_detect_ms > 0 || cfg.crash_at_op >= 0;
-  if (!(cfg.fail_detect_ms >= 0 && cfg.fail_detect_ms <= 1e6))
-    throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [0, 1e6]", cfg.fail_detect_ms));
+  if (!(cfg.fail_detect_ms == 0 || (cfg.fail_detect_ms >= kMinFailDetectMs && cfg.fail_detect_ms <= 1e6)))
+    throw RuntimeError(fmt::format("--fail-detect-ms {}: must be 0 (off) or in [{}, 1e6] ms (heartbeats are looked at "
+                                   "every 10 ms; a shorter time would never detect anything)", cfg.fail_detect_ms,
+                                   kMinFailDetectMs));
   if (cfg.crash_at_op >= 0 && static_cast<unsigned>(cfg.crash_at_op) >= cfg.iterations)
     throw RuntimeError(fmt::format("--crash-at-op {}: the rank runs ops 0..{} (--iterations {})", cfg.crash_at_op,
                                    cfg.iterations - 1, cfg.iterations));
+  std::vector<std::string> given;  // the failure options as given
+  if (cfg.fail_detect_ms > 0) given.push_back(fmt::format("--fail-detect-ms {}", cfg.fail_detect_ms));
+  if (cfg.crash_at_op >= 0) given.push_back(fmt::format("--crash-at-op {}", cfg.crash_at_op));
   if (failover && (L.tree() || cfg.ps || L.scheme_info().collective == schemes::Collective::Hierarchical))
-    throw RuntimeError(fmt::format("--fail-detect-ms / --crash-at-op: {} does not survive a failure (ring schemes whose "
-                                   "plan does: rar, rina){}", L.scheme,
+    throw RuntimeError(fmt::format("{}: {} does not survive a failure (ring schemes whose plan does: rar, rina){}",
+                                   fmt::join(given, " "), L.scheme,
                                    L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
-  if (failover && n < 3) throw RuntimeError(fmt::format("--fail-detect-ms / --crash-at-op: a ring of {} ranks cannot lose one", n));
+  if (failover && n < 3)
+    throw RuntimeError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
   if (cfg.ps) return run_tree_ps(cfg, L);
   if (L.tree()) return run_tree_worker(cfg, L);
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);

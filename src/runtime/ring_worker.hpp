@@ -31,10 +31,14 @@
 // control node, the agent of group 0), waits until every member it does not
 // find silent names the same set, re-plans the job with
 // host::ring_failover (the simulator's very decision), registers the job
-// under epoch E at every ToR switch that served it ("reconfigure" on its
-// control port, proven with the job's key: runtime/control.hpp), and then
-// writes membership.E.json (survivors, node ids, racks, ToRs, restart op).
-// Each survivor reads it, restricts its tensor's check to the survivors'
+// under epoch E at every ToR switch holding it ("reconfigure" on its
+// control port, proven with the job's key: runtime/control.hpp; short
+// calls, heartbeats between them, an error retried at the next look), and
+// then publishes membership.E.json (survivors, node ids, racks, ToRs, the
+// ToRs holding the job, restart op) with link(2): the first control node
+// wins, another applies its file. Every decision up to the re-plan is
+// host::FailureAgreement's (sans-I/O); this file does the I/O. Each
+// survivor reads the file, checks it (host::membership_problem), restricts its tensor's check to the survivors'
 // contributions and reconfigures its endpoint (host::RingEndpoint::
 // reconfigure); the end barrier then waits for the survivors' done files of
 // epoch E; a rank the membership leaves out stops with an error.
@@ -70,6 +74,18 @@ struct RingWorkerConfig {
   std::string key_file;      // the job's key, for the control node's reconfiguration of the ToRs
                              //   ("": INA_JOB_KEY, else derived from INA_SWITCH_KEY)
 };
+
+// The shortest --fail-detect-ms: a rank looks at the heartbeats about every
+// 10 ms, and a look more than half the detection time after the previous
+// one restarts the clocks (host::FailureAgreement), so a detection time
+// near 20 ms would never detect anything.
+inline constexpr double kMinFailDetectMs = 50;
+
+// Publishes `text` as the file `path` unless it exists: written to
+// `path`.tmp.`rank` (two ranks never share a temporary file), then linked
+// into place (link(2) never replaces), so of several writers the first
+// wins. Returns whether this one did; throws RuntimeError on I/O errors.
+bool publish_once(const std::string& path, uint16_t rank, const std::string& text);
 
 // Returns 0 (every value exact, no state left), 3 (a value differed) or 1
 // (leaked timers or packets); throws RuntimeError on bad input or timeout.

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/control.hpp"
 #include "runtime/ring_layout.hpp"
@@ -401,15 +402,30 @@ struct SwitchDaemon::Impl {
   void reconfigure(Conn& c, const ReconfigureRequest& r) {
     if (!layout || layout->tree())
       throw RuntimeError("reconfigure: this switch serves no static ring job (ina switch --layout FILE of a ring scheme)");
-    if (r.job != layout->job)
-      throw RuntimeError(fmt::format("reconfigure: field 'job' = {}: this switch serves job {}", r.job, layout->job));
+    // The proof first: a caller without the job's key learns nothing about this switch's job.
     if (!proof_matches(r.proof, proof(job_key(cfg.key, r.job),
                                       reconfigure_message(c.nonce, r.job, r.epoch, r.workers, r.rack, r.upstream)))) {
       ++auth_failures;
-      throw RuntimeError(fmt::format("reconfigure: authentication failed for job {}: the proof does not match that "
-                                     "job's credential", r.job));
+      throw RuntimeError("reconfigure: authentication failed");
     }
-    if (r.epoch <= epoch)
+    if (r.job != layout->job)
+      throw RuntimeError(fmt::format("reconfigure: field 'job' = {}: this switch serves job {}", r.job, layout->job));
+    const dp::SwitchJob* old = program->job(layout->job);
+    if (!old) throw RuntimeError(fmt::format("reconfigure: job {} is not registered", layout->job));
+    const std::vector<NodeId> workers(r.workers.begin(), r.workers.end());
+    if (r.epoch == epoch && epoch > 0) {
+      // Asked again (a control node's retry, or the next control node's after
+      // it failed between the ToRs and the membership file): the same job
+      // definition is a success; a different one is refused by field.
+      const char* differs = old->workers != workers ? "workers" : old->rack != r.rack ? "rack"
+                            : old->upstream != r.upstream ? "upstream" : nullptr;
+      if (differs)
+        throw RuntimeError(fmt::format("reconfigure: field '{}' differs from epoch {}'s registration of job {}", differs,
+                                       epoch, r.job));
+      send(c, {{"op", "reconfigured"}, {"job", r.job}, {"epoch", r.epoch}, {"aggregates", !r.rack.empty()}});
+      return;
+    }
+    if (r.epoch < epoch)
       throw RuntimeError(fmt::format("reconfigure: field 'epoch' = {}: job {} is already at epoch {}", r.epoch, r.job, epoch));
     if (r.workers.size() < 2)
       throw RuntimeError(fmt::format("reconfigure: field 'workers' has {} entries: a ring needs two", r.workers.size()));
@@ -425,20 +441,12 @@ struct SwitchDaemon::Impl {
         if (x >= r.workers.size())
           throw RuntimeError(fmt::format("reconfigure: field '{}': rank {} is beyond the {} workers",
                                          v == &r.rack ? "rack" : "upstream", x, r.workers.size()));
-    const dp::SwitchJob* old = program->job(layout->job);
-    if (!old) throw RuntimeError(fmt::format("reconfigure: job {} is not registered", layout->job));
-    dp::SwitchJob sj = *old;
-    sj.workers.assign(r.workers.begin(), r.workers.end());
-    sj.rack = r.rack;
-    sj.upstream = r.upstream;
-    sj.epoch = static_cast<uint8_t>(r.epoch);
-    const dp::SwitchJob before = *old;
-    freed_at_reconfigure += program->remove_job(layout->job);
+    const dp::SwitchJob sj = dp::ring_job_at_epoch(*old, workers, static_cast<uint8_t>(r.epoch), r.rack, r.upstream);
     try {
-      program->add_job(sj);
+      freed_at_reconfigure += program->replace_job(sj);  // checked before the live job is touched
     } catch (const std::invalid_argument& e) {
-      program->add_job(before);
-      throw RuntimeError(fmt::format("reconfigure: {}", e.what()));
+      throw RuntimeError(fmt::format("reconfigure: field 'rack' = [{}], 'upstream' = [{}]: {}", fmt::join(r.rack, ", "),
+                                     fmt::join(r.upstream, ", "), e.what()));
     }
     epoch = sj.epoch;
     completed_at_epoch = program->stats().completed;
@@ -731,7 +739,7 @@ struct SwitchDaemon::Impl {
                                  {"aggregators_held", program->occupied_by(layout->job)}, {"epoch", epoch},
                                  {"completed_at_epoch", completed_at_epoch}, {"freed_at_reconfigure", freed_at_reconfigure}};
     if (layout && !layout->tree())
-      if (const dp::SwitchJob* sj = program->job(layout->job)) out["layout"]["rack"] = sj->rack;  // current ranks, agent first
+      if (const dp::SwitchJob* sj = program->job(layout->job)) out["layout"]["rack_ranks"] = sj->rack;  // current ranks, agent first
     return out;
   }
 };
