@@ -15,6 +15,11 @@ using topo::ArcId;
 using topo::Graph;
 using topo::NodeId;
 
+// Eq. 1's expected delay of one step whose `senders` each wait ~ N(k / N, sigma^2), in seconds.
+double straggler_step_s(const TimeParams& p, double workers, int senders) {
+  return (p.straggler_k_us / workers + p.straggler_sigma_us * expected_max_normal(senders)) * 1e-6;
+}
+
 struct Transfer {
   std::vector<ArcId> arcs;  // every arc the packets cross (deduplicated)
   double rtt = 0;           // first packet out .. its acknowledgement back (the longest receiver)
@@ -94,7 +99,7 @@ class Model {
       out.transfer_s += worst;
       out.bandwidth_s += worst_bw;
       if (st.senders > 0 && (p_.straggler_sigma_us > 0 || p_.straggler_k_us > 0))
-        out.straggler_s += (p_.straggler_k_us / n_workers + p_.straggler_sigma_us * expected_max_normal(st.senders)) * 1e-6;
+        out.straggler_s += straggler_step_s(p_, n_workers, st.senders);
     }
     out.steps = static_cast<int>(steps.size());
   }
@@ -435,9 +440,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     int rack_members = 0;
     for (const Group& x : gr)
       if (rack(x)) rack_members += static_cast<int>(x.members.size());
-    auto step = [&](int senders) {
-      return (p.straggler_k_us / static_cast<double>(n) + p.straggler_sigma_us * expected_max_normal(senders)) * 1e-6;
-    };
+    auto step = [&](int senders) { return straggler_step_s(p, static_cast<double>(n), senders); };
     if (G > 1) strag += static_cast<double>(G - 1) * (step(static_cast<int>(n)) + step(static_cast<int>(G)));
     if (rack_members > 0) strag += step(rack_members);
   }
