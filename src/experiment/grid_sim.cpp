@@ -21,7 +21,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
                             const GridSimSettings& s) {
   if (g.num_nodes() >= kMulticast) throw std::invalid_argument("topology too large for the simulator's node ids");
   if (plan.workers.size() != job.workers.size() || job.workers.size() > kMaxWorkers)
-    throw std::invalid_argument("plan and job disagree on the workers (or more than 64 workers)");
+    throw std::invalid_argument(fmt::format("plan and job disagree on the workers (or more than {} workers)", kMaxWorkers));
   for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
     if (g.is_host(v) && g.neighbors(v).size() != 1)
       throw std::invalid_argument(fmt::format("the simulator needs every host on exactly one link ('{}' has {})",
