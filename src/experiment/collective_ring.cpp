@@ -191,7 +191,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     std::vector<size_t> ops(J.nodes.size(), 0);
     for (size_t r = 0; r < J.nodes.size(); ++r) ops[r] = J.eps[r]->op();
     const host::RingFailover fo =
-        host::ring_failover({J.nodes, J.racks, J.tors, 0}, {static_cast<uint16_t>(f)}, ops, make_plan);
+        host::ring_failover({J.nodes, J.racks, J.tors, 0, {}}, {static_cast<uint16_t>(f)}, ops, make_plan);
     J.alive.assign(fo.survivors.begin(), fo.survivors.end());
     steps = host::ring_steps(fo.plan[0], 0);
     restarted = static_cast<int>(fo.restart_op);

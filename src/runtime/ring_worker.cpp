@@ -58,6 +58,11 @@ void touch(const fs::path& p) {
 
 namespace {
 
+// A rank's done file in an epoch (the first epoch's is done.R).
+std::string done_name(uint16_t rank, uint8_t epoch) {
+  return epoch == 0 ? fmt::format("done.{}", rank) : fmt::format("done.{}.epoch{}", rank, epoch);
+}
+
 // What the common flow below needs of a rank's node (a ring endpoint, a tree worker or the tree's PS).
 struct Rank {
   std::string who;
@@ -70,8 +75,8 @@ struct Rank {
   // the ones the end waits for (empty functions: done.R and done.0..n-1).
   std::function<void()> tick = [] {};
   std::function<bool()> stopped = [] { return false; };
-  std::function<std::string()> done_file;
-  std::function<std::vector<std::string>()> done_files;
+  std::function<std::string()> done_file = {};
+  std::function<std::vector<std::string>()> done_files = {};
 };
 
 // The barriers, the run and the drain (ring_worker.hpp). Returns the
@@ -104,7 +109,7 @@ std::vector<std::string> drive(const RingWorkerConfig& cfg, const RingLayout& L,
     if (rk.stopped()) return {};
     const bool mine = rk.done();
     if (mine && !ps) {
-      const std::string f = rk.done_file ? rk.done_file() : fmt::format("done.{}", self_name);
+      const std::string f = rk.done_file ? rk.done_file() : fmt::format("done.{}", self_name);  // a rank's done_name(R, 0)
       if (f != touched) touch(bar / f);
       touched = f;
     }
@@ -113,7 +118,7 @@ std::vector<std::string> drive(const RingWorkerConfig& cfg, const RingLayout& L,
       std::vector<std::string> all;
       if (rk.done_files) all = rk.done_files();
       else
-        for (size_t r = 0; r < n; ++r) all.push_back(fmt::format("done.{}", r));
+        for (size_t r = 0; r < n; ++r) all.push_back(done_name(static_cast<uint16_t>(r), 0));
       for (const auto& f : all)
         if (!fs::exists(bar / f)) waiting.push_back(f);
       if (waiting.empty()) break;  // every rank is done (the PS is no longer needed)
@@ -321,10 +326,6 @@ fs::path write_temp(const fs::path& p, uint16_t rank, const std::string& text) {
 void write_atomic(const fs::path& p, uint16_t rank, const std::string& text) { fs::rename(write_temp(p, rank, text), p); }
 
 
-// A rank's done file in an epoch (the first epoch's is done.R).
-std::string done_name(uint16_t rank, uint8_t epoch) {
-  return epoch == 0 ? fmt::format("done.{}", rank) : fmt::format("done.{}.epoch{}", rank, epoch);
-}
 
 std::optional<std::string> read_text(const fs::path& p) {
   std::ifstream f(p);
