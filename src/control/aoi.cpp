@@ -1,0 +1,572 @@
+// P4INC-AOI's model: jobs, units, the generators of §VII-C and the scenario
+// file (docs/p4inc-aoi.md). The validator is in aoi_check.cpp, the planners
+// in aoi_tw.cpp and aoi_milp.cpp.
+#include "control/aoi.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/rng.hpp"
+#include "workload/coflow.hpp"
+
+namespace ina::control::aoi {
+
+const char* to_string(JobKind k) { return k == JobKind::Dml ? "dml" : "mapreduce"; }
+
+unsigned Job::num_workers() const {
+  unsigned n = 0;
+  for (const auto& [v, w] : workers) n += w;
+  return n;
+}
+
+unsigned Job::workers_in(unsigned v) const {
+  for (const auto& [u, w] : workers)
+    if (u == v) return w;
+  return 0;
+}
+
+std::optional<unsigned> Job::local_unit() const {
+  if (workers.size() == 1) return workers[0].first;
+  return std::nullopt;
+}
+
+unsigned Job::first_ts(double ts_s) const {
+  return static_cast<unsigned>(std::floor(arrival_s / ts_s + 1e-12)) + 1;
+}
+
+std::vector<Flow> inter_unit_flows(const Job& j, std::optional<unsigned> inc_unit) {
+  std::vector<Flow> out;
+  const bool local = j.local_unit().has_value();
+  for (const auto& [v, w] : j.workers) {
+    if (v == j.ps_unit) continue;
+    const double mult = (inc_unit && *inc_unit == v) ? (local ? 0.0 : 1.0) : static_cast<double>(w);
+    if (mult > 0) out.push_back({v, j.ps_unit, mult});
+  }
+  return out;
+}
+
+double unit_load_mult(const Job& j, std::optional<unsigned> inc_unit, unsigned v) {
+  // Eq. 5: W_v·B (the workers' uplink) + Σ_u B_{u,v} (inter-unit flows into
+  // the PS's unit) + (1 - k_v)·W_v·PS_v·B (local workers to a local PS).
+  const double w = j.workers_in(v);
+  double load = w;
+  if (v == j.ps_unit) {
+    for (const Flow& f : inter_unit_flows(j, inc_unit)) load += f.mult;
+    if (!(inc_unit && *inc_unit == v)) load += w;
+  }
+  return load;
+}
+
+bool inc_allowed(const Odcn& net, const Job& j, unsigned v) {
+  if (j.workers_in(v) == 0) return false;                   // Eq. 2: k_v <= L_v
+  if (net.inc_requires_local) return j.local_unit() == v;  // §VI-A
+  return true;
+}
+
+double update_time(const Job& j, std::optional<unsigned> inc_unit) {
+  // Eq. 11: a_j·[(1 - Σk) + Σk·(1 - ΣE)]: no update time only with INC in
+  // the unit that holds every worker (the switch returns the aggregate).
+  if (inc_unit && j.local_unit() == inc_unit) return 0;
+  return j.update_s;
+}
+
+// ---- validation -----------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, const std::string& field, const std::string& what) {
+  throw AoiError(fmt::format("{}: {}: {}", origin, field, what));
+}
+
+void positive(const std::string& origin, const std::string& field, double x) {
+  if (!(x > 0) || !std::isfinite(x)) fail(origin, field, fmt::format("must be a positive number, got {}", x));
+}
+
+}  // namespace
+
+void validate(const Instance& inst) {
+  const std::string& o = inst.origin;
+  const Odcn& net = inst.net;
+  if (net.units.empty()) fail(o, "net.units", "an ODCN needs at least one unit, got 0");
+  positive(o, "net.port_gbps", net.port_gbps);
+  positive(o, "net.ts_s", net.ts_s);
+  positive(o, "net.worker_gbps", net.worker_gbps);
+  positive(o, "net.delta_gbps", net.delta_gbps);
+  if (!(net.reconfig_s >= 0) || !(net.reconfig_s < net.ts_s))
+    fail(o, "net.reconfig_ms",
+         fmt::format("must be >= 0 and shorter than the TS ({} s), got {} ms", net.ts_s, net.reconfig_s * 1e3));
+  unsigned slots = 0, ps_slots = 0;
+  for (size_t v = 0; v < net.units.size(); ++v) {
+    const Unit& u = net.units[v];
+    const std::string f = fmt::format("unit {}", v);
+    positive(o, f + " pdp_gbps", u.pdp_gbps);
+    if (u.optical_ports == 0 && net.units.size() > 1)
+      fail(o, f + " optical_ports", "must be at least 1 (a unit with zero ports is cut off from the AOI), got 0");
+    if (u.inc_jobs > 0 && u.aggregators < u.inc_jobs)
+      fail(o, f + " aggregators",
+           fmt::format("{} aggregators cannot be split into {} segments (inc_jobs)", u.aggregators, u.inc_jobs));
+    slots += u.worker_slots;
+    ps_slots += u.ps_slots;
+  }
+  if (slots == 0) fail(o, "net.worker_slots", "the cluster has no worker slot");
+  std::vector<unsigned> used(net.units.size(), 0), used_ps(net.units.size(), 0);
+  for (const Job& j : inst.jobs) {
+    const std::string f = fmt::format("job {} ({})", j.id, j.name);
+    if (j.num_workers() > slots)
+      fail(o, f + " workers",
+           fmt::format("{} workers is larger than the cluster ({} worker slots in {} units)", j.num_workers(), slots,
+                       net.units.size()));
+    if (j.workers.empty()) fail(o, f + " workers", "a job needs at least one worker, got 0");
+    unsigned prev = 0;
+    for (size_t k = 0; k < j.workers.size(); ++k) {
+      const auto [v, w] = j.workers[k];
+      if (v >= net.units.size())
+        fail(o, f + " workers", fmt::format("unit {} does not exist (the ODCN has {} units)", v, net.units.size()));
+      if (w == 0) fail(o, f + " workers", fmt::format("unit {} is listed with 0 workers", v));
+      if (k > 0 && v <= prev) fail(o, f + " workers", fmt::format("unit {} is listed twice or out of order", v));
+      prev = v;
+      used[v] += w;
+    }
+    if (j.ps_unit >= net.units.size())
+      fail(o, f + " ps_unit", fmt::format("unit {} does not exist (the ODCN has {} units)", j.ps_unit, net.units.size()));
+    ++used_ps[j.ps_unit];
+    positive(o, f + " mb_per_worker", j.gb_per_worker);
+    if (!(j.update_s >= 0) || !std::isfinite(j.update_s))
+      fail(o, f + " update_s", fmt::format("must be >= 0, got {}", j.update_s));
+    if (!(j.arrival_s >= 0) || !std::isfinite(j.arrival_s))
+      fail(o, f + " arrival_s", fmt::format("must be >= 0, got {}", j.arrival_s));
+  }
+  for (size_t v = 0; v < net.units.size(); ++v) {
+    if (used[v] > net.units[v].worker_slots)
+      fail(o, fmt::format("unit {} worker_slots", v),
+           fmt::format("its jobs place {} workers there, it has {} slots", used[v], net.units[v].worker_slots));
+    if (used_ps[v] > net.units[v].ps_slots)
+      fail(o, fmt::format("unit {} ps_slots", v),
+           fmt::format("its jobs place {} PS' there, it has {} PS slots", used_ps[v], net.units[v].ps_slots));
+  }
+}
+
+// ---- generators -------------------------------------------------------------------
+
+Odcn make_odcn(unsigned units) {
+  Odcn net;
+  net.units.assign(units, Unit{});
+  return net;
+}
+
+Placer::Placer(const Odcn& net, uint64_t seed) : net_(net), state_(mix(seed, 0xA01)) {
+  for (const Unit& u : net.units) {
+    free_workers_.push_back(u.worker_slots);
+    free_ps_.push_back(u.ps_slots);
+  }
+}
+
+uint64_t Placer::next() { return state_ = splitmix64(state_); }
+
+void Placer::place(Job& job, unsigned workers) {
+  const unsigned n = static_cast<unsigned>(free_workers_.size());
+  job.workers.clear();
+  std::vector<unsigned> fits;
+  for (unsigned v = 0; v < n; ++v)
+    if (free_workers_[v] >= workers) fits.push_back(v);
+  if (!fits.empty()) {
+    const unsigned v = fits[next() % fits.size()];
+    free_workers_[v] -= workers;
+    job.workers.push_back({v, workers});
+  } else {
+    // No unit holds it whole: as few units as possible, the emptiest first.
+    std::vector<unsigned> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](unsigned a, unsigned b) { return free_workers_[a] > free_workers_[b]; });
+    unsigned left = workers;
+    for (unsigned v : order) {
+      if (left == 0) break;
+      const unsigned take = std::min(left, free_workers_[v]);
+      if (take == 0) continue;
+      free_workers_[v] -= take;
+      left -= take;
+      job.workers.push_back({v, take});
+    }
+    if (left > 0)
+      throw AoiError(fmt::format("placement: {} ({} workers) does not fit: the cluster's worker slots are full",
+                                 job.name, workers));
+    std::sort(job.workers.begin(), job.workers.end());
+  }
+  std::vector<unsigned> ps;
+  for (unsigned v = 0; v < n; ++v)
+    if (free_ps_[v] > 0) ps.push_back(v);
+  if (ps.empty()) throw AoiError(fmt::format("placement: {}: every PS slot of the cluster is taken", job.name));
+  job.ps_unit = ps[next() % ps.size()];
+  --free_ps_[job.ps_unit];
+}
+
+std::vector<Job> generate_jobs(const Odcn& net, const WorkloadOptions& w, uint64_t seed) {
+  struct Draft {
+    Job job;
+    unsigned workers = 0;
+  };
+  std::vector<Draft> drafts;
+  auto arrivals = [&](Rng& rng, unsigned count, double per_ts, const char* what) {
+    if (!(per_ts > 0)) throw AoiError(fmt::format("{}.jobs_per_ts: must be positive, got {}", what, per_ts));
+    std::vector<double> t;
+    double now = 0;
+    const double rate = per_ts / net.ts_s;
+    for (unsigned k = 0; k < count; ++k) {
+      if (k > 0) now += -std::log(1.0 - rng.uniform()) / rate;
+      t.push_back(now);
+    }
+    return t;
+  };
+  if (w.dml) {
+    const DmlJobOptions& o = *w.dml;
+    if (o.worker_choices.empty()) throw AoiError("dml.workers: the list of worker counts is empty");
+    if (!(o.min_mb > 0) || !(o.max_mb >= o.min_mb))
+      throw AoiError(fmt::format("dml.min_mb/max_mb: need 0 < min <= max, got {} and {}", o.min_mb, o.max_mb));
+    Rng rng(mix(seed, 0xD11));
+    const auto t = arrivals(rng, o.count, o.jobs_per_ts, "dml");
+    for (unsigned k = 0; k < o.count; ++k) {
+      Draft d;
+      d.job.kind = JobKind::Dml;
+      d.job.name = fmt::format("dml {}", k);
+      d.job.arrival_s = t[k];
+      d.workers = o.worker_choices[rng.below(o.worker_choices.size())];
+      d.job.gb_per_worker = (o.min_mb + (o.max_mb - o.min_mb) * rng.uniform()) * 0.008;
+      d.job.update_s = d.workers * d.job.gb_per_worker / o.ps_update_gbps;
+      drafts.push_back(std::move(d));
+    }
+  }
+  if (w.mapreduce) {
+    const MapReduceJobOptions& o = *w.mapreduce;
+    const workload::CoflowTrace trace = workload::load_coflow_trace(w.trace_path);
+    if (trace.coflows.empty()) throw AoiError(fmt::format("{}: the trace has no coflow", w.trace_path));
+    Rng rng(mix(seed, 0xC0F));
+    const auto t = arrivals(rng, o.count, o.jobs_per_ts, "mapreduce");
+    for (unsigned k = 0; k < o.count; ++k) {
+      const workload::Coflow& c = trace.coflows[k % trace.coflows.size()];
+      Draft d;
+      d.job.kind = JobKind::MapReduce;
+      d.job.name = fmt::format("coflow {}", c.id);
+      d.job.arrival_s = t[k];
+      d.workers = static_cast<unsigned>(c.mappers.size());
+      // A coflow that shuffles nothing still has its mappers report: at least 1 MB.
+      d.job.gb_per_worker = std::max(1.0, c.shuffle_mb() / d.workers) * 0.008;
+      d.job.update_s = d.workers * d.job.gb_per_worker / o.ps_update_gbps;
+      drafts.push_back(std::move(d));
+    }
+  }
+  std::stable_sort(drafts.begin(), drafts.end(),
+                   [](const Draft& a, const Draft& b) { return a.job.arrival_s < b.job.arrival_s; });
+  Placer placer(net, seed);
+  std::vector<Job> jobs;
+  for (Draft& d : drafts) {
+    d.job.id = static_cast<unsigned>(jobs.size());
+    placer.place(d.job, d.workers);
+    jobs.push_back(std::move(d.job));
+  }
+  return jobs;
+}
+
+// ---- schedules: segments and the uniform AOI ---------------------------------------
+
+void assign_segments(const Instance& inst, Schedule& s) {
+  // Per unit, the TS range each segment is busy until.
+  std::vector<std::vector<unsigned>> busy_until(inst.net.size());
+  for (size_t v = 0; v < inst.net.size(); ++v) busy_until[v].assign(inst.net.units[v].inc_jobs, 0);
+  std::vector<JobPlan*> order;
+  for (JobPlan& p : s.jobs)
+    if (p.inc_unit) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](const JobPlan* a, const JobPlan* b) {
+    return a->first_ts < b->first_ts;
+  });
+  for (JobPlan* p : order) {
+    const unsigned v = *p->inc_unit;
+    if (v >= inst.net.size()) throw AoiError(fmt::format("job {}: INC unit {} does not exist", p->job, v));
+    const Unit& u = inst.net.units[v];
+    auto& segs = busy_until[v];
+    auto it = std::find_if(segs.begin(), segs.end(), [&](unsigned until) { return until < p->first_ts; });
+    if (it == segs.end())
+      throw AoiError(fmt::format("job {}: no free aggregator segment in unit {} from TS {} ({} segments)", p->job, v,
+                                 p->first_ts, u.inc_jobs));
+    *it = p->last_ts();
+    const unsigned size = u.aggregators / u.inc_jobs;
+    p->segment = Segment{static_cast<unsigned>(it - segs.begin()) * size, size};
+  }
+}
+
+std::vector<Connection> uniform_aoi(const Odcn& net) {
+  const unsigned n = net.size();
+  std::map<std::pair<unsigned, unsigned>, unsigned> count;
+  std::vector<unsigned> left;
+  for (const Unit& u : net.units) left.push_back(u.optical_ports);
+  if (n < 2) return {};
+  // Offsets d = 1 .. n/2 in turn; offset d links v with v+d (mod n) for every
+  // v: two ports a unit, one if d = n/2 with n even. Stop when a round adds nothing.
+  for (bool added = true; added;) {
+    added = false;
+    for (unsigned d = 1; d <= n / 2; ++d) {
+      const unsigned need = (2 * d == n) ? 1 : 2;
+      bool all = true;
+      for (unsigned v = 0; v < n; ++v) all = all && left[v] >= need;
+      if (!all) continue;
+      for (unsigned v = 0; v < n; ++v) {
+        const unsigned u = (v + d) % n;
+        if (2 * d == n && u < v) continue;  // that pair is v's partner's
+        ++count[{std::min(u, v), std::max(u, v)}];
+        --left[v];
+        --left[u];
+      }
+      added = true;
+    }
+  }
+  std::vector<Connection> out;
+  for (const auto& [k, c] : count) out.push_back({k.first, k.second, c});
+  return out;
+}
+
+// ---- the scenario file ----------------------------------------------------------------
+
+namespace {
+
+struct Reader {
+  std::string origin;
+
+  [[noreturn]] void bad(const std::string& field, const std::string& what) const { fail(origin, field, what); }
+
+  double num(const toml::table& t, const std::string& table, const char* key, double def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    if (auto v = n->value<double>()) {
+      if (!std::isfinite(*v)) bad(table + "." + key, fmt::format("must be a finite number, got {}", *v));
+      return *v;
+    }
+    bad(table + "." + key, fmt::format("must be a number, got {}", text(*n)));
+  }
+  unsigned count(const toml::table& t, const std::string& table, const char* key, unsigned def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 0 || *v > 100'000'000)
+      bad(table + "." + key, fmt::format("must be a whole number >= 0, got {}", text(*n)));
+    return static_cast<unsigned>(*v);
+  }
+  bool flag(const toml::table& t, const std::string& table, const char* key, bool def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    auto v = n->value_exact<bool>();
+    if (!v) bad(table + "." + key, fmt::format("must be true or false, got {}", text(*n)));
+    return *v;
+  }
+  static std::string text(const toml::node& n) {
+    std::ostringstream s;
+    n.visit([&](const auto& x) { s << x; });
+    return s.str();
+  }
+  void only(const toml::table& t, const std::string& table, std::initializer_list<const char*> keys) const {
+    for (const auto& [k, n] : t) {
+      bool known = false;
+      for (const char* key : keys) known = known || k.str() == key;
+      if (known) continue;
+      std::string names;
+      for (const char* key : keys) names += (names.empty() ? "" : ", ") + std::string(key);
+      bad(table.empty() ? std::string(k.str()) : table + "." + std::string(k.str()),
+          "unknown key (known: " + names + ")");
+    }
+  }
+  const toml::table* table(const toml::table& t, const char* key) const {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (!n->is_table()) bad(key, "must be a table");
+    return n->as_table();
+  }
+};
+
+Unit read_unit(const Reader& r, const toml::table& t, const std::string& at, const Unit& def) {
+  r.only(t, at, {"pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "units"});
+  Unit u;
+  u.pdp_gbps = r.num(t, at, "pdp_gbps", def.pdp_gbps);
+  u.inc_jobs = r.count(t, at, "inc_jobs", def.inc_jobs);
+  u.optical_ports = r.count(t, at, "optical_ports", def.optical_ports);
+  u.worker_slots = r.count(t, at, "worker_slots", def.worker_slots);
+  u.ps_slots = r.count(t, at, "ps_slots", def.ps_slots);
+  u.aggregators = r.count(t, at, "aggregators", def.aggregators);
+  return u;
+}
+
+void apply_override(toml::table& root, const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) throw AoiError(fmt::format("--set expects table.key=value, got '{}'", kv));
+  const std::string path = kv.substr(0, eq);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + kv.substr(eq + 1));
+  } catch (const toml::parse_error& e) {
+    throw AoiError(fmt::format("--set {}: '{}' is not a TOML value", path, kv.substr(eq + 1)));
+  }
+  toml::table* t = &root;
+  std::string rest = path;
+  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+    const std::string head = rest.substr(0, dot);
+    if (!t->contains(head)) t->insert(head, toml::table{});
+    toml::node* n = t->get(head);
+    if (!n->is_table()) throw AoiError(fmt::format("--set {}: '{}' is not a table", path, head));
+    t = n->as_table();
+    rest = rest.substr(dot + 1);
+  }
+  t->insert_or_assign(rest, *parsed.get("v"));
+}
+
+}  // namespace
+
+Instance load_scenario(const std::string& path) { return load_scenario(path, {}); }
+
+Instance load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream s;
+    s << e.description() << " (line " << e.source().begin.line << ")";
+    throw AoiError(fmt::format("{}: {}", path, s.str()));
+  }
+  for (const std::string& kv : overrides) apply_override(root, kv);
+  Reader r{path};
+  r.only(root, "", {"name", "title", "seed", "net", "dml", "mapreduce", "job"});
+  Instance inst;
+  inst.origin = path;
+  const uint64_t seed = r.count(root, "", "seed", 1);
+  const toml::table* nt = r.table(root, "net");
+  if (!nt) r.bad("net", "missing: the ODCN's [net] table");
+  r.only(*nt, "net",
+         {"units", "pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "port_gbps",
+          "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"});
+  Odcn& net = inst.net;
+  const Unit def = read_unit(r, [&] {
+    toml::table t = *nt;
+    for (const char* k : {"port_gbps", "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"})
+      t.erase(k);
+    return t;
+  }(), "net", Unit{});
+  net.port_gbps = r.num(*nt, "net", "port_gbps", net.port_gbps);
+  net.reconfig_s = r.num(*nt, "net", "reconfig_ms", net.reconfig_s * 1e3) / 1e3;
+  net.ts_s = r.num(*nt, "net", "ts_s", net.ts_s);
+  net.worker_gbps = r.num(*nt, "net", "worker_gbps", net.worker_gbps);
+  net.delta_gbps = r.num(*nt, "net", "delta_gbps", net.delta_gbps);
+  net.inc_requires_local = r.flag(*nt, "net", "inc_requires_local", net.inc_requires_local);
+  if (const toml::node* un = nt->get("unit")) {
+    const toml::array* arr = un->as_array();
+    if (!arr) r.bad("net.unit", "must be an array of tables ([[net.unit]])");
+    for (size_t k = 0; k < arr->size(); ++k) {
+      const toml::table* t = (*arr)[k].as_table();
+      if (!t) r.bad(fmt::format("net.unit[{}]", k), "must be a table");
+      net.units.push_back(read_unit(r, *t, fmt::format("net.unit[{}]", k), def));
+    }
+    if (nt->contains("units") && r.count(*nt, "net", "units", 0) != net.units.size())
+      r.bad("net.units", fmt::format("{} does not match the {} [[net.unit]] tables", r.count(*nt, "net", "units", 0),
+                                     net.units.size()));
+  } else {
+    const unsigned n = r.count(*nt, "net", "units", 0);
+    if (n == 0) r.bad("net.units", "an ODCN needs at least one unit, got 0");
+    net.units.assign(n, def);
+  }
+  // Validate the net before generating jobs on it.
+  validate(Instance{path, net, {}});
+  WorkloadOptions w;
+  if (const toml::table* d = r.table(root, "dml")) {
+    r.only(*d, "dml", {"count", "jobs_per_ts", "workers", "min_mb", "max_mb", "ps_update_gbps"});
+    DmlJobOptions o;
+    o.count = r.count(*d, "dml", "count", o.count);
+    o.jobs_per_ts = r.num(*d, "dml", "jobs_per_ts", o.jobs_per_ts);
+    o.min_mb = r.num(*d, "dml", "min_mb", o.min_mb);
+    o.max_mb = r.num(*d, "dml", "max_mb", o.max_mb);
+    o.ps_update_gbps = r.num(*d, "dml", "ps_update_gbps", o.ps_update_gbps);
+    positive(path, "dml.jobs_per_ts", o.jobs_per_ts);
+    positive(path, "dml.ps_update_gbps", o.ps_update_gbps);
+    if (const toml::node* n = d->get("workers")) {
+      const toml::array* a = n->as_array();
+      if (!a || a->empty()) r.bad("dml.workers", "must be a non-empty array of worker counts");
+      o.worker_choices.clear();
+      for (const auto& e : *a) {
+        auto v = e.value_exact<int64_t>();
+        if (!v || *v < 1) r.bad("dml.workers", fmt::format("worker counts must be >= 1, got {}", Reader::text(e)));
+        o.worker_choices.push_back(static_cast<unsigned>(*v));
+      }
+    }
+    w.dml = o;
+  }
+  if (const toml::table* m = r.table(root, "mapreduce")) {
+    r.only(*m, "mapreduce", {"count", "jobs_per_ts", "trace", "ps_update_gbps"});
+    MapReduceJobOptions o;
+    o.count = r.count(*m, "mapreduce", "count", o.count);
+    o.jobs_per_ts = r.num(*m, "mapreduce", "jobs_per_ts", o.jobs_per_ts);
+    o.ps_update_gbps = r.num(*m, "mapreduce", "ps_update_gbps", o.ps_update_gbps);
+    positive(path, "mapreduce.jobs_per_ts", o.jobs_per_ts);
+    positive(path, "mapreduce.ps_update_gbps", o.ps_update_gbps);
+    const toml::node* tn = m->get("trace");
+    if (!tn || !tn->is_string()) r.bad("mapreduce.trace", "missing: the path of the coflow trace");
+    // Relative to the working directory, else to the scenario's directory.
+    std::filesystem::path tp = tn->value<std::string>().value();
+    if (tp.is_relative() && !std::filesystem::exists(tp)) {
+      const auto beside = std::filesystem::path(path).parent_path() / tp;
+      if (std::filesystem::exists(beside)) tp = beside;
+    }
+    if (!std::filesystem::exists(tp))
+      r.bad("mapreduce.trace", fmt::format("'{}' not found (from the working directory or the scenario's)",
+                                           tn->value<std::string>().value()));
+    w.trace_path = tp.string();
+    w.mapreduce = o;
+  }
+  try {
+    inst.jobs = generate_jobs(net, w, seed);
+  } catch (const AoiError& e) {
+    throw AoiError(fmt::format("{}: {}", path, e.what()));
+  } catch (const workload::CoflowTraceError& e) {
+    throw AoiError(fmt::format("{}: mapreduce.trace: {}", path, e.what()));
+  }
+  if (const toml::node* jn = root.get("job")) {
+    const toml::array* arr = jn->as_array();
+    if (!arr) r.bad("job", "must be an array of tables ([[job]])");
+    for (size_t k = 0; k < arr->size(); ++k) {
+      const std::string at = fmt::format("job[{}]", k);
+      const toml::table* t = (*arr)[k].as_table();
+      if (!t) r.bad(at, "must be a table");
+      r.only(*t, at, {"name", "kind", "arrival_s", "workers", "ps_unit", "mb_per_worker", "update_s"});
+      Job j;
+      j.id = static_cast<unsigned>(inst.jobs.size());
+      j.name = t->get("name") ? t->get("name")->value<std::string>().value_or(at) : at;
+      const std::string kind = t->get("kind") ? t->get("kind")->value<std::string>().value_or("?") : "dml";
+      if (kind != "dml" && kind != "mapreduce") r.bad(at + ".kind", fmt::format("must be dml or mapreduce, got '{}'", kind));
+      j.kind = kind == "dml" ? JobKind::Dml : JobKind::MapReduce;
+      j.arrival_s = r.num(*t, at, "arrival_s", 0);
+      j.ps_unit = r.count(*t, at, "ps_unit", 0);
+      j.gb_per_worker = r.num(*t, at, "mb_per_worker", 0) * 0.008;
+      j.update_s = r.num(*t, at, "update_s", 0);
+      const toml::node* wn = t->get("workers");
+      const toml::array* wa = wn ? wn->as_array() : nullptr;
+      if (!wa) r.bad(at + ".workers", "missing: [[unit, count], ...]");
+      for (const auto& e : *wa) {
+        const toml::array* pair = e.as_array();
+        auto v = pair && pair->size() == 2 ? (*pair)[0].value_exact<int64_t>() : std::nullopt;
+        auto c = pair && pair->size() == 2 ? (*pair)[1].value_exact<int64_t>() : std::nullopt;
+        if (!v || !c || *v < 0 || *c < 0)
+          r.bad(at + ".workers", fmt::format("entries are [unit, count] with whole numbers >= 0, got {}", Reader::text(e)));
+        j.workers.push_back({static_cast<unsigned>(*v), static_cast<unsigned>(*c)});
+      }
+      std::sort(j.workers.begin(), j.workers.end());
+      inst.jobs.push_back(std::move(j));
+    }
+  }
+  if (inst.jobs.empty()) r.bad("job", "the scenario has no job ([dml], [mapreduce] or [[job]])");
+  validate(inst);
+  return inst;
+}
+
+}  // namespace ina::control::aoi
