@@ -15,6 +15,8 @@ using Runner = std::function<int()>;
 Runner register_plan(CLI::App& app);
 // `ina plan zebra` (src/cli/plan_zebra.cpp); -1 when not the chosen command.
 Runner register_plan_zebra(CLI::App& plan);
+// `ina plan aoi` and `ina plan aoi-sweep` (src/cli/plan_aoi.cpp); -1 when not the chosen command.
+Runner register_plan_aoi(CLI::App& plan);
 
 // `ina switch`, `ina ps`, `ina worker`, `ina run`: the UDP runtime (src/cli/runtime.cpp).
 Runner register_runtime(CLI::App& app);

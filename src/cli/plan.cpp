@@ -974,9 +974,11 @@ Runner register_plan(CLI::App& app) {
   r->add_option("--seed", rargs->seed, "--vs-sim: simulator seed (default 1)");
 
   const Runner zebra = register_plan_zebra(*plan);
+  const Runner aoi = register_plan_aoi(*plan);
 
-  return [plan, g, s, r, args, rargs, sweep_file, sweep_out, zebra] {
+  return [plan, g, s, r, args, rargs, sweep_file, sweep_out, zebra, aoi] {
     if (const int z = zebra(); z >= 0) return z;
+    if (const int z = aoi(); z >= 0) return z;
     if (g->parsed()) return guarded([&] { return run_grid(*args, *g); });
     if (r->parsed()) return guarded([&] { return run_rina(*rargs, *r); });
     if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out); });

@@ -173,6 +173,11 @@ uint64_t Placer::next() { return state_ = splitmix64(state_); }
 
 void Placer::place(Job& job, unsigned workers) {
   const unsigned n = static_cast<unsigned>(free_workers_.size());
+  unsigned slots = 0;
+  for (const Unit& u : net_.units) slots += u.worker_slots;
+  if (workers > slots)
+    throw AoiError(fmt::format("placement: {}: {} workers is larger than the cluster ({} worker slots in {} units)",
+                               job.name, workers, slots, n));
   job.workers.clear();
   std::vector<unsigned> fits;
   for (unsigned v = 0; v < n; ++v)
@@ -439,7 +444,7 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
   }
   for (const std::string& kv : overrides) apply_override(root, kv);
   Reader r{path};
-  r.only(root, "", {"name", "title", "seed", "net", "dml", "mapreduce", "job"});
+  r.only(root, "", {"name", "title", "seed", "net", "dml", "mapreduce", "job", "sweep"});
   Instance inst;
   inst.origin = path;
   const uint64_t seed = r.count(root, "", "seed", 1);

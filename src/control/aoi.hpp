@@ -233,6 +233,11 @@ struct PlanOptions {
 Schedule plan_tw(const Instance& inst, const PlanOptions& o);
 // First come, first served (§VII-A).
 Schedule plan_fcfs(const Instance& inst, const PlanOptions& o);
+// Algorithm 2's weighted bipartite matching: a maximum-weight assignment of
+// rows (units) to columns (jobs), each used at most once; w[r][c] <= 0 means
+// no edge. The Hungarian algorithm (Kuhn-Munkres with potentials, O(r^2 c)).
+// Returns each row's column, or -1.
+std::vector<int> max_weight_assignment(const std::vector<std::vector<double>>& w);
 // The uniform AOI of TW-NoRecon: each unit's ports spread round-robin over
 // offsets ±1, ±2, ... (a circulant), as evenly as the port count allows.
 std::vector<Connection> uniform_aoi(const Odcn& net);

@@ -1,0 +1,331 @@
+// `ina plan aoi`: P4INC-AOI's schedulers on one scenario (TW, FCFS, the MILP;
+// with or without INC; TW-NoRecon), every schedule checked by the
+// independent validator; `ina plan aoi-sweep`: the paper's experiments (a
+// scenario file with a [sweep] table), JSON/CSV/PNG. docs/p4inc-aoi.md.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "control/aoi.hpp"
+#include "experiment/results.hpp"
+
+namespace ina::cli {
+namespace {
+
+namespace aoi = control::aoi;
+
+// A planner variant: the algorithm and its switches.
+struct Variant {
+  std::string algo = "tw";  // tw | fcfs | milp
+  bool inc = true;
+  bool no_recon = false;
+  double time_limit_s = 60;  // milp
+
+  // The paper's name: INC-TW, noINC-FCFS, INC-TW-NoRecon, MILP, ...
+  std::string label() const {
+    if (algo == "milp") return inc ? "MILP" : "noINC-MILP";
+    std::string a = algo == "tw" ? "TW" : "FCFS";
+    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "");
+  }
+};
+
+// "inc-tw", "noinc-fcfs", "inc-tw-norecon", "milp", "noinc-milp".
+Variant parse_variant(const std::string& s, const std::string& where) {
+  Variant v;
+  std::string rest = s;
+  if (rest.rfind("noinc-", 0) == 0) { v.inc = false; rest = rest.substr(6); }
+  else if (rest.rfind("inc-", 0) == 0) rest = rest.substr(4);
+  if (rest.size() > 8 && rest.substr(rest.size() - 8) == "-norecon") {
+    v.no_recon = true;
+    rest = rest.substr(0, rest.size() - 8);
+  }
+  if (rest != "tw" && rest != "fcfs" && rest != "milp")
+    throw aoi::AoiError(fmt::format("{}: unknown variant '{}' (inc-tw, inc-fcfs, noinc-tw, noinc-fcfs, "
+                                    "inc-tw-norecon, milp, noinc-milp)", where, s));
+  if (rest == "milp" && v.no_recon) throw aoi::AoiError(fmt::format("{}: '{}': the MILP has no NoRecon variant", where, s));
+  v.algo = rest;
+  return v;
+}
+
+struct Progress {
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::string what;
+};
+
+void report_progress(unsigned ts, size_t done, size_t total, void* ctx) {
+  auto* p = static_cast<Progress*>(ctx);
+  const auto t = std::chrono::steady_clock::now();
+  if (t - p->last < std::chrono::seconds(1) && done < total) return;
+  p->last = t;
+  std::cerr << fmt::format("{}: TS {}, {} of {} jobs done\n", p->what, ts, done, total);
+}
+
+aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress* progress) {
+  aoi::PlanOptions o;
+  o.inc = v.inc;
+  o.no_recon = v.no_recon;
+  if (progress) {
+    o.progress = report_progress;
+    o.progress_ctx = progress;
+  }
+  if (v.algo == "tw") return aoi::plan_tw(inst, o);
+  if (v.algo == "fcfs") return aoi::plan_fcfs(inst, o);
+  throw aoi::AoiError("--algo milp: MILP_PENDING_MERGE");
+}
+
+// Runs the validator; an invalid schedule is a bug of its planner: reported with the reasons.
+aoi::Check checked(const aoi::Instance& inst, const aoi::Schedule& s, const std::string& label) {
+  aoi::Check c = aoi::check_schedule(inst, s);
+  if (!c.ok) {
+    std::string lines;
+    for (const std::string& e : c.errors) lines += "\n  " + e;
+    throw aoi::AoiError(fmt::format("{} on {}: the validator rejects the schedule ({} violations):{}", label,
+                                    inst.origin, c.errors.size(), lines));
+  }
+  return c;
+}
+
+nlohmann::json schedule_json(const aoi::Instance& inst, const aoi::Schedule& s, const aoi::Check& c,
+                             const std::string& label) {
+  nlohmann::json jobs = nlohmann::json::array();
+  std::vector<const aoi::JobPlan*> plan(inst.jobs.size());
+  for (const auto& p : s.jobs) plan[p.job] = &p;
+  for (const aoi::CheckedJob& cj : c.jobs) {
+    const aoi::Job& j = inst.jobs[cj.job];
+    const aoi::JobPlan& p = *plan[cj.job];
+    nlohmann::json w = nlohmann::json::array();
+    for (const auto& [v, n] : j.workers) w.push_back({v, n});
+    jobs.push_back({{"id", j.id},
+                    {"name", j.name},
+                    {"kind", aoi::to_string(j.kind)},
+                    {"arrival_s", j.arrival_s},
+                    {"workers", w},
+                    {"ps_unit", j.ps_unit},
+                    {"mb_per_worker", j.gb_per_worker / 0.008},
+                    {"update_s", j.update_s},
+                    {"inc_unit", p.inc_unit ? nlohmann::json(*p.inc_unit) : nlohmann::json(nullptr)},
+                    {"segment", p.segment ? nlohmann::json{p.segment->mem_id, p.segment->size} : nlohmann::json(nullptr)},
+                    {"first_ts", cj.first_ts},
+                    {"last_ts", cj.last_ts},
+                    {"rate_gbps", p.rate_gbps},
+                    {"aoi_gb", cj.aoi_gb},
+                    {"ict_s", cj.ict_s}});
+  }
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& ch : s.changes) changes.push_back({{"at_s", ch.at_s}, {"u", ch.u}, {"v", ch.v}, {"count", ch.count}});
+  nlohmann::json pre = nlohmann::json::array();
+  for (const auto& k : s.preconfigured) pre.push_back({k.u, k.v, k.count});
+  nlohmann::json out = {{"scenario", inst.origin},
+                        {"variant", label},
+                        {"units", inst.net.size()},
+                        {"ts_s", inst.net.ts_s},
+                        {"valid", c.ok},
+                        {"ct_bti_s", c.ct_bti_s},
+                        {"reconfigurations", c.reconfigured},
+                        {"reconfig_ts", c.reconfig_ts},
+                        {"last_ts", c.last_ts},
+                        {"aoi_tb", c.aoi_gb / 8000},
+                        {"solve_s", s.solve_s},
+                        {"aoi_preconfigured", pre},
+                        {"aoi_changes", changes},
+                        {"jobs", jobs}};
+  if (s.algo == "milp") {
+    out["bound_s"] = s.bound_s;
+    out["gap"] = s.gap;
+    out["optimal"] = s.optimal;
+  }
+  return out;
+}
+
+struct AoiArgs {
+  std::string scenario, algo = "tw", out;
+  bool no_inc = false, no_recon = false, json = false, quiet = false;
+  double time_limit_s = 60;
+  std::vector<std::string> sets;
+};
+
+int run_aoi(const AoiArgs& a) {
+  const aoi::Instance inst = aoi::load_scenario(a.scenario, a.sets);
+  Variant v;
+  v.algo = a.algo;
+  v.inc = !a.no_inc;
+  v.no_recon = a.no_recon;
+  v.time_limit_s = a.time_limit_s;
+  if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
+  Progress progress{std::chrono::steady_clock::now(), v.label()};
+  const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
+  const aoi::Check c = checked(inst, s, v.label());
+  const nlohmann::json j = schedule_json(inst, s, c, v.label());
+  if (!a.out.empty()) std::ofstream(a.out) << j.dump(1) << "\n";
+  if (a.json) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  unsigned inc_jobs = 0;
+  for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
+  std::cout << fmt::format(
+      "{}: {} on {} units, {} jobs ({} with INC)\nCT-BTI {:.3f} s (last TS {}), reconfigured connections {} "
+      "(in {} TSs), {:.3f} TB through the AOI, solve {:.3f} s; the validator accepts it\n",
+      inst.origin, v.label(), inst.net.size(), inst.jobs.size(), inc_jobs, c.ct_bti_s, c.last_ts, c.reconfigured,
+      c.reconfig_ts, c.aoi_gb / 8000, s.solve_s);
+  if (s.algo == "milp")
+    std::cout << fmt::format("MILP: bound {:.3f} s, gap {:.1f} %, {}\n", s.bound_s, 100 * s.gap,
+                             s.optimal ? "optimal" : "time limit reached");
+  std::cout << "| job | name | workers (unit:count) | PS unit | INC unit | TSs | ICT (s) |\n|---|---|---|---|---|---|---|\n";
+  std::vector<const aoi::JobPlan*> plan(inst.jobs.size());
+  for (const auto& p : s.jobs) plan[p.job] = &p;
+  for (const aoi::CheckedJob& cj : c.jobs) {
+    const aoi::Job& jb = inst.jobs[cj.job];
+    std::string w;
+    for (const auto& [u, n] : jb.workers) w += fmt::format("{}{}:{}", w.empty() ? "" : " ", u, n);
+    const auto* p = plan[cj.job];
+    std::cout << fmt::format("| {} | {} | {} | {} | {} | {}-{} | {:.3f} |\n", jb.id, jb.name, w, jb.ps_unit,
+                             p->inc_unit ? std::to_string(*p->inc_unit) : "-", cj.first_ts, cj.last_ts, cj.ict_s);
+  }
+  return 0;
+}
+
+// ---- ina plan aoi-sweep ------------------------------------------------------------
+
+int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quiet) {
+  toml::table root;
+  try {
+    root = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    throw aoi::AoiError(fmt::format("{}: {} (line {})", file, e.description(), e.source().begin.line));
+  }
+  const toml::table* sw = root["sweep"].as_table();
+  if (!sw) throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants)", file));
+  exp::Scenario sc;
+  sc.file = file;
+  sc.name = root["name"].value_or(std::filesystem::path(file).stem().string());
+  sc.title = root["title"].value_or(sc.name);
+  const std::string key = (*sw)["key"].value_or(std::string());
+  sc.sweep_key = key;
+  sc.x_label = (*sw)["label"].value_or(key);
+  std::vector<std::string> values;
+  if (const toml::array* a = (*sw)["values"].as_array())
+    for (const auto& e : *a) {
+      std::ostringstream s;
+      e.visit([&](const auto& x) { s << x; });
+      values.push_back(s.str());
+    }
+  if (!key.empty() && values.empty()) throw aoi::AoiError(fmt::format("{}: sweep.values: empty for key '{}'", file, key));
+  if (key.empty()) values = {""};
+  std::vector<Variant> variants;
+  if (const toml::array* a = (*sw)["variants"].as_array())
+    for (const auto& e : *a) variants.push_back(parse_variant(e.value_or(std::string()), file + ": sweep.variants"));
+  if (variants.empty()) throw aoi::AoiError(fmt::format("{}: sweep.variants: empty", file));
+  const double limit = (*sw)["milp_time_limit_s"].value_or(60.0);
+  for (Variant& v : variants) v.time_limit_s = limit;
+  std::vector<int64_t> seeds;
+  if (const toml::array* a = (*sw)["seeds"].as_array())
+    for (const auto& e : *a) seeds.push_back(e.value_or(int64_t{1}));
+  if (seeds.empty()) seeds = {root["seed"].value_or(int64_t{1})};
+  std::vector<exp::Record> records;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const std::string& x : values) {
+    for (int64_t seed : seeds) {
+      std::vector<std::string> sets = {fmt::format("seed={}", seed)};
+      if (!key.empty()) sets.push_back(key + "=" + x);
+      const aoi::Instance inst = aoi::load_scenario(file, sets);
+      for (const Variant& v : variants) {
+        Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
+        const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
+        const aoi::Check c = checked(inst, s, v.label());
+        unsigned inc_jobs = 0;
+        for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
+        exp::Record r;
+        r.scheme = v.label();
+        r.x = key.empty() ? 0 : std::stod(x);
+        r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
+                     {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
+                     {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},
+                     {"jobs", inst.jobs.size()}};
+        if (s.algo == "milp") {
+          r.metrics["bound_s"] = s.bound_s;
+          r.metrics["gap"] = s.gap;
+          r.metrics["optimal"] = s.optimal;
+        }
+        if (!quiet)
+          std::cerr << fmt::format("{} = {}, seed {}: {}: CT-BTI {:.3f} s, {} reconfigured connections, {:.3f} s\n", key,
+                                   x, seed, v.label(), c.ct_bti_s, c.reconfigured, s.solve_s);
+        nlohmann::json run = {{"x", r.x}, {"seed", seed}, {"variant", r.scheme}, {"valid", c.ok}};
+        for (const auto& [k, val] : r.metrics) run[k] = val;
+        runs.push_back(run);
+        records.push_back(std::move(r));
+      }
+    }
+  }
+  const auto avg = exp::average_over_seeds(records);
+  std::filesystem::create_directories(out_dir);
+  sc.metrics = {};
+  exp::write_results(out_dir, sc, avg);
+  std::ofstream(out_dir + "/runs.json") << runs.dump(1) << "\n";
+  const std::pair<const char*, const char*> plots[] = {{"ct_bti_s", "CT-BTI (s)"},
+                                                       {"reconfigurations", "reconfigured AOI connections"}};
+  for (const auto& [m, label] : plots) {
+    exp::Scenario p = sc;
+    p.y_label = label;
+    p.title = sc.title + ": " + label;
+    exp::plot_metric(out_dir + "/" + m + ".png", p, avg, m);
+  }
+  for (const char* m : {"ct_bti_s", "reconfigurations", "solve_s"})
+    std::cout << m << "\n" << exp::format_table(avg, m, sc.x_label) << "\n";
+  std::cout << "wrote " << out_dir << "/{results.json,results.csv,runs.json,ct_bti_s.png,reconfigurations.png}\n";
+  return 0;
+}
+
+int guarded_aoi(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const aoi::AoiError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 2;
+}
+
+}  // namespace
+
+Runner register_plan_aoi(CLI::App& plan) {
+  auto a = std::make_shared<AoiArgs>();
+  auto* c = plan.add_subcommand("aoi", "P4INC-AOI: schedule DML/MapReduce jobs on an optical DCN with INC (TW, FCFS "
+                                       "or the MILP), checked by the independent validator");
+  c->add_option("--scenario", a->scenario, "scenario file (TOML; docs/p4inc-aoi.md)")->required();
+  c->add_option("--algo", a->algo, "tw (Algorithms 1-3), fcfs or milp (CBC, small instances)")
+      ->check(CLI::IsMember({"tw", "fcfs", "milp"}))
+      ->capture_default_str();
+  c->add_flag("--no-inc", a->no_inc, "the ODCN without INC (noINC-TW, noINC-FCFS)");
+  c->add_flag("--no-recon", a->no_recon, "TW-NoRecon: a uniform pre-configured AOI that never changes");
+  c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
+  c->add_option("--set", a->sets, "override a scenario value, e.g. --set dml.count=60 (repeatable)");
+  c->add_option("--out", a->out, "also write the schedule and its check as JSON to this file");
+  c->add_flag("--json", a->json, "print one JSON object (ct_bti_s, reconfigurations, solve_s, jobs[], ...)");
+  c->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  auto sweep_file = std::make_shared<std::string>();
+  auto sweep_out = std::make_shared<std::string>();
+  auto sweep_quiet = std::make_shared<bool>(false);
+  auto* s = plan.add_subcommand("aoi-sweep", "P4INC-AOI's experiments: a scenario file with a [sweep] table "
+                                             "(Table I, Figs. 8-12); JSON/CSV/PNG");
+  s->add_option("file", *sweep_file, "scenario file with [sweep] key, values, variants, seeds")->required();
+  s->add_option("--out", *sweep_out, "output directory")->required();
+  s->add_flag("--quiet", *sweep_quiet, "no progress lines on stderr");
+  return [c, s, a, sweep_file, sweep_out, sweep_quiet] {
+    if (c->parsed()) return guarded_aoi([&] { return run_aoi(*a); });
+    if (s->parsed()) return guarded_aoi([&] { return run_aoi_sweep(*sweep_file, *sweep_out, *sweep_quiet); });
+    return -1;
+  };
+}
+
+}  // namespace ina::cli

@@ -1,0 +1,415 @@
+// P4INC-AOI's model, validator and planners (TW, FCFS): exact schedules on
+// hand-sized instances, hand-broken schedules rejected with their reason,
+// Algorithm 2's matching against brute force, the generators, and the
+// paper's directions on the Table I scenario.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "control/aoi.hpp"
+#include "core/rng.hpp"
+
+namespace ina::control::aoi {
+namespace {
+
+const std::string kDir = std::string(INA_SOURCE_DIR);
+
+// Two units, one job: 2 workers in unit 0 with 1 Gb each, PS in unit 1.
+Instance two_units() {
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(2);
+  inst.net.reconfig_s = 0.02;
+  Job j;
+  j.id = 0;
+  j.name = "a";
+  j.workers = {{0, 2}};
+  j.ps_unit = 1;
+  j.gb_per_worker = 1.0;
+  j.update_s = 0.25;
+  inst.jobs.push_back(j);
+  return inst;
+}
+
+Schedule one_ts(double rate, int connections = 1) {
+  Schedule s;
+  s.algo = "hand";
+  s.inc = false;
+  s.changes.push_back({0.0, 0, 1, connections});
+  s.jobs.push_back({0, std::nullopt, std::nullopt, 1, {rate}});
+  return s;
+}
+
+bool mentions(const Check& c, const std::string& what) {
+  for (const auto& e : c.errors)
+    if (e.find(what) != std::string::npos) return true;
+  return false;
+}
+
+TEST(AoiCheck, AHandScheduleIsRecomputedExactly) {
+  const Instance inst = two_units();
+  // 10 Gbps per worker: 2 x 10 = 20 Gbps from unit 0 to the PS over one new
+  // 40 Gbps connection; the flow must carry 2 Gb and sends 20·1 - 0.02·20 = 19.6.
+  const Check c = check_schedule(inst, one_ts(10));
+  ASSERT_TRUE(c.ok) << c.errors.front();
+  EXPECT_EQ(c.reconfigured, 1u);
+  EXPECT_EQ(c.reconfig_ts, 1u);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.jobs[0].ict_s, 1.0 + 0.25);  // Eq. 11: end of TS 1 + a_j (no INC)
+  EXPECT_DOUBLE_EQ(c.ct_bti_s, 1.25);
+  EXPECT_NEAR(c.aoi_gb, 19.6, 1e-12);
+}
+
+TEST(AoiCheck, TheReconfigurationLossOfEq10DecidesCompletion) {
+  Instance inst = two_units();
+  inst.jobs[0].workers = {{0, 1}};
+  // 0.4 Gbps for one TS over a new connection sends 0.4 - 0.02·0.4 = 0.392 Gb.
+  inst.jobs[0].gb_per_worker = 0.39;
+  EXPECT_TRUE(check_schedule(inst, one_ts(0.4)).ok);
+  inst.jobs[0].gb_per_worker = 0.395;  // the worker's local push (0.4) would make it; the AOI flow does not
+  const Check c = check_schedule(inst, one_ts(0.4));
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c, "flow 0->1 sends 0.3920 of 0.3950 Gb")) << c.errors.front();
+  // Preconfigured, the same connection loses nothing.
+  Schedule pre = one_ts(0.4);
+  pre.changes.clear();
+  pre.preconfigured.push_back({0, 1, 1});
+  EXPECT_TRUE(check_schedule(inst, pre).ok);
+}
+
+TEST(AoiCheck, BrokenSchedulesAreRejectedWithTheReason) {
+  const Instance inst = two_units();
+  {  // over a port: 2 x 30 = 60 Gbps over one 40 Gbps connection
+    const Check c = check_schedule(inst, one_ts(30));
+    EXPECT_FALSE(c.ok);
+    EXPECT_TRUE(mentions(c, "units 0-1 carry 60.000 Gbps over 1 connections of 40 Gbps (Eq. 6)")) << c.errors.front();
+  }
+  {  // more connections than a unit has ports
+    const Check c = check_schedule(inst, one_ts(10, 25));
+    EXPECT_TRUE(mentions(c, "unit 0 uses 25 optical ports, it has 24")) << c.errors.front();
+  }
+  {  // a reconfiguration inside a TS
+    Schedule s = one_ts(10);
+    s.changes[0].at_s = 0.5;
+    const Check c = check_schedule(inst, s);
+    EXPECT_TRUE(mentions(c, "inside TS 1")) << c.errors.front();
+  }
+  {  // a change under NoRecon
+    Schedule s = one_ts(10);
+    s.no_recon = true;
+    EXPECT_TRUE(mentions(check_schedule(inst, s), "may not reconfigure"));
+  }
+  {  // a TS without bandwidth inside the job's duration
+    Schedule s = one_ts(10);
+    s.jobs[0].rate_gbps = {0.5, 0, 10};
+    EXPECT_TRUE(mentions(check_schedule(inst, s), "no bandwidth in TS 2"));
+  }
+  {  // bandwidth kept after the data is sent
+    Schedule s = one_ts(10);
+    s.jobs[0].rate_gbps = {10, 10};
+    EXPECT_TRUE(mentions(check_schedule(inst, s), "sent in TS 1 but it keeps bandwidth until TS 2"));
+  }
+  {  // not enough data
+    const Check c = check_schedule(inst, one_ts(0.5));
+    EXPECT_TRUE(mentions(c, "a worker sends 0.5000 of 1.0000 Gb")) << c.errors.front();
+  }
+  {  // above the worker's NIC
+    EXPECT_TRUE(mentions(check_schedule(inst, one_ts(50, 3)), "exceeds the worker's 40 Gbps"));
+  }
+  {  // before its arrival
+    Instance late = inst;
+    late.jobs[0].arrival_s = 1.5;
+    EXPECT_TRUE(mentions(check_schedule(late, one_ts(10)), "before it arrives"));
+  }
+  {  // INC in a schedule without INC, and INC where a worker is missing
+    Schedule s = one_ts(10);
+    s.jobs[0].inc_unit = 1;
+    s.jobs[0].segment = Segment{0, 1024};
+    const Check c = check_schedule(inst, s);
+    EXPECT_TRUE(mentions(c, "in a schedule without INC"));
+    EXPECT_TRUE(mentions(c, "no worker there, Eq. 2"));
+  }
+  {  // the unit's switch: 2 workers x 10 Gbps against a 15 Gbps switch
+    Instance small = inst;
+    small.net.units[0].pdp_gbps = 15;
+    EXPECT_TRUE(mentions(check_schedule(small, one_ts(10)), "unit 0 carries 20.000 Gbps, its switch has 15 (Eq. 5)"));
+  }
+}
+
+// Three local jobs in one unit with one INC slot: INC capacity and segments.
+Instance three_local() {
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(2);
+  inst.net.units[0].inc_jobs = 1;
+  for (unsigned k = 0; k < 3; ++k) {
+    Job j;
+    j.id = k;
+    j.name = "j" + std::to_string(k);
+    j.workers = {{0, 2u + 6u * (k == 1)}};  // job 1 has 8 workers, the others 2
+    j.ps_unit = 1;
+    j.gb_per_worker = 1.0;
+    j.update_s = 0.5;
+    inst.jobs.push_back(j);
+  }
+  return inst;
+}
+
+TEST(AoiCheck, IncCapacityAndSegmentsAreChecked) {
+  const Instance inst = three_local();
+  Schedule s;
+  s.algo = "hand";
+  s.changes.push_back({0.0, 0, 1, 2});
+  s.jobs.push_back({0, 0u, Segment{0, 4096}, 1, {10}});
+  s.jobs.push_back({1, 0u, Segment{0, 4096}, 1, {10}});
+  s.jobs.push_back({2, std::nullopt, std::nullopt, 1, {10}});
+  const Check c = check_schedule(inst, s);
+  EXPECT_TRUE(mentions(c, "unit 0 aggregates 2 INC jobs, its INC capacity is 1 (Eq. 3)")) << c.errors.front();
+  EXPECT_TRUE(mentions(c, "jobs 0 and 1 share aggregators"));
+  // One after the other: the same segment is fine, ICTs follow Eq. 11.
+  s.jobs[1].first_ts = 2;
+  const Check ok = check_schedule(inst, s);
+  ASSERT_TRUE(ok.ok) << ok.errors.front();
+  EXPECT_DOUBLE_EQ(ok.jobs[0].ict_s, 1.0);        // INC at its all-local unit: no update time
+  EXPECT_DOUBLE_EQ(ok.jobs[1].ict_s, 2.0);
+  EXPECT_DOUBLE_EQ(ok.jobs[2].ict_s, 1.0 + 0.5);  // its PS updates
+  EXPECT_NEAR(ok.aoi_gb, 2 * 10 - 0.02 * 20, 1e-12);  // only job 2 crosses the AOI
+}
+
+TEST(AoiPlan, TwGivesIncToTheHeavierInterUnitJobFcfsToTheFirst) {
+  Instance inst = three_local();
+  // 30 Gb a worker: a job finishing in TS 1 over a new connection needs
+  // 30 / (1 - 0.02) = 30.61 Gbps per worker (the ε loss of Eq. 10).
+  for (Job& j : inst.jobs) j.gb_per_worker = 30;
+  PlanOptions o;
+  const Schedule tw = plan_tw(inst, o);
+  const Schedule fcfs = plan_fcfs(inst, o);
+  for (const Schedule* s : {&tw, &fcfs}) {
+    const Check c = check_schedule(inst, *s);
+    ASSERT_TRUE(c.ok) << s->algo << ": " << c.errors.front();
+  }
+  auto inc_of = [](const Schedule& s) {
+    std::set<unsigned> out;
+    for (const auto& p : s.jobs)
+      if (p.inc_unit) out.insert(p.job);
+    return out;
+  };
+  // The matching's weight is the inter-unit traffic INC removes: 8 Gb for job 1, 2 Gb for the others.
+  EXPECT_EQ(inc_of(tw), std::set<unsigned>{1});
+  EXPECT_EQ(inc_of(fcfs), std::set<unsigned>{0});
+  // TW: jobs 0 and 2 cross the AOI, 2 x 2 x 30.61 = 122.4 Gbps: 4 connections of 40 Gbps.
+  EXPECT_EQ(check_schedule(inst, tw).reconfigured, 4u);
+  // FCFS sends job 1's 8 workers through it instead of job 0's 2: (8 + 2) x 30.61 = 306.1 Gbps: 8 connections.
+  EXPECT_EQ(check_schedule(inst, fcfs).reconfigured, 8u);
+  // Both finish every job in TS 1; the non-INC jobs add their PS's update time.
+  EXPECT_DOUBLE_EQ(check_schedule(inst, tw).ct_bti_s, 1.5);
+  EXPECT_DOUBLE_EQ(check_schedule(inst, fcfs).ct_bti_s, 1.5);
+}
+
+TEST(AoiPlan, MaxWeightAssignmentMatchesBruteForce) {
+  Rng rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t rows = 1 + rng.below(4), cols = 1 + rng.below(6);
+    std::vector<std::vector<double>> w(rows, std::vector<double>(cols));
+    for (auto& r : w)
+      for (double& x : r) x = rng.bernoulli(0.3) ? 0.0 : std::floor(rng.uniform() * 20);
+    const std::vector<int> m = max_weight_assignment(w);
+    ASSERT_EQ(m.size(), rows);
+    double got = 0;
+    std::set<int> used;
+    for (size_t r = 0; r < rows; ++r)
+      if (m[r] >= 0) {
+        ASSERT_GT(w[r][m[r]], 0) << "an assignment along a non-edge";
+        ASSERT_TRUE(used.insert(m[r]).second) << "a column used twice";
+        got += w[r][m[r]];
+      }
+    // Brute force: every injective partial map rows -> columns (cols + 1 choices a row, the last = none).
+    double best = 0;
+    std::vector<size_t> pick(rows, 0);
+    for (;;) {
+      std::set<size_t> cs;
+      double sum = 0;
+      bool ok = true;
+      for (size_t r = 0; r < rows && ok; ++r) {
+        if (pick[r] == cols) {
+          continue;
+        }
+        ok = cs.insert(pick[r]).second;
+        sum += w[r][pick[r]];
+      }
+      if (ok) best = std::max(best, sum);
+      size_t r = 0;
+      while (r < rows && ++pick[r] > cols) pick[r++] = 0;
+      if (r == rows) break;
+    }
+    EXPECT_DOUBLE_EQ(got, best) << "trial " << trial;
+  }
+}
+
+TEST(AoiModel, TheUniformAoiOfNoReconIsACirculant) {
+  const Odcn net = make_odcn(8);
+  const auto aoi = uniform_aoi(net);
+  std::vector<unsigned> ports(8, 0);
+  for (const Connection& c : aoi) {
+    ports[c.u] += c.count;
+    ports[c.v] += c.count;
+    const unsigned d = std::min(c.v - c.u, 8 - (c.v - c.u));
+    // 24 ports: three full rounds of offsets 1-4 (7 ports), then offset 1 (2) and offset 4 (1).
+    EXPECT_EQ(c.count, d == 1 || d == 4 ? 4u : 3u) << c.u << "-" << c.v;
+  }
+  EXPECT_EQ(aoi.size(), 28u);  // every pair of 8 units
+  for (unsigned p : ports) EXPECT_EQ(p, 24u);
+}
+
+TEST(AoiModel, GeneratorsFollowSectionVIIC) {
+  const Odcn net = make_odcn(64);
+  WorkloadOptions w;
+  w.dml = DmlJobOptions{};
+  w.dml->count = 2000;
+  const auto jobs = generate_jobs(net, w, 3);
+  ASSERT_EQ(jobs.size(), 2000u);
+  std::set<unsigned> sizes;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Job& j = jobs[k];
+    EXPECT_EQ(j.id, k);
+    sizes.insert(j.num_workers());
+    EXPECT_GE(j.gb_per_worker, 102 * 0.008);
+    EXPECT_LE(j.gb_per_worker, 548 * 0.008);
+    if (k > 0) {
+      EXPECT_GE(j.arrival_s, jobs[k - 1].arrival_s);
+    }
+    // The cluster has room: every job sits in one unit (§VII-C: localized placement).
+    EXPECT_TRUE(j.local_unit().has_value()) << j.name;
+    EXPECT_DOUBLE_EQ(j.update_s, j.num_workers() * j.gb_per_worker / 80);
+  }
+  EXPECT_EQ(sizes, (std::set<unsigned>{2, 4, 8, 16}));
+  // 20 jobs per 1 s TS: 1999 gaps of mean 0.05 s (the sample mean's sd is 0.05 / sqrt(1999) ~ 2.2 %).
+  EXPECT_NEAR(jobs.back().arrival_s / 1999, 0.05, 0.05 * 0.07);
+  // Deterministic for a seed.
+  const auto again = generate_jobs(net, w, 3);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    EXPECT_EQ(again[k].workers, jobs[k].workers);
+    EXPECT_EQ(again[k].ps_unit, jobs[k].ps_unit);
+    EXPECT_EQ(again[k].arrival_s, jobs[k].arrival_s);
+  }
+}
+
+TEST(AoiModel, MapReduceJobsComeFromTheCoflowTrace) {
+  const Odcn net = make_odcn(8);
+  WorkloadOptions w;
+  w.mapreduce = MapReduceJobOptions{};
+  w.mapreduce->count = 3;
+  w.trace_path = kDir + "/data/coflow/FB2010-1Hr-150-0.txt";
+  const auto jobs = generate_jobs(net, w, 1);
+  ASSERT_EQ(jobs.size(), 3u);
+  // Trace lines 2-3: "1 0 1 22 1 65:1.0" and "2 10833 2 104 132 1 140:48.0".
+  EXPECT_EQ(jobs[0].name, "coflow 1");
+  EXPECT_EQ(jobs[0].num_workers(), 1u);
+  EXPECT_DOUBLE_EQ(jobs[0].gb_per_worker, 1.0 * 0.008);
+  EXPECT_EQ(jobs[1].name, "coflow 2");
+  EXPECT_EQ(jobs[1].num_workers(), 2u);
+  EXPECT_DOUBLE_EQ(jobs[1].gb_per_worker, 24.0 * 0.008);
+  EXPECT_EQ(jobs[1].kind, JobKind::MapReduce);
+}
+
+TEST(AoiModel, PlacementSplitsAJobOnlyWhenNoUnitHoldsIt) {
+  Odcn net = make_odcn(3);
+  for (Unit& u : net.units) u.worker_slots = 10;
+  net.units[1].worker_slots = 6;
+  Placer p(net, 1);
+  Job a;
+  a.name = "a";
+  p.place(a, 16);  // no unit holds 16: the emptiest first, unit 0 (10) then unit 2 (6 of 10)
+  EXPECT_EQ(a.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 10}, {2, 6}}));
+  Job b;
+  b.name = "b";
+  p.place(b, 6);  // only unit 1 has 6 free
+  EXPECT_EQ(b.workers, (std::vector<std::pair<unsigned, unsigned>>{{1, 6}}));
+  Job c;
+  c.name = "c";
+  EXPECT_THROW(p.place(c, 5), AoiError);  // 4 slots left in all
+}
+
+std::string write_tmp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string error_of(const std::string& file, const std::vector<std::string>& sets = {}) {
+  try {
+    load_scenario(file, sets);
+  } catch (const AoiError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AoiModel, BadScenariosNameFileFieldAndValue) {
+  const std::string base = "[net]\nunits = 4\n[dml]\ncount = 10\n";
+  const std::string f = write_tmp("aoi_bad.toml", base);
+  EXPECT_EQ(error_of(f), "");
+  auto has = [&](const std::vector<std::string>& sets, const std::string& want) {
+    const std::string e = error_of(f, sets);
+    EXPECT_NE(e.find(f), std::string::npos) << e;
+    EXPECT_NE(e.find(want), std::string::npos) << e << "\n wanted: " << want;
+  };
+  has({"net.optical_ports=0"}, "unit 0 optical_ports: must be at least 1 (a unit with zero ports is cut off from the AOI), got 0");
+  has({"net.ts_s=0"}, "net.ts_s: must be a positive number, got 0");
+  has({"net.ts_s=-1"}, "net.ts_s: must be a positive number, got -1");
+  has({"net.units=0"}, "net.units: an ODCN needs at least one unit, got 0");
+  has({"net.worker_slots=4", "dml.workers=[17]"}, "17 workers is larger than the cluster (16 worker slots in 4 units)");
+  has({"net.reconfig_ms=1000"}, "net.reconfig_ms: must be >= 0 and shorter than the TS (1 s), got 1000 ms");
+  has({"net.colour=2"}, "net.colour: unknown key");
+  has({"dml.count=\"ten\""}, "dml.count: must be a whole number >= 0, got 'ten'");
+  has({"mapreduce.trace=\"nope.txt\""}, "mapreduce.trace: 'nope.txt' not found");
+  const std::string j = write_tmp("aoi_bad_job.toml", "[net]\nunits = 2\n[[job]]\nworkers = [[5, 2]]\nmb_per_worker = 1\n");
+  EXPECT_NE(error_of(j).find("job 0 (job[0]) workers: unit 5 does not exist (the ODCN has 2 units)"), std::string::npos)
+      << error_of(j);
+}
+
+TEST(AoiPlan, AJobThatFitsNowhereIsAnErrorNotAHang) {
+  Instance inst = two_units();
+  inst.net.units[0].pdp_gbps = 15;  // 2 workers x δB = 20 Gbps never fit
+  inst.jobs[0].gb_per_worker = 30;  // (with 1 Gb, one smaller step would finish it)
+  try {
+    plan_tw(inst, PlanOptions{});
+    FAIL() << "no error";
+  } catch (const AoiError& e) {
+    EXPECT_NE(std::string(e.what()).find("no step of 10 Gbps per worker fits these jobs: a"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The Table I scenario (8 units): every planner's schedule passes the
+// validator, and the paper's directions hold.
+TEST(AoiPlan, TableOneDirections) {
+  for (const unsigned count : {40u, 100u}) {
+    const Instance inst = load_scenario(kDir + "/scenarios/aoi/table1.toml", {"dml.count=" + std::to_string(count)});
+    PlanOptions inc, noinc, norecon;
+    noinc.inc = false;
+    norecon.no_recon = true;
+    const Check tw = check_schedule(inst, plan_tw(inst, inc));
+    const Check fcfs = check_schedule(inst, plan_fcfs(inst, inc));
+    const Check tw0 = check_schedule(inst, plan_tw(inst, noinc));
+    const Check fcfs0 = check_schedule(inst, plan_fcfs(inst, noinc));
+    const Check nr = check_schedule(inst, plan_tw(inst, norecon));
+    for (const Check* c : {&tw, &fcfs, &tw0, &fcfs0, &nr}) ASSERT_TRUE(c->ok) << c->errors.front();
+    EXPECT_EQ(nr.reconfigured, 0u);
+    // INC reduces reconfigurations, TW reconfigures fewer connections than FCFS.
+    EXPECT_LT(tw.reconfigured, tw0.reconfigured) << count;
+    EXPECT_LT(fcfs.reconfigured, fcfs0.reconfigured) << count;
+    EXPECT_LT(tw.reconfigured, fcfs.reconfigured) << count;
+    EXPECT_LE(tw.ct_bti_s, fcfs.ct_bti_s) << count;
+    EXPECT_LE(tw0.ct_bti_s, fcfs0.ct_bti_s) << count;
+    EXPECT_LE(tw.ct_bti_s, nr.ct_bti_s) << count;
+  }
+}
+
+}  // namespace
+}  // namespace ina::control::aoi
