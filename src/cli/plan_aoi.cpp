@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
@@ -229,42 +231,63 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
   if (variants.empty()) throw aoi::AoiError(fmt::format("{}: sweep.variants: empty", file));
   const double limit = (*sw)["milp_time_limit_s"].value_or(60.0);
   for (Variant& v : variants) v.time_limit_s = limit;
+  // Optional series: one panel per value of a second key (e.g. the arrival rate).
+  const std::string series_key = (*sw)["series_key"].value_or(std::string());
+  const std::string series_label = (*sw)["series_label"].value_or(series_key);
+  std::vector<std::string> series_values = {""};
+  if (!series_key.empty()) {
+    series_values.clear();
+    if (const toml::array* a = (*sw)["series_values"].as_array())
+      for (const auto& e : *a) {
+        std::ostringstream s;
+        e.visit([&](const auto& x) { s << x; });
+        series_values.push_back(s.str());
+      }
+    if (series_values.empty())
+      throw aoi::AoiError(fmt::format("{}: sweep.series_values: empty for series_key '{}'", file, series_key));
+    for (const std::string& v : series_values) sc.series.push_back({fmt::format("{} {}", v, series_label), {}});
+  }
   std::vector<int64_t> seeds;
   if (const toml::array* a = (*sw)["seeds"].as_array())
     for (const auto& e : *a) seeds.push_back(e.value_or(int64_t{1}));
   if (seeds.empty()) seeds = {root["seed"].value_or(int64_t{1})};
   std::vector<exp::Record> records;
   nlohmann::json runs = nlohmann::json::array();
-  for (const std::string& x : values) {
-    for (int64_t seed : seeds) {
-      std::vector<std::string> sets = {fmt::format("seed={}", seed)};
-      if (!key.empty()) sets.push_back(key + "=" + x);
-      const aoi::Instance inst = aoi::load_scenario(file, sets);
-      for (const Variant& v : variants) {
-        Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
-        const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
-        const aoi::Check c = checked(inst, s, v.label());
-        unsigned inc_jobs = 0;
-        for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
-        exp::Record r;
-        r.scheme = v.label();
-        r.x = key.empty() ? 0 : std::stod(x);
-        r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
-                     {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
-                     {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},
-                     {"jobs", inst.jobs.size()}};
-        if (s.algo == "milp") {
-          r.metrics["bound_s"] = s.bound_s;
-          r.metrics["gap"] = s.gap;
-          r.metrics["optimal"] = s.optimal;
+  for (const std::string& sv : series_values) {
+    for (const std::string& x : values) {
+      for (int64_t seed : seeds) {
+        std::vector<std::string> sets = {fmt::format("seed={}", seed)};
+        if (!key.empty()) sets.push_back(key + "=" + x);
+        if (!series_key.empty()) sets.push_back(series_key + "=" + sv);
+        const aoi::Instance inst = aoi::load_scenario(file, sets);
+        for (const Variant& v : variants) {
+          Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
+          const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
+          const aoi::Check c = checked(inst, s, v.label());
+          unsigned inc_jobs = 0;
+          for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
+          exp::Record r;
+          r.series = series_key.empty() ? "" : fmt::format("{} {}", sv, series_label);
+          r.scheme = v.label();
+          r.x = key.empty() ? 0 : std::stod(x);
+          r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
+                       {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
+                       {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},
+                       {"jobs", inst.jobs.size()}};
+          if (s.algo == "milp") {
+            r.metrics["bound_s"] = s.bound_s;
+            r.metrics["gap"] = s.gap;
+            r.metrics["optimal"] = s.optimal;
+          }
+          if (!quiet)
+            std::cerr << fmt::format("{}{} = {}, seed {}: {}: CT-BTI {:.3f} s, {} reconfigured connections, {:.3f} s\n",
+                                     r.series.empty() ? "" : r.series + ", ", key, x, seed, v.label(), c.ct_bti_s,
+                                     c.reconfigured, s.solve_s);
+          nlohmann::json run = {{"series", r.series}, {"x", r.x}, {"seed", seed}, {"variant", r.scheme}, {"valid", c.ok}};
+          for (const auto& [k, val] : r.metrics) run[k] = val;
+          runs.push_back(run);
+          records.push_back(std::move(r));
         }
-        if (!quiet)
-          std::cerr << fmt::format("{} = {}, seed {}: {}: CT-BTI {:.3f} s, {} reconfigured connections, {:.3f} s\n", key,
-                                   x, seed, v.label(), c.ct_bti_s, c.reconfigured, s.solve_s);
-        nlohmann::json run = {{"x", r.x}, {"seed", seed}, {"variant", r.scheme}, {"valid", c.ok}};
-        for (const auto& [k, val] : r.metrics) run[k] = val;
-        runs.push_back(run);
-        records.push_back(std::move(r));
       }
     }
   }

@@ -406,6 +406,14 @@ Unit read_unit(const Reader& r, const toml::table& t, const std::string& at, con
   return u;
 }
 
+// jobs_per_ts, or jobs_per_s (the same arrivals whatever the TS length: Fig. 12).
+double arrival_rate(const Reader& r, const toml::table& t, const std::string& table, double ts_s, double def) {
+  if (t.contains("jobs_per_s") && t.contains("jobs_per_ts"))
+    r.bad(table + ".jobs_per_s", "give jobs_per_ts or jobs_per_s, not both");
+  if (t.contains("jobs_per_s")) return r.num(t, table, "jobs_per_s", 0) * ts_s;
+  return r.num(t, table, "jobs_per_ts", def);
+}
+
 void apply_override(toml::table& root, const std::string& kv) {
   const auto eq = kv.find('=');
   if (eq == std::string::npos || eq == 0) throw AoiError(fmt::format("--set expects table.key=value, got '{}'", kv));
@@ -486,10 +494,10 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
   validate(Instance{path, net, {}});
   WorkloadOptions w;
   if (const toml::table* d = r.table(root, "dml")) {
-    r.only(*d, "dml", {"count", "jobs_per_ts", "workers", "min_mb", "max_mb", "ps_update_gbps"});
+    r.only(*d, "dml", {"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps"});
     DmlJobOptions o;
     o.count = r.count(*d, "dml", "count", o.count);
-    o.jobs_per_ts = r.num(*d, "dml", "jobs_per_ts", o.jobs_per_ts);
+    o.jobs_per_ts = arrival_rate(r, *d, "dml", net.ts_s, o.jobs_per_ts);
     o.min_mb = r.num(*d, "dml", "min_mb", o.min_mb);
     o.max_mb = r.num(*d, "dml", "max_mb", o.max_mb);
     o.ps_update_gbps = r.num(*d, "dml", "ps_update_gbps", o.ps_update_gbps);
@@ -508,10 +516,10 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
     w.dml = o;
   }
   if (const toml::table* m = r.table(root, "mapreduce")) {
-    r.only(*m, "mapreduce", {"count", "jobs_per_ts", "trace", "ps_update_gbps"});
+    r.only(*m, "mapreduce", {"count", "jobs_per_ts", "jobs_per_s", "trace", "ps_update_gbps"});
     MapReduceJobOptions o;
     o.count = r.count(*m, "mapreduce", "count", o.count);
-    o.jobs_per_ts = r.num(*m, "mapreduce", "jobs_per_ts", o.jobs_per_ts);
+    o.jobs_per_ts = arrival_rate(r, *m, "mapreduce", net.ts_s, o.jobs_per_ts);
     o.ps_update_gbps = r.num(*m, "mapreduce", "ps_update_gbps", o.ps_update_gbps);
     positive(path, "mapreduce.jobs_per_ts", o.jobs_per_ts);
     positive(path, "mapreduce.ps_update_gbps", o.ps_update_gbps);

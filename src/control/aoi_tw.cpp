@@ -89,6 +89,7 @@ struct JobState {
   double rem_push = 0;                             // per worker, Gb
   std::vector<double> rem_flow;                    // per flow, Gb
   double rate = 0, prev = 0;                       // this TS's and the last TS's B_j
+  double delta = 0;                                // its step: δB, or δB/2^k if δB cannot fit it even alone
   JobPlan plan;
 
   void set_inc(std::optional<unsigned> v, unsigned units) {
@@ -142,6 +143,7 @@ class Planner {
                 "{}: {} needs units {} and {} connected, and the uniform AOI of {} units with {} ports does not "
                 "connect them (TW-NoRecon has no multi-hop path; it needs units <= ports + 1)",
                 inst.origin, j.name, f.from, f.to, n_, net_.units[f.from].optical_ports));
+      st.delta = solo_step(st);
       jobs_.push_back(std::move(st));
     }
     order_.resize(jobs_.size());
@@ -149,6 +151,23 @@ class Planner {
     std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
       return inst.jobs[a].arrival_s < inst.jobs[b].arrival_s;
     });
+  }
+
+  // A job so wide that one δB step per worker exceeds what the ODCN could
+  // give it even empty (e.g. a coflow of 147 mappers through one unit's 24
+  // ports) steps by δB/2, δB/4, ... (ours: the paper's δB loop would never
+  // start it). With or without INC, the widest case is the no-INC one.
+  double solo_step(const JobState& j) const {
+    for (double d = net_.delta_gbps; d >= net_.delta_gbps / 1024; d /= 2) {
+      bool fits = d <= net_.worker_gbps;
+      for (const auto& [v, m] : j.load) fits = fits && m * d <= net_.units[v].pdp_gbps;
+      for (const Flow& f : j.flows) {
+        const unsigned ports = std::min(net_.units[f.from].optical_ports, net_.units[f.to].optical_ports);
+        fits = fits && f.mult * d <= ports * net_.port_gbps;
+      }
+      if (fits) return d;
+    }
+    return net_.delta_gbps;  // nothing fits: the stall check names it
   }
 
   Schedule run() {
@@ -270,7 +289,7 @@ class Planner {
   // The step j would take now (0 if none is useful).
   double step_of(const JobState& j) const {
     const double want = std::min(net_.worker_gbps, finish_rate(j) * (1 + 1e-12));
-    return std::max(0.0, std::min(net_.delta_gbps, want - j.rate));
+    return std::max(0.0, std::min(j.delta, want - j.rate));
   }
 
   // Frees one port of unit u by tearing down a connection that carries
