@@ -1,0 +1,757 @@
+// The MILP of P4INC-AOI (§IV-B, Eqs. 1-11, linearized as Appendix A) over
+// the model of aoi.hpp, solved with COIN-OR CBC. docs/p4inc-aoi.md ("The
+// MILP (§IV-B)") says the same in prose.
+//
+// TSs i = 1..T; job j may use TSs r_j (its arrival TS) .. T_j (see the
+// horizon below). C_j = {none} ∪ {v : inc_allowed(v), N_INC,v > 0}: its INC
+// choices. Variables, per job j:
+//   k_c^j    binary, c in C_j \ {none}; Σ_c k_c <= 1                          (Eq. 2)
+//   x_j^i    binary: TS i carries data of j;  B_j^i in [0, worker_gbps] with
+//            m·x <= B <= worker_gbps·x, m = 1e-3·worker_gbps (the validator
+//            rejects a zero rate inside a plan)
+//   s_j^i    binary start indicators: Σ_i s = 1, s^i <= x^i,
+//            x^i <= x^{i-1} + s^i (x^{r_j - 1} = 0). This replaces the paper's
+//            set 𝒯 of durations (O(T^2) z variables) with a linear-size
+//            formulation of the same set of x vectors: one contiguous run.
+//   y_c^{j,i} = k_c·B (Eq. 13, all four inequalities: y has coefficients of
+//            both signs below)
+//   z_c^{j,i} >= k_c + x - 1, z >= 0: k·x of Eq. 3 (Eq. 12; z ≤ k and z ≤ x
+//            are left out: z only appears on the left of "<= N_INC", where a
+//            larger z only tightens). Only where N_INC,v could bind.
+// Every quantity that Eq. 4/5/8 makes depend on the INC choice is
+// Q(c)·B = Q(none)·B + Σ_c (Q(c) - Q(none))·y_c (exact because Σ k <= 1),
+// with Q taken from the model's own functions: inter_unit_flows (Eq. 4's
+// per-pair flow multiplier q_v(c) for each worker unit v != PS) and
+// unit_load_mult (Eq. 5's L_v(c)).
+// Per unit pair {u, v} that some flow may use, per TS:
+//   P^i      integer in [0, min(P_oxc,u, P_oxc,v)], P^0 = 0 (the MILP starts
+//            from an empty AOI, so connections of TS 1 count as reconfigured,
+//            as check_schedule counts them); Σ_u P_{v,u} <= P_oxc,v;
+//            Σ flows on the pair <= B_port·P                         (Eq. 6)
+//   n^i >= P^i - P^{i-1}, n >= 0: connections set up in TS i;
+//   α^i binary, n <= M·α (M = the pair's max ports)                (Eq. 7)
+// Eq. 5: Σ_j L_v·B <= B_PDP,v per unit and TS (only where it could bind).
+// Eq. 3: Σ_j z_v^{j,i} <= N_INC,v.
+// Data (Eqs. 8-10): the worker push Σ_i Δt·B^i >= d~_j, and for each
+// inter-unit flow f (pair {v, PS}) Σ_i (Δt·B^i - λ_f^i) >= d~_j, where
+//   λ_f^i >= ε·(B^i - B^{i-1}) - ε·w·(1 - α^i_pair) - ε·w·Σ_{c: q_v(c)=0} k_c,
+//   λ >= 0 (w = worker_gbps: the largest possible rate step).
+// That is Eq. 10's loss divided by the flow's multiplier q (its rate is q·B
+// and its volume q·d~, so the loss ε·q·max(0, ΔB) on a TS whose pair gained
+// connections becomes ε·max(0, ΔB) per unit of q); the last term lifts the
+// row for a choice under which the flow does not exist (INC at a local
+// job's unit). Eq. 9's β is not needed: max(0, ΔB) is what λ >= 0 and the
+// first inequality give at the optimum (λ only costs data).
+// Objective (Eqs. 1, 11): minimize t + ω·Σ n, with
+//   t >= (i·Δt + a(none))·x^i + Σ_c (a(c) - a(none))·k_c for all j, i,
+// where a(c) = update_time(j, c) (0 only with INC at the all-local unit).
+// The tie-break ω·Σ n makes the MILP, among schedules of equal CT-BTI, also
+// minimize reconfigured connections, as the paper's MILP does in Table I.
+// It is lexicographic: every CT-BTI is in the finite set S = {i·Δt + a} (a
+// in {0} ∪ {a_j}); with g the smallest gap in S and N the most connections
+// a horizon can set up (T·Σ_v P_oxc,v/2), ω = g / (2(N+1)) keeps ω·Σ n < g/2
+// (ω is floored at 1e-7; below that, ties closer than ω·N may be broken
+// by reconfigurations). The CT-BTI reported is the validator's, without ω·Σ n.
+// Its lower bound: CBC's bound LB on t + ω·Σ n gives CT-BTI >= LB - ω·N,
+// rounded up to the next element of S.
+// Valid inequalities: t >= (r_j - 1 + ⌈d~_j / (worker_gbps·Δt)⌉)·Δt + min_c a(c).
+//
+// Horizon. With an incumbent (o.incumbent, or else the serial plan below)
+// of CT-BTI U, no better schedule has a TS after ⌊U/Δt⌋, so T =
+// max(the incumbent's last TS, ⌊U/Δt⌋) loses no optimum (the incumbent's
+// last TS alone would: a job with a_j > Δt can end earlier than one without
+// an update time). Likewise job j may end no later than ⌊(U - min_c a(c))/Δt⌋.
+// Without o.incumbent the serial plan (plan_serial: one job at a time) is
+// the incumbent, so T is always bounded by a feasible schedule's CT-BTI.
+// horizon_ts overrides T (the incumbent is then used only if it fits).
+//
+// From the solution to a Schedule: k, x, P are rounded, B kept; AOI changes
+// at TS boundaries ((i-1)·Δt for TS i); a plan that carries data beyond the
+// TS its data completes in (a job off the critical path has slack in the
+// MILP, the validator forbids it) is cut at that TS; changes after the last
+// TS are dropped; assign_segments gives the INC jobs their aggregators, and
+// check_schedule must pass (a failure is a bug, std::logic_error).
+#include "control/aoi_milp.hpp"
+
+#include <coin/CbcHeuristic.hpp>
+#include <coin/CbcHeuristicFPump.hpp>
+#include <coin/CbcHeuristicLocal.hpp>
+#include <coin/CbcHeuristicRINS.hpp>
+#include <coin/CbcModel.hpp>
+#include <coin/CglClique.hpp>
+#include <coin/CglFlowCover.hpp>
+#include <coin/CglGomory.hpp>
+#include <coin/CglKnapsackCover.hpp>
+#include <coin/CglMixedIntegerRounding2.hpp>
+#include <coin/CglProbing.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+namespace ina::control::aoi {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kDoneTol = 1e-6;      // check_schedule's: a stream is complete at need·(1 - this)
+constexpr double kMinRateFrac = 1e-3;  // m = this · worker_gbps
+
+using Pair = std::pair<unsigned, unsigned>;
+Pair pair_of(unsigned a, unsigned b) { return {std::min(a, b), std::max(a, b)}; }
+
+// Columns and triplet rows, loaded into CBC in one piece.
+struct Model {
+  std::vector<double> lo, hi, cost;
+  std::vector<char> integer;
+  std::vector<double> row_lo, row_hi;
+  std::vector<int> el_row, el_col;
+  std::vector<double> el_val;
+
+  int col(double l, double h, double c, bool is_int) {
+    lo.push_back(l);
+    hi.push_back(h);
+    cost.push_back(c);
+    integer.push_back(is_int);
+    return static_cast<int>(cost.size()) - 1;
+  }
+  int binary() { return col(0, 1, 0, true); }
+  // A row lo <= Σ coef·col <= hi from (col, coef) terms; col < 0 is skipped.
+  void row(double l, double h, std::initializer_list<std::pair<int, double>> terms) {
+    const int r = new_row(l, h);
+    for (const auto& [c, v] : terms) add(r, c, v);
+  }
+  int new_row(double l, double h) {
+    row_lo.push_back(l);
+    row_hi.push_back(h);
+    return static_cast<int>(row_lo.size()) - 1;
+  }
+  void add(int r, int c, double v) {
+    if (c < 0 || v == 0) return;
+    el_row.push_back(r);
+    el_col.push_back(c);
+    el_val.push_back(v);
+  }
+};
+
+// Which AOI connections are new in each TS (the ε loss of Eq. 10 applies
+// there), from a per-TS port count per pair.
+using PortsByTs = std::vector<std::map<Pair, int>>;  // [i] for i = 0..T
+
+// The AOI state per TS 0..last of a schedule (preconfigured + changes), as
+// check_schedule builds it.
+PortsByTs aoi_state(const Instance& inst, const Schedule& s, unsigned last) {
+  PortsByTs P(last + 1);
+  for (const Connection& c : s.preconfigured) P[0][pair_of(c.u, c.v)] += static_cast<int>(c.count);
+  std::vector<std::map<Pair, int>> delta(last + 2);
+  for (const AoiChange& ch : s.changes) {
+    const long i = std::lround(ch.at_s / inst.net.ts_s);
+    if (i >= 0 && i <= static_cast<long>(last)) delta[i + 1][pair_of(ch.u, ch.v)] += ch.count;
+  }
+  for (unsigned i = 1; i <= last; ++i) {
+    P[i] = P[i - 1];
+    for (const auto& [pr, d] : delta[i]) P[i][pr] += d;
+  }
+  return P;
+}
+
+bool gained(const PortsByTs& P, unsigned i, const Pair& pr) {
+  auto at = [&](unsigned t) {
+    const auto it = P[t].find(pr);
+    return it == P[t].end() ? 0 : it->second;
+  };
+  return i >= 1 && i < P.size() && at(i) > at(i - 1);
+}
+
+// The TS (absolute) in which job j's data completes under plan p, with the
+// AOI P, computed as check_schedule does; 0 if it never does.
+unsigned completion_ts(const Instance& inst, const Job& j, const JobPlan& p, const PortsByTs& P) {
+  struct Stream { double need, sent = 0, mult; std::optional<Pair> pair; bool done = false; };
+  std::vector<Stream> st{{j.gb_per_worker, 0, 1.0, std::nullopt}};
+  for (const Flow& f : inter_unit_flows(j, p.inc_unit)) st.push_back({f.mult * j.gb_per_worker, 0, f.mult, pair_of(f.from, f.to)});
+  const double dt = inst.net.ts_s;
+  for (unsigned i = p.first_ts; i <= p.last_ts(); ++i) {
+    const double b = p.rate_gbps[i - p.first_ts];
+    const double prev = i > p.first_ts ? p.rate_gbps[i - 1 - p.first_ts] : 0.0;
+    bool all = true;
+    for (Stream& x : st) {
+      double sent = x.mult * b * dt;
+      if (x.pair && gained(P, i, *x.pair)) sent -= inst.net.reconfig_s * x.mult * std::max(0.0, b - prev);
+      x.sent += sent;
+      if (x.sent >= x.need * (1 - kDoneTol)) x.done = true;
+      all = all && x.done;
+    }
+    if (all) return i;
+  }
+  return 0;
+}
+
+std::vector<std::optional<unsigned>> choices_of(const Instance& inst, const Job& j, bool inc) {
+  std::vector<std::optional<unsigned>> c{std::nullopt};
+  if (inc)
+    for (unsigned v = 0; v < inst.net.size(); ++v)
+      if (inst.net.units[v].inc_jobs > 0 && inc_allowed(inst.net, j, v)) c.push_back(v);
+  return c;
+}
+
+double min_update(const Instance& inst, const Job& j, bool inc) {
+  double a = update_time(j, std::nullopt);
+  for (const auto& c : choices_of(inst, j, inc)) a = std::min(a, update_time(j, c));
+  return a;
+}
+
+unsigned floor_ts(double t, double dt) { return static_cast<unsigned>(std::floor(t / dt + 1e-9)); }
+
+// Jobs one at a time (plan_serial): the largest per-worker rate for choice
+// c with the job alone in the network, and the ports each flow then needs.
+struct Alone {
+  double rate = 0;  // 0: impossible
+  std::map<Pair, int> ports;
+};
+
+Alone alone(const Instance& inst, const Job& j, std::optional<unsigned> c) {
+  const Odcn& net = inst.net;
+  const auto flows = inter_unit_flows(j, c);
+  double top = net.worker_gbps;
+  for (unsigned v = 0; v < net.size(); ++v) {
+    const double l = unit_load_mult(j, c, v);
+    if (l > 0) top = std::min(top, net.units[v].pdp_gbps / l);
+  }
+  auto ports_for = [&](double b) {
+    std::map<Pair, int> m;
+    for (const Flow& f : flows) m[pair_of(f.from, f.to)] = static_cast<int>(std::ceil(f.mult * b / net.port_gbps - 1e-9));
+    return m;
+  };
+  auto fits = [&](const std::map<Pair, int>& m) {
+    std::vector<int> used(net.size(), 0);
+    for (const auto& [pr, k] : m) {
+      used[pr.first] += k;
+      used[pr.second] += k;
+    }
+    for (unsigned v = 0; v < net.size(); ++v)
+      if (used[v] > static_cast<int>(net.units[v].optical_ports)) return false;
+    return true;
+  };
+  // The port counts change only at b = p·B_port/q: try those below `top`, largest first.
+  std::vector<double> cand{top};
+  for (const Flow& f : flows)
+    for (unsigned p = 1; p <= net.units[f.to].optical_ports; ++p) {
+      const double b = p * net.port_gbps / f.mult;
+      if (b < top) cand.push_back(b);
+    }
+  std::sort(cand.rbegin(), cand.rend());
+  for (const double b : cand) {
+    auto m = ports_for(b);
+    if (b > 0 && fits(m)) return {b, std::move(m)};
+  }
+  return {};
+}
+
+}  // namespace
+
+Schedule plan_serial(const Instance& inst, bool inc) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Odcn& net = inst.net;
+  const double dt = net.ts_s;
+  Schedule s;
+  s.algo = "serial";
+  s.inc = inc;
+  std::vector<const Job*> order;
+  for (const Job& j : inst.jobs) order.push_back(&j);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const Job* a, const Job* b) { return a->first_ts(dt) < b->first_ts(dt); });
+  std::map<Pair, int> cur;  // the AOI now
+  unsigned next = 1;
+  for (const Job* jp : order) {
+    const Job& j = *jp;
+    const unsigned start = std::max(j.first_ts(dt), next);
+    struct Best { double ict = kInf; std::optional<unsigned> c; Alone a; unsigned len = 0; int ports = 0; } best;
+    for (const auto& c : choices_of(inst, j, inc)) {
+      Alone a = alone(inst, j, c);
+      if (!(a.rate > 0)) continue;
+      // TSs until done, as check_schedule counts: the job's pairs that gain
+      // connections at its first TS lose ε·(rate) there.
+      JobPlan p;
+      p.inc_unit = c;
+      p.first_ts = start;
+      PortsByTs P(start + 1);
+      for (const auto& [pr, k] : a.ports) {
+        const auto it = cur.find(pr);
+        P[start - 1][pr] = it == cur.end() ? 0 : it->second;
+        P[start][pr] = k;
+      }
+      unsigned len = 0;
+      for (unsigned n = 1; n < 10'000'000 && !len; n *= 2) {
+        p.rate_gbps.assign(n, a.rate);
+        if (const unsigned done = completion_ts(inst, j, p, P)) len = done - start + 1;
+      }
+      int ports = 0;
+      for (const auto& [pr, k] : a.ports) ports += k;
+      const double ict = (start + len - 1) * dt + update_time(j, c);
+      if (len && (ict < best.ict - 1e-12 || (ict <= best.ict + 1e-12 && ports < best.ports)))
+        best = {ict, c, std::move(a), len, ports};
+    }
+    if (best.len == 0)
+      throw AoiError(fmt::format("{}: job {} ({}) cannot run even alone: no rate fits its units' ports and switches",
+                                 inst.origin, j.id, j.name));
+    std::map<Pair, int> target = best.a.ports;
+    std::map<Pair, int> all = cur;
+    for (const auto& [pr, k] : target) all[pr];
+    for (const auto& [pr, was] : all) {
+      const auto it = target.find(pr);
+      const int want = it == target.end() ? 0 : it->second;
+      if (want != was) s.changes.push_back({(start - 1) * dt, pr.first, pr.second, want - was});
+    }
+    cur = std::move(target);
+    JobPlan p;
+    p.job = j.id;
+    p.inc_unit = best.c;
+    p.first_ts = start;
+    p.rate_gbps.assign(best.len, best.a.rate);
+    s.jobs.push_back(std::move(p));
+    next = start + best.len;
+  }
+  std::sort(s.jobs.begin(), s.jobs.end(), [](const JobPlan& a, const JobPlan& b) { return a.job < b.job; });
+  assign_segments(inst, s);
+  s.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+namespace {
+
+// The columns of one job (-1: none). TS-indexed vectors hold TS r + idx.
+struct JobCols {
+  unsigned r = 1, last = 0;  // TSs r..last are modeled
+  std::vector<std::optional<unsigned>> choice;  // [0] = none
+  std::vector<int> k;                           // [c], k[0] = -1
+  std::vector<int> x, s, B;                     // [i - r]
+  std::vector<std::vector<int>> y, z;           // [c][i - r]
+  struct FlowCols {
+    Pair pair;
+    std::vector<double> q;  // [c]: the flow's multiplier under choice c
+    std::vector<int> lam;   // [i - r]
+  };
+  std::vector<FlowCols> flows;
+  std::vector<double> upd;  // [c]: a(c)
+};
+
+struct PairCols {
+  unsigned max_ports = 0;
+  std::vector<int> P, n, alpha;  // [i], i = 1..T (index 0 unused)
+};
+
+}  // namespace
+
+MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Odcn& net = inst.net;
+  const double dt = net.ts_s, eps = net.reconfig_s, wg = net.worker_gbps;
+  const double m_rate = kMinRateFrac * wg;
+  const unsigned N = net.size();
+  if (!(o.time_limit_s > 0)) throw AoiError(fmt::format("milp: the time limit must be positive, got {} s", o.time_limit_s));
+
+  // ---- the incumbent and the horizon ----------------------------------------------------
+  Schedule start = o.incumbent ? *o.incumbent : plan_serial(inst, o.inc);
+  if (o.incumbent && !o.inc)
+    for (const JobPlan& p : start.jobs)
+      if (p.inc_unit)
+        throw AoiError(fmt::format("milp: the incumbent gives job {} INC, but this MILP is without INC", p.job));
+  const Check sc = check_schedule(inst, start);
+  if (!sc.ok) throw AoiError(fmt::format("milp: the incumbent ({}) is infeasible: {}", start.algo, sc.errors.front()));
+  const double ub = sc.ct_bti_s;
+  MilpReport rep;
+  const unsigned T = o.horizon_ts ? o.horizon_ts : std::max(sc.last_ts, floor_ts(ub, dt));
+  rep.horizon_ts = T;
+  const bool use_start = sc.last_ts <= T;
+
+  // ---- columns -------------------------------------------------------------------------
+  Model md;
+  double t_lb = 0;
+  for (const Job& j : inst.jobs) {
+    const double need_ts = std::ceil(j.gb_per_worker / (wg * dt) - 1e-9);
+    t_lb = std::max(t_lb, (j.first_ts(dt) - 1 + std::max(1.0, need_ts)) * dt + min_update(inst, j, o.inc));
+  }
+  const int t_col = md.col(t_lb, kInf, 1.0, false);
+
+  std::vector<JobCols> J(inst.jobs.size());
+  std::map<Pair, PairCols> pairs;
+  for (const Job& j : inst.jobs) {
+    JobCols& jc = J[j.id];
+    jc.r = j.first_ts(dt);
+    jc.last = T;
+    if (use_start) jc.last = std::min(T, floor_ts(ub - min_update(inst, j, o.inc), dt));
+    if (jc.last < jc.r)
+      throw AoiError(fmt::format("milp: job {} ({}) arrives in TS {}, after the horizon T = {}", j.id, j.name, jc.r, T));
+    jc.choice = choices_of(inst, j, o.inc);
+    const size_t C = jc.choice.size(), L = jc.last - jc.r + 1;
+    jc.k.assign(C, -1);
+    for (size_t c = 1; c < C; ++c) jc.k[c] = md.binary();
+    for (size_t c = 0; c < C; ++c) jc.upd.push_back(update_time(j, jc.choice[c]));
+    for (size_t i = 0; i < L; ++i) {
+      jc.x.push_back(md.binary());
+      jc.s.push_back(md.binary());
+      jc.B.push_back(md.col(0, wg, 0, false));
+    }
+    jc.y.assign(C, {});
+    jc.z.assign(C, {});
+    for (size_t c = 1; c < C; ++c)
+      for (size_t i = 0; i < L; ++i) jc.y[c].push_back(md.col(0, wg, 0, false));
+    // Eq. 4's flows: one per worker unit v != PS, pair {v, PS}.
+    for (const auto& [v, w] : j.workers) {
+      if (v == j.ps_unit) continue;
+      JobCols::FlowCols f;
+      f.pair = pair_of(v, j.ps_unit);
+      for (size_t c = 0; c < C; ++c) {
+        double q = 0;
+        for (const Flow& fl : inter_unit_flows(j, jc.choice[c]))
+          if (fl.from == v) q = fl.mult;
+        f.q.push_back(q);
+      }
+      if (eps > 0)
+        for (size_t i = 0; i < L; ++i) f.lam.push_back(md.col(0, eps * wg, 0, false));
+      jc.flows.push_back(std::move(f));
+      pairs[pair_of(v, j.ps_unit)];
+    }
+  }
+  // Per pair: P, n, α.
+  unsigned max_conn = 0;  // N of the tie-break weight
+  {
+    unsigned half = 0;
+    for (const Unit& u : net.units) half += u.optical_ports;
+    unsigned by_pair = 0;
+    for (auto& [pr, pc] : pairs) {
+      pc.max_ports = std::min(net.units[pr.first].optical_ports, net.units[pr.second].optical_ports);
+      by_pair += pc.max_ports;
+    }
+    max_conn = T * std::min(half / 2, by_pair);
+  }
+  // ω: the lexicographic tie-break weight (see the top of the file).
+  std::vector<double> S;
+  {
+    std::vector<double> a{0.0};
+    for (const Job& j : inst.jobs) a.push_back(j.update_s);
+    for (unsigned i = 1; i <= T; ++i)
+      for (const double u : a) S.push_back(i * dt + u);
+    std::sort(S.begin(), S.end());
+    std::vector<double> uniq;
+    for (const double v : S)
+      if (uniq.empty() || v > uniq.back() + 1e-9) uniq.push_back(v);
+    S = std::move(uniq);
+  }
+  double gap_min = dt;
+  for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
+  const double omega = std::max(1e-7, gap_min / (2.0 * (max_conn + 1)));
+  for (auto& [pr, pc] : pairs) {
+    pc.P.assign(T + 1, -1);
+    pc.n.assign(T + 1, -1);
+    pc.alpha.assign(T + 1, -1);
+    for (unsigned i = 1; i <= T; ++i) {
+      pc.P[i] = md.col(0, pc.max_ports, 0, true);
+      pc.n[i] = md.col(0, pc.max_ports, omega, false);
+      if (eps > 0) pc.alpha[i] = md.binary();
+    }
+  }
+
+  // ---- rows per job ------------------------------------------------------------------------
+  for (const Job& j : inst.jobs) {
+    JobCols& jc = J[j.id];
+    const size_t C = jc.choice.size(), L = jc.last - jc.r + 1;
+    if (C > 2) {  // Eq. 2
+      const int r = md.new_row(-kInf, 1);
+      for (size_t c = 1; c < C; ++c) md.add(r, jc.k[c], 1);
+    }
+    const int one = md.new_row(1, 1);  // Σ s = 1
+    const int push = md.new_row(j.gb_per_worker, kInf);
+    std::vector<int> flow_rows;
+    for (size_t f = 0; f < jc.flows.size() && eps > 0; ++f) flow_rows.push_back(md.new_row(j.gb_per_worker, kInf));
+    for (size_t i = 0; i < L; ++i) {
+      const unsigned ts = jc.r + static_cast<unsigned>(i);
+      md.add(one, jc.s[i], 1);
+      md.row(-kInf, 0, {{jc.B[i], 1}, {jc.x[i], -wg}});      // B <= w·x
+      md.row(0, kInf, {{jc.B[i], 1}, {jc.x[i], -m_rate}});   // B >= m·x
+      md.row(-kInf, 0, {{jc.s[i], 1}, {jc.x[i], -1}});       // s <= x
+      md.row(-kInf, 0, {{jc.x[i], 1}, {i ? jc.x[i - 1] : -1, -1}, {jc.s[i], -1}});  // x^i <= x^{i-1} + s^i
+      md.add(push, jc.B[i], dt);
+      for (size_t c = 1; c < C; ++c) {  // y = k·B (Eq. 13)
+        md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.k[c], -wg}});
+        md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.B[i], -1}});
+        md.row(-wg, kInf, {{jc.y[c][i], 1}, {jc.B[i], -1}, {jc.k[c], -wg}});
+      }
+      // t >= (i·Δt + a(none))·x + Σ_c (a(c) - a(none))·k_c (Eq. 11)
+      const int obj = md.new_row(0, kInf);
+      md.add(obj, t_col, 1);
+      md.add(obj, jc.x[i], -(ts * dt + jc.upd[0]));
+      for (size_t c = 1; c < C; ++c) md.add(obj, jc.k[c], -(jc.upd[c] - jc.upd[0]));
+      // Eq. 10 with ε, per flow (normalized by its multiplier).
+      for (size_t f = 0; f < flow_rows.size(); ++f) {
+        const JobCols::FlowCols& fl = jc.flows[f];
+        md.add(flow_rows[f], jc.B[i], dt);
+        md.add(flow_rows[f], fl.lam[i], -1);
+        const int r = md.new_row(-eps * wg, kInf);
+        md.add(r, fl.lam[i], 1);
+        md.add(r, jc.B[i], -eps);
+        if (i) md.add(r, jc.B[i - 1], eps);
+        md.add(r, pairs.at(fl.pair).alpha[ts], -eps * wg);
+        for (size_t c = 1; c < C; ++c)
+          if (fl.q[c] == 0) md.add(r, jc.k[c], eps * wg);
+      }
+    }
+  }
+
+  // ---- rows per TS: Eq. 3, 5, 6, 7 --------------------------------------------------------------
+  for (unsigned ts = 1; ts <= T; ++ts) {
+    // Eq. 5 and Eq. 3 per unit.
+    for (unsigned v = 0; v < N; ++v) {
+      double worst = 0;
+      std::vector<std::pair<int, double>> load;
+      std::vector<std::tuple<size_t, size_t, size_t>> inc_users;  // (job, c, i)
+      for (const Job& j : inst.jobs) {
+        JobCols& jc = J[j.id];
+        if (ts < jc.r || ts > jc.last) continue;
+        const size_t i = ts - jc.r;
+        const double l0 = unit_load_mult(j, jc.choice[0], v);
+        double lmax = l0;
+        load.push_back({jc.B[i], l0});
+        for (size_t c = 1; c < jc.choice.size(); ++c) {
+          const double lc = unit_load_mult(j, jc.choice[c], v);
+          lmax = std::max(lmax, lc);
+          load.push_back({jc.y[c][i], lc - l0});
+          if (*jc.choice[c] == v) inc_users.push_back({j.id, c, i});
+        }
+        worst += lmax * wg;
+      }
+      if (worst > net.units[v].pdp_gbps) {
+        const int r = md.new_row(-kInf, net.units[v].pdp_gbps);
+        for (const auto& [c, val] : load) md.add(r, c, val);
+      }
+      if (inc_users.size() > net.units[v].inc_jobs) {
+        const int r = md.new_row(-kInf, net.units[v].inc_jobs);
+        for (const auto& [jid, c, i] : inc_users) {
+          JobCols& jc = J[jid];
+          if (jc.z[c].empty()) jc.z[c].assign(jc.x.size(), -1);
+          int& z = jc.z[c][i];
+          if (z < 0) {
+            z = md.col(0, 1, 0, false);
+            md.row(-1, kInf, {{z, 1}, {jc.k[c], -1}, {jc.x[i], -1}});  // z >= k + x - 1 (Eq. 12)
+          }
+          md.add(r, z, 1);
+        }
+      }
+    }
+    // Eq. 6: pair capacity, ports per unit; Eq. 7: n and α.
+    std::vector<std::vector<int>> at_unit(N);
+    for (auto& [pr, pc] : pairs) {
+      const int cap = md.new_row(-kInf, 0);
+      md.add(cap, pc.P[ts], -net.port_gbps);
+      for (const Job& j : inst.jobs) {
+        const JobCols& jc = J[j.id];
+        if (ts < jc.r || ts > jc.last) continue;
+        const size_t i = ts - jc.r;
+        for (const auto& fl : jc.flows) {
+          if (fl.pair != pr) continue;
+          md.add(cap, jc.B[i], fl.q[0]);
+          for (size_t c = 1; c < jc.choice.size(); ++c) md.add(cap, jc.y[c][i], fl.q[c] - fl.q[0]);
+        }
+      }
+      at_unit[pr.first].push_back(pc.P[ts]);
+      at_unit[pr.second].push_back(pc.P[ts]);
+      md.row(0, kInf, {{pc.n[ts], 1}, {pc.P[ts], -1}, {ts > 1 ? pc.P[ts - 1] : -1, 1}});  // n >= P^i - P^{i-1}
+      if (eps > 0) md.row(-kInf, 0, {{pc.n[ts], 1}, {pc.alpha[ts], -static_cast<double>(pc.max_ports)}});
+    }
+    for (unsigned v = 0; v < N; ++v) {
+      unsigned most = 0;
+      for (const auto& [pr, pc] : pairs)
+        if (pr.first == v || pr.second == v) most += pc.max_ports;
+      if (most <= net.units[v].optical_ports) continue;
+      const int r = md.new_row(-kInf, net.units[v].optical_ports);
+      for (const int c : at_unit[v]) md.add(r, c, 1);
+    }
+  }
+  rep.rows = static_cast<int>(md.row_lo.size());
+  rep.columns = static_cast<int>(md.cost.size());
+  for (const char b : md.integer) rep.integers += b;
+
+  // ---- the incumbent as a solution vector -------------------------------------------------------
+  std::vector<double> warm;
+  if (use_start) {
+    warm.assign(md.cost.size(), 0.0);
+    warm[t_col] = ub;
+    const PortsByTs P = aoi_state(inst, start, T);
+    for (auto& [pr, pc] : pairs)
+      for (unsigned ts = 1; ts <= T; ++ts) {
+        auto at = [&](unsigned t) {
+          const auto it = P[t].find(pr);
+          return it == P[t].end() ? 0 : it->second;
+        };
+        warm[pc.P[ts]] = at(ts);
+        const int n = std::max(0, at(ts) - (ts > 1 ? at(ts - 1) : 0));
+        warm[pc.n[ts]] = n;
+        if (eps > 0) warm[pc.alpha[ts]] = n > 0;
+      }
+    for (const JobPlan& p : start.jobs) {
+      const JobCols& jc = J[p.job];
+      size_t c = 0;
+      for (size_t k = 1; k < jc.choice.size(); ++k)
+        if (jc.choice[k] == p.inc_unit) c = k;
+      if (c) warm[jc.k[c]] = 1;
+      for (unsigned ts = p.first_ts; ts <= p.last_ts(); ++ts) {
+        const size_t i = ts - jc.r;
+        const double b = p.rate_gbps[ts - p.first_ts];
+        const double prev = ts > p.first_ts ? p.rate_gbps[ts - 1 - p.first_ts] : 0.0;
+        warm[jc.x[i]] = 1;
+        warm[jc.B[i]] = b;
+        if (c) warm[jc.y[c][i]] = b;
+        if (c && !jc.z[c].empty() && jc.z[c][i] >= 0) warm[jc.z[c][i]] = 1;
+        for (const auto& fl : jc.flows)
+          if (eps > 0 && fl.q[c] > 0 && gained(P, ts, fl.pair)) warm[fl.lam[i]] = eps * std::max(0.0, b - prev);
+      }
+      warm[jc.s[p.first_ts - jc.r]] = 1;
+    }
+  }
+
+  // ---- CBC ---------------------------------------------------------------------------------------
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  const CoinPackedMatrix mat(true, md.el_row.data(), md.el_col.data(), md.el_val.data(),
+                             static_cast<CoinBigIndex>(md.el_val.size()));
+  solver.loadProblem(mat, md.lo.data(), md.hi.data(), md.cost.data(), md.row_lo.data(), md.row_hi.data());
+  for (size_t c = 0; c < md.integer.size(); ++c)
+    if (md.integer[c]) solver.setInteger(static_cast<int>(c));
+  solver.setDblParam(OsiPrimalTolerance, 1e-9);
+  CbcModel cbc(solver);
+  cbc.setLogLevel(0);
+  cbc.setUseElapsedTime(true);
+  cbc.setMaximumSeconds(o.time_limit_s);
+  cbc.setIntegerTolerance(1e-9);
+  cbc.setCutoffIncrement(omega / 2);
+  cbc.setAllowableGap(omega / 4);
+  cbc.setAllowableFractionGap(0);
+  if (o.threads > 1) cbc.setNumberThreads(static_cast<int>(o.threads));
+  // CBC's usual cut generators and heuristics (a bare CbcModel has none).
+  CglProbing probing;
+  probing.setUsingObjective(true);
+  probing.setMaxPass(1);
+  probing.setMaxPassRoot(5);
+  probing.setMaxProbe(10);
+  probing.setMaxProbeRoot(1000);
+  probing.setMaxLook(50);
+  probing.setMaxLookRoot(500);
+  probing.setMaxElements(200);
+  probing.setRowCuts(3);
+  cbc.addCutGenerator(&probing, -1, "Probing");
+  CglGomory gomory;
+  gomory.setLimit(300);
+  cbc.addCutGenerator(&gomory, -1, "Gomory");
+  CglKnapsackCover knapsack;
+  cbc.addCutGenerator(&knapsack, -1, "KnapsackCover");
+  CglClique clique;
+  clique.setStarCliqueReport(false);
+  clique.setRowCliqueReport(false);
+  cbc.addCutGenerator(&clique, -1, "Clique");
+  CglMixedIntegerRounding2 mir;
+  cbc.addCutGenerator(&mir, -1, "MixedIntegerRounding2");
+  CglFlowCover flow;
+  cbc.addCutGenerator(&flow, -1, "FlowCover");
+  CbcRounding rounding(cbc);
+  cbc.addHeuristic(&rounding);
+  CbcHeuristicLocal local(cbc);
+  cbc.addHeuristic(&local);
+  CbcHeuristicFPump pump(cbc);
+  cbc.addHeuristic(&pump);
+  CbcHeuristicRINS rins(cbc);
+  cbc.addHeuristic(&rins);
+  cbc.initialSolve();
+  if (!warm.empty()) {
+    cbc.setBestSolution(warm.data(), static_cast<int>(warm.size()), COIN_DBL_MAX, true);
+    rep.warm_started = cbc.bestSolution() != nullptr;
+  }
+  cbc.branchAndBound();
+  const double* sol = cbc.bestSolution();
+  const double lb = std::max(t_lb, cbc.getBestPossibleObjValue());
+
+  // ---- the solution as a Schedule --------------------------------------------------------------
+  Schedule out;
+  out.algo = "milp";
+  out.inc = o.inc;
+  if (sol) {
+    rep.objective_s = sol[t_col];
+    // The AOI per TS.
+    PortsByTs P(T + 1);
+    for (const auto& [pr, pc] : pairs)
+      for (unsigned ts = 1; ts <= T; ++ts) {
+        const long k = std::lround(sol[pc.P[ts]]);
+        if (k) P[ts][pr] = static_cast<int>(k);
+      }
+    unsigned last = 0;
+    for (const Job& j : inst.jobs) {
+      const JobCols& jc = J[j.id];
+      JobPlan p;
+      p.job = j.id;
+      for (size_t c = 1; c < jc.choice.size(); ++c)
+        if (sol[jc.k[c]] > 0.5) p.inc_unit = jc.choice[c];
+      std::vector<unsigned> on;
+      for (size_t i = 0; i < jc.x.size(); ++i)
+        if (sol[jc.x[i]] > 0.5) on.push_back(jc.r + static_cast<unsigned>(i));
+      if (on.empty() || on.back() - on.front() + 1 != on.size())
+        throw std::logic_error(fmt::format("milp: job {}'s TSs are not one contiguous run", j.id));
+      p.first_ts = on.front();
+      for (const unsigned ts : on) {
+        const double b = std::min(wg, sol[jc.B[ts - jc.r]]);
+        if (!(b > 0)) throw std::logic_error(fmt::format("milp: job {} has rate {} in its TS {}", j.id, b, ts));
+        p.rate_gbps.push_back(b);
+      }
+      // Cut the plan at the TS its data completes in.
+      const unsigned done = completion_ts(inst, j, p, P);
+      if (!done)
+        throw std::logic_error(fmt::format("milp: job {}'s data does not complete by its last TS {}", j.id, p.last_ts()));
+      p.rate_gbps.resize(done - p.first_ts + 1);
+      last = std::max(last, p.last_ts());
+      out.jobs.push_back(std::move(p));
+    }
+    for (unsigned ts = 1; ts <= last; ++ts) {
+      std::map<Pair, int> both = P[ts - 1];
+      for (const auto& [pr, k] : P[ts]) both[pr];
+      for (const auto& [pr, was] : both) {
+        const auto it = P[ts].find(pr);
+        const int now = it == P[ts].end() ? 0 : it->second;
+        const auto jt = P[ts - 1].find(pr);
+        const int before = jt == P[ts - 1].end() ? 0 : jt->second;
+        if (now != before) out.changes.push_back({(ts - 1) * dt, pr.first, pr.second, now - before});
+      }
+    }
+    assign_segments(inst, out);
+    const Check c = check_schedule(inst, out);
+    if (!c.ok) throw std::logic_error(fmt::format("milp: CBC's solution fails the validator: {}", c.errors.front()));
+    // Keep the incumbent if CBC did not beat it (CT-BTI, then reconfigurations).
+    rep.from_solver = !(sc.ct_bti_s < c.ct_bti_s - 1e-9 ||
+                        (sc.ct_bti_s <= c.ct_bti_s + 1e-9 && sc.reconfigured < c.reconfigured));
+  }
+  if (!rep.from_solver) {
+    if (!use_start)
+      throw AoiError(fmt::format("milp: CBC found no schedule within T = {} TSs in {} s", T, o.time_limit_s));
+    out = start;
+    out.algo = "milp";
+    out.inc = o.inc;
+  }
+  const double ct = check_schedule(inst, out).ct_bti_s;
+  // CT-BTI >= LB - ω·N, rounded up to the next possible CT-BTI.
+  double bound = lb - omega * max_conn;
+  const auto it = std::lower_bound(S.begin(), S.end(), bound - 1e-9);
+  if (it != S.end()) bound = std::max(bound, *it);
+  out.bound_s = std::min(ct, std::max(bound, t_lb));
+  out.gap = ct > 0 ? (ct - out.bound_s) / ct : 0.0;
+  out.optimal = ct <= out.bound_s + 1e-9;
+  out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.schedule = std::move(out);
+  return rep;
+}
+
+Schedule plan_milp(const Instance& inst, const MilpOptions& o) { return solve_milp(inst, o).schedule; }
+
+}  // namespace ina::control::aoi

@@ -1,0 +1,338 @@
+// The P4INC-AOI MILP (src/control/aoi_milp.*) against an exhaustive search
+// written here, hand-computed optima, and the validator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "control/aoi.hpp"
+#include "control/aoi_milp.hpp"
+
+namespace ina::control::aoi {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A net of `ports.size()` units: port counts and INC capacities as given,
+// Δt = 1 s, 40 Gbps ports and worker NICs, ε as given.
+Odcn tiny_net(const std::vector<unsigned>& ports, const std::vector<unsigned>& inc, double eps) {
+  Odcn net;
+  for (size_t v = 0; v < ports.size(); ++v) {
+    Unit u;
+    u.optical_ports = ports[v];
+    u.inc_jobs = inc[v];
+    net.units.push_back(u);
+  }
+  net.port_gbps = 40;
+  net.worker_gbps = 40;
+  net.ts_s = 1;
+  net.reconfig_s = eps;
+  return net;
+}
+
+Job job(unsigned id, std::vector<std::pair<unsigned, unsigned>> workers, unsigned ps, double gb, double update_s) {
+  Job j;
+  j.id = id;
+  j.name = "job " + std::to_string(id);
+  j.workers = std::move(workers);
+  j.ps_unit = ps;
+  j.gb_per_worker = gb;
+  j.update_s = update_s;
+  return j;
+}
+
+Instance make(Odcn net, std::vector<Job> jobs) {
+  Instance inst;
+  inst.origin = "test";
+  inst.net = std::move(net);
+  inst.jobs = std::move(jobs);
+  validate(inst);
+  return inst;
+}
+
+// ---- the exhaustive search ----------------------------------------------------------------
+//
+// Every schedule whose per-TS rates are on `grid` and that ends by TS T:
+// each job's INC choice (none, or any unit holding one of its workers; the
+// validator rejects the ones Eq. 2/§VI-A forbid), first TS, length and rate
+// in each TS; then every AOI: for each unit pair that some job could send
+// over ({worker unit, PS unit}), a port count in 0..max_ports in every TS up
+// to the last one used. Connections on other pairs carry nothing, so they
+// only add reconfigurations (never part of an optimum). Each candidate is
+// judged by check_schedule alone; the search keeps the least CT-BTI, then
+// the fewest reconfigured connections. Two cuts keep it fast, both necessary
+// conditions only: a job's plan must carry its volume (Σ rate·Δt >= d~,
+// which the ε loss only makes harder), and a partial combination whose
+// CT-BTI (Eq. 11: last TS end, plus a_j unless INC in the unit holding every
+// worker) already exceeds the best found is not extended.
+struct Found {
+  double ct = kInf;
+  unsigned reconfigured = 0;
+  long candidates = 0;  // schedules the validator judged
+};
+
+Found exhaustive(const Instance& inst, bool inc, const std::vector<double>& grid, unsigned T, unsigned max_ports) {
+  const double dt = inst.net.ts_s;
+  struct Cand { JobPlan plan; double ict; };
+  std::vector<std::vector<Cand>> plans(inst.jobs.size());
+  std::vector<std::pair<unsigned, unsigned>> pairs;
+  for (const Job& j : inst.jobs) {
+    std::vector<std::optional<unsigned>> choices{std::nullopt};
+    for (const auto& [v, w] : j.workers) {
+      if (inc) choices.push_back(v);
+      if (v != j.ps_unit) {
+        const auto pr = std::make_pair(std::min(v, j.ps_unit), std::max(v, j.ps_unit));
+        if (std::find(pairs.begin(), pairs.end(), pr) == pairs.end()) pairs.push_back(pr);
+      }
+    }
+    const bool local = j.workers.size() == 1;
+    for (const auto& c : choices)
+      for (unsigned first = j.first_ts(dt); first <= T; ++first)
+        for (unsigned len = 1; first + len - 1 <= T; ++len) {
+          std::vector<size_t> idx(len, 0);
+          for (;;) {
+            JobPlan p;
+            p.job = j.id;
+            p.inc_unit = c;
+            p.first_ts = first;
+            double sum = 0;
+            for (size_t k = 0; k < len; ++k) {
+              p.rate_gbps.push_back(grid[idx[k]]);
+              sum += grid[idx[k]] * dt;
+            }
+            if (sum >= j.gb_per_worker * (1 - 1e-6)) {
+              const double upd = (c && local && j.workers[0].first == *c) ? 0.0 : j.update_s;
+              plans[j.id].push_back({p, p.last_ts() * dt + upd});
+            }
+            size_t k = 0;
+            while (k < len && ++idx[k] == grid.size()) idx[k++] = 0;
+            if (k == len) break;
+          }
+        }
+    std::sort(plans[j.id].begin(), plans[j.id].end(), [](const Cand& a, const Cand& b) { return a.ict < b.ict; });
+  }
+
+  Found best;
+  Schedule s;
+  s.algo = "exhaustive";
+  s.inc = inc;
+  s.jobs.resize(inst.jobs.size());
+  auto try_aoi = [&](unsigned last) {
+    // ports[p][i-1] for pair p in TS i = 1..last, odometer over all of them.
+    const size_t cells = pairs.size() * last;
+    std::vector<unsigned> ports(cells, 0);
+    for (;;) {
+      Schedule c = s;
+      for (size_t p = 0; p < pairs.size(); ++p)
+        for (unsigned i = 1; i <= last; ++i) {
+          const int now = static_cast<int>(ports[p * last + i - 1]);
+          const int before = i > 1 ? static_cast<int>(ports[p * last + i - 2]) : 0;
+          if (now != before) c.changes.push_back({(i - 1) * dt, pairs[p].first, pairs[p].second, now - before});
+        }
+      std::sort(c.changes.begin(), c.changes.end(), [](const AoiChange& a, const AoiChange& b) { return a.at_s < b.at_s; });
+      bool segments = true;
+      try {
+        assign_segments(inst, c);
+      } catch (const AoiError&) {
+        segments = false;  // more INC jobs at once than the unit has segments: Eq. 3 fails anyway
+      }
+      if (segments) {
+        const Check k = check_schedule(inst, c);
+        ++best.candidates;
+        if (k.ok && (k.ct_bti_s < best.ct - 1e-9 || (k.ct_bti_s < best.ct + 1e-9 && k.reconfigured < best.reconfigured))) {
+          best.ct = k.ct_bti_s;
+          best.reconfigured = k.reconfigured;
+        }
+      }
+      size_t k = 0;
+      while (k < cells && ++ports[k] > max_ports) ports[k++] = 0;
+      if (k == cells) break;
+    }
+  };
+  std::function<void(size_t, double, unsigned)> rec = [&](size_t j, double ct, unsigned last) {
+    if (ct > best.ct + 1e-9) return;
+    if (j == inst.jobs.size()) {
+      try_aoi(last);
+      return;
+    }
+    for (const Cand& c : plans[j]) {
+      if (c.ict > best.ct + 1e-9) break;  // sorted by ICT
+      s.jobs[j] = c.plan;
+      s.jobs[j].segment.reset();
+      rec(j + 1, std::max(ct, c.ict), std::max(last, c.plan.last_ts()));
+    }
+  };
+  rec(0, 0, 0);
+  return best;
+}
+
+// The MILP, checked by the validator; its raw objective must be the
+// validator's CT-BTI when it is proven optimal.
+struct Solved {
+  MilpReport rep;
+  Check check;
+};
+Solved milp(const Instance& inst, bool inc, const Schedule* incumbent = nullptr) {
+  MilpOptions o;
+  o.inc = inc;
+  o.time_limit_s = 60;
+  o.incumbent = incumbent;
+  Solved s{solve_milp(inst, o), {}};
+  s.check = check_schedule(inst, s.rep.schedule);
+  EXPECT_TRUE(s.check.ok) << (s.check.errors.empty() ? "" : s.check.errors.front());
+  EXPECT_EQ(s.rep.schedule.algo, "milp");
+  EXPECT_TRUE(s.rep.schedule.optimal);
+  EXPECT_NEAR(s.rep.schedule.bound_s, s.check.ct_bti_s, 1e-9);
+  EXPECT_NEAR(s.rep.schedule.gap, 0.0, 1e-9);
+  if (s.rep.from_solver) {
+    EXPECT_NEAR(s.rep.objective_s, s.check.ct_bti_s, 1e-6);
+  }
+  return s;
+}
+
+// The exhaustive optimum (grid {20, 40} Gbps, T = 3), asserted to be
+// (ct, reconfigured), and the MILP's, asserted equal to it.
+Solved expect_optimum(const Instance& inst, bool inc, unsigned max_ports, double ct, unsigned reconfigured) {
+  const Found ex = exhaustive(inst, inc, {20, 40}, 3, max_ports);
+  EXPECT_DOUBLE_EQ(ex.ct, ct);
+  EXPECT_EQ(ex.reconfigured, reconfigured);
+  Solved m = milp(inst, inc);
+  EXPECT_DOUBLE_EQ(m.check.ct_bti_s, ex.ct);
+  EXPECT_EQ(m.check.reconfigured, ex.reconfigured);
+  return m;
+}
+
+// INC capacity binds. Units 0 and 1, one port each, ε = 0. Jobs A and B: 2
+// workers in unit 0, PS in unit 1, 40 Gb each, a = 0.5 s; unit 0 aggregates
+// one job at a time. Job C: 2 workers in unit 1, PS in unit 0, 20 Gb,
+// a = 0.25 s, no INC in unit 1.
+// By hand: with INC a job needs one TS at 40 Gbps (ICT = its TS's end);
+// without INC its flow 2·B shares one 40 Gbps connection, so B <= 20 and
+// 40 Gb take two TSs (ICT >= 2.5). So A and B both use INC, one after the
+// other: CT-BTI 2.0. C needs the connection (2·20 Gbps fills it) for one TS
+// (ICT 1.25): one reconfigured connection. Every rate of that optimum is
+// on the grid {20, 40}, and no off-grid rate does better (CT-BTI values
+// are TS ends plus a_j; 1.x would need both A and B in TS 1).
+Instance inc_binds(unsigned inc_cap) {
+  return make(tiny_net({1, 1}, {inc_cap, 0}, 0.0),
+              {job(0, {{0, 2}}, 1, 40, 0.5), job(1, {{0, 2}}, 1, 40, 0.5), job(2, {{1, 2}}, 0, 20, 0.25)});
+}
+
+TEST(AoiMilp, IncCapacityBindsMatchesExhaustiveSearch) {
+  expect_optimum(inc_binds(1), true, 1, 2.0, 1);
+  // With room for both jobs in unit 0's switch, CT-BTI is C's 1.25.
+  expect_optimum(inc_binds(2), true, 1, 1.25, 1);
+}
+
+// Ports bind. Units 0 and 1 hold one worker each (jobs A, B: 40 Gb; a = 0,
+// 0.3 s), both PS' in unit 2, which has one optical port: only one of the
+// pairs {0,2}, {1,2} can be connected in a TS. No INC. By hand: each job
+// needs its pair for one TS at 40 Gbps; B first (TS 1, ICT 1.3), then A
+// (TS 2, ICT 2.0): CT-BTI 2.0 (A first gives 2.3), two reconfigured
+// connections (one per TS). With two ports in unit 2 both run in TS 1: 1.3.
+Instance ports_bind(unsigned ps_ports) {
+  return make(tiny_net({1, 1, ps_ports}, {0, 0, 0}, 0.0),
+              {job(0, {{0, 1}}, 2, 40, 0.0), job(1, {{1, 1}}, 2, 40, 0.3)});
+}
+
+TEST(AoiMilp, PortsBindMatchesExhaustiveSearch) {
+  const Solved m = expect_optimum(ports_bind(1), false, 1, 2.0, 2);
+  EXPECT_FALSE(m.rep.schedule.jobs[0].inc_unit || m.rep.schedule.jobs[1].inc_unit);
+  EXPECT_EQ(m.rep.schedule.jobs[1].first_ts, 1u);  // B first: the order is forced
+  EXPECT_EQ(m.rep.schedule.jobs[0].first_ts, 2u);
+  expect_optimum(ports_bind(2), false, 1, 1.3, 2);
+}
+
+// ε changes the answer. Units 0 and 1 with two 40 Gbps ports each; jobs A
+// and B: 2 workers in unit 0, PS in unit 1, 40 Gb, a = 0.5 s; unit 0
+// aggregates one job at a time.
+// ε = 0: A with INC in TS 1 (ICT 1.0); B without INC in TS 1 at 40 Gbps over
+// two connections (flow 2·40 = 80 Gbps), ICT 1.5: CT-BTI 1.5, two
+// reconfigured connections (B waiting for INC would end at 2.0).
+// ε = 0.25 s: B's new connections lose ε·40 = 10 Gb in TS 1, so without INC
+// it needs a second TS (ICT 2.5); waiting for INC in TS 2 gives 2.0 with no
+// connection at all: CT-BTI 2.0, nothing reconfigured. Both optima are on
+// the grid {20, 40}; no rate does better (B's TS 1 carries at most 30 Gb).
+Instance eps_case(double eps) {
+  return make(tiny_net({2, 2}, {1, 0}, eps), {job(0, {{0, 2}}, 1, 40, 0.5), job(1, {{0, 2}}, 1, 40, 0.5)});
+}
+
+TEST(AoiMilp, ReconfigurationLossChangesTheOptimumAsExhaustiveSearch) {
+  expect_optimum(eps_case(0.0), true, 2, 1.5, 2);
+  expect_optimum(eps_case(0.25), true, 2, 2.0, 0);
+}
+
+// Computed by hand (rates off any grid). Units 0 and 1, four 10 Gbps ports
+// each, ε = 0.1 s. Job A: 4 workers in unit 0, PS in unit 1, 30 Gb,
+// a = 1.5 s, INC possible in unit 0. Job B: 2 workers in unit 1, PS in unit
+// 0, 10 Gb, a = 0.25 s, no INC in unit 1.
+// A with INC: no inter-unit flow, 30 Gb at 40 Gbps in TS 1, ICT 1.0
+// (without INC: at least 1 + 1.5). B: flow 2·b into unit 0; in TS 1 its
+// new connections cost ε·b, so it sends b·(1 - 0.1) >= 10 Gb iff
+// b >= 11.11 Gbps, which needs 2·11.11/10 -> 3 connections (2 give
+// b <= 10). ICT 1.25 (a second TS would give 2.25). Optimum: CT-BTI 1.25,
+// 3 reconfigured connections, A on INC.
+TEST(AoiMilp, HandCheckedOptimum) {
+  Odcn net = tiny_net({4, 4}, {1, 0}, 0.1);
+  net.port_gbps = 10;
+  const Instance inst = make(net, {job(0, {{0, 4}}, 1, 30, 1.5), job(1, {{1, 2}}, 0, 10, 0.25)});
+  const Solved m = milp(inst, true);
+  EXPECT_DOUBLE_EQ(m.check.ct_bti_s, 1.25);
+  EXPECT_EQ(m.check.reconfigured, 3u);
+  EXPECT_EQ(m.rep.schedule.jobs[0].inc_unit, std::optional<unsigned>(0));
+  ASSERT_EQ(m.rep.schedule.jobs[1].rate_gbps.size(), 1u);
+  EXPECT_GE(m.rep.schedule.jobs[1].rate_gbps[0], 10 / 0.9 - 1e-6);
+  EXPECT_LE(m.rep.schedule.jobs[1].rate_gbps[0], 15 + 1e-6);
+}
+
+// A warm start from a feasible schedule changes nothing about the optimum.
+TEST(AoiMilp, WarmStartFromAnIncumbent) {
+  const Instance inst = inc_binds(1);
+  const Schedule serial = plan_serial(inst, true);
+  const Check sc = check_schedule(inst, serial);
+  ASSERT_TRUE(sc.ok) << sc.errors.front();
+  // One job at a time in arrival order: A (INC, TS 1), B (INC, TS 2), C (TS 3).
+  EXPECT_DOUBLE_EQ(sc.ct_bti_s, 3.25);
+  const Solved m = milp(inst, true, &serial);
+  EXPECT_TRUE(m.rep.warm_started);
+  EXPECT_EQ(m.rep.horizon_ts, 3u);  // ⌊3.25 / Δt⌋
+  EXPECT_DOUBLE_EQ(m.check.ct_bti_s, 2.0);
+  EXPECT_EQ(m.check.reconfigured, 1u);
+}
+
+// A bigger instance with a 1 s limit still gives a feasible schedule and a
+// bound no larger than it, and no smaller than the trivial bound (every job
+// transfers in or after its arrival TS).
+TEST(AoiMilp, TimeLimitedRunIsFeasibleWithAValidBound) {
+  Instance inst;
+  inst.origin = "generated";
+  inst.net = make_odcn(8);
+  WorkloadOptions w;
+  w.dml = DmlJobOptions{};
+  w.dml->count = 40;
+  inst.jobs = generate_jobs(inst.net, w, 1);
+  const Schedule serial = plan_serial(inst, true);
+  const Check sc = check_schedule(inst, serial);
+  ASSERT_TRUE(sc.ok) << sc.errors.front();
+  // The serial plan runs one job at a time.
+  for (const JobPlan& a : serial.jobs)
+    for (const JobPlan& b : serial.jobs)
+      if (a.job < b.job) {
+        EXPECT_TRUE(a.last_ts() < b.first_ts || b.last_ts() < a.first_ts) << a.job << " " << b.job;
+      }
+  MilpOptions o;
+  o.time_limit_s = 1;
+  const MilpReport rep = solve_milp(inst, o);
+  const Check c = check_schedule(inst, rep.schedule);
+  ASSERT_TRUE(c.ok) << c.errors.front();
+  EXPECT_LE(c.ct_bti_s, sc.ct_bti_s + 1e-9);
+  EXPECT_LE(rep.schedule.bound_s, c.ct_bti_s + 1e-9);
+  double trivial = 0;
+  for (const Job& j : inst.jobs) trivial = std::max(trivial, j.first_ts(inst.net.ts_s) * inst.net.ts_s);
+  EXPECT_GE(rep.schedule.bound_s, trivial - 1e-9);
+}
+
+}  // namespace
+}  // namespace ina::control::aoi
