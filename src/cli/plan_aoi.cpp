@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "cli/commands.hpp"
 #include "control/aoi.hpp"
+#include "control/aoi_milp.hpp"
 #include "experiment/results.hpp"
 
 namespace ina::cli {
@@ -32,13 +34,14 @@ struct Variant {
   std::string algo = "tw";  // tw | fcfs | milp
   bool inc = true;
   bool no_recon = false;
+  bool fill_max = false;     // tw/fcfs: steps up to the NIC, not just to the TS's need
   double time_limit_s = 60;  // milp
 
   // The paper's name: INC-TW, noINC-FCFS, INC-TW-NoRecon, MILP, ...
   std::string label() const {
     if (algo == "milp") return inc ? "MILP" : "noINC-MILP";
     std::string a = algo == "tw" ? "TW" : "FCFS";
-    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "");
+    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "") + (fill_max ? "-max" : "");
   }
 };
 
@@ -48,13 +51,18 @@ Variant parse_variant(const std::string& s, const std::string& where) {
   std::string rest = s;
   if (rest.rfind("noinc-", 0) == 0) { v.inc = false; rest = rest.substr(6); }
   else if (rest.rfind("inc-", 0) == 0) rest = rest.substr(4);
+  if (rest.size() > 4 && rest.substr(rest.size() - 4) == "-max") {
+    v.fill_max = true;
+    rest = rest.substr(0, rest.size() - 4);
+  }
   if (rest.size() > 8 && rest.substr(rest.size() - 8) == "-norecon") {
     v.no_recon = true;
     rest = rest.substr(0, rest.size() - 8);
   }
   if (rest != "tw" && rest != "fcfs" && rest != "milp")
     throw aoi::AoiError(fmt::format("{}: unknown variant '{}' (inc-tw, inc-fcfs, noinc-tw, noinc-fcfs, "
-                                    "inc-tw-norecon, milp, noinc-milp)", where, s));
+                                    "inc-tw-norecon, milp, noinc-milp; -max after tw/fcfs)", where, s));
+  if (rest == "milp" && v.fill_max) throw aoi::AoiError(fmt::format("{}: '{}': -max is for tw and fcfs", where, s));
   if (rest == "milp" && v.no_recon) throw aoi::AoiError(fmt::format("{}: '{}': the MILP has no NoRecon variant", where, s));
   v.algo = rest;
   return v;
@@ -77,13 +85,20 @@ aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress*
   aoi::PlanOptions o;
   o.inc = v.inc;
   o.no_recon = v.no_recon;
+  o.fill_max = v.fill_max;
   if (progress) {
     o.progress = report_progress;
     o.progress_ctx = progress;
   }
   if (v.algo == "tw") return aoi::plan_tw(inst, o);
   if (v.algo == "fcfs") return aoi::plan_fcfs(inst, o);
-  throw aoi::AoiError("--algo milp: MILP_PENDING_MERGE");
+  // The MILP starts from TW's schedule (its horizon and incumbent).
+  const aoi::Schedule start = aoi::plan_tw(inst, o);
+  aoi::MilpOptions m;
+  m.inc = v.inc;
+  m.time_limit_s = v.time_limit_s;
+  m.incumbent = &start;
+  return aoi::plan_milp(inst, m);
 }
 
 // Runs the validator; an invalid schedule is a bug of its planner: reported with the reasons.
@@ -152,7 +167,7 @@ nlohmann::json schedule_json(const aoi::Instance& inst, const aoi::Schedule& s, 
 
 struct AoiArgs {
   std::string scenario, algo = "tw", out;
-  bool no_inc = false, no_recon = false, json = false, quiet = false;
+  bool no_inc = false, no_recon = false, fill_max = false, json = false, quiet = false;
   double time_limit_s = 60;
   std::vector<std::string> sets;
 };
@@ -163,8 +178,10 @@ int run_aoi(const AoiArgs& a) {
   v.algo = a.algo;
   v.inc = !a.no_inc;
   v.no_recon = a.no_recon;
+  v.fill_max = a.fill_max;
   v.time_limit_s = a.time_limit_s;
   if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
+  if (v.fill_max && v.algo == "milp") throw aoi::AoiError("--fill-max: for --algo tw or fcfs, not the MILP");
   Progress progress{std::chrono::steady_clock::now(), v.label()};
   const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
   const aoi::Check c = checked(inst, s, v.label());
@@ -230,6 +247,8 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
     for (const auto& e : *a) variants.push_back(parse_variant(e.value_or(std::string()), file + ": sweep.variants"));
   if (variants.empty()) throw aoi::AoiError(fmt::format("{}: sweep.variants: empty", file));
   const double limit = (*sw)["milp_time_limit_s"].value_or(60.0);
+  // The MILP only up to this x (Table I: 40-60 jobs; the paper has no MILP beyond).
+  const double milp_x_max = (*sw)["milp_x_max"].value_or(std::numeric_limits<double>::infinity());
   for (Variant& v : variants) v.time_limit_s = limit;
   // Optional series: one panel per value of a second key (e.g. the arrival rate).
   const std::string series_key = (*sw)["series_key"].value_or(std::string());
@@ -261,6 +280,7 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
         if (!series_key.empty()) sets.push_back(series_key + "=" + sv);
         const aoi::Instance inst = aoi::load_scenario(file, sets);
         for (const Variant& v : variants) {
+          if (v.algo == "milp" && !key.empty() && std::stod(x) > milp_x_max) continue;
           Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
           const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
           const aoi::Check c = checked(inst, s, v.label());
@@ -331,6 +351,9 @@ Runner register_plan_aoi(CLI::App& plan) {
       ->capture_default_str();
   c->add_flag("--no-inc", a->no_inc, "the ODCN without INC (noINC-TW, noINC-FCFS)");
   c->add_flag("--no-recon", a->no_recon, "TW-NoRecon: a uniform pre-configured AOI that never changes");
+  c->add_flag("--fill-max", a->fill_max,
+              "tw/fcfs: give a job steps up to the worker's NIC, not only what completes it within the TS "
+              "(Algorithm 2 read literally)");
   c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
   c->add_option("--set", a->sets, "override a scenario value, e.g. --set dml.count=60 (repeatable)");
   c->add_option("--out", a->out, "also write the schedule and its check as JSON to this file");

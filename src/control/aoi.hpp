@@ -198,7 +198,7 @@ struct CheckedJob {
   double ict_s = 0;     // Eq. 11: end of the TS its data completes in, plus a_j unless INC at an all-local unit
   unsigned first_ts = 0, last_ts = 0;
   bool inc = false;
-  double aoi_gb = 0;    // data it sent through the AOI
+  double aoi_gb = 0;    // its data through the AOI (what its flows carried, not spare rate)
 };
 struct Check {
   bool ok = true;
@@ -224,6 +224,11 @@ struct PlanOptions {
   bool inc = true;          // false: the noINC variants
   bool no_recon = false;    // TW-NoRecon: uniform pre-configured AOI, never changed
   unsigned max_ts = 100000; // give up (AoiError) if jobs are still running after this TS
+  // Steps stop at the rate that completes a job within the TS (default:
+  // Eq. 11's ICT is TS-granular, more cannot shorten it), or, with
+  // fill_max, at the worker's NIC: Algorithm 2's "until no more bandwidth
+  // can be allocated" read literally.
+  bool fill_max = false;
   // Called after each TS with (TS, jobs finished, jobs total) for progress; may be empty.
   void (*progress)(unsigned ts, size_t done, size_t total, void* ctx) = nullptr;
   void* progress_ctx = nullptr;

@@ -199,8 +199,8 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
       for (Stream& x : st) {
         double sent = x.mult * b * dt;
         if (x.pair && added[i].count(*x.pair)) sent -= net.reconfig_s * x.mult * std::max(0.0, b - prev);
+        if (x.pair) cj.aoi_gb += std::clamp(x.need - x.sent, 0.0, std::max(0.0, sent));  // data, not spare rate
         x.sent += sent;
-        if (x.pair) cj.aoi_gb += sent;
         if (!x.done && x.sent >= x.need * (1 - kTol)) x.done = i;
       }
     }
