@@ -1,0 +1,25 @@
+# ct_bti_s of scenarios/aoi/fig11.toml. Re-plot: run `gnuplot ct_bti_s.gp` in this directory.
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+  set terminal pngcairo noenhanced size 960,400
+} else {
+  set terminal png noenhanced size 960,400
+}
+set output "ct_bti_s.png"
+set multiplot layout 1,2 title "P4INC-AOI Fig. 11: INC capacity: CT-BTI (s)"
+set xlabel "INC capacity (jobs per switch)"
+set ylabel "CT-BTI (s)"
+set yrange [0:*]
+set offsets 0, 0, graph 0.3, 0  # headroom for the key
+set grid
+set key top left
+set title "20 jobs per TS"
+plot "ct_bti_s.dat" index 0 using 1:2 with linespoints lc 12 pt 15 title "noINC-FCFS", \
+     "ct_bti_s.dat" index 1 using 1:2 with linespoints lc 13 pt 7 title "noINC-TW", \
+     "ct_bti_s.dat" index 2 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
+     "ct_bti_s.dat" index 3 using 1:2 with linespoints lc 15 pt 9 title "INC-TW"
+set title "200 jobs per TS"
+plot "ct_bti_s.dat" index 4 using 1:2 with linespoints lc 12 pt 15 title "noINC-FCFS", \
+     "ct_bti_s.dat" index 5 using 1:2 with linespoints lc 13 pt 7 title "noINC-TW", \
+     "ct_bti_s.dat" index 6 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
+     "ct_bti_s.dat" index 7 using 1:2 with linespoints lc 15 pt 9 title "INC-TW"
+unset multiplot

@@ -1,0 +1,20 @@
+# reconfigurations of scenarios/aoi/testbed_resnet50.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+  set terminal pngcairo noenhanced size 480,400
+} else {
+  set terminal png noenhanced size 480,400
+}
+set output "reconfigurations.png"
+set multiplot layout 1,1 title "P4INC-AOI testbed (simulated), resnet50: reconfigured\nAOI connections"
+set xlabel "concurrent DML jobs"
+set ylabel "reconfigured AOI connections"
+set yrange [0:*]
+set offsets 0, 0, graph 0.3, 0  # headroom for the key
+set grid
+set key top left
+set title ""
+plot "reconfigurations.dat" index 0 using 1:2 with linespoints lc 12 pt 15 title "noINC-FCFS", \
+     "reconfigurations.dat" index 1 using 1:2 with linespoints lc 13 pt 7 title "noINC-TW", \
+     "reconfigurations.dat" index 2 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
+     "reconfigurations.dat" index 3 using 1:2 with linespoints lc 15 pt 9 title "INC-TW"
+unset multiplot
