@@ -10,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <sstream>
 
 #include "control/aoi.hpp"
 #include "control/aoi_milp.hpp"
@@ -151,7 +152,7 @@ Instance three_local() {
   for (unsigned k = 0; k < 3; ++k) {
     Job j;
     j.id = k;
-    j.name = "j" + std::to_string(k);
+    j.name = std::vector<std::string>{"j0", "j1", "j2"}[k];
     j.workers = {{0, 2u + 6u * (k == 1)}};  // job 1 has 8 workers, the others 2
     j.ps_unit = 1;
     j.gb_per_worker = 1.0;
@@ -457,6 +458,99 @@ TEST(AoiPlan, TwIsCloserToTheMilpThanFcfs) {
   EXPECT_GE(cf.ct_bti_s, 3.0);
   // And the MILP reconfigures no more connections than TW.
   EXPECT_LE(cm.reconfigured, ct.reconfigured);
+}
+
+}  // namespace
+}  // namespace ina::control::aoi
+
+// ---- ina plan aoi / aoi-sweep ----------------------------------------------------
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+namespace ina::control::aoi {
+namespace {
+
+// three_local() as a scenario file, 30 Gb (3750 MB) per worker.
+std::string three_local_file() {
+  std::ostringstream text;
+  text << "[net]\nunits = 2\ninc_jobs = 1\n";
+  for (const auto& [name, w] : std::vector<std::pair<std::string, int>>{{"j0", 2}, {"j1", 8}, {"j2", 2}})
+    text << "[[job]]\nname = \"" << name << "\"\nworkers = [[0, " << w
+         << "]]\nps_unit = 1\nmb_per_worker = 3750\nupdate_s = 0.5\n";
+  return write_tmp("aoi_three_local.toml", text.str());
+}
+
+TEST(AoiCli, JsonCarriesTheValidatedSchedule) {
+  const std::string f = three_local_file();
+  const auto r = ina_test::run_ina("plan aoi --scenario " + f + " --algo tw --json --quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  // As TwGivesIncToTheHeavierInterUnitJobFcfsToTheFirst: INC for j1, 4 connections, CT-BTI 1.5 s.
+  EXPECT_EQ(j.at("valid").get<bool>(), true);
+  EXPECT_DOUBLE_EQ(j.at("ct_bti_s").get<double>(), 1.5);
+  EXPECT_EQ(j.at("reconfigurations").get<int>(), 4);
+  ASSERT_EQ(j.at("jobs").size(), 3u);
+  EXPECT_EQ(j.at("jobs")[1].at("name").get<std::string>(), "j1");
+  EXPECT_EQ(j.at("jobs")[1].at("inc_unit").get<int>(), 0);
+  EXPECT_EQ(j.at("jobs")[1].at("segment"), nlohmann::json({0, 4096}));  // one INC job a switch: the whole array
+  EXPECT_DOUBLE_EQ(j.at("jobs")[1].at("ict_s").get<double>(), 1.0);
+  EXPECT_TRUE(j.at("jobs")[0].at("inc_unit").is_null());
+  EXPECT_DOUBLE_EQ(j.at("jobs")[0].at("ict_s").get<double>(), 1.5);
+  EXPECT_EQ(j.at("aoi_changes").size(), 1u);
+  EXPECT_EQ(j.at("aoi_changes")[0].at("count").get<int>(), 4);
+  EXPECT_GE(j.at("solve_s").get<double>(), 0.0);
+
+  const auto fcfs = ina_test::run_ina("plan aoi --scenario " + f + " --algo fcfs --json --quiet");
+  ASSERT_EQ(fcfs.status, 0) << fcfs.output;
+  EXPECT_EQ(nlohmann::json::parse(fcfs.output).at("reconfigurations").get<int>(), 8);
+  // The MILP finds CT-BTI 1.5 s as well (no schedule ends a non-INC job before 1 + 0.5 s).
+  const auto milp = ina_test::run_ina("plan aoi --scenario " + f + " --algo milp --json --quiet");
+  ASSERT_EQ(milp.status, 0) << milp.output;
+  const auto m = nlohmann::json::parse(milp.output);
+  EXPECT_DOUBLE_EQ(m.at("ct_bti_s").get<double>(), 1.5);
+  EXPECT_EQ(m.at("optimal").get<bool>(), true);
+}
+
+TEST(AoiCli, UserErrorsExitTwoWithTheReason) {
+  const auto missing = ina_test::run_ina("plan aoi --scenario /nonexistent/aoi.toml");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("error: /nonexistent/aoi.toml"), std::string::npos) << missing.output;
+  const auto norecon = ina_test::run_ina("plan aoi --scenario " + three_local_file() + " --algo milp --no-recon");
+  EXPECT_EQ(norecon.status, 2);
+  EXPECT_NE(norecon.output.find("--no-recon: the MILP has no NoRecon variant"), std::string::npos) << norecon.output;
+  const auto set = ina_test::run_ina("plan aoi --scenario " + three_local_file() + " --set net.ts_s=0");
+  EXPECT_EQ(set.status, 2);
+  EXPECT_NE(set.output.find("net.ts_s: must be a positive number, got 0"), std::string::npos) << set.output;
+}
+
+TEST(AoiCli, SweepAppliesItsKeyAndSeries) {
+  const std::string f = write_tmp("aoi_sweep.toml",
+                                  "[net]\nunits = 4\n[dml]\ncount = 5\n[sweep]\nkey = \"dml.count\"\n"
+                                  "values = [5, 9]\nvariants = [\"inc-tw\", \"noinc-fcfs\"]\n"
+                                  "series_key = \"dml.jobs_per_ts\"\nseries_values = [20, 200]\n");
+  const auto out = (std::filesystem::temp_directory_path() / "aoi_sweep_out").string();
+  const auto r = ina_test::run_ina("plan aoi-sweep " + f + " --out " + out + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto runs = nlohmann::json::parse(std::ifstream(out + "/runs.json"));
+  ASSERT_EQ(runs.size(), 8u);  // 2 series x 2 counts x 2 variants
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.at("jobs").get<double>(), run.at("x").get<double>());
+    EXPECT_TRUE(run.at("valid").get<bool>());
+  }
+  // The point (200 per TS, 9 jobs, INC-TW) is the one `ina plan aoi` computes with the same settings.
+  const auto one = ina_test::run_ina("plan aoi --scenario " + f + " --set dml.count=9 --set dml.jobs_per_ts=200 --json --quiet");
+  ASSERT_EQ(one.status, 0) << one.output;
+  const double ct = nlohmann::json::parse(one.output).at("ct_bti_s").get<double>();
+  bool found = false;
+  for (const auto& run : runs)
+    if (run.at("series") == "200 dml.jobs_per_ts" && run.at("x") == 9 && run.at("variant") == "INC-TW") {
+      EXPECT_DOUBLE_EQ(run.at("ct_bti_s").get<double>(), ct);
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(std::filesystem::exists(out + "/ct_bti_s.png"));
 }
 
 }  // namespace
