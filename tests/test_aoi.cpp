@@ -77,9 +77,10 @@ TEST(AoiCheck, TheReconfigurationLossOfEq10DecidesCompletion) {
   const Check c = check_schedule(inst, one_ts(0.4));
   EXPECT_FALSE(c.ok);
   EXPECT_TRUE(mentions(c, "flow 0->1 sends 0.3920 of 0.3950 Gb")) << c.errors.front();
-  // Preconfigured, the same connection loses nothing.
+  // Preconfigured (NoRecon's fixed AOI), the same connection loses nothing.
   Schedule pre = one_ts(0.4);
   pre.changes.clear();
+  pre.no_recon = true;
   pre.preconfigured.push_back({0, 1, 1});
   EXPECT_TRUE(check_schedule(inst, pre).ok);
 }
@@ -385,7 +386,7 @@ TEST(AoiModel, BadScenariosNameFileFieldAndValue) {
   has({"net.worker_slots=4", "dml.workers=[17]"}, "17 workers is larger than the cluster (16 worker slots in 4 units)");
   has({"net.reconfig_ms=1000"}, "net.reconfig_ms: must be >= 0 and shorter than the TS (1 s), got 1000 ms");
   has({"net.colour=2"}, "net.colour: unknown key");
-  has({"dml.count=\"ten\""}, "dml.count: must be a whole number >= 0, got 'ten'");
+  has({"dml.count=\"ten\""}, "dml.count: must be a whole number from 0 to 10^6, got 'ten'");
   has({"mapreduce.trace=\"nope.txt\""}, "mapreduce.trace: 'nope.txt' not found");
   const std::string j = write_tmp("aoi_bad_job.toml", "[net]\nunits = 2\n[[job]]\nworkers = [[5, 2]]\nmb_per_worker = 1\n");
   EXPECT_NE(error_of(j).find("job 0 (job[0]) workers: unit 5 does not exist (the ODCN has 2 units)"), std::string::npos)
@@ -551,6 +552,173 @@ TEST(AoiCli, SweepAppliesItsKeyAndSeries) {
     }
   EXPECT_TRUE(found);
   EXPECT_TRUE(std::filesystem::exists(out + "/ct_bti_s.png"));
+}
+
+}  // namespace
+}  // namespace ina::control::aoi
+
+// ---- the review's cases (each failed before its fix) -------------------------------
+
+namespace ina::control::aoi {
+namespace {
+
+Job job_of(unsigned id, std::vector<std::pair<unsigned, unsigned>> workers, unsigned ps, double gb, double arrival = 0,
+           double update = 0) {
+  Job j;
+  j.id = id;
+  j.name = "job" + std::to_string(id);
+  j.workers = std::move(workers);
+  j.ps_unit = ps;
+  j.gb_per_worker = gb;
+  j.arrival_s = arrival;
+  j.update_s = update;
+  return j;
+}
+
+TEST(AoiPlan, AWideJobNeverEvictsItsOwnNewConnection) {
+  // TS 1: X1 (unit 0 -> PS 2) and X2 (unit 3 -> PS 2) fill unit 2's two ports.
+  // TS 2: Y, one worker in unit 0 and one in unit 1, PS 2: flow 0->2 reuses
+  // the idle 0-2 connection, flow 1->2 needs a port of unit 2: the idle 2-3
+  // connection must go, not 0-2 (which Y's pending step is about to use).
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(4);
+  inst.net.units[2].optical_ports = 2;
+  inst.jobs = {job_of(0, {{0, 1}}, 2, 1.0), job_of(1, {{3, 1}}, 2, 1.0), job_of(2, {{0, 1}, {1, 1}}, 2, 1.0, 1.0)};
+  for (const bool tw : {true, false}) {
+    PlanOptions o;
+    o.inc = false;
+    const Schedule s = tw ? plan_tw(inst, o) : plan_fcfs(inst, o);
+    const Check c = check_schedule(inst, s);
+    ASSERT_TRUE(c.ok) << c.errors.front();
+    EXPECT_EQ(c.jobs[2].last_ts, 2u);
+    EXPECT_EQ(c.reconfigured, 3u);  // 0-2 and 2-3 in TS 1, 1-2 in TS 2
+    std::vector<std::tuple<double, unsigned, unsigned, int>> changes;
+    for (const AoiChange& ch : s.changes) changes.emplace_back(ch.at_s, ch.u, ch.v, ch.count);
+    const std::vector<std::tuple<double, unsigned, unsigned, int>> want = {
+        {0.0, 0, 2, 1}, {0.0, 2, 3, 1}, {1.0, 1, 2, 1}, {1.0, 2, 3, -1}};
+    EXPECT_EQ(changes, want) << (tw ? "tw" : "fcfs");
+  }
+}
+
+TEST(AoiPlan, PlannerAndValidatorAgreeWhenAJobIsDone) {
+  // What is left of X after TS 1 is between 1e-9 and 1e-6 of its data: the
+  // planner must call it done as the validator does (one kDataTol).
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(2);
+  for (Unit& u : inst.net.units) u.pdp_gbps = 50;
+  inst.jobs = {job_of(0, {{0, 1}}, 0, 2500 * 0.008), job_of(1, {{0, 1}}, 1, 2475.00125 * 0.008),
+               job_of(2, {{0, 1}}, 1, 4375 * 0.008, 1.0)};
+  PlanOptions o;
+  o.inc = false;
+  const Check c = check_schedule(inst, plan_fcfs(inst, o));
+  EXPECT_TRUE(c.ok) << c.errors.front();
+}
+
+TEST(AoiPlan, FcfsTopsUpAJobALaterConnectionMadeLossy) {
+  // C runs alone in TS 1; in TS 2, A's step is sized on the existing
+  // connection, then B's needs a new one on the same pair: A's rise becomes
+  // lossy (ε), and FCFS must top A up so it still ends in TS 2.
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(2);
+  inst.jobs = {job_of(0, {{0, 1}}, 1, 30.0), job_of(1, {{0, 1}}, 1, 30.0, 1.0), job_of(2, {{0, 1}}, 1, 30.0, 1.0)};
+  PlanOptions o;
+  o.inc = false;
+  for (const bool tw : {true, false}) {
+    const Schedule s = tw ? plan_tw(inst, o) : plan_fcfs(inst, o);
+    const Check c = check_schedule(inst, s);
+    ASSERT_TRUE(c.ok) << c.errors.front();
+    EXPECT_DOUBLE_EQ(c.ct_bti_s, 2.0) << (tw ? "tw" : "fcfs");
+    for (const CheckedJob& j : c.jobs) EXPECT_EQ(j.last_ts, j.first_ts) << "job " << j.job;
+  }
+}
+
+TEST(AoiCheck, ChangesHoldFromTheTsTheyStart) {
+  Instance inst = two_units();
+  inst.jobs[0].arrival_s = 1.0;  // may transfer from TS 2
+  Schedule s;
+  s.algo = "hand";
+  s.inc = false;
+  s.jobs.push_back({0, std::nullopt, std::nullopt, 2, {10}});
+  s.changes = {{1.0, 0, 1, 1}};  // set up at 1.0 s: there in TS 2
+  EXPECT_TRUE(check_schedule(inst, s).ok);
+  s.changes = {{2.0, 0, 1, 1}};  // at 2.0 s: only from TS 3
+  EXPECT_TRUE(mentions(check_schedule(inst, s), "TS 2: units 0-1 carry 20.000 Gbps over 0 connections"));
+  // A free AOI is NoRecon's only.
+  s.changes.clear();
+  s.preconfigured = {{0, 1, 1}};
+  EXPECT_TRUE(mentions(check_schedule(inst, s), "1 preconfigured connections in a schedule that may reconfigure"));
+  s.no_recon = true;
+  EXPECT_TRUE(check_schedule(inst, s).ok);
+}
+
+TEST(AoiCheck, PartialIncOfEq2KeepsThePsAndItsUpdate) {
+  // Three units; 3 workers in unit 0, 2 in unit 1, the PS in unit 2; INC in
+  // unit 0 (Eq. 2's general case): unit 0 sends one partial aggregate
+  // (mult 1), unit 1 its 2 workers' gradients (mult 2). 1 Gb a worker, 10 Gbps.
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(3);
+  inst.net.inc_requires_local = false;
+  inst.jobs = {job_of(0, {{0, 3}, {1, 2}}, 2, 1.0, 0, 0.25)};
+  Schedule s;
+  s.algo = "hand";
+  s.changes = {{0.0, 0, 2, 1}, {0.0, 1, 2, 1}};
+  s.jobs.push_back({0, 0u, Segment{0, 1024}, 1, {10}});
+  const Check c = check_schedule(inst, s);
+  ASSERT_TRUE(c.ok) << c.errors.front();
+  EXPECT_DOUBLE_EQ(c.aoi_gb, 1.0 + 2.0);
+  EXPECT_DOUBLE_EQ(c.jobs[0].ict_s, 1.25);  // not all local: the PS still updates (Eq. 11)
+  // Eq. 5 at the PS's unit: 1 + 2 = 3 flows of 10 Gbps arrive; a 25 Gbps switch is too small.
+  inst.net.units[2].pdp_gbps = 25;
+  EXPECT_TRUE(mentions(check_schedule(inst, s), "unit 2 carries 30.000 Gbps, its switch has 25"));
+  // §VI-A (the default) forbids it.
+  inst.net.inc_requires_local = true;
+  inst.net.units[2].pdp_gbps = 6400;
+  EXPECT_TRUE(mentions(check_schedule(inst, s), "its workers are not all there, §VI-A"));
+}
+
+TEST(AoiModel, SegmentsGoToTheLowestFreeOne) {
+  Instance inst = three_local();
+  inst.net.units[0].inc_jobs = 2;
+  Schedule s;
+  s.jobs.push_back({0, 0u, std::nullopt, 1, {1, 1}});  // TSs 1-2
+  s.jobs.push_back({1, 0u, std::nullopt, 1, {1}});     // TS 1
+  s.jobs.push_back({2, 0u, std::nullopt, 2, {1}});     // TS 2: segment 1 is free again, 0 is not
+  assign_segments(inst, s);
+  EXPECT_EQ(s.jobs[0].segment->mem_id, 0u);
+  EXPECT_EQ(s.jobs[1].segment->mem_id, 2048u);
+  EXPECT_EQ(s.jobs[2].segment->mem_id, 2048u);
+  EXPECT_EQ(s.jobs[2].segment->size, 2048u);
+  s.jobs.push_back({1, 0u, std::nullopt, 2, {1}});  // a third INC job in TS 2: no segment left
+  EXPECT_THROW(assign_segments(inst, s), AoiError);
+}
+
+TEST(AoiPlan, NoReconNamesAJobItsAoiCannotCarry) {
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(4);
+  for (Unit& u : inst.net.units) u.optical_ports = 2;  // offsets +-1 only: 0 and 2 are not connected
+  inst.jobs = {job_of(0, {{0, 1}}, 2, 1.0)};
+  PlanOptions o;
+  o.no_recon = true;
+  try {
+    plan_tw(inst, o);
+    FAIL() << "no error";
+  } catch (const AoiError& e) {
+    EXPECT_NE(std::string(e.what()).find("job0 needs units 0 and 2 connected"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AoiCli, SweepValuesMustBeNumbers) {
+  const std::string f = write_tmp("aoi_sweep_bad.toml",
+                                  "[net]\nunits = 2\n[dml]\ncount = 2\n[sweep]\nkey = \"net.inc_requires_local\"\n"
+                                  "values = [true, false]\nvariants = [\"inc-tw\"]\n");
+  const auto r = ina_test::run_ina("plan aoi-sweep " + f + " --out /tmp/aoi_sweep_bad --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("sweep.values: 'true' is not a number (the x axis)"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <toml++/toml.h>
@@ -71,13 +72,16 @@ Variant parse_variant(const std::string& s, const std::string& where) {
 struct Progress {
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
   std::string what;
+  bool printed = false;
 };
 
 void report_progress(unsigned ts, size_t done, size_t total, void* ctx) {
   auto* p = static_cast<Progress*>(ctx);
   const auto t = std::chrono::steady_clock::now();
-  if (t - p->last < std::chrono::seconds(1) && done < total) return;
+  // Once a second, and the last line only if earlier ones were printed.
+  if (t - p->last < std::chrono::seconds(1) && !(done == total && p->printed)) return;
   p->last = t;
+  p->printed = true;
   std::cerr << fmt::format("{}: TS {}, {} of {} jobs done\n", p->what, ts, done, total);
 }
 
@@ -226,61 +230,100 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
   }
   const toml::table* sw = root["sweep"].as_table();
   if (!sw) throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants)", file));
+  // [sweep] is read strictly: an unknown key or a value of the wrong type is an error naming it.
+  auto bad = [&](const std::string& field, const std::string& what) -> aoi::AoiError {
+    return aoi::AoiError(fmt::format("{}: {}: {}", file, field, what));
+  };
+  auto text_of = [](const toml::node& n) {
+    std::ostringstream s;
+    n.visit([&](const auto& x) { s << x; });
+    return s.str();
+  };
+  for (const auto& [k, n] : *sw) {
+    static const std::set<std::string> known = {"key", "label", "values", "variants", "seeds", "milp_time_limit_s",
+                                                "milp_x_max", "series_key", "series_label", "series_values"};
+    if (!known.count(std::string(k.str())))
+      throw bad("sweep." + std::string(k.str()),
+                "unknown key (known: key, label, values, variants, seeds, milp_time_limit_s, milp_x_max, "
+                "series_key, series_label, series_values)");
+  }
+  auto str = [&](const char* k, const std::string& def) {
+    const toml::node* n = sw->get(k);
+    if (!n) return def;
+    if (!n->is_string()) throw bad(std::string("sweep.") + k, "must be a string, got " + text_of(*n));
+    return n->value<std::string>().value();
+  };
+  auto num = [&](const char* k, double def) {
+    const toml::node* n = sw->get(k);
+    if (!n) return def;
+    const auto v = n->value<double>();
+    if (!v || !(*v > 0)) throw bad(std::string("sweep.") + k, "must be a positive number, got " + text_of(*n));
+    return *v;
+  };
+  auto array = [&](const char* k) -> const toml::array* {
+    const toml::node* n = sw->get(k);
+    if (n && !n->is_array()) throw bad(std::string("sweep.") + k, "must be an array, got " + text_of(*n));
+    return n ? n->as_array() : nullptr;
+  };
   exp::Scenario sc;
   sc.file = file;
   sc.name = root["name"].value_or(std::filesystem::path(file).stem().string());
   sc.title = root["title"].value_or(sc.name);
-  const std::string key = (*sw)["key"].value_or(std::string());
+  const std::string key = str("key", "");
   sc.sweep_key = key;
-  sc.x_label = (*sw)["label"].value_or(key);
-  std::vector<std::string> values;
-  if (const toml::array* a = (*sw)["values"].as_array())
+  sc.x_label = str("label", key);
+  // The x values: numbers (the plots' axis), applied as key=value.
+  std::vector<std::pair<std::string, double>> values;
+  if (const toml::array* a = array("values"))
     for (const auto& e : *a) {
-      std::ostringstream s;
-      e.visit([&](const auto& x) { s << x; });
-      values.push_back(s.str());
+      const auto v = e.value<double>();
+      if (!v || !(e.is_integer() || e.is_floating_point()))
+        throw bad("sweep.values", fmt::format("'{}' is not a number (the x axis)", text_of(e)));
+      values.push_back({text_of(e), *v});
     }
-  if (!key.empty() && values.empty()) throw aoi::AoiError(fmt::format("{}: sweep.values: empty for key '{}'", file, key));
-  if (key.empty()) values = {""};
+  if (!key.empty() && values.empty()) throw bad("sweep.values", fmt::format("empty for key '{}'", key));
+  if (key.empty()) values = {{"", 0.0}};
   std::vector<Variant> variants;
-  if (const toml::array* a = (*sw)["variants"].as_array())
-    for (const auto& e : *a) variants.push_back(parse_variant(e.value_or(std::string()), file + ": sweep.variants"));
-  if (variants.empty()) throw aoi::AoiError(fmt::format("{}: sweep.variants: empty", file));
-  const double limit = (*sw)["milp_time_limit_s"].value_or(60.0);
+  if (const toml::array* a = array("variants"))
+    for (const auto& e : *a) {
+      if (!e.is_string()) throw bad("sweep.variants", "entries must be strings, got " + text_of(e));
+      variants.push_back(parse_variant(e.value<std::string>().value(), file + ": sweep.variants"));
+    }
+  if (variants.empty()) throw bad("sweep.variants", "empty");
+  const double limit = num("milp_time_limit_s", 60.0);
   // The MILP only up to this x (Table I: 40-60 jobs; the paper has no MILP beyond).
-  const double milp_x_max = (*sw)["milp_x_max"].value_or(std::numeric_limits<double>::infinity());
+  const double milp_x_max = num("milp_x_max", std::numeric_limits<double>::infinity());
   for (Variant& v : variants) v.time_limit_s = limit;
   // Optional series: one panel per value of a second key (e.g. the arrival rate).
-  const std::string series_key = (*sw)["series_key"].value_or(std::string());
-  const std::string series_label = (*sw)["series_label"].value_or(series_key);
+  const std::string series_key = str("series_key", "");
+  const std::string series_label = str("series_label", series_key);
   std::vector<std::string> series_values = {""};
   if (!series_key.empty()) {
     series_values.clear();
-    if (const toml::array* a = (*sw)["series_values"].as_array())
-      for (const auto& e : *a) {
-        std::ostringstream s;
-        e.visit([&](const auto& x) { s << x; });
-        series_values.push_back(s.str());
-      }
-    if (series_values.empty())
-      throw aoi::AoiError(fmt::format("{}: sweep.series_values: empty for series_key '{}'", file, series_key));
+    if (const toml::array* a = array("series_values"))
+      for (const auto& e : *a) series_values.push_back(text_of(e));
+    if (series_values.empty()) throw bad("sweep.series_values", fmt::format("empty for series_key '{}'", series_key));
     for (const std::string& v : series_values) sc.series.push_back({fmt::format("{} {}", v, series_label), {}});
   }
   std::vector<int64_t> seeds;
-  if (const toml::array* a = (*sw)["seeds"].as_array())
-    for (const auto& e : *a) seeds.push_back(e.value_or(int64_t{1}));
+  if (const toml::array* a = array("seeds"))
+    for (const auto& e : *a) {
+      const auto v = e.value_exact<int64_t>();
+      if (!v || *v < 0) throw bad("sweep.seeds", "entries must be whole numbers >= 0, got " + text_of(e));
+      seeds.push_back(*v);
+    }
   if (seeds.empty()) seeds = {root["seed"].value_or(int64_t{1})};
   std::vector<exp::Record> records;
   nlohmann::json runs = nlohmann::json::array();
   for (const std::string& sv : series_values) {
-    for (const std::string& x : values) {
+    for (const auto& [x, x_value] : values) {
       for (int64_t seed : seeds) {
         std::vector<std::string> sets = {fmt::format("seed={}", seed)};
         if (!key.empty()) sets.push_back(key + "=" + x);
         if (!series_key.empty()) sets.push_back(series_key + "=" + sv);
         const aoi::Instance inst = aoi::load_scenario(file, sets);
         for (const Variant& v : variants) {
-          if (v.algo == "milp" && !key.empty() && std::stod(x) > milp_x_max) continue;
+          if (v.algo == "milp" && !key.empty() && x_value > milp_x_max) continue;
           Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
           const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
           const aoi::Check c = checked(inst, s, v.label());
@@ -289,7 +332,7 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
           exp::Record r;
           r.series = series_key.empty() ? "" : fmt::format("{} {}", sv, series_label);
           r.scheme = v.label();
-          r.x = key.empty() ? 0 : std::stod(x);
+          r.x = x_value;
           r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
                        {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
                        {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},

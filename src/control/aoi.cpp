@@ -103,7 +103,7 @@ void validate(const Instance& inst) {
   if (!(net.reconfig_s >= 0) || !(net.reconfig_s < net.ts_s))
     fail(o, "net.reconfig_ms",
          fmt::format("must be >= 0 and shorter than the TS ({} s), got {} ms", net.ts_s, net.reconfig_s * 1e3));
-  unsigned slots = 0, ps_slots = 0;
+  uint64_t slots = 0, ps_slots = 0;
   for (size_t v = 0; v < net.units.size(); ++v) {
     const Unit& u = net.units[v];
     const std::string f = fmt::format("unit {}", v);
@@ -117,7 +117,7 @@ void validate(const Instance& inst) {
     ps_slots += u.ps_slots;
   }
   if (slots == 0) fail(o, "net.worker_slots", "the cluster has no worker slot");
-  std::vector<unsigned> used(net.units.size(), 0), used_ps(net.units.size(), 0);
+  std::vector<uint64_t> used(net.units.size(), 0), used_ps(net.units.size(), 0);
   for (const Job& j : inst.jobs) {
     const std::string f = fmt::format("job {} ({})", j.id, j.name);
     if (j.num_workers() > slots)
@@ -141,8 +141,8 @@ void validate(const Instance& inst) {
     positive(o, f + " mb_per_worker", j.gb_per_worker);
     if (!(j.update_s >= 0) || !std::isfinite(j.update_s))
       fail(o, f + " update_s", fmt::format("must be >= 0, got {}", j.update_s));
-    if (!(j.arrival_s >= 0) || !std::isfinite(j.arrival_s))
-      fail(o, f + " arrival_s", fmt::format("must be >= 0, got {}", j.arrival_s));
+    if (!(j.arrival_s >= 0) || !(j.arrival_s / net.ts_s < 1e9))
+      fail(o, f + " arrival_s", fmt::format("must be >= 0 and under 10^9 TSs, got {}", j.arrival_s));
   }
   for (size_t v = 0; v < net.units.size(); ++v) {
     if (used[v] > net.units[v].worker_slots)
@@ -173,7 +173,7 @@ uint64_t Placer::next() { return state_ = splitmix64(state_); }
 
 void Placer::place(Job& job, unsigned workers) {
   const unsigned n = static_cast<unsigned>(free_workers_.size());
-  unsigned slots = 0;
+  uint64_t slots = 0;
   for (const Unit& u : net_.units) slots += u.worker_slots;
   if (workers > slots)
     throw AoiError(fmt::format("placement: {}: {} workers is larger than the cluster ({} worker slots in {} units)",
@@ -359,9 +359,15 @@ struct Reader {
     const toml::node* n = t.get(key);
     if (!n) return def;
     auto v = n->value_exact<int64_t>();
-    if (!v || *v < 0 || *v > 100'000'000)
-      bad(table + "." + key, fmt::format("must be a whole number >= 0, got {}", text(*n)));
+    if (!v || *v < 0 || *v > 1'000'000)
+      bad(table + "." + key, fmt::format("must be a whole number from 0 to 10^6, got {}", text(*n)));
     return static_cast<unsigned>(*v);
+  }
+  std::string str(const toml::table& t, const std::string& table, const char* key, const std::string& def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    if (!n->is_string()) bad(table + "." + key, fmt::format("must be a string, got {}", text(*n)));
+    return n->value<std::string>().value();
   }
   bool flag(const toml::table& t, const std::string& table, const char* key, bool def) const {
     const toml::node* n = t.get(key);
@@ -524,7 +530,8 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
     positive(path, "mapreduce.jobs_per_ts", o.jobs_per_ts);
     positive(path, "mapreduce.ps_update_gbps", o.ps_update_gbps);
     const toml::node* tn = m->get("trace");
-    if (!tn || !tn->is_string()) r.bad("mapreduce.trace", "missing: the path of the coflow trace");
+    if (!tn) r.bad("mapreduce.trace", "missing: the path of the coflow trace");
+    if (!tn->is_string()) r.bad("mapreduce.trace", fmt::format("must be a string (a path), got {}", Reader::text(*tn)));
     // Relative to the working directory, else to the scenario's directory.
     std::filesystem::path tp = tn->value<std::string>().value();
     if (tp.is_relative() && !std::filesystem::exists(tp)) {
@@ -554,8 +561,8 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
       r.only(*t, at, {"name", "kind", "arrival_s", "workers", "ps_unit", "mb_per_worker", "update_s"});
       Job j;
       j.id = static_cast<unsigned>(inst.jobs.size());
-      j.name = t->get("name") ? t->get("name")->value<std::string>().value_or(at) : at;
-      const std::string kind = t->get("kind") ? t->get("kind")->value<std::string>().value_or("?") : "dml";
+      j.name = r.str(*t, at, "name", at);
+      const std::string kind = r.str(*t, at, "kind", "dml");
       if (kind != "dml" && kind != "mapreduce") r.bad(at + ".kind", fmt::format("must be dml or mapreduce, got '{}'", kind));
       j.kind = kind == "dml" ? JobKind::Dml : JobKind::MapReduce;
       j.arrival_s = r.num(*t, at, "arrival_s", 0);
@@ -569,8 +576,9 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
         const toml::array* pair = e.as_array();
         auto v = pair && pair->size() == 2 ? (*pair)[0].value_exact<int64_t>() : std::nullopt;
         auto c = pair && pair->size() == 2 ? (*pair)[1].value_exact<int64_t>() : std::nullopt;
-        if (!v || !c || *v < 0 || *c < 0)
-          r.bad(at + ".workers", fmt::format("entries are [unit, count] with whole numbers >= 0, got {}", Reader::text(e)));
+        if (!v || !c || *v < 0 || *c < 0 || *v > 1'000'000 || *c > 1'000'000)
+          r.bad(at + ".workers",
+                fmt::format("entries are [unit, count] with whole numbers from 0 to 10^6, got {}", Reader::text(e)));
         j.workers.push_back({static_cast<unsigned>(*v), static_cast<unsigned>(*c)});
       }
       std::sort(j.workers.begin(), j.workers.end());

@@ -24,6 +24,10 @@
 
 namespace ina::control::aoi {
 
+// A stream (a worker's push, an inter-unit flow) is done once it has sent
+// (1 - kDataTol) of its data: the planners and the validator use this one rule.
+constexpr double kDataTol = 1e-6;
+
 // A bad scenario or option; the message names the file, the field and the value.
 class AoiError : public std::runtime_error {
  public:
@@ -181,7 +185,7 @@ struct Schedule {
   std::vector<AoiChange> changes;        // in time order
   std::vector<JobPlan> jobs;             // one per job of the instance, any order
   double solve_s = 0;                    // the planner's wall time
-  // MILP only: the solver's bound on CT-BTI and gap; NaN otherwise.
+  // MILP only: the solver's bound on CT-BTI and gap (0 otherwise).
   double bound_s = 0, gap = 0;
   bool optimal = false;
 };

@@ -89,6 +89,12 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
         err(fmt::format("{}: unit {} uses {} optical ports, it has {} (Eq. 6)", when, v, used[v],
                         net.units[v].optical_ports));
   };
+  // Connections that count as free are NoRecon's fixed AOI only; every other
+  // schedule starts from an empty AOI, so its first connections count.
+  if (!s.preconfigured.empty() && !s.no_recon)
+    err(fmt::format("{} preconfigured connections in a schedule that may reconfigure the AOI (only a NoRecon "
+                    "schedule starts from a fixed AOI; the others start empty, so their first connections count)",
+                    s.preconfigured.size()));
   for (const Connection& k : s.preconfigured) {
     if (k.u >= n || k.v >= n || k.u == k.v) {
       err(fmt::format("preconfigured connection {}-{}: not a pair of distinct units", k.u, k.v));
@@ -201,7 +207,7 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
         if (x.pair && added[i].count(*x.pair)) sent -= net.reconfig_s * x.mult * std::max(0.0, b - prev);
         if (x.pair) cj.aoi_gb += std::clamp(x.need - x.sent, 0.0, std::max(0.0, sent));  // data, not spare rate
         x.sent += sent;
-        if (!x.done && x.sent >= x.need * (1 - kTol)) x.done = i;
+        if (!x.done && x.sent >= x.need * (1 - kDataTol)) x.done = i;
       }
     }
     unsigned done = 0;

@@ -293,12 +293,16 @@ class Planner {
   }
 
   // Frees one port of unit u by tearing down a connection that carries
-  // nothing this TS beyond its other ports (not pair `keep`).
-  bool free_port(unsigned u, size_t keep, Undo& undo) {
+  // nothing this TS beyond its other ports, never one of job j's pairs (its
+  // pending step is not in pair_load_ yet).
+  bool free_port(unsigned u, const JobState& j, Undo& undo) {
     for (unsigned w = 0; w < n_; ++w) {
       if (w == u) continue;
       const size_t p = idx(u, w);
-      if (p == keep || P_[p] == 0) continue;
+      if (P_[p] == 0) continue;
+      bool mine = false;
+      for (const Flow& f : j.flows) mine = mine || idx(f.from, f.to) == p;
+      if (mine) continue;
       if ((P_[p] - 1) * net_.port_gbps + kEps >= pair_load_[p]) {
         add_ports(p, u, w, -1, undo);
         return true;
@@ -342,7 +346,7 @@ class Planner {
         if (o_.no_recon) { rollback(undo); return false; }
         bool ok = true;
         for (unsigned e : {f.from, f.to})
-          if (used_[e] >= static_cast<int>(net_.units[e].optical_ports) && !free_port(e, p, undo)) ok = false;
+          if (used_[e] >= static_cast<int>(net_.units[e].optical_ports) && !free_port(e, j, undo)) ok = false;
         if (!ok) { rollback(undo); return false; }
         add_ports(p, f.from, f.to, 1, undo);
       }
@@ -368,12 +372,29 @@ class Planner {
     for (size_t k : order_) {
       JobState& j = jobs_[k];
       if (!j.started || j.done) continue;
-      double d = step_of(j);
+      double d = std::max(step_of(j), 4 * kEps);
       while (!raise(j, d)) {
         d /= 2;
         if (d < 1e-6)
           throw AoiError(fmt::format("{}: internal: started {} cannot keep any bandwidth in TS {}", inst_.origin,
                                      j.job->name, ts_));
+      }
+    }
+  }
+
+  // A job's step was sized before a later step added a connection to one of
+  // its pairs; that connection makes its rise lossy (ε, Eq. 10), so it may
+  // no longer finish in this TS. Top such jobs up, in arrival order, until
+  // nothing changes.
+  void settle() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t k : order_) {
+        JobState& j = jobs_[k];
+        if (j.rate <= 0 || j.done) continue;
+        bool lossy = false;
+        for (const Flow& f : j.flows) lossy = lossy || delta_[idx(f.from, f.to)] > 0;
+        if (lossy && raise(j, step_of(j))) changed = true;
       }
     }
   }
@@ -398,6 +419,7 @@ class Planner {
       if (!active(j)) continue;
       while (raise(j, step_of(j))) {}
     }
+    settle();
   }
 
   // Algorithm 3: the end of port p's ideal active window, from now. Ports are
@@ -470,6 +492,7 @@ class Planner {
         raise(jobs_[best], step_of(jobs_[best]));
       }
     }
+    settle();
   }
 
   // A TS in which jobs wait, none has started and none got bandwidth had an
@@ -514,8 +537,10 @@ class Planner {
         if (delta_[idx(j.flows[k].from, j.flows[k].to)] > 0) sent -= eps * j.flows[k].mult * std::max(0.0, j.rate - j.prev);
         j.rem_flow[k] -= sent;
       }
-      bool done = j.rem_push <= j.job->gb_per_worker * 1e-9;
-      for (size_t k = 0; k < j.flows.size(); ++k) done = done && j.rem_flow[k] <= j.flows[k].mult * j.job->gb_per_worker * 1e-9;
+      // The validator's rule: a stream is done once (1 - kDataTol) of its data is sent.
+      bool done = j.rem_push <= j.job->gb_per_worker * kDataTol;
+      for (size_t k = 0; k < j.flows.size(); ++k)
+        done = done && j.rem_flow[k] <= j.flows[k].mult * j.job->gb_per_worker * kDataTol;
       if (done) {
         j.done = true;
         j.rate = 0;
