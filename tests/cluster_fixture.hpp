@@ -129,6 +129,8 @@ struct ClusterConfig {
   bool track_tasks = false;
   Time link_delay = 1 * kUs;
   size_t retain_ops = 0;  // 0 = the WorkerConfig default
+  double init_window = 0; // packets; 0 = the WorkerConfig default
+  std::vector<sim::Segment> segments;  // schemes with segments (p4inc-aoi): per job; empty = equal split
   // Optional: wraps each worker and PS node before it is added (e.g. in a
   // DropNth that drops one chosen packet on arrival). The node keeps its id.
   std::function<std::unique_ptr<Node>(NodeId, std::unique_ptr<Node>)> wrap_host;
@@ -172,7 +174,7 @@ class Cluster {
     swc.payload_values = c.payload;
     swc.seed = mix(c.seed, 0x5);
     swc.track_tasks = c.track_tasks;
-    star = std::make_unique<sim::StarCluster>(sim, scheme, c.workers_per_job, swc);  // the one builder
+    star = std::make_unique<sim::StarCluster>(sim, scheme, c.workers_per_job, swc, c.segments);  // the one builder
     plan = star->plan();
     sw = &star->sw();
     slots_per_pool = star->slots_per_pool();
@@ -207,6 +209,7 @@ class Cluster {
         host::WorkerConfig w;
         w.payload_values = c.payload;
         if (c.retain_ops) w.retain_ops = c.retain_ops;
+        if (c.init_window > 0) w.init_window = c.init_window;
         w = star->worker(j, r, w);
         auto node = std::make_unique<host::WorkerNode>(w, jstart + static_cast<Time>(r) * c.rank_stagger);
         if (!prio.empty() && !c.job_priority.empty()) node->transport().set_priority_fn(prio.back().get());

@@ -129,7 +129,7 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
                      {"zebra", true}, {"ps-lite", true}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
-  EXPECT_EQ(all.size(), 12u);
+  EXPECT_EQ(all.size(), 13u);
   std::vector<std::string> network;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine network --json").output))
     network.push_back(s.at("name").get<std::string>());

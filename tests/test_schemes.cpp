@@ -38,6 +38,11 @@ TEST(SchemeRegistry, NamesAliasesAndRoles) {
   EXPECT_EQ(schemes::find("switchml").sparse, schemes::Sparse::Dense);
   EXPECT_EQ(schemes::find("pslite").sparse, schemes::Sparse::Push);
   EXPECT_EQ(schemes::find("zebra").sparse, schemes::Sparse::HotIna);
+  EXPECT_EQ(&schemes::find("aoi"), &schemes::find("p4inc-aoi"));
+  EXPECT_FALSE(schemes::find("p4inc-aoi").has_ps);  // full PS offload
+  EXPECT_TRUE(schemes::find("p4inc-aoi").segments);
+  EXPECT_FALSE(schemes::find("p4inc-aoi").isolated);  // no SwitchML window cap
+  EXPECT_EQ(schemes::find("p4inc-aoi").engines, static_cast<unsigned>(Engine::SimStar));
   // Names are unique across names and aliases.
   for (const auto& a : schemes::all())
     for (const auto& b : schemes::all())
@@ -52,7 +57,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     schemes::find("sharp");
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar, rina, zebra or ps-lite"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar, rina, zebra, ps-lite or p4inc-aoi"), std::string::npos)
         << e.what();
   }
   try {

@@ -450,7 +450,7 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       }
       if (kv_ && kv_->has_table(j->job)) return drop(st_.malformed);  // a sparse job sends KV packets only
       ++st_.data_in;
-      const uint32_t i = index_of(*j, p->h.psn);
+      const uint32_t i = index_for(*p, *j);
       st_.pinned_hits += is_pinned(i);
       on_data(p, *j, i, now, fx);
       return;

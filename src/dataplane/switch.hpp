@@ -6,6 +6,7 @@
 //   atp.cpp       shared pool, Hash(JobID, PSN), FCFS, fallback PS
 //   dsa.cpp       shared pool with priority preemption and downgrading
 //   grid.cpp      GRID: aggregate only fragments addressed to this switch, rate sync
+//   aoi.cpp       P4INC-AOI: a segment per job, the worker picks the index, no PS, shadow copy
 //
 // Aggregation trees (PS-based INA over several switches, ATP): a job whose
 // entry names a `parent` is one level of a tree. Its gradients and the
@@ -149,6 +150,11 @@ struct SwitchStats {
   uint64_t kv_results = 0;     // result packets sent (each replicated to every worker and the CPU)
   std::array<uint64_t, 7> kv_rejects{};  // malformed KV packets by kv::Error
   uint64_t pinned_hits = 0;    // kv_pool: dense packets whose aggregator a sparse job's table pins
+  // P4INC-AOI (aoi.cpp): packets refused as asynchronous errors (a greater fragment id than the
+  // busy aggregator's, or a sender behind on the aggregator's last result), each answered with
+  // an ECN notification to its sender; and packets whose index lies outside the job's segment.
+  uint64_t async_errors = 0;
+  uint64_t out_of_segment = 0;
 };
 
 // Per-task outcome bits (instrumentation, not switch state).
@@ -230,6 +236,9 @@ class SwitchProgram : public Node {
   void validate_job(const SwitchJob& j) const;
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
+  // Scheme hook: the aggregator of gradient packet p; index_of(j, psn) unless
+  // the packet carries its index (P4INC-AOI: the worker computes it).
+  virtual uint32_t index_for(const Packet& p, const SwitchJob& j) const { return index_of(j, p.h.psn); }
   // Scheme hook: the result of task `key` (aggregator index i) passed this
   // switch on its way to the workers (after the aggregator, if it held the task, was freed).
   virtual void result_passed(uint32_t i, uint64_t key) {}
@@ -337,6 +346,16 @@ std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_vie
 std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme);      // routed
 std::unique_ptr<SwitchProgram> make_rina(const SwitchConfig& cfg, std::string_view scheme);      // ring-ina ToR
 std::unique_ptr<SwitchProgram> make_zebra(const SwitchConfig& cfg, std::string_view scheme);     // sparse hot keys
+std::unique_ptr<SwitchProgram> make_aoi(const SwitchConfig& cfg, std::string_view scheme);       // P4INC-AOI segments
+
+// P4INC-AOI's per-aggregator record (instrumentation, not switch state): the
+// jobs whose packets addressed the aggregator, in first-touch order, and how
+// many fragments completed there. nullptr for a program that is not P4INC-AOI's.
+struct AoiSlotRecord {
+  std::vector<uint16_t> jobs;
+  uint64_t completed = 0;
+};
+const std::vector<AoiSlotRecord>* aoi_slots(const SwitchProgram& sw);
 
 // Zebra's switch CPU (Zebra_s, §III-F), a node beside the pipeline: it keeps a
 // copy of every result packet until each worker of the job has acknowledged

@@ -1,5 +1,7 @@
 #include "experiment/estimate.hpp"
 
+#include "schemes/registry.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -92,11 +94,13 @@ Estimate estimate_run(const Settings& s, const std::string& scheme) {
   if (is_network(s)) return estimate_network_run(s);
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
   const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
-  const uint64_t wpj = static_cast<uint64_t>(s.workers_per_job);
+  const std::vector<int> per_job = star_job_workers(s);  // workload.job_workers or jobs x workers_per_job
   const uint64_t jobs = static_cast<uint64_t>(s.jobs);
-  const uint64_t workers = jobs * wpj;
-  const bool with_ps = scheme != "switchml";
-  const bool tracks = scheme.rfind("dsa", 0) == 0;
+  uint64_t workers = 0;
+  for (int w : per_job) workers += static_cast<uint64_t>(w);
+  const schemes::Scheme* spec = schemes::lookup(scheme);  // the registry's roles, never the name
+  const bool with_ps = !spec || spec->has_ps;
+  const bool tracks = spec && spec->track_tasks;
   const uint64_t ops = kOpsPerIteration * static_cast<uint64_t>(s.iterations);
   const uint64_t live_ops = std::min(ops, kLiveIterations * kOpsPerIteration);
   // Packets a worker has in flight: its initial window, grown by AIMD about twofold.
@@ -104,6 +108,7 @@ Estimate estimate_run(const Settings& s, const std::string& scheme) {
 
   uint64_t recs = 0, rto = 0, tasks = 0, ps = 0;
   for (uint64_t j = 1; j <= jobs; ++j) {
+    const auto wpj = static_cast<uint64_t>(per_job[j - 1]);
     const char model = s.model == "mixed" ? (j % 2 ? 'A' : 'B') : s.model[0];
     const uint64_t pkts = ceil_div(partition_bytes(model, s.partition_mb), payload);  // per partition
     recs += wpj * live_ops * pkts * kRecBytes;
@@ -128,7 +133,8 @@ Estimate estimate_run(const Settings& s, const std::string& scheme) {
       {"worker transport records", "workload.jobs x workload.workers_per_job x (workload.partition_mb or model) "
                                    "/ switch.payload_bytes x min(workload.iterations, 2)",
        recs + rto},
-      {"switch aggregators", "switch.memory_mb", aggs * (kAggBytes + payload)},
+      // P4INC-AOI's shadow copy is a second set of value registers (and its id).
+      {"switch aggregators", "switch.memory_mb", aggs * (kAggBytes + payload) * (spec && spec->segments ? 2 : 1)},
       {"DSA task tracking", "workload.jobs x workload.iterations x (workload.partition_mb or model) / switch.payload_bytes",
        tasks},
       {"PS entries", "workload.jobs x switch.payload_bytes", ps},

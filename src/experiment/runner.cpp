@@ -93,7 +93,9 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
   swc.payload_values = payload_values;
   swc.seed = mix(seed, 0x5);
   swc.track_tasks = spec.track_tasks;
-  sim::StarCluster cluster(sim, spec, std::vector<int>(s.jobs, s.workers_per_job), swc);
+  std::vector<sim::Segment> segments;
+  for (const auto& [mem, size] : star_segments(s)) segments.push_back({mem, size});
+  sim::StarCluster cluster(sim, spec, star_job_workers(s), swc, segments);
   const sim::StarPlan& plan = cluster.plan();
   dp::SwitchProgram& sw = cluster.sw();
 
@@ -228,6 +230,20 @@ RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed)
     m["tasks_type1"] = static_cast<double>(t[0]);
     m["tasks_type2"] = static_cast<double>(t[1]);
     m["tasks_type3"] = static_cast<double>(t[2]);
+  }
+  if (spec.segments) {  // P4INC-AOI: per-job JCT, asynchronous errors, shadow-copy answers
+    for (size_t j = 0; j < out.job_jct_ms.size(); ++j) m[fmt::format("job{}_jct_ms", j + 1)] = out.job_jct_ms[j];
+    uint64_t notices = 0, behind = 0;
+    for (const auto* t : transports) {
+      notices += t->stats().ecn_notices;
+      behind += t->stats().behind;
+    }
+    m["async_errors"] = static_cast<double>(ss.async_errors);
+    m["ecn_notices"] = static_cast<double>(notices);
+    m["behind_sent"] = static_cast<double>(behind);
+    m["shadow_resends"] = static_cast<double>(ss.resend_served);
+    m["switch_stale"] = static_cast<double>(ss.stale);
+    m["out_of_segment"] = static_cast<double>(ss.out_of_segment);
   }
   m["verified_values"] = static_cast<double>(checked);
   m["verify_errors"] = static_cast<double>(mismatches);

@@ -121,10 +121,12 @@ const std::vector<Field>& settings_fields() {
       {"switch.ina_gbps", &Settings::ina_gbps, between(0, 100000, "Gbps; 0 = line rate")},
       {"switch.ring_memory", &Settings::ring_memory, one_of({"region", "pool"})},
       {"switch.pool_policy", &Settings::pool_policy, one_of({"atp", "dsa"})},
+      {"switch.segments", &Settings::segments},
       {"workload.model", &Settings::model,
        one_of({"A", "B", "mixed", "ResNet50", "VGG16", "InceptionV3", "ResNet101", "BERT-base"})},
       {"workload.jobs", &Settings::jobs, between(1, 4096, "at most one job per host")},
       {"workload.workers_per_job", &Settings::workers_per_job, between(1, 64)},
+      {"workload.job_workers", &Settings::job_workers},
       {"workload.iterations", &Settings::iterations, between(1, 100000)},
       {"workload.start_jitter_us", &Settings::start_jitter_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.send_jitter_us", &Settings::send_jitter_us, between(0, 1e8, "microseconds: at most 100 s")},
@@ -488,13 +490,85 @@ void apply_setting(Settings& s, const std::string& key, const std::string& value
   }
 }
 
+namespace {
+
+// "a,b,c" split at commas, each part trimmed; "" gives no parts.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.find_first_not_of(" \t") == std::string::npos) return out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
+    out.push_back(b == std::string::npos ? "" : part.substr(b, e - b + 1));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> star_job_workers(const Settings& s, const std::string& origin) {
+  if (s.job_workers.empty()) return std::vector<int>(static_cast<size_t>(s.jobs), s.workers_per_job);
+  std::vector<int> out;
+  for (const auto& part : split_list(s.job_workers)) {
+    const auto w = parse_full<int>(part);
+    if (!w || *w < 1 || *w > 64)
+      fail(origin, "workload.job_workers", fmt::format("each job's workers must be an integer in [1, 64], not '{}'", part),
+           s.job_workers);
+    out.push_back(*w);
+  }
+  if (out.size() != static_cast<size_t>(s.jobs))
+    fail(origin, "workload.job_workers",
+         fmt::format("gives {} jobs but workload.jobs is {} (one worker count per job)", out.size(), s.jobs),
+         s.job_workers);
+  return out;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> star_segments(const Settings& s, const std::string& origin) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  const uint64_t aggregators = static_cast<uint64_t>(std::floor(s.memory_mb * kMiBytes / s.payload_bytes));
+  for (const auto& part : split_list(s.segments)) {
+    const size_t colon = part.find(':');
+    const auto mem = colon == std::string::npos ? std::nullopt : parse_full<uint32_t>(part.substr(0, colon));
+    const auto size = colon == std::string::npos ? std::nullopt : parse_full<uint32_t>(part.substr(colon + 1));
+    if (!mem || !size || *size == 0)
+      fail(origin, "switch.segments",
+           fmt::format("job {}'s segment '{}' is not MemID:Size (aggregators, Size >= 1)", out.size() + 1, part),
+           s.segments);
+    if (uint64_t{*mem} + *size > aggregators)
+      fail(origin, "switch.segments",
+           fmt::format("job {}'s segment [{}, {}) lies beyond the {} aggregators of switch.memory_mb = {} "
+                       "(switch.payload_bytes = {} B each)",
+                       out.size() + 1, *mem, uint64_t{*mem} + *size, aggregators, s.memory_mb, s.payload_bytes),
+           s.segments);
+    for (size_t j = 0; j < out.size(); ++j)
+      if (*mem < out[j].first + out[j].second && out[j].first < *mem + *size)
+        fail(origin, "switch.segments",
+             fmt::format("job {}'s segment [{}, {}) overlaps job {}'s [{}, {})", out.size() + 1, *mem, *mem + *size,
+                         j + 1, out[j].first, out[j].first + out[j].second),
+             s.segments);
+    out.emplace_back(*mem, *size);
+  }
+  if (!out.empty() && out.size() != static_cast<size_t>(s.jobs))
+    fail(origin, "switch.segments",
+         fmt::format("gives {} segments but workload.jobs is {} (one per job)", out.size(), s.jobs), s.segments);
+  return out;
+}
+
 void validate(const Settings& s, const std::string& origin) {
-  const int64_t need = int64_t{s.jobs} * s.workers_per_job;
+  const std::vector<int> per_job = star_job_workers(s, origin);
+  int64_t need = 0;
+  for (int w : per_job) need += w;
   if (need > s.hosts)
-    fail(origin, "workload.jobs",
-         fmt::format("{} jobs x {} workers need {} hosts but topology.hosts is {}", s.jobs, s.workers_per_job,
-                     need, s.hosts),
-         std::to_string(s.jobs));
+    fail(origin, s.job_workers.empty() ? "workload.jobs" : "workload.job_workers",
+         s.job_workers.empty()
+             ? fmt::format("{} jobs x {} workers need {} hosts but topology.hosts is {}", s.jobs, s.workers_per_job,
+                           need, s.hosts)
+             : fmt::format("the jobs' workers need {} hosts but topology.hosts is {}", need, s.hosts),
+         s.job_workers.empty() ? std::to_string(s.jobs) : s.job_workers);
   if (s.ecn_kb > s.queue_kb)
     fail(origin, "topology.ecn_kb", fmt::format("ECN threshold exceeds topology.queue_kb = {}", s.queue_kb),
          fmt::format("{}", s.ecn_kb));
@@ -513,6 +587,12 @@ void validate(const Settings& s, const std::string& origin) {
 }
 
 void validate(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin) {
+  if (is_sparse(s) || is_network(s)) {  // star-only settings would be silently ignored: refuse them
+    if (!s.job_workers.empty())
+      fail(origin, "workload.job_workers", "applies to the dense star only (topology.kind = \"star\")", s.job_workers);
+    if (!s.segments.empty())
+      fail(origin, "switch.segments", "applies to the dense star only (topology.kind = \"star\")", s.segments);
+  }
   if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
   {  // Sparse-only settings in a dense scenario would be silently ignored: refuse them.
     const Settings d;
@@ -547,6 +627,22 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
     fail(origin, "topology.host_ecn",
          "applies to multi-switch topologies; the star's NICs never mark (switch ports do)",
          "true");
+  if (!s.segments.empty()) {
+    for (const auto& name : scheme_names)
+      if (!schemes::find(name).segments)
+        fail(origin, "switch.segments",
+             fmt::format("applies to schemes whose jobs get segments (p4inc-aoi), and run.schemes has {}", name),
+             s.segments);
+    star_segments(s, origin);
+  }
+  for (const auto& name : scheme_names) {  // equal segments: at least one aggregator per job
+    const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
+    if (schemes::find(name).segments && s.segments.empty() && aggregators < s.jobs)
+      fail(origin, "switch.memory_mb",
+           fmt::format("{} gives each job a segment: {:.0f} aggregators of {} B for {} jobs", name, aggregators,
+                       s.payload_bytes, s.jobs),
+           fmt::format("{}", s.memory_mb));
+  }
   for (const auto& name : scheme_names)
     if (!schemes::find(name).supports(schemes::Engine::SimStar))
       fail(origin, "run.schemes",

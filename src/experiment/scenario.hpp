@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ina::exp {
@@ -47,11 +48,16 @@ struct Settings {
   double ina_gbps = 0;                 // switch.ina_gbps (network kinds): INA aggregation rate cap (Rina's "full speed"); 0 = line rate
   std::string ring_memory = "region";  // switch.ring_memory (network kinds, Rina): region (per job, §V) | pool (shared)
   std::string pool_policy = "atp";     // switch.pool_policy (ring_memory = pool): atp | dsa
+  std::string segments;                // switch.segments (star, schemes with segments: p4inc-aoi): "M1:S1,M2:S2,..."
+                                       //   each job's segment <MemID, Size> in aggregators (non-overlapping, within
+                                       //   the array); "" = the array split equally among the jobs in order
   // [workload]
   std::string model = "A";             // workload.model: star: "A", "B" or "mixed" (jobs alternate A, B);
                                        //   network kinds: ResNet50 | VGG16 | InceptionV3 | ResNet101 | BERT-base (workload/model.hpp)
   int jobs = 8;                        // workload.jobs
   int workers_per_job = 8;             // workload.workers_per_job (1..64)
+  std::string job_workers;             // workload.job_workers (star): "W1,W2,..." the workers of each job (one per
+                                       //   workload.jobs, 1..64 each), instead of workload.workers_per_job; "" = that
   int iterations = 1;                  // workload.iterations per job
   double start_jitter_us = 1000;       // workload.start_jitter_us: job start ~ U(0, x)
   double send_jitter_us = 300;         // workload.send_jitter_us: per-worker send jitter ~ U(0, x)
@@ -149,6 +155,13 @@ void apply_setting(Settings& s, const std::string& key, const std::string& value
 void validate(const Settings& s, const std::string& origin);
 // The same, plus the checks that depend on the schemes to run (switchml's regions).
 void validate(const Settings& s, const std::vector<std::string>& schemes, const std::string& origin);
+
+// The star's workers of each job: workload.job_workers, or workload.jobs x
+// workload.workers_per_job. Each job's segment {MemID, Size} from
+// switch.segments (empty: none given). Both throw ScenarioError naming
+// `origin`, the field and the value (validate() runs them on every point).
+std::vector<int> star_job_workers(const Settings& s, const std::string& origin = "settings");
+std::vector<std::pair<uint32_t, uint32_t>> star_segments(const Settings& s, const std::string& origin = "settings");
 
 // Expands a scenario into concrete points: for each series, for each sweep
 // value, the Settings with overrides applied (series first, then the sweep).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/rng.hpp"
+
 namespace ina::host {
 
 WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
@@ -11,6 +13,43 @@ WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
   if (cwnd_ < 1) cwnd_ = 1;
+  if (segmented()) {
+    if (cfg.segment_mem_id > 0xFFFFFFFFu - cfg.segment_size)
+      throw std::invalid_argument("worker: segment beyond the 32-bit aggregator index");
+    horizon_ = std::max<uint32_t>(1, cfg.segment_size / 2);
+    owner_.assign(cfg.segment_size, kNoFragment);
+    ssthresh_ = horizon_;
+  }
+}
+
+// Fragments are assigned in PSN order (first transmissions are), so every
+// worker of the job computes the same index for each: the hashed aggregator,
+// or the next one (cyclically) that none of the previous H - 1 fragments took.
+void WorkerTransport::assign_slot(Rec& r, uint32_t psn) {
+  const uint32_t size = cfg_.segment_size;
+  const auto h = static_cast<uint32_t>(splitmix64((static_cast<uint64_t>(cfg_.job) << 32) | psn) % size);
+  for (uint32_t k = 0; k < size; ++k) {
+    const uint32_t s = (h + k) % size;
+    const uint32_t o = owner_[s];
+    if (o != kNoFragment && psn - o < horizon_) continue;  // an intra-job collision: redirect
+    r.slot = s;
+    r.prev = o;
+    owner_[s] = psn;
+    return;
+  }
+  throw std::logic_error("worker: no free aggregator in the segment");  // H - 1 < Size: unreachable
+}
+
+bool WorkerTransport::has_result(uint32_t psn) {
+  Op* op = find(psn);
+  if (!op) return psn < (ops_.empty() ? next_psn_ : ops_.front().psn0);  // retired ops are complete
+  return op->complete || op->recs[psn - op->psn0].done;
+}
+
+int64_t WorkerTransport::index_of(uint32_t psn) {
+  Op* op = find(psn);
+  if (!segmented() || !op || op->complete || psn - op->psn0 >= op->next) return -1;
+  return static_cast<int64_t>(cfg_.segment_mem_id) + op->recs[psn - op->psn0].slot;
 }
 
 uint64_t WorkerTransport::submit(std::shared_ptr<TensorIO> io, uint64_t elems, uint32_t tag) {
@@ -71,6 +110,18 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   h.bitmap = RankBits::bit(cfg_.rank);
   h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
   h.count = count_of(op, idx);
+  if (segmented()) {
+    if (!resend) {
+      assign_slot(r, psn);
+      sent_hi_ = std::max(sent_hi_, psn + 1);
+    }
+    r.gap_mark = sent_hi_;
+    h.agg_index = cfg_.segment_mem_id + r.slot;
+    if (r.prev != kNoFragment && !has_result(r.prev)) {
+      h.flags |= flag::kBehind;
+      ++st_.behind;
+    }
+  }
   op.io->read_gradient(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
   r.last_tx = now;
   if (!resend) {
@@ -112,6 +163,7 @@ void WorkerTransport::pump(Time now, Effects& fx) {
 void WorkerTransport::decrease(Time now) {
   if (!cfg_.aimd || now - last_decrease_ < std::max<Time>(rtt_.srtt(), 1)) return;
   cwnd_ = std::max(1.0, cwnd_ / 2);
+  if (segmented()) ssthresh_ = cwnd_;
   last_decrease_ = now;
   ++st_.decreases;
 }
@@ -179,10 +231,12 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     ++st_.delayed_acks;
     decrease(now);
   } else if (cfg_.aimd) {
-    cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);
+    cwnd_ = std::min(cfg_.max_window, cwnd_ + (segmented() && cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_));
   }
+  const uint32_t psn = p->h.psn;
   fx.free(p);
-  if (cfg_.fast_retransmit) detect_losses(now, fx);
+  if (segmented()) on_result_aoi(psn, now, fx);
+  else if (cfg_.fast_retransmit) detect_losses(now, fx);
   if (op->ndone == op->npkts) {
     op->complete = true;
     std::vector<Rec>().swap(op->recs);
@@ -218,6 +272,42 @@ void WorkerTransport::detect_losses(Time now, Effects& fx) {
       ++r.retx;
       ++st_.fast_retransmits;
       decrease(now);
+      send_data(op, idx, now, fx, true);
+    }
+  }
+}
+
+void WorkerTransport::resend(uint32_t psn, Time now, Effects& fx, uint64_t& counter) {
+  Op* op = find(psn);
+  if (!op || op->complete) return;
+  const uint32_t idx = psn - op->psn0;
+  if (idx >= op->next || op->recs[idx].done) return;
+  ++op->recs[idx].retx;
+  ++counter;
+  send_data(*op, idx, now, fx, true);
+}
+
+// P4INC-AOI, after the result of fragment `psn`: a fragment refused for lack
+// of it goes again; every outstanding fragment below it that was last sent
+// before `psn` was first sent is presumed lost and goes again.
+void WorkerTransport::on_result_aoi(uint32_t psn, Time now, Effects& fx) {
+  if (!waiting_.empty()) {
+    if (auto it = waiting_.find(psn); it != waiting_.end()) {
+      const uint32_t g = it->second;
+      waiting_.erase(it);
+      resend(g, now, fx, st_.fast_retransmits);
+    }
+  }
+  for (size_t o = first_open_; o < ops_.size() && o <= send_op_; ++o) {
+    Op& op = ops_[o];
+    if (op.psn0 >= psn) break;
+    if (op.complete) continue;
+    const uint32_t end = std::min(op.next, psn - op.psn0);
+    for (uint32_t idx = op.low; idx < end; ++idx) {
+      Rec& r = op.recs[idx];
+      if (r.done || psn < r.gap_mark) continue;
+      ++r.retx;
+      ++st_.fast_retransmits;
       send_data(op, idx, now, fx, true);
     }
   }
@@ -271,6 +361,19 @@ void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
 }
 
 void WorkerTransport::on_rate_sync(Packet* p, Time now, Effects& fx) {
+  if (p->h.has(flag::kEcn)) {  // P4INC-AOI: an asynchronous error; the refused packet is resent later
+    ++st_.ecn_notices;
+    const uint32_t g = p->h.psn;
+    fx.free(p);
+    decrease(now);
+    Op* op = segmented() ? find(g) : nullptr;
+    if (!op || op->complete || g - op->psn0 >= op->next || op->recs[g - op->psn0].done) return;
+    const uint32_t prev = op->recs[g - op->psn0].prev;
+    if (prev == kNoFragment) return;  // not for lack of a result: the gap rule or the RTO resends it
+    if (has_result(prev)) resend(g, now, fx, st_.fast_retransmits);
+    else waiting_[prev] = g;
+    return;
+  }
   ++st_.rate_syncs;
   Op* op = find(p->h.psn);
   fx.free(p);

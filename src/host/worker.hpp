@@ -32,6 +32,24 @@
 //    links, tc-shaped ports): without it the window grows until the queue
 //    delay outruns the RTO and timeouts cascade. Off in the simulator (its
 //    switches mark ECN, as the papers' do).
+//  - P4INC-AOI (§VI-B; `segment_size` > 0): the job owns aggregators
+//    [segment_mem_id, + segment_size) of the switch, and the worker names each
+//    packet's aggregator (agg_index): MemID + Hash(JobID, FragmentID) mod Size,
+//    redirected (linear probing) past the aggregators of the job's previous
+//    H - 1 fragments, H = max(1, Size / 2). Every worker of the job assigns
+//    the same fragments in the same order, so they agree on every index
+//    (a redirect decided on a worker's own in-flight set would not: after a
+//    loss the workers' sets differ). A packet whose aggregator's previous
+//    fragment has no result here yet carries kBehind (the switch refuses it:
+//    dataplane/aoi.cpp). AIMD as the paper's: +1 packet per result below the
+//    threshold (initially H), +1 per window above it; an ECN notification
+//    (RateSync with kEcn: an asynchronous error) halves the window (once per
+//    RTT) and sets the threshold to it; the refused packet is retransmitted
+//    when the result it lacked arrives (at once if it already has). Loss
+//    recovery: a result for a fragment first sent after an outstanding one
+//    was last sent retransmits that one at once (the paper's "a Fragment ID
+//    greater than expected", by fragment id, not time: it does not shrink
+//    the window), and the RTO for the tail.
 //  - A PS GradRequest is answered with this worker's gradient, or with the
 //    result if the worker already has it. A request for a packet not sent yet
 //    is remembered: that packet then goes straight to the PS.
@@ -46,6 +64,7 @@
 // packets and timers whose token has bit 63 clear.
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <unordered_set>
 #include <memory>
 #include <utility>
@@ -84,6 +103,9 @@ struct WorkerConfig {
   Time delay_target = kPaperProfile.delay_target;       // queueing delay that counts as congestion (0: off)
   int reminder_after = 3;
   size_t retain_ops = kPaperProfile.retain_ops;
+  // P4INC-AOI: the job's aggregator segment <MemID, Size> (size 0: not a segment scheme).
+  uint32_t segment_mem_id = 0;
+  uint32_t segment_size = 0;
 };
 
 struct WorkerStats {
@@ -91,6 +113,8 @@ struct WorkerStats {
   uint64_t acks = 0, dup_acks = 0, ece_acks = 0, delayed_acks = 0, decreases = 0, rate_syncs = 0;
   uint64_t grads_to_ps = 0, results_to_ps = 0, retired_to_ps = 0, redirected = 0, malformed = 0;
   uint64_t foreign = 0;  // dropped: not from this job's switch or PS (job isolation)
+  uint64_t ecn_notices = 0;  // P4INC-AOI: asynchronous-error notifications from the switch
+  uint64_t behind = 0;       // P4INC-AOI: packets sent with kBehind
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
@@ -123,6 +147,9 @@ class WorkerTransport {
   const WorkerConfig& config() const { return cfg_; }
   double cwnd() const { return cwnd_; }
   Time rto() const { return rtt_.timeout(); }
+  double threshold() const { return ssthresh_; }  // P4INC-AOI's AIMD threshold
+  // P4INC-AOI: the aggregator index of fragment `psn` (already sent once), or -1.
+  int64_t index_of(uint32_t psn);
   uint32_t next_psn() const { return next_psn_; }
   uint32_t lowest_unacked() const;  // next_psn() when nothing is outstanding
 
@@ -133,7 +160,11 @@ class WorkerTransport {
     Time deadline = 0;
     uint16_t retx = 0;
     bool done = false;
+    uint32_t slot = 0;           // P4INC-AOI: the aggregator (an index in the segment)
+    uint32_t prev = kNoFragment; // P4INC-AOI: the fragment that used it before
+    uint32_t gap_mark = 0;       // P4INC-AOI: a result for a fragment >= this one shows this one lost
   };
+  static constexpr uint32_t kNoFragment = 0xFFFFFFFF;
   struct Op {
     uint64_t id;
     uint32_t tag;
@@ -156,6 +187,11 @@ class WorkerTransport {
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
   void detect_losses(Time now, Effects& fx);
+  bool segmented() const { return cfg_.segment_size > 0; }
+  bool has_result(uint32_t psn);
+  void assign_slot(Rec& r, uint32_t psn);
+  void on_result_aoi(uint32_t psn, Time now, Effects& fx);
+  void resend(uint32_t psn, Time now, Effects& fx, uint64_t& counter);
 
   WorkerConfig cfg_;
   WorkerStats st_;
@@ -178,6 +214,12 @@ class WorkerTransport {
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
   std::unordered_set<uint32_t> to_ps_;  // unsent PSNs the PS asked for
   std::vector<uint64_t> completed_;
+  // P4INC-AOI.
+  uint32_t horizon_ = 1;            // H: fragments in a row that never share an aggregator
+  std::vector<uint32_t> owner_;     // by aggregator of the segment: the last fragment assigned to it
+  double ssthresh_ = 1e18;          // AIMD threshold
+  uint32_t sent_hi_ = 0;            // one past the greatest fragment sent
+  std::unordered_map<uint32_t, uint32_t> waiting_;  // refused fragment by the fragment whose result it waits for
 };
 
 }  // namespace ina::host

@@ -145,6 +145,20 @@ std::vector<Scheme> registered() {
     s.sparse = Sparse::Push;
     v.push_back(std::move(s));
   }
+  {
+    Scheme s;
+    s.name = "p4inc-aoi";
+    s.aliases = {"aoi"};
+    s.description =
+        "P4INC-AOI: a segment <MemID, Size> per job, the worker picks the aggregator, no PS (results from the "
+        "switch), shadow copy, ECN on asynchronous errors";
+    s.policy = "segments";
+    s.factory = dp::make_aoi;
+    s.has_ps = false;
+    s.segments = true;
+    s.engines = static_cast<unsigned>(E::SimStar);
+    v.push_back(std::move(s));
+  }
   return v;
 }
 

@@ -65,6 +65,10 @@ struct Scheme {
   SwitchFactory factory = nullptr;
   bool has_ps = true;                // every job has a PS / fallback server
   bool isolated = false;             // jobs get isolated regions of the aggregator memory (=> window cap)
+  // Jobs get a segment <MemID, Size> of the aggregator array (a region, given
+  // by the scheduler or split equally) and their workers choose the aggregator
+  // of each packet in it (P4INC-AOI, host::WorkerConfig::segment_size); no window cap.
+  bool segments = false;
   bool routed = false;               // packets are addressed per node by a plan (GRID): multi-switch only
   dp::PreemptMode preempt = dp::PreemptMode::Priority;  // DSA's compare rule (Fig. 11 strawmen)
   bool eq1_priority = false;         // workers compute DSA's Eq. 1 priorities (simulator training workers)

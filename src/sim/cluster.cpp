@@ -30,13 +30,16 @@ Refusals count_refusals(const std::vector<const dp::SwitchProgram*>& switches,
 }
 
 StarCluster::StarCluster(Simulator& sim, const schemes::Scheme& scheme, const std::vector<int>& workers_per_job,
-                         const dp::SwitchConfig& sw)
+                         const dp::SwitchConfig& sw, const std::vector<Segment>& segments)
     : sim_(sim), scheme_(scheme), plan_(plan_star(workers_per_job, scheme.has_ps)) {
   if (sim.node_count() != 0) throw std::logic_error("StarCluster: the simulator must be empty");
+  if (!segments.empty() && !scheme.segments)
+    throw std::invalid_argument(fmt::format("scheme {} gives its jobs no segments", scheme.name));
   auto prog = scheme.make_switch(sw);
   sw_ = prog.get();
   if (sim.add_node(std::move(prog), true) != plan_.sw) throw std::logic_error("StarCluster: the switch is not node 0");
-  slots_ = register_jobs(*sw_, plan_, scheme.isolated);
+  if (scheme.segments) segs_ = register_segments(*sw_, plan_, segments);
+  else slots_ = register_jobs(*sw_, plan_, scheme.isolated);
 }
 
 host::WorkerConfig StarCluster::worker(size_t j, size_t rank, host::WorkerConfig w) const {
@@ -49,6 +52,8 @@ host::WorkerConfig StarCluster::worker(size_t j, size_t rank, host::WorkerConfig
   w.ps = job.ps;
   w.switches.clear();
   w.window_cap = slots_;  // isolated: slots per pool; shared pools: 0
+  w.segment_mem_id = segs_.empty() ? 0 : segs_.at(j).mem_id;  // P4INC-AOI: the worker picks aggregators in it
+  w.segment_size = segs_.empty() ? 0 : segs_.at(j).size;
   return w;
 }
 

@@ -42,13 +42,16 @@ Refusals count_refusals(const std::vector<const dp::SwitchProgram*>& switches,
 class StarCluster {
  public:
   // Builds the plan, adds the scheme's switch program (node 0) and registers the jobs.
+  // A scheme with segments (P4INC-AOI) gives job j segments[j] (none: sim::equal_segments);
+  // other schemes take no segments (std::invalid_argument).
   StarCluster(Simulator& sim, const schemes::Scheme& scheme, const std::vector<int>& workers_per_job,
-              const dp::SwitchConfig& sw);
+              const dp::SwitchConfig& sw, const std::vector<Segment>& segments = {});
 
   const StarPlan& plan() const { return plan_; }
   dp::SwitchProgram& sw() { return *sw_; }
   const dp::SwitchProgram& sw() const { return *sw_; }
   uint32_t slots_per_pool() const { return slots_; }  // isolated schemes' window cap, else 0
+  const std::vector<Segment>& segments() const { return segs_; }  // by job (schemes with segments), else empty
 
   // Worker `rank` of job index `j`: its ids, switch, PS and window cap over `base`.
   host::WorkerConfig worker(size_t j, size_t rank, host::WorkerConfig base = {}) const;
@@ -67,6 +70,7 @@ class StarCluster {
   StarPlan plan_;
   dp::SwitchProgram* sw_ = nullptr;
   uint32_t slots_ = 0;
+  std::vector<Segment> segs_;
 };
 
 // One job over several switches (GRID): every switch runs the scheme's

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace ina::sim {
 
 StarPlan plan_star(const std::vector<int>& workers_per_job, bool with_ps) {
@@ -43,6 +45,32 @@ uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan, bool isolate
     sw.add_job(sj);
   }
   return region / 2;
+}
+
+std::vector<Segment> equal_segments(size_t aggregators, size_t jobs) {
+  std::vector<Segment> out;
+  if (jobs == 0) return out;
+  const auto size = static_cast<uint32_t>(aggregators / jobs);
+  if (size == 0)
+    throw std::invalid_argument(fmt::format("{} aggregators cannot give each of {} jobs a segment", aggregators, jobs));
+  for (size_t j = 0; j < jobs; ++j) out.push_back({static_cast<uint32_t>(j) * size, size});
+  return out;
+}
+
+std::vector<Segment> register_segments(dp::SwitchProgram& sw, const StarPlan& plan, const std::vector<Segment>& given) {
+  if (!given.empty() && given.size() != plan.jobs.size())
+    throw std::invalid_argument(fmt::format("{} segments for {} jobs", given.size(), plan.jobs.size()));
+  std::vector<Segment> segs = given.empty() ? equal_segments(sw.aggregators(), plan.jobs.size()) : given;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    dp::SwitchJob sj;
+    sj.job = plan.jobs[j].id;
+    sj.workers = plan.jobs[j].workers;
+    sj.ps = plan.jobs[j].ps;
+    sj.region_offset = segs[j].mem_id;
+    sj.region_size = segs[j].size;
+    sw.add_job(sj);
+  }
+  return segs;
 }
 
 }  // namespace ina::sim

@@ -34,4 +34,17 @@ void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const
 // region (isolated), else 0.
 uint32_t register_jobs(dp::SwitchProgram& sw, const StarPlan& plan, bool isolated);
 
+// A job's segment <MemID, Size> of the aggregator array (P4INC-AOI).
+struct Segment {
+  uint32_t mem_id = 0, size = 0;
+};
+// The segments of `jobs` jobs over `aggregators` when none are given: the
+// array split equally among the jobs in job order (aggregators / jobs each,
+// the remainder unused).
+std::vector<Segment> equal_segments(size_t aggregators, size_t jobs);
+// Registers the plan's jobs with segments: `given` (one per job) or, if
+// empty, equal_segments. The switch checks them (std::invalid_argument for a
+// segment beyond the array or overlapping another). Returns them by job.
+std::vector<Segment> register_segments(dp::SwitchProgram& sw, const StarPlan& plan, const std::vector<Segment>& given);
+
 }  // namespace ina::sim

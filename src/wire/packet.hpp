@@ -69,7 +69,11 @@ constexpr uint16_t kToPs = 1 << 6;       // bypass switch aggregation, deliver t
 constexpr uint16_t kResult = 1 << 7;     // payload is the complete aggregation result
 constexpr uint16_t kRetired = 1 << 8;    // worker -> PS: that PSN is retired here, so every worker has its result
 constexpr uint16_t kLast = 1 << 9;       // KV: the last packet of its stream (the payload's `total` counts the stream)
-constexpr uint16_t kAll = (1 << 10) - 1;
+// P4INC-AOI (dataplane/aoi.cpp): the sender still lacks the result of the
+// fragment that used this packet's aggregator (agg_index) before it; the
+// switch refuses the packet as an asynchronous error.
+constexpr uint16_t kBehind = 1 << 10;
+constexpr uint16_t kAll = (1 << 11) - 1;
 }  // namespace flag
 
 struct Header {
@@ -84,7 +88,7 @@ struct Header {
   uint32_t psn = 0;      // packet sequence number within the job's stream
   RankBits bitmap;       // contributing workers, bit r = rank r (the wire carries the low 64)
   uint32_t priority = 0; // DSA preemption priority (Eq. 1, fixed point)
-  uint32_t agg_index = 0;// aggregator index (set by the switch; informative elsewhere)
+  uint32_t agg_index = 0;// aggregator index (set by the switch; P4INC-AOI: chosen by the worker, the switch uses it)
   uint16_t count = 0;    // number of int32 values in the payload
   uint16_t reserved = 0;
 
