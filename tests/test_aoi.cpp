@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -719,6 +720,49 @@ TEST(AoiCli, SweepValuesMustBeNumbers) {
   const auto r = ina_test::run_ina("plan aoi-sweep " + f + " --out /tmp/aoi_sweep_bad --quiet");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("sweep.values: 'true' is not a number (the x axis)"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ina::control::aoi
+
+namespace ina::control::aoi {
+namespace {
+
+// §VI on a schedule: unit 0's INC jobs in their segments through the
+// p4inc-aoi data plane, exact at 0 and 1 % loss, nothing left occupied.
+TEST(AoiCli, SimulateUnitRunsTheScheduledIncJobsInTheirSegments) {
+  const std::string f = write_tmp("aoi_sim_unit.toml",
+                                  "[net]\nunits = 2\ninc_jobs = 2\n"
+                                  "[[job]]\nworkers = [[0, 2]]\nps_unit = 1\nmb_per_worker = 100\n"
+                                  "[[job]]\nworkers = [[0, 4]]\nps_unit = 1\nmb_per_worker = 100\n"
+                                  "[[job]]\nworkers = [[0, 8]]\nps_unit = 1\nmb_per_worker = 100\n");
+  for (const char* loss : {"0", "0.01"}) {
+    const auto r = ina_test::run_ina("plan aoi --scenario " + f + " --json --quiet --simulate-unit 0 --simulate-mb 0.2 " +
+                                     "--simulate-loss " + loss);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    const auto& m = j.at("simulation");
+    EXPECT_TRUE(m.at("ok").get<bool>()) << m.at("problems");
+    EXPECT_EQ(m.at("ts").get<int>(), 1);
+    EXPECT_EQ(m.at("occupied_after").get<int>(), 0);
+    EXPECT_EQ(m.at("outside_segment").get<int>(), 0);
+    EXPECT_EQ(m.at("packets_leaked").get<int>(), 0);
+    // TW's matching gave the two slots to the 8- and 4-worker jobs (the most
+    // inter-unit traffic removed); both start in TS 1, so assign_segments
+    // hands out <0, 2048> and <2048, 2048> in job order.
+    ASSERT_EQ(m.at("jobs").size(), 2u);
+    std::map<int, nlohmann::json> seg;
+    for (const auto& x : m.at("jobs")) {
+      seg[x.at("job").get<int>()] = x.at("segment");
+      EXPECT_EQ(x.at("mismatches").get<int>(), 0);
+      EXPECT_EQ(x.at("values_checked").get<int>(), 50000 * (x.at("job").get<int>() == 2 ? 8 : 4));
+    }
+    EXPECT_EQ(seg.at(1), nlohmann::json({0, 2048}));
+    EXPECT_EQ(seg.at(2), nlohmann::json({2048, 2048}));
+  }
+  const auto none = ina_test::run_ina("plan aoi --scenario " + f + " --no-inc --simulate-unit 0");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.output.find("the schedule gives no job INC in unit 0"), std::string::npos) << none.output;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "cli/commands.hpp"
 #include "control/aoi.hpp"
 #include "control/aoi_milp.hpp"
+#include "experiment/aoi_unit.hpp"
 #include "experiment/results.hpp"
 
 namespace ina::cli {
@@ -174,7 +175,69 @@ struct AoiArgs {
   bool no_inc = false, no_recon = false, fill_max = false, json = false, quiet = false;
   double time_limit_s = 60;
   std::vector<std::string> sets;
+  int simulate_unit = -1;      // run this unit's INC jobs in the packet simulator
+  double simulate_mb = 1;      // per worker, in the simulator (the schedule's d~ scaled down)
+  double simulate_loss = 0;
+  uint64_t seed = 1;
 };
+
+// §VI on the schedule: the INC jobs of one unit that run together (the TS
+// with the most INC jobs there, the first such), in their segments, through
+// the p4inc-aoi switch program in the packet simulator.
+nlohmann::json simulate_unit(const aoi::Instance& inst, const aoi::Schedule& s, const AoiArgs& a) {
+  const auto unit = static_cast<unsigned>(a.simulate_unit);
+  if (unit >= inst.net.size())
+    throw aoi::AoiError(fmt::format("--simulate-unit {}: the ODCN has {} units", a.simulate_unit, inst.net.size()));
+  unsigned best_ts = 0;
+  size_t best = 0;
+  for (unsigned ts = 1;; ++ts) {
+    size_t n = 0;
+    bool later = false;
+    for (const auto& p : s.jobs) {
+      if (!p.inc_unit || *p.inc_unit != unit) continue;
+      n += p.first_ts <= ts && ts <= p.last_ts();
+      later = later || p.last_ts() > ts;
+    }
+    if (n > best) { best = n; best_ts = ts; }
+    if (!later) break;
+  }
+  if (best == 0)
+    throw aoi::AoiError(fmt::format("--simulate-unit {}: the schedule gives no job INC in unit {}", unit, unit));
+  std::vector<exp::AoiUnitJob> jobs;
+  for (const auto& p : s.jobs) {
+    if (!p.inc_unit || *p.inc_unit != unit || p.first_ts > best_ts || p.last_ts() < best_ts) continue;
+    const aoi::Job& j = inst.jobs[p.job];
+    if (j.num_workers() > 64)
+      throw aoi::AoiError(fmt::format("--simulate-unit {}: {} has {} workers; the data plane's wire bitmap holds 64",
+                                      unit, j.name, j.num_workers()));
+    jobs.push_back({p.job, static_cast<int>(j.num_workers()), p.segment->mem_id, p.segment->size,
+                    static_cast<uint64_t>(a.simulate_mb * 1e6)});
+  }
+  exp::AoiUnitOptions o;
+  o.payload_bytes = 256;
+  // The switch gets exactly the unit's aggregator array: memory = aggregators x payload.
+  o.memory_mb = inst.net.units[unit].aggregators * 256.0 / (1 << 20);
+  o.loss = a.simulate_loss;
+  o.seed = a.seed;
+  const exp::AoiUnitResult r = exp::run_aoi_unit(jobs, o);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& j : r.jobs)
+    rows.push_back({{"job", j.job},
+                    {"segment", {j.mem_id, j.size}},
+                    {"completion_ms", j.completion_ms},
+                    {"values_checked", j.values_checked},
+                    {"mismatches", j.mismatches},
+                    {"retransmits", j.retransmits},
+                    {"timeouts", j.timeouts},
+                    {"ecn_notices", j.ecn_notices}});
+  return {{"unit", unit},         {"ts", best_ts},
+          {"mb_per_worker", a.simulate_mb}, {"loss", a.simulate_loss},
+          {"ok", r.ok},           {"problems", r.problems},
+          {"async_errors", r.async_errors}, {"shadow_resends", r.shadow_resends},
+          {"occupied_after", r.occupied_after}, {"outside_segment", r.outside_segment},
+          {"packets_leaked", r.packets_leaked}, {"sim_ms", r.sim_ms},
+          {"jobs", rows}};
+}
 
 int run_aoi(const AoiArgs& a) {
   const aoi::Instance inst = aoi::load_scenario(a.scenario, a.sets);
@@ -189,7 +252,14 @@ int run_aoi(const AoiArgs& a) {
   Progress progress{std::chrono::steady_clock::now(), v.label()};
   const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
   const aoi::Check c = checked(inst, s, v.label());
-  const nlohmann::json j = schedule_json(inst, s, c, v.label());
+  nlohmann::json j = schedule_json(inst, s, c, v.label());
+  if (a.simulate_unit >= 0) {
+    try {
+      j["simulation"] = simulate_unit(inst, s, a);
+    } catch (const std::invalid_argument& e) {
+      throw aoi::AoiError(fmt::format("--simulate-unit {}: {}", a.simulate_unit, e.what()));
+    }
+  }
   if (!a.out.empty()) std::ofstream(a.out) << j.dump(1) << "\n";
   if (a.json) {
     std::cout << j.dump() << "\n";
@@ -215,6 +285,23 @@ int run_aoi(const AoiArgs& a) {
     const auto* p = plan[cj.job];
     std::cout << fmt::format("| {} | {} | {} | {} | {} | {}-{} | {:.3f} |\n", jb.id, jb.name, w, jb.ps_unit,
                              p->inc_unit ? std::to_string(*p->inc_unit) : "-", cj.first_ts, cj.last_ts, cj.ict_s);
+  }
+  if (j.contains("simulation")) {
+    const auto& m = j["simulation"];
+    std::cout << fmt::format(
+        "\nunit {}'s INC jobs of TS {} in the packet simulator ({} MB a worker, loss {}): {}; {} asynchronous "
+        "errors, {} shadow-copy resends, {} aggregators occupied after, {} touched outside a segment\n",
+        m["unit"].get<unsigned>(), m["ts"].get<unsigned>(), a.simulate_mb, a.simulate_loss,
+        m["ok"].get<bool>() ? "exact" : "FAILED: " + m["problems"].get<std::string>(),
+        m["async_errors"].get<uint64_t>(), m["shadow_resends"].get<uint64_t>(), m["occupied_after"].get<size_t>(),
+        m["outside_segment"].get<uint64_t>());
+    std::cout << "| job | segment | completion (ms) | retransmits | timeouts | ECN notices |\n|---|---|---|---|---|---|\n";
+    for (const auto& r : m["jobs"])
+      std::cout << fmt::format("| {} | <{}, {}> | {:.3f} | {} | {} | {} |\n", r["job"].get<unsigned>(),
+                               r["segment"][0].get<unsigned>(), r["segment"][1].get<unsigned>(),
+                               r["completion_ms"].get<double>(), r["retransmits"].get<uint64_t>(),
+                               r["timeouts"].get<uint64_t>(), r["ecn_notices"].get<uint64_t>());
+    if (!m["ok"].get<bool>()) return 1;
   }
   return 0;
 }
@@ -402,6 +489,16 @@ Runner register_plan_aoi(CLI::App& plan) {
   c->add_option("--out", a->out, "also write the schedule and its check as JSON to this file");
   c->add_flag("--json", a->json, "print one JSON object (ct_bti_s, reconfigurations, solve_s, jobs[], ...)");
   c->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  c->add_option("--simulate-unit", a->simulate_unit,
+                "run this unit's INC jobs (those of the TS with the most there) in their segments through the "
+                "p4inc-aoi data plane in the packet simulator");
+  c->add_option("--simulate-mb", a->simulate_mb, "--simulate-unit: MB each worker pushes (the schedule's sizes scaled down)")
+      ->check(CLI::Range(0.001, 1000.0))
+      ->capture_default_str();
+  c->add_option("--simulate-loss", a->simulate_loss, "--simulate-unit: packet loss on every link")
+      ->check(CLI::Range(0.0, 0.2))
+      ->capture_default_str();
+  c->add_option("--seed", a->seed, "--simulate-unit: simulator seed")->capture_default_str();
   auto sweep_file = std::make_shared<std::string>();
   auto sweep_out = std::make_shared<std::string>();
   auto sweep_quiet = std::make_shared<bool>(false);
