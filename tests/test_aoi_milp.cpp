@@ -268,6 +268,21 @@ TEST(AoiMilp, ReconfigurationLossChangesTheOptimumAsExhaustiveSearch) {
   expect_optimum(eps_case(0.25), true, 2, 2.0, 0);
 }
 
+// Eq. 2's general case (inc_requires_local = false): INC in a unit holding
+// some of a job's workers sends one partial aggregate to the PS. Job A: 2
+// workers in unit 0, 1 in unit 1, PS in unit 2, 40 Gb, a = 0.5 s; one
+// 40 Gbps port on units 0 and 1, two on unit 2; unit 0 or 1 may aggregate.
+// By hand: without INC, or with INC in unit 1, the flow 0->2 is 2·B <= 40, so
+// B <= 20 and two TSs (ICT 2.5); with INC in unit 0 both flows are B <= 40:
+// one TS, ICT 1 + a = 1.5 (not local, so the PS still updates), over two
+// new connections.
+TEST(AoiMilp, PartialAggregationMatchesExhaustiveSearch) {
+  Odcn net = tiny_net({1, 1, 2}, {1, 1, 0}, 0.0);
+  net.inc_requires_local = false;
+  const Solved m = expect_optimum(make(net, {job(0, {{0, 2}, {1, 1}}, 2, 40, 0.5)}), true, 1, 1.5, 2);
+  EXPECT_EQ(m.rep.schedule.jobs[0].inc_unit, std::optional<unsigned>(0));
+}
+
 // Computed by hand (rates off any grid). Units 0 and 1, four 10 Gbps ports
 // each, ε = 0.1 s. Job A: 4 workers in unit 0, PS in unit 1, 30 Gb,
 // a = 1.5 s, INC possible in unit 0. Job B: 2 workers in unit 1, PS in unit

@@ -42,21 +42,26 @@
 // row for a choice under which the flow does not exist (INC at a local
 // job's unit). Eq. 9's β is not needed: max(0, ΔB) is what λ >= 0 and the
 // first inequality give at the optimum (λ only costs data).
-// Objective (Eqs. 1, 11): minimize t + ω·Σ n, with
+// Objective (Eqs. 1, 11): minimize t, with
 //   t >= (i·Δt + a(none))·x^i + Σ_c (a(c) - a(none))·k_c for all j, i,
 // where a(c) = update_time(j, c) (0 only with INC at the all-local unit).
-// The tie-break ω·Σ n makes the MILP, among schedules of equal CT-BTI, also
-// minimize reconfigured connections, as the paper's MILP does in Table I.
-// It is lexicographic: every CT-BTI is in the finite set S = {i·Δt + a} (a
-// in {0} ∪ {a_j}); with g the smallest gap in S and N the most connections
-// a horizon can set up (T·Σ_v P_oxc,v/2), ω = g / (2(N+1)) keeps ω·Σ n < g/2
-// (ω is floored at 1e-7; below that, ties closer than ω·N may be broken
-// by reconfigurations). The CT-BTI reported is the validator's, without ω·Σ n.
-// Its lower bound: CBC's bound LB on t + ω·Σ n gives CT-BTI >= LB - ω·N,
-// rounded up to the next element of S.
-// Valid inequalities: t >= (r_j - 1 + ⌈d~_j / (worker_gbps·Δt)⌉)·Δt + min_c a(c).
+// Among schedules of equal CT-BTI the MILP also minimizes reconfigured
+// connections (Σ n), as the paper's MILP does in Table I: lexicographically,
+// by two CBC runs: phase 1 min t (up to 80 % of the time limit), phase 2
+// min Σ n with t <= phase 1's value, warm-started from phase 1's solution.
+// (A single run on t + ω·Σ n needs ω below the smallest CT-BTI step over
+// the connection count; near-equal a_j pushed ω to 1e-7, inside CBC's
+// tolerances, and it stopped with needless reconfigurations.)
+// Every CT-BTI is in the finite set S = {i·Δt + a} (a in {0} ∪ {a_j}), so
+// phase 1's bound, rounded up to the next element of S, bounds CT-BTI.
+// Valid inequalities: t >= (r_j - 1 + ⌈d~_j / (worker_gbps·Δt)⌉)·Δt + min_c a(c);
+// and end indicators e_j^i in [0, 1] (1 at the run's last TS): Σ_i e = 1,
+// e^i >= x^i - x^{i+1}, e^i <= x^i, x^{i+1} + Σ_{i'<=i} e^{i'} <= 1, and
+// t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c. Exact for
+// integral x; in the LP they stop a job from ending early with a trickle of
+// data after its end, which t >= i·Δt·x^i alone allows for fractional x.
 //
-// Horizon. With an incumbent (o.incumbent, or else the serial plan below)
+// Horizon. With an incumbent (o.incumbent, or else the plans below)
 // of CT-BTI U, no better schedule has a TS after ⌊U/Δt⌋, so T =
 // max(the incumbent's last TS, ⌊U/Δt⌋) loses no optimum (the incumbent's
 // last TS alone would: a job with a_j > Δt can end earlier than one without
@@ -553,7 +558,7 @@ struct JobCols {
   unsigned r = 1, last = 0;  // TSs r..last are modeled
   std::vector<std::optional<unsigned>> choice;  // [0] = none
   std::vector<int> k;                           // [c], k[0] = -1
-  std::vector<int> x, s, B;                     // [i - r]
+  std::vector<int> x, s, e, B;                  // [i - r]
   std::vector<std::vector<int>> y, z;           // [c][i - r]
   struct FlowCols {
     Pair pair;
@@ -622,6 +627,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     for (size_t i = 0; i < L; ++i) {
       jc.x.push_back(md.binary());
       jc.s.push_back(md.binary());
+      jc.e.push_back(md.col(0, 1, 0, false));
       jc.B.push_back(md.col(0, wg, 0, false));
     }
     jc.y.assign(C, {});
@@ -683,7 +689,20 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       for (size_t c = 1; c < C; ++c) md.add(r, jc.k[c], 1);
     }
     const int one = md.new_row(1, 1);  // Σ s = 1
+    const int one_end = md.new_row(1, 1);  // Σ e = 1
+    const int end_obj = md.new_row(0, kInf);  // t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c
+    md.add(end_obj, t_col, 1);
+    for (size_t c = 1; c < C; ++c) md.add(end_obj, jc.k[c], -(jc.upd[c] - jc.upd[0]));
     const int push = md.new_row(j.gb_per_worker, kInf);
+    // The volume split by INC choice: Σ_i Δt·y_c^i >= d~·k_c, and the rest,
+    // Σ_i Δt·(B^i - Σ_c y_c^i) >= d~·(1 - Σ_c k_c). Exact for integral k;
+    // in the LP they stop a fractional k from moving all of a small job's
+    // data onto INC (y = B is within Eq. 13's bounds when B << worker_gbps).
+    std::vector<int> by_choice(C, -1);
+    for (size_t c = 0; c < C; ++c) {
+      by_choice[c] = md.new_row(c ? 0 : j.gb_per_worker, kInf);
+      for (size_t c2 = 1; c2 < C; ++c2) md.add(by_choice[c], jc.k[c2], c == 0 ? j.gb_per_worker : (c2 == c ? -j.gb_per_worker : 0));
+    }
     std::vector<int> flow_rows;
     for (size_t f = 0; f < jc.flows.size() && eps > 0; ++f) flow_rows.push_back(md.new_row(j.gb_per_worker, kInf));
     for (size_t i = 0; i < L; ++i) {
@@ -694,16 +713,42 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       md.row(-kInf, 0, {{jc.s[i], 1}, {jc.x[i], -1}});       // s <= x
       md.row(-kInf, 0, {{jc.x[i], 1}, {i ? jc.x[i - 1] : -1, -1}, {jc.s[i], -1}});  // x^i <= x^{i-1} + s^i
       md.add(push, jc.B[i], dt);
+      md.add(by_choice[0], jc.B[i], dt);
+      for (size_t c = 1; c < C; ++c) {
+        md.add(by_choice[0], jc.y[c][i], -dt);
+        md.add(by_choice[c], jc.y[c][i], dt);
+      }
       for (size_t c = 1; c < C; ++c) {  // y = k·B (Eq. 13)
         md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.k[c], -wg}});
         md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.B[i], -1}});
         md.row(-wg, kInf, {{jc.y[c][i], 1}, {jc.B[i], -1}, {jc.k[c], -wg}});
+      }
+      // The end indicator e^i (1 at the run's last TS): e >= x^i - x^{i+1},
+      // e <= x^i, x^{i+1} + Σ_{i' <= i} e^{i'} <= 1 (nothing after the end).
+      md.add(one_end, jc.e[i], 1);
+      md.add(end_obj, jc.e[i], -(ts * dt + jc.upd[0]));
+      md.row(0, kInf, {{jc.e[i], 1}, {jc.x[i], -1}, {i + 1 < L ? jc.x[i + 1] : -1, 1}});
+      md.row(-kInf, 0, {{jc.e[i], 1}, {jc.x[i], -1}});
+      if (i + 1 < L) {
+        const int after = md.new_row(-kInf, 1);
+        md.add(after, jc.x[i + 1], 1);
+        for (size_t k = 0; k <= i; ++k) md.add(after, jc.e[k], 1);
       }
       // t >= (i·Δt + a(none))·x + Σ_c (a(c) - a(none))·k_c (Eq. 11)
       const int obj = md.new_row(0, kInf);
       md.add(obj, t_col, 1);
       md.add(obj, jc.x[i], -(ts * dt + jc.upd[0]));
       for (size_t c = 1; c < C; ++c) md.add(obj, jc.k[c], -(jc.upd[c] - jc.upd[0]));
+      // A TS that carries a flow needs a connection on its pair:
+      // P^i >= x^i - Σ_{c: q(c)=0} k_c (implied by Eq. 6 for integral values
+      // since B >= m·x; in the LP it makes a unit's few ports bind).
+      for (const auto& fl : jc.flows) {
+        const int r = md.new_row(0, kInf);
+        md.add(r, pairs.at(fl.pair).P[ts], 1);
+        md.add(r, jc.x[i], -1);
+        for (size_t c = 1; c < C; ++c)
+          if (fl.q[c] == 0) md.add(r, jc.k[c], 1);
+      }
       // Eq. 10 with ε, per flow (normalized by its multiplier).
       for (size_t f = 0; f < flow_rows.size(); ++f) {
         const JobCols::FlowCols& fl = jc.flows[f];
@@ -716,6 +761,33 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
         md.add(r, pairs.at(fl.pair).alpha[ts], -eps * wg);
         for (size_t c = 1; c < C; ++c)
           if (fl.q[c] == 0) md.add(r, jc.k[c], eps * wg);
+      }
+    }
+  }
+
+  // Eq. 3's products z = k·x, for the units whose INC capacity can bind:
+  // z >= k + x - 1 (Eq. 12), and Σ_i z >= k (an INC job holds its slot for at
+  // least one TS; exact for integral values, and in the LP it stops a
+  // fractional x from making INC free).
+  for (unsigned v = 0; v < N; ++v) {
+    std::vector<unsigned> users(T + 2, 0);
+    for (const Job& j : inst.jobs)
+      for (size_t c = 1; c < J[j.id].choice.size(); ++c)
+        if (*J[j.id].choice[c] == v)
+          for (unsigned ts = J[j.id].r; ts <= J[j.id].last; ++ts) ++users[ts];
+    if (*std::max_element(users.begin(), users.end()) <= net.units[v].inc_jobs) continue;
+    for (const Job& j : inst.jobs) {
+      JobCols& jc = J[j.id];
+      for (size_t c = 1; c < jc.choice.size(); ++c) {
+        if (*jc.choice[c] != v) continue;
+        jc.z[c].assign(jc.x.size(), -1);
+        const int held = md.new_row(0, kInf);
+        md.add(held, jc.k[c], -1);
+        for (size_t i = 0; i < jc.x.size(); ++i) {
+          const int z = jc.z[c][i] = md.col(0, 1, 0, false);
+          md.row(-1, kInf, {{z, 1}, {jc.k[c], -1}, {jc.x[i], -1}});
+          md.add(held, z, 1);
+        }
       }
     }
   }
@@ -748,16 +820,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       }
       if (inc_users.size() > net.units[v].inc_jobs) {
         const int r = md.new_row(-kInf, net.units[v].inc_jobs);
-        for (const auto& [jid, c, i] : inc_users) {
-          JobCols& jc = J[jid];
-          if (jc.z[c].empty()) jc.z[c].assign(jc.x.size(), -1);
-          int& z = jc.z[c][i];
-          if (z < 0) {
-            z = md.col(0, 1, 0, false);
-            md.row(-1, kInf, {{z, 1}, {jc.k[c], -1}, {jc.x[i], -1}});  // z >= k + x - 1 (Eq. 12)
-          }
-          md.add(r, z, 1);
-        }
+        for (const auto& [jid, c, i] : inc_users) md.add(r, J[jid].z[c][i], 1);
       }
     }
     // Eq. 6: pair capacity, ports per unit; Eq. 7: n and α.
@@ -828,6 +891,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
           if (eps > 0 && fl.q[c] > 0 && gained(P, ts, fl.pair)) warm[fl.lam[i]] = eps * std::max(0.0, b - prev);
       }
       warm[jc.s[p.first_ts - jc.r]] = 1;
+      warm[jc.e[p.last_ts() - jc.r]] = 1;
     }
   }
 
@@ -840,6 +904,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   rep.warm_started = run.warm_ok;
   rep.t_optimal = run.proven;
   const double lb = std::max(t_lb, run.lb);
+  if (!run.sol.empty()) rep.objective_s = run.sol[t_col];
   if (!run.sol.empty() && o.time_limit_s - elapsed() > 0.01) {
     Model md2 = md;
     md2.cost[t_col] = 0;
@@ -857,7 +922,6 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   out.algo = "milp";
   out.inc = o.inc;
   if (sol) {
-    rep.objective_s = sol[t_col];
     // The AOI per TS.
     PortsByTs P(T + 1);
     for (const auto& [pr, pc] : pairs)
