@@ -42,27 +42,33 @@
 // row for a choice under which the flow does not exist (INC at a local
 // job's unit). Eq. 9's β is not needed: max(0, ΔB) is what λ >= 0 and the
 // first inequality give at the optimum (λ only costs data).
-// Objective (Eqs. 1, 11): minimize t + ω·Σ n, with
+// Objective (Eqs. 1, 11): minimize t, with
 //   t >= (i·Δt + a(none))·x^i + Σ_c (a(c) - a(none))·k_c for all j, i,
 // where a(c) = update_time(j, c) (0 only with INC at the all-local unit).
-// The tie-break ω·Σ n makes the MILP, among schedules of equal CT-BTI, also
-// minimize reconfigured connections, as the paper's MILP does in Table I.
-// It is lexicographic: every CT-BTI is in the finite set S = {i·Δt + a} (a
-// in {0} ∪ {a_j}); with g the smallest gap in S and N the most connections
-// a horizon can set up (T·Σ_v P_oxc,v/2), ω = g / (2(N+1)) keeps ω·Σ n < g/2
-// (ω is floored at 1e-7; below that, ties closer than ω·N may be broken
-// by reconfigurations). The CT-BTI reported is the validator's, without ω·Σ n.
-// Its lower bound: CBC's bound LB on t + ω·Σ n gives CT-BTI >= LB - ω·N,
-// rounded up to the next element of S.
-// Valid inequalities: t >= (r_j - 1 + ⌈d~_j / (worker_gbps·Δt)⌉)·Δt + min_c a(c).
+// Among schedules of equal CT-BTI the MILP also minimizes reconfigured
+// connections (Σ n), as the paper's MILP does in Table I: lexicographically,
+// by two CBC runs: phase 1 min t (up to 80 % of the time limit), phase 2
+// min Σ n with t <= phase 1's value, warm-started from phase 1's solution.
+// (A single run on t + ω·Σ n needs ω below the smallest CT-BTI step over
+// the connection count; near-equal a_j pushed ω to 1e-7, inside CBC's
+// tolerances, and it stopped with needless reconfigurations.)
+// Every CT-BTI is in the finite set S = {i·Δt + a} (a in {0} ∪ {a_j}), so
+// phase 1's bound, rounded up to the next element of S, bounds CT-BTI.
+// Valid inequalities: t >= (r_j - 1 + ⌈d~_j / (worker_gbps·Δt)⌉)·Δt + min_c a(c);
+// and end indicators e_j^i in [0, 1] (1 at the run's last TS): Σ_i e = 1,
+// e^i >= x^i - x^{i+1}, e^i <= x^i, x^{i+1} + Σ_{i'<=i} e^{i'} <= 1, and
+// t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c. Exact for
+// integral x; in the LP they stop a job from ending early with a trickle of
+// data after its end, which t >= i·Δt·x^i alone allows for fractional x.
 //
-// Horizon. With an incumbent (o.incumbent, or else the serial plan below)
+// Horizon. With an incumbent (o.incumbent, or else the plans below)
 // of CT-BTI U, no better schedule has a TS after ⌊U/Δt⌋, so T =
 // max(the incumbent's last TS, ⌊U/Δt⌋) loses no optimum (the incumbent's
 // last TS alone would: a job with a_j > Δt can end earlier than one without
 // an update time). Likewise job j may end no later than ⌊(U - min_c a(c))/Δt⌋.
-// Without o.incumbent the serial plan (plan_serial: one job at a time) is
-// the incumbent, so T is always bounded by a feasible schedule's CT-BTI.
+// Without o.incumbent the better of plan_list (a list schedule) and
+// plan_serial (one job at a time) is the incumbent, so T is always bounded
+// by a feasible schedule's CT-BTI.
 // horizon_ts overrides T (the incumbent is then used only if it fits).
 //
 // From the solution to a Schedule: k, x, P are rounded, B kept; AOI changes
@@ -192,6 +198,17 @@ unsigned completion_ts(const Instance& inst, const Job& j, const JobPlan& p, con
   return 0;
 }
 
+// How many TSs job j needs at a constant rate b from p.first_ts (with
+// p.inc_unit), with the AOI P: the smallest count after which
+// completion_ts says its data is sent. 0 if none below 10^7.
+unsigned ts_needed(const Instance& inst, const Job& j, JobPlan p, double b, const PortsByTs& P) {
+  for (unsigned n = 1; n < 10'000'000; n *= 2) {
+    p.rate_gbps.assign(n, b);
+    if (const unsigned done = completion_ts(inst, j, p, P)) return done - p.first_ts + 1;
+  }
+  return 0;
+}
+
 std::vector<std::optional<unsigned>> choices_of(const Instance& inst, const Job& j, bool inc) {
   std::vector<std::optional<unsigned>> c{std::nullopt};
   if (inc)
@@ -286,11 +303,7 @@ Schedule plan_serial(const Instance& inst, bool inc) {
         P[start - 1][pr] = it == cur.end() ? 0 : it->second;
         P[start][pr] = k;
       }
-      unsigned len = 0;
-      for (unsigned n = 1; n < 10'000'000 && !len; n *= 2) {
-        p.rate_gbps.assign(n, a.rate);
-        if (const unsigned done = completion_ts(inst, j, p, P)) len = done - start + 1;
-      }
+      const unsigned len = ts_needed(inst, j, p, a.rate, P);
       int ports = 0;
       for (const auto& [pr, k] : a.ports) ports += k;
       const double ict = (start + len - 1) * dt + update_time(j, c);
@@ -323,14 +336,229 @@ Schedule plan_serial(const Instance& inst, bool inc) {
   return s;
 }
 
+Schedule plan_list(const Instance& inst, bool inc) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Odcn& net = inst.net;
+  const double dt = net.ts_s, wg = net.worker_gbps, m_rate = kMinRateFrac * wg;
+  const unsigned N = net.size();
+  struct TsState {
+    std::vector<unsigned> inc, ports_used;
+    std::vector<double> load;
+    std::map<Pair, double> gbps;
+    std::map<Pair, int> ports;
+  };
+  std::vector<TsState> st;  // [TS]; 0 unused
+  auto at = [&](unsigned ts) -> TsState& {
+    while (st.size() <= ts) st.push_back({std::vector<unsigned>(N, 0), std::vector<unsigned>(N, 0), std::vector<double>(N, 0.0), {}, {}});
+    return st[ts];
+  };
+  auto find0 = [](const auto& m, const Pair& k) -> double {
+    const auto it = m.find(k);
+    return it == m.end() ? 0 : it->second;
+  };
+  std::vector<const Job*> order;
+  for (const Job& j : inst.jobs) order.push_back(&j);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const Job* a, const Job* b) { return a->first_ts(dt) < b->first_ts(dt); });
+  Schedule s;
+  s.algo = "list";
+  s.inc = inc;
+  for (const Job* jp : order) {
+    const Job& j = *jp;
+    struct Option { double ict = kInf; std::optional<unsigned> c; unsigned start = 0, len = 0; double b = 0; } best;
+    const unsigned r = j.first_ts(dt);
+    unsigned stop = r + 100000;
+    for (unsigned start = r; start < stop; ++start) {
+      for (const auto& c : choices_of(inst, j, inc)) {
+        const auto flows = inter_unit_flows(j, c);
+        std::vector<double> L(N);
+        for (unsigned v = 0; v < N; ++v) L[v] = unit_load_mult(j, c, v);
+        // Does the job fit TSs start..start+len-1 at rate b, next to the jobs placed so far?
+        auto fits = [&](double b, unsigned len) {
+          if (len == 0) return false;
+          for (unsigned ts = start; ts < start + len; ++ts) {
+            const TsState& x = at(ts);
+            if (c && x.inc[*c] >= net.units[*c].inc_jobs) return false;
+            for (unsigned v = 0; v < N; ++v)
+              if (L[v] > 0 && x.load[v] + L[v] * b > net.units[v].pdp_gbps) return false;
+            std::vector<unsigned> extra(N, 0);
+            for (const Flow& f : flows) {
+              const Pair pr = pair_of(f.from, f.to);
+              const int need = static_cast<int>(std::ceil((find0(x.gbps, pr) + f.mult * b) / net.port_gbps - 1e-9));
+              const int have = static_cast<int>(find0(x.ports, pr));
+              if (need > have) {
+                extra[pr.first] += need - have;
+                extra[pr.second] += need - have;
+              }
+            }
+            for (unsigned v = 0; v < N; ++v)
+              if (x.ports_used[v] + extra[v] > net.units[v].optical_ports) return false;
+          }
+          return true;
+        };
+        // Its TS count at rate b, assuming every flow's pair gains a
+        // connection in its first TS (the most ε loss a constant rate can see).
+        auto len_of = [&](double b) {
+          JobPlan p;
+          p.inc_unit = c;
+          p.first_ts = 1;
+          PortsByTs P(2);
+          for (const Flow& f : flows) P[1][pair_of(f.from, f.to)] = 1;
+          return ts_needed(inst, j, p, b, P);
+        };
+        double b = wg;
+        unsigned len = len_of(b);
+        if (!fits(b, len)) {  // the largest rate that fits, by bisection
+          double lo = 0, hi = wg;
+          for (int it = 0; it < 30; ++it) {
+            const double mid = (lo + hi) / 2;
+            if (mid >= m_rate && fits(mid, len_of(mid))) lo = mid;
+            else hi = mid;
+          }
+          b = lo;
+          len = b >= m_rate ? len_of(b) : 0;
+          if (!fits(b, len)) continue;
+        }
+        const double ict = (start + len - 1) * dt + update_time(j, c);
+        if (ict < best.ict - 1e-12) best = {ict, c, start, len, b};
+      }
+      if (best.len && stop > start + 3) stop = start + 3;  // look a few TSs further: waiting (for INC) may pay
+    }
+    if (!best.len)
+      throw AoiError(fmt::format("{}: job {} ({}) cannot be placed: no rate fits its units' ports and switches",
+                                 inst.origin, j.id, j.name));
+    for (unsigned ts = best.start; ts < best.start + best.len; ++ts) {
+      TsState& x = at(ts);
+      if (best.c) ++x.inc[*best.c];
+      for (unsigned v = 0; v < N; ++v) x.load[v] += unit_load_mult(j, best.c, v) * best.b;
+      for (const Flow& f : inter_unit_flows(j, best.c)) {
+        const Pair pr = pair_of(f.from, f.to);
+        const double g = (x.gbps[pr] += f.mult * best.b);
+        const int need = static_cast<int>(std::ceil(g / net.port_gbps - 1e-9));
+        int& have = x.ports[pr];
+        if (need > have) {
+          x.ports_used[pr.first] += need - have;
+          x.ports_used[pr.second] += need - have;
+          have = need;
+        }
+      }
+    }
+    JobPlan p;
+    p.job = j.id;
+    p.inc_unit = best.c;
+    p.first_ts = best.start;
+    p.rate_gbps.assign(best.len, best.b);
+    s.jobs.push_back(std::move(p));
+  }
+  // The AOI per TS; each plan cut at the TS its data completes in (with less
+  // ε loss than assumed it may end sooner).
+  PortsByTs P(st.size());
+  for (size_t ts = 1; ts < st.size(); ++ts) P[ts] = st[ts].ports;
+  unsigned last = 0;
+  for (JobPlan& p : s.jobs) {
+    const unsigned done = completion_ts(inst, inst.jobs[p.job], p, P);
+    if (!done) throw std::logic_error(fmt::format("list plan: job {} does not complete", p.job));
+    p.rate_gbps.resize(done - p.first_ts + 1);
+    last = std::max(last, done);
+  }
+  for (unsigned ts = 1; ts <= last; ++ts) {
+    std::map<Pair, int> both = P[ts - 1];
+    for (const auto& [pr, k] : P[ts]) both[pr];
+    for (const auto& [pr, unused] : both) {
+      const int d = static_cast<int>(find0(P[ts], pr) - find0(P[ts - 1], pr));
+      if (d) s.changes.push_back({(ts - 1) * dt, pr.first, pr.second, d});
+    }
+  }
+  std::sort(s.jobs.begin(), s.jobs.end(), [](const JobPlan& a, const JobPlan& b) { return a.job < b.job; });
+  assign_segments(inst, s);
+  const Check c = check_schedule(inst, s);
+  if (!c.ok) throw std::logic_error(fmt::format("list plan fails the validator: {}", c.errors.front()));
+  s.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
 namespace {
+
+// One CBC run on `md` (minimize its costs) from the start `warm` (may be
+// empty), with CBC's usual cut generators and heuristics (a bare CbcModel
+// has none).
+struct CbcRun {
+  std::vector<double> sol;  // empty: none found
+  double lb = -kInf;        // CBC's bound on the objective
+  bool proven = false;      // optimal (to within allowable_gap)
+  bool warm_ok = false;     // CBC accepted `warm`
+};
+
+CbcRun run_cbc(const Model& md, const std::vector<double>& warm, double seconds, unsigned threads, double cutoff_inc,
+               double allowable_gap) {
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  const CoinPackedMatrix mat(true, md.el_row.data(), md.el_col.data(), md.el_val.data(),
+                             static_cast<CoinBigIndex>(md.el_val.size()));
+  solver.loadProblem(mat, md.lo.data(), md.hi.data(), md.cost.data(), md.row_lo.data(), md.row_hi.data());
+  for (size_t c = 0; c < md.integer.size(); ++c)
+    if (md.integer[c]) solver.setInteger(static_cast<int>(c));
+  solver.setDblParam(OsiPrimalTolerance, 1e-9);
+  CbcModel cbc(solver);
+  cbc.setLogLevel(0);
+  cbc.setUseElapsedTime(true);
+  cbc.setMaximumSeconds(seconds);
+  cbc.setIntegerTolerance(1e-9);
+  cbc.setCutoffIncrement(cutoff_inc);
+  cbc.setAllowableGap(allowable_gap);
+  cbc.setAllowableFractionGap(0);
+  if (threads > 1) cbc.setNumberThreads(static_cast<int>(threads));
+  CglProbing probing;
+  probing.setUsingObjective(true);
+  probing.setMaxPass(1);
+  probing.setMaxPassRoot(5);
+  probing.setMaxProbe(10);
+  probing.setMaxProbeRoot(1000);
+  probing.setMaxLook(50);
+  probing.setMaxLookRoot(500);
+  probing.setMaxElements(200);
+  probing.setRowCuts(3);
+  cbc.addCutGenerator(&probing, -1, "Probing");
+  CglGomory gomory;
+  gomory.setLimit(300);
+  cbc.addCutGenerator(&gomory, -1, "Gomory");
+  CglKnapsackCover knapsack;
+  cbc.addCutGenerator(&knapsack, -1, "KnapsackCover");
+  CglClique clique;
+  clique.setStarCliqueReport(false);
+  clique.setRowCliqueReport(false);
+  cbc.addCutGenerator(&clique, -1, "Clique");
+  CglMixedIntegerRounding2 mir;
+  cbc.addCutGenerator(&mir, -1, "MixedIntegerRounding2");
+  CglFlowCover flow;
+  cbc.addCutGenerator(&flow, -1, "FlowCover");
+  CbcRounding rounding(cbc);
+  cbc.addHeuristic(&rounding);
+  CbcHeuristicLocal local(cbc);
+  cbc.addHeuristic(&local);
+  CbcHeuristicFPump pump(cbc);
+  cbc.addHeuristic(&pump);
+  CbcHeuristicRINS rins(cbc);
+  cbc.addHeuristic(&rins);
+  cbc.initialSolve();
+  CbcRun out;
+  if (!warm.empty()) {
+    cbc.setBestSolution(warm.data(), static_cast<int>(warm.size()), COIN_DBL_MAX, true);
+    out.warm_ok = cbc.bestSolution() != nullptr;
+  }
+  cbc.branchAndBound();
+  if (const double* s = cbc.bestSolution()) out.sol.assign(s, s + md.cost.size());
+  out.lb = cbc.getBestPossibleObjValue();
+  out.proven = cbc.isProvenOptimal();
+  return out;
+}
 
 // The columns of one job (-1: none). TS-indexed vectors hold TS r + idx.
 struct JobCols {
   unsigned r = 1, last = 0;  // TSs r..last are modeled
   std::vector<std::optional<unsigned>> choice;  // [0] = none
   std::vector<int> k;                           // [c], k[0] = -1
-  std::vector<int> x, s, B;                     // [i - r]
+  std::vector<int> x, s, e, B;                  // [i - r]
   std::vector<std::vector<int>> y, z;           // [c][i - r]
   struct FlowCols {
     Pair pair;
@@ -357,7 +585,10 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   if (!(o.time_limit_s > 0)) throw AoiError(fmt::format("milp: the time limit must be positive, got {} s", o.time_limit_s));
 
   // ---- the incumbent and the horizon ----------------------------------------------------
-  Schedule start = o.incumbent ? *o.incumbent : plan_serial(inst, o.inc);
+  Schedule start = o.incumbent ? *o.incumbent : [&] {
+    Schedule a = plan_list(inst, o.inc), b = plan_serial(inst, o.inc);
+    return check_schedule(inst, b).ct_bti_s < check_schedule(inst, a).ct_bti_s ? b : a;
+  }();
   if (o.incumbent && !o.inc)
     for (const JobPlan& p : start.jobs)
       if (p.inc_unit)
@@ -396,6 +627,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     for (size_t i = 0; i < L; ++i) {
       jc.x.push_back(md.binary());
       jc.s.push_back(md.binary());
+      jc.e.push_back(md.col(0, 1, 0, false));
       jc.B.push_back(md.col(0, wg, 0, false));
     }
     jc.y.assign(C, {});
@@ -420,18 +652,9 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     }
   }
   // Per pair: P, n, α.
-  unsigned max_conn = 0;  // N of the tie-break weight
-  {
-    unsigned half = 0;
-    for (const Unit& u : net.units) half += u.optical_ports;
-    unsigned by_pair = 0;
-    for (auto& [pr, pc] : pairs) {
-      pc.max_ports = std::min(net.units[pr.first].optical_ports, net.units[pr.second].optical_ports);
-      by_pair += pc.max_ports;
-    }
-    max_conn = T * std::min(half / 2, by_pair);
-  }
-  // ω: the lexicographic tie-break weight (see the top of the file).
+  for (auto& [pr, pc] : pairs)
+    pc.max_ports = std::min(net.units[pr.first].optical_ports, net.units[pr.second].optical_ports);
+  // S: every CT-BTI a schedule within the horizon can have.
   std::vector<double> S;
   {
     std::vector<double> a{0.0};
@@ -446,14 +669,13 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   }
   double gap_min = dt;
   for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
-  const double omega = std::max(1e-7, gap_min / (2.0 * (max_conn + 1)));
   for (auto& [pr, pc] : pairs) {
     pc.P.assign(T + 1, -1);
     pc.n.assign(T + 1, -1);
     pc.alpha.assign(T + 1, -1);
     for (unsigned i = 1; i <= T; ++i) {
       pc.P[i] = md.col(0, pc.max_ports, 0, true);
-      pc.n[i] = md.col(0, pc.max_ports, omega, false);
+      pc.n[i] = md.col(0, pc.max_ports, 0, false);
       if (eps > 0) pc.alpha[i] = md.binary();
     }
   }
@@ -467,7 +689,20 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       for (size_t c = 1; c < C; ++c) md.add(r, jc.k[c], 1);
     }
     const int one = md.new_row(1, 1);  // Σ s = 1
+    const int one_end = md.new_row(1, 1);  // Σ e = 1
+    const int end_obj = md.new_row(0, kInf);  // t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c
+    md.add(end_obj, t_col, 1);
+    for (size_t c = 1; c < C; ++c) md.add(end_obj, jc.k[c], -(jc.upd[c] - jc.upd[0]));
     const int push = md.new_row(j.gb_per_worker, kInf);
+    // The volume split by INC choice: Σ_i Δt·y_c^i >= d~·k_c, and the rest,
+    // Σ_i Δt·(B^i - Σ_c y_c^i) >= d~·(1 - Σ_c k_c). Exact for integral k;
+    // in the LP they stop a fractional k from moving all of a small job's
+    // data onto INC (y = B is within Eq. 13's bounds when B << worker_gbps).
+    std::vector<int> by_choice(C, -1);
+    for (size_t c = 0; c < C; ++c) {
+      by_choice[c] = md.new_row(c ? 0 : j.gb_per_worker, kInf);
+      for (size_t c2 = 1; c2 < C; ++c2) md.add(by_choice[c], jc.k[c2], c == 0 ? j.gb_per_worker : (c2 == c ? -j.gb_per_worker : 0));
+    }
     std::vector<int> flow_rows;
     for (size_t f = 0; f < jc.flows.size() && eps > 0; ++f) flow_rows.push_back(md.new_row(j.gb_per_worker, kInf));
     for (size_t i = 0; i < L; ++i) {
@@ -478,16 +713,42 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       md.row(-kInf, 0, {{jc.s[i], 1}, {jc.x[i], -1}});       // s <= x
       md.row(-kInf, 0, {{jc.x[i], 1}, {i ? jc.x[i - 1] : -1, -1}, {jc.s[i], -1}});  // x^i <= x^{i-1} + s^i
       md.add(push, jc.B[i], dt);
+      md.add(by_choice[0], jc.B[i], dt);
+      for (size_t c = 1; c < C; ++c) {
+        md.add(by_choice[0], jc.y[c][i], -dt);
+        md.add(by_choice[c], jc.y[c][i], dt);
+      }
       for (size_t c = 1; c < C; ++c) {  // y = k·B (Eq. 13)
         md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.k[c], -wg}});
         md.row(-kInf, 0, {{jc.y[c][i], 1}, {jc.B[i], -1}});
         md.row(-wg, kInf, {{jc.y[c][i], 1}, {jc.B[i], -1}, {jc.k[c], -wg}});
+      }
+      // The end indicator e^i (1 at the run's last TS): e >= x^i - x^{i+1},
+      // e <= x^i, x^{i+1} + Σ_{i' <= i} e^{i'} <= 1 (nothing after the end).
+      md.add(one_end, jc.e[i], 1);
+      md.add(end_obj, jc.e[i], -(ts * dt + jc.upd[0]));
+      md.row(0, kInf, {{jc.e[i], 1}, {jc.x[i], -1}, {i + 1 < L ? jc.x[i + 1] : -1, 1}});
+      md.row(-kInf, 0, {{jc.e[i], 1}, {jc.x[i], -1}});
+      if (i + 1 < L) {
+        const int after = md.new_row(-kInf, 1);
+        md.add(after, jc.x[i + 1], 1);
+        for (size_t k = 0; k <= i; ++k) md.add(after, jc.e[k], 1);
       }
       // t >= (i·Δt + a(none))·x + Σ_c (a(c) - a(none))·k_c (Eq. 11)
       const int obj = md.new_row(0, kInf);
       md.add(obj, t_col, 1);
       md.add(obj, jc.x[i], -(ts * dt + jc.upd[0]));
       for (size_t c = 1; c < C; ++c) md.add(obj, jc.k[c], -(jc.upd[c] - jc.upd[0]));
+      // A TS that carries a flow needs a connection on its pair:
+      // P^i >= x^i - Σ_{c: q(c)=0} k_c (implied by Eq. 6 for integral values
+      // since B >= m·x; in the LP it makes a unit's few ports bind).
+      for (const auto& fl : jc.flows) {
+        const int r = md.new_row(0, kInf);
+        md.add(r, pairs.at(fl.pair).P[ts], 1);
+        md.add(r, jc.x[i], -1);
+        for (size_t c = 1; c < C; ++c)
+          if (fl.q[c] == 0) md.add(r, jc.k[c], 1);
+      }
       // Eq. 10 with ε, per flow (normalized by its multiplier).
       for (size_t f = 0; f < flow_rows.size(); ++f) {
         const JobCols::FlowCols& fl = jc.flows[f];
@@ -500,6 +761,33 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
         md.add(r, pairs.at(fl.pair).alpha[ts], -eps * wg);
         for (size_t c = 1; c < C; ++c)
           if (fl.q[c] == 0) md.add(r, jc.k[c], eps * wg);
+      }
+    }
+  }
+
+  // Eq. 3's products z = k·x, for the units whose INC capacity can bind:
+  // z >= k + x - 1 (Eq. 12), and Σ_i z >= k (an INC job holds its slot for at
+  // least one TS; exact for integral values, and in the LP it stops a
+  // fractional x from making INC free).
+  for (unsigned v = 0; v < N; ++v) {
+    std::vector<unsigned> users(T + 2, 0);
+    for (const Job& j : inst.jobs)
+      for (size_t c = 1; c < J[j.id].choice.size(); ++c)
+        if (*J[j.id].choice[c] == v)
+          for (unsigned ts = J[j.id].r; ts <= J[j.id].last; ++ts) ++users[ts];
+    if (*std::max_element(users.begin(), users.end()) <= net.units[v].inc_jobs) continue;
+    for (const Job& j : inst.jobs) {
+      JobCols& jc = J[j.id];
+      for (size_t c = 1; c < jc.choice.size(); ++c) {
+        if (*jc.choice[c] != v) continue;
+        jc.z[c].assign(jc.x.size(), -1);
+        const int held = md.new_row(0, kInf);
+        md.add(held, jc.k[c], -1);
+        for (size_t i = 0; i < jc.x.size(); ++i) {
+          const int z = jc.z[c][i] = md.col(0, 1, 0, false);
+          md.row(-1, kInf, {{z, 1}, {jc.k[c], -1}, {jc.x[i], -1}});
+          md.add(held, z, 1);
+        }
       }
     }
   }
@@ -532,16 +820,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       }
       if (inc_users.size() > net.units[v].inc_jobs) {
         const int r = md.new_row(-kInf, net.units[v].inc_jobs);
-        for (const auto& [jid, c, i] : inc_users) {
-          JobCols& jc = J[jid];
-          if (jc.z[c].empty()) jc.z[c].assign(jc.x.size(), -1);
-          int& z = jc.z[c][i];
-          if (z < 0) {
-            z = md.col(0, 1, 0, false);
-            md.row(-1, kInf, {{z, 1}, {jc.k[c], -1}, {jc.x[i], -1}});  // z >= k + x - 1 (Eq. 12)
-          }
-          md.add(r, z, 1);
-        }
+        for (const auto& [jid, c, i] : inc_users) md.add(r, J[jid].z[c][i], 1);
       }
     }
     // Eq. 6: pair capacity, ports per unit; Eq. 7: n and α.
@@ -612,75 +891,37 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
           if (eps > 0 && fl.q[c] > 0 && gained(P, ts, fl.pair)) warm[fl.lam[i]] = eps * std::max(0.0, b - prev);
       }
       warm[jc.s[p.first_ts - jc.r]] = 1;
+      warm[jc.e[p.last_ts() - jc.r]] = 1;
     }
   }
 
-  // ---- CBC ---------------------------------------------------------------------------------------
-  OsiClpSolverInterface solver;
-  solver.messageHandler()->setLogLevel(0);
-  const CoinPackedMatrix mat(true, md.el_row.data(), md.el_col.data(), md.el_val.data(),
-                             static_cast<CoinBigIndex>(md.el_val.size()));
-  solver.loadProblem(mat, md.lo.data(), md.hi.data(), md.cost.data(), md.row_lo.data(), md.row_hi.data());
-  for (size_t c = 0; c < md.integer.size(); ++c)
-    if (md.integer[c]) solver.setInteger(static_cast<int>(c));
-  solver.setDblParam(OsiPrimalTolerance, 1e-9);
-  CbcModel cbc(solver);
-  cbc.setLogLevel(0);
-  cbc.setUseElapsedTime(true);
-  cbc.setMaximumSeconds(o.time_limit_s);
-  cbc.setIntegerTolerance(1e-9);
-  cbc.setCutoffIncrement(omega / 2);
-  cbc.setAllowableGap(omega / 4);
-  cbc.setAllowableFractionGap(0);
-  if (o.threads > 1) cbc.setNumberThreads(static_cast<int>(o.threads));
-  // CBC's usual cut generators and heuristics (a bare CbcModel has none).
-  CglProbing probing;
-  probing.setUsingObjective(true);
-  probing.setMaxPass(1);
-  probing.setMaxPassRoot(5);
-  probing.setMaxProbe(10);
-  probing.setMaxProbeRoot(1000);
-  probing.setMaxLook(50);
-  probing.setMaxLookRoot(500);
-  probing.setMaxElements(200);
-  probing.setRowCuts(3);
-  cbc.addCutGenerator(&probing, -1, "Probing");
-  CglGomory gomory;
-  gomory.setLimit(300);
-  cbc.addCutGenerator(&gomory, -1, "Gomory");
-  CglKnapsackCover knapsack;
-  cbc.addCutGenerator(&knapsack, -1, "KnapsackCover");
-  CglClique clique;
-  clique.setStarCliqueReport(false);
-  clique.setRowCliqueReport(false);
-  cbc.addCutGenerator(&clique, -1, "Clique");
-  CglMixedIntegerRounding2 mir;
-  cbc.addCutGenerator(&mir, -1, "MixedIntegerRounding2");
-  CglFlowCover flow;
-  cbc.addCutGenerator(&flow, -1, "FlowCover");
-  CbcRounding rounding(cbc);
-  cbc.addHeuristic(&rounding);
-  CbcHeuristicLocal local(cbc);
-  cbc.addHeuristic(&local);
-  CbcHeuristicFPump pump(cbc);
-  cbc.addHeuristic(&pump);
-  CbcHeuristicRINS rins(cbc);
-  cbc.addHeuristic(&rins);
-  cbc.initialSolve();
-  if (!warm.empty()) {
-    cbc.setBestSolution(warm.data(), static_cast<int>(warm.size()), COIN_DBL_MAX, true);
-    rep.warm_started = cbc.bestSolution() != nullptr;
+  // ---- CBC: phase 1 min t, phase 2 min Σ n with t at phase 1's value ------------------------------
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // Solutions better by less than the smallest CT-BTI step are not worth a node.
+  const double step = std::max(1e-9, std::min(1e-5, gap_min / 2));
+  // Phase 1 may use 80 % of what is left; phase 2 gets the rest (more if phase 1 ends early).
+  CbcRun run = run_cbc(md, warm, std::max(0.01, 0.8 * (o.time_limit_s - elapsed())), o.threads, step, step / 2);
+  rep.warm_started = run.warm_ok;
+  rep.t_optimal = run.proven;
+  const double lb = std::max(t_lb, run.lb);
+  if (!run.sol.empty()) rep.objective_s = run.sol[t_col];
+  if (!run.sol.empty() && o.time_limit_s - elapsed() > 0.01) {
+    Model md2 = md;
+    md2.cost[t_col] = 0;
+    md2.hi[t_col] = run.sol[t_col] + 1e-9;
+    for (const auto& [pr, pc] : pairs)
+      for (unsigned ts = 1; ts <= T; ++ts) md2.cost[pc.n[ts]] = 1;
+    CbcRun run2 = run_cbc(md2, run.sol, o.time_limit_s - elapsed(), o.threads, 0.5, 1 - 1e-6);
+    rep.reconfigurations_minimal = run2.proven;
+    if (!run2.sol.empty()) run.sol = std::move(run2.sol);
   }
-  cbc.branchAndBound();
-  const double* sol = cbc.bestSolution();
-  const double lb = std::max(t_lb, cbc.getBestPossibleObjValue());
+  const double* sol = run.sol.empty() ? nullptr : run.sol.data();
 
   // ---- the solution as a Schedule --------------------------------------------------------------
   Schedule out;
   out.algo = "milp";
   out.inc = o.inc;
   if (sol) {
-    rep.objective_s = sol[t_col];
     // The AOI per TS.
     PortsByTs P(T + 1);
     for (const auto& [pr, pc] : pairs)
@@ -740,8 +981,8 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     out.inc = o.inc;
   }
   const double ct = check_schedule(inst, out).ct_bti_s;
-  // CT-BTI >= LB - ω·N, rounded up to the next possible CT-BTI.
-  double bound = lb - omega * max_conn;
+  // CT-BTI >= LB, rounded up to the next possible CT-BTI.
+  double bound = lb;
   const auto it = std::lower_bound(S.begin(), S.end(), bound - 1e-9);
   if (it != S.end()) bound = std::max(bound, *it);
   out.bound_s = std::min(ct, std::max(bound, t_lb));

@@ -9,7 +9,7 @@ namespace ina::control::aoi {
 
 struct MilpOptions {
   double time_limit_s = 60;             // CBC's wall-clock limit
-  unsigned horizon_ts = 0;              // T; 0 = derive from the incumbent (or the serial plan)
+  unsigned horizon_ts = 0;              // T; 0 = derive from the incumbent (else the better of plan_list, plan_serial)
   bool inc = true;                      // false: the noINC MILP (no k variables)
   const Schedule* incumbent = nullptr;  // a feasible schedule (e.g. TW's): warm start and bound on T
   unsigned threads = 1;                 // CBC threads
@@ -18,11 +18,13 @@ struct MilpOptions {
 // What the solve looked like, for reports (rows, columns, the raw objective).
 struct MilpReport {
   Schedule schedule;           // algo "milp"; solve_s, bound_s, gap, optimal filled
-  double objective_s = 0;      // CBC's t_max (without the reconfiguration tie-break term)
+  double objective_s = 0;      // CBC's t_max (phase 1's objective, Eq. 1)
   unsigned horizon_ts = 0;     // T
   int rows = 0, columns = 0, integers = 0;
   bool warm_started = false;   // CBC accepted the incumbent
   bool from_solver = false;    // false: CBC found nothing better, the schedule is the incumbent
+  bool t_optimal = false;                 // phase 1 proved t (CT-BTI) optimal
+  bool reconfigurations_minimal = false;  // phase 2 proved Σ reconfigured minimal at phase 1's t
 };
 
 MilpReport solve_milp(const Instance& inst, const MilpOptions& o);
@@ -35,5 +37,13 @@ Schedule plan_milp(const Instance& inst, const MilpOptions& o);
 // at its first TS. Feasible by construction (it passes check_schedule);
 // throws AoiError if some job cannot run even alone.
 Schedule plan_serial(const Instance& inst, bool inc);
+
+// A better incumbent: a list schedule. Jobs in arrival order, each placed at
+// the start TS (its arrival TS or up to 3 later, the best of those) and INC
+// choice that end it soonest, at the largest constant per-worker rate that
+// fits next to the jobs already placed (switch load, INC capacity, ports:
+// connections added as needed); the AOI per TS is what the placed flows
+// need. Feasible by construction (it passes check_schedule).
+Schedule plan_list(const Instance& inst, bool inc);
 
 }  // namespace ina::control::aoi
