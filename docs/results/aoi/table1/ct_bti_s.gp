@@ -13,13 +13,13 @@ set offsets 0, 0, graph 0.3, 0  # headroom for the key
 set grid
 set key top left
 set title "20 jobs per TS"
-plot "ct_bti_s.dat" index 0 using 1:2 with linespoints lc 12 pt 15 title "MILP", \
-     "ct_bti_s.dat" index 1 using 1:2 with linespoints lc 13 pt 7 title "INC-FCFS", \
-     "ct_bti_s.dat" index 2 using 1:2 with linespoints lc 14 pt 5 title "INC-TW", \
-     "ct_bti_s.dat" index 3 using 1:2 with linespoints lc 15 pt 9 title "INC-TW-NoRecon"
+plot "ct_bti_s.dat" index 0 using 1:2 with linespoints lc 13 pt 7 title "MILP", \
+     "ct_bti_s.dat" index 1 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
+     "ct_bti_s.dat" index 2 using 1:2 with linespoints lc 15 pt 9 title "INC-TW", \
+     "ct_bti_s.dat" index 3 using 1:2 with linespoints lc 16 pt 13 title "INC-TW-NoRecon"
 set title "200 jobs per TS"
-plot "ct_bti_s.dat" index 4 using 1:2 with linespoints lc 12 pt 15 title "MILP", \
-     "ct_bti_s.dat" index 5 using 1:2 with linespoints lc 13 pt 7 title "INC-FCFS", \
-     "ct_bti_s.dat" index 6 using 1:2 with linespoints lc 14 pt 5 title "INC-TW", \
-     "ct_bti_s.dat" index 7 using 1:2 with linespoints lc 15 pt 9 title "INC-TW-NoRecon"
+plot "ct_bti_s.dat" index 4 using 1:2 with linespoints lc 13 pt 7 title "MILP", \
+     "ct_bti_s.dat" index 5 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
+     "ct_bti_s.dat" index 6 using 1:2 with linespoints lc 15 pt 9 title "INC-TW", \
+     "ct_bti_s.dat" index 7 using 1:2 with linespoints lc 16 pt 13 title "INC-TW-NoRecon"
 unset multiplot
