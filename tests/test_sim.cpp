@@ -10,6 +10,7 @@
 #include "cluster_fixture.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::test {
 namespace {
@@ -432,6 +433,34 @@ INSTANTIATE_TEST_SUITE_P(Schemes, RunPoint, ::testing::Values("switchml", "atp",
                              if (ch == '-') ch = '_';
                            return n;
                          });
+
+// DSA §VII-A: "The packet size of ATP and DSA is 306 B, and that of SwitchML
+// is 180 B." With switch.packets = "per-scheme", SwitchML's packets carry 32
+// values (128 B + 52 B of headers), so a 0.05 MiB partition (13107 values)
+// takes ceil(13107 / 32) = 410 packets instead of ceil(13107 / 64) = 205;
+// ATP and DSA keep 306 B and their runs are unchanged, event for event.
+TEST(RunPoint, PerSchemePacketsFollowTheirPapers) {
+  exp::Settings s = small_settings();  // 2 jobs x 4 workers, 4 partitions of 0.05 MiB
+  const exp::RunOutput uniform = exp::run_point(s, "switchml", 5);
+  s.packets = "per-scheme";
+  const exp::RunOutput own = exp::run_point(s, "switchml", 5);
+  ASSERT_TRUE(own.ok) << own.problems;
+  EXPECT_EQ(uniform.metrics.at("switch_completions"), 2 * 4 * 205);
+  EXPECT_EQ(own.metrics.at("switch_completions"), 2 * 4 * 410);
+  EXPECT_EQ(own.metrics.at("verify_errors"), 0);
+  for (const char* scheme : {"atp", "dsa"}) {
+    exp::Settings t = small_settings();
+    const exp::RunOutput a = exp::run_point(t, scheme, 5);
+    t.packets = "per-scheme";
+    const exp::RunOutput b = exp::run_point(t, scheme, 5);
+    EXPECT_EQ(a.digest, b.digest) << scheme;
+    EXPECT_EQ(a.metrics.at("avg_jct_ms"), b.metrics.at("avg_jct_ms")) << scheme;
+  }
+  // The registry holds the sizes (one name, one place).
+  EXPECT_EQ(schemes::find("switchml").paper_payload_bytes + schemes::find("switchml").paper_header_bytes, 180);
+  EXPECT_EQ(schemes::find("atp").paper_payload_bytes + schemes::find("atp").paper_header_bytes, 306);
+  EXPECT_EQ(schemes::find("dsa").paper_payload_bytes + schemes::find("dsa").paper_header_bytes, 306);
+}
 
 TEST(RunPointLossy, DsaUnderLossIsOkAndSeedMatters) {
   exp::Settings s = small_settings();

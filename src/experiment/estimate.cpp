@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "experiment/network_point.hpp"
+#include "experiment/runner.hpp"
 #include "wire/packet.hpp"
 
 namespace ina::exp {
@@ -90,15 +91,16 @@ static Estimate estimate_network_run(const Settings& s) {
   return e;
 }
 
-Estimate estimate_run(const Settings& s, const std::string& scheme) {
-  if (is_network(s)) return estimate_network_run(s);
+Estimate estimate_run(const Settings& given, const std::string& scheme) {
+  if (is_network(given)) return estimate_network_run(given);
+  const schemes::Scheme* spec = schemes::lookup(scheme);  // the registry's roles, never the name
+  const Settings s = spec ? packets_for(given, *spec) : given;  // the packet the run will use
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
   const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
   const std::vector<int> per_job = star_job_workers(s);  // workload.job_workers or jobs x workers_per_job
   const uint64_t jobs = static_cast<uint64_t>(s.jobs);
   uint64_t workers = 0;
   for (int w : per_job) workers += static_cast<uint64_t>(w);
-  const schemes::Scheme* spec = schemes::lookup(scheme);  // the registry's roles, never the name
   const bool with_ps = !spec || spec->has_ps;
   const bool tracks = spec && spec->track_tasks;
   const uint64_t ops = kOpsPerIteration * static_cast<uint64_t>(s.iterations);

@@ -80,10 +80,19 @@ sim::LinkParams star_link(const Settings& s) {
   return l;
 }
 
-RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed) {
-  if (is_sparse(s)) return run_sparse_point(s, scheme, seed);
-  if (is_network(s)) return run_network_point(s, scheme, seed);
+Settings packets_for(const Settings& s, const schemes::Scheme& scheme) {
+  if (s.packets != "per-scheme" || scheme.paper_payload_bytes <= 0) return s;
+  Settings t = s;
+  t.payload_bytes = scheme.paper_payload_bytes;
+  t.header_bytes = scheme.paper_header_bytes;
+  return t;
+}
+
+RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t seed) {
+  if (is_sparse(given)) return run_sparse_point(given, scheme, seed);
+  if (is_network(given)) return run_network_point(given, scheme, seed);
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
+  const Settings s = packets_for(given, spec);
   const host::Profile& profile = host::profile(s.profile);
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));

@@ -9,6 +9,7 @@
 
 #include "experiment/results.hpp"
 #include "experiment/scenario.hpp"
+#include "schemes/registry.hpp"
 #include "sim/engine.hpp"
 
 namespace ina::exp {
@@ -25,6 +26,9 @@ struct RunOutput {
 // (topology.kind != "star") runs exp::run_collective, metrics throughput_gbps,
 // sync_ms, iteration_ms, bytes_per_worker, steps, retransmits, ...
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed);
+// s with the scheme's own packet (payload and header bytes) when
+// switch.packets = "per-scheme" and the registry gives it one; s otherwise.
+Settings packets_for(const Settings& s, const schemes::Scheme& scheme);
 
 // A star's host link from the settings: topology.link_gbps, rtt_us / 4 per
 // link, queue_kb, ecn_kb, faults.loss / dup / reorder (the dense and the sparse star).

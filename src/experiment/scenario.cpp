@@ -114,6 +114,7 @@ const std::vector<Field>& settings_fields() {
       {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
       {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
+      {"switch.packets", &Settings::packets, one_of({"scenario", "per-scheme"})},
       {"switch.ina", &Settings::ina},
       {"switch.ina_count", &Settings::ina_count, between(-1, 100000, "switches; -1 = use switch.ina")},
       {"switch.ina_percent", &Settings::ina_percent, between(-1, 100, "-1 = use switch.ina")},

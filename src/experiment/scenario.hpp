@@ -41,6 +41,10 @@ struct Settings {
   double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
   int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4
   int header_bytes = 50;               // switch.header_bytes: modelled wire overhead (306 B packets)
+  // switch.packets: "scenario" (every scheme uses payload_bytes/header_bytes)
+  // or "per-scheme" (a scheme with a packet of its own paper uses it:
+  // schemes::Scheme::paper_payload_bytes; SwitchML 180 B in DSA's §VII-A).
+  std::string packets = "scenario";
   std::string ina = "topology";        // switch.ina (network kinds): topology | none | all | tors | planner:N | percent:P | "name,name,..."
   int ina_count = -1;                  // switch.ina_count (network kinds): >= 0 means switch.ina = "planner:N" (sweepable)
   double ina_percent = -1;             // switch.ina_percent (network kinds): >= 0 means switch.ina = "percent:P" (sweepable)

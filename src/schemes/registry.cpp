@@ -22,6 +22,8 @@ std::vector<Scheme> registered() {
     s.isolated = true;
     s.engines = star_and_runtime | E::SimSparse;
     s.sparse = Sparse::Dense;
+    s.paper_payload_bytes = 128;
+    s.paper_header_bytes = 52;
     v.push_back(std::move(s));
   }
   {
@@ -34,6 +36,8 @@ std::vector<Scheme> registered() {
     s.engines = star_and_runtime | E::SimNetwork;
     s.collective = Collective::PsIna;
     s.hosts_sparse = true;
+    s.paper_payload_bytes = 256;
+    s.paper_header_bytes = 50;
     v.push_back(std::move(s));
   }
   {
@@ -47,6 +51,8 @@ std::vector<Scheme> registered() {
     s.track_tasks = true;
     s.engines = star_and_runtime;
     s.hosts_sparse = true;
+    s.paper_payload_bytes = 256;
+    s.paper_header_bytes = 50;
     v.push_back(std::move(s));
   }
   {

@@ -80,6 +80,12 @@ struct Scheme {
   // Its shared pool can also hold a sparse job's hot values (ours, issue 11
   // item 7: dp::SwitchConfig::kv_pool; a sparse job beside dense ones, exp::run_sparse's pool).
   bool hosts_sparse = false;
+  // The packet its own evaluation uses: values and modelled header bytes (0 =
+  // the scenario's). A scenario opts in with switch.packets = "per-scheme".
+  // DSA §VII-A: ATP and DSA 306 B (256 + 50), SwitchML 180 B (32 values =
+  // 128 B + 52 B of headers), its slots one packet each, two pools.
+  int paper_payload_bytes = 0;
+  int paper_header_bytes = 0;
 
   bool supports(Engine e) const { return (engines & static_cast<unsigned>(e)) != 0; }
   // Its switch has a CPU beside the pipeline that keeps and retransmits results (Zebra_s).
