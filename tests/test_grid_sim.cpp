@@ -41,6 +41,13 @@ TEST(GridSim, AchievesTheFeasibleRateOfEveryScheme) {
     for (const auto& scheme : control::grid::scheme_names()) {
       SCOPED_TRACE(std::string(file) + " " + scheme);
       const auto plan = control::grid::plan_scheme(inst, scheme, 1);
+      if (plan.lambda_gbps <= 0) {
+        // Only the published rounding plans a zero rate (a worker drawn, with
+        // probability x~, at a node where its r~ is 0: rate r~ / x~ = 0);
+        // the simulator cannot pace at 0 (0 means unpaced there).
+        EXPECT_EQ(scheme, "grid-published");
+        continue;
+      }
       const auto feasible = control::grid::feasible_rates(inst, plan);
       exp::GridSimSettings s;
       s.gradient_mb = 1;

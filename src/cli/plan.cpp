@@ -104,6 +104,7 @@ ojson plan_json(const grid::Instance& inst, const grid::Plan& p, uint64_t seed, 
   j["ps"] = node_name(inst, inst.ps());
   j["seed"] = seed;
   j["links_enforced"] = inst.model().enforce_links;
+  if (inst.model().multicast_results) j["multicast_results"] = true;
   j["max_rate_gbps"] = gbps(inst.max_rate());
   j["lambda_gbps"] = gbps(p.lambda_gbps);
   if (p.lp_lambda_gbps) j["lp_lambda_gbps"] = gbps(*p.lp_lambda_gbps);
@@ -154,6 +155,9 @@ void print_plan(const grid::Instance& inst, const grid::Plan& p, const grid::Pla
   fmt::print("{} on {}: PS {} (ingress {:g} Gbps), {} workers, {} programmable switches, links {}\n", p.scheme,
              inst.graph().name, node_name(inst, inst.ps()), inst.ps_ingress(), inst.num_workers(),
              inst.num_switches(), inst.model().enforce_links ? "enforced" : "ignored (paper's assumption)");
+  if (inst.model().multicast_results)
+    fmt::print("result multicast planned: lambda on each of the {} arcs of the tree from the PS\n",
+               inst.multicast_tree().size());
   fmt::print("lambda (minimum sending rate) {:.4f} Gbps", p.lambda_gbps);
   if (p.lp_lambda_gbps) fmt::print(" (LP relaxation {:.4f})", *p.lp_lambda_gbps);
   if (p.lambda_bound_gbps && gbps(*p.lambda_bound_gbps) <= gbps(p.lambda_gbps)) fmt::print(" (proven optimal)");
@@ -203,6 +207,7 @@ struct GridArgs {
   std::string scheme = "grid";
   bool json = false;
   bool ignore_links = false;
+  bool multicast_results = false;
   int max_nodes = 2000;
   std::string programmable;
   std::string capacity;
@@ -243,10 +248,11 @@ int run_grid(const GridArgs& a, const CLI::App& cmd) {
 
   grid::GridModel model;
   model.enforce_links = !a.ignore_links;
+  model.multicast_results = a.multicast_results;
   const grid::Instance inst(g, job, model);
   const grid::Plan plan = grid::plan_scheme(inst, a.scheme, a.seed, a.max_nodes);
   std::optional<grid::Plan> feasible;
-  if (a.scheme == "grid") feasible = grid::feasible_rates(inst, plan);
+  if (plan.rounded) feasible = grid::feasible_rates(inst, plan);
   std::optional<exp::GridSimResult> sim;
   if (a.simulate_mb > 0) {
     exp::GridSimSettings st;
@@ -820,7 +826,7 @@ std::vector<exp::Record> run_sweep_point(const Sweep& sw, const std::string& ser
   std::vector<exp::Record> out;
   for (const auto& scheme : sw.schemes) {
     const grid::Plan p = grid::plan_scheme(inst, scheme, seed, sw.exact_max_nodes);
-    const grid::Plan f = scheme == "grid" ? grid::feasible_rates(inst, p) : p;
+    const grid::Plan f = p.rounded ? grid::feasible_rates(inst, p) : p;
     exp::Record r;
     r.series = series;
     r.scheme = scheme;
@@ -915,7 +921,8 @@ Runner register_plan(CLI::App& app) {
   g->add_option("--random", args->random, "N workers drawn at random from the hosts (seeded)");
   g->add_option("--seed", args->seed, "seed for rounding, --random and generated INA deployments (default 1)");
   g->add_option("--scheme", args->scheme,
-                "grid (R-GRIA), atp, switchml, geryon, or grid-exact (Eq. (1) solved by CBC; small instances)");
+                "grid (R-GRIA), atp, switchml, geryon, grid-exact (Eq. (1) solved by CBC; small instances), or "
+                "grid-published (the authors' published planner: PS row with x, rounding by x, rates r/x)");
   g->add_option("--max-nodes", args->max_nodes,
                  "grid-exact: CBC branch-and-bound node limit (default 2000; deterministic, unlike a time limit)");
   g->add_flag("--json", args->json, "print one JSON object");
@@ -925,6 +932,9 @@ Runner register_plan(CLI::App& app) {
       ->check(Finite(0, 1024, false, "MiB"));
   g->add_flag("--ignore-links", args->ignore_links,
               "do not enforce link capacities (the paper's Eq. (1) exactly: links assumed sufficient)");
+  g->add_flag("--multicast-results", args->multicast_results,
+              "also plan the result multicast: the results at rate lambda on every arc of the tree from the PS to "
+              "the workers (not in the paper's model; binds only where links are enforced)");
   g->add_option("--programmable", args->programmable,
                 "generated topologies: programmable switches tor (default), all or random:F");
   g->add_option("--capacity", args->capacity,

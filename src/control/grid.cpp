@@ -38,6 +38,10 @@ Instance::Instance(const topo::Graph& g, const topo::Job& job, GridModel model)
       if (routing_.reachable(workers_[n], node(a))) routes_[n][a] = routing_.path(workers_[n], node(a));
   }
   for (const NodeId s : switches_) uplinks_.push_back(routing_.path(s, ps_));
+  for (const NodeId w : workers_)
+    for (const ArcId a : routing_.path(ps_, w)) tree_.push_back(a);
+  std::sort(tree_.begin(), tree_.end());
+  tree_.erase(std::unique(tree_.begin(), tree_.end()), tree_.end());
   index_.assign(g.num_nodes(), SIZE_MAX);
   for (size_t a = 0; a < num_nodes(); ++a) index_[node(a)] = a;
 }
@@ -116,6 +120,8 @@ Plan evaluate(const Instance& inst, const std::string& scheme, const Allocation&
     if (load[s] / cap > 1 + kViolationTol)
       p.violations.push_back({Violation::Kind::Switch, inst.node_name(s), load[s], cap, load[s] / cap});
   }
+  if (inst.model().multicast_results)  // the results, at the job's rate, on every arc of the tree
+    for (const ArcId a : inst.multicast_tree()) arc_load[a] += p.lambda_gbps;
   p.ps_factor = p.ps_load_gbps / p.ps_capacity_gbps;
   if (p.ps_factor > 1 + kViolationTol)
     p.violations.push_back({Violation::Kind::Ps, "PS " + inst.node_name(inst.ps_index()), p.ps_load_gbps,
@@ -126,6 +132,7 @@ Plan evaluate(const Instance& inst, const std::string& scheme, const Allocation&
     if (inst.model().enforce_links && f > 1 + kViolationTol)
       p.violations.push_back({Violation::Kind::Link, g.arc_name(a), arc_load[a], g.arc_gbps(a), f});
   }
+  p.arc_load_gbps = std::move(arc_load);
   return p;
 }
 
@@ -176,6 +183,12 @@ Allocation max_min_fill(const Instance& inst, const std::vector<std::vector<Targ
     return sw_full(tg.node) || (raises_y(n, t) && (ps_full() || path_full(inst.uplink(tg.node))));
   };
 
+  // Result multicast (GridModel::multicast_results): the tree carries the
+  // common rate while every worker is still rising; once one stops, lambda
+  // is fixed and so is the tree's load.
+  const bool mc = inst.model().multicast_results;
+  bool mc_growing = mc;
+
   std::vector<int> sw_cnt(S), arc_cnt(g.num_arcs());
   std::vector<bool> y_grows(S);
   std::vector<double> max_r(S);
@@ -185,6 +198,7 @@ Allocation max_min_fill(const Instance& inst, const std::vector<std::vector<Targ
   for (size_t n = 0; n < N; ++n) rounds_left += 4 * targets[n].size();
   for (;;) {
     bool any = false;
+    if (mc_growing && path_full(inst.multicast_tree())) std::fill(active.begin(), active.end(), false);
     for (size_t n = 0; n < N; ++n) {
       if (!active[n]) continue;
       while (cur[n] < targets[n].size() && blocked(n, cur[n])) ++cur[n];
@@ -192,10 +206,13 @@ Allocation max_min_fill(const Instance& inst, const std::vector<std::vector<Targ
       any = any || active[n];
     }
     if (!any) break;
+    mc_growing = mc_growing && std::all_of(active.begin(), active.end(), [](bool b) { return b; });
     if (rounds_left-- == 0) throw PlanError("max_min_fill: no convergence (internal error)");
 
     std::fill(sw_cnt.begin(), sw_cnt.end(), 0);
     std::fill(arc_cnt.begin(), arc_cnt.end(), 0);
+    if (mc_growing)
+      for (const ArcId a : inst.multicast_tree()) ++arc_cnt[a];
     std::fill(y_grows.begin(), y_grows.end(), false);
     std::fill(max_r.begin(), max_r.end(), -1.0);
     int ps_cnt = 0;
@@ -284,17 +301,18 @@ Plan feasible_rates(const Instance& inst, const Plan& plan) {
 }
 
 const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> names = {"grid", "atp", "switchml", "geryon", "grid-exact"};
+  static const std::vector<std::string> names = {"grid", "atp", "switchml", "geryon", "grid-exact", "grid-published"};
   return names;
 }
 
 Plan plan_scheme(const Instance& inst, const std::string& scheme, uint64_t seed, int exact_max_nodes) {
   if (scheme == "grid") return plan_grid(inst, seed);
   if (scheme == "grid-exact") return plan_grid_exact(inst, exact_max_nodes);
+  if (scheme == "grid-published") return plan_grid_published(inst, seed);
   if (scheme == "atp") return plan_atp(inst);
   if (scheme == "switchml") return plan_switchml(inst);
   if (scheme == "geryon") return plan_geryon(inst);
-  throw PlanError(fmt::format("unknown scheme '{}' (schemes: grid, atp, switchml, geryon, grid-exact)", scheme));
+  throw PlanError(fmt::format("unknown scheme '{}' (schemes: grid, atp, switchml, geryon, grid-exact, grid-published)", scheme));
 }
 
 }  // namespace ina::control::grid

@@ -11,6 +11,11 @@
 //    with probability r~_n^s / sum_s r~_n^s and sends at sum_s r~_n^s.
 //    Rounding may overload switches and the PS (Theorems 5-6); every plan
 //    reports its load/capacity factors and violations.
+//  * grid-published (grid_lp.cpp): the variant in the authors' published
+//    planner (routing/algs/GRID.py, commit 36d154a): the PS row counts
+//    T * x_n^alpha instead of r_n^alpha, worker n picks s with probability
+//    x_n^s and sends at r_n^s / x_n^s, a chosen switch sends
+//    max_n r_n^s / sum_n x_n^s to the PS.
 //  * grid-exact (grid_lp.cpp): Eq. (1) with x integral, solved by CBC, for
 //    small instances: the optimum R-GRIA approximates.
 //  * Baselines on the same model (grid_baselines.cpp): Geryon (no INA),
@@ -45,6 +50,15 @@ struct PlanError : std::runtime_error {
 struct GridModel {
   bool enforce_links = true;  // see the header comment
   double max_rate_gbps = 0;   // T; 0 = B_alpha, the PS ingress bandwidth (the paper's choice)
+  // Extension (default off; the paper's Eq. (1) counts only gradients): the
+  // aggregated results travel back from the PS to every worker at the job's
+  // rate lambda along the multicast tree (Instance::multicast_tree), each
+  // tree arc carrying lambda once. With it on, every arc of the tree gets
+  // lambda added to its planned load (evaluate), the LP's link rows include
+  // lambda, and max_min_fill grows the tree's load with the common rate
+  // (when a tree arc fills, every worker stops: results cannot come back
+  // faster). Link capacities only bind with enforce_links.
+  bool multicast_results = false;
 };
 
 // A GRIA instance. Aggregation nodes are indexed 0..|S|-1 for the
@@ -78,6 +92,9 @@ class Instance {
   const std::vector<ArcId>* route(size_t n, size_t a) const;
   // Shortest path from switch s to the PS (carries y_s).
   const std::vector<ArcId>& uplink(size_t s) const { return uplinks_.at(s); }
+  // The result multicast tree: the union of the shortest paths from the PS to
+  // every worker, each arc once, in arc order (GridModel::multicast_results).
+  const std::vector<ArcId>& multicast_tree() const { return tree_; }
 
  private:
   const topo::Graph* g_;
@@ -91,6 +108,7 @@ class Instance {
   double max_rate_ = 0;
   std::vector<std::vector<std::optional<std::vector<ArcId>>>> routes_;  // [worker][node]
   std::vector<std::vector<ArcId>> uplinks_;
+  std::vector<ArcId> tree_;
 };
 
 // ---- Plans (the result of every scheme) --------------------------------
@@ -138,8 +156,12 @@ struct Plan {
   double ps_factor = 0;               // PS load / B_alpha (Theorem 6)
   double max_link_factor = 0;         // max load/capacity over directed links
   std::vector<Violation> violations;  // resources above capacity (links only if enforced)
+  std::vector<double> arc_load_gbps;  // planned load per directed link (ArcId), results included if multicast_results
   std::optional<double> lp_lambda_gbps;     // grid: the LP optimum lambda~
   std::optional<double> lambda_bound_gbps;  // grid-exact: CBC's upper bound (= lambda when proven optimal)
+  // A randomized rounding (grid, grid-published): it may overload resources,
+  // so feasible_rates tells what a deployment would get.
+  bool rounded = false;
 };
 
 // One stream of gradient traffic: `gbps` from a worker to an aggregation
@@ -178,6 +200,14 @@ struct LpOptions {
   // Build Eq. (1) verbatim with x columns and the (1b) rows instead of the
   // equivalent projected form (see grid_lp.cpp); same optimum, slower.
   bool literal = false;
+  // The authors' published LP (GRID.py, commit 36d154a): Eq. (1) verbatim
+  // (x columns, r_n^s <= T, y_s <= T as its normalised bounds [0, 1]) except
+  // that the PS row (1f) counts T * sum_n x_n^alpha + sum_s y_s <= B_alpha
+  // (x, not r). Solved with CLP's default strategy (what CBC, PuLP's default
+  // solver, runs on a problem without integers). Throws PlanError when that
+  // row makes it infeasible (e.g. more than B_alpha / T workers and no
+  // programmable switch).
+  bool published = false;
 };
 
 struct LpSolution {
@@ -196,6 +226,15 @@ LpSolution solve_gria_lp(const Instance& inst, const LpOptions& opt = {});
 Plan round_gria(const Instance& inst, const LpSolution& lp, uint64_t seed);
 // Algorithm 1 (R-GRIA): LP relaxation + rounding.
 Plan plan_grid(const Instance& inst, uint64_t seed);
+// The published rounding (GRID.py, commit 36d154a) of a published LP
+// solution: worker n picks node a with probability x~_n^a and sends at
+// r~_n^a / x~_n^a; every chosen switch s sends
+// y^_s = max_n r~_n^s / sum_n x~_n^s (max and sum over all workers) to the
+// PS. The published second loop reads the last worker's choice for every
+// worker (a reused loop variable); we use each worker's own choice.
+Plan round_gria_published(const Instance& inst, const LpSolution& lp, uint64_t seed);
+// Scheme "grid-published": the published LP + the published rounding.
+Plan plan_grid_published(const Instance& inst, uint64_t seed);
 // Max-min fair rates with worker n pinned to aggregation node index node[n]
 // (no violation by construction).
 Plan pinned_rates(const Instance& inst, const std::string& scheme, const std::vector<size_t>& node);
@@ -225,9 +264,10 @@ Plan plan_geryon(const Instance& inst);
 Plan plan_atp(const Instance& inst);
 Plan plan_switchml(const Instance& inst);
 
-// "grid", "atp", "switchml", "geryon" (the paper's schemes) and "grid-exact".
+// "grid", "atp", "switchml", "geryon" (the paper's schemes), "grid-exact" and
+// "grid-published".
 const std::vector<std::string>& scheme_names();
-// Runs a scheme by name: seed is used by "grid" only, exact_max_nodes by
+// Runs a scheme by name: seed is used by "grid" and "grid-published" only, exact_max_nodes by
 // "grid-exact" only. Throws PlanError for an unknown name.
 Plan plan_scheme(const Instance& inst, const std::string& scheme, uint64_t seed, int exact_max_nodes = 2000);
 

@@ -87,13 +87,17 @@ GriaModel build_gria(const Instance& inst, const LpOptions& opt) {
   // which has the same optimum and the same r, y, lambda; it solves about
   // 5x faster (500-server leaf-spine, 100 workers: 0.2 s instead of 1 s).
   // LpOptions::literal builds (1a) and (1b) verbatim.
-  const bool literal = opt.literal;
+  // The published variant (LpOptions::published) needs the x columns: its PS
+  // row counts x_n^alpha. Its normalised bounds r, y in [0, 1] are r, y <= T.
+  const bool published = opt.published;
+  const bool literal = opt.literal || published;
+  const double rate_hi = published ? T : kInf;
   GriaModel m;
   LpBuilder& lp = m.lp;
   const int lambda = m.lambda = lp.column(0, kInf, 1.0);  // objective: max lambda
   auto& y = m.y;
   y.resize(S);
-  for (size_t s = 0; s < S; ++s) y[s] = lp.column(0, kInf, 0);
+  for (size_t s = 0; s < S; ++s) y[s] = lp.column(0, rate_hi, 0);
   // A pair (n, s) whose node s is unreachable from worker n has no columns
   // (x_n^s = r_n^s = 0); a pinned worker's other nodes have r_n^s = 0.
   auto& x = m.x;
@@ -105,7 +109,7 @@ GriaModel build_gria(const Instance& inst, const LpOptions& opt) {
       if (!inst.route(n, a)) continue;
       const bool off = opt.fixed && (*opt.fixed)[n] != a;
       if (literal) x[n][a] = opt.fixed ? lp.column(off ? 0 : 1, off ? 0 : 1, 0) : lp.column(0, 1, 0);
-      r[n][a] = lp.column(0, off ? 0 : kInf, 0);
+      r[n][a] = lp.column(0, off ? 0 : rate_hi, 0);
     }
 
   for (size_t n = 0; n < N; ++n) {
@@ -136,7 +140,10 @@ GriaModel build_gria(const Instance& inst, const LpOptions& opt) {
       if (r[n][s] >= 0) lp.set(proc, r[n][s], 1);
   }
   const int bw = lp.row(-kInf, inst.ps_ingress());  // (1f)
-  for (size_t n = 0; n < N; ++n) lp.set(bw, r[n][PS], 1);
+  for (size_t n = 0; n < N; ++n) {
+    if (published) lp.set(bw, x[n][PS], T);  // published: T * x_n^alpha (T = 1 there, normalised)
+    else lp.set(bw, r[n][PS], 1);
+  }
   for (size_t s = 0; s < S; ++s) lp.set(bw, y[s], 1);
   // Extension (GridModel::enforce_links), not in Eq. (1): for every directed
   // link e, the r_n^s whose route crosses e plus the y_s whose uplink crosses
@@ -153,8 +160,35 @@ GriaModel build_gria(const Instance& inst, const LpOptions& opt) {
           for (const ArcId arc : *inst.route(n, a)) use(arc, r[n][a]);
     for (size_t s = 0; s < S; ++s)
       for (const ArcId arc : inst.uplink(s)) use(arc, y[s]);
+    // Extension (GridModel::multicast_results): the results at rate lambda
+    // on every arc of the multicast tree.
+    if (inst.model().multicast_results)
+      for (const ArcId arc : inst.multicast_tree()) use(arc, lambda);
   }
   return m;
+}
+
+// Draws an aggregation node with probability proportional to weight[a],
+// ignoring weights at or below `noise`; a PlanError from `caller` naming the
+// worker and `what` the weights are if none is above it.
+size_t draw(const Instance& inst, size_t n, const std::vector<double>& weight, double noise, Rng& rng,
+            const char* caller, const char* what) {
+  double total = 0;
+  for (const double w : weight)
+    if (w > noise) total += w;
+  if (!(total > 0))
+    throw PlanError(fmt::format("{}: worker '{}' has no positive {} in the LP solution", caller,
+                                inst.graph().node(inst.worker(n)).name, what));
+  const double u = rng.uniform() * total;
+  size_t chosen = weight.size();
+  double acc = 0;
+  for (size_t a = 0; a < weight.size(); ++a) {
+    if (!(weight[a] > noise)) continue;
+    chosen = a;  // the last eligible node absorbs rounding at the top of the range
+    acc += weight[a];
+    if (u < acc) break;
+  }
+  return chosen;
 }
 
 CoinPackedMatrix matrix_of(const LpBuilder& lp) {
@@ -170,7 +204,7 @@ LpSolution solve_gria_lp(const Instance& inst, const LpOptions& opt) {
   const size_t A = inst.num_nodes();
   const size_t PS = inst.ps_index();
   const double T = inst.max_rate();
-  const bool literal = opt.literal;
+  const bool literal = opt.literal || opt.published;
   GriaModel m = build_gria(inst, opt);
   const LpBuilder& lp = m.lp;
   const int num_cols = static_cast<int>(lp.obj.size());
@@ -180,8 +214,15 @@ LpSolution solve_gria_lp(const Instance& inst, const LpOptions& opt) {
   model.loadProblem(matrix_of(lp), lp.col_lo.data(), lp.col_hi.data(), lp.obj.data(), lp.row_lo.data(), lp.row_hi.data());
   model.setOptimizationDirection(-1);  // maximize
   // Dual simplex: on these degenerate max-min LPs it beats CLP's automatic
-  // choice (presolve + primal) several times over.
-  model.dual();
+  // choice (presolve + primal) several times over. The published variant
+  // keeps the automatic choice, as CBC (PuLP's default) does for an LP; the
+  // vertex it lands on decides the rounding probabilities x.
+  if (opt.published) model.initialSolve();
+  else model.dual();
+  if (opt.published && model.isProvenPrimalInfeasible())
+    throw PlanError(fmt::format("published GRIA LP is infeasible: its PS row T * sum_n x_n^alpha + sum_s y_s <= B_alpha "
+                                "({} workers, T = {:g}, B_alpha = {:g} Gbps, {} programmable switches)",
+                                N, T, inst.ps_ingress(), S));
   if (!model.isProvenOptimal())
     throw PlanError(fmt::format("GRIA LP ({} rows, {} columns) not solved to optimality: CLP status {}, secondary {}",
                                 num_rows, num_cols, model.status(), model.secondaryStatus()));
@@ -285,23 +326,9 @@ Plan round_gria(const Instance& inst, const LpSolution& lp, uint64_t seed) {
   for (size_t n = 0; n < N; ++n) {
     // Line 6: choose s with probability r~_n^s / sum_s r~_n^s.
     // Line 8: the worker sends at r_n^{s_n} = sum_s r~_n^s.
-    double rate = 0, weight = 0;
-    for (size_t a = 0; a < A; ++a) {
-      rate += lp.r[n][a];
-      if (lp.r[n][a] > noise) weight += lp.r[n][a];
-    }
-    if (!(weight > 0))
-      throw PlanError(fmt::format("round_gria: worker '{}' has no positive rate in the LP solution",
-                                  inst.graph().node(inst.worker(n)).name));
-    const double u = rng.uniform() * weight;
-    size_t chosen = A;
-    double acc = 0;
-    for (size_t a = 0; a < A; ++a) {
-      if (!(lp.r[n][a] > noise)) continue;
-      chosen = a;  // the last eligible node absorbs rounding at the top of the range
-      acc += lp.r[n][a];
-      if (u < acc) break;
-    }
+    double rate = 0;
+    for (size_t a = 0; a < A; ++a) rate += lp.r[n][a];
+    const size_t chosen = draw(inst, n, lp.r[n], noise, rng, "round_gria", "rate");
     alloc.flows.push_back({n, chosen, rate, *inst.route(n, chosen)});
     // Line 11: y^_s = the largest rate among the workers aggregated at s
     // (so each worker's rate <= its node's y, Theorem 3).
@@ -310,7 +337,52 @@ Plan round_gria(const Instance& inst, const LpSolution& lp, uint64_t seed) {
   // Line 12: lambda = min_n r_n^{s_n} (evaluate computes it).
   Plan p = evaluate(inst, "grid", alloc);
   p.lp_lambda_gbps = lp.lambda;
+  p.rounded = true;
   return p;
+}
+
+Plan round_gria_published(const Instance& inst, const LpSolution& lp, uint64_t seed) {
+  const size_t N = inst.num_workers();
+  const size_t S = inst.num_switches();
+  const size_t PS = inst.ps_index();
+  if (lp.r.size() != N || lp.x.size() != N || lp.y.size() != S)
+    throw PlanError("round_gria_published: LP solution is for another instance");
+  // Probabilities below this are solver noise; such a node is never chosen
+  // (its r / x would be noise divided by noise).
+  constexpr double kNoise = 1e-9;
+
+  // Per switch, over every worker (as published): max_n r~_n^s and sum_n x~_n^s.
+  std::vector<double> max_r(S, 0.0), sum_x(S, 0.0);
+  for (size_t n = 0; n < N; ++n)
+    for (size_t s = 0; s < S; ++s) {
+      max_r[s] = std::max(max_r[s], lp.r[n][s]);
+      sum_x[s] += lp.x[n][s];
+    }
+
+  Rng rng(mix(seed, 0x677269642d707562ULL));  // "grid-pub"
+  Allocation alloc;
+  alloc.y.assign(S, 0.0);
+  for (size_t n = 0; n < N; ++n) {
+    // Choose node a with probability x~_n^a (the x sum to 1 by (1a)).
+    const size_t chosen = draw(inst, n, lp.x[n], kNoise, rng, "round_gria_published", "x");
+    // The chosen worker sends at r~_n^a / x~_n^a (<= T by (1b)). The
+    // published code divides by the last worker's choice here (a loop
+    // variable reused from the loop above); the evident intent, used here,
+    // is the worker's own choice.
+    alloc.flows.push_back({n, chosen, lp.r[n][chosen] / lp.x[n][chosen], *inst.route(n, chosen)});
+    // A chosen switch sends max_n r~_n^s / sum_n x~_n^s.
+    if (chosen != PS) alloc.y[chosen] = max_r[chosen] / sum_x[chosen];
+  }
+  Plan p = evaluate(inst, "grid-published", alloc);
+  p.lp_lambda_gbps = lp.lambda;
+  p.rounded = true;
+  return p;
+}
+
+Plan plan_grid_published(const Instance& inst, uint64_t seed) {
+  LpOptions opt;
+  opt.published = true;
+  return round_gria_published(inst, solve_gria_lp(inst, opt), seed);
 }
 
 Plan plan_grid(const Instance& inst, uint64_t seed) { return round_gria(inst, solve_gria_lp(inst), seed); }
