@@ -434,6 +434,33 @@ INSTANTIATE_TEST_SUITE_P(Schemes, RunPoint, ::testing::Values("switchml", "atp",
                            return n;
                          });
 
+// DSA §VII-C counts task types per LOST packet: each task packet a link's
+// loss drops is charged to the type its task ended with. One job with ample
+// memory (64 MiB: no two in-flight tasks share an aggregator) never
+// preempts, so every lost packet belongs to a type-1 task; two jobs on
+// scarce memory preempt, and lost packets of won and lost tasks appear.
+TEST(RunPoint, LostPacketsAreChargedToTheirTaskType) {
+  exp::Settings s = small_settings();
+  s.jobs = 1;
+  s.memory_mb = 64;
+  s.worker_loss = 0.02;
+  const exp::RunOutput one = exp::run_point(s, "dsa", 5);
+  ASSERT_TRUE(one.ok) << one.problems;
+  EXPECT_GT(one.metrics.at("lost_type1"), 0);
+  EXPECT_EQ(one.metrics.at("lost_type2"), 0);
+  EXPECT_EQ(one.metrics.at("lost_type3"), 0);
+  EXPECT_EQ(one.metrics.at("lost_untracked"), 0);
+  EXPECT_EQ(one.metrics.at("tasks_type2") + one.metrics.at("tasks_type3"), 0);
+  s.jobs = 2;
+  s.memory_mb = 0.01;  // 40 aggregators for 2 jobs: collisions and preemptions
+  const exp::RunOutput two = exp::run_point(s, "dsa", 5);
+  ASSERT_TRUE(two.ok) << two.problems;
+  EXPECT_GT(two.metrics.at("tasks_type2") + two.metrics.at("tasks_type3"), 0);
+  EXPECT_GT(two.metrics.at("lost_type2") + two.metrics.at("lost_type3"), 0);
+  // Schemes that do not track tasks report no such metric.
+  EXPECT_EQ(exp::run_point(s, "atp", 5).metrics.count("lost_type1"), 0u);
+}
+
 // DSA §VII-A: "The packet size of ATP and DSA is 306 B, and that of SwitchML
 // is 180 B." With switch.packets = "per-scheme", SwitchML's packets carry 32
 // values (128 B + 52 B of headers), so a 0.05 MiB partition (13107 values)

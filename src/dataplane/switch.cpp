@@ -180,6 +180,14 @@ std::array<uint64_t, 3> SwitchProgram::task_types() const {
   return t;
 }
 
+int SwitchProgram::task_type(uint16_t job, uint32_t psn) const {
+  if (job >= tasks_.size() || psn >= tasks_[job].size()) return 0;
+  const uint8_t bits = tasks_[job][psn];
+  if (bits & task::kLost) return 3;
+  if (bits & task::kWon) return 2;
+  return (bits & task::kSeen) ? 1 : 0;
+}
+
 const SwitchJob* SwitchProgram::job_of(uint16_t job) const { return job < jobs_.size() ? jobs_[job].get() : nullptr; }
 
 uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {

@@ -223,6 +223,9 @@ class SwitchProgram : public Node {
   const std::string& scheme() const { return scheme_; }
   // Task outcome counts: [0] no preemption, [1] won, [2] lost (DSA §IV-C).
   std::array<uint64_t, 3> task_types() const;
+  // The type of task (job, psn) as task_types() counts it: 1, 2 or 3; 0 if
+  // not tracked (tracking off, or no packet of it reached the switch).
+  int task_type(uint16_t job, uint32_t psn) const;
 
   static uint64_t key_of(uint16_t job, uint32_t psn) { return (static_cast<uint64_t>(job) << 32) | psn; }
 

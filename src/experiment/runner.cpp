@@ -1,5 +1,6 @@
 #include "experiment/runner.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -154,6 +155,15 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
     return std::make_pair(p, p);
   });
 
+  // §VII-C's task-type ratio "per lost packet": the (job, psn) of every
+  // task packet a link's loss drops, classified after the run by the type
+  // its task ended with.
+  std::vector<std::pair<uint16_t, uint32_t>> lost;
+  if (swc.track_tasks)
+    sim.set_loss_observer([&lost](const Packet& p) {
+      if (p.h.type >= PktType::Data && p.h.type <= PktType::Reminder) lost.emplace_back(p.h.job, p.h.psn);
+    });
+
   sim.run(from_ms(s.max_sim_ms));
   bool all_finished = true;
   for (const auto* w : workers) all_finished &= w->finished();
@@ -239,6 +249,12 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
     m["tasks_type1"] = static_cast<double>(t[0]);
     m["tasks_type2"] = static_cast<double>(t[1]);
     m["tasks_type3"] = static_cast<double>(t[2]);
+    std::array<double, 4> by_type{0, 0, 0, 0};
+    for (const auto& [job, psn] : lost) ++by_type[static_cast<size_t>(sw.task_type(job, psn))];
+    m["lost_untracked"] = by_type[0];
+    m["lost_type1"] = by_type[1];
+    m["lost_type2"] = by_type[2];
+    m["lost_type3"] = by_type[3];
   }
   if (spec.segments) {  // P4INC-AOI: per-job JCT, asynchronous errors, shadow-copy answers
     for (size_t j = 0; j < out.job_jct_ms.size(); ++j) m[fmt::format("job{}_jct_ms", j + 1)] = out.job_jct_ms[j];

@@ -301,6 +301,7 @@ void Simulator::transmit(uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
   if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
     ++l.st.drop_loss;
+    if (loss_observer_) loss_observer_(*p);
     pool_.put(p);
     return;
   }

@@ -189,6 +189,9 @@ class Simulator {
   uint64_t digest() const { return digest_; }
   // Appends every delivery and timer to `sink` from now on (nullptr: off).
   void set_trace(std::vector<TraceRecord>* sink) { trace_ = sink; }
+  // Instrumentation: called with each packet a link's random loss drops,
+  // before it is freed (empty: off). It must not change the run.
+  void set_loss_observer(std::function<void(const Packet&)> f) { loss_observer_ = std::move(f); }
 
   // Used by SimEffects.
   void route(NodeId from, Packet* p);
@@ -244,6 +247,7 @@ class Simulator {
   uint64_t seq_ = 0;
   Time now_ = 0;
   uint64_t events_ = 0, hops_ = 0, misrouted_ = 0;
+  std::function<void(const Packet&)> loss_observer_;
   uint64_t digest_ = 0xcbf29ce484222325ULL;
   bool started_ = false;
   std::vector<TraceRecord>* trace_ = nullptr;
