@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <limits>
 #include <set>
 #include <string>
@@ -615,6 +616,33 @@ name = "all"
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("topology.colour"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("bad.toml"), std::string::npos) << r.output;
+  // topology.multicast_results (issue 12 item 7), on the line of
+  // GridMulticast.*: PS - S1 - S2, W1 on S1, W2 on S2 (programmable), 10 Gbps
+  // links. The exact plan sends 10 Gbps; with the results planned on S1->S2
+  // beside W1's gradient it gets 5. ATP (both to the PS through S1) is 5 either way.
+  write(d / "line.json",
+        R"({"name": "line", "link_gbps": 10,
+ "nodes": [{"name": "S1", "kind": "switch"}, {"name": "S2", "kind": "switch", "ina": true, "capacity_gbps": 100},
+           {"name": "PS", "kind": "host"}, {"name": "W1", "kind": "host"}, {"name": "W2", "kind": "host"}],
+ "links": [{"a": "PS", "b": "S1"}, {"a": "S1", "b": "S2"}, {"a": "W1", "b": "S1"}, {"a": "W2", "b": "S2"}]})");
+  write(d / "mc.toml", "[topology]\nkind = \"line.json\"\n[job]\nps = \"PS\"\n[run]\nschemes = [\"grid-exact\", \"atp\"]\n"
+                       "[sweep]\nworkers = [2]\n[output]\nmetrics = [\"avg_rate_gbps\"]\n"
+                       "[[series]]\nname = \"plain\"\n[[series]]\nname = \"multicast\"\n"
+                       "\"topology.multicast_results\" = true\n");
+  r = ina_cli("plan grid-sweep " + (d / "mc.toml").string() + " --out " + (d / "mc").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto mc = nlohmann::json::parse(std::ifstream(d / "mc" / "results.json"));
+  std::map<std::pair<std::string, std::string>, double> rate;
+  for (const auto& rec : mc) rate[{rec["series"].get<std::string>(), rec["scheme"].get<std::string>()}] = rec["avg_rate_gbps"];
+  ASSERT_EQ(rate.size(), 4u);
+  EXPECT_NEAR(rate.at({"plain", "grid-exact"}), 10, 1e-9);
+  EXPECT_NEAR(rate.at({"multicast", "grid-exact"}), 5, 1e-9);
+  EXPECT_NEAR(rate.at({"plain", "atp"}), 5, 1e-9);
+  EXPECT_NEAR(rate.at({"multicast", "atp"}), 5, 1e-9);
+  write(d / "mc_bad.toml", "[topology]\nkind = \"fat-tree:4\"\nmulticast_results = 3\n[sweep]\nworkers = [2]\n");
+  r = ina_cli("plan grid-sweep " + (d / "mc_bad.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("topology.multicast_results"), std::string::npos) << r.output;
   write(d / "bad2.toml", "[sweep]\nworkers = [2]\n[[series]]\nname = \"x\"\n\"job.placement\" = \"spread\"\n");
   r = ina_cli("plan grid-sweep " + (d / "bad2.toml").string());
   EXPECT_EQ(r.status, 2) << r.output;

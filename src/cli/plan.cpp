@@ -558,6 +558,7 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
 //            programmable = "tor" | "all" | "random:F"     (generated topologies)
 //            capacity_gbps = [MIN, MAX]                      C_s ~ U(MIN, MAX) per seed
 //            links = true                                    enforce link capacities
+//            multicast_results = false                       also plan the result multicast (--multicast-results)
 // [job]      ps = "last" | "first" | host name               placement = "packed" | "random"
 // [run]      schemes = [...], seeds = [...], exact_max_nodes = 2000 (grid-exact)
 // [sweep]    workers = [...], label = "..."
@@ -573,6 +574,7 @@ struct SweepSettings {
   std::string programmable = "tor";
   double cap_min = 100, cap_max = 3200;
   bool links = true;
+  bool multicast_results = false;
   std::string ps = "last";
   std::string placement = "packed";
 };
@@ -666,6 +668,12 @@ const std::vector<std::pair<std::string_view, SettingReader>>& setting_keys() {
          auto v = n.value_exact<bool>();
          if (!v) throw Bad{"expected true or false"};
          s.links = *v;
+       }},
+      {"topology.multicast_results",
+       [](SweepSettings& s, const toml::node& n) {
+         auto v = n.value_exact<bool>();
+         if (!v) throw Bad{"expected true or false"};
+         s.multicast_results = *v;
        }},
       {"job.ps", [](SweepSettings& s, const toml::node& n) { s.ps = read_string(n); }},
       {"job.placement",
@@ -821,6 +829,7 @@ std::vector<exp::Record> run_sweep_point(const Sweep& sw, const std::string& ser
       g, ps, workers, s.placement == "random" ? topo::Placement::Random : topo::Placement::Packed, seed);
   grid::GridModel model;
   model.enforce_links = s.links;
+  model.multicast_results = s.multicast_results;
   const grid::Instance inst(g, job, model);
 
   std::vector<exp::Record> out;
