@@ -331,16 +331,24 @@ TEST(AoiStar, EqualSegmentsByDefault) {
   expect_segments_respected(cl);
 }
 
+// A 2-worker job of 40 fragments in one segment of 64 aggregators (H = 32),
+// its window inside H (no asynchronous errors); host `host` loses the result
+// of fragment `psn`.
+ClusterConfig lost_result(NodeId host, uint32_t psn) {
+  auto c = aoi_cluster({2}, {{64 * 40}});
+  c.aggregators = 64;
+  c.init_window = 16;
+  c.wrap_host = [host, psn](NodeId id, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
+    if (id != host) return n;
+    return std::make_unique<DropNth>(std::move(n),
+                                     [psn](const Header& h) { return h.type == PktType::Ack && h.psn == psn; });
+  };
+  return c;
+}
+
 // Worker rank 1 of a 2-worker job loses the result of fragment 10 of 40.
 TEST(AoiStar, LostResultIsResentFromTheShadowCopy) {
-  auto c = aoi_cluster({2}, {{64 * 40}});
-  c.aggregators = 64;   // one segment of 64: H = 32
-  c.init_window = 16;   // the span stays within H: no asynchronous errors
-  c.wrap_host = [](NodeId id, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
-    if (id != 2) return n;
-    return std::make_unique<DropNth>(std::move(n), [](const Header& h) { return h.type == PktType::Ack && h.psn == 10; });
-  };
-  Cluster cl(c);
+  Cluster cl(lost_result(2, 10));
   ASSERT_TRUE(cl.run());
   cl.check_all("result 10 lost");
   const auto& w1 = cl.workers[0][1]->transport().stats();
@@ -356,14 +364,7 @@ TEST(AoiStar, LostResultIsResentFromTheShadowCopy) {
 
 // The tail: the last result is lost, no later result shows it, the RTO does.
 TEST(AoiStar, LostLastResultIsRecoveredByTheTimeout) {
-  auto c = aoi_cluster({2}, {{64 * 40}});
-  c.aggregators = 64;   // one segment of 64: H = 32
-  c.init_window = 16;   // the span stays within H: no asynchronous errors
-  c.wrap_host = [](NodeId id, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
-    if (id != 1) return n;
-    return std::make_unique<DropNth>(std::move(n), [](const Header& h) { return h.type == PktType::Ack && h.psn == 39; });
-  };
-  Cluster cl(c);
+  Cluster cl(lost_result(1, 39));
   ASSERT_TRUE(cl.run());
   cl.check_all("last result lost");
   const auto& w0 = cl.workers[0][0]->transport().stats();

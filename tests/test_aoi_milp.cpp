@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "aoi_fixture.hpp"
 #include "control/aoi.hpp"
 #include "control/aoi_milp.hpp"
 
@@ -32,17 +33,6 @@ Odcn tiny_net(const std::vector<unsigned>& ports, const std::vector<unsigned>& i
   net.ts_s = 1;
   net.reconfig_s = eps;
   return net;
-}
-
-Job job(unsigned id, std::vector<std::pair<unsigned, unsigned>> workers, unsigned ps, double gb, double update_s) {
-  Job j;
-  j.id = id;
-  j.name = "job " + std::to_string(id);
-  j.workers = std::move(workers);
-  j.ps_unit = ps;
-  j.gb_per_worker = gb;
-  j.update_s = update_s;
-  return j;
 }
 
 Instance make(Odcn net, std::vector<Job> jobs) {
@@ -221,7 +211,7 @@ Solved expect_optimum(const Instance& inst, bool inc, unsigned max_ports, double
 // are TS ends plus a_j; 1.x would need both A and B in TS 1).
 Instance inc_binds(unsigned inc_cap) {
   return make(tiny_net({1, 1}, {inc_cap, 0}, 0.0),
-              {job(0, {{0, 2}}, 1, 40, 0.5), job(1, {{0, 2}}, 1, 40, 0.5), job(2, {{1, 2}}, 0, 20, 0.25)});
+              {aoi_job(0, {{0, 2}}, 1, 40, 0.5), aoi_job(1, {{0, 2}}, 1, 40, 0.5), aoi_job(2, {{1, 2}}, 0, 20, 0.25)});
 }
 
 TEST(AoiMilp, IncCapacityBindsMatchesExhaustiveSearch) {
@@ -238,7 +228,7 @@ TEST(AoiMilp, IncCapacityBindsMatchesExhaustiveSearch) {
 // connections (one per TS). With two ports in unit 2 both run in TS 1: 1.3.
 Instance ports_bind(unsigned ps_ports) {
   return make(tiny_net({1, 1, ps_ports}, {0, 0, 0}, 0.0),
-              {job(0, {{0, 1}}, 2, 40, 0.0), job(1, {{1, 1}}, 2, 40, 0.3)});
+              {aoi_job(0, {{0, 1}}, 2, 40, 0.0), aoi_job(1, {{1, 1}}, 2, 40, 0.3)});
 }
 
 TEST(AoiMilp, PortsBindMatchesExhaustiveSearch) {
@@ -260,7 +250,7 @@ TEST(AoiMilp, PortsBindMatchesExhaustiveSearch) {
 // connection at all: CT-BTI 2.0, nothing reconfigured. Both optima are on
 // the grid {20, 40}; no rate does better (B's TS 1 carries at most 30 Gb).
 Instance eps_case(double eps) {
-  return make(tiny_net({2, 2}, {1, 0}, eps), {job(0, {{0, 2}}, 1, 40, 0.5), job(1, {{0, 2}}, 1, 40, 0.5)});
+  return make(tiny_net({2, 2}, {1, 0}, eps), {aoi_job(0, {{0, 2}}, 1, 40, 0.5), aoi_job(1, {{0, 2}}, 1, 40, 0.5)});
 }
 
 TEST(AoiMilp, ReconfigurationLossChangesTheOptimumAsExhaustiveSearch) {
@@ -279,7 +269,7 @@ TEST(AoiMilp, ReconfigurationLossChangesTheOptimumAsExhaustiveSearch) {
 TEST(AoiMilp, PartialAggregationMatchesExhaustiveSearch) {
   Odcn net = tiny_net({1, 1, 2}, {1, 1, 0}, 0.0);
   net.inc_requires_local = false;
-  const Solved m = expect_optimum(make(net, {job(0, {{0, 2}, {1, 1}}, 2, 40, 0.5)}), true, 1, 1.5, 2);
+  const Solved m = expect_optimum(make(net, {aoi_job(0, {{0, 2}, {1, 1}}, 2, 40, 0.5)}), true, 1, 1.5, 2);
   EXPECT_EQ(m.rep.schedule.jobs[0].inc_unit, std::optional<unsigned>(0));
 }
 
@@ -296,7 +286,7 @@ TEST(AoiMilp, PartialAggregationMatchesExhaustiveSearch) {
 TEST(AoiMilp, HandCheckedOptimum) {
   Odcn net = tiny_net({4, 4}, {1, 0}, 0.1);
   net.port_gbps = 10;
-  const Instance inst = make(net, {job(0, {{0, 4}}, 1, 30, 1.5), job(1, {{1, 2}}, 0, 10, 0.25)});
+  const Instance inst = make(net, {aoi_job(0, {{0, 4}}, 1, 30, 1.5), aoi_job(1, {{1, 2}}, 0, 10, 0.25)});
   const Solved m = milp(inst, true);
   EXPECT_DOUBLE_EQ(m.check.ct_bti_s, 1.25);
   EXPECT_EQ(m.check.reconfigured, 3u);

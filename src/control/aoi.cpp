@@ -166,6 +166,7 @@ Placer::Placer(const Odcn& net, uint64_t seed) : net_(net), state_(mix(seed, 0xA
   for (const Unit& u : net.units) {
     free_workers_.push_back(u.worker_slots);
     free_ps_.push_back(u.ps_slots);
+    total_workers_ += u.worker_slots;
   }
 }
 
@@ -173,11 +174,9 @@ uint64_t Placer::next() { return state_ = splitmix64(state_); }
 
 void Placer::place(Job& job, unsigned workers) {
   const unsigned n = static_cast<unsigned>(free_workers_.size());
-  uint64_t slots = 0;
-  for (const Unit& u : net_.units) slots += u.worker_slots;
-  if (workers > slots)
+  if (workers > total_workers_)
     throw AoiError(fmt::format("placement: {}: {} workers is larger than the cluster ({} worker slots in {} units)",
-                               job.name, workers, slots, n));
+                               job.name, workers, total_workers_, n));
   job.workers.clear();
   std::vector<unsigned> fits;
   for (unsigned v = 0; v < n; ++v)

@@ -123,6 +123,7 @@ class Placer {
  private:
   const Odcn& net_;
   std::vector<unsigned> free_workers_, free_ps_;
+  uint64_t total_workers_ = 0;  // the cluster's worker slots
   uint64_t state_;
   uint64_t next();
 };
