@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +46,35 @@ TEST(Cli, BadScenarioNamesFileFieldAndValueAndRunsNothing) {
 
   r = run("sim " + (d / "neg.toml").string() + " --set workload.jobs=zero");
   EXPECT_NE(r.status, 0);
+}
+
+// `make demo` (issue 12 item 5): the reduced Fig. 8 under the literal and
+// the calibrated settings, one row per job count with both, and the line
+// that says what differs. Calibrated, SwitchML's regions fall below a job's
+// ~1 MB need at 8 jobs (640 KiB each) and it slows: its 8-job JCT exceeds
+// its 1-job JCT there, and not under the literal settings.
+TEST(Cli, DemoPrintsLiteralAndCalibratedSideBySide) {
+  const fs::path d = temp_dir("demo");
+  const auto r = run("demo --out " + d.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("literal | calibrated (hosts add "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("What differs: "), std::string::npos) << r.output;
+  std::map<int, std::vector<double>> rows;  // jobs -> SwitchML, ATP, DSA literal, SwitchML, ATP, DSA calibrated
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    int jobs;
+    double v[8];
+    char bar1, bar2, x1, x2;
+    if (std::sscanf(line.c_str(), "%d %c %lf %lf %lf %lf%c %c %lf %lf %lf %lf%c", &jobs, &bar1, &v[0], &v[1], &v[2], &v[3],
+                    &x1, &bar2, &v[4], &v[5], &v[6], &v[7], &x2) == 13 && bar1 == '|' && bar2 == '|')
+      rows[jobs] = {v[0], v[1], v[2], v[4], v[5], v[6]};
+  }
+  ASSERT_EQ(rows.size(), 4u) << r.output;
+  EXPECT_GT(rows[8][3], 1.2 * rows[1][3]) << "calibrated SwitchML does not slow at 8 jobs";
+  EXPECT_LT(rows[8][0], 1.05 * rows[1][0]) << "literal SwitchML slows at 8 jobs";
+  EXPECT_TRUE(fs::exists(d / "literal" / "results.json"));
+  EXPECT_TRUE(fs::exists(d / "calibrated" / "results.json"));
+  fs::remove_all(d);
 }
 
 TEST(Cli, SmallScenarioWritesVerifiedResults) {
@@ -129,7 +161,7 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
                      {"zebra", true}, {"ps-lite", true}}));
   EXPECT_EQ(j[0].at("aliases"), nlohmann::json::array({"isolated"}));
   const auto all = nlohmann::json::parse(run("schemes --json").output);
-  EXPECT_EQ(all.size(), 13u);
+  EXPECT_EQ(all.size(), 14u);
   std::vector<std::string> network;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine network --json").output))
     network.push_back(s.at("name").get<std::string>());

@@ -32,6 +32,7 @@ const std::vector<PolicyCase>& policies() {
       {"SwitchML", "switchml"},
       {"ATP", "atp"},
       {"DSA", "dsa", true},
+      {"DSAJoin", "dsa-join", true},
       {"DSAAlways", "dsa-always"},
       {"DSACoin", "dsa-coin"},
   };
@@ -545,6 +546,119 @@ TEST(DsaSwitch, PsAckPassingByReleasesStalePartial) {
   expect_multicast(fx.take(), kJob1, 1, 2, ramp(64, 0, 3));
   EXPECT_EQ(sw->occupied(), 0u);
   EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+// Split tasks (issue 12 item 3). Job 1's task (psn 5) is evicted with rank
+// 0's value; job 2's task completes and frees the aggregator; then job 1's
+// ranks 1 and 2 arrive and take the free aggregator. The paper's DSA keeps
+// them there: the task is split between the PS (rank 0) and the switch
+// (ranks 1, 2) until the PS's timeout fetches it. dsa-join (ours) knows that
+// rank 0 is at the PS, so when rank 2 arrives the halves cover the job and
+// the switch sends its half (ranks 1, 2) to the PS at once.
+TEST(DsaJoin, AnEvictedTaskJoinsAtThePsOnItsLastPacket) {
+  const auto g0 = ramp(64, 1), g1 = ramp(64, 2), g2 = ramp(64, 3), h = ramp(64, 9);
+  for (const std::string scheme : {"dsa", "dsa-join"}) {
+    SCOPED_TRACE(scheme);
+    FakeFx fx;
+    auto sw = make_sw(scheme, 1);
+    add_shared_jobs(*sw);
+    sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g0, 10), 0, fx);
+    sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, h, 500), 0, fx);  // evicts job 1's partial (rank 0)
+    sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, h, 500), 0, fx);  // job 2 completes: the aggregator is free
+    EXPECT_EQ(fx.take().size(), 1u + kJob2.size());             // the evicted partial, the multicast result
+    sw->on_packet(make_data(fx, 1, 5, 1, 3, 2, g1, 10), 0, fx);
+    EXPECT_TRUE(fx.take().empty());
+    EXPECT_EQ(sw->occupied_by(1), 1u);  // both: rank 1 reserves (ranks 0 and 1 do not cover the job)
+    sw->on_packet(make_data(fx, 1, 5, 2, 3, 3, g2, 10), 0, fx);
+    const auto out = fx.take();
+    if (scheme == "dsa") {
+      EXPECT_TRUE(out.empty());
+      EXPECT_EQ(sw->occupied_by(1), 1u) << "the paper's switch holds its half until the PS fetches it";
+      EXPECT_EQ(sw->stats().split_joins, 0u);
+    } else {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].h.type, PktType::Data);
+      EXPECT_EQ(out[0].h.dst, kPs1);
+      EXPECT_EQ(out[0].h.job, 1);
+      EXPECT_EQ(out[0].h.psn, 5u);
+      EXPECT_EQ(out[0].h.bitmap, 0b110u);
+      EXPECT_EQ(out[0].h.rank, 1u);
+      EXPECT_EQ(out[0].h.src, kSw);
+      EXPECT_TRUE(out[0].h.has(flag::kPartial));
+      EXPECT_EQ(out[0].v, add(g1, g2));
+      EXPECT_EQ(sw->occupied(), 0u);
+      EXPECT_EQ(sw->stats().split_joins, 1u);
+    }
+    EXPECT_EQ(sw->stats().completed, 1u);
+    EXPECT_EQ(fx.pool.in_use(), 0u);
+  }
+}
+
+// A first packet that loses the compare goes to the PS; once the holder has
+// completed, the loser's next packet finds the aggregator free. For a job of
+// two workers that packet and the PS's rank cover the job: dsa-join sends it
+// on at once; the paper's DSA reserves the aggregator with it and waits.
+TEST(DsaJoin, ATaskThatLostTheCompareJoinsAtThePs) {
+  for (const std::string scheme : {"dsa", "dsa-join"}) {
+    SCOPED_TRACE(scheme);
+    FakeFx fx;
+    auto sw = make_sw(scheme, 1);
+    add_shared_jobs(*sw);
+    const auto g = ramp(64, 4), k = ramp(64, -8);
+    sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g, 100), 0, fx);
+    sw->on_packet(make_data(fx, 2, 9, 0, 2, 4, g, 10), 0, fx);  // loses: to PS 2
+    sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g, 100), 0, fx);
+    sw->on_packet(make_data(fx, 1, 3, 2, 3, 3, g, 100), 0, fx);  // job 1 completes
+    EXPECT_EQ(fx.take().size(), 1u + kJob1.size());
+    sw->on_packet(make_data(fx, 2, 9, 1, 2, 5, k, 10), 0, fx);
+    const auto out = fx.take();
+    if (scheme == "dsa") {
+      EXPECT_TRUE(out.empty());
+      EXPECT_EQ(sw->occupied_by(2), 1u);
+    } else {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].h.dst, kPs2);
+      EXPECT_EQ(out[0].h.psn, 9u);
+      EXPECT_EQ(out[0].h.bitmap, 0b10u);
+      EXPECT_EQ(out[0].v, k);
+      EXPECT_EQ(sw->occupied(), 0u);
+      EXPECT_EQ(sw->stats().split_joins, 1u);
+    }
+    EXPECT_EQ(fx.pool.in_use(), 0u);
+  }
+}
+
+// While another task holds the aggregator, a task with contributions at the
+// PS does not compete for it, however high its priority: the paper's DSA
+// lets it evict the holder and splits it again; dsa-join sends it to the PS
+// and the holder keeps the aggregator.
+TEST(DsaJoin, ARegisteredTaskDoesNotPreemptTheHolder) {
+  for (const std::string scheme : {"dsa", "dsa-join"}) {
+    SCOPED_TRACE(scheme);
+    FakeFx fx;
+    auto sw = make_sw(scheme, 1);
+    add_shared_jobs(*sw);
+    const auto g = ramp(64, 6);
+    sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g, 10), 0, fx);
+    sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, g, 500), 0, fx);  // evicts job 1's rank 0
+    EXPECT_EQ(fx.take().size(), 1u);
+    sw->on_packet(make_data(fx, 1, 5, 1, 3, 2, g, 1000), 0, fx);
+    const auto out = fx.take();
+    ASSERT_EQ(out.size(), 1u);
+    if (scheme == "dsa") {
+      EXPECT_TRUE(out[0].h.has(flag::kEvicted));
+      EXPECT_EQ(out[0].h.job, 2);
+      EXPECT_EQ(sw->occupied_by(1), 1u);
+    } else {
+      EXPECT_EQ(out[0].h.dst, kPs1);
+      EXPECT_EQ(out[0].h.job, 1);
+      EXPECT_EQ(out[0].h.bitmap, 0b010u);
+      EXPECT_FALSE(out[0].h.has(flag::kEvicted));
+      EXPECT_EQ(sw->occupied_by(2), 1u);
+      EXPECT_EQ(sw->stats().preempt_won, 1u);  // only job 2's
+    }
+    EXPECT_EQ(fx.pool.in_use(), 0u);
+  }
 }
 
 TEST(DsaSwitch, AlwaysModePreemptsEvenAtLowerPriority) {
@@ -1396,6 +1510,35 @@ TEST(Worker, EcnEchoHalvesTheWindowAtMostOncePerRtt) {
   EXPECT_EQ(r.tx.stats().ece_acks, 4u);
   EXPECT_EQ(r.tx.stats().decreases, 2u);
   EXPECT_EQ(r.w.fx.pool.in_use(), 0u);
+}
+
+// transport.ecn_per_window (RFC 3168's CWR rule): an echo for a packet sent
+// before the last decrease does not halve the window again, however late it
+// comes (a slow PS path delivers such echoes more than one smoothed RTT
+// after the decrease); the default rule halves on it. An echo for a packet
+// sent after the decrease halves under both.
+TEST(Worker, EcnPerWindowIgnoresEchoesOfPacketsSentBeforeTheDecrease) {
+  for (const bool per_window : {false, true}) {
+    SCOPED_TRACE(per_window);
+    host::WorkerConfig c = WorkerRig::config();
+    c.init_window = 10;
+    c.ecn_per_window = per_window;
+    OneRttRig r(c);
+    const Time rtt = 100 * kUs;
+    for (int k = 0; k < 4; ++k) r.send_op(k * 10 * kUs);     // psn k sent at 10k us
+    r.tx.on_packet(r.ack(0, false), rtt, r.w.fx);           // srtt = 100 us
+    r.tx.on_packet(r.ack(1, true), 10 * kUs + rtt, r.w.fx);  // t = 110 us: halve
+    EXPECT_DOUBLE_EQ(r.tx.cwnd(), 10.1 / 2);
+    r.send_op(120 * kUs);                                    // psn 4, after the decrease
+    r.tx.on_packet(r.ack(2, true), 230 * kUs, r.w.fx);       // psn 2 (sent at 20 us), 120 us after the decrease
+    EXPECT_DOUBLE_EQ(r.tx.cwnd(), per_window ? 10.1 / 2 : 10.1 / 4);
+    r.tx.on_packet(r.ack(4, true), 400 * kUs, r.w.fx);       // psn 4: sent after the first decrease
+    EXPECT_DOUBLE_EQ(r.tx.cwnd(), per_window ? 10.1 / 4 : 10.1 / 8);
+    EXPECT_EQ(r.tx.stats().ece_acks, 3u);
+    EXPECT_EQ(r.tx.stats().decreases, per_window ? 2u : 3u);
+    r.w.fx.take();
+    EXPECT_EQ(r.w.fx.pool.in_use(), 0u);
+  }
 }
 
 // Catches: an RTT sample taken from the Ack of a retransmitted packet (Karn's

@@ -288,7 +288,8 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
   const fs::path dir = fs::path(INA_SOURCE_DIR) / "scenarios" / "dsa";
   const std::map<std::string, size_t> expected_points = {
       {"fig8.toml", 24}, {"fig9.toml", 12}, {"fig10.toml", 2},
-      {"fig11.toml", 2}, {"loss.toml", 5},  {"loss_ps.toml", 5}, {"memory.toml", 12}};
+      {"fig11.toml", 2}, {"loss.toml", 5},  {"loss_ps.toml", 5}, {"memory.toml", 12},
+      {"calibrate.toml", 15}, {"split_join.toml", 16}};
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".toml") continue;
@@ -314,6 +315,14 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
     }
   }
   EXPECT_GE(files, expected_points.size());
+  // The calibrated overlay applies to every one of them (issue 12 item 2).
+  for (const auto& [name, n] : expected_points) {
+    SCOPED_TRACE(name);
+    const Scenario c = load_overlay_file(load_scenario_file((dir / name).string()),
+                                         (dir / "overlay" / "calibrated.toml").string());
+    EXPECT_EQ(expand(c).size(), n);
+    EXPECT_EQ(c.name.substr(c.name.size() - 11), "-calibrated");
+  }
 
   const Scenario ps = load_scenario_file((dir / "loss_ps.toml").string());
   EXPECT_EQ(ps.schemes, (std::vector<std::string>{"atp", "dsa"}));

@@ -57,7 +57,7 @@ TEST(SchemeRegistry, ErrorsListTheAcceptedNames) {
     schemes::find("sharp");
     FAIL() << "no throw";
   } catch (const schemes::UnknownScheme& e) {
-    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-always, dsa-coin, grid, ps, rar, h-ar, rina, zebra, ps-lite or p4inc-aoi"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("switchml, atp, dsa, dsa-join, dsa-always, dsa-coin, grid, ps, rar, h-ar, rina, zebra, ps-lite or p4inc-aoi"), std::string::npos)
         << e.what();
   }
   try {

@@ -148,6 +148,41 @@ TEST(Link, SerializationPlusPropagationIsExact) {
   EXPECT_EQ(rig.sim.pool().in_use(), 0u);
 }
 
+// End-host latency (Simulator::set_host_delay, issue 12 item 2): a packet
+// spends the delay in the host that sends it and again in the host that
+// receives it; a link between two switches has neither.
+TEST(Link, HostDelayAddsToEveryHostEndOfALink) {
+  const Time d = 7 * kUs;
+  sim::Simulator sim(1, 64);
+  sim.set_host_delay(d);
+  auto add_sink = [&](bool is_switch) {
+    auto s = std::make_unique<Sink>();
+    Sink* raw = s.get();
+    sim.add_node(std::move(s), is_switch);
+    return raw;
+  };
+  Sink* at_switch = add_sink(true);                           // 0
+  sim.add_node(std::make_unique<Source>(0, 1, 64), false);    // 1: host -> switch 0
+  sim.add_node(std::make_unique<Source>(3, 1, 64), true);     // 2: switch -> host 3
+  Sink* at_host = add_sink(false);                            // 3
+  Sink* at_switch2 = add_sink(true);                          // 4
+  sim.add_node(std::make_unique<Source>(4, 1, 64), true);     // 5: switch -> switch 4
+  sim::LinkParams p;
+  p.delay = 2500 * kNs;
+  sim.connect(1, 0, p, p);
+  sim.connect(2, 3, p, p);
+  sim.connect(5, 4, p, p);
+  sim.build_routes();
+  sim.run();
+  const Time wire = 24480 + 2500 * kNs;  // 306 B at 100 Gbps, plus propagation
+  ASSERT_EQ(at_switch->rx.size(), 1u);
+  ASSERT_EQ(at_host->rx.size(), 1u);
+  ASSERT_EQ(at_switch2->rx.size(), 1u);
+  EXPECT_EQ(at_switch->rx[0].t, wire + d) << "the sending host's share";
+  EXPECT_EQ(at_host->rx[0].t, wire + d) << "the receiving host's share";
+  EXPECT_EQ(at_switch2->rx[0].t, wire) << "no host on a switch-to-switch link";
+}
+
 TEST(Link, MinimumPacketSizeAndOtherRates) {
   sim::LinkParams p;
   p.gbps = 40;
@@ -426,7 +461,7 @@ TEST_P(RunPoint, OkVerifiedAndReproducible) {
   EXPECT_EQ(a.metrics.at("avg_jct_ms"), b.metrics.at("avg_jct_ms"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, RunPoint, ::testing::Values("switchml", "atp", "dsa", "dsa-always", "dsa-coin"),
+INSTANTIATE_TEST_SUITE_P(Schemes, RunPoint, ::testing::Values("switchml", "atp", "dsa", "dsa-join", "dsa-always", "dsa-coin"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& ch : n)

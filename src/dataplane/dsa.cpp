@@ -12,10 +12,25 @@
 // Retransmissions never reserve or preempt (a late copy would otherwise hold
 // an aggregator nobody completes); they only join their own task or go to the PS.
 // Strawman modes for Fig. 11: always preempt, or preempt with probability 1/2.
-// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
-// table pins is not a task: a packet that maps to it goes to the PS without a
-// compare (preempting it would split a hot key's sum between switch and PS,
-// which Zebra's workers cannot join: they take a hot key's sum from the switch).
+//
+// Split tasks. A task whose partial went to the PS (evicted by a winner, or a
+// first packet that lost the compare) may later find its aggregator free and
+// reserve it with its remaining packets: its halves then meet only when the
+// PS's timeout fetches the aggregator (§IV-C; ~1 ms each). With
+// SwitchConfig::join_splits (ours, scheme dsa-join) the switch keeps, per
+// aggregator, one more register: the task whose contributions this
+// aggregator last sent to the PS and the ranks it sent (48 bits of key and
+// the rank bitmap, read and written in the pass that decides). Then:
+//  - a registered task never competes for its aggregator while another task
+//    holds it: its packet goes to the PS (its ranks added to the register);
+//  - when a packet of the registered task joins the aggregator and the
+//    aggregator's ranks and the register's together are every rank of the
+//    job, the aggregator is complete but for what the PS holds: the switch
+//    sends its half to the PS at once (one packet, like an eviction), frees
+//    the aggregator, and the PS completes the task on it.
+// The register is cleared by that flush or when the task's result passes; it
+// is overwritten when the aggregator sends another task to the PS, and the
+// overwritten task falls back to the paper's timeout.
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -23,7 +38,11 @@ namespace {
 
 class DsaSwitch final : public SwitchProgram {
  public:
-  DsaSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), priority_(n_, 0) {
+  DsaSwitch(const SwitchConfig& cfg, std::string_view scheme)
+      : SwitchProgram(cfg, scheme),
+        priority_(n_, 0),
+        at_ps_(cfg.join_splits ? n_ : 0, 0),
+        at_ps_ranks_(cfg.join_splits ? n_ : 0) {
     host_sparse_in_pool();
   }
 
@@ -32,8 +51,9 @@ class DsaSwitch final : public SwitchProgram {
     Agg& a = agg(i);
     const uint16_t job = p->h.job;
     const uint32_t psn = p->h.psn;
+    const uint64_t key = key_of(job, psn);
     mark(job, psn, task::kSeen);
-    if (a.key == key_of(job, psn)) {
+    if (a.key == key) {
       if (a.bitmap & p->h.bitmap) { ++st_.duplicates; fx.free(p); return; }
       accumulate(i, *p);
       finish_or_free(i, p, j, fx);
@@ -41,7 +61,7 @@ class DsaSwitch final : public SwitchProgram {
     }
     const bool resend = p->h.has(flag::kResend);
     if (a.key == 0) {
-      if (resend) { send_to_ps(p, j, flag::kCollision, fx); return; }
+      if (resend) { to_ps(i, p, j, flag::kCollision, fx); return; }
       reserve(i, *p);
       priority_[i] = p->h.priority;
       finish_or_free(i, p, j, fx);
@@ -50,7 +70,11 @@ class DsaSwitch final : public SwitchProgram {
     ++st_.collisions;
     if (is_pinned(i)) {  // a sparse job's hot values (kv_pool): never preempted, never downgraded
       if (!resend) mark(job, psn, task::kLost);
-      send_to_ps(p, j, flag::kCollision, fx);
+      to_ps(i, p, j, flag::kCollision, fx);
+      return;
+    }
+    if (!at_ps_.empty() && at_ps_[i] == key) {  // join_splits: part of it is at the PS; join it there
+      to_ps(i, p, j, flag::kCollision, fx);
       return;
     }
     if (!resend && wins(p->h.priority, priority_[i])) {
@@ -75,7 +99,7 @@ class DsaSwitch final : public SwitchProgram {
         ++st_.completed;
         multicast_result(r, j, fx);
       }
-      if (vj) send_to_ps(p, *vj, flag::kPartial | flag::kEvicted, fx);
+      if (vj) to_ps(i, p, *vj, flag::kPartial | flag::kEvicted, fx);
       else { ++st_.malformed; fx.free(p); }
       return;
     }
@@ -85,7 +109,7 @@ class DsaSwitch final : public SwitchProgram {
       priority_[i] >>= 1;
       mark(job, psn, task::kLost);
     }
-    send_to_ps(p, j, flag::kCollision, fx);
+    to_ps(i, p, j, flag::kCollision, fx);
   }
 
  private:
@@ -98,15 +122,52 @@ class DsaSwitch final : public SwitchProgram {
     return false;
   }
 
+  // p (of task key(p), or an evicted partial) leaves aggregator i for the PS;
+  // with join_splits the register records its ranks.
+  void to_ps(uint32_t i, Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {
+    if (!at_ps_.empty()) {
+      const uint64_t k = key_of(p->h.job, p->h.psn);
+      if (at_ps_[i] == k) {
+        at_ps_ranks_[i] |= p->h.bitmap;
+      } else {
+        at_ps_[i] = k;
+        at_ps_ranks_[i] = p->h.bitmap;
+      }
+    }
+    send_to_ps(p, j, flags, fx);
+  }
+
   void finish_or_free(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
-    if (!full(i, j)) { fx.free(p); return; }
+    if (!full(i, j)) {
+      // join_splits: what the aggregator lacks is at the PS: send it the switch's half now.
+      if (!at_ps_.empty() && at_ps_[i] == agg(i).key && (agg(i).bitmap | at_ps_ranks_[i]) == owed(j)) {
+        ++st_.split_joins;
+        load_into(i, *p);
+        p->h.flags &= flag::kEcn;
+        p->h.priority = 0;
+        p->h.rank = static_cast<uint8_t>(p->h.bitmap.lowest());
+        release(i);
+        at_ps_[i] = 0;
+        send_to_ps(p, j, flag::kPartial, fx);
+        return;
+      }
+      fx.free(p);
+      return;
+    }
     load_into(i, *p);
     release(i);
     ++st_.completed;
     multicast_result(p, j, fx);
   }
 
+  void result_passed(uint32_t i, uint64_t key) override {
+    if (!at_ps_.empty() && at_ps_[i] == key) at_ps_[i] = 0;
+  }
+
   std::vector<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
+  // Register (join_splits): the task whose contributions this aggregator last sent to the PS, and their ranks.
+  std::vector<uint64_t> at_ps_;
+  std::vector<RankBits> at_ps_ranks_;
 };
 
 }  // namespace

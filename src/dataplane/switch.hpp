@@ -52,6 +52,12 @@ enum class RingMemory : uint8_t { Region, PoolAtp, PoolDsa };
 // of its file below.
 struct SwitchConfig {
   PreemptMode preempt = PreemptMode::Priority;  // DSA
+  // DSA, ours (issue 12 item 3; scheme dsa-join): the switch remembers the
+  // ranks of a task it sent to the PS (evicted, or a lost compare), and
+  // sends its own half of that task to the PS as soon as the two halves
+  // cover every rank, so they meet at once instead of at the PS's timeout
+  // (dataplane/dsa.cpp). Off: the paper's §IV-C.
+  bool join_splits = false;
   uint64_t memory_bytes = 5'000'000;
   uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
   uint64_t seed = 1;
@@ -115,6 +121,7 @@ struct SwitchStats {
   uint64_t collisions = 0;     // addressing collisions
   uint64_t preempt_won = 0;    // packet took the aggregator
   uint64_t preempt_lost = 0;   // packet lost the compare and went to the PS
+  uint64_t split_joins = 0;    // DSA join_splits: split tasks whose switch half went to the PS once the halves covered every rank
   uint64_t downgrades = 0;     // aggregator priority halved
   uint64_t resubmits = 0;      // second pipeline passes
   uint64_t duplicates = 0;     // deduplicated by the bitmap

@@ -97,6 +97,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   const host::Profile& profile = host::profile(s.profile);
   const auto payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   sim::Simulator sim(seed, payload_values, static_cast<uint32_t>(s.header_bytes));
+  sim.set_host_delay(from_us(s.host_delay_us));
 
   dp::SwitchConfig swc;
   swc.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
@@ -118,6 +119,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
   if (s.min_rto_us > 0) wbase.min_rto = from_us(s.min_rto_us);
   wbase.reminder_after = s.reminder_after;
+  wbase.ecn_per_window = s.ecn_per_window;
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
     const auto& job = plan.jobs[j];
     const Time start = static_cast<Time>(job_rng.uniform() * from_us(s.start_jitter_us));
@@ -175,7 +177,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   double jct_sum = 0, jct_max = 0, util_sum = 0;
   Time end_of_training = 0;
   size_t unfinished = 0;
-  uint64_t checked = 0, mismatches = 0, retx = 0, reminders = 0, timeouts = 0;
+  uint64_t checked = 0, mismatches = 0, retx = 0, reminders = 0, timeouts = 0, decreases = 0, ece_acks = 0;
   size_t wi = 0;
   for (const auto& job : plan.jobs) {
     Time start = -1, finish = -1;
@@ -191,6 +193,8 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
       retx += w->transport().stats().retransmits;
       reminders += w->transport().stats().reminders;
       timeouts += w->transport().stats().timeouts;
+      decreases += w->transport().stats().decreases;
+      ece_acks += w->transport().stats().ece_acks;
     }
     if (!job_done) finish = -1;
     out.job_jct_ms.push_back(finish >= 0 ? to_ms(finish - start) : std::nan(""));
@@ -241,6 +245,8 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   m["switch_duplicates"] = static_cast<double>(ss.duplicates);
   m["retransmits"] = static_cast<double>(retx);
   m["timeouts"] = static_cast<double>(timeouts);
+  m["window_decreases"] = static_cast<double>(decreases);  // halvings of the workers' windows (ECN echoes, rate syncs)
+  m["ece_acks"] = static_cast<double>(ece_acks);           // results that carried an ECN echo
   m["worker_reminders"] = static_cast<double>(reminders);
   m["ps_timeout_reminders"] = static_cast<double>(ps_timeout_rem);
   m["ps_conflicts"] = static_cast<double>(ps_conflicts);
@@ -256,6 +262,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
     m["lost_type2"] = by_type[2];
     m["lost_type3"] = by_type[3];
   }
+  if (spec.join_splits) m["split_joins"] = static_cast<double>(ss.split_joins);
   if (spec.segments) {  // P4INC-AOI: per-job JCT, asynchronous errors, shadow-copy answers
     for (size_t j = 0; j < out.job_jct_ms.size(); ++j) m[fmt::format("job{}_jct_ms", j + 1)] = out.job_jct_ms[j];
     uint64_t notices = 0, behind = 0;

@@ -111,6 +111,7 @@ const std::vector<Field>& settings_fields() {
       {"topology.queue_kb", &Settings::queue_kb, positive_up_to(1e6, "KB per output queue: at most 1 GB")},
       {"topology.ecn_kb", &Settings::ecn_kb, between(0, 1e6, "KB: at most 1 GB; 0 = off")},
       {"topology.host_ecn", &Settings::host_ecn},
+      {"topology.host_delay_us", &Settings::host_delay_us, between(0, 1e6, "microseconds: at most 1 s")},
       {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
       {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
@@ -146,6 +147,7 @@ const std::vector<Field>& settings_fields() {
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
+      {"transport.ecn_per_window", &Settings::ecn_per_window},
       {"faults.loss", &Settings::loss, between(0, 1)},
       {"faults.dup", &Settings::dup, between(0, 1)},
       {"faults.reorder", &Settings::reorder, between(0, 1)},
@@ -463,6 +465,16 @@ void read_series(Scenario& sc, const toml::node& n) {
   }
 }
 
+// The TOML document, or a ScenarioError "<origin>:<line>:<column>: TOML syntax error: ...".
+toml::table parse_toml(const std::string& toml_text, const std::string& origin) {
+  try {
+    return toml::parse(toml_text, std::string_view(origin));
+  } catch (const toml::parse_error& e) {
+    throw ScenarioError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, e.source().begin.line,
+                                    e.source().begin.column, e.description()));
+  }
+}
+
 }  // namespace
 
 void fail_field(std::string_view origin, std::string_view key, std::string_view what, std::string_view value) {
@@ -593,6 +605,11 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
       fail(origin, "workload.job_workers", "applies to the dense star only (topology.kind = \"star\")", s.job_workers);
     if (!s.segments.empty())
       fail(origin, "switch.segments", "applies to the dense star only (topology.kind = \"star\")", s.segments);
+    if (s.host_delay_us != 0)
+      fail(origin, "topology.host_delay_us", "applies to the dense star only (topology.kind = \"star\")",
+           fmt::format("{}", s.host_delay_us));
+    if (s.ecn_per_window)
+      fail(origin, "transport.ecn_per_window", "applies to the dense star only (topology.kind = \"star\")", "true");
   }
   if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
   {  // Sparse-only settings in a dense scenario would be silently ignored: refuse them.
@@ -696,13 +713,7 @@ std::vector<Point> expand(const Scenario& sc) {
 }
 
 Scenario parse_scenario(const std::string& toml_text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, std::string_view(origin));
-  } catch (const toml::parse_error& e) {
-    throw ScenarioError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, e.source().begin.line,
-                                    e.source().begin.column, e.description()));
-  }
+  const toml::table root = parse_toml(toml_text, origin);
   Scenario sc;
   sc.file = origin;
   sc.base.scenario_dir = std::filesystem::path(origin).parent_path().string();
@@ -728,6 +739,45 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
   if (is_network(sc.base) && !root["output"]["metrics"]) sc.metrics = {"throughput_gbps"};
   if (is_sparse(sc.base) && !root["output"]["metrics"]) sc.metrics = {"agg_throughput_gbps"};
   expand(sc);  // every concrete point is checked at load time, before anything runs
+  return sc;
+}
+
+void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string& origin) {
+  const toml::table root = parse_toml(toml_text, origin);
+  if (root.empty()) throw ScenarioError(fmt::format("{}: empty overlay (no section or key)", origin));
+  std::string name, title;
+  for (const auto& [sec, node] : root) {
+    const std::string section(sec.str());
+    const auto* tbl = node.as_table();
+    if (!tbl) fail(origin, section, fmt::format("expected a [{}] table, got {}", section, type_of(node)), text_of(node));
+    for (const auto& [k, v] : *tbl) {
+      const std::string key = section + "." + std::string(k.str());
+      try {
+        if (key == "overlay.name" || key == "overlay.title") {
+          (key == "overlay.name" ? name : title) = read_string(v);
+          continue;
+        }
+        const Field* f = find_field(key);
+        if (!f)
+          throw find_meta(key) ? Problem{"an overlay sets settings only (not the scenario's runs, sweep or output)"}
+                               : unknown_key(key, false);
+        assign(sc.base, *f, value_of(*f, v));
+      } catch (const Problem& p) {
+        fail(origin, key, p.what, p.value.value_or(text_of(v)));
+      }
+    }
+  }
+  if (!name.empty()) sc.name += "-" + name;
+  if (!title.empty()) sc.title += " | " + title;
+  expand(sc);  // every concrete point checked again, with the overlay
+}
+
+Scenario load_overlay_file(Scenario sc, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(fmt::format("{}: cannot open overlay file (missing or unreadable)", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  apply_overlay(sc, text.str(), path);
   return sc;
 }
 

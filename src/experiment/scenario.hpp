@@ -37,6 +37,14 @@ struct Settings {
   double queue_kb = 1024;              // topology.queue_kb: drop-tail buffer per output queue
   double ecn_kb = 100;                 // topology.ecn_kb: ECN marking threshold (0 = off)
   bool host_ecn = false;               // topology.host_ecn (multi-switch): hosts' NIC queues mark too (default: switch ports only)
+  // topology.host_delay_us (star): end-host latency, each way, per packet: the
+  // sender's stack (application to NIC) and the receiver's (NIC to
+  // application) each add this much, limiting no rate (sim::Simulator::
+  // set_host_delay). A host-switch-host round trip grows by 4x this; a
+  // worker-switch-worker INA round trip by 2x. 0 = ideal hosts (the papers'
+  // stated settings); DSA's calibrated variant (scenarios/dsa/overlay/calibrated.toml)
+  // sets it so that a lone job needs ~1 MB of switch memory (issue 12 item 2).
+  double host_delay_us = 0;
   // [switch]
   double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
   int payload_bytes = 256;             // switch.payload_bytes: values per packet * 4
@@ -81,6 +89,8 @@ struct Settings {
   double init_window_kb = 60;          // transport.init_window_kb
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)
   int reminder_after = 3;              // transport.reminder_after: retransmissions before a reminder
+  bool ecn_per_window = false;         // transport.ecn_per_window (star): an ECN echo halves the window once per
+                                       //   window of data (RFC 3168), not once per smoothed RTT (host::WorkerConfig)
   // [faults] (probabilities in [0, 1])
   double loss = 0;                     // faults.loss: every link, both directions
   double dup = 0;                      // faults.dup
@@ -153,6 +163,17 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
 // Applies "section.key=value" to settings with the same validation as the
 // file; throws ScenarioError naming `origin`, the key and the value.
 void apply_setting(Settings& s, const std::string& key, const std::string& value, const std::string& origin);
+
+// An overlay: a TOML file of settings sections ([topology], [switch],
+// [workload], [transport], [faults], [zebra], [run]'s profile/verify/
+// max_sim_ms) applied over a scenario's base settings, as `--set` would; the
+// scenario's series and sweep still apply on top. An optional [overlay]
+// table names the variant: `name` is appended to the scenario's name
+// ("fig8-calibrated"), `title` to its title. A key that is not a setting is
+// a ScenarioError naming `origin`, the key and the value; every point is
+// checked again. DSA's calibrated variant is one (scenarios/dsa/overlay/calibrated.toml).
+void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string& origin);
+Scenario load_overlay_file(Scenario sc, const std::string& path);
 
 // Cross-field checks (e.g. jobs * workers_per_job > hosts), run on every
 // concrete Settings before anything is simulated.

@@ -226,7 +226,9 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
-    decrease(now);
+    // ecn_per_window: an echo for a packet sent before the last decrease
+    // reports congestion that decrease already answered (RFC 3168's CWR).
+    if (!cfg_.ecn_per_window || r.sent > last_decrease_) decrease(now);
   } else if (delayed) {
     ++st_.delayed_acks;
     decrease(now);

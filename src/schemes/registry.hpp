@@ -71,6 +71,7 @@ struct Scheme {
   bool segments = false;
   bool routed = false;               // packets are addressed per node by a plan (GRID): multi-switch only
   dp::PreemptMode preempt = dp::PreemptMode::Priority;  // DSA's compare rule (Fig. 11 strawmen)
+  bool join_splits = false;          // DSA: the switch joins split tasks at the PS at once (ours; dp::SwitchConfig)
   bool eq1_priority = false;         // workers compute DSA's Eq. 1 priorities (simulator training workers)
   // Defaults.
   bool track_tasks = false;          // count per-task preemption outcomes (DSA task types, metrics tasks_type*)
@@ -93,7 +94,7 @@ struct Scheme {
   // Its jobs exchange <key, value> packets (a sparse worker and PS).
   bool kv() const { return sparse == Sparse::Push || sparse == Sparse::HotIna; }
   bool answers_to(std::string_view n) const;
-  // The scheme's switch program: cfg with this scheme's preemption mode.
+  // The scheme's switch program: cfg with this scheme's preemption mode and join_splits.
   std::unique_ptr<dp::SwitchProgram> make_switch(dp::SwitchConfig cfg) const;
 };
 

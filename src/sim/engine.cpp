@@ -100,6 +100,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
     l.from = from;
     l.to = to;
     l.p = p;
+    l.p.delay += (is_switch_[from] ? 0 : host_delay_) + (is_switch_[to] ? 0 : host_delay_);
     l.bps = static_cast<uint64_t>(std::llround(p.gbps * 1e9));
     l.queue_time = serialization_time(p.queue_bytes, l.bps);
     // ECN marks at switch egress ports; a host's NIC queue only with set_host_ecn(true).

@@ -138,6 +138,14 @@ class Simulator {
   // (its NIC's queue) never do unless this is set before connect() (a NIC
   // does not mark its own queue: DCTCP and DCQCN mark at switch ports).
   void set_host_ecn(bool on) { host_ecn_ = on; }
+  // End-host latency (issue 12 item 2): every packet spends `d` inside the
+  // host that sends it (application to NIC) and `d` inside the host that
+  // receives it (NIC to application), as a pure delay that limits no rate.
+  // Set before connect(): links out of a host and into a host get `d` more
+  // propagation delay each. A constant delay before a FIFO queue delays its
+  // departures by the same constant, so charging the sender's share after
+  // its NIC queue instead of before changes no time the hosts see. 0: none.
+  void set_host_delay(Time d) { host_delay_ = d; }
   // Two unidirectional links a->b and b->a; returns the id of a->b (b->a is +1).
   uint32_t connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba);
   // Shortest-path routes (by hop count; hosts never transit): for every
@@ -227,6 +235,7 @@ class Simulator {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<bool> is_switch_;
   bool host_ecn_ = false;
+  Time host_delay_ = 0;
   std::vector<Link> links_;
   std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
   std::vector<std::vector<uint32_t>> out_links_;
