@@ -1,0 +1,375 @@
+// `ina bench switch` (issue 13 item 1): what one `ina switch` serves.
+//
+// A load generator plays N workers' gradient streams into one software
+// switch (rt::SwitchDaemon on its own thread, in this process, the very
+// program `ina switch` runs), over loopback UDP, in the runtime's wire
+// format, and checks every result it gets back against the exact sum.
+//
+//  - The workers are real job members: each joins through the switch's
+//    control plane (rt::join_job) and sends from the UDP socket it
+//    advertised. A scheme with a PS (dsa, atp) gets a real rt::PsDaemon on a
+//    thread of its own, which serves the collisions.
+//  - One generator thread drives all N sockets (sendmmsg / recvmmsg, busy
+//    polling). Each worker keeps a window of PSNs in flight: the switch's
+//    window cap (switchml's slots per pool) or a quarter of the aggregators
+//    (shared pools), at most 2 MiB / N of datagrams (the switch's socket
+//    buffer is 4 MB); PSN p of every worker carries the same
+//    template payload (p mod 16), so a result is checked with one memcmp
+//    against the precomputed sum. A PSN still without a result 20 ms after
+//    its last send is sent again with the resend flag (counted; the switch
+//    answers from its shadow copy or the PS).
+//  - Reported, per case (scheme, workers, values per packet, switch threads):
+//    gradient_Gbit_per_s = N x packets x payload bits / wall time (the
+//    gradient the switch aggregated per second), switch_dgrams_per_s
+//    (datagrams the switch received and sent, per second), switch_cpu_ns_per_byte
+//    (the switch thread's CPU time over the gradient bytes it aggregated),
+//    switch_cpu_util (that CPU time over the wall time: 1 = one core busy),
+//    resends and verified results.
+//
+// The generator shares the machine with the switch: on a 2-core host it
+// takes one core and the switch the other, so the figures are what one
+// switch core serves while the other core feeds it.
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/auth.hpp"
+#include "runtime/control.hpp"
+#include "runtime/ps_daemon.hpp"
+#include "runtime/switch_daemon.hpp"
+#include "schemes/registry.hpp"
+#include "wire/packet.hpp"
+
+namespace {
+
+using namespace ina;
+
+constexpr unsigned kTemplates = 16;  // distinct payloads, by PSN mod 16
+constexpr unsigned kBatch = 64;      // datagrams per sendmmsg / recvmmsg
+constexpr Time kResendAfter = 20 * kMs;
+
+double thread_cpu_s(pthread_t t) {
+  clockid_t cid;
+  if (pthread_getcpuclockid(t, &cid) != 0) return 0;
+  timespec ts{};
+  clock_gettime(cid, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+Time now_ps() {
+  return static_cast<Time>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count()) *
+         kNs;
+}
+
+// Rank r's value k of template t; every value and every sum of up to 64
+// ranks fits in int32 without saturation.
+int32_t value(unsigned r, unsigned t, unsigned k) {
+  return static_cast<int32_t>((k * 2654435761u + t * 40503u + r * 97u) % 200001u) - 100000;
+}
+
+struct Outcome {
+  double seconds = 0, switch_cpu_s = 0;
+  uint64_t packets = 0, resends = 0, verified = 0, wrong = 0, window = 0;
+  uint64_t switch_rx = 0, switch_tx = 0, switch_malformed = 0;
+  std::string error;
+};
+
+// One run: a switch (and a PS), N joined workers, `packets` PSNs per worker.
+Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets) {
+  Outcome out;
+  const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::Runtime);
+  rt::SwitchDaemonConfig sc;
+  sc.listen = rt::Endpoint::parse("127.0.0.1:0");
+  sc.scheme = scheme;
+  sc.program.payload_values = payload;
+  sc.program.memory_bytes = 64ull << 20;
+  sc.isolated_regions = 1;
+  sc.ecn_backlog_bytes = 0;  // nothing to slow down: the generator's window is the only limit
+  sc.log = false;
+  sc.key = rt::random_key();
+  sc.has_key = true;
+  rt::SwitchDaemon sw(sc);
+  const rt::Endpoint at = sw.endpoint();
+  std::thread sw_thread([&] { sw.run(); });
+  const uint16_t job = 1;
+  const rt::Key jk = rt::job_key(sc.key, job);
+
+  std::unique_ptr<rt::PsDaemon> ps;
+  std::thread ps_thread;
+  std::atomic<bool> ps_ready{false};
+  std::string ps_error;
+  if (spec.has_ps) {
+    ps_thread = std::thread([&] {
+      try {
+        rt::PsDaemonConfig pc;
+        pc.sw = at;
+        pc.job = job;
+        pc.nworkers = n;
+        pc.key = jk;
+        pc.has_key = true;
+        pc.log = false;
+        ps = std::make_unique<rt::PsDaemon>(pc);
+        ps_ready = true;
+        ps->run();
+      } catch (const std::exception& e) {
+        ps_error = e.what();
+        ps_ready = true;
+      }
+    });
+  }
+  std::vector<std::optional<rt::Joined>> members(n);
+  std::vector<std::string> join_errors(n);
+  {
+    std::vector<std::thread> joins;
+    for (unsigned r = 0; r < n; ++r)
+      joins.emplace_back([&, r] {
+        try {
+          rt::JoinOptions o;
+          o.sw = at;
+          o.job = job;
+          o.rank = r;
+          o.nworkers = n;
+          o.payload_values = payload;
+          o.key = jk;
+          o.retain_ops = 4;
+          o.udp_buffer_bytes = 16 << 20;
+          members[r].emplace(rt::join_job(o));
+        } catch (const std::exception& e) {
+          join_errors[r] = e.what();
+        }
+      });
+    for (auto& t : joins) t.join();
+  }
+  auto stop_all = [&] {
+    sw.request_stop();
+    sw_thread.join();
+    if (ps_thread.joinable()) {
+      while (!ps_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (ps) ps->request_stop();
+      ps_thread.join();
+    }
+  };
+  for (unsigned r = 0; r < n; ++r)
+    if (!members[r]) {
+      out.error = "join failed: " + join_errors[r];
+      stop_all();
+      return out;
+    }
+
+  const rt::JobAssignment& a0 = members[0]->job;
+  // The window: the switch's cap (isolated regions) or a quarter of the
+  // aggregators, and at most what the switch's 4 MB socket buffer holds for
+  // all N workers at once with room to spare (2 MiB; a datagram costs the
+  // kernel at least ~1 KB of buffer however small): beyond that the switch's
+  // socket drops datagrams faster than it reads them, and the run measures
+  // resends instead of the switch.
+  const uint64_t aggregators = sc.program.memory_bytes / (4ull * payload);
+  const size_t dgram = kHeaderBytes + 4u * payload;
+  uint64_t window = a0.window_cap ? a0.window_cap : std::max<uint64_t>(1, aggregators / 4);
+  window = std::min<uint64_t>({window, std::max<uint64_t>(8, (2ull << 20) / n / std::max<size_t>(dgram, 1024)), packets});
+
+  // Templates: each rank's payloads and the expected sums.
+  std::vector<std::vector<std::vector<int32_t>>> tmpl(n, std::vector<std::vector<int32_t>>(kTemplates));
+  std::vector<std::vector<int32_t>> sums(kTemplates, std::vector<int32_t>(payload, 0));
+  for (unsigned r = 0; r < n; ++r)
+    for (unsigned t = 0; t < kTemplates; ++t) {
+      tmpl[r][t].resize(payload);
+      for (unsigned k = 0; k < payload; ++k) {
+        tmpl[r][t][k] = value(r, t, k);
+        sums[t][k] += tmpl[r][t][k];
+      }
+    }
+
+  struct Worker {
+    int fd;
+    Header h;
+    uint64_t next = 0, low = 0, done = 0;
+    std::vector<uint8_t> got;   // by PSN: result received
+    std::vector<Time> sent_at;  // by PSN: last send
+  };
+  std::vector<Worker> ws(n);
+  for (unsigned r = 0; r < n; ++r) {
+    Worker& w = ws[r];
+    w.fd = members[r]->udp.get();
+    // Connected to the switch: sendmmsg needs no address, and only the switch's datagrams arrive.
+    if (::connect(w.fd, reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0) {
+      out.error = fmt::format("connect: {}", std::strerror(errno));
+      stop_all();
+      return out;
+    }
+    const rt::JobAssignment& a = members[r]->job;
+    w.h.type = PktType::Data;
+    w.h.job = job;
+    w.h.src = a.self;
+    w.h.dst = a.sw;
+    w.h.rank = static_cast<uint8_t>(r);
+    w.h.nworkers = static_cast<uint8_t>(n);
+    w.h.bitmap = RankBits::bit(r);
+    w.h.priority = 1;
+    w.h.count = payload;
+    w.got.assign(packets, 0);
+    w.sent_at.assign(packets, 0);
+  }
+  std::vector<std::byte> txbuf(kBatch * dgram), rxbuf(kBatch * dgram);
+  std::vector<iovec> iov(kBatch);
+  std::vector<mmsghdr> msgs(kBatch);
+  std::vector<int32_t> vals(payload);
+
+  auto send_batch = [&](Worker& w, const std::vector<uint32_t>& psns, bool resend) {
+    for (size_t b = 0; b < psns.size(); b += kBatch) {
+      const size_t m = std::min<size_t>(kBatch, psns.size() - b);
+      for (size_t i = 0; i < m; ++i) {
+        Header h = w.h;
+        h.psn = psns[b + i];
+        h.flags = resend ? flag::kResend : 0;
+        std::span<std::byte> slot(txbuf.data() + i * dgram, dgram);
+        const size_t len = encode(h, tmpl[h.rank][h.psn % kTemplates], slot);
+        iov[i] = {slot.data(), len};
+        msgs[i] = {};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
+      size_t off = 0;
+      while (off < m) {
+        const int k = ::sendmmsg(w.fd, msgs.data() + off, static_cast<unsigned>(m - off), 0);
+        if (k > 0) off += static_cast<size_t>(k);
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+      }
+      const Time t = now_ps();
+      for (size_t i = 0; i < m; ++i) w.sent_at[psns[b + i]] = t;
+    }
+    return true;
+  };
+
+  const double cpu0 = thread_cpu_s(sw_thread.native_handle());
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t finished = 0;
+  Time last_progress = now_ps();
+  std::vector<uint32_t> batch;
+  while (finished < n && out.error.empty()) {
+    for (Worker& w : ws) {
+      batch.clear();
+      while (w.next < packets && w.next < w.low + window && batch.size() < kBatch) batch.push_back(static_cast<uint32_t>(w.next++));
+      if (!batch.empty() && !send_batch(w, batch, false)) out.error = fmt::format("sendmmsg: {}", std::strerror(errno));
+    }
+    bool progress = false;
+    for (Worker& w : ws) {
+      for (;;) {
+        for (unsigned i = 0; i < kBatch; ++i) {
+          iov[i] = {rxbuf.data() + i * dgram, dgram};
+          msgs[i] = {};
+          msgs[i].msg_hdr.msg_iov = &iov[i];
+          msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        const int k = ::recvmmsg(w.fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+        if (k <= 0) break;
+        for (int i = 0; i < k; ++i) {
+          Header h;
+          const auto len = msgs[i].msg_len;
+          if (decode(std::span<const std::byte>(rxbuf.data() + i * dgram, len), h, vals) != DecodeError::None ||
+              h.type != PktType::Ack || !h.has(flag::kResult) || h.psn >= packets) {
+            continue;  // not a result of this stream (the switch sends nothing else here)
+          }
+          if (w.got[h.psn]) continue;  // a second copy (a resend answered twice)
+          w.got[h.psn] = 1;
+          ++w.done;
+          progress = true;
+          if (h.count == payload && std::memcmp(vals.data(), sums[h.psn % kTemplates].data(), 4u * payload) == 0) ++out.verified;
+          else ++out.wrong;
+        }
+        while (w.low < packets && w.got[w.low]) ++w.low;
+        if (k < static_cast<int>(kBatch)) break;
+      }
+      if (w.done == packets && w.low == packets) {
+        ++finished;
+        w.low = packets + 1;  // counted once
+      }
+    }
+    const Time t = now_ps();
+    if (progress) last_progress = t;
+    else if (t - last_progress > kResendAfter) {
+      for (Worker& w : ws) {
+        batch.clear();
+        for (uint64_t p = std::min(w.low, packets); p < w.next; ++p)
+          if (!w.got[p] && t - w.sent_at[p] > kResendAfter) batch.push_back(static_cast<uint32_t>(p));
+        out.resends += batch.size();
+        if (!batch.empty()) send_batch(w, batch, true);
+      }
+      last_progress = t;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) out.error = "no progress for 60 s";
+    }
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.switch_cpu_s = thread_cpu_s(sw_thread.native_handle()) - cpu0;
+  out.packets = packets;
+  out.window = window;
+  stop_all();
+  const rt::EngineStats& st = sw.engine().stats();
+  out.switch_rx = st.rx_datagrams;
+  out.switch_tx = st.tx_datagrams;
+  out.switch_malformed = st.rx_malformed + st.rx_foreign;
+  if (!ps_error.empty() && out.error.empty()) out.error = "PS: " + ps_error;
+  return out;
+}
+
+void BM_Switch(benchmark::State& state, const char* scheme) {
+  const auto n = static_cast<unsigned>(state.range(0));
+  const auto payload = static_cast<uint16_t>(state.range(1));
+  // About 256 MB of gradient per worker at 8 KB packets, fewer packets for small ones.
+  const uint64_t packets = std::clamp<uint64_t>((64ull << 20) / (4ull * payload), 20000, 200000);
+  Outcome total;
+  for (auto _ : state) {
+    Outcome o = run_once(scheme, n, payload, packets);
+    if (!o.error.empty() || o.wrong || o.switch_malformed) {
+      state.SkipWithError(fmt::format("{} (wrong results {}, malformed at the switch {})", o.error, o.wrong,
+                                      o.switch_malformed)
+                              .c_str());
+      return;
+    }
+    state.SetIterationTime(o.seconds);
+    total.seconds += o.seconds;
+    total.switch_cpu_s += o.switch_cpu_s;
+    total.packets += o.packets;
+    total.resends += o.resends;
+    total.window = o.window;
+    total.verified += o.verified;
+    total.switch_rx += o.switch_rx;
+    total.switch_tx += o.switch_tx;
+  }
+  const double grad_bytes = static_cast<double>(total.packets) * n * 4.0 * payload;
+  state.counters["gradient_Gbit_per_s"] = grad_bytes * 8 / total.seconds / 1e9;
+  state.counters["switch_dgrams_per_s"] = static_cast<double>(total.switch_rx + total.switch_tx) / total.seconds;
+  state.counters["switch_cpu_ns_per_byte"] = total.switch_cpu_s * 1e9 / grad_bytes;
+  state.counters["switch_cpu_util"] = total.switch_cpu_s / total.seconds;
+  state.counters["resends"] = static_cast<double>(total.resends);
+  state.counters["verified_results"] = static_cast<double>(total.verified);
+  state.counters["switch_threads"] = 1;
+  state.counters["window"] = static_cast<double>(total.window);
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  for (int n : {2, 4, 8})
+    for (int v : {64, 256, 1024, 2048, 8192}) b->Args({n, v});
+  b->ArgNames({"workers", "values"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(BM_Switch, switchml, "switchml")->Name("switch/switchml")->Apply(Args);
+BENCHMARK_CAPTURE(BM_Switch, dsa, "dsa")->Name("switch/dsa")->Apply(Args);
+
+}  // namespace
