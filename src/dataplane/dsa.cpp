@@ -12,6 +12,10 @@
 // Retransmissions never reserve or preempt (a late copy would otherwise hold
 // an aggregator nobody completes); they only join their own task or go to the PS.
 // Strawman modes for Fig. 11: always preempt, or preempt with probability 1/2.
+// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
+// table pins is not a task: a packet that maps to it goes to the PS without a
+// compare (preempting it would split a hot key's sum between switch and PS,
+// which Zebra's workers cannot join: they take a hot key's sum from the switch).
 //
 // Split tasks. A task whose partial went to the PS (evicted by a winner, or a
 // first packet that lost the compare) may later find its aggregator free and
@@ -19,18 +23,24 @@
 // PS's timeout fetches the aggregator (§IV-C; ~1 ms each). With
 // SwitchConfig::join_splits (ours, scheme dsa-join) the switch keeps, per
 // aggregator, one more register: the task whose contributions this
-// aggregator last sent to the PS and the ranks it sent (48 bits of key and
-// the rank bitmap, read and written in the pass that decides). Then:
+// aggregator last sent to the PS (an eviction, a collision, or a PS's fetch)
+// and the ranks it sent (48 bits of key and the rank bitmap). Then:
 //  - a registered task never competes for its aggregator while another task
 //    holds it: its packet goes to the PS (its ranks added to the register);
 //  - when a packet of the registered task joins the aggregator and the
 //    aggregator's ranks and the register's together are every rank of the
 //    job, the aggregator is complete but for what the PS holds: the switch
-//    sends its half to the PS at once (one packet, like an eviction), frees
-//    the aggregator, and the PS completes the task on it.
-// The register is cleared by that flush or when the task's result passes; it
-// is overwritten when the aggregator sends another task to the PS, and the
-// overwritten task falls back to the paper's timeout.
+//    sends its half to the PS at once (one packet, like an eviction) and
+//    frees the aggregator; the PS completes the task on it.
+// Passes: the register sits in a stage before the aggregator's, so the
+// first pass reads it (the compare above, and the flush: the aggregator's
+// register action adds the packet and clears itself when the union covers
+// the job). Writing it after the aggregator's stage has decided takes a
+// second pass: free for an eviction (DSA's swap already resubmits), counted
+// in `resubmits` for a collision or a lost compare. A fetch and a passing
+// result write it in their own pass. The register is cleared when the
+// task's result passes; it is overwritten when the aggregator sends another
+// task to the PS, and the overwritten task falls back to the paper's timeout.
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -99,7 +109,7 @@ class DsaSwitch final : public SwitchProgram {
         ++st_.completed;
         multicast_result(r, j, fx);
       }
-      if (vj) to_ps(i, p, *vj, flag::kPartial | flag::kEvicted, fx);
+      if (vj) to_ps(i, p, *vj, flag::kPartial | flag::kEvicted, fx, true);
       else { ++st_.malformed; fx.free(p); }
       return;
     }
@@ -123,18 +133,27 @@ class DsaSwitch final : public SwitchProgram {
   }
 
   // p (of task key(p), or an evicted partial) leaves aggregator i for the PS;
-  // with join_splits the register records its ranks.
-  void to_ps(uint32_t i, Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {
+  // with join_splits the register records its ranks, in a second pass unless
+  // this one is already the second (`resubmitted`: an eviction).
+  void to_ps(uint32_t i, Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx, bool resubmitted = false) {
     if (!at_ps_.empty()) {
-      const uint64_t k = key_of(p->h.job, p->h.psn);
-      if (at_ps_[i] == k) {
-        at_ps_ranks_[i] |= p->h.bitmap;
-      } else {
-        at_ps_[i] = k;
-        at_ps_ranks_[i] = p->h.bitmap;
-      }
+      if (!resubmitted) ++st_.resubmits;
+      note_at_ps(i, key_of(p->h.job, p->h.psn), p->h.bitmap);
     }
     send_to_ps(p, j, flags, fx);
+  }
+
+  void note_at_ps(uint32_t i, uint64_t key, RankBits ranks) {
+    if (at_ps_[i] == key) {
+      at_ps_ranks_[i] |= ranks;
+    } else {
+      at_ps_[i] = key;
+      at_ps_ranks_[i] = ranks;
+    }
+  }
+
+  void fetched(uint32_t i, uint64_t key, RankBits ranks) override {
+    if (!at_ps_.empty()) note_at_ps(i, key, ranks);
   }
 
   void finish_or_free(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
@@ -146,8 +165,7 @@ class DsaSwitch final : public SwitchProgram {
         p->h.flags &= flag::kEcn;
         p->h.priority = 0;
         p->h.rank = static_cast<uint8_t>(p->h.bitmap.lowest());
-        release(i);
-        at_ps_[i] = 0;
+        release(i);  // the register stays until the task's result passes (result_passed)
         send_to_ps(p, j, flag::kPartial, fx);
         return;
       }

@@ -348,6 +348,7 @@ void SwitchProgram::handle_fetch(Packet* p, const SwitchJob& j, Effects& fx) {
     p->h.flags |= flag::kPartial;
     release(i);
     ++st_.fetch_hits;
+    fetched(i, key_of(p->h.job, p->h.psn), p->h.bitmap);
   }
   fx.send(p);
 }

@@ -252,6 +252,8 @@ class SwitchProgram : public Node {
   // Scheme hook: the result of task `key` (aggregator index i) passed this
   // switch on its way to the workers (after the aggregator, if it held the task, was freed).
   virtual void result_passed(uint32_t i, uint64_t key) {}
+  // Scheme hook: a PS's fetch took task `key`'s partial (ranks `ranks`) out of aggregator i.
+  virtual void fetched(uint32_t i, uint64_t key, RankBits ranks) {}
   // Scheme hook: a ring packet (RingData/RingAck/RingPull) addressed to this
   // switch for registered job j. Default: not a ring scheme, counted malformed.
   virtual void on_ring(Packet* p, const SwitchJob& j, Time now, Effects& fx);

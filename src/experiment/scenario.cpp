@@ -745,6 +745,7 @@ Scenario parse_scenario(const std::string& toml_text, const std::string& origin)
 void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string& origin) {
   const toml::table root = parse_toml(toml_text, origin);
   if (root.empty()) throw ScenarioError(fmt::format("{}: empty overlay (no section or key)", origin));
+  Scenario next = sc;  // sc stays as it was if anything below throws
   std::string name, title;
   for (const auto& [sec, node] : root) {
     const std::string section(sec.str());
@@ -753,7 +754,8 @@ void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string
     for (const auto& [k, v] : *tbl) {
       const std::string key = section + "." + std::string(k.str());
       try {
-        if (key == "overlay.name" || key == "overlay.title") {
+        if (section == "overlay") {
+          if (key != "overlay.name" && key != "overlay.title") throw Problem{"unknown key (known in [overlay]: name, title)"};
           (key == "overlay.name" ? name : title) = read_string(v);
           continue;
         }
@@ -761,15 +763,20 @@ void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string
         if (!f)
           throw find_meta(key) ? Problem{"an overlay sets settings only (not the scenario's runs, sweep or output)"}
                                : unknown_key(key, false);
-        assign(sc.base, *f, value_of(*f, v));
+        assign(next.base, *f, value_of(*f, v));
       } catch (const Problem& p) {
         fail(origin, key, p.what, p.value.value_or(text_of(v)));
       }
     }
   }
-  if (!name.empty()) sc.name += "-" + name;
-  if (!title.empty()) sc.title += " | " + title;
-  expand(sc);  // every concrete point checked again, with the overlay
+  if (!name.empty()) next.name += "-" + name;
+  if (!title.empty()) next.title += " | " + title;
+  try {
+    expand(next);  // every concrete point checked again, with the overlay
+  } catch (const ScenarioError& e) {
+    throw ScenarioError(fmt::format("{} (with the overlay {})", e.what(), origin));
+  }
+  sc = std::move(next);
 }
 
 Scenario load_overlay_file(Scenario sc, const std::string& path) {

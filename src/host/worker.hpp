@@ -95,10 +95,10 @@ struct WorkerConfig {
   bool aimd = true;
   // How often an ECN echo halves the window. false: at most once per
   // smoothed RTT (the papers' "once per RTT", as the simulator's paper
-  // scenarios run). true: only for a packet first sent after the last
-  // decrease, i.e. once per window of data (RFC 3168's CWR rule); echoes
-  // for older packets, which a slow path (the PS's) delivers after more
-  // than one smoothed RTT, then do not halve it again. A scenario setting
+  // scenarios run). true: besides that, only for a packet first sent after
+  // the last decrease, as RFC 3168's CWR rule reacts once per window of
+  // data; echoes for older packets, which a slow path (the PS's) delivers
+  // more than one smoothed RTT later, then do not halve it again. A scenario setting
   // (transport.ecn_per_window); DSA's calibrated overlay sets it.
   bool ecn_per_window = false;
   uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
