@@ -433,9 +433,12 @@ BackPressureRun back_pressure_run(int total, unsigned batch, size_t max_tx_queue
 }
 
 // Runs f in a thread inside a new network namespace whose loopback is shaped
-// by tbf at 20 Mbit/s: the qdisc holds datagrams charged to the sender's
+// by tbf at 2 Mbit/s: the qdisc holds datagrams charged to the sender's
 // socket, so a small SO_SNDBUF really blocks (on plain loopback sends never
-// would). Returns "" or the reason it could not be set up.
+// would). At 20 Mbit/s the qdisc drained a 300-datagram burst while the
+// sending thread waited for a core under `make test -j2`, the socket never
+// blocked, and the blocked-queue test failed its precondition; at 2 Mbit/s
+// that takes ~10x longer (the burst still drains in ~0.1 s). Returns "" or the reason it could not be set up.
 std::string in_shaped_netns(const std::function<void()>& f) {
   std::string why;
   std::thread t([&] {
@@ -443,7 +446,7 @@ std::string in_shaped_netns(const std::function<void()>& f) {
       why = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
       return;
     }
-    if (std::system("ip link set lo up && tc qdisc add dev lo root tbf rate 20mbit burst 1600 limit 4000000 "
+    if (std::system("ip link set lo up && tc qdisc add dev lo root tbf rate 2mbit burst 1600 limit 4000000 "
                     ">/dev/null 2>&1") != 0) {
       why = "ip/tc could not shape the namespace's loopback";
       return;
