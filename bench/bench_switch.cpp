@@ -49,6 +49,7 @@
 
 #include "runtime/auth.hpp"
 #include "runtime/control.hpp"
+#include "runtime/net.hpp"
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "schemes/registry.hpp"
@@ -68,13 +69,6 @@ double thread_cpu_s(pthread_t t) {
   timespec ts{};
   clock_gettime(cid, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-Time now_ps() {
-  return static_cast<Time>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count()) *
-         kNs;
 }
 
 // Rank r's value k of template t; every value and every sum of up to 64
@@ -200,6 +194,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     int fd;
     Header h;
     uint64_t next = 0, low = 0, done = 0;
+    bool finished = false;
     std::vector<uint8_t> got;   // by PSN: result received
     std::vector<Time> sent_at;  // by PSN: last send
   };
@@ -251,7 +246,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         if (k > 0) off += static_cast<size_t>(k);
         else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
       }
-      const Time t = now_ps();
+      const Time t = rt::monotonic_now();
       for (size_t i = 0; i < m; ++i) w.sent_at[psns[b + i]] = t;
     }
     return true;
@@ -259,10 +254,10 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
 
   const double cpu0 = thread_cpu_s(sw_thread.native_handle());
   const auto t0 = std::chrono::steady_clock::now();
-  uint64_t finished = 0;
-  Time last_progress = now_ps();
+  unsigned workers_done = 0;
+  Time last_result = rt::monotonic_now(), last_resend = last_result;
   std::vector<uint32_t> batch;
-  while (finished < n && out.error.empty()) {
+  while (workers_done < n && out.error.empty()) {
     for (Worker& w : ws) {
       batch.clear();
       while (w.next < packets && w.next < w.low + window && batch.size() < kBatch) batch.push_back(static_cast<uint32_t>(w.next++));
@@ -296,23 +291,23 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         while (w.low < packets && w.got[w.low]) ++w.low;
         if (k < static_cast<int>(kBatch)) break;
       }
-      if (w.done == packets && w.low == packets) {
-        ++finished;
-        w.low = packets + 1;  // counted once
+      if (!w.finished && w.done == packets) {
+        w.finished = true;
+        ++workers_done;
       }
     }
-    const Time t = now_ps();
-    if (progress) last_progress = t;
-    else if (t - last_progress > kResendAfter) {
+    const Time t = rt::monotonic_now();
+    if (progress) last_result = t;
+    if (t - last_result > 60 * kSec) out.error = "no result for 60 s";
+    else if (t - std::max(last_result, last_resend) > kResendAfter) {
       for (Worker& w : ws) {
         batch.clear();
-        for (uint64_t p = std::min(w.low, packets); p < w.next; ++p)
+        for (uint64_t p = w.low; p < w.next; ++p)
           if (!w.got[p] && t - w.sent_at[p] > kResendAfter) batch.push_back(static_cast<uint32_t>(p));
         out.resends += batch.size();
         if (!batch.empty()) send_batch(w, batch, true);
       }
-      last_progress = t;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) out.error = "no progress for 60 s";
+      last_resend = t;
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

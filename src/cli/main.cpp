@@ -33,7 +33,7 @@ namespace {
 
 // The demo: DSA Fig. 8 (average JCT vs number of jobs, 8 workers per job,
 // all-A, the paper's per-scheme packets) at a size that finishes in about
-// two minutes on 2 cores, run twice: with the paper's literal settings and
+// 20 s on 2 cores, run twice: with the paper's literal settings and
 // with the calibrated overlay (scenarios/dsa/overlay/calibrated.toml, embedded at
 // build time), and printed side by side.
 constexpr const char* kDemoScenario = R"toml(
