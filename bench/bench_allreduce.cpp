@@ -15,7 +15,8 @@
 //    on one host). Skipped with a message if mpirun is missing.
 //  - allreduce/netns_<scheme>/... — the same jobs across network namespaces
 //    with tc-limited links (scripts/netns-cluster: 100 Mbit/s worker links,
-//    1 Gbit/s switch and PS links), for ina dsa/atp/switchml and the gloo and
+//    1 Gbit/s switch and PS links; INA_BENCH_LINKS=1 adds 1 and 10 Gbit/s
+//    worker links, argument mbit), for ina dsa/atp/switchml and the gloo and
 //    MPI baselines (ranks in the worker namespaces, TCP over the same links);
 //    skipped with the script's reason where namespaces cannot be created.
 // The baselines check every value against the exact sum, as ina does. Their
@@ -187,9 +188,22 @@ void BM_Mpi(benchmark::State& state) {
 
 // ---------------------------------------------------------------- emulated cluster
 
+// Link layouts of the emulated cluster, by the worker link's rate: the
+// switch's and the PS's links are 10x faster (4x at 10 Gbit/s), and the tbf
+// bucket holds at least 1 ms of the fastest link (the kernel's timer tick).
+struct Links {
+  std::string worker, sw, burst;
+};
+Links links_for(int64_t mbit) {
+  if (mbit <= 100) return {"100mbit", "1gbit", "64kb"};
+  if (mbit <= 1000) return {"1gbit", "10gbit", "2mb"};
+  return {"10gbit", "40gbit", "8mb"};
+}
+
 void BM_Netns(benchmark::State& state, const char* scheme) {
   const unsigned workers = static_cast<unsigned>(state.range(0));
   const uint64_t bytes = static_cast<uint64_t>(state.range(1));
+  const Links l = links_for(state.range(2));
   const fs::path dir = fresh_dir("netns");
   double seconds = 0;
   unsigned allreduces = 0;
@@ -199,7 +213,8 @@ void BM_Netns(benchmark::State& state, const char* scheme) {
     const std::string cmd = std::string(INA_SOURCE_DIR) + "/scripts/netns-cluster --ina " + binary + " --scheme " +
                             scheme + " --workers " + std::to_string(workers) + " --size " + std::to_string(bytes) +
                             " --iterations " + std::to_string(kIterations) +
-                            " --worker-rate 100mbit --switch-rate 1gbit --timeout 600 --json " + json;
+                            " --worker-rate " + l.worker + " --switch-rate " + l.sw + " --burst " + l.burst +
+                            " --timeout 600 --json " + json;
     const auto [rc, out] = sh(cmd, 620);
     if (rc == 77) {
       std::fprintf(stderr, "allreduce/netns: skipped: %s", out.c_str());
@@ -217,6 +232,12 @@ void BM_Netns(benchmark::State& state, const char* scheme) {
     seconds += s;
     allreduces += kIterations;
     state.counters["fraction_of_worker_link"] = j.at("fraction_of_worker_link").get<double>();
+    // The machine's CPU over the job (all cores): where it nears 1, the CPU is the cap.
+    if (j.contains("cpu") && j["cpu"].contains("busy")) {
+      state.counters["cpu_busy"] = j["cpu"]["busy"].get<double>();
+      state.counters["cpu_irq"] = j["cpu"]["irq"].get<double>();
+      state.counters["cpu_kernel"] = j["cpu"]["system"].get<double>();
+    }
   }
   fs::remove_all(dir);
   report(state, static_cast<double>(bytes), allreduces, seconds);
@@ -238,6 +259,19 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
   b->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
+// The emulated cluster: 100 Mbit/s worker links for every worker count and
+// size; with INA_BENCH_LINKS=1 also the 1 and 10 Gbit/s layouts for 2 and 4
+// workers at 16 MiB (issue 13 item 5; minutes per case on 2 cores).
+void netns_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"workers", "bytes", "mbit"});
+  for (int64_t w : {2, 4, 8})
+    for (int64_t s : sizes()) b->Args({w, s, 100});
+  if (const char* e = std::getenv("INA_BENCH_LINKS"); e && std::string(e) == "1")
+    for (int64_t mbit : {1000, 10000})
+      for (int64_t w : {2, 4}) b->Args({w, 16 << 20, mbit});
+  b->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
 [[maybe_unused]] const int registered = [] {
   // The runtime's schemes, from the registry (names live as long as the program).
   std::vector<const char*> ina_schemes;
@@ -255,8 +289,7 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
   });
   ina_schemes.insert(ina_schemes.end(), {"gloo", "mpi"});
   for (const char* scheme : ina_schemes) {
-    benchmark::RegisterBenchmark((std::string("allreduce/netns_") + scheme).c_str(), BM_Netns, scheme)
-        ->Apply([](benchmark::internal::Benchmark* b) { args(b, {2, 4, 8}); });
+    benchmark::RegisterBenchmark((std::string("allreduce/netns_") + scheme).c_str(), BM_Netns, scheme)->Apply(netns_args);
   }
   return 0;
 }();

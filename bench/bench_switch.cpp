@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <pthread.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -85,7 +86,7 @@ struct Outcome {
 };
 
 // One run: a switch (and a PS), N joined workers, `packets` PSNs per worker.
-Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets) {
+Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets, bool offload) {
   Outcome out;
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::Runtime);
   rt::SwitchDaemonConfig sc;
@@ -96,6 +97,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   sc.isolated_regions = 1;
   sc.ecn_backlog_bytes = 0;  // nothing to slow down: the generator's window is the only limit
   sc.log = false;
+  sc.offload = offload;
   sc.key = rt::random_key();
   sc.has_key = true;
   rt::SwitchDaemon sw(sc);
@@ -221,9 +223,28 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     w.got.assign(packets, 0);
     w.sent_at.assign(packets, 0);
   }
-  std::vector<std::byte> txbuf(kBatch * dgram), rxbuf(kBatch * dgram);
-  std::vector<iovec> iov(kBatch);
+  // With offload the generator sends as the runtime's engine does: up to
+  // 64 datagrams (64 KB) per segmented send, and takes the switch's
+  // segmented results as coalesced batches (UDP_GRO).
+  const size_t per_send = offload ? std::min<size_t>(kBatch, std::max<size_t>(1, 65000 / dgram)) : 1;
+  const size_t rx_slot = offload ? std::max<size_t>(dgram, 65536) : dgram;
+  if (offload)
+    for (Worker& w : ws) {
+      const int on = 1;
+      if (setsockopt(w.fd, SOL_UDP, UDP_GRO, &on, sizeof on) != 0) {
+        out.error = fmt::format("UDP_GRO: {}", std::strerror(errno));
+        stop_all();
+        return out;
+      }
+    }
+  std::vector<std::byte> txbuf(kBatch * dgram), rxbuf(kBatch * rx_slot);
+  std::vector<iovec> iov(kBatch), rxiov(kBatch);
   std::vector<mmsghdr> msgs(kBatch);
+  union Ctl {
+    char buf[CMSG_SPACE(sizeof(int))];
+    cmsghdr align;
+  };
+  std::vector<Ctl> ctl(kBatch);
   std::vector<int32_t> vals(payload);
 
   auto send_batch = [&](Worker& w, const std::vector<uint32_t>& psns, bool resend) {
@@ -236,19 +257,48 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         std::span<std::byte> slot(txbuf.data() + i * dgram, dgram);
         const size_t len = encode(h, tmpl[h.rank][h.psn % kTemplates], slot);
         iov[i] = {slot.data(), len};
-        msgs[i] = {};
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
+      // Messages of per_send datagrams each (one datagram each without offload).
+      size_t nmsg = 0;
+      for (size_t i = 0; i < m; i += per_send, ++nmsg) {
+        const size_t segs = std::min(per_send, m - i);
+        msgs[nmsg] = {};
+        msgs[nmsg].msg_hdr.msg_iov = &iov[i];
+        msgs[nmsg].msg_hdr.msg_iovlen = segs;
+        if (segs > 1) {
+          msgs[nmsg].msg_hdr.msg_control = ctl[nmsg].buf;
+          msgs[nmsg].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+          cmsghdr* c = CMSG_FIRSTHDR(&msgs[nmsg].msg_hdr);
+          c->cmsg_level = SOL_UDP;
+          c->cmsg_type = UDP_SEGMENT;
+          c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+          const auto seg = static_cast<uint16_t>(dgram);
+          std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        }
       }
       size_t off = 0;
-      while (off < m) {
-        const int k = ::sendmmsg(w.fd, msgs.data() + off, static_cast<unsigned>(m - off), 0);
+      while (off < nmsg) {
+        const int k = ::sendmmsg(w.fd, msgs.data() + off, static_cast<unsigned>(nmsg - off), 0);
         if (k > 0) off += static_cast<size_t>(k);
         else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
       }
       const Time t = rt::monotonic_now();
       for (size_t i = 0; i < m; ++i) w.sent_at[psns[b + i]] = t;
     }
+    return true;
+  };
+
+  // One result datagram: verified against the expected sum.
+  auto take = [&](Worker& w, const std::byte* data, size_t len) {
+    Header h;
+    if (decode(std::span<const std::byte>(data, len), h, vals) != DecodeError::None || h.type != PktType::Ack ||
+        !h.has(flag::kResult) || h.psn >= packets)
+      return false;  // not a result of this stream (the switch sends nothing else here)
+    if (w.got[h.psn]) return false;  // a second copy (a resend answered twice)
+    w.got[h.psn] = 1;
+    ++w.done;
+    if (h.count == payload && std::memcmp(vals.data(), sums[h.psn % kTemplates].data(), 4u * payload) == 0) ++out.verified;
+    else ++out.wrong;
     return true;
   };
 
@@ -267,26 +317,29 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     for (Worker& w : ws) {
       for (;;) {
         for (unsigned i = 0; i < kBatch; ++i) {
-          iov[i] = {rxbuf.data() + i * dgram, dgram};
+          rxiov[i] = {rxbuf.data() + i * rx_slot, rx_slot};
           msgs[i] = {};
-          msgs[i].msg_hdr.msg_iov = &iov[i];
+          msgs[i].msg_hdr.msg_iov = &rxiov[i];
           msgs[i].msg_hdr.msg_iovlen = 1;
+          if (offload) {
+            msgs[i].msg_hdr.msg_control = ctl[i].buf;
+            msgs[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
+          }
         }
         const int k = ::recvmmsg(w.fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
         if (k <= 0) break;
         for (int i = 0; i < k; ++i) {
-          Header h;
-          const auto len = msgs[i].msg_len;
-          if (decode(std::span<const std::byte>(rxbuf.data() + i * dgram, len), h, vals) != DecodeError::None ||
-              h.type != PktType::Ack || !h.has(flag::kResult) || h.psn >= packets) {
-            continue;  // not a result of this stream (the switch sends nothing else here)
-          }
-          if (w.got[h.psn]) continue;  // a second copy (a resend answered twice)
-          w.got[h.psn] = 1;
-          ++w.done;
-          progress = true;
-          if (h.count == payload && std::memcmp(vals.data(), sums[h.psn % kTemplates].data(), 4u * payload) == 0) ++out.verified;
-          else ++out.wrong;
+          const std::byte* data = rxbuf.data() + i * rx_slot;
+          const size_t len = msgs[i].msg_len;
+          size_t seg = len;
+          if (offload)
+            for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
+              if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                int v = 0;
+                std::memcpy(&v, CMSG_DATA(c), sizeof v);
+                if (v > 0) seg = static_cast<size_t>(v);
+              }
+          for (size_t o = 0; o < len; o += seg) progress |= take(w, data + o, std::min(seg, len - o));
         }
         while (w.low < packets && w.got[w.low]) ++w.low;
         if (k < static_cast<int>(kBatch)) break;
@@ -326,11 +379,12 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
 void BM_Switch(benchmark::State& state, const char* scheme) {
   const auto n = static_cast<unsigned>(state.range(0));
   const auto payload = static_cast<uint16_t>(state.range(1));
+  const bool offload = state.range(2) != 0;
   // About 256 MB of gradient per worker at 8 KB packets, fewer packets for small ones.
   const uint64_t packets = std::clamp<uint64_t>((64ull << 20) / (4ull * payload), 20000, 200000);
   Outcome total;
   for (auto _ : state) {
-    Outcome o = run_once(scheme, n, payload, packets);
+    Outcome o = run_once(scheme, n, payload, packets, offload);
     if (!o.error.empty() || o.wrong || o.switch_malformed) {
       state.SkipWithError(fmt::format("{} (wrong results {}, malformed at the switch {})", o.error, o.wrong,
                                       o.switch_malformed)
@@ -360,8 +414,9 @@ void BM_Switch(benchmark::State& state, const char* scheme) {
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int n : {2, 4, 8})
-    for (int v : {64, 256, 1024, 2048, 8192}) b->Args({n, v});
-  b->ArgNames({"workers", "values"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+    for (int v : {64, 256, 1024, 2048, 8192})
+      for (int o : {0, 1}) b->Args({n, v, o});
+  b->ArgNames({"workers", "values", "offload"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 }
 
 BENCHMARK_CAPTURE(BM_Switch, switchml, "switchml")->Name("switch/switchml")->Apply(Args);

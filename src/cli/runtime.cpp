@@ -92,7 +92,7 @@ struct SwitchCmd {
   unsigned payload = 64, regions = 4, rack = 0;
   double ecn_kb = 512;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
-  bool quiet = false, track_tasks = false;
+  bool quiet = false, track_tasks = false, no_offload = false;
   FaultFlags faults;
 
   int run() const {
@@ -110,6 +110,7 @@ struct SwitchCmd {
     c.isolated_regions = regions;
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
+    c.offload = !no_offload;
     c.log = !quiet;
     c.layout = layout;
     c.rack = rack;
@@ -337,6 +338,8 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")
       ->capture_default_str()->check(Finite(0, 1e6, false, "KiB"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
+  s->add_flag("--no-offload", sw->no_offload,
+              "send and receive one datagram per system-call message (no UDP_SEGMENT / UDP_GRO segmentation offload)");
   s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
   s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");

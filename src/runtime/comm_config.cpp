@@ -107,6 +107,8 @@ const Setting kSettings[] = {
      }},
     {"communicator", "fast_retransmit", "INA_FAST_RETRANSMIT",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.fast_retransmit = parse_bool(v, w); }},
+    {"communicator", "offload", "INA_OFFLOAD",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.offload = parse_bool(v, w); }},
     {"communicator", "connect_timeout_ms", "INA_CONNECT_TIMEOUT_MS",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.connect_timeout = parse_ms(v, w); }},
     {"communicator", "rendezvous_timeout_ms", "INA_RENDEZVOUS_TIMEOUT_MS",
@@ -172,7 +174,7 @@ nlohmann::json CommConfig::to_json() const {
           {"payload", payload_values}, {"priority", priority},
           {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
           {"profile", profile}, {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
-          {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit},
+          {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit}, {"offload", offload},
           {"delay_target_ms", to_ms(delay_target)}, {"connect_timeout_ms", to_ms(connect_timeout)},
           {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
           {"close_timeout_ms", to_ms(close_timeout)}, {"faults", faults.to_json()}};

@@ -189,6 +189,7 @@ struct Communicator::Impl {
     if (sworker) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
     ec.gateway = sw;
     ec.faults = cfg.faults;
+    ec.offload = cfg.offload;
     engine = std::make_unique<rt::UdpEngine>(ec, std::move(joined.udp));
     if (sworker) engine->add_node(*sworker);
     else engine->add_node(*node);

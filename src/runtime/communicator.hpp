@@ -87,6 +87,7 @@ struct CommConfig {
   Time min_rto = host::kRuntimeProfile.min_rto;          // RTO floor
   bool fast_retransmit = host::kRuntimeProfile.fast_retransmit;  // time-based fast retransmit (host/worker.hpp)
   Time delay_target = host::kRuntimeProfile.delay_target;        // delay signal (host/worker.hpp); 0 turns it off
+  bool offload = true;          // UDP segmentation offload (rt::EngineConfig::offload)
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   Time progress_timeout = 60 * kSec;
@@ -101,7 +102,7 @@ struct CommConfig {
 
   // TOML: a [communicator] table (profile (applied before the other keys), switch, bind_ip, job, rank, workers, payload,
   // priority, scale = "agree" | number, window_kb, max_window_kb, retain_ops,
-  // min_rto_ms, fast_retransmit, delay_target_ms (0: off), connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
+  // min_rto_ms, fast_retransmit, delay_target_ms (0: off), offload, connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
   // close_timeout_ms) and a [faults] table (loss, duplicate, reorder,
   // reorder_us, delay_us, seed). Unknown keys are errors.
   // `base` supplies the values the file does not set (defaults if omitted).
@@ -111,7 +112,7 @@ struct CommConfig {
   // INA_CONFIG (a TOML file, read first), then INA_PROFILE, INA_SWITCH, INA_BIND_IP,
   // INA_JOB, INA_RANK, INA_WORKERS, INA_PAYLOAD, INA_PRIORITY, INA_SCALE,
   // INA_WINDOW_KB, INA_MAX_WINDOW_KB, INA_RETAIN_OPS, INA_MIN_RTO_MS,
-  // INA_FAST_RETRANSMIT, INA_DELAY_TARGET_MS,
+  // INA_FAST_RETRANSMIT, INA_DELAY_TARGET_MS, INA_OFFLOAD,
   // INA_CONNECT_TIMEOUT_MS, INA_RENDEZVOUS_TIMEOUT_MS, INA_TIMEOUT_MS,
   // INA_CLOSE_TIMEOUT_MS, INA_LOSS, INA_DUPLICATE, INA_REORDER,
   // INA_REORDER_US, INA_DELAY_US, INA_FAULT_SEED.

@@ -156,6 +156,7 @@ struct SwitchDaemon::Impl {
     if (scheme.kv()) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(cfg.program.kv_pairs)));
     ec.faults = cfg.faults;
     ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
+    ec.offload = cfg.offload;
     ec.socket_buffer_bytes = 8 << 20;
     engine = std::make_unique<UdpEngine>(ec, std::move(socks.udp));
     if (!cfg.layout.empty()) static_job();

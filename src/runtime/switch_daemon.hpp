@@ -27,6 +27,7 @@ struct SwitchDaemonConfig {
   unsigned isolated_regions = 4;  // isolated policy: at most this many live jobs
   FaultConfig faults;             // applied to everything the switch sends
   uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on gradients above this receive backlog (0: never)
+  bool offload = true;            // UDP segmentation offload (EngineConfig::offload)
   bool log = true;                // one line per job event on stderr
   // The switch key (auth.hpp): a join for job J must prove job_key(key, J);
   // statistics of all jobs need the key itself. Required.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <linux/sock_diag.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -18,6 +19,11 @@ namespace ina::rt {
 namespace {
 constexpr int kMaxRxRounds = 16;  // recvmmsg batches per readiness event, so timers stay punctual
 constexpr uint64_t kSocketTag = ~0ULL;
+// Segmentation offload: datagrams per segmented send (the kernel's
+// UDP_MAX_SEGMENTS) and bytes per segmented send (below the 64 KB IPv4 limit).
+constexpr size_t kMaxSegments = 64;
+constexpr size_t kMaxGsoBytes = 65000;
+constexpr size_t kMaxTxGroups = 256;  // destinations grouped per send round
 
 bool same(const sockaddr_in& a, const sockaddr_in& b) {
   return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
@@ -49,7 +55,9 @@ nlohmann::json EngineStats::to_json() const {
           {"rx_unknown_dst", rx_unknown_dst}, {"tx_unroutable", tx_unroutable}, {"tx_overflow", tx_overflow},
           {"tx_errors", tx_errors}, {"fault_lost", fault_lost}, {"fault_duplicated", fault_duplicated},
           {"fault_reordered", fault_reordered}, {"fault_delayed", fault_delayed}, {"ecn_marked", ecn_marked},
-          {"timers_fired", timers_fired}, {"loop_iterations", loop_iterations}, {"decode_errors", errs}};
+          {"timers_fired", timers_fired}, {"loop_iterations", loop_iterations}, {"tx_messages", tx_messages},
+          {"tx_gso_refused", tx_gso_refused}, {"rx_gro_batches", rx_gro_batches}, {"rx_truncated", rx_truncated},
+          {"decode_errors", errs}};
 }
 
 UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
@@ -73,17 +81,28 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
   // One extra int32 of room: a datagram longer than the largest valid one
   // arrives whole enough to be recognised (decode reports its length).
   slot_bytes_ = kHeaderBytes + 4u * cfg.payload_values + 4u;
+  rx_slot_bytes_ = slot_bytes_;
+  if (cfg.offload) {
+    const int on = 1;
+    gro_ = setsockopt(sock_.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    if (gro_) rx_slot_bytes_ = std::max(slot_bytes_, cfg.gro_buffer_bytes);
+    gso_max_ = kMaxGsoBytes / 2;  // at least two datagrams per segmented send
+  }
   const unsigned b = cfg.batch;
-  rxbuf_.resize(slot_bytes_ * b);
+  rxbuf_.resize(rx_slot_bytes_ * b);
   rxaddr_.resize(b);
   rxmsg_.resize(b);
   rxiov_.resize(b);
+  rxctl_.resize(b);
   for (unsigned i = 0; i < b; ++i) {
-    rxiov_[i] = {rxbuf_.data() + i * slot_bytes_, slot_bytes_};
+    rxiov_[i] = {rxbuf_.data() + i * rx_slot_bytes_, rx_slot_bytes_};
     std::memset(&rxmsg_[i], 0, sizeof rxmsg_[i]);
   }
   txmsg_.resize(b);
-  txiov_.resize(b);
+  txiov_.resize(b * (cfg.offload ? kMaxSegments : 1));
+  txitem_.resize(txiov_.size());
+  txfirst_.resize(b + 1);
+  txctl_.resize(b);
 }
 
 UdpEngine::~UdpEngine() {
@@ -241,23 +260,97 @@ void UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to) {
   const size_t i = txq_.size();
   if (txbuf_.size() < (i + 1) * slot_bytes_) txbuf_.resize(std::max<size_t>(2 * txbuf_.size(), (i + 1) * slot_bytes_));
   const size_t len = encode(p, std::span<std::byte>(txbuf_.data() + i * slot_bytes_, slot_bytes_));
-  txq_.push_back({to, static_cast<uint32_t>(len)});
+  txq_.push_back({to, static_cast<uint32_t>(len), false});
   if (txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
+}
+
+// Lays out at most `batch` messages of pending queue items in txmsg_: one
+// datagram each, or (max_segments > 1) the pending items of each destination
+// in queue order, cut into runs of one length (a run's last datagram may be
+// shorter, as UDP_SEGMENT allows) of at most max_segments datagrams and
+// kMaxGsoBytes. Returns the number of messages.
+size_t UdpEngine::build_tx(size_t max_segments) {
+  const size_t b = cfg_.batch;
+  size_t nmsg = 0, niov = 0;
+  auto add_iov = [&](uint32_t item) {
+    txiov_[niov] = {txbuf_.data() + size_t{item} * slot_bytes_, txq_[item].len};
+    txitem_[niov++] = item;
+  };
+  auto close_msg = [&](const sockaddr_in& to, size_t first, size_t segment) {
+    ::mmsghdr& m = txmsg_[nmsg];
+    std::memset(&m, 0, sizeof m);
+    m.msg_hdr.msg_name = const_cast<sockaddr_in*>(&to);
+    m.msg_hdr.msg_namelen = sizeof to;
+    m.msg_hdr.msg_iov = &txiov_[first];
+    m.msg_hdr.msg_iovlen = niov - first;
+    if (niov - first > 1) {
+      Cmsg& c = txctl_[nmsg];
+      std::memset(&c, 0, sizeof c);
+      m.msg_hdr.msg_control = c.buf;
+      m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+      cmsghdr* cm = CMSG_FIRSTHDR(&m.msg_hdr);
+      cm->cmsg_level = SOL_UDP;
+      cm->cmsg_type = UDP_SEGMENT;
+      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const auto seg = static_cast<uint16_t>(segment);
+      std::memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+    }
+    txfirst_[nmsg] = static_cast<uint32_t>(first);
+    txfirst_[++nmsg] = static_cast<uint32_t>(niov);
+  };
+  if (max_segments <= 1) {
+    for (size_t i = tx_head_; i < txq_.size() && nmsg < b; ++i) {
+      if (txq_[i].sent) continue;
+      const size_t first = niov;
+      add_iov(static_cast<uint32_t>(i));
+      close_msg(txq_[i].to, first, 0);
+    }
+    return nmsg;
+  }
+  // Pending items by destination, in order of first appearance.
+  size_t ngroups = 0, last = 0;
+  const size_t scan_end = std::min(txq_.size(), tx_head_ + b * max_segments);
+  for (size_t i = tx_head_; i < scan_end; ++i) {
+    if (txq_[i].sent) continue;
+    // Result copies go round the workers: try the group after the last one first.
+    size_t g = last + 1 < ngroups ? last + 1 : 0;
+    if (g >= ngroups || !same(txgroups_[g].first, txq_[i].to))
+      for (g = 0; g < ngroups && !same(txgroups_[g].first, txq_[i].to);) ++g;
+    last = g;
+    if (g == ngroups) {
+      if (ngroups == kMaxTxGroups) continue;  // next round
+      if (txgroups_.size() == ngroups) txgroups_.emplace_back();
+      txgroups_[g].first = txq_[i].to;
+      txgroups_[g].second.clear();
+      ++ngroups;
+    }
+    txgroups_[g].second.push_back(static_cast<uint32_t>(i));
+  }
+  for (size_t g = 0; g < ngroups && nmsg < b; ++g) {
+    const sockaddr_in& to = txgroups_[g].first;
+    const auto& items = txgroups_[g].second;
+    for (size_t k = 0; k < items.size() && nmsg < b;) {
+      const size_t first = niov;
+      const size_t seg = txq_[items[k]].len;
+      size_t bytes = 0;
+      // A run: datagrams of length seg, the last possibly shorter.
+      while (k < items.size() && niov - first < max_segments) {
+        const size_t len = txq_[items[k]].len;
+        if (len > seg || bytes + len > kMaxGsoBytes || (niov > first && seg > gso_max_)) break;
+        add_iov(items[k++]);
+        bytes += len;
+        if (len < seg) break;
+      }
+      close_msg(to, first, seg);
+    }
+  }
+  return nmsg;
 }
 
 void UdpEngine::flush_tx() {
   if (!current_) deliver_local();
   while (tx_head_ < txq_.size() && !tx_blocked_) {
-    const size_t n = std::min<size_t>(cfg_.batch, txq_.size() - tx_head_);
-    for (size_t k = 0; k < n; ++k) {
-      TxItem& it = txq_[tx_head_ + k];
-      txiov_[k] = {txbuf_.data() + (tx_head_ + k) * slot_bytes_, it.len};
-      std::memset(&txmsg_[k], 0, sizeof txmsg_[k]);
-      txmsg_[k].msg_hdr.msg_name = &it.to;
-      txmsg_[k].msg_hdr.msg_namelen = sizeof it.to;
-      txmsg_[k].msg_hdr.msg_iov = &txiov_[k];
-      txmsg_[k].msg_hdr.msg_iovlen = 1;
-    }
+    const size_t n = build_tx(gso_max_ > 0 ? kMaxSegments : 1);
     const int sent = sendmmsg(sock_.get(), txmsg_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;
@@ -269,13 +362,29 @@ void UdpEngine::flush_tx() {
         epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
         break;
       }
-      ++st_.tx_errors;  // e.g. EPERM from a firewall: skip that datagram
-      ++tx_head_;
-      continue;
+      const size_t segs = txfirst_[1] - txfirst_[0];
+      if (segs > 1 && (errno == EINVAL || errno == EMSGSIZE || errno == EIO)) {
+        // The kernel refuses this segmented send: a segment longer than the
+        // path MTU allows (EINVAL), or no checksum offload on the way (EIO).
+        // Datagrams this long go one by one from now on.
+        ++st_.tx_gso_refused;
+        const size_t seg = txiov_[0].iov_len;
+        gso_max_ = errno == EIO ? 0 : std::min(gso_max_, seg - 1);
+        continue;
+      }
+      // e.g. EPERM from a firewall: skip that message's datagrams.
+      st_.tx_errors += segs;
+      for (size_t v = txfirst_[0]; v < txfirst_[1]; ++v) txq_[txitem_[v]].sent = true;
+    } else {
+      st_.tx_messages += static_cast<uint64_t>(sent);
+      for (size_t v = 0; v < txfirst_[static_cast<size_t>(sent)]; ++v) {
+        TxItem& it = txq_[txitem_[v]];
+        it.sent = true;
+        st_.tx_bytes += it.len;
+        ++st_.tx_datagrams;
+      }
     }
-    for (int k = 0; k < sent; ++k) st_.tx_bytes += txq_[tx_head_ + k].len;
-    st_.tx_datagrams += static_cast<uint64_t>(sent);
-    tx_head_ += static_cast<size_t>(sent);
+    while (tx_head_ < txq_.size() && txq_[tx_head_].sent) ++tx_head_;
   }
   if (tx_head_ == txq_.size()) {
     txq_.clear();
@@ -299,8 +408,8 @@ void UdpEngine::on_readable() {
       h.msg_namelen = sizeof rxaddr_[i];
       h.msg_iov = &rxiov_[i];
       h.msg_iovlen = 1;
-      h.msg_control = nullptr;
-      h.msg_controllen = 0;
+      h.msg_control = gro_ ? rxctl_[i].buf : nullptr;
+      h.msg_controllen = gro_ ? sizeof rxctl_[i].buf : 0;
       h.msg_flags = 0;
     }
     const int n = recvmmsg(sock_.get(), rxmsg_.data(), b, MSG_DONTWAIT, nullptr);
@@ -308,20 +417,49 @@ void UdpEngine::on_readable() {
     const bool mark = cfg_.mode == EngineMode::Router && cfg_.ecn_backlog_bytes > 0 &&
                       receive_backlog() > cfg_.ecn_backlog_bytes;
     now_ = clock();
-    for (int i = 0; i < n; ++i)
-      handle_datagram(rxbuf_.data() + static_cast<size_t>(i) * slot_bytes_, rxmsg_[i].msg_len, rxaddr_[i],
-                      (rxmsg_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0, mark);
+    for (int i = 0; i < n; ++i) handle_message(rxmsg_[i], rxbuf_.data() + static_cast<size_t>(i) * rx_slot_bytes_, mark);
     flush_tx();
     if (static_cast<unsigned>(n) < b) return;
   }
 }
 
-void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, bool truncated,
+// One received message: a datagram, or (UDP_GRO) a batch of datagrams of the
+// segment size, the last possibly shorter. A message cut short by the buffer
+// (MSG_TRUNC) loses its last, partial datagram: counted as malformed, never
+// decoded; the whole datagrams before it are good.
+void UdpEngine::handle_message(const ::mmsghdr& m, const std::byte* data, bool mark_ecn) {
+  const sockaddr_in& from = *static_cast<const sockaddr_in*>(m.msg_hdr.msg_name);
+  const size_t len = m.msg_len;
+  const bool cut = (m.msg_hdr.msg_flags & MSG_TRUNC) != 0;
+  if (cut) ++st_.rx_truncated;
+  size_t seg = 0;
+  if (gro_)
+    for (const cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), const_cast<cmsghdr*>(c)))
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        seg = v > 0 ? static_cast<size_t>(v) : 0;
+      }
+  if (seg == 0 || seg >= len) {
+    // One datagram; cut short, it was longer than any valid one.
+    handle_datagram(data, len, from, cut ? DecodeError::PayloadTooLarge : DecodeError::None, mark_ecn);
+    return;
+  }
+  ++st_.rx_gro_batches;
+  for (size_t off = 0; off < len; off += seg) {
+    const size_t l = std::min(seg, len - off);
+    // The buffer ended inside this datagram: its tail is gone.
+    const bool partial = cut && off + seg > len;
+    handle_datagram(data + off, l, from, partial ? DecodeError::Truncated : DecodeError::None, mark_ecn);
+  }
+}
+
+void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced,
                                 bool mark_ecn) {
   ++st_.rx_datagrams;
   st_.rx_bytes += len;
   Packet* p = pool_.get();
-  const DecodeError err = truncated ? DecodeError::PayloadTooLarge : decode(std::span<const std::byte>(data, len), *p);
+  const DecodeError err = forced != DecodeError::None ? forced : decode(std::span<const std::byte>(data, len), *p);
   if (err != DecodeError::None) {
     ++st_.rx_malformed;
     ++st_.decode_errors[static_cast<size_t>(err)];

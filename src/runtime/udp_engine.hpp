@@ -6,6 +6,13 @@
 //  - One event loop (epoll) per engine, one non-blocking UDP socket, batched
 //    recvmmsg / sendmmsg. Extra descriptors (control connections, eventfds,
 //    signalfds) can be watched by the same loop.
+//  - Segmentation offload (Linux UDP GSO/GRO, EngineConfig::offload): the
+//    datagrams queued for one destination with one length leave as one
+//    message with UDP_SEGMENT (up to 64 datagrams, 64 KB), and the socket
+//    takes coalesced batches (UDP_GRO) that are split here at the segment
+//    size. Every datagram is still one INA packet on the wire; only the
+//    number of trips through the kernel's stack changes. A batch whose tail
+//    did not fit the receive buffer loses that tail, counted.
 //  - Time is CLOCK_MONOTONIC in picoseconds since the engine was created, so
 //    nodes see the same ina::Time as in the simulator. Timers are a min-heap
 //    of (time, sequence); set_timer() cannot be cancelled (nodes ignore stale
@@ -71,6 +78,11 @@ struct EngineConfig {
   int socket_buffer_bytes = 4 << 20;
   size_t max_tx_queue = 1 << 16;   // datagrams waiting for socket space; beyond that they are dropped
   uint64_t ecn_backlog_bytes = 0;  // Router: mark CE above this receive backlog (0 = never)
+  // UDP_SEGMENT on send and UDP_GRO on receive (see above). A kernel that
+  // refuses a segmented send (a path MTU below the segment, no checksum
+  // offload) gets those datagrams one by one from then on, counted.
+  bool offload = true;
+  size_t gro_buffer_bytes = 65536;  // receive room per message for a coalesced batch (UDP_GRO)
 };
 
 struct EngineStats {
@@ -84,6 +96,10 @@ struct EngineStats {
   uint64_t tx_errors = 0;      // sendmmsg failures other than "would block"
   uint64_t fault_lost = 0, fault_duplicated = 0, fault_reordered = 0, fault_delayed = 0;
   uint64_t ecn_marked = 0, timers_fired = 0, loop_iterations = 0;
+  uint64_t tx_messages = 0;       // sendmmsg messages (with offload, one carries up to 64 datagrams)
+  uint64_t tx_gso_refused = 0;    // segmented sends the kernel refused (sent again one by one)
+  uint64_t rx_gro_batches = 0;    // received messages that held more than one datagram
+  uint64_t rx_truncated = 0;      // received messages cut short by the buffer (a datagram or a batch's tail)
   std::array<uint64_t, 10> decode_errors{};  // indexed by DecodeError
 
   nlohmann::json to_json() const;
@@ -177,14 +193,22 @@ class UdpEngine final : public Effects {
   struct TxItem {
     sockaddr_in to;
     uint32_t len;
+    bool sent = false;  // with offload, items leave grouped by destination, so not always in queue order
+  };
+  // A control buffer for one message's UDP_SEGMENT / UDP_GRO ancillary data.
+  union Cmsg {
+    char buf[CMSG_SPACE(sizeof(int))];
+    cmsghdr align;
   };
 
   Time clock() const { return monotonic_now() - epoch_; }
   void on_readable();
-  void handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, bool truncated, bool mark_ecn);
+  void handle_message(const ::mmsghdr& m, const std::byte* data, bool mark_ecn);
+  void handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced, bool mark_ecn);
   uint64_t receive_backlog() const;
   void enqueue_tx(const Packet& p, const sockaddr_in& to);
   void flush_tx();
+  size_t build_tx(size_t max_segments);
   void deliver_local();
   void fire_timers();
   void release_delayed();
@@ -216,13 +240,21 @@ class UdpEngine final : public Effects {
   std::vector<sockaddr_in> rxaddr_;
   std::vector<::mmsghdr> rxmsg_;
   std::vector<::iovec> rxiov_;
+  std::vector<Cmsg> rxctl_;
+  size_t rx_slot_bytes_ = 0;
+  bool gro_ = false;   // the socket takes coalesced batches
+  size_t gso_max_ = 0; // longest datagram sent segmented (0: none); lowered when the kernel refuses
   // Send queue: encoded datagrams from tx_head_ on.
   std::vector<std::byte> txbuf_;
   std::vector<TxItem> txq_;
   size_t tx_head_ = 0;
   bool tx_blocked_ = false;
   std::vector<::mmsghdr> txmsg_;
-  std::vector<::iovec> txiov_;
+  std::vector<::iovec> txiov_;      // batch x kMaxSegments
+  std::vector<uint32_t> txitem_;    // the queue item of each iovec
+  std::vector<uint32_t> txfirst_;   // each message's first iovec, and one past the last
+  std::vector<Cmsg> txctl_;
+  std::vector<std::pair<sockaddr_in, std::vector<uint32_t>>> txgroups_;  // pending items by destination (reused)
 
   EngineStats st_;
 };
