@@ -89,7 +89,7 @@ class StopSignals {
 struct SwitchCmd {
   std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file, layout;
   uint64_t memory = 5'000'000, seed = 1;
-  unsigned payload = 64, regions = 4, rack = 0;
+  unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0;
   double ecn_kb = 512;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
   bool quiet = false, track_tasks = false, no_offload = false;
@@ -332,7 +332,7 @@ Runner register_runtime(CLI::App& app) {
       ->capture_default_str()
       ->check(SchemeOf(schemes::Engine::Runtime));
   s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
-  s->add_option("--payload", sw->payload, "int32 values per packet (64 = Tofino's 256 B; e.g. 1024 for a software switch)")
+  s->add_option("--payload", sw->payload, "int32 values per packet (2048 = 8 KB, fits a 9000-byte jumbo frame; 64 = Tofino's 256 B)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
   s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once")->capture_default_str()->check(CLI::Range(1, 4096));
   s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/defaults.hpp"
+
 namespace ina::rt {
 
 struct LaunchConfig {
@@ -27,7 +29,7 @@ struct LaunchConfig {
   std::vector<unsigned> job_workers;  // one worker count per job (`--workers 3,2`); empty: `workers` each
   uint64_t size_bytes = 1 << 20;  // per allreduce
   unsigned iterations = 3;
-  uint16_t payload = 64;          // values per packet
+  uint16_t payload = kDefaultPayload;  // values per packet (runtime/defaults.hpp)
   uint64_t memory_bytes = 5'000'000;
   double loss = 0, duplicate = 0, reorder = 0;  // per datagram, in every process's send path
   double delay_us = 0;            // extra delay for one worker's datagrams ...

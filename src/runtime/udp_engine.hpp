@@ -68,6 +68,7 @@ struct FaultConfig {
 
 enum class EngineMode { Router, Host };
 
+
 struct EngineConfig {
   EngineMode mode = EngineMode::Host;
   uint16_t payload_values = 64;    // largest payload (int32 values) of a datagram

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/defaults.hpp"
+
 namespace ina::train {
 
 struct TrainConfig {
@@ -39,7 +41,7 @@ struct TrainConfig {
   unsigned dim = 16;
   unsigned hot_iterations = 20;
   uint64_t hot_keys = 32768;     // the switch's default table entries
-  uint16_t payload = 1024;       // ina: int32 values per packet (software switch)
+  uint16_t payload = rt::kDefaultPayload;  // ina: int32 values per packet (runtime/defaults.hpp)
   uint64_t memory_bytes = 5'000'000;
   double timeout_s = 600;        // whole run (launcher), and the workers' collective timeout
   std::string json_out;
