@@ -43,6 +43,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -506,10 +507,10 @@ Outcome run_once(Method method, size_t size) {
   }
   // The window: G x W datagrams in half the reflector's receive buffer, W in
   // half a generator's, counting a datagram's kernel truesize as 2 x size +
-  // 2 KB (an over-estimate for every size here); 4..256 per socket.
+  // 2 KB (an over-estimate for every size here); 4..1024 per socket.
   const size_t truesize = 2 * size + 2048;
   const size_t budget = static_cast<size_t>(std::min(refl_rcvbuf, gen_rcvbuf)) / 2;
-  const size_t window = std::clamp<size_t>(std::min(budget / (kGenerators * truesize), budget / truesize), 4, 256);
+  const size_t window = std::clamp<size_t>(std::min(budget / (kGenerators * truesize), budget / truesize), 4, 1024);
   out.window = window;
   const size_t per_send = gso ? std::min<size_t>(kMaxSegments, kMaxUdpPayload / size) : 1;  // segments per GSO send
 
@@ -520,6 +521,7 @@ Outcome run_once(Method method, size_t size) {
 
   Shared sh;
   std::thread th([&] {
+    pthread_setname_np(pthread_self(), "udpio-reflect");  // for perf --sort comm
     try {
       if (method == Method::Mmsg || method == Method::Gso) reflect_mmsg(refl.get(), gso, size, sh, out.refl);
       else reflect_uring(refl.get(), gso, size, nbufs, sh, out.refl);
