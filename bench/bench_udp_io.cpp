@@ -28,15 +28,18 @@
 // One generator thread (this benchmark's thread, busy polling) drives the G
 // sockets: each keeps W datagrams outstanding and sends a new one per reply,
 // with W chosen so that G x W datagrams fit in half the reflector's receive
-// buffer (8 MB requested). It checks every reply's generator, length and
+// buffer (8 MB requested; the kernel grants twice that, for overhead). It checks every reply's generator, length and
 // sequence number; a gap is a lost datagram, nothing is resent, and any loss
 // or wrong reply fails the case. A case runs ~1.2 s of traffic, then drains.
 //
 // Reported per case: reflector datagrams received per second, Gbit/s of
 // payload received, the reflector thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-// per byte received and over the wall time (1 = one core busy), CPU of any
-// other thread of the process (io_uring workers; the generator's own is
-// reported apart), datagrams per wake-up of the reflector and lost datagrams.
+// per byte received and over the wall time (1 = one core busy), its sleeps
+// (voluntary context switches: waits for datagrams) and preemptions
+// (involuntary ones: other threads on its core, the noise of a shared
+// machine) per second, the generator's CPU and preemptions, CPU of any other
+// thread of the process (io_uring workers), datagrams per wake-up of the
+// reflector and lost datagrams.
 #include <benchmark/benchmark.h>
 
 #include <fmt/format.h>
@@ -89,6 +92,23 @@ double thread_cpu_s() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+
+// A thread's CPU time and context switches: voluntary ones are its sleeps
+// (waits for datagrams), involuntary ones preemptions by other threads.
+struct Usage {
+  double cpu_s = 0;
+  long sleeps = 0, preempted = 0;
+  static Usage of_this_thread() {
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
+    return {thread_cpu_s(), ru.ru_nvcsw, ru.ru_nivcsw};
+  }
+  Usage operator-(const Usage& o) const { return {cpu_s - o.cpu_s, sleeps - o.sleeps, preempted - o.preempted}; }
+  Usage& operator+=(const Usage& o) {
+    cpu_s += o.cpu_s, sleeps += o.sleeps, preempted += o.preempted;
+    return *this;
+  }
+};
 
 double process_cpu_s() {
   timespec ts{};
@@ -276,7 +296,7 @@ class TxBatch {
 
 struct ReflectorResult {
   uint64_t dgrams = 0, bytes = 0, bad = 0, wakeups = 0, calls = 0;
-  double cpu_s = 0;
+  Usage use;
   std::string error;
 };
 
@@ -307,7 +327,7 @@ void reflect_mmsg(int fd, bool gso, size_t size, Shared& sh, ReflectorResult& r)
   ev.events = EPOLLIN;
   epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
   sh.ready = true;
-  const double cpu0 = thread_cpu_s();
+  const Usage u0 = Usage::of_this_thread();
   while (!sh.stop.load(std::memory_order_relaxed)) {
     epoll_event evs[4];
     const int ne = epoll_wait(ep.get(), evs, 4, 5);
@@ -331,7 +351,7 @@ void reflect_mmsg(int fd, bool gso, size_t size, Shared& sh, ReflectorResult& r)
       if (static_cast<unsigned>(n) < kBatch) break;
     }
   }
-  r.cpu_s = thread_cpu_s() - cpu0;
+  r.use = Usage::of_this_thread() - u0;
 }
 
 // uring and uring_gso: multishot recvmsg over a provided buffer ring; each
@@ -406,7 +426,7 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
   arm();
   io_uring_submit(&ring);
   sh.ready = true;
-  const double cpu0 = thread_cpu_s();
+  const Usage u0 = Usage::of_this_thread();
   bool rearm = false;
   while (!sh.stop.load(std::memory_order_relaxed) && r.error.empty()) {
     if (rearm) arm(), rearm = false;
@@ -474,14 +494,15 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
     io_uring_cq_advance(&ring, seen);
     if (returned) io_uring_buf_ring_advance(br, static_cast<int>(returned));
   }
-  r.cpu_s = thread_cpu_s() - cpu0;
+  r.use = Usage::of_this_thread() - u0;
   io_uring_unregister_buf_ring(&ring, bgid);
   io_uring_queue_exit(&ring);
   munmap(ring_mem, ring_bytes);
 }
 
 struct Outcome {
-  double seconds = 0, gen_cpu_s = 0, other_cpu_s = 0;
+  double seconds = 0, other_cpu_s = 0;
+  Usage gen;
   uint64_t sent = 0, received = 0, lost = 0, wrong = 0, window = 0;
   ReflectorResult refl;
   std::string error;
@@ -574,7 +595,8 @@ Outcome run_once(Method method, size_t size) {
     return true;
   };
 
-  const double cpu_p0 = process_cpu_s(), cpu_g0 = thread_cpu_s();
+  const double cpu_p0 = process_cpu_s();
+  const Usage g0 = Usage::of_this_thread();
   const double t0 = now_s();
   double last_progress = t0;
   bool sending = true;
@@ -617,10 +639,10 @@ Outcome run_once(Method method, size_t size) {
     }
   }
   out.seconds = now_s() - t0;
-  out.gen_cpu_s = thread_cpu_s() - cpu_g0;
+  out.gen = Usage::of_this_thread() - g0;
   sh.stop = true;
   th.join();
-  out.other_cpu_s = std::max(0.0, process_cpu_s() - cpu_p0 - out.gen_cpu_s - out.refl.cpu_s);
+  out.other_cpu_s = std::max(0.0, process_cpu_s() - cpu_p0 - out.gen.cpu_s - out.refl.use.cpu_s);
   for (const Gen& w : gs) {
     out.received += w.received;
     out.lost += w.lost;
@@ -647,21 +669,24 @@ void BM_UdpIo(benchmark::State& state, Method method) {
     }
     state.SetIterationTime(o.seconds);
     total.seconds += o.seconds;
-    total.gen_cpu_s += o.gen_cpu_s;
+    total.gen += o.gen;
     total.other_cpu_s += o.other_cpu_s;
     total.sent += o.sent;
     total.window = o.window;
     total.refl.dgrams += o.refl.dgrams;
     total.refl.bytes += o.refl.bytes;
-    total.refl.cpu_s += o.refl.cpu_s;
+    total.refl.use += o.refl.use;
     total.refl.wakeups += o.refl.wakeups;
   }
   const double s = total.seconds;
   state.counters["refl_dgrams_per_s"] = static_cast<double>(total.refl.dgrams) / s;
   state.counters["refl_Gbit_per_s"] = static_cast<double>(total.refl.bytes) * 8 / s / 1e9;
-  state.counters["refl_cpu_ns_per_byte"] = total.refl.cpu_s * 1e9 / static_cast<double>(total.refl.bytes);
-  state.counters["refl_cpu_util"] = total.refl.cpu_s / s;
-  state.counters["gen_cpu_util"] = total.gen_cpu_s / s;
+  state.counters["refl_cpu_ns_per_byte"] = total.refl.use.cpu_s * 1e9 / static_cast<double>(total.refl.bytes);
+  state.counters["refl_cpu_util"] = total.refl.use.cpu_s / s;
+  state.counters["refl_sleeps_per_s"] = static_cast<double>(total.refl.use.sleeps) / s;
+  state.counters["refl_preempted_per_s"] = static_cast<double>(total.refl.use.preempted) / s;
+  state.counters["gen_cpu_util"] = total.gen.cpu_s / s;
+  state.counters["gen_preempted_per_s"] = static_cast<double>(total.gen.preempted) / s;
   state.counters["other_cpu_util"] = total.other_cpu_s / s;
   state.counters["dgrams_per_wakeup"] =
       static_cast<double>(total.refl.dgrams) / static_cast<double>(std::max<uint64_t>(1, total.refl.wakeups));
