@@ -57,6 +57,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -406,7 +407,7 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
     alignas(cmsghdr) std::byte ctl[kCtlBytes];
   };
   std::vector<Tx> txs(nbufs);
-  constexpr uint64_t kRecvTag = ~0ull;
+  constexpr uint64_t kRecvTag = ~0ull, kCancelTag = ~1ull;
 
   auto get_sqe = [&] {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
@@ -427,35 +428,59 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
   io_uring_submit(&ring);
   sh.ready = true;
   const Usage u0 = Usage::of_this_thread();
-  bool rearm = false;
-  while (!sh.stop.load(std::memory_order_relaxed) && r.error.empty()) {
-    if (rearm) arm(), rearm = false;
+  bool armed = true, stopping = false;
+  uint64_t sending = 0;  // sends submitted and not completed
+  double drain_until = 0;
+  for (;;) {
+    // On stop: cancel the receive and wait for it and every send to
+    // complete, so that the kernel writes nothing into `bufs` once freed.
+    if (!stopping && (sh.stop.load(std::memory_order_relaxed) || !r.error.empty())) {
+      stopping = true;
+      r.use = Usage::of_this_thread() - u0;
+      if (armed) {
+        io_uring_sqe* sqe = get_sqe();
+        io_uring_prep_cancel64(sqe, kRecvTag, 0);
+        io_uring_sqe_set_data64(sqe, kCancelTag);
+      }
+      drain_until = now_s() + 2;
+    }
+    if (stopping && !armed && sending == 0) break;
+    if (stopping && now_s() > drain_until) {
+      // Never seen; the buffers stay allocated (leaked) rather than freed under the kernel.
+      if (r.error.empty()) r.error = "io_uring: the receive or a send did not complete within 2 s of the stop";
+      std::make_unique<std::vector<std::byte>>(std::move(bufs)).release();
+      break;
+    }
+    if (!stopping && !armed) arm(), armed = true;
     __kernel_timespec ts{0, 5'000'000};
     io_uring_cqe* first = nullptr;
     ++r.calls;
     const int w = io_uring_submit_and_wait_timeout(&ring, &first, 1, &ts, nullptr);
-    if (w < 0 && w != -ETIME && w != -EINTR) {
-      r.error = fmt::format("io_uring wait: {}", rt::errno_text(-w));
-      break;
-    }
+    if (w < 0 && w != -ETIME && w != -EINTR && r.error.empty()) r.error = fmt::format("io_uring wait: {}", rt::errno_text(-w));
     if (!first) continue;
-    ++r.wakeups;
+    if (!stopping) ++r.wakeups;
     unsigned seen = 0, returned = 0;
+    auto give_back = [&](uint16_t b) {
+      io_uring_buf_ring_add(br, bufs.data() + b * bufsz, static_cast<unsigned>(bufsz), b, mask, static_cast<int>(returned++));
+    };
     io_uring_cqe* cqe;
     unsigned head;
     io_uring_for_each_cqe(&ring, head, cqe) {
       ++seen;
       const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kCancelTag) continue;
       if (tag != kRecvTag) {  // a send completed: its buffer returns to the ring
-        if (cqe->res < 0) r.error = fmt::format("io_uring sendmsg: {}", rt::errno_text(-cqe->res));
-        const auto b = static_cast<uint16_t>(tag);
-        io_uring_buf_ring_add(br, bufs.data() + b * bufsz, static_cast<unsigned>(bufsz), b, mask, static_cast<int>(returned++));
+        --sending;
+        if (cqe->res < 0 && r.error.empty()) r.error = fmt::format("io_uring sendmsg: {}", rt::errno_text(-cqe->res));
+        give_back(static_cast<uint16_t>(tag));
         continue;
       }
-      if (!(cqe->flags & IORING_CQE_F_MORE)) rearm = true;
+      if (!(cqe->flags & IORING_CQE_F_MORE)) armed = false;
       if (cqe->res < 0) {
-        if (cqe->res != -ENOBUFS) r.error = fmt::format("io_uring recvmsg: {}", rt::errno_text(-cqe->res));
-        continue;  // out of buffers: re-armed once sends return some (the datagrams wait in the socket)
+        // Out of buffers: re-armed once sends return some (the datagrams wait in the socket).
+        if (cqe->res != -ENOBUFS && !(stopping && cqe->res == -ECANCELED) && r.error.empty())
+          r.error = fmt::format("io_uring recvmsg: {}", rt::errno_text(-cqe->res));
+        continue;
       }
       if (!(cqe->flags & IORING_CQE_F_BUFFER)) {
         r.error = "io_uring recvmsg completed without a buffer";
@@ -464,9 +489,9 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
       const auto b = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
       std::byte* base = bufs.data() + b * bufsz;
       io_uring_recvmsg_out* o = io_uring_recvmsg_validate(base, cqe->res, &rx_tmpl);
-      if (!o || (o->flags & (MSG_TRUNC | MSG_CTRUNC)) || o->namelen != sizeof(sockaddr_in)) {
-        ++r.bad;
-        io_uring_buf_ring_add(br, base, static_cast<unsigned>(bufsz), b, mask, static_cast<int>(returned++));
+      if (stopping || !o || (o->flags & (MSG_TRUNC | MSG_CTRUNC)) || o->namelen != sizeof(sockaddr_in)) {
+        if (!stopping) ++r.bad;
+        give_back(b);
         continue;
       }
       auto* d = static_cast<std::byte*>(io_uring_recvmsg_payload(o, &rx_tmpl));
@@ -490,11 +515,11 @@ void reflect_uring(int fd, bool gso, size_t size, unsigned nbufs, Shared& sh, Re
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_sendmsg(sqe, fd, &t.h, 0);
       io_uring_sqe_set_data64(sqe, b);
+      ++sending;
     }
     io_uring_cq_advance(&ring, seen);
     if (returned) io_uring_buf_ring_advance(br, static_cast<int>(returned));
   }
-  r.use = Usage::of_this_thread() - u0;
   io_uring_unregister_buf_ring(&ring, bgid);
   io_uring_queue_exit(&ring);
   munmap(ring_mem, ring_bytes);
