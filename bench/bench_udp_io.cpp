@@ -88,11 +88,14 @@ struct Tag {
   uint64_t seq;
 };
 
-double thread_cpu_s() {
+double clock_s(clockid_t c) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(c, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+double thread_cpu_s() { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+double process_cpu_s() { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+double now_s() { return clock_s(CLOCK_MONOTONIC); }
 
 // A thread's CPU time and context switches: voluntary ones are its sleeps
 // (waits for datagrams), involuntary ones preemptions by other threads.
@@ -110,18 +113,6 @@ struct Usage {
     return *this;
   }
 };
-
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double now_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // A UDP socket on loopback with 8 MB buffers (forced past net.core.*mem_max
 // when permitted) and UDP_GRO if asked; returns the receive buffer the kernel
@@ -551,12 +542,12 @@ Outcome run_once(Method method, size_t size) {
       return out;
     }
   }
-  // The window: G x W datagrams in half the reflector's receive buffer, W in
-  // half a generator's, counting a datagram's kernel truesize as 2 x size +
-  // 2 KB (an over-estimate for every size here); 4..1024 per socket.
+  // The window: all G x W datagrams fit in half the smallest receive buffer,
+  // counting a datagram's kernel truesize as 2 x size + 2 KB (generous for
+  // every size here); 4..1024 per socket.
   const size_t truesize = 2 * size + 2048;
   const size_t budget = static_cast<size_t>(std::min(refl_rcvbuf, gen_rcvbuf)) / 2;
-  const size_t window = std::clamp<size_t>(std::min(budget / (kGenerators * truesize), budget / truesize), 4, 1024);
+  const size_t window = std::clamp<size_t>(budget / (kGenerators * truesize), 4, 1024);
   out.window = window;
   const size_t per_send = gso ? std::min<size_t>(kMaxSegments, kMaxUdpPayload / size) : 1;  // segments per GSO send
 
