@@ -960,9 +960,10 @@ INSTANTIATE_TEST_SUITE_P(Runtime, InaRun,
 
 TEST(InaRunProcesses, DsaPreemptsBetweenTwoJobs) {
   const fs::path json = temp_file("preempt.json");
-  // 64 KB of aggregator memory: 256 aggregators for two jobs of 2 workers, so tasks collide.
+  // 64 KB of aggregator memory at Tofino's 256 B payload: 256 aggregators for two jobs of 2 workers, so tasks collide.
   const Proc p = run_ina({"run", "--scheme", "dsa", "--workers", "2", "--jobs", "2", "--size", "400000",
-                          "--iterations", "2", "--memory", "65536", "--json", json.string(), "--timeout", "40"});
+                          "--iterations", "2", "--memory", "65536", "--payload", "64", "--json", json.string(),
+                          "--timeout", "40"});
   ASSERT_EQ(p.status, 0) << p.out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
