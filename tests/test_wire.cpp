@@ -465,6 +465,51 @@ TEST(FixedPoint, RoundsToNearest) {
   EXPECT_EQ(q, (std::vector<int32_t>{1, -1, 2, -2, 20}));
 }
 
+// Ties go to even, also where floats have a single fractional bit (2^22 ..
+// 2^23) and where they have none (from 2^23 on). Hand-derived values.
+TEST(FixedPoint, TiesRoundToEvenAtEveryMagnitude) {
+  const FixedPointCodec c(1.0, 1);
+  const std::vector<float> in = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 4194304.5f, 4194305.5f, -4194305.5f,
+                                 8388609.0f, 16777218.0f, 0.49999997f};
+  std::vector<int32_t> q(in.size());
+  EXPECT_EQ(c.encode(in, q).overflowed, 0u);
+  EXPECT_EQ(q, (std::vector<int32_t>{0, 2, 2, 0, -2, -2, 4194304, 4194306, -4194306, 8388609, 16777218, 0}));
+}
+
+// The single-precision loop (power-of-two scales) against the
+// double-precision one, value by value, on the edges: ties, the limit and the
+// floats next to it, infinities, NaN, subnormals, the float range's ends, and
+// random floats of every exponent; for scales from 2^-126 to 2^127 and worker
+// counts whose limits are and are not floats.
+TEST(FixedPoint, PowerOfTwoLoopEqualsTheDoubleLoopValueByValue) {
+  std::vector<float> base = {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, 2.5f, 4194304.5f, 8388607.5f, 8388608.0f,
+                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+                             -std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
+                             std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  Rng rng(2026);
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng.next());
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    base.push_back(f);
+  }
+  for (const int k : {-126, -3, 0, 1, 10, 23, 30, 60, 127})
+    for (const unsigned n : {1u, 2u, 3u, 7u, 64u}) {
+      const FixedPointCodec c(std::ldexp(1.0, k), n);
+      std::vector<float> in = base;
+      // The limit and its neighbours, and ties, in this scale.
+      for (const double v : {double(c.limit()), double(c.limit()) + 1, double(c.limit()) - 1, double(c.limit()) - 64,
+                             double(c.limit()) + 64, 2.5, 3.5, 1048576.5})
+        for (const double sgn : {1.0, -1.0}) in.push_back(static_cast<float>(sgn * std::ldexp(v, -k)));
+      std::vector<int32_t> fast(in.size()), ref(in.size());
+      const QuantStats a = c.encode(in, fast), b = c.encode_double(in, ref);
+      for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(fast[i], ref[i]) << "scale 2^" << k << ", " << n << " workers, x = " << in[i];
+      EXPECT_EQ(a.overflowed, b.overflowed) << k << " " << n;
+      EXPECT_EQ(a.max_abs, b.max_abs) << k << " " << n;
+    }
+}
+
 TEST(FixedPoint, SaturatesBeyondLimitAndCounts) {
   const FixedPointCodec c(1.0, 4);
   EXPECT_EQ(c.limit(), INT32_MAX / 4);

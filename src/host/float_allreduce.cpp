@@ -13,12 +13,27 @@ namespace ina::host {
 
 void scale_lanes(std::span<const float> x, std::span<int32_t> lanes) {
   std::fill(lanes.begin(), lanes.end(), 0);
-  float m = 0;
-  bool nonfinite = false;
-  for (const float v : x) {
-    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
-    else nonfinite = true;
-  }
+  // On the bits, so that it vectorizes: |v|'s bits order as |v| does, and
+  // are above those of the largest float exactly for inf and NaN. One pass
+  // finds the largest |v| of all; only if that is not finite, a second finds
+  // the largest finite one.
+  constexpr int32_t kMaxFinite = 0x7f7fffff;
+  auto max_bits = [&](bool finite_only) {
+    int32_t mb = 0;
+    for (const float v : x) {
+      int32_t b;
+      std::memcpy(&b, &v, sizeof b);
+      b &= 0x7fffffff;
+      b = finite_only && b > kMaxFinite ? 0 : b;
+      mb = b > mb ? b : mb;
+    }
+    return mb;
+  };
+  int32_t mb = max_bits(false);
+  const bool nonfinite = mb > kMaxFinite;
+  if (nonfinite) mb = max_bits(true);
+  float m;
+  std::memcpy(&m, &mb, sizeof m);
   if (m > 0) {
     int e = 0;
     std::frexp(m, &e);  // m < 2^e

@@ -25,7 +25,12 @@ class FixedPointCodec {
   double scale() const { return scale_; }
   int32_t limit() const { return limit_; }
 
+  // A power-of-two scale (what `safe_scale` and the agreed scale give) takes
+  // a single-precision loop with the same results, built for AVX2 where the
+  // CPU has it; any other scale a double-precision one.
   QuantStats encode(std::span<const float> in, std::span<int32_t> out) const;
+  // The double-precision loop, for any scale (the reference of the other).
+  QuantStats encode_double(std::span<const float> in, std::span<int32_t> out) const;
   // out[i] = sum[i] / scale / divisor (divisor = n gives the average).
   void decode(std::span<const int32_t> sum, std::span<float> out, double divisor = 1.0) const;
 
@@ -35,6 +40,7 @@ class FixedPointCodec {
  private:
   double scale_;
   int32_t limit_;
+  float fscale_ = 0;  // scale_ as a float when it is a power of two a float holds exactly; else 0
 };
 
 // Saturating int32 add used by switch aggregators; sets `overflow` on clamp.
