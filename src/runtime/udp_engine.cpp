@@ -89,13 +89,13 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
     gso_max_ = kMaxGsoBytes / 2;  // at least two datagrams per segmented send
   }
   const unsigned b = cfg.batch;
-  rxbuf_.resize(rx_slot_bytes_ * b);
+  rxbuf_.reset(new std::byte[rx_slot_bytes_ * b]);
   rxaddr_.resize(b);
   rxmsg_.resize(b);
   rxiov_.resize(b);
   rxctl_.resize(b);
   for (unsigned i = 0; i < b; ++i) {
-    rxiov_[i] = {rxbuf_.data() + i * rx_slot_bytes_, rx_slot_bytes_};
+    rxiov_[i] = {rxbuf_.get() + i * rx_slot_bytes_, rx_slot_bytes_};
     std::memset(&rxmsg_[i], 0, sizeof rxmsg_[i]);
   }
   txmsg_.resize(b);
@@ -417,7 +417,7 @@ void UdpEngine::on_readable() {
     const bool mark = cfg_.mode == EngineMode::Router && cfg_.ecn_backlog_bytes > 0 &&
                       receive_backlog() > cfg_.ecn_backlog_bytes;
     now_ = clock();
-    for (int i = 0; i < n; ++i) handle_message(rxmsg_[i], rxbuf_.data() + static_cast<size_t>(i) * rx_slot_bytes_, mark);
+    for (int i = 0; i < n; ++i) handle_message(rxmsg_[i], rxbuf_.get() + static_cast<size_t>(i) * rx_slot_bytes_, mark);
     flush_tx();
     if (static_cast<unsigned>(n) < b) return;
   }

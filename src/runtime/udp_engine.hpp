@@ -237,7 +237,9 @@ class UdpEngine final : public Effects {
   uint64_t seq_ = 0;
 
   // Receive batch.
-  std::vector<std::byte> rxbuf_;
+  // Not zero-filled: with UDP_GRO the slots are 64 KB each, and only the pages
+  // datagrams land in are ever touched (resident).
+  std::unique_ptr<std::byte[]> rxbuf_;
   std::vector<sockaddr_in> rxaddr_;
   std::vector<::mmsghdr> rxmsg_;
   std::vector<::iovec> rxiov_;
