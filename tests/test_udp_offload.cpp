@@ -261,3 +261,114 @@ TEST(UdpOffload, CopiesToSeveralHostsAreGroupedByDestination) {
   // 120 copies, 64 flushed at once and 56 after: one send per host each time.
   EXPECT_EQ(router.stats().tx_messages, 6u);
 }
+
+// ---------------------------------------------------------------- multicast
+
+namespace {
+
+// A router hosting a node that multicasts, and three hosts (ranks 0..2 of job 1).
+struct Group {
+  explicit Group(FaultConfig faults = {}) {
+    EngineConfig rc;
+    rc.mode = EngineMode::Router;
+    rc.payload_values = kCount;
+    rc.faults = faults;
+    router = std::make_unique<UdpEngine>(rc);
+    sw.set_id(0);
+    router->add_node(sw);
+    nodes.resize(3);
+    for (unsigned h = 0; h < 3; ++h) {
+      EngineConfig hc;
+      hc.payload_values = kCount;
+      hc.gateway = router->local();
+      hosts.push_back(std::make_unique<UdpEngine>(hc));
+      nodes[h].set_id(static_cast<NodeId>(10 + h));
+      hosts[h]->add_node(nodes[h]);
+      router->set_route(static_cast<NodeId>(10 + h), hosts[h]->local());
+    }
+  }
+  // Multicasts results 0..n-1 (payload_of(i)) to `mask` (empty: all); returns how many the engine took.
+  unsigned send(uint32_t n, RankBits mask = {}) {
+    unsigned taken = 0;
+    router->invoke(sw, [&](Time, Effects& fx) {
+      for (uint32_t i = 0; i < n; ++i) {
+        Packet* p = fx.alloc();
+        p->h = data(i, 0, kMulticast, kCount);
+        p->h.type = PktType::Ack;
+        p->h.flags = flag::kResult;
+        const auto v = payload_of(i, kCount);
+        std::memcpy(p->payload(), v.data(), 4u * kCount);
+        p->mcast = mask;
+        if (fx.multicast(p)) ++taken;
+        else fx.free(p);
+      }
+    });
+    return taken;
+  }
+  bool pump_all(size_t want) {
+    std::vector<UdpEngine*> all;
+    for (auto& h : hosts) all.push_back(h.get());
+    return pump(all, [&] { return nodes[0].psns.size() + nodes[1].psns.size() + nodes[2].psns.size() >= want; });
+  }
+  Keep sw;
+  std::vector<Keep> nodes;
+  std::unique_ptr<UdpEngine> router;
+  std::vector<std::unique_ptr<UdpEngine>> hosts;
+};
+
+}  // namespace
+
+// One encoding per result, its payload shared by the other members' copies
+// (a header each, with its own destination): every host gets every result,
+// exact, in order, addressed to it (a host engine drops a datagram for a
+// node it does not have: rx_unknown_dst). Catches: a copy with the first
+// member's destination, a payload from another result's slot, a copy lost
+// when the queue flushes between results.
+TEST(UdpMulticast, OneEncodingServesEveryMemberExactly) {
+  Group g;
+  g.router->set_group(1, {10, 11, 12});
+  EXPECT_EQ(g.send(100), 100u);
+  ASSERT_TRUE(g.pump_all(300));
+  for (unsigned h = 0; h < 3; ++h) {
+    ASSERT_EQ(g.nodes[h].psns.size(), 100u) << "host " << h;
+    for (uint32_t i = 0; i < 100; ++i) {
+      EXPECT_EQ(g.nodes[h].psns[i], i);
+      EXPECT_EQ(g.nodes[h].values[i], payload_of(i, kCount)) << "host " << h << " psn " << i;
+    }
+    EXPECT_EQ(g.hosts[h]->stats().rx_unknown_dst, 0u);
+    EXPECT_EQ(g.hosts[h]->stats().rx_malformed, 0u);
+  }
+  EXPECT_EQ(g.router->stats().tx_datagrams, 300u);
+  EXPECT_EQ(g.router->stats().tx_shared_copies, 200u);
+  EXPECT_EQ(g.router->packets_in_use(), 0u);
+}
+
+// p->mcast restricts the copies to those ranks; a member without a route is
+// counted as unroutable and the others still get theirs.
+TEST(UdpMulticast, RanksOfTheMaskOnlyAndUnroutableMembersCounted) {
+  Group g;
+  g.router->set_group(1, {10, 11, 12, 99});  // rank 3: no route
+  EXPECT_EQ(g.send(5, RankBits::bit(0) | RankBits::bit(2) | RankBits::bit(3)), 5u);
+  ASSERT_TRUE(g.pump_all(10));
+  EXPECT_EQ(g.nodes[0].psns, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(g.nodes[1].psns.empty());
+  EXPECT_EQ(g.nodes[2].psns, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(g.router->stats().tx_unroutable, 5u);
+  EXPECT_EQ(g.router->stats().tx_shared_copies, 5u);
+}
+
+// No group for the job, a cleared group, or fault injection on (each copy
+// must meet its own faults): the engine declines and the node keeps p.
+TEST(UdpMulticast, DeclinedWithoutAGroupOrWithFaults) {
+  Group g;
+  EXPECT_EQ(g.send(3), 0u);
+  g.router->set_group(1, {10, 11, 12});
+  g.router->clear_group(1);
+  EXPECT_EQ(g.send(3), 0u);
+  FaultConfig f;
+  f.loss = 0.5;
+  Group lossy(f);
+  lossy.router->set_group(1, {10, 11, 12});
+  EXPECT_EQ(lossy.send(3), 0u);
+  EXPECT_EQ(g.router->stats().tx_datagrams + lossy.router->stats().tx_datagrams, 0u);
+}

@@ -643,6 +643,7 @@ struct SwitchDaemon::Impl {
       members[k]->id = ids[k];
       engine->set_route(ids[k], members[k]->udp);
     }
+    engine->set_group(j.id, sj.workers);  // results: one encoding for every worker
     if (cpu) cpu->add_job(j.id, sj.workers);
     j.hot.assign(j.nworkers, std::nullopt);
     j.live = true;
@@ -667,6 +668,7 @@ struct SwitchDaemon::Impl {
   void teardown(Job& j) {
     const size_t freed = program->remove_job(j.id);
     freed_at_teardown += freed;
+    engine->clear_group(j.id);
     if (cpu) engine->invoke(*cpu, [&](Time, Effects& fx) { cpu_copies_freed_at_teardown += cpu->remove_job(j.id, fx); });
     for (Conn* c : j.members()) {
       engine->clear_route(c->id);

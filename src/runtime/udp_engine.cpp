@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "wire/patch.hpp"
+
 namespace ina::rt {
 
 namespace {
@@ -57,6 +59,7 @@ nlohmann::json EngineStats::to_json() const {
           {"fault_reordered", fault_reordered}, {"fault_delayed", fault_delayed}, {"ecn_marked", ecn_marked},
           {"timers_fired", timers_fired}, {"loop_iterations", loop_iterations}, {"tx_messages", tx_messages},
           {"tx_gso_refused", tx_gso_refused}, {"rx_gro_batches", rx_gro_batches}, {"rx_truncated", rx_truncated},
+          {"tx_shared_copies", tx_shared_copies},
           {"decode_errors", errs}};
 }
 
@@ -99,8 +102,8 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
     std::memset(&rxmsg_[i], 0, sizeof rxmsg_[i]);
   }
   txmsg_.resize(b);
-  txiov_.resize(b * (cfg.offload ? kMaxSegments : 1));
-  txitem_.resize(txiov_.size());
+  txiov_.resize(2 * b * (cfg.offload ? kMaxSegments : 1));
+  txitem_.resize(b * (cfg.offload ? kMaxSegments : 1));
   txfirst_.resize(b + 1);
   txctl_.resize(b);
 }
@@ -151,6 +154,43 @@ void UdpEngine::add_relay(const Endpoint& from) { relays_.push_back(from.sa); }
 
 void UdpEngine::clear_route(NodeId id) {
   if (id < routes_.size() && routes_[id].valid) routes_[id] = Route{routes_[id].sa, false, true};
+}
+
+void UdpEngine::set_group(uint16_t job, std::vector<NodeId> members) {
+  if (cfg_.mode != EngineMode::Router) throw RuntimeError("engine: only a router engine has multicast groups");
+  if (members.size() > kMaxWireWorkers)
+    throw RuntimeError(fmt::format("engine: a multicast group holds at most {} members, got {}", kMaxWireWorkers, members.size()));
+  groups_[job] = std::move(members);
+}
+
+void UdpEngine::clear_group(uint16_t job) { groups_.erase(job); }
+
+bool UdpEngine::multicast(Packet* p) {
+  if (cfg_.faults.any() || (attached_ && current_ == attached_)) return false;
+  const auto g = groups_.find(p->h.job);
+  if (g == groups_.end() || g->second.empty()) return false;
+  const std::vector<NodeId>& members = g->second;
+  if (p->h.src == kNoNode && current_) p->h.src = current_->id();
+  const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
+  long first = -1;
+  for (unsigned r = 0; r < members.size(); ++r) {
+    if (!pending.test(r)) continue;
+    const NodeId d = members[r];
+    if (d >= routes_.size() || !routes_[d].valid) {
+      ++st_.tx_unroutable;
+      continue;
+    }
+    if (first < 0) {
+      p->h.dst = d;
+      first = enqueue_tx(*p, routes_[d].sa, false);
+      if (first < 0) break;  // the queue is full: so it is for every copy
+    } else {
+      enqueue_copy(static_cast<size_t>(first), d, routes_[d].sa);
+    }
+  }
+  pool_.put(p);
+  if (txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
+  return true;
 }
 
 void UdpEngine::watch(int fd, uint32_t events, FdHandler handler) {
@@ -252,16 +292,34 @@ void UdpEngine::send(Packet* p) {
   pool_.put(p);
 }
 
-void UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to) {
+long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
+  if (txq_.size() - tx_head_ >= cfg_.max_tx_queue) {
+    ++st_.tx_overflow;
+    return -1;
+  }
+  const size_t i = txq_.size();
+  if (txbuf_.size() < (i + 1) * slot_bytes_) txbuf_.resize(std::max<size_t>(2 * txbuf_.size(), (i + 1) * slot_bytes_));
+  const size_t len = encode(p, std::span<std::byte>(txbuf_.data() + i * slot_bytes_, slot_bytes_));
+  txq_.push_back({to, static_cast<uint32_t>(len), false, static_cast<uint32_t>(i)});
+  if (flush && txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
+  return static_cast<long>(i);
+}
+
+// A multicast copy of queued item `of` (not yet sent: the queue is not
+// flushed between the copies): its header with another destination, and
+// the payload of `of` itself.
+void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
   if (txq_.size() - tx_head_ >= cfg_.max_tx_queue) {
     ++st_.tx_overflow;
     return;
   }
   const size_t i = txq_.size();
   if (txbuf_.size() < (i + 1) * slot_bytes_) txbuf_.resize(std::max<size_t>(2 * txbuf_.size(), (i + 1) * slot_bytes_));
-  const size_t len = encode(p, std::span<std::byte>(txbuf_.data() + i * slot_bytes_, slot_bytes_));
-  txq_.push_back({to, static_cast<uint32_t>(len), false});
-  if (txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
+  std::byte* h = txbuf_.data() + i * slot_bytes_;
+  std::memcpy(h, txbuf_.data() + of * slot_bytes_, kHeaderBytes);
+  set_wire_dst(h, dst);
+  txq_.push_back({to, txq_[of].len, false, static_cast<uint32_t>(of)});
+  ++st_.tx_shared_copies;
 }
 
 // Lays out at most `batch` messages of pending queue items in txmsg_: one
@@ -271,19 +329,28 @@ void UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to) {
 // kMaxGsoBytes. Returns the number of messages.
 size_t UdpEngine::build_tx(size_t max_segments) {
   const size_t b = cfg_.batch;
-  size_t nmsg = 0, niov = 0;
+  size_t nmsg = 0, niov = 0, nitem = 0, first_iov = 0;
+  // One datagram: its slot, or (a multicast copy) its header and the payload of the copy it shares.
   auto add_iov = [&](uint32_t item) {
-    txiov_[niov] = {txbuf_.data() + size_t{item} * slot_bytes_, txq_[item].len};
-    txitem_[niov++] = item;
+    const TxItem& it = txq_[item];
+    std::byte* slot = txbuf_.data() + size_t{item} * slot_bytes_;
+    if (it.payload_of == item) {
+      txiov_[niov++] = {slot, it.len};
+    } else {
+      txiov_[niov++] = {slot, kHeaderBytes};
+      txiov_[niov++] = {txbuf_.data() + size_t{it.payload_of} * slot_bytes_ + kHeaderBytes, it.len - kHeaderBytes};
+    }
+    txitem_[nitem++] = item;
   };
   auto close_msg = [&](const sockaddr_in& to, size_t first, size_t segment) {
     ::mmsghdr& m = txmsg_[nmsg];
     std::memset(&m, 0, sizeof m);
     m.msg_hdr.msg_name = const_cast<sockaddr_in*>(&to);
     m.msg_hdr.msg_namelen = sizeof to;
-    m.msg_hdr.msg_iov = &txiov_[first];
-    m.msg_hdr.msg_iovlen = niov - first;
-    if (niov - first > 1) {
+    m.msg_hdr.msg_iov = &txiov_[first_iov];
+    m.msg_hdr.msg_iovlen = niov - first_iov;
+    first_iov = niov;
+    if (nitem - first > 1) {
       Cmsg& c = txctl_[nmsg];
       std::memset(&c, 0, sizeof c);
       m.msg_hdr.msg_control = c.buf;
@@ -296,12 +363,12 @@ size_t UdpEngine::build_tx(size_t max_segments) {
       std::memcpy(CMSG_DATA(cm), &seg, sizeof seg);
     }
     txfirst_[nmsg] = static_cast<uint32_t>(first);
-    txfirst_[++nmsg] = static_cast<uint32_t>(niov);
+    txfirst_[++nmsg] = static_cast<uint32_t>(nitem);
   };
   if (max_segments <= 1) {
     for (size_t i = tx_head_; i < txq_.size() && nmsg < b; ++i) {
       if (txq_[i].sent) continue;
-      const size_t first = niov;
+      const size_t first = nitem;
       add_iov(static_cast<uint32_t>(i));
       close_msg(txq_[i].to, first, 0);
     }
@@ -330,13 +397,13 @@ size_t UdpEngine::build_tx(size_t max_segments) {
     const sockaddr_in& to = txgroups_[g].first;
     const auto& items = txgroups_[g].second;
     for (size_t k = 0; k < items.size() && nmsg < b;) {
-      const size_t first = niov;
+      const size_t first = nitem;
       const size_t seg = txq_[items[k]].len;
       size_t bytes = 0;
       // A run: datagrams of length seg, the last possibly shorter.
-      while (k < items.size() && niov - first < max_segments) {
+      while (k < items.size() && nitem - first < max_segments) {
         const size_t len = txq_[items[k]].len;
-        if (len > seg || bytes + len > kMaxGsoBytes || (niov > first && seg > gso_max_)) break;
+        if (len > seg || bytes + len > kMaxGsoBytes || (nitem > first && seg > gso_max_)) break;
         add_iov(items[k++]);
         bytes += len;
         if (len < seg) break;
@@ -368,7 +435,7 @@ void UdpEngine::flush_tx() {
         // path MTU allows (EINVAL), or no checksum offload on the way (EIO).
         // Datagrams this long go one by one from now on.
         ++st_.tx_gso_refused;
-        const size_t seg = txiov_[0].iov_len;
+        const size_t seg = txq_[txitem_[0]].len;
         gso_max_ = errno == EIO ? 0 : std::min(gso_max_, seg - 1);
         continue;
       }

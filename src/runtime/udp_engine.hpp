@@ -101,6 +101,7 @@ struct EngineStats {
   uint64_t tx_gso_refused = 0;    // segmented sends the kernel refused (sent again one by one)
   uint64_t rx_gro_batches = 0;    // received messages that held more than one datagram
   uint64_t rx_truncated = 0;      // received messages cut short by the buffer (a datagram or a batch's tail)
+  uint64_t tx_shared_copies = 0;  // multicast copies sent with another copy's encoded payload
   std::array<uint64_t, 10> decode_errors{};  // indexed by DecodeError
 
   nlohmann::json to_json() const;
@@ -128,6 +129,14 @@ class UdpEngine final : public Effects {
   // Router address book.
   void set_route(NodeId id, const Endpoint& to);
   void clear_route(NodeId id);
+  // Router: the multicast group of `job`, its members by rank (a job's
+  // workers). A node's Effects::multicast(p) of a packet of that job then
+  // goes to each member (or those in p->mcast) from one encoding: the copies
+  // share its payload bytes and differ in their header's destination. No
+  // group, or fault injection on (each copy meets its own faults): false, and
+  // the node sends unicast copies.
+  void set_group(uint16_t job, std::vector<NodeId> members);
+  void clear_group(uint16_t job);
   // Router: datagrams from `from` are accepted whatever source they claim: a
   // switch that relays its hosts' packets (Rina's ToR forwards a rack's sum
   // and the agent's broadcast with the sender's id), as a Host trusts its gateway.
@@ -166,6 +175,7 @@ class UdpEngine final : public Effects {
   void send(Packet* p) override;
   void free(Packet* p) override { pool_.put(p); }
   void set_timer(Time at, uint64_t token) override;
+  bool multicast(Packet* p) override;
 
   const EngineStats& stats() const { return st_; }
   size_t packets_in_use() const { return pool_.in_use(); }
@@ -195,6 +205,9 @@ class UdpEngine final : public Effects {
     sockaddr_in to;
     uint32_t len;
     bool sent = false;  // with offload, items leave grouped by destination, so not always in queue order
+    // The item whose slot holds this datagram's payload: itself, or (a
+    // multicast copy) the first copy's; then this slot holds the header only.
+    uint32_t payload_of = 0;
   };
   // A control buffer for one message's UDP_SEGMENT / UDP_GRO ancillary data.
   union Cmsg {
@@ -207,7 +220,10 @@ class UdpEngine final : public Effects {
   void handle_message(const ::mmsghdr& m, const std::byte* data, bool mark_ecn);
   void handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced, bool mark_ecn);
   uint64_t receive_backlog() const;
-  void enqueue_tx(const Packet& p, const sockaddr_in& to);
+  // Encodes p as the next queued datagram; returns its index, or -1 if the
+  // queue was full (counted). flush: send once `batch` datagrams wait.
+  long enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush = true);
+  void enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to);
   void flush_tx();
   size_t build_tx(size_t max_segments);
   void deliver_local();
@@ -253,11 +269,12 @@ class UdpEngine final : public Effects {
   size_t tx_head_ = 0;
   bool tx_blocked_ = false;
   std::vector<::mmsghdr> txmsg_;
-  std::vector<::iovec> txiov_;      // batch x kMaxSegments
-  std::vector<uint32_t> txitem_;    // the queue item of each iovec
-  std::vector<uint32_t> txfirst_;   // each message's first iovec, and one past the last
+  std::vector<::iovec> txiov_;      // batch x kMaxSegments x 2 (a shared-payload copy takes two)
+  std::vector<uint32_t> txitem_;    // the queue items of the messages, in order
+  std::vector<uint32_t> txfirst_;   // each message's first entry of txitem_, and one past the last
   std::vector<Cmsg> txctl_;
   std::vector<std::pair<sockaddr_in, std::vector<uint32_t>>> txgroups_;  // pending items by destination (reused)
+  std::unordered_map<uint16_t, std::vector<NodeId>> groups_;  // multicast groups by job
 
   EngineStats st_;
 };

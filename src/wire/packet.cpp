@@ -1,4 +1,5 @@
 #include "wire/packet.hpp"
+#include "wire/patch.hpp"
 
 #include <bit>
 #include <cstring>
@@ -143,6 +144,11 @@ size_t encode(const Header& h, std::span<const int32_t> payload, std::span<std::
 }
 
 size_t encode(const Packet& pk, std::span<std::byte> out) { return encode(pk.h, pk.values(), out); }
+
+void set_wire_dst(std::byte* datagram, NodeId dst) {
+  std::byte* p = datagram + 8;  // after version, type, flags, job and src (encode's order)
+  put_be<uint16_t>(p, dst);
+}
 
 DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> payload_out) {
   if (in.size() < kHeaderBytes) return DecodeError::Truncated;
