@@ -64,9 +64,10 @@ std::string errno_text(int err);
 
 // Non-blocking UDP socket bound to `at` (port 0: ephemeral), with large
 // socket buffers. Throws "cannot bind UDP socket to <at>: <reason>".
-// `reuseport`: SO_REUSEPORT is set before the bind, so more sockets (of this
-// user) can bind the same address and share its datagrams (a reuseport group;
-// a socket's index in the group is its order of binding).
+// `reuseport`: SO_REUSEPORT is set, so more sockets (of this user) can bind
+// the same address and share its datagrams (a reuseport group; a socket's
+// index in the group is its order of binding). Before the bind, except for
+// port 0: then right after it, so the socket gets a port no other group holds.
 UniqueFd bind_udp(const Endpoint& at, int buffer_bytes, bool reuseport = false);
 // Whether SO_REUSEPORT is set on `fd`.
 bool has_reuseport(int fd);
