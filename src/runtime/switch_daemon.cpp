@@ -241,11 +241,11 @@ struct SwitchDaemon::Impl {
   // (joins, done, stats) are rare next to datagrams, so the shard that
   // carries them loses little; a control thread would take a core of its own
   // on machines that have few.
+  std::unique_ptr<dp::SwitchCpu> cpu;  // sparse hot-ina schemes (one thread only); outlives the engine it is attached to
   std::vector<std::unique_ptr<Shard>> shards;
   // Shard 0's: with one thread, the program (static layouts and the switch
   // CPU are refused with more); always, the control plane's loop.
   dp::SwitchProgram* program = nullptr;
-  std::unique_ptr<dp::SwitchCpu> cpu;  // sparse hot-ina schemes (one thread only)
   UdpEngine* engine = nullptr;
   UniqueFd listener, stop_fd;
   Endpoint endpoint;
