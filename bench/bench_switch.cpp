@@ -10,21 +10,23 @@
 //    advertised. A scheme with a PS (dsa, atp) gets a real rt::PsDaemon on a
 //    thread of its own, which serves the collisions.
 //  - One generator thread drives all N sockets (sendmmsg / recvmmsg, busy
-//    polling). Each worker keeps a window of PSNs in flight: the switch's
-//    window cap (switchml's slots per pool) or a quarter of the aggregators
-//    (shared pools), at most 2 MiB / N of datagrams (the switch's socket
-//    buffer is 4 MB); PSN p of every worker carries the same
+//    polling; N per job, every job's). Each worker keeps a window of PSNs in
+//    flight: the switch's window cap (switchml's slots per pool) or a quarter
+//    of a switch thread's aggregators over the jobs it serves (shared pools),
+//    at most 2 MiB / (workers a switch thread serves) of datagrams (a switch
+//    thread's socket buffer is 4 MB); PSN p of every worker carries the same
 //    template payload (p mod 16), so a result is checked with one memcmp
 //    against the precomputed sum. A PSN still without a result 20 ms after
 //    its last send is sent again with the resend flag (counted; the switch
 //    answers from its shadow copy or the PS).
-//  - Reported, per case (scheme, workers, values per packet, switch threads):
-//    gradient_Gbit_per_s = N x packets x payload bits / wall time (the
+//  - Reported, per case (scheme, workers, values per packet; the
+//    switch_threads family also jobs and switch threads, job J on thread J mod T):
+//    gradient_Gbit_per_s = jobs x N x packets x payload bits / wall time (the
 //    gradient the switch aggregated per second), switch_dgrams_per_s
 //    (datagrams the switch received and sent, per second), switch_cpu_ns_per_byte
-//    (the switch thread's CPU time over the gradient bytes it aggregated),
+//    (the switch threads' CPU time, summed, over the gradient bytes they aggregated),
 //    switch_cpu_util (that CPU time over the wall time: 1 = one core busy),
-//    resends and verified results.
+//    switch_cpu_util_busiest_thread, resends and verified results.
 //
 // The generator shares the machine with the switch: on a 2-core host it
 // takes one core and the switch the other, so the figures are what one
@@ -44,6 +46,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,14 +68,6 @@ constexpr unsigned kTemplates = 16;  // distinct payloads, by PSN mod 16
 constexpr unsigned kBatch = 64;      // datagrams per sendmmsg / recvmmsg
 constexpr Time kResendAfter = 20 * kMs;
 
-double thread_cpu_s(pthread_t t) {
-  clockid_t cid;
-  if (pthread_getcpuclockid(t, &cid) != 0) return 0;
-  timespec ts{};
-  clock_gettime(cid, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 // Rank r's value k of template t; every value and every sum of up to 64
 // ranks fits in int32 without saturation.
 int32_t value(unsigned r, unsigned t, unsigned k) {
@@ -79,22 +75,28 @@ int32_t value(unsigned r, unsigned t, unsigned k) {
 }
 
 struct Outcome {
-  double seconds = 0, switch_cpu_s = 0;
+  double seconds = 0, switch_cpu_s = 0, switch_cpu_max_thread_s = 0;
   uint64_t packets = 0, resends = 0, verified = 0, wrong = 0, window = 0;
   uint64_t switch_rx = 0, switch_tx = 0, switch_malformed = 0;
   std::string error;
 };
 
-// One run: a switch (and a PS), N joined workers, `packets` PSNs per worker.
-Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets, bool offload) {
+// One run: a switch of `threads` threads, `jobs` jobs (ids 1..jobs; job J on
+// thread J mod threads) of N joined workers each (and a PS each), `packets`
+// PSNs per worker; segmentation offload on the switch and the generator, or off.
+Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets, bool offload,
+                 unsigned jobs = 1, unsigned threads = 1) {
   Outcome out;
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::Runtime);
+  // Jobs on the busiest thread (regions of the isolated policy are per thread).
+  const unsigned per_thread = (jobs + threads - 1) / threads;
   rt::SwitchDaemonConfig sc;
   sc.listen = rt::Endpoint::parse("127.0.0.1:0");
   sc.scheme = scheme;
+  sc.threads = threads;
   sc.program.payload_values = payload;
   sc.program.memory_bytes = 64ull << 20;
-  sc.isolated_regions = 1;
+  sc.isolated_regions = per_thread;
   sc.ecn_backlog_bytes = 0;  // nothing to slow down: the generator's window is the only limit
   sc.log = false;
   sc.offload = offload;
@@ -103,51 +105,56 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   rt::SwitchDaemon sw(sc);
   const rt::Endpoint at = sw.endpoint();
   std::thread sw_thread([&] { sw.run(); });
-  const uint16_t job = 1;
-  const rt::Key jk = rt::job_key(sc.key, job);
 
-  std::unique_ptr<rt::PsDaemon> ps;
-  std::thread ps_thread;
-  std::atomic<bool> ps_ready{false};
-  std::string ps_error;
-  if (spec.has_ps) {
-    ps_thread = std::thread([&] {
+  // A PS per job (schemes that have one), each on a thread of its own.
+  struct Ps {
+    std::unique_ptr<rt::PsDaemon> d;
+    std::thread t;
+    std::atomic<bool> ready{false};
+    std::string error;
+  };
+  std::vector<Ps> pses(spec.has_ps ? jobs : 0);
+  for (unsigned j = 0; j < pses.size(); ++j) {
+    Ps& ps = pses[j];
+    ps.t = std::thread([&, j] {
       try {
         rt::PsDaemonConfig pc;
         pc.sw = at;
-        pc.job = job;
+        pc.job = static_cast<uint16_t>(j + 1);
         pc.nworkers = n;
-        pc.key = jk;
+        pc.key = rt::job_key(sc.key, pc.job);
         pc.has_key = true;
         pc.log = false;
-        ps = std::make_unique<rt::PsDaemon>(pc);
-        ps_ready = true;
-        ps->run();
+        ps.d = std::make_unique<rt::PsDaemon>(pc);
+        ps.ready = true;
+        ps.d->run();
       } catch (const std::exception& e) {
-        ps_error = e.what();
-        ps_ready = true;
+        ps.error = e.what();
+        ps.ready = true;
       }
     });
   }
-  std::vector<std::optional<rt::Joined>> members(n);
-  std::vector<std::string> join_errors(n);
+  // Members by (job - 1) * n + rank.
+  const unsigned total = jobs * n;
+  std::vector<std::optional<rt::Joined>> members(total);
+  std::vector<std::string> join_errors(total);
   {
     std::vector<std::thread> joins;
-    for (unsigned r = 0; r < n; ++r)
-      joins.emplace_back([&, r] {
+    for (unsigned m = 0; m < total; ++m)
+      joins.emplace_back([&, m] {
         try {
           rt::JoinOptions o;
           o.sw = at;
-          o.job = job;
-          o.rank = r;
+          o.job = static_cast<uint16_t>(m / n + 1);
+          o.rank = m % n;
           o.nworkers = n;
           o.payload_values = payload;
-          o.key = jk;
+          o.key = rt::job_key(sc.key, o.job);
           o.retain_ops = 4;
           o.udp_buffer_bytes = 16 << 20;
-          members[r].emplace(rt::join_job(o));
+          members[m].emplace(rt::join_job(o));
         } catch (const std::exception& e) {
-          join_errors[r] = e.what();
+          join_errors[m] = e.what();
         }
       });
     for (auto& t : joins) t.join();
@@ -155,30 +162,31 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   auto stop_all = [&] {
     sw.request_stop();
     sw_thread.join();
-    if (ps_thread.joinable()) {
-      while (!ps_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (ps) ps->request_stop();
-      ps_thread.join();
+    for (Ps& ps : pses) {
+      while (!ps.ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (ps.d) ps.d->request_stop();
+      ps.t.join();
     }
   };
-  for (unsigned r = 0; r < n; ++r)
-    if (!members[r]) {
-      out.error = "join failed: " + join_errors[r];
+  for (unsigned m = 0; m < total; ++m)
+    if (!members[m]) {
+      out.error = "join failed: " + join_errors[m];
       stop_all();
       return out;
     }
 
   const rt::JobAssignment& a0 = members[0]->job;
-  // The window: the switch's cap (isolated regions) or a quarter of the
-  // aggregators, and at most what the switch's 4 MB socket buffer holds for
-  // all N workers at once with room to spare (2 MiB; a datagram costs the
-  // kernel at least ~1 KB of buffer however small): beyond that the switch's
-  // socket drops datagrams faster than it reads them, and the run measures
-  // resends instead of the switch.
-  const uint64_t aggregators = sc.program.memory_bytes / (4ull * payload);
+  // The window: the switch's cap (isolated regions) or a quarter of a
+  // thread's aggregators shared by its jobs, and at most what a switch
+  // thread's 4 MB socket buffer holds for all the workers it serves at once
+  // with room to spare (2 MiB; a datagram costs the kernel at least ~1 KB of
+  // buffer however small): beyond that the switch's socket drops datagrams
+  // faster than it reads them, and the run measures resends instead of the switch.
+  const uint64_t aggregators = sc.program.memory_bytes / threads / (4ull * payload);
   const size_t dgram = kHeaderBytes + 4u * payload;
-  uint64_t window = a0.window_cap ? a0.window_cap : std::max<uint64_t>(1, aggregators / 4);
-  window = std::min<uint64_t>({window, std::max<uint64_t>(8, (2ull << 20) / n / std::max<size_t>(dgram, 1024)), packets});
+  uint64_t window = a0.window_cap ? a0.window_cap : std::max<uint64_t>(1, aggregators / 4 / per_thread);
+  window = std::min<uint64_t>(
+      {window, std::max<uint64_t>(8, (2ull << 20) / (n * per_thread) / std::max<size_t>(dgram, 1024)), packets});
 
   // Templates: each rank's payloads and the expected sums.
   std::vector<std::vector<std::vector<int32_t>>> tmpl(n, std::vector<std::vector<int32_t>>(kTemplates));
@@ -200,19 +208,20 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     std::vector<uint8_t> got;   // by PSN: result received
     std::vector<Time> sent_at;  // by PSN: last send
   };
-  std::vector<Worker> ws(n);
-  for (unsigned r = 0; r < n; ++r) {
-    Worker& w = ws[r];
-    w.fd = members[r]->udp.get();
+  std::vector<Worker> ws(total);
+  for (unsigned m = 0; m < total; ++m) {
+    const unsigned r = m % n;
+    Worker& w = ws[m];
+    w.fd = members[m]->udp.get();
     // Connected to the switch: sendmmsg needs no address, and only the switch's datagrams arrive.
     if (::connect(w.fd, reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0) {
       out.error = fmt::format("connect: {}", std::strerror(errno));
       stop_all();
       return out;
     }
-    const rt::JobAssignment& a = members[r]->job;
+    const rt::JobAssignment& a = members[m]->job;
     w.h.type = PktType::Data;
-    w.h.job = job;
+    w.h.job = a.job;
     w.h.src = a.self;
     w.h.dst = a.sw;
     w.h.rank = static_cast<uint8_t>(r);
@@ -302,12 +311,12 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     return true;
   };
 
-  const double cpu0 = thread_cpu_s(sw_thread.native_handle());
+  const std::vector<double> cpu0 = sw.cpu_seconds();  // by switch thread
   const auto t0 = std::chrono::steady_clock::now();
   unsigned workers_done = 0;
   Time last_result = rt::monotonic_now(), last_resend = last_result;
   std::vector<uint32_t> batch;
-  while (workers_done < n && out.error.empty()) {
+  while (workers_done < total && out.error.empty()) {
     for (Worker& w : ws) {
       batch.clear();
       while (w.next < packets && w.next < w.low + window && batch.size() < kBatch) batch.push_back(static_cast<uint32_t>(w.next++));
@@ -364,27 +373,32 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.switch_cpu_s = thread_cpu_s(sw_thread.native_handle()) - cpu0;
+  const std::vector<double> cpu1 = sw.cpu_seconds();
+  for (size_t k = 0; k < cpu1.size(); ++k) {
+    out.switch_cpu_s += cpu1[k] - cpu0[k];
+    out.switch_cpu_max_thread_s = std::max(out.switch_cpu_max_thread_s, cpu1[k] - cpu0[k]);
+  }
   out.packets = packets;
   out.window = window;
   stop_all();
-  const rt::EngineStats& st = sw.engine().stats();
-  out.switch_rx = st.rx_datagrams;
-  out.switch_tx = st.tx_datagrams;
-  out.switch_malformed = st.rx_malformed + st.rx_foreign;
-  if (!ps_error.empty() && out.error.empty()) out.error = "PS: " + ps_error;
+  const nlohmann::json st = sw.stats();  // after run(): every shard's, summed
+  out.switch_rx = st["engine"]["rx_datagrams"].get<uint64_t>();
+  out.switch_tx = st["engine"]["tx_datagrams"].get<uint64_t>();
+  out.switch_malformed = st["engine"]["rx_malformed"].get<uint64_t>() + st["engine"]["rx_foreign"].get<uint64_t>();
+  for (const Ps& ps : pses)
+    if (!ps.error.empty() && out.error.empty()) out.error = "PS: " + ps.error;
   return out;
 }
 
-void BM_Switch(benchmark::State& state, const char* scheme) {
-  const auto n = static_cast<unsigned>(state.range(0));
-  const auto payload = static_cast<uint16_t>(state.range(1));
-  const bool offload = state.range(2) != 0;
-  // About 256 MB of gradient per worker at 8 KB packets, fewer packets for small ones.
-  const uint64_t packets = std::clamp<uint64_t>((64ull << 20) / (4ull * payload), 20000, 200000);
+// One case: `jobs` jobs of n workers on a switch of `threads` threads.
+void measure(benchmark::State& state, const char* scheme, unsigned n, uint16_t payload, bool offload, unsigned jobs,
+             unsigned threads) {
+  // About 256 MB of gradient per worker at 8 KB packets, fewer packets for
+  // small ones (the threads family: the same gradient over its jobs).
+  const uint64_t packets = std::clamp<uint64_t>((64ull << 20) / (4ull * payload) / jobs, 20000 / jobs, 200000);
   Outcome total;
   for (auto _ : state) {
-    Outcome o = run_once(scheme, n, payload, packets, offload);
+    Outcome o = run_once(scheme, n, payload, packets, offload, jobs, threads);
     if (!o.error.empty() || o.wrong || o.switch_malformed) {
       state.SkipWithError(fmt::format("{} (wrong results {}, malformed at the switch {})", o.error, o.wrong,
                                       o.switch_malformed)
@@ -394,6 +408,7 @@ void BM_Switch(benchmark::State& state, const char* scheme) {
     state.SetIterationTime(o.seconds);
     total.seconds += o.seconds;
     total.switch_cpu_s += o.switch_cpu_s;
+    total.switch_cpu_max_thread_s += o.switch_cpu_max_thread_s;
     total.packets += o.packets;
     total.resends += o.resends;
     total.window = o.window;
@@ -401,15 +416,29 @@ void BM_Switch(benchmark::State& state, const char* scheme) {
     total.switch_rx += o.switch_rx;
     total.switch_tx += o.switch_tx;
   }
-  const double grad_bytes = static_cast<double>(total.packets) * n * 4.0 * payload;
+  const double grad_bytes = static_cast<double>(total.packets) * jobs * n * 4.0 * payload;
   state.counters["gradient_Gbit_per_s"] = grad_bytes * 8 / total.seconds / 1e9;
   state.counters["switch_dgrams_per_s"] = static_cast<double>(total.switch_rx + total.switch_tx) / total.seconds;
   state.counters["switch_cpu_ns_per_byte"] = total.switch_cpu_s * 1e9 / grad_bytes;
   state.counters["switch_cpu_util"] = total.switch_cpu_s / total.seconds;
+  state.counters["switch_cpu_util_busiest_thread"] = total.switch_cpu_max_thread_s / total.seconds;
   state.counters["resends"] = static_cast<double>(total.resends);
   state.counters["verified_results"] = static_cast<double>(total.verified);
-  state.counters["switch_threads"] = 1;
+  state.counters["switch_threads"] = threads;
+  state.counters["jobs"] = jobs;
   state.counters["window"] = static_cast<double>(total.window);
+}
+
+// Arguments: workers, values per packet, offload (one job, one switch thread).
+void BM_Switch(benchmark::State& state, const char* scheme) {
+  measure(state, scheme, static_cast<unsigned>(state.range(0)), static_cast<uint16_t>(state.range(1)), state.range(2) != 0,
+          1, 1);
+}
+
+// Arguments: workers per job, values per packet, jobs, switch threads (offload on).
+void BM_SwitchThreads(benchmark::State& state, const char* scheme) {
+  measure(state, scheme, static_cast<unsigned>(state.range(0)), static_cast<uint16_t>(state.range(1)), true,
+          static_cast<unsigned>(state.range(2)), static_cast<unsigned>(state.range(3)));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -419,7 +448,22 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"workers", "values", "offload"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 }
 
+// The threads axis: 2 and 4 jobs of 2 workers on 1 and 2 switch threads, at
+// 256 B and 8 KB of values. One generator thread drives every job's workers.
+// SwitchML only: the generator does not answer a PS's GradRequests, and DSA
+// jobs of equal priority sharing one thread's pool (T = 1 with 2 jobs, 64
+// values) stalled it for minutes, every PS sending reminders, so a DSA case
+// there would measure the generator; `ina run --switch-threads` runs DSA jobs
+// with real workers.
+void ThreadArgs(benchmark::internal::Benchmark* b) {
+  for (int v : {64, 2048})
+    for (int jobs : {2, 4})
+      for (int t : {1, 2}) b->Args({2, v, jobs, t});
+  b->ArgNames({"workers", "values", "jobs", "threads"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+}
+
 BENCHMARK_CAPTURE(BM_Switch, switchml, "switchml")->Name("switch/switchml")->Apply(Args);
 BENCHMARK_CAPTURE(BM_Switch, dsa, "dsa")->Name("switch/dsa")->Apply(Args);
+BENCHMARK_CAPTURE(BM_SwitchThreads, switchml, "switchml")->Name("switch_threads/switchml")->Apply(ThreadArgs);
 
 }  // namespace

@@ -507,12 +507,15 @@ TEST(UdpEngine, SendQueueBoundDropsTheExcessOfABurst) {
 
 // ================================================================ communicator
 
-class CommSchemes : public ::testing::TestWithParam<std::tuple<std::string, double>> {};
+// Also against a 2-thread switch (job 1 is then served by thread 1, not by the control plane's).
+class CommSchemes : public ::testing::TestWithParam<std::tuple<std::string, double, unsigned>> {};
 
 TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
-  const auto [policy, loss] = GetParam();
+  const auto [policy, loss, threads] = GetParam();
   const FaultConfig faults = ina::test::lossy(loss);
-  LocalSwitch sw(switch_config(policy));
+  SwitchDaemonConfig sc = switch_config(policy);
+  sc.threads = threads;
+  LocalSwitch sw(sc);
   const unsigned n = 3;
   std::unique_ptr<LocalPs> ps;
   if (policy != "switchml") ps = std::make_unique<LocalPs>(sw.d.endpoint(), 1, n, faults);
@@ -563,9 +566,11 @@ TEST_P(CommSchemes, FloatAndIntAllreduceAreExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, CommSchemes,
-                         ::testing::Combine(::testing::Values("dsa", "atp", "switchml"), ::testing::Values(0.0, 0.01)),
+                         ::testing::Combine(::testing::Values("dsa", "atp", "switchml"), ::testing::Values(0.0, 0.01),
+                                            ::testing::Values(1u, 2u)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
+                           return std::get<0>(info.param) + (std::get<1>(info.param) > 0 ? "_lossy" : "_clean") +
+                                  (std::get<2>(info.param) > 1 ? "_threads" + std::to_string(std::get<2>(info.param)) : "");
                          });
 
 // Catches: a retry that keeps the saturated values or the old scale, a
@@ -920,6 +925,7 @@ struct RunCase {
   std::string scheme;
   int workers, jobs;
   double loss;
+  unsigned switch_threads = 1;
 };
 
 class InaRun : public ::testing::TestWithParam<RunCase> {};
@@ -929,7 +935,8 @@ TEST_P(InaRun, EveryResultExactAndNothingLeaks) {
   const fs::path json = temp_file("run_" + rc.scheme + ".json");
   const Proc p = run_ina({"run", "--scheme", rc.scheme, "--workers", std::to_string(rc.workers), "--jobs",
                           std::to_string(rc.jobs), "--size", "200000", "--iterations", "3", "--loss",
-                          std::to_string(rc.loss), "--json", json.string(), "--timeout", "40"});
+                          std::to_string(rc.loss), "--json", json.string(), "--timeout", "40", "--switch-threads",
+                          std::to_string(rc.switch_threads)});
   ASSERT_EQ(p.status, 0) << p.out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
@@ -943,6 +950,11 @@ TEST_P(InaRun, EveryResultExactAndNothingLeaks) {
   }
   EXPECT_EQ(j["switch"]["occupied"], 0);
   EXPECT_EQ(j["switch"]["jobs"]["finished"], rc.jobs);
+  ASSERT_EQ(j["switch"]["shards"].size(), rc.switch_threads);
+  for (unsigned k = 0; k < rc.switch_threads; ++k) {  // jobs 1..J: thread k serves those with J mod T == k
+    const bool serves = static_cast<unsigned>(rc.jobs) >= rc.switch_threads || k == 1u % rc.switch_threads;
+    EXPECT_EQ(j["switch"]["shards"][k]["switch"]["data_in"].get<uint64_t>() > 0, serves) << "thread " << k;
+  }
   if (rc.loss > 0) {
     EXPECT_GT(j["switch"]["engine"]["fault_lost"].get<int>(), 0);
   }
@@ -952,28 +964,50 @@ TEST_P(InaRun, EveryResultExactAndNothingLeaks) {
 
 INSTANTIATE_TEST_SUITE_P(Runtime, InaRun,
                          ::testing::Values(RunCase{"dsa", 2, 2, 0.0}, RunCase{"atp", 3, 1, 0.01},
-                                           RunCase{"switchml", 4, 2, 0.01}, RunCase{"dsa", 4, 1, 0.01}),
+                                           RunCase{"switchml", 4, 2, 0.01}, RunCase{"dsa", 4, 1, 0.01},
+                                           RunCase{"dsa", 2, 2, 0.0, 2}, RunCase{"atp", 3, 1, 0.01, 2},
+                                           RunCase{"switchml", 4, 2, 0.01, 2}),
                          [](const auto& info) {
                            return info.param.scheme + "_" + std::to_string(info.param.workers) + "w_" +
-                                  std::to_string(info.param.jobs) + "j" + (info.param.loss > 0 ? "_lossy" : "");
+                                  std::to_string(info.param.jobs) + "j" + (info.param.loss > 0 ? "_lossy" : "") +
+                                  (info.param.switch_threads > 1 ? "_threads" + std::to_string(info.param.switch_threads) : "");
                          });
 
-TEST(InaRunProcesses, DsaPreemptsBetweenTwoJobs) {
+// At T = 1, jobs 1 and 2 share 256 aggregators. At T = 2, jobs 1..4: jobs 1
+// and 3 share thread 1's 128 aggregators, jobs 2 and 4 thread 0's: the same
+// contention on each thread, and DSA preempts within each.
+struct PreemptCase {
+  unsigned threads, jobs;
+};
+class DsaPreempts : public ::testing::TestWithParam<PreemptCase> {};
+
+TEST_P(DsaPreempts, BetweenJobsOfOneSwitchThread) {
+  const PreemptCase pc = GetParam();
   const fs::path json = temp_file("preempt.json");
-  // 64 KB of aggregator memory at Tofino's 256 B payload: 256 aggregators for two jobs of 2 workers, so tasks collide.
-  const Proc p = run_ina({"run", "--scheme", "dsa", "--workers", "2", "--jobs", "2", "--size", "400000",
+  // 64 KB of aggregator memory at Tofino's 256 B payload: 256 aggregators for two jobs of 2 workers (per
+  // thread), so tasks collide.
+  const Proc p = run_ina({"run", "--scheme", "dsa", "--workers", "2", "--jobs", std::to_string(pc.jobs), "--size", "400000",
                           "--iterations", "2", "--memory", "65536", "--payload", "64", "--json", json.string(),
-                          "--timeout", "40"});
+                          "--timeout", "40", "--switch-threads", std::to_string(pc.threads)});
   ASSERT_EQ(p.status, 0) << p.out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
   fs::remove(json);
   EXPECT_EQ(j["switch"]["aggregators"], 256);
-  EXPECT_GT(j["switch"]["switch"]["preempt_won"].get<int>(), 0) << j["switch"].dump();
-  EXPECT_GT(j["switch"]["switch"]["collisions"].get<int>(), 0);
+  ASSERT_EQ(j["switch"]["shards"].size(), pc.threads);
+  for (unsigned k = 0; k < pc.threads; ++k) {
+    EXPECT_EQ(j["switch"]["shards"][k]["aggregators"], 256 / pc.threads);
+    EXPECT_GT(j["switch"]["shards"][k]["switch"]["preempt_won"].get<int>(), 0) << j["switch"].dump();
+    EXPECT_GT(j["switch"]["shards"][k]["switch"]["collisions"].get<int>(), 0);
+  }
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_NE(p.out.find("preemptions"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(InaRunProcesses, DsaPreempts, ::testing::Values(PreemptCase{1, 2}, PreemptCase{2, 4}),
+                         [](const auto& info) {
+                           return "threads" + std::to_string(info.param.threads) + "_jobs" + std::to_string(info.param.jobs);
+                         });
 
 // Starts `ina run` in the background and returns its pid once its workers exist.
 pid_t start_run_with_workers(const fs::path& log, std::vector<pid_t>& kids) {

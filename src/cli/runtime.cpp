@@ -89,7 +89,7 @@ class StopSignals {
 struct SwitchCmd {
   std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file, layout;
   uint64_t memory = 5'000'000, seed = 1;
-  unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0;
+  unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0, threads = 1;
   double ecn_kb = 512;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
   bool quiet = false, track_tasks = false, no_offload = false;
@@ -108,6 +108,7 @@ struct SwitchCmd {
     c.program.seed = seed;
     c.program.track_tasks = track_tasks;
     c.isolated_regions = regions;
+    c.threads = threads;
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
     c.offload = !no_offload;
@@ -334,7 +335,12 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (2048 = 8 KB, fits a 9000-byte jumbo frame; 64 = Tofino's 256 B)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
-  s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once")->capture_default_str()->check(CLI::Range(1, 4096));
+  s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once (per switch thread)")->capture_default_str()->check(CLI::Range(1, 4096));
+  s->add_option("--threads", sw->threads,
+                "switch threads: job J is served by thread J mod T with --memory / T of its own, all on the one "
+                "--listen port (SO_REUSEPORT, steered by job); DSA then preempts only among the jobs of one thread; "
+                "not for --layout or schemes with a switch CPU")
+      ->capture_default_str()->check(CLI::Range(1u, rt::kMaxSwitchThreads));
   s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")
       ->capture_default_str()->check(Finite(0, 1e6, false, "KiB"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
@@ -469,6 +475,9 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)")
       ->check(Finite(0, 1e6, false, "KB"));
   r->add_option("--port", c.port, "switch port (default: ephemeral)");
+  r->add_option("--switch-threads", c.switch_threads, "`ina switch --threads`: job J on switch thread J mod T (DSA "
+                                                      "preempts only among one thread's jobs)")
+      ->capture_default_str()->check(CLI::Range(1u, rt::kMaxSwitchThreads));
   r->add_option("--racks", c.racks, "ring schemes: split the workers into this many equal racks (H-AR's and Rina's "
                                     "racks; Rina: one `ina switch` per INA rack)")
       ->capture_default_str()->check(CLI::Range(1, 256));

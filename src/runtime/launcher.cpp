@@ -251,6 +251,11 @@ void validate(const LaunchConfig& c) {
       throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
                                      "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
   }
+  if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
+    throw RuntimeError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
+  if (c.switch_threads > 1)
+    if (const std::string why = why_not_threaded(s, uses_layout(c)); !why.empty())
+      throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())
       throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp, not to "
@@ -512,7 +517,7 @@ LaunchEstimate estimate_launch(const LaunchConfig& c) {
   const uint64_t workers = c.total_workers();
   const uint64_t ps = has_ps(c.scheme) ? c.jobs : 0;
   e.processes = 2 + ps + workers;             // launcher, switch, PSes, workers
-  e.threads = 2 + ps + 2 * workers;           // a worker: main + the Communicator's I/O thread
+  e.threads = 1 + c.switch_threads + ps + 2 * workers;  // a worker: main + the Communicator's I/O thread
   e.worker_bytes = kProcessBaseline + 7 * c.size_bytes;
   const uint64_t agg_bytes = uint64_t{4} * c.payload;
   e.switch_bytes = c.memory_bytes / agg_bytes * (24 + agg_bytes);  // dp::SwitchProgram: Agg (24 B) + values
@@ -631,7 +636,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   uint16_t sw_port = 0;
   if (auto f = start_switch(sup, cfg, {"switch", "--key-file", switch_key_file.string(), "--listen",
                                        fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme, "--regions",
-                                       std::to_string(cfg.jobs)},
+                                       std::to_string(cfg.jobs), "--threads", std::to_string(cfg.switch_threads)},
                             "switch", 0, deadline, sw, sw_port))
     return fail(*f);
   const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", sw_port));

@@ -37,6 +37,7 @@ struct LaunchConfig {
   std::vector<uint32_t> priorities;  // per job (DSA); empty: job j gets 2^20 / j
   double window_kb = 0;           // 0: the communicator's default
   uint16_t port = 0;              // switch port; 0: ephemeral
+  unsigned switch_threads = 1;    // `ina switch --threads` (job J on thread J mod T; not for static layouts)
   double timeout_s = 300;
   uint64_t seed = 1;
   std::string json_out;           // write a JSON summary here

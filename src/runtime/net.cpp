@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -72,15 +73,50 @@ Time monotonic_now() {
   return static_cast<Time>(ts.tv_sec) * kSec + static_cast<Time>(ts.tv_nsec) * kNs;
 }
 
-UniqueFd bind_udp(const Endpoint& at, int buffer_bytes) {
+UniqueFd bind_udp(const Endpoint& at, int buffer_bytes, bool reuseport) {
   UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) throw RuntimeError(fmt::format("cannot create a UDP socket: {}", errno_text(errno)));
+  // SO_REUSEPORT before the bind, except for an ephemeral port: there the
+  // kernel would count a port held by another reuseport group of this user
+  // as free and could put this socket in that group; bound alone first, the
+  // socket gets a port nobody holds and opens its group right after.
+  const int one = 1;
+  auto set_reuseport = [&] {
+    if (setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+      throw RuntimeError(fmt::format("cannot set SO_REUSEPORT on the UDP socket for {}: {}", at.str(), errno_text(errno)));
+  };
+  if (reuseport && at.port() != 0) set_reuseport();
   // Best effort: the kernel caps these at net.core.{r,w}mem_max.
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
   setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0)
     throw RuntimeError(fmt::format("cannot bind UDP socket to {}: {}", at.str(), errno_text(errno)));
+  if (reuseport && at.port() == 0) set_reuseport();
   return fd;
+}
+
+bool has_reuseport(int fd) {
+  int on = 0;
+  socklen_t len = sizeof on;
+  return getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) == 0 && on != 0;
+}
+
+void attach_reuseport_steering(int fd, uint32_t offset, unsigned n) {
+  if (n == 0) throw RuntimeError("reuseport steering: a group needs at least one socket");
+  // Loads in classic BPF are big-endian (network order) and a load beyond the
+  // packet would end the program with 0 anyway; the length test says so.
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, offset + 2, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, 0),
+      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, offset),
+      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, n),
+      BPF_STMT(BPF_RET | BPF_A, 0),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
+    throw RuntimeError(fmt::format("cannot attach the steering program to the UDP socket bound to {}: {}",
+                                   local_endpoint(fd).str(), errno_text(errno)));
 }
 
 UniqueFd listen_tcp(const Endpoint& at) {
@@ -95,10 +131,10 @@ UniqueFd listen_tcp(const Endpoint& at) {
   return fd;
 }
 
-DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes) {
+DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, bool reuseport) {
   for (int attempt = 0;; ++attempt) {
     DataAndControl s;
-    s.udp = bind_udp(at, udp_buffer_bytes);
+    s.udp = bind_udp(at, udp_buffer_bytes, reuseport);
     try {
       s.tcp = listen_tcp(local_endpoint(s.udp.get()));
     } catch (const RuntimeError&) {

@@ -64,7 +64,19 @@ std::string errno_text(int err);
 
 // Non-blocking UDP socket bound to `at` (port 0: ephemeral), with large
 // socket buffers. Throws "cannot bind UDP socket to <at>: <reason>".
-UniqueFd bind_udp(const Endpoint& at, int buffer_bytes);
+// `reuseport`: SO_REUSEPORT is set, so more sockets (of this user) can bind
+// the same address and share its datagrams (a reuseport group; a socket's
+// index in the group is its order of binding). Before the bind, except for
+// port 0: then right after it, so the socket gets a port no other group holds.
+UniqueFd bind_udp(const Endpoint& at, int buffer_bytes, bool reuseport = false);
+// Whether SO_REUSEPORT is set on `fd`.
+bool has_reuseport(int fd);
+// Steers each datagram that reaches `fd`'s reuseport group of `n` sockets to
+// the socket of index (big-endian u16 at byte `offset` of the UDP payload) mod n,
+// with a classic BPF program (SO_ATTACH_REUSEPORT_CBPF; the kernel runs it with
+// the packet starting at the UDP payload). A datagram shorter than offset + 2
+// goes to index 0. Throws RuntimeError naming the socket on failure.
+void attach_reuseport_steering(int fd, uint32_t offset, unsigned n);
 // Non-blocking listening TCP socket.
 UniqueFd listen_tcp(const Endpoint& at);
 // A switch's two sockets: UDP data bound to `at`, then TCP control on the same
@@ -73,7 +85,8 @@ UniqueFd listen_tcp(const Endpoint& at);
 struct DataAndControl {
   UniqueFd udp, tcp;
 };
-DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes);
+// `reuseport`: the UDP socket is the first of a reuseport group (bind_udp).
+DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, bool reuseport = false);
 // Connects to `to`, retrying refused connections until `timeout` has passed
 // (the peer may not be up yet). The result is non-blocking. Throws
 // "timed out after X s connecting to <what> at <to> (<last error>)".

@@ -5,11 +5,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -35,6 +43,16 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"kv_to_ps", s.kv_to_ps}, {"recirculations", s.recirculations}, {"sweep_passes", s.sweep_passes},
           {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}, {"tree_results", s.tree_results},
           {"pinned_hits", s.pinned_hits}};
+}
+
+std::string why_not_threaded(const schemes::Scheme& scheme, bool layout) {
+  if (layout || is_ring_scheme(scheme))
+    return fmt::format("scheme {} serves the one job of a static layout (--layout), which cannot be split over switch "
+                       "threads by job", scheme.name);
+  if (scheme.has_switch_cpu())
+    return fmt::format("scheme {} has a switch CPU beside the pipeline (it keeps and retransmits the results of every "
+                       "job through one internal port), which is not split over switch threads", scheme.name);
+  return {};
 }
 
 namespace {
@@ -93,14 +111,142 @@ struct Job {
   }
 };
 
+// One switch thread: its own switch program (1/T of the aggregator memory),
+// its own engine and UDP socket (one of the reuseport group on the switch's
+// port), and the jobs J with J mod T == index. Nothing here is shared with
+// another shard. The control plane (on shard 0's thread) reaches a shard
+// only through on_shard(); `region_used` is the control plane's own.
+struct Shard {
+  unsigned index = 0;
+  std::unique_ptr<dp::SwitchProgram> program;
+  std::unique_ptr<UdpEngine> engine;  // after the program: destroyed (and flushed) first
+  std::vector<bool> region_used;      // isolated policy (control plane only)
+  // Shards other than 0 run on a thread of their own (SwitchDaemon::run);
+  // commands reach them through this queue and eventfd.
+  UniqueFd wake;
+  std::mutex mu;
+  std::vector<std::function<void()>> commands;  // under mu
+  bool gone = false;                            // under mu: the thread left its loop
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+  std::string error;  // why the thread stopped, if it failed (read after join)
+  // CPU time of the thread serving the shard: its clock while it runs, the final reading after.
+  std::atomic<bool> cpu_live{false};
+  std::atomic<clockid_t> cpu_clock{};
+  std::atomic<double> cpu_final{0};
+
+  void start_cpu_clock() {
+    clockid_t c;
+    if (pthread_getcpuclockid(pthread_self(), &c) != 0) return;
+    cpu_clock = c;
+    cpu_live = true;
+  }
+  void stop_cpu_clock() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    cpu_final = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    cpu_live = false;
+  }
+  double cpu_seconds() const {
+    if (cpu_live) {
+      timespec ts{};
+      if (clock_gettime(cpu_clock.load(), &ts) == 0 && cpu_live)
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    return cpu_final;
+  }
+
+  // The commands queued so far, on the shard's thread.
+  void run_commands() {
+    uint64_t v;
+    [[maybe_unused]] auto r = ::read(wake.get(), &v, sizeof v);
+    std::vector<std::function<void()>> todo;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      todo.swap(commands);
+    }
+    for (auto& f : todo) f();
+  }
+
+  // The shard's thread: its loop until stopped. A failure is kept in `error`
+  // and reported through `failed` (the control loop's stop descriptor).
+  void serve(int failed) {
+    start_cpu_clock();
+    try {
+      while (!stopping) engine->poll(kSec);
+    } catch (const std::exception& e) {
+      error = e.what();
+      const uint64_t one = 1;
+      [[maybe_unused]] auto r = ::write(failed, &one, sizeof one);
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      gone = true;
+    }
+    run_commands();  // any the control plane queued before it saw the failure
+    stop_cpu_clock();
+  }
+};
+
+// Runs f on shard s's thread and returns its result (or rethrows its
+// exception): the control plane's way to act on another shard's program and
+// engine. Inline when the shard has no thread of its own (shard 0, whose loop
+// is the control plane's, or before / after SwitchDaemon::run).
+template <typename F>
+auto on_shard(Shard& s, F&& f) -> std::invoke_result_t<F&> {
+  if (!s.thread.joinable()) return f();
+  std::packaged_task<std::invoke_result_t<F&>()> task(std::ref(f));
+  auto done = task.get_future();
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    if (s.gone) throw RuntimeError(fmt::format("switch thread {} has stopped: {}", s.index, s.error));
+    s.commands.emplace_back([&task] { task(); });
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(s.wake.get(), &one, sizeof one);
+  return done.get();
+}
+
+// Sums the numbers of `x` into `into`, recursively by key (statistics of several shards).
+void add_counts(nlohmann::json& into, const nlohmann::json& x) {
+  if (into.is_null()) {
+    into = x;
+    return;
+  }
+  if (into.is_object() && x.is_object()) {
+    for (const auto& [k, v] : x.items()) add_counts(into[k], v);
+  } else if (into.is_number_unsigned() && x.is_number_unsigned()) {
+    into = into.get<uint64_t>() + x.get<uint64_t>();
+  } else if (into.is_number() && x.is_number()) {
+    into = into.get<double>() + x.get<double>();
+  }
+}
+
+// Where the job field sits in the INA header (wire/packet.hpp: version u8,
+// type u8, flags u16, job u16, ... in network order): what the reuseport
+// steering program reads (test: Threads.TheJobFieldIsWhereTheSteeringReadsIt).
+constexpr uint32_t kJobOffset = 4;
+// With T > 1 threads, each shard needs at least this many aggregators.
+constexpr size_t kMinShardAggregators = 16;
+constexpr unsigned kMaxThreads = kMaxSwitchThreads;
+
 }  // namespace
 
 struct SwitchDaemon::Impl {
   SwitchDaemonConfig cfg;
   const schemes::Scheme& scheme;
-  std::unique_ptr<dp::SwitchProgram> program;
-  std::unique_ptr<dp::SwitchCpu> cpu;  // sparse hot-ina schemes
-  std::unique_ptr<UdpEngine> engine;
+  // The shards; shard 0's loop also runs the control plane. Why there and not
+  // on a thread of its own: with one thread the switch is exactly the
+  // single-threaded daemon (no hand-over at all), and control messages
+  // (joins, done, stats) are rare next to datagrams, so the shard that
+  // carries them loses little; a control thread would take a core of its own
+  // on machines that have few.
+  std::unique_ptr<dp::SwitchCpu> cpu;  // sparse hot-ina schemes (one thread only); outlives the engine it is attached to
+  std::vector<std::unique_ptr<Shard>> shards;
+  // Shard 0's: with one thread, the program (static layouts and the switch
+  // CPU are refused with more); always, the control plane's loop.
+  dp::SwitchProgram* program = nullptr;
+  UdpEngine* engine = nullptr;
   UniqueFd listener, stop_fd;
   Endpoint endpoint;
   std::atomic<bool> stopping{false};
@@ -108,10 +254,12 @@ struct SwitchDaemon::Impl {
   std::map<uint16_t, std::unique_ptr<Job>> jobs;
   std::vector<bool> id_used;
   NodeId next_id = 1;
-  std::vector<bool> region_used;
-  uint32_t region_size = 0;
+  uint32_t region_size = 0;  // isolated policy: per region, every shard alike
   uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0, auth_failures = 0;
   uint64_t cpu_copies_freed_at_teardown = 0;
+
+  Shard& shard_of(uint16_t job) { return *shards[job % shards.size()]; }
+  const Shard& shard_of(uint16_t job) const { return *shards[job % shards.size()]; }
 
   explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)) {
     if (!cfg.has_key)
@@ -126,18 +274,44 @@ struct SwitchDaemon::Impl {
     if (!is_layout_scheme(scheme) && !cfg.layout.empty())
       throw RuntimeError(fmt::format("switch: --layout is for ring schemes and ATP over racks; {} jobs join through the "
                                      "control plane", scheme.name));
-    program = scheme.make_switch(cfg.program);
-    program->set_id(kSwitchId);
-    if (scheme.isolated) {
-      if (cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
-      region_size = static_cast<uint32_t>(program->aggregators() / cfg.isolated_regions) & ~1u;
-      if (region_size < 2)
-        throw RuntimeError(fmt::format("switch: {} aggregators cannot be split into {} isolated regions",
-                                       program->aggregators(), cfg.isolated_regions));
-      region_used.assign(cfg.isolated_regions, false);
+    const unsigned T = cfg.threads;
+    if (T == 0 || T > kMaxThreads)
+      throw RuntimeError(fmt::format("switch: --threads {}: give 1..{}", T, kMaxThreads));
+    if (T > 1)
+      if (const std::string why = why_not_threaded(scheme, !cfg.layout.empty()); !why.empty())
+        throw RuntimeError(fmt::format("switch: --threads {}: {}: run it with --threads 1", T, why));
+    if (scheme.isolated && cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
+    for (unsigned k = 0; k < T; ++k) {
+      auto sh = std::make_unique<Shard>();
+      sh->index = k;
+      dp::SwitchConfig pc = cfg.program;
+      pc.memory_bytes = cfg.program.memory_bytes / T;
+      pc.seed = cfg.program.seed + k;
+      sh->program = scheme.make_switch(pc);
+      sh->program->set_id(kSwitchId);
+      if (T > 1 && sh->program->aggregators() < kMinShardAggregators)
+        throw RuntimeError(fmt::format("switch: --threads {} with --memory {}: each switch thread gets {} bytes, {} "
+                                       "aggregators of {} values; a thread needs at least {}: give more memory or fewer "
+                                       "threads", T, cfg.program.memory_bytes, pc.memory_bytes,
+                                       sh->program->aggregators(), cfg.program.payload_values, kMinShardAggregators));
+      // Isolated policy: each shard's memory in isolated_regions regions (so
+      // up to isolated_regions live jobs per shard).
+      if (scheme.isolated) {
+        region_size = static_cast<uint32_t>(sh->program->aggregators() / cfg.isolated_regions) & ~1u;
+        if (region_size < 2)
+          throw RuntimeError(fmt::format("switch: {} aggregators{} cannot be split into {} isolated regions",
+                                         sh->program->aggregators(), T > 1 ? " per switch thread" : "",
+                                         cfg.isolated_regions));
+        sh->region_used.assign(cfg.isolated_regions, false);
+      }
+      shards.push_back(std::move(sh));
     }
+    program = shards[0]->program.get();
     // UDP data and TCP control on one port number: bound here, or handed over
     // already bound (`ina run` binds them first so the layout can name them).
+    // With T > 1 threads the other shards' sockets join the UDP socket's
+    // reuseport group on the same address, in shard order, and a steering
+    // program sends each datagram to shard (job mod T).
     DataAndControl socks;
     if (cfg.udp_fd >= 0 || cfg.tcp_fd >= 0) {
       if (cfg.udp_fd < 0 || cfg.tcp_fd < 0) throw RuntimeError("switch: give both --udp-fd and --tcp-fd, or neither");
@@ -145,11 +319,20 @@ struct SwitchDaemon::Impl {
       socks.tcp = UniqueFd(cfg.tcp_fd);
       if (local_endpoint(socks.udp.get()).port() != local_endpoint(socks.tcp.get()).port())
         throw RuntimeError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
+      if (T > 1 && !has_reuseport(socks.udp.get()))
+        throw RuntimeError(fmt::format("switch: --threads {} with --udp-fd {}: that socket was bound without "
+                                       "SO_REUSEPORT, so the other switch threads cannot share its port: bind it with "
+                                       "SO_REUSEPORT (before any other socket on its port) or run --threads 1",
+                                       T, cfg.udp_fd));
     } else {
-      socks = bind_data_and_control(cfg.listen, 8 << 20);
+      socks = bind_data_and_control(cfg.listen, 8 << 20, T > 1);
     }
     endpoint = local_endpoint(socks.udp.get());
     listener = std::move(socks.tcp);
+    std::vector<UniqueFd> udp;
+    udp.push_back(std::move(socks.udp));
+    for (unsigned k = 1; k < T; ++k) udp.push_back(bind_udp(endpoint, 8 << 20, true));
+    if (T > 1) attach_reuseport_steering(udp[0].get(), kJobOffset, T);
     EngineConfig ec;
     ec.mode = EngineMode::Router;
     ec.payload_values = cfg.program.payload_values;
@@ -158,9 +341,13 @@ struct SwitchDaemon::Impl {
     ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
     ec.offload = cfg.offload;
     ec.socket_buffer_bytes = 8 << 20;
-    engine = std::make_unique<UdpEngine>(ec, std::move(socks.udp));
+    for (unsigned k = 0; k < T; ++k) {
+      ec.faults.seed = cfg.faults.seed + k;
+      shards[k]->engine = std::make_unique<UdpEngine>(ec, std::move(udp[k]));
+    }
+    engine = shards[0]->engine.get();
     if (!cfg.layout.empty()) static_job();
-    engine->add_node(*program);
+    for (auto& sh : shards) sh->engine->add_node(*sh->program);
     id_used.assign(kMulticast, false);
     id_used[kSwitchId] = true;
     if (scheme.has_switch_cpu()) {
@@ -177,7 +364,12 @@ struct SwitchDaemon::Impl {
       stopping = true;
     });
     engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
-    engine->start();
+    for (unsigned k = 1; k < T; ++k) {
+      Shard& sh = *shards[k];
+      sh.wake = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+      sh.engine->watch(sh.wake.get(), EPOLLIN, [&sh](uint32_t) { sh.run_commands(); });
+    }
+    for (auto& sh : shards) sh->engine->start();
   }
 
   // The ring job of cfg.layout, registered for good (ring_layout.hpp).
@@ -492,7 +684,9 @@ struct SwitchDaemon::Impl {
     if (error.empty()) {
       try {
         version = j.hot_version + 1;
-        program->set_sparse_table(j.id, control::zebra::heat_table(first.keys, first.from, version, cfg.kv_registers));
+        Shard& sh = shard_of(j.id);
+        dp::SparseTable t = control::zebra::heat_table(first.keys, first.from, version, cfg.kv_registers);
+        on_shard(sh, [&] { sh.program->set_sparse_table(j.id, std::move(t)); });
         j.hot_version = version;
       } catch (const std::invalid_argument& e) {
         error = e.what();
@@ -609,12 +803,19 @@ struct SwitchDaemon::Impl {
   void go_live(Job& j) {
     dp::SwitchJob sj;
     sj.job = j.id;
+    Shard& sh = shard_of(j.id);
+    std::vector<bool>& region_used = sh.region_used;
     if (scheme.isolated) {
       for (size_t r = 0; r < region_used.size(); ++r)
         if (!region_used[r]) { j.region = static_cast<int>(r); break; }
       if (j.region < 0) {
-        const std::string why = fmt::format("job {}: no free aggregator region (the isolated policy serves at most {} "
-                                            "jobs at once on this switch)", j.id, region_used.size());
+        const std::string why =
+            shards.size() == 1
+                ? fmt::format("job {}: no free aggregator region (the isolated policy serves at most {} jobs at once on "
+                              "this switch)", j.id, region_used.size())
+                : fmt::format("job {}: no free aggregator region (the isolated policy serves at most {} jobs at once on "
+                              "each switch thread; job {} is served by thread {} of {}, with the jobs whose id is {} "
+                              "mod {})", j.id, region_used.size(), j.id, sh.index, shards.size(), sh.index, shards.size());
         for (Conn* c : j.members()) { c->job = nullptr; reject(*c, why); }
         jobs.erase(j.id);
         return;
@@ -632,18 +833,18 @@ struct SwitchDaemon::Impl {
       sj.workers.assign(ids.begin(), ids.begin() + j.nworkers);
       sj.ps = j.ps ? ids.back() : kNoNode;
       sj.cpu = cpu ? kCpuId : kNoNode;
-      program->add_job(sj);
+      on_shard(sh, [&] {
+        sh.program->add_job(sj);
+        for (size_t k = 0; k < members.size(); ++k) sh.engine->set_route(ids[k], members[k]->udp);
+        sh.engine->set_group(j.id, sj.workers);  // results: one encoding for every worker
+      });
     } catch (...) {
       for (NodeId id : ids) id_used[id] = false;
       if (j.region >= 0) region_used[static_cast<size_t>(j.region)] = false;
       j.region = -1;
       throw;
     }
-    for (size_t k = 0; k < members.size(); ++k) {
-      members[k]->id = ids[k];
-      engine->set_route(ids[k], members[k]->udp);
-    }
-    engine->set_group(j.id, sj.workers);  // results: one encoding for every worker
+    for (size_t k = 0; k < members.size(); ++k) members[k]->id = ids[k];
     if (cpu) cpu->add_job(j.id, sj.workers);
     j.hot.assign(j.nworkers, std::nullopt);
     j.live = true;
@@ -666,16 +867,20 @@ struct SwitchDaemon::Impl {
 
   // Frees everything the job held: aggregators, routes, node ids, region.
   void teardown(Job& j) {
-    const size_t freed = program->remove_job(j.id);
-    freed_at_teardown += freed;
-    engine->clear_group(j.id);
-    if (cpu) engine->invoke(*cpu, [&](Time, Effects& fx) { cpu_copies_freed_at_teardown += cpu->remove_job(j.id, fx); });
-    for (Conn* c : j.members()) {
-      engine->clear_route(c->id);
+    Shard& sh = shard_of(j.id);
+    const std::vector<Conn*> members = j.members();
+    freed_at_teardown += on_shard(sh, [&] {
+      const size_t freed = sh.program->remove_job(j.id);
+      sh.engine->clear_group(j.id);
+      if (cpu) sh.engine->invoke(*cpu, [&](Time, Effects& fx) { cpu_copies_freed_at_teardown += cpu->remove_job(j.id, fx); });
+      for (Conn* c : members) sh.engine->clear_route(c->id);
+      return freed;
+    });
+    for (Conn* c : members) {
       id_used[c->id] = false;
       c->job = nullptr;
     }
-    if (j.region >= 0) region_used[static_cast<size_t>(j.region)] = false;
+    if (j.region >= 0) sh.region_used[static_cast<size_t>(j.region)] = false;
     jobs.erase(j.id);
   }
 
@@ -698,7 +903,14 @@ struct SwitchDaemon::Impl {
   nlohmann::json public_stats() const {
     return {{"endpoint", endpoint.str()}, {"policy", scheme.policy},
             {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
-            {"aggregators", program->aggregators()}};
+            {"aggregators", aggregators()}, {"threads", shards.size()}};
+  }
+
+  // Every shard's aggregators (constant after construction).
+  size_t aggregators() const {
+    size_t n = 0;
+    for (const auto& sh : shards) n += sh->program->aggregators();
+    return n;
   }
 
   // A job's own view: its state and how many aggregators it holds.
@@ -708,30 +920,66 @@ struct SwitchDaemon::Impl {
     nlohmann::json j = {{"job", id}, {"known", it != jobs.end()}};
     if (it != jobs.end()) {
       const Job& job = *it->second;
+      Shard& sh = *shards[id % shards.size()];
       j["live"] = job.live;
       j["nworkers"] = job.nworkers;
       j["workers_joined"] = job.joined - (job.ps ? 1 : 0);
       j["ps_joined"] = job.ps != nullptr;
-      j["aggregators_held"] = program->occupied_by(id);
+      j["aggregators_held"] = on_shard(sh, [&] { return sh.program->occupied_by(id); });
       j["seconds"] = to_ms(engine->now() - job.since) / 1000;
+      if (shards.size() > 1) j["thread"] = sh.index;
     }
     out["job"] = j;
     return out;
   }
 
+  // One shard's counters, read on its thread.
+  nlohmann::json shard_stats(Shard& sh) const {
+    nlohmann::json o = on_shard(sh, [&] {
+      nlohmann::json v = {{"aggregators", sh.program->aggregators()}, {"occupied", sh.program->occupied()},
+                          {"packets_in_use", sh.engine->packets_in_use()}, {"switch", to_json(sh.program->stats())},
+                          {"engine", sh.engine->stats().to_json()}};
+      if (cfg.program.track_tasks) v["task_types"] = sh.program->task_types();
+      return v;
+    });
+    nlohmann::json live = nlohmann::json::array();
+    for (const auto& [id, j] : jobs)
+      if (j->live && id % shards.size() == sh.index) live.push_back(id);
+    o["thread"] = sh.index;
+    o["jobs"] = live;
+    o["cpu_seconds"] = sh.cpu_seconds();
+    return o;
+  }
+
+  // The operator's view: totals over the shards (switch and engine counters
+  // summed) and each shard's own under "shards".
   nlohmann::json stats() const {
     nlohmann::json live = nlohmann::json::array(), pending = nlohmann::json::array();
     for (const auto& [id, j] : jobs) (j->live ? live : pending).push_back(id);
+    nlohmann::json per = nlohmann::json::array(), sw, eng;
+    uint64_t occupied = 0, in_use = 0;
+    std::array<uint64_t, 3> tasks{};
+    for (const auto& sh : shards) {
+      nlohmann::json o = shard_stats(*sh);
+      occupied += o["occupied"].get<uint64_t>();
+      in_use += o["packets_in_use"].get<uint64_t>();
+      add_counts(sw, o["switch"]);
+      add_counts(eng, o["engine"]);
+      if (o.contains("task_types"))
+        for (size_t k = 0; k < tasks.size(); ++k) tasks[k] += o["task_types"][k].get<uint64_t>();
+      per.push_back(std::move(o));
+    }
     nlohmann::json out = {
         {"endpoint", endpoint.str()}, {"policy", scheme.policy},
         {"payload", cfg.program.payload_values}, {"memory_bytes", cfg.program.memory_bytes},
-        {"aggregators", program->aggregators()}, {"occupied", program->occupied()},
-        {"packets_in_use", engine->packets_in_use()}, {"switch", to_json(program->stats())},
-        {"engine", engine->stats().to_json()}, {"faults", cfg.faults.to_json()},
+        {"aggregators", aggregators()}, {"occupied", occupied},
+        {"packets_in_use", in_use}, {"switch", sw},
+        {"engine", eng}, {"faults", cfg.faults.to_json()},
+        {"threads", shards.size()}, {"shards", per},
         {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
         {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
-    if (cfg.program.track_tasks) out["task_types"] = program->task_types();
+    if (cfg.program.track_tasks) out["task_types"] = tasks;
     if (cpu) {
       const auto& c = cpu->stats();
       out["cpu"] = {{"held", cpu->held()}, {"copies", c.copies}, {"acks", c.acks}, {"retransmits", c.retransmits},
@@ -745,6 +993,41 @@ struct SwitchDaemon::Impl {
       if (const dp::SwitchJob* sj = program->job(layout->job)) out["layout"]["rack_ranks"] = sj->rack;  // current ranks, agent first
     return out;
   }
+
+  // Shards 1..T-1 on threads of their own, shard 0 and the control plane on
+  // the caller's, until request_stop(); then the others are stopped and joined.
+  void run() {
+    log("serving ({} policy, {} aggregators of {} values{})", scheme.policy, aggregators(), cfg.program.payload_values,
+        shards.size() > 1 ? fmt::format(", {} switch threads", shards.size()) : std::string());
+    for (size_t k = 1; k < shards.size(); ++k) {
+      Shard& sh = *shards[k];
+      sh.stopping = false;
+      {
+        std::lock_guard<std::mutex> l(sh.mu);
+        sh.gone = false;
+      }
+      sh.thread = std::thread([this, &sh] { sh.serve(stop_fd.get()); });
+    }
+    Shard& s0 = *shards[0];
+    s0.start_cpu_clock();
+    std::exception_ptr failure;
+    try {
+      while (!stopping) engine->poll(kSec);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    s0.stop_cpu_clock();
+    for (size_t k = 1; k < shards.size(); ++k) {
+      Shard& sh = *shards[k];
+      sh.stopping = true;
+      const uint64_t one = 1;
+      [[maybe_unused]] auto r = ::write(sh.wake.get(), &one, sizeof one);
+      sh.thread.join();
+    }
+    if (failure) std::rethrow_exception(failure);
+    for (const auto& sh : shards)
+      if (!sh->error.empty()) throw RuntimeError(fmt::format("switch thread {}: {}", sh->index, sh->error));
+  }
 };
 
 SwitchDaemon::SwitchDaemon(const SwitchDaemonConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
@@ -752,10 +1035,14 @@ SwitchDaemon::~SwitchDaemon() = default;
 const Endpoint& SwitchDaemon::endpoint() const { return impl_->endpoint; }
 UdpEngine& SwitchDaemon::engine() { return *impl_->engine; }
 
-void SwitchDaemon::run() {
-  impl_->log("serving ({} policy, {} aggregators of {} values)", impl_->scheme.policy,
-             impl_->program->aggregators(), impl_->cfg.program.payload_values);
-  while (!impl_->stopping) impl_->engine->poll(kSec);
+unsigned SwitchDaemon::threads() const { return static_cast<unsigned>(impl_->shards.size()); }
+
+void SwitchDaemon::run() { impl_->run(); }
+
+std::vector<double> SwitchDaemon::cpu_seconds() const {
+  std::vector<double> v;
+  for (const auto& sh : impl_->shards) v.push_back(sh->cpu_seconds());
+  return v;
 }
 
 void SwitchDaemon::request_stop() {

@@ -8,8 +8,22 @@
 // A sparse hot-ina scheme (Zebra) also hosts the switch CPU, attached to the
 // program through the engine's internal port, and installs each job's
 // hot-set table once all its workers have sent the same one (control.hpp).
+//
+// Switch threads (SwitchDaemonConfig::threads = T): T shards, each a thread
+// with its own UdpEngine, UDP socket and switch program built by the
+// scheme's factory with memory_bytes / T; job J is served by shard J mod T
+// and nothing is shared between shards on the data path. The shards' sockets
+// form one SO_REUSEPORT group on the switch's port, and a classic BPF program
+// (net.hpp: attach_reuseport_steering) sends each datagram to the shard of
+// its header's job (one too short to hold a job field goes to shard 0, whose
+// engine counts it malformed). The control plane stays on shard 0's thread
+// and acts on another shard through that shard's command queue (run there,
+// waited for). Consequences: DSA preempts only among the jobs of one shard;
+// the isolated policy has isolated_regions regions per shard; static-layout
+// jobs and schemes with a switch CPU are refused with T > 1.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +32,13 @@
 #include "runtime/auth.hpp"
 #include "runtime/udp_engine.hpp"
 
+namespace ina::schemes {
+struct Scheme;
+}
+
 namespace ina::rt {
+
+inline constexpr unsigned kMaxSwitchThreads = 64;
 
 struct SwitchDaemonConfig {
   Endpoint listen = Endpoint::parse("127.0.0.1:7700");  // UDP data and TCP control, same port (0: ephemeral)
@@ -49,6 +69,10 @@ struct SwitchDaemonConfig {
   // for 0.88 M copies, ina train --model fortunes at 4 workers on 2 cores).
   uint32_t kv_registers = 16;
   Time cpu_rto = host::kRuntimeProfile.min_rto;
+  // Switch threads (shards; see above), 1..kMaxSwitchThreads. With T > 1 each
+  // needs at least 16 aggregators of memory_bytes / T, and `udp_fd` must have
+  // SO_REUSEPORT set (the other shards' sockets join its port).
+  unsigned threads = 1;
   // Sockets already bound by the caller (both or neither; `listen` is then
   // ignored): UDP data and TCP control on one port.
   int udp_fd = -1, tcp_fd = -1;
@@ -62,9 +86,14 @@ class SwitchDaemon {
   ~SwitchDaemon();
 
   const Endpoint& endpoint() const;
+  // Shard 0's engine: the loop of the control plane (and of the data path with one thread).
   UdpEngine& engine();
-  // Serves until request_stop().
+  unsigned threads() const;
+  // Serves until request_stop(): shard 0 and the control plane on the calling
+  // thread, every other shard on a thread of its own (joined before it returns).
   void run();
+  // Thread-safe: CPU time each shard's thread has used so far (seconds), by shard.
+  std::vector<double> cpu_seconds() const;
   // Thread-safe and async-signal-safe.
   void request_stop();
   // Statistics as answered to {"op":"stats"}; call from the loop's thread or after run().
@@ -76,5 +105,9 @@ class SwitchDaemon {
 };
 
 nlohmann::json to_json(const dp::SwitchStats& s);
+
+// Why a switch of `scheme` cannot serve with more than one thread (`layout`:
+// it would serve a static layout job); empty if it can.
+std::string why_not_threaded(const schemes::Scheme& scheme, bool layout);
 
 }  // namespace ina::rt
