@@ -173,17 +173,18 @@ bool UdpEngine::multicast(Packet* p) {
   if (p->h.src == kNoNode && current_) p->h.src = current_->id();
   const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
   long first = -1;
+  bool full = false;
   for (unsigned r = 0; r < members.size(); ++r) {
     if (!pending.test(r)) continue;
     const NodeId d = members[r];
     if (d >= routes_.size() || !routes_[d].valid) {
       ++st_.tx_unroutable;
-      continue;
-    }
-    if (first < 0) {
+    } else if (full) {
+      ++st_.tx_overflow;  // the queue was full for the first copy: so it is for this one
+    } else if (first < 0) {
       p->h.dst = d;
       first = enqueue_tx(*p, routes_[d].sa, false);
-      if (first < 0) break;  // the queue is full: so it is for every copy
+      full = first < 0;
     } else {
       enqueue_copy(static_cast<size_t>(first), d, routes_[d].sa);
     }
