@@ -268,11 +268,12 @@ namespace {
 
 // A router hosting a node that multicasts, and three hosts (ranks 0..2 of job 1).
 struct Group {
-  explicit Group(FaultConfig faults = {}) {
+  explicit Group(FaultConfig faults = {}, size_t max_tx_queue = 1 << 16) {
     EngineConfig rc;
     rc.mode = EngineMode::Router;
     rc.payload_values = kCount;
     rc.faults = faults;
+    rc.max_tx_queue = max_tx_queue;
     router = std::make_unique<UdpEngine>(rc);
     sw.set_id(0);
     router->add_node(sw);
@@ -371,4 +372,34 @@ TEST(UdpMulticast, DeclinedWithoutAGroupOrWithFaults) {
   lossy.router->set_group(1, {10, 11, 12});
   EXPECT_EQ(lossy.send(3), 0u);
   EXPECT_EQ(g.router->stats().tx_datagrams + lossy.router->stats().tx_datagrams, 0u);
+}
+
+// A send queue without room: the first copy of a multicast is dropped, and so
+// is every other copy, each counted (nothing is sent half-encoded). With room
+// for two, a multicast to three sends two and counts one.
+TEST(UdpMulticast, CopiesThatFindTheQueueFullAreEachCounted) {
+  Group g({}, 2);
+  g.router->set_group(1, {10, 11, 12});
+  g.router->invoke(g.sw, [&](Time, Effects& fx) {
+    for (uint32_t i = 0; i < 2; ++i) {  // fill the queue (no flush below `batch`)
+      Packet* p = fx.alloc();
+      p->h = data(100 + i, 0, 10, kCount);
+      fx.send(p);
+    }
+    Packet* p = fx.alloc();
+    p->h = data(0, 0, kMulticast, kCount);
+    EXPECT_TRUE(fx.multicast(p));
+  });
+  EXPECT_EQ(g.router->stats().tx_overflow, 3u);
+  EXPECT_EQ(g.router->stats().tx_shared_copies, 0u);
+  Group h({}, 2);
+  h.router->set_group(1, {10, 11, 12});
+  EXPECT_EQ(h.send(1), 1u);
+  EXPECT_EQ(h.router->stats().tx_overflow, 1u);
+  EXPECT_EQ(h.router->stats().tx_shared_copies, 1u);
+  ASSERT_TRUE(h.pump_all(2));
+  EXPECT_EQ(h.nodes[0].psns, std::vector<uint32_t>{0});
+  EXPECT_EQ(h.nodes[1].psns, std::vector<uint32_t>{0});
+  EXPECT_TRUE(h.nodes[2].psns.empty());
+  EXPECT_EQ(g.router->packets_in_use() + h.router->packets_in_use(), 0u);
 }
