@@ -286,10 +286,21 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         }
       }
       size_t off = 0;
+      const Time blocked_since = rt::monotonic_now();
       while (off < nmsg) {
         const int k = ::sendmmsg(w.fd, msgs.data() + off, static_cast<unsigned>(nmsg - off), 0);
-        if (k > 0) off += static_cast<size_t>(k);
-        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+        if (k > 0) {
+          off += static_cast<size_t>(k);
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          return false;
+        } else if (rt::monotonic_now() - blocked_since > 10 * kSec) {
+          // A send that never gets room: end the case with an error, not a hang.
+          errno = ETIMEDOUT;
+          return false;
+        } else {
+          pollfd pf{w.fd, POLLOUT, 0};
+          ::poll(&pf, 1, 10);
+        }
       }
       const Time t = rt::monotonic_now();
       for (size_t i = 0; i < m; ++i) w.sent_at[psns[b + i]] = t;
@@ -367,7 +378,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         for (uint64_t p = w.low; p < w.next; ++p)
           if (!w.got[p] && t - w.sent_at[p] > kResendAfter) batch.push_back(static_cast<uint32_t>(p));
         out.resends += batch.size();
-        if (!batch.empty()) send_batch(w, batch, true);
+        if (!batch.empty() && !send_batch(w, batch, true)) out.error = fmt::format("sendmmsg (resend): {}", std::strerror(errno));
       }
       last_resend = t;
     }
