@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -249,11 +250,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   std::vector<std::byte> txbuf(kBatch * dgram), rxbuf(kBatch * rx_slot);
   std::vector<iovec> iov(kBatch), rxiov(kBatch);
   std::vector<mmsghdr> msgs(kBatch);
-  union Ctl {
-    char buf[CMSG_SPACE(sizeof(int))];
-    cmsghdr align;
-  };
-  std::vector<Ctl> ctl(kBatch);
+  std::vector<std::array<std::byte, rt::kUdpCmsgBytes>> ctl(kBatch);
   std::vector<int32_t> vals(payload);
 
   auto send_batch = [&](Worker& w, const std::vector<uint32_t>& psns, bool resend) {
@@ -274,16 +271,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         msgs[nmsg] = {};
         msgs[nmsg].msg_hdr.msg_iov = &iov[i];
         msgs[nmsg].msg_hdr.msg_iovlen = segs;
-        if (segs > 1) {
-          msgs[nmsg].msg_hdr.msg_control = ctl[nmsg].buf;
-          msgs[nmsg].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-          cmsghdr* c = CMSG_FIRSTHDR(&msgs[nmsg].msg_hdr);
-          c->cmsg_level = SOL_UDP;
-          c->cmsg_type = UDP_SEGMENT;
-          c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-          const auto seg = static_cast<uint16_t>(dgram);
-          std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
-        }
+        if (segs > 1) rt::set_udp_segment(msgs[nmsg].msg_hdr, ctl[nmsg].data(), static_cast<uint16_t>(dgram));
       }
       size_t off = 0;
       const Time blocked_since = rt::monotonic_now();
@@ -342,8 +330,8 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
           msgs[i].msg_hdr.msg_iov = &rxiov[i];
           msgs[i].msg_hdr.msg_iovlen = 1;
           if (offload) {
-            msgs[i].msg_hdr.msg_control = ctl[i].buf;
-            msgs[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
+            msgs[i].msg_hdr.msg_control = ctl[i].data();
+            msgs[i].msg_hdr.msg_controllen = ctl[i].size();
           }
         }
         const int k = ::recvmmsg(w.fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
@@ -351,14 +339,8 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         for (int i = 0; i < k; ++i) {
           const std::byte* data = rxbuf.data() + i * rx_slot;
           const size_t len = msgs[i].msg_len;
-          size_t seg = len;
-          if (offload)
-            for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
-              if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-                int v = 0;
-                std::memcpy(&v, CMSG_DATA(c), sizeof v);
-                if (v > 0) seg = static_cast<size_t>(v);
-              }
+          const size_t gro = offload ? rt::udp_gro_segment(msgs[i].msg_hdr) : 0;
+          const size_t seg = gro ? gro : len;
           for (size_t o = 0; o < len; o += seg) progress |= take(w, data + o, std::min(seg, len - o));
         }
         while (w.low < packets && w.got[w.low]) ++w.low;

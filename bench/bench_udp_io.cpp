@@ -132,13 +132,8 @@ rt::UniqueFd udp_socket(bool gro, int& rcvbuf) {
 // The segment size of a received datagram: the UDP_GRO cmsg's gso_size when
 // the kernel coalesced several, else the whole length.
 size_t gro_segment(const msghdr& h, size_t len) {
-  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c)))
-    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-      int seg = 0;
-      std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
-      if (seg > 0) return static_cast<size_t>(seg);
-    }
-  return len;
+  const size_t seg = rt::udp_gro_segment(h);
+  return seg ? seg : len;
 }
 
 // Calls fn(data, len) for every segment of a (possibly coalesced) datagram.
@@ -147,21 +142,11 @@ void for_each_segment(std::byte* data, size_t len, size_t seg, Fn&& fn) {
   for (size_t off = 0; off < len; off += seg) fn(data + off, std::min(seg, len - off));
 }
 
-constexpr size_t kCtlBytes = CMSG_SPACE(sizeof(int));
+constexpr size_t kCtlBytes = rt::kUdpCmsgBytes;
 
 // A UDP_SEGMENT cmsg (in `ctl`, kCtlBytes) on h: the kernel cuts the send
 // into datagrams of `seg` bytes (the last may be shorter).
-void set_segment_size(msghdr& h, std::byte* ctl, size_t seg) {
-  h.msg_control = ctl;
-  h.msg_controllen = kCtlBytes;
-  cmsghdr* c = CMSG_FIRSTHDR(&h);
-  c->cmsg_level = SOL_UDP;
-  c->cmsg_type = UDP_SEGMENT;
-  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-  const auto s16 = static_cast<uint16_t>(seg);
-  std::memcpy(CMSG_DATA(c), &s16, sizeof s16);
-  h.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-}
+void set_segment_size(msghdr& h, std::byte* ctl, size_t seg) { rt::set_udp_segment(h, ctl, static_cast<uint16_t>(seg)); }
 
 // Buffers for one recvmmsg of up to 64 datagrams (with `gro`, each slot
 // holds a coalesced datagram and its UDP_GRO cmsg).

@@ -78,6 +78,20 @@ struct LocalPs {
 };
 
 // Loss and duplication at `loss`, reordering at 5 x `loss`.
+// A Data packet's header from rank 0 of a 2-worker job (count values).
+inline Header data_header(uint16_t job, NodeId src, NodeId dst, uint16_t count) {
+  Header h;
+  h.type = PktType::Data;
+  h.job = job;
+  h.src = src;
+  h.dst = dst;
+  h.nworkers = 2;
+  h.rank = 0;
+  h.bitmap = 1;
+  h.count = count;
+  return h;
+}
+
 inline FaultConfig lossy(double loss) {
   FaultConfig f;
   f.loss = loss;

@@ -71,18 +71,6 @@ std::vector<std::byte> encoded(const Header& h, const std::vector<int32_t>& v) {
   return b;
 }
 
-Header data_header(uint16_t job, NodeId src, NodeId dst, uint16_t count) {
-  Header h;
-  h.type = PktType::Data;
-  h.job = job;
-  h.src = src;
-  h.dst = dst;
-  h.nworkers = 2;
-  h.rank = 0;
-  h.bitmap = 1;
-  h.count = count;
-  return h;
-}
 
 // Polls an engine until pred() or the deadline.
 template <typename Pred>
@@ -100,6 +88,7 @@ using ina::test::LocalPs;
 using ina::test::switch_config;
 using ina::test::comm_config;
 using ina::test::run_workers;
+using ina::test::data_header;
 
 using ina::test::count_differences;
 using ina::test::dyadic_floats;

@@ -66,17 +66,9 @@ void send_to(int fd, const Endpoint& to, const void* data, size_t len) {
 
 // A Data datagram of `job` from node `src` (64 values).
 std::vector<std::byte> data_datagram(uint16_t job, NodeId src, uint32_t psn, uint32_t priority) {
-  Header h;
-  h.type = PktType::Data;
-  h.job = job;
-  h.src = src;
-  h.dst = 0;
-  h.nworkers = 2;
-  h.rank = 0;
-  h.bitmap = 1;
+  Header h = ina::test::data_header(job, src, 0, 64);
   h.psn = psn;
   h.priority = priority;
-  h.count = 64;
   std::vector<std::byte> b(encoded_size(h));
   encode(h, std::vector<int32_t>(64, 3), b);
   return b;

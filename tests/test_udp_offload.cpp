@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/net.hpp"
+#include "runtime_fixture.hpp"
 #include "runtime/udp_engine.hpp"
 #include "wire/packet.hpp"
 
@@ -36,15 +37,8 @@ class Keep final : public Node {
 };
 
 Header data(uint32_t psn, NodeId src, NodeId dst, uint16_t count) {
-  Header h;
-  h.type = PktType::Data;
-  h.job = 1;
-  h.src = src;
-  h.dst = dst;
-  h.nworkers = 2;
-  h.bitmap = 1;
+  Header h = ina::test::data_header(1, src, dst, count);
   h.psn = psn;
-  h.count = count;
   return h;
 }
 
@@ -188,20 +182,13 @@ TEST(UdpOffload, ABatchCutShortByTheBufferLosesOnlyItsTailCounted) {
   for (uint32_t i = 0; i < 5; ++i)
     encode(data(i, 5, 0, count), payload_of(i, count), std::span<std::byte>(buf.data() + i * L, L));
   iovec iov{buf.data(), buf.size()};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(uint16_t))] = {};
+  alignas(cmsghdr) char ctl[kUdpCmsgBytes];
   msghdr m{};
   m.msg_name = const_cast<sockaddr_in*>(&router.local().sa);
   m.msg_namelen = sizeof(sockaddr_in);
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_UDP;
-  c->cmsg_type = UDP_SEGMENT;
-  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-  const uint16_t seg = static_cast<uint16_t>(L);
-  std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+  set_udp_segment(m, ctl, static_cast<uint16_t>(L));
   ASSERT_EQ(sendmsg(tx.get(), &m, 0), static_cast<ssize_t>(buf.size()));
 
   ASSERT_TRUE(pump({&router}, [&] { return router.stats().rx_datagrams == 3; }));

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -71,6 +72,27 @@ Time monotonic_now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<Time>(ts.tv_sec) * kSec + static_cast<Time>(ts.tv_nsec) * kNs;
+}
+
+void set_udp_segment(msghdr& m, void* ctl, uint16_t segment) {
+  std::memset(ctl, 0, kUdpCmsgBytes);
+  m.msg_control = ctl;
+  m.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+  std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+}
+
+size_t udp_gro_segment(const msghdr& m) {
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), const_cast<cmsghdr*>(c)))
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      return v > 0 ? static_cast<size_t>(v) : 0;
+    }
+  return 0;
 }
 
 UniqueFd bind_udp(const Endpoint& at, int buffer_bytes, bool reuseport) {

@@ -4,6 +4,7 @@
 // newline-delimited JSON channel used by the control plane (job rendezvous,
 // barrier, stats). Nothing here knows the INA protocol.
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -69,6 +70,17 @@ std::string errno_text(int err);
 // index in the group is its order of binding). Before the bind, except for
 // port 0: then right after it, so the socket gets a port no other group holds.
 UniqueFd bind_udp(const Endpoint& at, int buffer_bytes, bool reuseport = false);
+
+// UDP segmentation offload's ancillary data (Linux UDP GSO/GRO).
+// Room for one UDP_SEGMENT or UDP_GRO control message.
+constexpr size_t kUdpCmsgBytes = CMSG_SPACE(sizeof(int));
+// Puts a UDP_SEGMENT control message in `ctl` (kUdpCmsgBytes, aligned for a
+// cmsghdr) and makes it m's: the kernel cuts the send into datagrams of
+// `segment` bytes, the last possibly shorter.
+void set_udp_segment(msghdr& m, void* ctl, uint16_t segment);
+// The segment size of a message received on a UDP_GRO socket (its UDP_GRO
+// control message); 0 when the message holds a single datagram.
+size_t udp_gro_segment(const msghdr& m);
 // Whether SO_REUSEPORT is set on `fd`.
 bool has_reuseport(int fd);
 // Steers each datagram that reaches `fd`'s reuseport group of `n` sockets to

@@ -160,12 +160,12 @@ struct Shard {
   void run_commands() {
     uint64_t v;
     [[maybe_unused]] auto r = ::read(wake.get(), &v, sizeof v);
-    std::vector<std::function<void()>> todo;
+    std::vector<std::function<void()>> queued;
     {
       std::lock_guard<std::mutex> l(mu);
-      todo.swap(commands);
+      queued.swap(commands);
     }
-    for (auto& f : todo) f();
+    for (auto& f : queued) f();
   }
 
   // The shard's thread: its loop until stopped. A failure is kept in `error`

@@ -351,18 +351,7 @@ size_t UdpEngine::build_tx(size_t max_segments) {
     m.msg_hdr.msg_iov = &txiov_[first_iov];
     m.msg_hdr.msg_iovlen = niov - first_iov;
     first_iov = niov;
-    if (nitem - first > 1) {
-      Cmsg& c = txctl_[nmsg];
-      std::memset(&c, 0, sizeof c);
-      m.msg_hdr.msg_control = c.buf;
-      m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-      cmsghdr* cm = CMSG_FIRSTHDR(&m.msg_hdr);
-      cm->cmsg_level = SOL_UDP;
-      cm->cmsg_type = UDP_SEGMENT;
-      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const auto seg = static_cast<uint16_t>(segment);
-      std::memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-    }
+    if (nitem - first > 1) set_udp_segment(m.msg_hdr, txctl_[nmsg].buf, static_cast<uint16_t>(segment));
     txfirst_[nmsg] = static_cast<uint32_t>(first);
     txfirst_[++nmsg] = static_cast<uint32_t>(nitem);
   };
@@ -500,14 +489,7 @@ void UdpEngine::handle_message(const ::mmsghdr& m, const std::byte* data, bool m
   const size_t len = m.msg_len;
   const bool cut = (m.msg_hdr.msg_flags & MSG_TRUNC) != 0;
   if (cut) ++st_.rx_truncated;
-  size_t seg = 0;
-  if (gro_)
-    for (const cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), const_cast<cmsghdr*>(c)))
-      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-        int v = 0;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        seg = v > 0 ? static_cast<size_t>(v) : 0;
-      }
+  const size_t seg = gro_ ? udp_gro_segment(m.msg_hdr) : 0;
   if (seg == 0 || seg >= len) {
     // One datagram; cut short, it was longer than any valid one.
     handle_datagram(data, len, from, cut ? DecodeError::PayloadTooLarge : DecodeError::None, mark_ecn);

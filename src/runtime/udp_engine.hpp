@@ -211,7 +211,7 @@ class UdpEngine final : public Effects {
   };
   // A control buffer for one message's UDP_SEGMENT / UDP_GRO ancillary data.
   union Cmsg {
-    char buf[CMSG_SPACE(sizeof(int))];
+    char buf[kUdpCmsgBytes];
     cmsghdr align;
   };
 
