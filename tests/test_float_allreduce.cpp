@@ -141,6 +141,63 @@ TEST(FloatAllreduceUnit, AgreeRunsAScaleRoundThenAnExactDataRound) {
   EXPECT_EQ(x1, x0);
 }
 
+// The data round decodes each result packet straight into the caller's
+// buffer; int32 sums are kept only for a job whose PS may ask for them.
+// By hand (scale 2^28 as above): sums {3.25, -0.5, 2, 0, 1} * 2^28, averages
+// half of that. Catches: a result that waits for the op's end (the first
+// slice unchanged after its packet), a slice written over before its packet
+// (the second slice's gradient must still be the input), an int32 buffer
+// allocated without a PS, and a PS answered with the decoded floats (the
+// average) instead of the exact int32 sum.
+TEST(FloatAllreduceUnit, ResultsLandInTheBufferPacketByPacket) {
+  for (const bool keep : {false, true}) {
+    SCOPED_TRACE(keep ? "keep_results" : "no PS");
+    std::vector<float> x0 = {3.0f, -1.5f, 0.0f, 1.0f, 0.5f}, x1 = {0.25f, 1.0f, 2.0f, -1.0f, 0.5f};
+    FloatAllreduceOptions o = opts(2, FloatScaleMode::Agree, 0, true);
+    o.keep_results = keep;
+    FloatAllreduce a(x0, o), b(x1, o);
+    a.start();
+    b.start();
+    ASSERT_EQ(exchange({&a, &b})[0], Status::Submit);
+    ASSERT_EQ(a.round().kind, K::Data);
+    const auto iop = a.round().io;  // held as the transport holds it while it retains the op
+    auto& io = *iop;
+    const auto& store = static_cast<const host::ResultStore&>(io);
+    EXPECT_EQ(store.result().size(), keep ? 5u : 0u);
+    const std::vector<int32_t> sums = {872415232, -134217728, 536870912, 0, 268435456};
+    io.write_result(0, std::span<const int32_t>(sums).first(3));  // the first packet's result
+    EXPECT_EQ(x0, (std::vector<float>{1.625f, -0.25f, 1.0f, 1.0f, 0.5f}));
+    std::vector<int32_t> grad(2);
+    io.read_gradient(3, grad);
+    EXPECT_EQ(grad, (std::vector<int32_t>{1 << 28, 1 << 27})) << "the second packet still carries the input";
+    io.write_result(3, std::span<const int32_t>(sums).subspan(3));
+    EXPECT_EQ(a.on_complete(), Status::Done);
+    EXPECT_EQ(x0, (std::vector<float>{1.625f, -0.25f, 1.0f, 0.0f, 0.5f}));
+    std::vector<int32_t> back(5);
+    if (keep) {
+      io.read_result(0, back);
+      EXPECT_EQ(back, sums);
+    } else {
+      EXPECT_THROW(io.read_result(0, back), std::logic_error);
+    }
+  }
+}
+
+// Fixed scale: the verdict lane comes with the last packet, so no result may
+// reach the buffer before it. Catches a fixed round that decodes per packet
+// (a later retry would then re-encode results as inputs).
+TEST(FloatAllreduceUnit, FixedScaleResultsWaitForTheVerdict) {
+  std::vector<float> x0 = {0.5f, -0.25f};
+  FloatAllreduce a(x0, opts(2, FloatScaleMode::Fixed, 1 << 20));
+  a.start();
+  const std::vector<int32_t> sums = {3 << 19, 3 << 18, 0};  // {1.5, 0.75}, no saturation
+  a.round().io->write_result(0, std::span<const int32_t>(sums).first(2));
+  EXPECT_EQ(x0, (std::vector<float>{0.5f, -0.25f})) << "decoded before the verdict";
+  a.round().io->write_result(2, std::span<const int32_t>(sums).subspan(2));
+  EXPECT_EQ(a.on_complete(), Status::Done);
+  EXPECT_EQ(x0, (std::vector<float>{1.5f, 0.75f}));
+}
+
 // Catches: a zero input reported in some lane (or a scale of 0), a non-finite
 // value not flagged, the largest exponent not winning, and a scale for the
 // largest floats that would still saturate.

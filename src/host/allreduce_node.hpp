@@ -21,7 +21,8 @@ class AllreduceNode final : public Node {
     Time at = -1;  // completion time
   };
 
-  explicit AllreduceNode(const WorkerConfig& cfg, Time start = 0) : tx_(cfg), start_(start) {}
+  explicit AllreduceNode(const WorkerConfig& cfg, Time start = 0)
+      : tx_(cfg), queue_(std::make_shared<BufferPool>(), cfg.ps != kNoNode), start_(start) {}
 
   // The op's worker count and job are this worker's (o.nworkers and o.job
   // are overwritten). `data` must outlive the run. Returns the op's handle

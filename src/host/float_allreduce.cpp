@@ -80,6 +80,8 @@ void ResultStore::write_result(uint64_t off, std::span<const int32_t> in) {
 }
 
 void ResultStore::read_result(uint64_t off, std::span<int32_t> out) {
+  if (off > res_.size() || out.size() > res_.size() - off)
+    throw std::logic_error("ResultStore: a result was asked for but results are not kept (keep_results is off)");
   std::memcpy(out.data(), res_.data() + off, out.size_bytes());
 }
 
@@ -104,11 +106,20 @@ class ScaleIO final : public ResultStore {
 };
 
 // Data round of a float op: quantized on the fly as packets are sent. With a
-// trailer, lane n carries this worker's count of saturated values.
+// trailer (fixed scale), lane n carries this worker's count of saturated
+// values and the int32 sums wait for the verdict; without one (agreed scale:
+// nothing saturates), each result packet is decoded straight into x, and the
+// int32 sums are kept only if a PS may ask for them.
 class FloatIO final : public ResultStore {
  public:
-  FloatIO(std::shared_ptr<BufferPool> pool, std::span<const float> x, double scale, unsigned nworkers, bool trailer)
-      : ResultStore(std::move(pool), x.size() + (trailer ? 1 : 0)), x_(x), codec_(scale, nworkers) {
+  FloatIO(std::shared_ptr<BufferPool> pool, std::span<float> x, double scale, const FloatAllreduceOptions& o,
+          bool trailer)
+      : ResultStore(std::move(pool), trailer ? x.size() + 1 : o.keep_results ? x.size() : 0),
+        x_(x),
+        codec_(scale, o.nworkers),
+        divisor_(o.average ? static_cast<double>(o.nworkers) : 1.0),
+        trailer_mode_(trailer),
+        keep_(o.keep_results) {
     if (trailer) {
       // The count comes from the codec itself; the scratch is the result buffer,
       // which the results overwrite later.
@@ -121,24 +132,38 @@ class FloatIO final : public ResultStore {
     if (k) codec_.encode(x_.subspan(off, k), out.first(k));
     if (k < out.size()) out[k] = trailer_;  // only lane n lies beyond the data
   }
-  const FixedPointCodec& codec() const { return codec_; }
+  void write_result(uint64_t off, std::span<const int32_t> in) override {
+    if (trailer_mode_ || keep_) ResultStore::write_result(off, in);
+    if (!trailer_mode_) codec_.decode(in, x_.subspan(off, in.size()), divisor_);
+  }
+  // Fixed scale, after the round passed its verdict: the kept sums into x.
+  void decode_kept() const { codec_.decode(result().first(x_.size()), x_, divisor_); }
   int32_t trailer_sum() const { return result()[x_.size()]; }
 
  private:
-  std::span<const float> x_;
+  std::span<float> x_;
   FixedPointCodec codec_;
+  double divisor_;
+  bool trailer_mode_, keep_;
   int32_t trailer_ = 0;
 };
 
+// An int32 round: results go straight into x (and into the store if kept).
 class IntIO final : public ResultStore {
  public:
-  IntIO(std::shared_ptr<BufferPool> pool, std::span<const int32_t> x) : ResultStore(std::move(pool), x.size()), x_(x) {}
+  IntIO(std::shared_ptr<BufferPool> pool, std::span<int32_t> x, bool keep)
+      : ResultStore(std::move(pool), keep ? x.size() : 0), x_(x), keep_(keep) {}
   void read_gradient(uint64_t off, std::span<int32_t> out) override {
     std::memcpy(out.data(), x_.data() + off, out.size_bytes());
   }
+  void write_result(uint64_t off, std::span<const int32_t> in) override {
+    if (keep_) ResultStore::write_result(off, in);
+    std::memcpy(x_.data() + off, in.data(), in.size_bytes());
+  }
 
  private:
-  std::span<const int32_t> x_;
+  std::span<int32_t> x_;
+  bool keep_;
 };
 
 }  // namespace
@@ -162,7 +187,7 @@ void FloatAllreduce::submit_scale() {
 void FloatAllreduce::submit_data(double scale, bool trailer) {
   round_.kind = trailer ? IntRound::Kind::FixedData : IntRound::Kind::Data;
   info_.scale = scale;
-  round_.io = std::make_shared<FloatIO>(pool_, x_, scale, opt_.nworkers, trailer);
+  round_.io = std::make_shared<FloatIO>(pool_, x_, scale, opt_, trailer);
   round_.elems = x_.size() + (trailer ? 1 : 0);
 }
 
@@ -202,15 +227,14 @@ RoundPlan::Status FloatAllreduce::on_complete() {
         submit_scale();
         return Status::Submit;
       }
+      io.decode_kept();
       break;
     }
-    case IntRound::Kind::Data:
+    case IntRound::Kind::Data:  // decoded into x_ packet by packet
       break;
     case IntRound::Kind::Int:
       throw std::logic_error("FloatAllreduce: integer round");
   }
-  const auto& io = static_cast<const FloatIO&>(*round_.io);
-  io.codec().decode(io.result().first(x_.size()), x_, opt_.average ? static_cast<double>(opt_.nworkers) : 1.0);
   round_.io.reset();  // the transport keeps its own reference while it retains the op
   finished_ = true;
   return Status::Done;
@@ -218,23 +242,22 @@ RoundPlan::Status FloatAllreduce::on_complete() {
 
 // ---------------------------------------------------------------- IntAllreduce
 
-IntAllreduce::IntAllreduce(std::span<int32_t> data, std::shared_ptr<BufferPool> pool) : x_(data), pool_(std::move(pool)) {
+IntAllreduce::IntAllreduce(std::span<int32_t> data, std::shared_ptr<BufferPool> pool, bool keep_results)
+    : x_(data), pool_(std::move(pool)), keep_results_(keep_results) {
   if (data.empty()) throw std::invalid_argument("integer allreduce of an empty buffer");
 }
 
 const IntRound& IntAllreduce::start() {
   if (round_.io) throw std::logic_error("IntAllreduce::start called twice");
   round_.kind = IntRound::Kind::Int;
-  round_.io = std::make_shared<IntIO>(pool_, x_);
+  round_.io = std::make_shared<IntIO>(pool_, x_, keep_results_);
   round_.elems = x_.size();
   return round_;
 }
 
 RoundPlan::Status IntAllreduce::on_complete() {
   if (!round_.io || finished_) throw std::logic_error("IntAllreduce::on_complete without an outstanding round");
-  const auto& io = static_cast<const IntIO&>(*round_.io);
-  std::memcpy(x_.data(), io.result().data(), x_.size_bytes());
-  round_.io.reset();
+  round_.io.reset();  // the results are in x_ already
   finished_ = true;
   return Status::Done;
 }
@@ -242,11 +265,13 @@ RoundPlan::Status IntAllreduce::on_complete() {
 // ---------------------------------------------------------------- AllreduceQueue
 
 uint64_t AllreduceQueue::add(std::span<float> data, const FloatAllreduceOptions& o, uint32_t tag) {
-  return add(std::make_unique<FloatAllreduce>(data, o, pool_), tag);
+  FloatAllreduceOptions ko = o;
+  ko.keep_results = keep_results_;
+  return add(std::make_unique<FloatAllreduce>(data, ko, pool_), tag);
 }
 
 uint64_t AllreduceQueue::add(std::span<int32_t> data, uint32_t tag) {
-  return add(std::make_unique<IntAllreduce>(data, pool_), tag);
+  return add(std::make_unique<IntAllreduce>(data, pool_, keep_results_), tag);
 }
 
 uint64_t AllreduceQueue::add(std::unique_ptr<RoundPlan> plan, uint32_t tag) {

@@ -100,6 +100,12 @@ struct FloatAllreduceOptions {
   FloatScaleMode mode = FloatScaleMode::Agree;
   double fixed_scale = 0;  // FloatScaleMode::Fixed; > 0
   bool average = false;    // divide the sum by nworkers
+  // Keep the int32 sums of the data round until the transport retires the
+  // op: a job with a fallback server (PS) needs them to answer its requests
+  // for results (WorkerTransport's GradRequest). Without one (false), results
+  // are decoded straight from each result packet into the caller's buffer
+  // and no int32 result buffer exists. Set by AllreduceQueue.
+  bool keep_results = true;
 };
 
 struct FloatAllreduceInfo {
@@ -141,7 +147,14 @@ class RoundPlan {
 };
 
 // The float protocol above, for one op. `data` is read when rounds are
-// submitted and sent, and overwritten only on success.
+// submitted and sent. Results reach it without a staging copy: an agreed-scale
+// data round decodes each result packet straight into its slice of `data`
+// (a slice's gradient is never read again once its result is in: the
+// transport neither resends nor serves a done packet's gradient). A
+// fixed-scale round keeps the int32 sums until its overflow verdict (the last
+// lane) is known, and decodes only if it passed. So `data` is unchanged when
+// an op fails before its data round (non-finite input) or is redone; an op
+// that fails during its data round (its transport broke) leaves a mix.
 class FloatAllreduce final : public RoundPlan {
  public:
   // pool: where result buffers come from (nullptr: plain allocation).
@@ -163,10 +176,12 @@ class FloatAllreduce final : public RoundPlan {
   bool started_ = false;
 };
 
-// An exact int32 sum in one round (|x| <= INT32_MAX / n, else the switch saturates).
+// An exact int32 sum in one round (|x| <= INT32_MAX / n, else the switch
+// saturates). Results are written straight into `data` as they arrive (kept
+// as well when keep_results, as above).
 class IntAllreduce final : public RoundPlan {
  public:
-  IntAllreduce(std::span<int32_t> data, std::shared_ptr<BufferPool> pool = nullptr);
+  IntAllreduce(std::span<int32_t> data, std::shared_ptr<BufferPool> pool = nullptr, bool keep_results = true);
   const IntRound& start() override;
   Status on_complete() override;
   bool last_round() const override { return true; }
@@ -174,6 +189,7 @@ class IntAllreduce final : public RoundPlan {
  private:
   std::span<int32_t> x_;
   std::shared_ptr<BufferPool> pool_;
+  bool keep_results_;
 };
 
 // Issue-order sequencing of ops over one WorkerTransport (see the header).
@@ -187,8 +203,11 @@ class AllreduceQueue {
     FloatAllreduceInfo info;  // float ops
   };
 
-  explicit AllreduceQueue(std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>())
-      : pool_(std::move(pool)) {}
+  // keep_results: the workers' transport has a fallback server that may ask
+  // for results (FloatAllreduceOptions::keep_results); set for every op.
+  explicit AllreduceQueue(std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(), bool keep_results = true)
+      : pool_(std::move(pool)), keep_results_(keep_results) {}
+  void set_keep_results(bool k) { keep_results_ = k; }
 
   // Queues an op; `tag` goes to every round's transport submit (the
   // PriorityFn's tag). Returns a handle (0, 1, ...). Nothing is submitted
@@ -222,6 +241,7 @@ class AllreduceQueue {
   void submit(WorkerTransport& tx, uint64_t handle, Op& op);
 
   std::shared_ptr<BufferPool> pool_;
+  bool keep_results_ = true;
   std::unordered_map<uint64_t, Op> ops_;
   std::deque<uint64_t> pending_;  // not fully submitted, issue order
   std::unordered_map<uint64_t, uint64_t> by_sub_;  // transport op id -> handle

@@ -179,6 +179,7 @@ struct Communicator::Impl {
       wc.delay_target = cfg.delay_target;
       wc.retain_ops = cfg.retain_ops;
       tx = std::make_unique<host::WorkerTransport>(wc);
+      queue.set_keep_results(wc.ps != kNoNode);  // only a PS asks for results after they arrive
       node = std::make_unique<CommNode>(*tx, completed_ids);
       node->set_id(a.self);
     }

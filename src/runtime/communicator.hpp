@@ -152,7 +152,9 @@ class Communicator {
   struct OpState;
 
   // Handle of an asynchronous allreduce. The buffer must stay alive and
-  // untouched until the op is finished.
+  // untouched until the op is finished: results are written into it packet
+  // by packet as they arrive (if the op fails during its data round, the
+  // buffer holds a mix of inputs and results).
   class Request {
    public:
     Request() = default;
