@@ -183,6 +183,26 @@ TEST(FloatAllreduceUnit, ResultsLandInTheBufferPacketByPacket) {
   }
 }
 
+// Catches a pool that hands a small request its largest buffer (the next
+// large request then allocates and faults in megabytes again) or that, when
+// full, drops a large buffer to keep a small one.
+TEST(FloatAllreduceUnit, BufferPoolHandsOutTheSmallestBufferThatFits) {
+  host::BufferPool pool;
+  auto big = pool.get(1 << 20), small = pool.get(279);
+  const int32_t* big_at = big.data();
+  const int32_t* small_at = small.data();
+  pool.put(std::move(small));
+  pool.put(std::move(big));
+  auto s2 = pool.get(279);
+  EXPECT_EQ(s2.data(), small_at);
+  auto b2 = pool.get(1 << 20);
+  EXPECT_EQ(b2.data(), big_at);
+  EXPECT_EQ(b2.size(), 1u << 20);
+  pool.put(std::move(b2));
+  for (int k = 0; k < 4; ++k) pool.put(std::vector<int32_t>(10 + k));  // full: the big one stays
+  EXPECT_EQ(pool.get(1 << 20).data(), big_at);
+}
+
 // Fixed scale: the verdict lane comes with the last packet, so no result may
 // reach the buffer before it. Catches a fixed round that decodes per packet
 // (a later retry would then re-encode results as inputs).

@@ -55,17 +55,33 @@ double agreed_scale(std::span<const int32_t> lanes, unsigned nworkers) {
 // ---------------------------------------------------------------- buffers
 
 std::vector<int32_t> BufferPool::get(size_t n) {
+  // The smallest free buffer that holds n values (a scale round's 279 must
+  // not take a data round's megabytes, which the next data round would then
+  // allocate and fault in anew); else the largest, to grow.
   std::vector<int32_t> v;
-  if (!free_.empty()) {
-    v = std::move(free_.back());
-    free_.pop_back();
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i) {
+    const size_t c = free_[i].capacity();
+    if (best == free_.size()) best = i;
+    const size_t b = free_[best].capacity();
+    if ((c >= n && (b < n || c < b)) || (b < n && c > b)) best = i;
+  }
+  if (best < free_.size()) {
+    v = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
   }
   v.resize(n);
   return v;
 }
 
 void BufferPool::put(std::vector<int32_t> v) {
-  if (free_.size() < kKeep) free_.push_back(std::move(v));
+  if (free_.size() < kKeep) {
+    free_.push_back(std::move(v));
+    return;
+  }
+  auto small = std::min_element(free_.begin(), free_.end(),
+                                [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+  if (small->capacity() < v.capacity()) *small = std::move(v);  // keep the larger buffers
 }
 
 ResultStore::ResultStore(std::shared_ptr<BufferPool> pool, size_t n)
