@@ -1470,56 +1470,6 @@ TEST(Worker, FastRetransmitResendsAnOvertakenPacket) {
   }
 }
 
-// Reordering that is not loss (DSA's PS path): a fast retransmission whose
-// original's result then comes is spurious; the reorder window grows (srtt/4
-// -> srtt/2) and the halving is undone. Two ways to tell: the result comes
-// sooner after the retransmission than the smallest round trip (100 us), or
-// a second result comes. Catches: no detection (the window stays halved and
-// the same reordering is "lost" again), detection of a genuine recovery
-// (a result 200 us after the retransmission), an undo after a later decrease.
-TEST(Worker, SpuriousFastRetransmitWidensTheReorderWindowAndUndoesTheHalving) {
-  for (bool by_dup : {false, true}) {
-    SCOPED_TRACE(by_dup ? "a second result" : "a result too soon");
-    WorkerRig w(true);
-    const auto v = ramp(10, 1);
-    auto send_op = [&](Time at) {
-      w.tx.submit(std::make_shared<host::VectorTensor>(v), 10);
-      w.tx.pump(at, w.fx);
-    };
-    send_op(0);         // psn 0
-    send_op(1 * kMs);   // psn 1: its result is late
-    send_op(2 * kMs);   // psn 2
-    send_op(3 * kMs);   // psn 3
-    send_op(3 * kMs + 40 * kUs);  // psn 4: overtakes psn 3 by 40 us
-    w.fx.take();
-    w.tx.on_packet(w.ack(0, v), 100 * kUs, w.fx);  // srtt = min rtt = 100 us
-    const double cwnd = w.tx.cwnd();
-    w.tx.on_packet(w.ack(2, v), 2100 * kUs, w.fx);  // psn 1 overtaken by 1 ms: resent
-    ASSERT_EQ(w.fx.take().size(), 1u);
-    ASSERT_LT(w.tx.cwnd(), cwnd);
-    const double halved = w.tx.cwnd();
-    if (by_dup) {
-      w.tx.on_packet(w.ack(1, v), 2300 * kUs, w.fx);  // 200 us later: may be the retransmission's
-      EXPECT_EQ(w.tx.stats().spurious, 0u) << "a genuine recovery is not spurious";
-      EXPECT_EQ(w.tx.cwnd(), halved + 1.0 / halved);
-      w.tx.on_packet(w.ack(1, v), 2310 * kUs, w.fx);  // and the other copy's result
-    } else {
-      w.tx.on_packet(w.ack(1, v), 2150 * kUs, w.fx);  // 50 us < 100 us: the original's
-    }
-    EXPECT_EQ(w.tx.stats().spurious, 1u);
-    EXPECT_EQ(w.tx.stats().undos, 1u);
-    EXPECT_GE(w.tx.cwnd(), cwnd) << "the halving is undone";
-    // srtt is still 100 us (ack 2: 100 us; a retransmitted packet is no
-    // sample). psn 3 overtaken by 40 us: beyond the old 25 us, within 50 us.
-    w.tx.on_packet(w.ack(4, v), 3140 * kUs, w.fx);
-    EXPECT_TRUE(w.fx.take().empty()) << "the reorder window did not grow";
-    EXPECT_EQ(w.tx.stats().fast_retransmits, 1u);
-    w.tx.on_packet(w.ack(3, v), 3150 * kUs, w.fx);
-    EXPECT_FALSE(w.tx.busy());
-    EXPECT_EQ(w.fx.pool.in_use(), 0u);
-  }
-}
-
 // The delay signal: an Ack whose round trip exceeds the smallest one by more
 // than delay_target halves the window like an ECN echo (once per RTT); with
 // the target off (the simulator's default) the same Acks grow the window.

@@ -124,7 +124,6 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   }
   op.io->read_gradient(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
   r.last_tx = now;
-  r.fast = false;  // detect_losses marks its own
   if (!resend) {
     r.sent = now;
     ++inflight_;
@@ -200,15 +199,6 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
   if (!op || op->complete || op->recs[idx].done) {
     ++st_.dup_acks;
-    // A second result for a fast-retransmitted packet: both copies were
-    // answered, so the original was not lost.
-    const size_t n = std::min(fast_answered_n_, fast_answered_.size());
-    for (size_t k = 0; k < n; ++k)
-      if (auto& [psn, at] = fast_answered_[k]; at >= 0 && psn == p->h.psn) {
-        on_spurious(at);
-        at = -1;  // once
-        break;
-      }
     fx.free(p);
     return;
   }
@@ -219,12 +209,6 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     return;
   }
   Rec& r = op->recs[idx];
-  // Sooner after the fast retransmission than any round trip: the original's result.
-  if (r.fast) {
-    if (now - r.last_tx < min_rtt_) on_spurious(r.last_tx);
-    else fast_answered_[fast_answered_n_++ % fast_answered_.size()] = {p->h.psn, r.last_tx};
-    r.fast = false;
-  }
   op->io->write_result(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
   if (!to_ps_.empty()) to_ps_.erase(p->h.psn);
   r.done = true;
@@ -271,20 +255,9 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   pump(now, fx);
 }
 
-void WorkerTransport::on_spurious(Time last_tx) {
-  ++st_.spurious;
-  reo_mult_ = std::min(reo_mult_ * 2, 1 << 10);
-  if (undo_at_ >= 0 && undo_at_ == last_tx && last_decrease_ == undo_at_) {
-    cwnd_ = std::max(cwnd_, undo_cwnd_);
-    undo_at_ = -1;
-    ++st_.undos;
-  }
-}
-
 void WorkerTransport::detect_losses(Time now, Effects& fx) {
   if (rack_sent_ < 0) return;
-  // At most the RTO: a packet late by that much is resent by the timer anyway.
-  const Time reorder = std::max<Time>(std::min<Time>(rtt_.srtt() * reo_mult_ / 4, rtt_.timeout()), 1);
+  const Time reorder = std::max<Time>(rtt_.srtt() / 4, 1);
   // Outstanding packets in PSN order. First transmissions happen in PSN
   // order, so the scan ends at the first never-retransmitted packet sent too
   // recently; a retransmitted one sent recently is skipped.
@@ -300,14 +273,8 @@ void WorkerTransport::detect_losses(Time now, Effects& fx) {
       }
       ++r.retx;
       ++st_.fast_retransmits;
-      const double before = cwnd_;
       decrease(now);
-      if (last_decrease_ == now && cwnd_ < before) {
-        undo_cwnd_ = before;
-        undo_at_ = now;
-      }
       send_data(op, idx, now, fx, true);
-      r.fast = true;
     }
   }
 }

@@ -25,15 +25,6 @@
 //    simulator's paper scenarios (the papers' workers only time out); on in
 //    the UDP runtime, where the RTO floor must sit above scheduling jitter
 //    and waiting for it on every loss would stall the window.
-//    Reordering that is not loss (DSA: a task that lost its aggregator
-//    takes the PS's longer path, so its result comes after later packets')
-//    is found as RACK finds it with DSACK: a fast-retransmitted packet
-//    whose result comes sooner after the retransmission than the smallest
-//    round trip seen, or that gets a second result, was not lost. Then
-//    (once per retransmission) the reorder window grows by srtt/4, up to
-//    srtt (RFC 8985 §6.2's reo_wnd_mult, without its decay), and the
-//    window halving that retransmission caused is undone if no decrease
-//    followed it (Eifel, RFC 3522's response).
 //  - Optional delay signal (`delay_target` > 0): an Ack whose round trip
 //    exceeds the smallest one seen by more than the target counts as an
 //    ECN echo (the window is halved, once per RTT). For networks whose
@@ -71,7 +62,6 @@
 //    entry: it is a stale copy of a finished task.
 // The transport is not a Node itself: a host node owns it and forwards
 // packets and timers whose token has bit 63 clear.
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -133,8 +123,6 @@ struct WorkerStats {
   uint64_t foreign = 0;  // dropped: not from this job's switch or PS (job isolation)
   uint64_t ecn_notices = 0;  // P4INC-AOI: asynchronous-error notifications from the switch
   uint64_t behind = 0;       // P4INC-AOI: packets sent with kBehind
-  uint64_t spurious = 0;     // fast retransmissions found unneeded (the original's result came)
-  uint64_t undos = 0;        // window halvings undone because their fast retransmission was spurious
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
@@ -180,7 +168,6 @@ class WorkerTransport {
     Time deadline = 0;
     uint16_t retx = 0;
     bool done = false;
-    bool fast = false;           // the latest transmission was a fast retransmission (not yet found spurious)
     uint32_t slot = 0;           // P4INC-AOI: the aggregator (an index in the segment)
     uint32_t prev = kNoFragment; // P4INC-AOI: the fragment that used it before
     uint32_t gap_mark = 0;       // P4INC-AOI: a result for a fragment >= this one shows this one lost
@@ -208,7 +195,6 @@ class WorkerTransport {
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
   void detect_losses(Time now, Effects& fx);
-  void on_spurious(Time last_tx);
   bool segmented() const { return cfg_.segment_size > 0; }
   bool has_result(uint32_t psn);
   void assign_slot(Rec& r, uint32_t psn);
@@ -231,14 +217,6 @@ class WorkerTransport {
   Time last_decrease_ = -kSec;
   Time min_rtt_ = kNever;     // delay signal: the smallest round trip seen
   Time rack_sent_ = -1;       // fast retransmit: first-send time of the latest-sent packet with a result
-  int reo_mult_ = 1;          // fast retransmit: reorder window in quarters of srtt (doubled per spurious one)
-  double undo_cwnd_ = 0;      // the window before the latest halving by a fast retransmission
-  Time undo_at_ = -1;         // when that halving happened (-1: nothing to undo)
-  // Fast-retransmitted packets answered once (by either copy), so that a
-  // second result tells the retransmission was spurious even after the op's
-  // records are gone: <psn, time of the retransmission>, the latest 64.
-  std::array<std::pair<uint32_t, Time>, 64> fast_answered_{};
-  size_t fast_answered_n_ = 0;
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
   bool pace_armed_ = false;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline

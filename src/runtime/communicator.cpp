@@ -545,7 +545,7 @@ struct Communicator::Impl {
         {"node", node->id()},
         {"transport",
          {{"sent", s.sent}, {"retransmits", s.retransmits}, {"reminders", s.reminders}, {"timeouts", s.timeouts},
-          {"fast_retransmits", s.fast_retransmits}, {"spurious", s.spurious}, {"undos", s.undos}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"delayed_acks", s.delayed_acks}, {"decreases", s.decreases},
+          {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks}, {"ece_acks", s.ece_acks}, {"delayed_acks", s.delayed_acks}, {"decreases", s.decreases},
           {"grads_to_ps", s.grads_to_ps}, {"results_to_ps", s.results_to_ps}, {"retired_to_ps", s.retired_to_ps},
           {"redirected", s.redirected}, {"malformed", s.malformed}, {"foreign", s.foreign}, {"cwnd", tx->cwnd()},
           {"rto_us", to_us(tx->rto())}}},
