@@ -3,9 +3,11 @@
 // early; the owner checks, when one expires, whether it is still current
 // (lazy deletion). Deadlines pushed in non-decreasing order (the common case:
 // now + timeout) go to a FIFO in O(1); the others (backed-off retries) to a
-// min-heap. Expiry merges the two in deadline order.
+// min-heap. Expiry merges the two in deadline order. The FIFO is a ring
+// that doubles when full: nothing is allocated per item once it has grown
+// to the queue's working size (a deque allocates and frees a block every few
+// dozen items, i.e. per batch of packets on the runtime's data path).
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <queue>
 #include <vector>
@@ -62,7 +64,34 @@ class DeadlineQueue {
     Key key;
     bool operator>(const Item& o) const { return at > o.at || (at == o.at && key > o.key); }
   };
-  std::deque<Item> fifo_;
+  // FIFO ring over a power-of-two buffer.
+  class Ring {
+   public:
+    bool empty() const { return n_ == 0; }
+    size_t size() const { return n_; }
+    const Item& front() const { return buf_[head_]; }
+    const Item& back() const { return buf_[(head_ + n_ - 1) & (buf_.size() - 1)]; }
+    void pop_front() {
+      head_ = (head_ + 1) & (buf_.size() - 1);
+      --n_;
+    }
+    void push_back(const Item& it) {
+      if (n_ == buf_.size()) grow();
+      buf_[(head_ + n_) & (buf_.size() - 1)] = it;
+      ++n_;
+    }
+
+   private:
+    void grow() {
+      std::vector<Item> b(buf_.empty() ? 16 : 2 * buf_.size());
+      for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+      buf_.swap(b);
+      head_ = 0;
+    }
+    std::vector<Item> buf_;
+    size_t head_ = 0, n_ = 0;
+  };
+  Ring fifo_;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap_;
   Time armed_ = kNever;
 };
