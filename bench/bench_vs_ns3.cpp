@@ -120,7 +120,7 @@ int run_vs_ns3(const std::string& json_out) {
     const double ratio = ina_rate / ns3_rate;
     fmt::print("star {} hosts, {} us: {} hops per run ({} up, {} down), {} aggregations\n", hosts, to_us(s.duration),
                r.hops, r.up_hops, r.down_hops, r.aggregations);
-    fmt::print("  ina   {:6.2f} M hops/s ({} runs, {:.3f} s)\n", ina_rate / 1e6, runs, wall);
+    fmt::print("  ina   {:6.2f} M hops/s ({} run{}, {:.3f} s)\n", ina_rate / 1e6, runs, runs == 1 ? "" : "s", wall);
     fmt::print("  ns-3  {:6.2f} M hops/s (1 run, {:.3f} s, {})\n", ns3_rate / 1e6, ns3.at("wall_s").get<double>(),
                ns3.at("simulator").get<std::string>());
     fmt::print("  ina/ns-3 = {:.1f}×\n", ratio);
