@@ -7,36 +7,20 @@
 //      allreduce of 4 MiB per worker: Rina on the dragonfly 4,9,2 (72
 //      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers);
 //  (d) sparse aggregation, Zebra and PS-lite (below).
-#include <chrono>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
-#include "dataplane/switch.hpp"
 #include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/sparse.hpp"
+#include "experiment/star_line_rate.hpp"
 #include "workload/sparse.hpp"
-#include "host/worker_node.hpp"
-#include "schemes/registry.hpp"
-#include "sim/engine.hpp"
-#include "sim/star.hpp"
 
 namespace {
 
 using namespace ina;
-
-// Gradient source with no per-value cost, so the figure is the simulator's.
-class ConstTensor final : public host::TensorIO {
- public:
-  void read_gradient(uint64_t, std::span<int32_t> out) override {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = 1;
-  }
-  void write_result(uint64_t, std::span<const int32_t>) override {}
-  void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }
-};
 
 // Simulated link hops and events per second of the timed part, and hops per run.
 void set_counters(benchmark::State& state, uint64_t hops, uint64_t events) {
@@ -46,40 +30,14 @@ void set_counters(benchmark::State& state, uint64_t hops, uint64_t events) {
 }
 
 void BM_StarLineRate(benchmark::State& state) {
-  const int hosts = static_cast<int>(state.range(0));
+  exp::StarLineRateSettings s;  // 306 B packets at 100 Gbps for 1 ms, window 512 (experiment/star_line_rate.hpp)
+  s.hosts = static_cast<int>(state.range(0));
   uint64_t hops = 0, events = 0;
   for (auto _ : state) {
-    sim::Simulator sim(1, 64, 50);
-    const auto plan = sim::plan_star({hosts}, false);
-    dp::SwitchConfig swc;
-    swc.memory_bytes = 5 * (1 << 20);
-    auto sw = schemes::find("switchml").make_switch(swc);
-    auto* swp = sw.get();
-    sim.add_node(std::move(sw), true);
-    const uint32_t slots = sim::register_jobs(*swp, plan, true);
-    auto tensor = std::make_shared<ConstTensor>();
-    for (int r = 0; r < hosts; ++r) {
-      host::WorkerConfig w;
-      w.job = 1;
-      w.rank = static_cast<uint8_t>(r);
-      w.nworkers = static_cast<uint8_t>(hosts);
-      w.self = plan.jobs[0].workers[r];
-      w.aggregator = plan.sw;
-      w.init_window = 512;    // above the bandwidth-delay product (~410 packets): line rate
-      w.aimd = false;
-      w.window_cap = slots;
-      auto node = std::make_unique<host::WorkerNode>(w);
-      node->submit(tensor, 64ULL * 48'000);  // 1 ms of line rate is 40.8k packets
-      sim.add_node(std::move(node), false);
-    }
-    sim::LinkParams lp;
-    lp.delay = 2500 * kNs;
-    sim::wire_star(sim, plan, lp, lp);
-    const auto t0 = std::chrono::steady_clock::now();
-    sim.run(1 * kMs);
-    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    hops += sim.hops();
-    events += sim.events();
+    const auto r = exp::run_star_line_rate(s);
+    state.SetIterationTime(r.wall_s);
+    hops += r.hops;
+    events += r.events;
   }
   set_counters(state, hops, events);
 }

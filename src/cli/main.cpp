@@ -27,6 +27,7 @@
 
 namespace ina::cli {
 int run_bench(const std::string& suite, const std::vector<std::string>& extra);
+int run_vs_ns3(const std::string& json_out);
 }
 
 namespace {
@@ -244,6 +245,10 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce, switch, udpio, quant, fp16");
   bench->add_option("suite", suite, "benchmark suite: sim, plan, allreduce, switch (what one ina switch serves), udpio (kernel UDP I/O methods: mmsg, gso, io_uring), quant (the communicator's float/int32 quantizer) or fp16 (float16 table-addition error)")->required();
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
+  bool vs_ns3 = false;
+  std::string vs_ns3_json;
+  bench->add_flag("--vs-ns3", vs_ns3, "sim only: the star workloads (16, 64 hosts) in ina and in ns-3 (ina-ns3-star, built when libns3-dev is installed), printing ina/ns-3 per workload");
+  bench->add_option("--json", vs_ns3_json, "with --vs-ns3: also write the results to this JSON file");
   bench->allow_extras();
 
   auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train; `ina train --help` lists its options)");
@@ -320,6 +325,13 @@ int main(int argc, char** argv) {
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());
+      if (!vs_ns3_json.empty() && !vs_ns3) throw std::invalid_argument("ina bench: --json goes with --vs-ns3");
+      if (vs_ns3) {
+        if (suite != "sim") throw std::invalid_argument("ina bench: --vs-ns3 goes with the sim suite, not '" + suite + "'");
+        if (!bench_args.empty())
+          throw std::invalid_argument(fmt::format("ina bench sim --vs-ns3 takes no Google Benchmark flags (got '{}')", fmt::join(bench_args, " ")));
+        return ina::cli::run_vs_ns3(vs_ns3_json);
+      }
       return ina::cli::run_bench(suite, bench_args);
     }
   } catch (const ina::exp::ScenarioError& e) {

@@ -1,0 +1,145 @@
+// `ina bench sim --vs-ns3`: the star workload of sim/star_line_rate_1ms
+// (experiment/star_line_rate.hpp), 16 and 64 hosts, in ina's simulator and
+// in ns-3 (ina-ns3-star, bench/baselines/ns3_star.cc, next to `ina` in the
+// build tree) in the same invocation; per workload the hops/s (wall time of
+// the simulation loop alone) of both and the line `ina/ns-3 = N.N×`. Both
+// must report the same hops (the same link deliveries), else the run fails.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "experiment/star_line_rate.hpp"
+
+extern char** environ;
+
+namespace ina::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs `argv` (no shell) and returns its standard output; throws with its
+// exit status if it fails.
+std::string capture(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw std::runtime_error(fmt::format("cannot run {}: {}", argv[0], std::strerror(rc)));
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("{} failed (exit status {}; its errors are above): {}", argv[0],
+                                         WIFEXITED(status) ? WEXITSTATUS(status) : -1, out));
+  return out;
+}
+
+// The ns-3 baseline next to this `ina`; throws naming what is missing.
+fs::path ns3_star_binary() {
+  const fs::path exe = fs::canonical("/proc/self/exe").parent_path() / "ina-ns3-star";
+  if (!fs::exists(exe))
+    throw std::runtime_error(fmt::format(
+        "--vs-ns3 needs the ns-3 baseline {}, which is not built: ns-3 is not installed (Debian's libns3-dev; "
+        "./scripts/setup installs it), or cmake ran before it was; install it, re-run cmake and build", exe.string()));
+  return exe;
+}
+
+// One ns-3 run of the star `s` (pool: the switch's slots per pool, as ina's).
+nlohmann::json run_ns3_star(const fs::path& exe, const exp::StarLineRateSettings& s, uint32_t pool) {
+  const std::string out = capture({exe.string(), fmt::format("--hosts={}", s.hosts),
+                                   fmt::format("--duration-us={}", to_us(s.duration)), fmt::format("--gbps={}", s.gbps),
+                                   fmt::format("--delay-ns={}", static_cast<double>(s.delay) / kNs),
+                                   fmt::format("--values={}", s.payload_values), fmt::format("--window={}", s.window),
+                                   fmt::format("--pool={}", pool)});
+  try {
+    return nlohmann::json::parse(out);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{} printed no JSON object ({}): {}", exe.string(), e.what(), out));
+  }
+}
+
+}  // namespace
+
+int run_vs_ns3(const std::string& json_out) {
+  const fs::path exe = ns3_star_binary();
+  nlohmann::json all = nlohmann::json::array();
+  for (const int hosts : {16, 64}) {
+    exp::StarLineRateSettings s;
+    s.hosts = hosts;
+    // ina: runs until 0.5 s of simulation time in all (Google Benchmark's default minimum).
+    uint64_t hops = 0, events = 0;
+    double wall = 0;
+    int runs = 0;
+    exp::StarLineRateResult r;
+    while (wall < 0.5) {
+      r = exp::run_star_line_rate(s);
+      hops += r.hops;
+      events += r.events;
+      wall += r.wall_s;
+      ++runs;
+    }
+    const double ina_rate = static_cast<double>(hops) / wall;
+    const nlohmann::json ns3 = run_ns3_star(exe, s, r.pool_slots);
+    const auto ns3_hops = ns3.at("hops").get<uint64_t>();
+    if (ns3_hops != r.hops || ns3.at("aggregations").get<uint64_t>() != r.aggregations)
+      throw std::runtime_error(fmt::format("star {} hosts: ina counted {} hops and {} aggregations, ns-3 {} and {}: "
+                                           "the two runs are not the same workload",
+                                           hosts, r.hops, r.aggregations, ns3_hops, ns3.at("aggregations").get<uint64_t>()));
+    const double ns3_rate = ns3.at("hops_per_s").get<double>();
+    const double ratio = ina_rate / ns3_rate;
+    fmt::print("star {} hosts, {} us: {} hops per run ({} up, {} down), {} aggregations\n", hosts, to_us(s.duration),
+               r.hops, r.up_hops, r.down_hops, r.aggregations);
+    fmt::print("  ina   {:6.2f} M hops/s ({} run{}, {:.3f} s)\n", ina_rate / 1e6, runs, runs == 1 ? "" : "s", wall);
+    fmt::print("  ns-3  {:6.2f} M hops/s (1 run, {:.3f} s, {})\n", ns3_rate / 1e6, ns3.at("wall_s").get<double>(),
+               ns3.at("simulator").get<std::string>());
+    fmt::print("  ina/ns-3 = {:.1f}×\n", ratio);
+    std::fflush(stdout);
+    all.push_back({{"workload", fmt::format("star_line_rate_{}us/{}", to_us(s.duration), hosts)},
+                   {"hosts", hosts},
+                   {"hops", r.hops},
+                   {"aggregations", r.aggregations},
+                   {"ina", {{"runs", runs}, {"wall_s", wall}, {"hops_per_s", ina_rate},
+                            {"events_per_s", static_cast<double>(events) / wall}}},
+                   {"ns3", ns3},
+                   {"ratio", ratio}});
+  }
+  if (!json_out.empty()) {
+    std::ofstream f(json_out);
+    f << all.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + json_out);
+  }
+  return 0;
+}
+
+}  // namespace ina::cli

@@ -1,0 +1,78 @@
+#include "experiment/star_line_rate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "dataplane/switch.hpp"
+#include "host/worker_node.hpp"
+#include "schemes/registry.hpp"
+#include "sim/engine.hpp"
+#include "sim/star.hpp"
+
+namespace ina::exp {
+namespace {
+
+// Gradient source with no per-value cost, so the figure is the simulator's.
+class ConstTensor final : public host::TensorIO {
+ public:
+  void read_gradient(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 1); }
+  void write_result(uint64_t, std::span<const int32_t>) override {}
+  void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }
+};
+
+}  // namespace
+
+StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
+  if (s.hosts < 1 || s.hosts > static_cast<int>(kMaxWorkers))
+    throw std::invalid_argument(fmt::format("star line rate: hosts {} is outside 1..{}", s.hosts, kMaxWorkers));
+  sim::Simulator sim(1, s.payload_values, s.header_bytes);
+  const auto plan = sim::plan_star({s.hosts}, false);
+  dp::SwitchConfig swc;
+  swc.memory_bytes = s.memory_bytes;
+  auto sw = schemes::find("switchml").make_switch(swc);
+  auto* swp = sw.get();
+  sim.add_node(std::move(sw), true);
+  StarLineRateResult r;
+  r.pool_slots = sim::register_jobs(*swp, plan, true);
+  auto tensor = std::make_shared<ConstTensor>();
+  // Enough packets that no host runs out within `duration` at line rate.
+  const double pkt_bits = 8.0 * (s.header_bytes + 4.0 * s.payload_values);
+  const auto packets = static_cast<uint64_t>(to_ms(s.duration) * 1e-3 * s.gbps * 1e9 / pkt_bits) + s.window + 1;
+  std::vector<host::WorkerNode*> workers;
+  for (int i = 0; i < s.hosts; ++i) {
+    host::WorkerConfig w;
+    w.job = 1;
+    w.rank = static_cast<uint8_t>(i);
+    w.nworkers = static_cast<uint8_t>(s.hosts);
+    w.self = plan.jobs[0].workers[i];
+    w.aggregator = plan.sw;
+    w.payload_values = s.payload_values;
+    w.init_window = s.window;
+    w.aimd = false;
+    w.window_cap = r.pool_slots;
+    auto node = std::make_unique<host::WorkerNode>(w);
+    node->submit(tensor, packets * s.payload_values);
+    workers.push_back(node.get());
+    sim.add_node(std::move(node), false);
+  }
+  sim::LinkParams lp;
+  lp.gbps = s.gbps;
+  lp.delay = s.delay;
+  sim::wire_star(sim, plan, lp, lp);
+  const auto t0 = std::chrono::steady_clock::now();
+  sim.run(s.duration);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.hops = sim.hops();
+  r.events = sim.events();
+  r.up_hops = swp->stats().data_in;
+  r.down_hops = r.hops - r.up_hops;
+  r.aggregations = swp->stats().completed;
+  for (const auto* w : workers) r.retransmits += w->transport().stats().retransmits;
+  return r;
+}
+
+}  // namespace ina::exp
