@@ -169,6 +169,28 @@ fs::path temp_file(const std::string& name) {
 
 // ================================================================ engine
 
+// The CPU figures of the worker reports (allreduce_cpu_seconds) and of the
+// switch (process_cpu_seconds): CPU time, not wall time. Catches a clock
+// that counts sleeping (CLOCK_MONOTONIC) or only the calling thread.
+TEST(Net, ProcessCpuSecondsCountsCpuOfEveryThreadNotSleep) {
+  const double c0 = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const double slept = process_cpu_seconds() - c0;
+  EXPECT_LT(slept, 0.03) << "sleeping counted as CPU";
+  std::thread spin([] {  // until this thread has used 40 ms of CPU, however loaded the machine
+    auto thread_cpu = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    };
+    const double t0 = thread_cpu();
+    volatile uint64_t x = 0;
+    while (thread_cpu() - t0 < 0.04) x = x + 1;
+  });
+  spin.join();
+  EXPECT_GE(process_cpu_seconds() - c0 - slept, 0.04) << "another thread's CPU not counted";
+}
+
 TEST(UdpEngine, MalformedForeignAndValidDatagrams) {
   EngineConfig ec;
   ec.mode = EngineMode::Router;

@@ -68,6 +68,12 @@ void UniqueFd::reset(int fd) {
   fd_ = fd;
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 Time monotonic_now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

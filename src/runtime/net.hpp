@@ -107,6 +107,8 @@ Endpoint local_endpoint(int fd);
 Endpoint peer_endpoint(int fd);
 // Monotonic clock in picoseconds (CLOCK_MONOTONIC).
 Time monotonic_now();
+// CPU time (user + system) of this process so far, all threads, in seconds.
+double process_cpu_seconds();
 
 // Newline-delimited JSON messages over a non-blocking stream socket.
 class LineChannel {

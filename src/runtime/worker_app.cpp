@@ -56,7 +56,7 @@ int run_worker_app(const WorkerAppConfig& cfg) {
   nlohmann::json iters = nlohmann::json::array();
   uint64_t mismatches = 0, verified = 0;
   nlohmann::json first_bad;
-  double total_s = 0;
+  double total_s = 0, cpu_s = 0;  // inside allreduce: wall, and this process's CPU (all threads)
   for (unsigned k = 0; k < cfg.iterations; ++k) {
     synthetic_gradient(cfg.seed, c.job, k, c.rank, c.nworkers, 0, grad);
     // A barrier (a one-value allreduce) before the clock starts, as the gloo
@@ -67,9 +67,11 @@ int run_worker_app(const WorkerAppConfig& cfg) {
       comm.allreduce(std::span<float>(&token, 1));
     }
     const Time t0 = monotonic_now();
+    const double c0 = process_cpu_seconds();
     const AllreduceInfo info = comm.allreduce(std::span<float>(grad));
     const double secs = to_ms(monotonic_now() - t0) / 1000;
     total_s += secs;
+    cpu_s += process_cpu_seconds() - c0;
     uint64_t bad = 0;
     for (size_t at = 0; at < n; at += kChunk) {
       const size_t m = std::min(kChunk, n - at);
@@ -91,7 +93,8 @@ int run_worker_app(const WorkerAppConfig& cfg) {
   const nlohmann::json report = {
       {"job", c.job}, {"rank", c.rank}, {"workers", c.nworkers}, {"iterations", cfg.iterations},
       {"bytes", cfg.bytes}, {"elements", n}, {"verified", verified}, {"mismatches", mismatches},
-      {"first_mismatch", first_bad}, {"allreduce_seconds", total_s}, {"per_iteration", iters},
+      {"first_mismatch", first_bad}, {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s},
+      {"per_iteration", iters},
       {"policy", comm.policy()}, {"payload", comm.payload_values()}, {"stats", comm.stats()},
       {"config", c.to_json()}};
   if (!cfg.report.empty()) {
