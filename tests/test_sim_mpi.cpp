@@ -25,9 +25,10 @@ std::string slurp(const fs::path& p) {
 bool have_mpirun() { return run_command("command -v mpirun").status == 0; }
 
 // Two ranks on this machine: shared memory between them (vader), nothing on a network; as root
-// OpenMPI wants both variables; --oversubscribe in case the machine has fewer free slots.
+// OpenMPI wants both variables; --oversubscribe in case the machine has fewer free slots; no core
+// binding, so that a rank is not stuck on a core another process keeps busy.
 CliResult mpirun_ina(const std::string& args) {
-  return run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe "
+  return run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe --bind-to none "
                      "--mca pml ob1 --mca btl self,vader " + std::string(INA_BINARY) + " " + args);
 }
 
