@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/sim_mpi.hpp"
 #include "experiment/estimate.hpp"
 #include "experiment/results.hpp"
 #include "experiment/runner.hpp"
@@ -113,18 +116,25 @@ void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet,
   std::fprintf(stderr, "ina sim: warning (--force): %s\n", msg.c_str());
 }
 
+// Runs the scenario (`threads` runs at once, or with `execute`: then
+// `threads` only sizes the memory estimate), prints the table, writes the
+// results and runs.json (every run, in the records' order); 3 if a run failed.
 int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads, bool force = false,
-             std::vector<ina::exp::Record>* averaged = nullptr) {
+             std::vector<ina::exp::Record>* averaged = nullptr, const ina::exp::RunExecutor& execute = {}) {
   using namespace ina::exp;
   if (!out_dir.empty()) check_output_dir(out_dir, "--out");
   check_resources(sc, threads, quiet, force);
   std::vector<std::string> failures;
-  nlohmann::json runs = nlohmann::json::array();
+  std::vector<nlohmann::json> runs;
   const auto per_seed = run_scenario(sc, [&](const Progress& p) {
-    runs.push_back({{"series", p.point->series}, {"scheme", *p.scheme}, {"x", p.point->x}, {"seed", p.seed},
-                    {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
-                    {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s},
-                    {"metrics", p.out->metrics}});
+    runs.resize(p.total);
+    nlohmann::json& run = runs[p.index];
+    run = {{"series", p.point->series}, {"scheme", *p.scheme}, {"x", p.point->x}, {"seed", p.seed},
+           {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
+           {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s},
+           {"metrics", p.out->metrics}};
+    if (p.threw) run["threw"] = true;  // no metrics, no record in results.json
+    if (p.rank >= 0) run["mpi_rank"] = p.rank;
     if (quiet) return;
     const auto& m = p.out->metrics;
     auto get = [&m](const char* k) { return m.contains(k) ? m.at(k) : 0.0; };
@@ -135,12 +145,13 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                                         : fmt::format("{:.2f} Gbps per worker, sync {:.3f} ms", get("throughput_gbps"),
                                                       get("sync_ms"));
     const bool hops = m.contains("hops");
-    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f %s)\n", p.done, p.total,
+    const std::string where = p.rank >= 0 ? fmt::format(", rank {}", p.rank) : "";
+    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f %s%s)\n", p.done, p.total,
                  p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
-                 static_cast<unsigned long long>(p.seed), what.c_str(), p.out->ok ? "ok" : "FAILED", p.wall_s,
-                 hops ? m.at("hops") : get("events"), hops ? "hops" : "events");
+                 static_cast<unsigned long long>(p.seed), p.threw ? "threw" : what.c_str(), p.out->ok ? "ok" : "FAILED",
+                 p.wall_s, hops ? m.at("hops") : get("events"), hops ? "hops" : "events", where.c_str());
     if (!p.out->ok) std::fprintf(stderr, "  %s\n", p.out->problems.c_str());
-  }, &failures, threads);
+  }, &failures, execute ? execute : local_executor(threads));
   const auto records = average_over_seeds(per_seed);
   if (averaged) *averaged = records;
   const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
@@ -149,11 +160,38 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
   if (!out_dir.empty()) {
     for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
     const std::string runs_file = out_dir + "/runs.json";
-    std::ofstream(runs_file) << runs.dump(1) << "\n";
+    std::ofstream(runs_file) << nlohmann::json(runs).dump(1) << "\n";
     std::cout << "wrote " << runs_file << " (every run: seed, per-job JCT, all metrics, trace digest)\n";
   }
   for (const auto& f : failures) std::cerr << "FAILED: " << f << "\n";
   return failures.empty() ? 0 : 3;
+}
+
+// `mpirun -np N ina sim ...` (cli/sim_mpi.hpp): rank 0 runs `simulate` with
+// the runs spread over the ranks; the other ranks run what it hands out.
+int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t digest, const std::string& out_dir,
+                 bool quiet, unsigned threads, bool force) {
+  using namespace ina::exp;
+  if (threads != 1)
+    throw ScenarioError(fmt::format("-j {} goes with a local run: under mpirun each rank runs one run at a time "
+                                    "(start one rank per core: mpirun -np N)", threads));
+  ina::cli::MpiSweep mpi;
+  if (mpi.rank() > 0) {
+    Scenario sc;
+    std::vector<Point> points;
+    std::vector<ScenarioRun> runs;
+    std::string error;
+    try {
+      sc = load();
+      points = expand(sc);
+      runs = scenario_runs(sc, points);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    mpi.serve(runs, digest, error);
+    return 0;
+  }
+  return simulate(load(), out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr, mpi.executor(digest));
 }
 
 }  // namespace
@@ -268,14 +306,28 @@ int main(int argc, char** argv) {
 
   try {
     if (*sim) {
-      auto sc = ina::exp::load_scenario_file(file);
-      for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);
-      for (const auto& kv : sets) {
-        const auto eq = kv.find('=');
-        if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
-        ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
+      auto load = [&] {
+        auto sc = ina::exp::load_scenario_file(file);
+        for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);
+        for (const auto& kv : sets) {
+          const auto eq = kv.find('=');
+          if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
+          ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
+        }
+        return sc;
+      };
+      if (ina::cli::launched_by_mpirun()) {
+        // What every rank must read alike: the scenario file, the overlays and the --set values.
+        auto slurp = [](const std::string& path) {
+          std::ifstream f(path, std::ios::binary);
+          return std::string(std::istreambuf_iterator<char>(f), {});
+        };
+        uint64_t digest = ina::cli::digest_text(slurp(file));
+        for (const auto& o : overlays) digest = ina::cli::digest_text(slurp(o), digest);
+        for (const auto& kv : sets) digest = ina::cli::digest_text(kv + "\n", digest);
+        return simulate_mpi(load, digest, out_dir, quiet, threads, force);
       }
-      return simulate(sc, out_dir, quiet, threads, force);
+      return simulate(load(), out_dir, quiet, threads, force);
     }
     if (*demo) return run_demo(demo_out);
     if (*schemes_cmd) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <cmath>
 #include <stdexcept>
@@ -302,60 +303,95 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   return out;
 }
 
-std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
-                                 std::vector<std::string>* failures, unsigned threads) {
-  const auto points = expand(sc);  // validates every point before anything runs
-  struct Task {
-    const Point* point;
-    const std::string* scheme;
-    uint64_t seed;
-  };
-  std::vector<Task> tasks;
+std::vector<ScenarioRun> scenario_runs(const Scenario& sc, const std::vector<Point>& points) {
+  std::vector<ScenarioRun> runs;
   for (const auto& pt : points)
     for (const auto& scheme : sc.schemes)
-      for (uint64_t seed : sc.seeds) tasks.push_back({&pt, &scheme, seed});
+      for (uint64_t seed : sc.seeds) runs.push_back({&pt, &scheme, seed});
+  return runs;
+}
 
-  std::vector<Record> records(tasks.size());
-  std::vector<std::string> problems(tasks.size());
-  std::atomic<size_t> next{0};
-  std::mutex mu;  // serializes on_run and the progress count
-  Progress pr;
-  pr.total = tasks.size();
-  std::exception_ptr error;
-  auto work = [&] {
-    for (size_t i; (i = next++) < tasks.size();) {
-      const Task& t = tasks[i];
-      try {
-        const auto t0 = std::chrono::steady_clock::now();
-        RunOutput out = run_point(t.point->settings, *t.scheme, t.seed);
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        records[i] = Record{t.point->series, *t.scheme, t.point->x, 1, out.metrics};
-        if (!out.ok)
-          problems[i] = fmt::format("{} x={} {} seed {}: {}", t.point->series, t.point->x, *t.scheme, t.seed, out.problems);
+RunResult run_one(const ScenarioRun& run) {
+  RunResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    r.out = run_point(run.point->settings, *run.scheme, run.seed);
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  } catch (...) {
+    r.error = "an exception that is not a std::exception";
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.error.empty()) {
+    r.out = RunOutput{};
+    r.out.ok = false;
+    r.out.problems = "error: " + r.error;
+  }
+  return r;
+}
+
+RunExecutor local_executor(unsigned threads) {
+  return [threads](const std::vector<ScenarioRun>& runs, const RunDone& done) {
+    std::atomic<size_t> next{0};
+    std::mutex mu;  // serializes done
+    std::exception_ptr error;
+    auto work = [&] {
+      for (size_t i; (i = next++) < runs.size();) {
+        RunResult r = run_one(runs[i]);
         std::lock_guard lock(mu);
-        ++pr.done;
-        pr.point = t.point;
-        pr.scheme = t.scheme;
-        pr.seed = t.seed;
-        pr.out = &out;
-        pr.wall_s = wall;
-        if (on_run) on_run(pr);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-        next = tasks.size();
+        if (error) return;
+        try {
+          done(i, std::move(r), -1);
+        } catch (...) {
+          error = std::current_exception();
+          next = runs.size();
+        }
       }
-    }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
   };
-  std::vector<std::thread> pool;
-  for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
+}
+
+std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
+                                 std::vector<std::string>* failures, unsigned threads) {
+  return run_scenario(sc, on_run, failures, local_executor(threads));
+}
+
+std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
+                                 std::vector<std::string>* failures, const RunExecutor& execute) {
+  const auto points = expand(sc);  // validates every point before anything runs
+  const std::vector<ScenarioRun> runs = scenario_runs(sc, points);
+  std::vector<std::optional<Record>> records(runs.size());
+  std::vector<std::string> problems(runs.size());
+  Progress pr;
+  pr.total = runs.size();
+  execute(runs, [&](size_t i, RunResult&& r, int rank) {
+    const ScenarioRun& t = runs.at(i);
+    if (r.error.empty()) records[i] = Record{t.point->series, *t.scheme, t.point->x, 1, r.out.metrics};
+    if (!r.out.ok)
+      problems[i] = fmt::format("{} x={} {} seed {}: {}", t.point->series, t.point->x, *t.scheme, t.seed, r.out.problems);
+    ++pr.done;
+    pr.index = i;
+    pr.point = t.point;
+    pr.scheme = t.scheme;
+    pr.seed = t.seed;
+    pr.out = &r.out;
+    pr.wall_s = r.wall_s;
+    pr.threw = !r.error.empty();
+    pr.rank = rank;
+    if (on_run) on_run(pr);
+  });
   if (failures)
     for (auto& p : problems)
       if (!p.empty()) failures->push_back(std::move(p));
-  return records;
+  std::vector<Record> out;
+  for (auto& r : records)
+    if (r) out.push_back(std::move(*r));
+  return out;
 }
 
 }  // namespace ina::exp

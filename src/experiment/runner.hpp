@@ -36,17 +36,48 @@ sim::LinkParams star_link(const Settings& s);
 
 struct Progress {
   size_t done = 0, total = 0;
+  size_t index = 0;  // the run's place in scenario_runs (and in the records' order)
   const Point* point = nullptr;
   const std::string* scheme = nullptr;
   uint64_t seed = 0;
   const RunOutput* out = nullptr;
   double wall_s = 0;
+  bool threw = false;  // the run threw: out->problems says what; it has no metrics and no record
+  int rank = -1;       // the MPI rank that ran it (-1: a local run)
 };
 
-// Runs every (point, scheme, seed), on `threads` threads (runs are
-// independent, so results do not depend on it); `on_run` is called after each
-// run, one call at a time. Returns per-seed records in (point, scheme, seed)
-// order; `failures` collects the problem text of failed runs.
+// One run of a scenario: a (point, scheme, seed).
+struct ScenarioRun {
+  const Point* point = nullptr;
+  const std::string* scheme = nullptr;
+  uint64_t seed = 0;
+};
+// Every run of the points, in (point, scheme, seed) order: the order of the records.
+std::vector<ScenarioRun> scenario_runs(const Scenario& sc, const std::vector<Point>& points);
+
+// A run's outcome. A run that throws is a failed run: error holds what it
+// threw, out.ok is false and out.problems says "error: <what>".
+struct RunResult {
+  RunOutput out;
+  double wall_s = 0;
+  std::string error;
+};
+RunResult run_one(const ScenarioRun& run);
+
+// Executes every run once, calling done(index, result, rank) after each, one
+// call at a time (rank: the MPI rank that ran it, -1 locally). An exception
+// from done ends the execution and is rethrown.
+using RunDone = std::function<void(size_t, RunResult&&, int)>;
+using RunExecutor = std::function<void(const std::vector<ScenarioRun>&, const RunDone&)>;
+// `threads` runs at once in this process (runs are independent, so results do not depend on it).
+RunExecutor local_executor(unsigned threads);
+
+// Runs every (point, scheme, seed) with `execute` (default: local_executor(1));
+// `on_run` is called after each run, one call at a time. Returns per-seed
+// records in (point, scheme, seed) order, without the runs that threw;
+// `failures` collects the problem text of failed runs, in that order.
+std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
+                                 std::vector<std::string>* failures, const RunExecutor& execute);
 std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(const Progress&)>& on_run,
                                  std::vector<std::string>* failures = nullptr, unsigned threads = 1);
 
