@@ -68,7 +68,8 @@ uint64_t allocations() { return g_allocs.load(); }
 // Two workers allreduce 24 MiB (3072 packets of 8 KB each) through SwitchML
 // in a Router engine; over the second half (~3000 datagrams into the switch,
 // as many results out of it, and as many at the workers) at most a handful of
-// allocations happen (amortized growth of a queue that reached a new length).
+// allocations happen (4 measured: amortized growth of queues that reached a
+// new length; the deque this replaced made 98, one per few dozen packets).
 // Catches any per-datagram or per-batch allocation on the engines' receive
 // or send paths, in the switch program, or in the worker transport; and the
 // sums are exact.
@@ -101,8 +102,10 @@ TEST(NoAllocation, SteadyStateOfSwitchAndWorkersAllocatesNothingPerDatagram) {
     wc.self = static_cast<NodeId>(10 + r);
     wc.aggregator = 1;
     wc.payload_values = kValues;
-    wc.init_window = 32;
-    wc.max_window = 32;
+    // 8 packets in flight per worker: 128 KB at the switch's socket, within
+    // a stock net.core.rmem_max (212 992), so nothing is dropped or resent.
+    wc.init_window = 8;
+    wc.max_window = 8;
     wc.window_cap = 64;
     wc.min_rto = 200 * kMs;
     workers.push_back(std::make_unique<WorkerNode>(wc));
@@ -147,11 +150,13 @@ TEST(NoAllocation, SteadyStateOfSwitchAndWorkersAllocatesNothingPerDatagram) {
   const uint64_t counted = allocations();
   const uint64_t datagrams = sw_engine.stats().rx_datagrams - in0;
   EXPECT_GE(datagrams, uint64_t{kPackets});  // both workers' second halves
-  EXPECT_LE(counted, 8u) << "allocations over " << datagrams << " datagrams into the switch";
+  EXPECT_LE(counted, 16u) << "allocations over " << datagrams << " datagrams into the switch";
   for (uint64_t i = 0; i < kElems; i += 997) {
     ASSERT_EQ(results[0][i], grads[0][i] + grads[1][i]) << "value " << i;
     ASSERT_EQ(results[1][i], results[0][i]);
   }
   EXPECT_EQ(sw_engine.stats().rx_malformed, 0u);
+  for (const auto& w : workers)  // the steady state measured: no loss, no retransmission
+    EXPECT_EQ(w->tx.stats().timeouts + w->tx.stats().retransmits, 0u);
   EXPECT_EQ(workers[0]->tx.stats().malformed + workers[1]->tx.stats().malformed, 0u);
 }

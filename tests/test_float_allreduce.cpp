@@ -201,6 +201,9 @@ TEST(FloatAllreduceUnit, BufferPoolHandsOutTheSmallestBufferThatFits) {
   pool.put(std::move(b2));
   for (int k = 0; k < 4; ++k) pool.put(std::vector<int32_t>(10 + k));  // full: the big one stays
   EXPECT_EQ(pool.get(1 << 20).data(), big_at);
+  pool.put(std::vector<int32_t>(1 << 20));
+  EXPECT_EQ(pool.get(0).capacity(), 0u) << "an empty request takes no pooled buffer";
+  EXPECT_EQ(pool.get(1 << 20).capacity(), 1u << 20) << "it was still in the pool";
 }
 
 // Fixed scale: the verdict lane comes with the last packet, so no result may
@@ -491,9 +494,17 @@ TEST_P(FloatSim, AgreedScaleIsExactAndIdenticalOnEveryWorker) {
     }
   }
   uint64_t retransmits = 0;
-  for (auto* w : s.workers) retransmits += w->transport().stats().retransmits;
+  uint64_t results_to_ps = 0;
+  for (auto* w : s.workers) {
+    retransmits += w->transport().stats().retransmits;
+    results_to_ps += w->transport().stats().results_to_ps;
+  }
   if (loss > 0) {
     EXPECT_GT(retransmits, 0u) << "the lossy run lost nothing";
+    // With a PS, some worker answered a request for a result it already had:
+    // from the int32 sums it keeps (keep_results), since its buffer then
+    // holds floats.
+    if (s.ps) EXPECT_GT(results_to_ps, 0u) << "no PS asked a worker for a result it had";
   }
   for (unsigned r = 0; r < n; ++r) {
     EXPECT_EQ(s.workers[r]->rounds(), 2 * sizes.size() + 1);

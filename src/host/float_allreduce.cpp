@@ -57,15 +57,13 @@ double agreed_scale(std::span<const int32_t> lanes, unsigned nworkers) {
 std::vector<int32_t> BufferPool::get(size_t n) {
   // The smallest free buffer that holds n values (a scale round's 279 must
   // not take a data round's megabytes, which the next data round would then
-  // allocate and fault in anew); else the largest, to grow.
-  std::vector<int32_t> v;
+  // allocate and fault in anew); if none holds n, a new one (growing a
+  // pooled one would copy its stale contents). Nothing for n = 0.
+  if (n == 0) return {};
   size_t best = free_.size();
-  for (size_t i = 0; i < free_.size(); ++i) {
-    const size_t c = free_[i].capacity();
-    if (best == free_.size()) best = i;
-    const size_t b = free_[best].capacity();
-    if ((c >= n && (b < n || c < b)) || (b < n && c > b)) best = i;
-  }
+  for (size_t i = 0; i < free_.size(); ++i)
+    if (free_[i].capacity() >= n && (best == free_.size() || free_[i].capacity() < free_[best].capacity())) best = i;
+  std::vector<int32_t> v;
   if (best < free_.size()) {
     v = std::move(free_[best]);
     free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
@@ -75,6 +73,7 @@ std::vector<int32_t> BufferPool::get(size_t n) {
 }
 
 void BufferPool::put(std::vector<int32_t> v) {
+  if (v.capacity() == 0) return;
   if (free_.size() < kKeep) {
     free_.push_back(std::move(v));
     return;
