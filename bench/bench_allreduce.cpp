@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.hpp"
 #include "runtime/launcher.hpp"
 #include "schemes/registry.hpp"
 
@@ -121,14 +122,8 @@ void BM_Ina(benchmark::State& state, const char* scheme) {
 
 // ---------------------------------------------------------------- baselines
 
-std::string self_binary() {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  return len > 0 ? std::string(self, static_cast<size_t>(len)) : std::string("ina");
-}
-
 // A program built next to this binary (ina-gloo-allreduce, ina-mpi-allreduce).
-std::string sibling(const char* name) { return (fs::path(self_binary()).parent_path() / name).string(); }
+std::string sibling(const char* name) { return ina::cli::beside_ina(name).string(); }
 
 // Runs `cmd` (a baseline job), reads "<marker> <seconds>" from its output.
 void run_baseline(benchmark::State& state, const std::string& cmd, const char* marker, int limit_s) {
@@ -207,7 +202,7 @@ void BM_Netns(benchmark::State& state, const char* scheme) {
   const fs::path dir = fresh_dir("netns");
   double seconds = 0;
   unsigned allreduces = 0;
-  const std::string binary = self_binary();
+  const std::string binary = ina::cli::ina_executable().string();
   for (auto _ : state) {
     const std::string json = (dir / "netns.json").string();
     const std::string cmd = std::string(INA_SOURCE_DIR) + "/scripts/netns-cluster --ina " + binary + " --scheme " +

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.hpp"
 #include "experiment/star_line_rate.hpp"
 
 extern char** environ;
@@ -67,7 +68,7 @@ std::string capture(const std::vector<std::string>& argv) {
 
 // The ns-3 baseline next to this `ina`; throws naming what is missing.
 fs::path ns3_star_binary() {
-  const fs::path exe = fs::canonical("/proc/self/exe").parent_path() / "ina-ns3-star";
+  const fs::path exe = beside_ina("ina-ns3-star");
   if (!fs::exists(exe))
     throw std::runtime_error(fmt::format(
         "--vs-ns3 needs the ns-3 baseline {}, which is not built: ns-3 is not installed (Debian's libns3-dev; "

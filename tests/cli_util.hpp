@@ -38,5 +38,9 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
 }
 
 inline void write_file(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 }  // namespace ina_test

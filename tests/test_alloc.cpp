@@ -61,8 +61,6 @@ class WorkerNode final : public Node {
   host::WorkerTransport tx;
 };
 
-uint64_t allocations() { return g_allocs.load(); }
-
 }  // namespace
 
 // Two workers allreduce 24 MiB (3072 packets of 8 KB each) through SwitchML
@@ -147,7 +145,7 @@ TEST(NoAllocation, SteadyStateOfSwitchAndWorkersAllocatesNothingPerDatagram) {
   const bool done = run_until(kPackets);
   g_counting = false;
   ASSERT_TRUE(done) << "second half: " << acks() << " results";
-  const uint64_t counted = allocations();
+  const uint64_t counted = g_allocs.load();
   const uint64_t datagrams = sw_engine.stats().rx_datagrams - in0;
   EXPECT_GE(datagrams, uint64_t{kPackets});  // both workers' second halves
   EXPECT_LE(counted, 16u) << "allocations over " << datagrams << " datagrams into the switch";

@@ -124,12 +124,8 @@ TEST(Cli, ParallelRunsGiveByteIdenticalResults) {
                       "[run]\nschemes = [\"atp\", \"dsa\"]\nseeds = [1, 2, 3]\n");
   ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 1 --out " + (d / "a").string()).status, 0);
   ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 3 --out " + (d / "b").string()).status, 0);
-  auto slurp = [](const fs::path& p) {
-    std::ifstream f(p);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  EXPECT_EQ(slurp(d / "a" / "results.json"), slurp(d / "b" / "results.json"));
-  EXPECT_EQ(slurp(d / "a" / "results.csv"), slurp(d / "b" / "results.csv"));
+  EXPECT_EQ(ina_test::read_file(d / "a" / "results.json"), ina_test::read_file(d / "b" / "results.json"));
+  EXPECT_EQ(ina_test::read_file(d / "a" / "results.csv"), ina_test::read_file(d / "b" / "results.csv"));
 }
 
 TEST(Cli, MaxSimTimeFailsTheRunWithExitStatus3) {

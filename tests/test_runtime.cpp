@@ -169,8 +169,8 @@ fs::path temp_file(const std::string& name) {
 
 // ================================================================ engine
 
-// The CPU figures of the worker reports (allreduce_cpu_seconds) and of the
-// switch (process_cpu_seconds): CPU time, not wall time. Catches a clock
+// The CPU figure of the worker reports (allreduce_cpu_seconds): CPU time of
+// the whole process, not wall time. Catches a clock
 // that counts sleeping (CLOCK_MONOTONIC) or only the calling thread.
 TEST(Net, ProcessCpuSecondsCountsCpuOfEveryThreadNotSleep) {
   const double c0 = process_cpu_seconds();

@@ -17,11 +17,6 @@ namespace {
 using namespace ina_test;
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 bool have_mpirun() { return run_command("command -v mpirun").status == 0; }
 
 // Two ranks on this machine: shared memory between them (vader), nothing on a network; as root
@@ -39,7 +34,7 @@ void expect_same_files(const fs::path& local, const fs::path& mpi) {
     const auto name = e.path().filename();
     if (name == "runs.json") continue;
     EXPECT_TRUE(fs::exists(mpi / name)) << name;
-    EXPECT_EQ(slurp(e.path()), slurp(mpi / name)) << name << " differs";
+    EXPECT_EQ(read_file(e.path()), read_file(mpi / name)) << name << " differs";
     ++compared;
   }
   EXPECT_GE(compared, 3u) << "results.json, results.csv and a plot at least";

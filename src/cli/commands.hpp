@@ -1,11 +1,18 @@
 #pragma once
 // Each subcommand family lives in its own file under src/cli/ and registers
 // itself on the app; main() runs whichever was chosen.
+#include <filesystem>
 #include <functional>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 namespace ina::cli {
+
+// This `ina` executable, and a program CMake builds into its directory
+// (ina-train, ina-ns3-star, ina-mpi-transport.so, the allreduce baselines).
+inline std::filesystem::path ina_executable() { return std::filesystem::canonical("/proc/self/exe"); }
+inline std::filesystem::path beside_ina(std::string_view name) { return ina_executable().parent_path() / name; }
 
 // A registered command: run() is called if its subcommand was selected and
 // returns the process exit status.

@@ -362,8 +362,7 @@ int main(int argc, char** argv) {
     }
     const std::string chosen = app.get_subcommands().front()->get_name();
     if (chosen == "train") {
-      // ina-train sits next to ina (both built by CMake into the same directory).
-      const auto exe = std::filesystem::canonical("/proc/self/exe").parent_path() / "ina-train";
+      const auto exe = ina::cli::beside_ina("ina-train");
       std::vector<std::string> args = {exe.string()};
       for (const auto& a : train->remaining()) args.push_back(a);
       std::vector<char*> cargs;

@@ -1,5 +1,6 @@
 // `mpirun -np N ina sim FILE`: see sim_mpi.hpp and docs/architecture.md.
 #include "cli/sim_mpi.hpp"
+#include "cli/commands.hpp"
 
 #include <dlfcn.h>
 
@@ -87,8 +88,8 @@ struct MpiSweep::Api {
 };
 
 MpiSweep::MpiSweep() : api_(std::make_unique<Api>()) {
-  // Under mpirun; the module sits next to the ina executable (CMake builds both into one directory).
-  const auto path = std::filesystem::canonical("/proc/self/exe").parent_path() / "ina-mpi-transport.so";
+  // Under mpirun; the module sits next to the ina executable.
+  const auto path = beside_ina("ina-mpi-transport.so");
   // RTLD_GLOBAL: OpenMPI's own plugins (dlopened by libmpi) resolve libmpi's symbols globally.
   api_->lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!api_->lib)

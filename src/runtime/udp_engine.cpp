@@ -293,13 +293,21 @@ void UdpEngine::send(Packet* p) {
   pool_.put(p);
 }
 
-long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
+// The index of the next queue item, its send slot allocated; -1 (counted) if the queue is full.
+long UdpEngine::next_tx_slot() {
   if (txq_.size() - tx_head_ >= cfg_.max_tx_queue) {
     ++st_.tx_overflow;
     return -1;
   }
   const size_t i = txq_.size();
   if (txbuf_.size() < (i + 1) * slot_bytes_) txbuf_.resize(std::max<size_t>(2 * txbuf_.size(), (i + 1) * slot_bytes_));
+  return static_cast<long>(i);
+}
+
+long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
+  const long slot = next_tx_slot();
+  if (slot < 0) return -1;
+  const auto i = static_cast<size_t>(slot);
   const size_t len = encode(p, std::span<std::byte>(txbuf_.data() + i * slot_bytes_, slot_bytes_));
   txq_.push_back({to, static_cast<uint32_t>(len), false, static_cast<uint32_t>(i)});
   if (flush && txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
@@ -310,12 +318,9 @@ long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
 // flushed between the copies): its header with another destination, and
 // the payload of `of` itself.
 void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
-  if (txq_.size() - tx_head_ >= cfg_.max_tx_queue) {
-    ++st_.tx_overflow;
-    return;
-  }
-  const size_t i = txq_.size();
-  if (txbuf_.size() < (i + 1) * slot_bytes_) txbuf_.resize(std::max<size_t>(2 * txbuf_.size(), (i + 1) * slot_bytes_));
+  const long slot = next_tx_slot();
+  if (slot < 0) return;
+  const auto i = static_cast<size_t>(slot);
   std::byte* h = txbuf_.data() + i * slot_bytes_;
   std::memcpy(h, txbuf_.data() + of * slot_bytes_, kHeaderBytes);
   set_wire_dst(h, dst);

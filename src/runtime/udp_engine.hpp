@@ -224,6 +224,7 @@ class UdpEngine final : public Effects {
   // queue was full (counted). flush: send once `batch` datagrams wait.
   long enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush = true);
   void enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to);
+  long next_tx_slot();
   void flush_tx();
   size_t build_tx(size_t max_segments);
   void deliver_local();
