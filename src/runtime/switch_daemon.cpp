@@ -976,7 +976,6 @@ struct SwitchDaemon::Impl {
         {"packets_in_use", in_use}, {"switch", sw},
         {"engine", eng}, {"faults", cfg.faults.to_json()},
         {"threads", shards.size()}, {"shards", per},
-        {"process_cpu_seconds", process_cpu_seconds()},  // the whole daemon's, since it started
         {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
         {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
