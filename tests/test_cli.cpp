@@ -128,6 +128,24 @@ TEST(Cli, ParallelRunsGiveByteIdenticalResults) {
   EXPECT_EQ(ina_test::read_file(d / "a" / "results.csv"), ina_test::read_file(d / "b" / "results.csv"));
 }
 
+// runs.json's peak_rss_mb with -j 1 is each run's own peak: the peak is
+// reset before a run. A run with 96 MiB of switch registers (every one
+// written when the arrays are made) comes first; the run after it, with
+// 1 MiB, must not report the first one's peak.
+TEST(Cli, RunsJsonHasEachRunsOwnPeakMemory) {
+  const auto d = temp_dir("rss");
+  write(d / "s.toml", "[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.01\n[run]\nschemes = [\"atp\"]\n"
+                      "[sweep]\nkey = \"switch.memory_mb\"\nvalues = [96, 1]\n");
+  const auto out = d / "out";
+  ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 1 --out " + out.string()).status, 0);
+  const auto runs = nlohmann::json::parse(std::ifstream(out / "runs.json"));
+  ASSERT_EQ(runs.size(), 2u);
+  const double big = runs[0]["peak_rss_mb"].get<double>(), small = runs[1]["peak_rss_mb"].get<double>();
+  EXPECT_GT(big, small + 64) << runs.dump();
+  for (const auto& r : runs) EXPECT_LE(r["cpu_s"].get<double>(), r["wall_s"].get<double>() + 0.01) << r.dump();
+  fs::remove_all(d);
+}
+
 TEST(Cli, MaxSimTimeFailsTheRunWithExitStatus3) {
   const auto d = temp_dir("slow");
   write(d / "s.toml", "[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.05\n[run]\nschemes = [\"dsa\"]\nmax_sim_ms = 0.2\n");
@@ -161,7 +179,7 @@ TEST(Cli, SchemesListsTheRegistryPerEngine) {
   std::vector<std::string> network;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine network --json").output))
     network.push_back(s.at("name").get<std::string>());
-  EXPECT_EQ(network, (std::vector<std::string>{"atp", "ps", "rar", "h-ar", "rina"}));
+  EXPECT_EQ(network, (std::vector<std::string>{"atp", "dsa", "ps", "rar", "h-ar", "rina"}));
   std::vector<std::pair<std::string, std::string>> sparse;
   for (const auto& s : nlohmann::json::parse(run("schemes --engine sparse --json").output))
     sparse.emplace_back(s.at("name").get<std::string>(), s.at("sparse").get<std::string>());

@@ -6,6 +6,8 @@
 // its children act as one worker).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -163,38 +165,31 @@ TEST(PsCollective, ShardTreeFollowsTheWayToThePs) {
   ASSERT_TRUE(named(g, edge0, "edge0") && named(g, edge1, "edge1"));
   EXPECT_EQ(t.ps, workers[0]);
   EXPECT_EQ(t.first, (std::vector<NodeId>{workers[0], edge0, edge1, edge1}));
-  const NodeId agg = t.parent[edge1];
+  const NodeId agg = t.parent(edge1);
   EXPECT_TRUE(named(g, agg, "agg0") || named(g, agg, "agg1")) << g.node(agg).name;
-  EXPECT_EQ(t.parent[agg], edge0);
-  EXPECT_EQ(t.parent[edge0], workers[0]);
-  EXPECT_EQ(t.subtree[edge1], 0b1100u);
-  EXPECT_EQ(t.subtree[agg], 0b1100u);
-  EXPECT_EQ(t.subtree[edge0], 0b1110u);
-  EXPECT_EQ(t.direct[edge0], 0b0010u);
-  EXPECT_EQ(t.direct[edge1], 0b1100u);
-  EXPECT_EQ(t.direct[workers[0]], 0u);
-  EXPECT_EQ(t.children[workers[0]], std::vector<NodeId>{edge0});
-  EXPECT_EQ(t.children[edge0], std::vector<NodeId>{agg});
-  EXPECT_EQ(t.children[agg], std::vector<NodeId>{edge1});
+  EXPECT_EQ(t.parent(agg), edge0);
+  EXPECT_EQ(t.parent(edge0), workers[0]);
+  EXPECT_EQ(t.subtree(edge1), 0b1100u);
+  EXPECT_EQ(t.subtree(agg), 0b1100u);
+  EXPECT_EQ(t.subtree(edge0), 0b1110u);
+  EXPECT_EQ(t.direct(edge0), 0b0010u);
+  EXPECT_EQ(t.direct(edge1), 0b1100u);
+  EXPECT_EQ(t.direct(workers[0]), 0u);
+  EXPECT_EQ(t.children(workers[0]), std::vector<NodeId>{edge0});
+  EXPECT_EQ(t.children(edge0), std::vector<NodeId>{agg});
+  EXPECT_EQ(t.children(agg), std::vector<NodeId>{edge1});
   EXPECT_EQ(t.switches.size(), 3u);
   // Without INA every worker sends to the PS.
   const sim::ShardedPsCluster plain(g, workers, false);
   EXPECT_EQ(plain.tree(0).first, (std::vector<NodeId>(4, workers[0])));
-  EXPECT_EQ(plain.tree(0).direct[workers[0]], 0b1110u);
+  EXPECT_EQ(plain.tree(0).direct(workers[0]), 0b1110u);
   EXPECT_TRUE(plain.tree(0).switches.empty());
 }
 
-// ATP's program as one level of a tree, driven directly. Switch 10 owes
-// ranks {1,2,3} of job 1 (workers 1..4 by rank, PS on node 1): rank 1
-// (node 2) sends to it directly, child switch 21 sends the aggregate of
-// {2,3}; its parent is switch 20.
-TEST(PsCollective, AtpTreeLevelAggregatesItsSubtreeAndFreesOnTheResult) {
-  using test::FakeFx;
-  FakeFx fx;
-  dp::SwitchConfig c;
-  c.memory_bytes = 64 * 256;
-  auto sw = schemes::find("atp").make_switch(c);
-  sw->set_id(10);
+// The tree-level tests' job 1 at switch 10: workers 1..4 by rank, PS on
+// node 1; switch 10 owes ranks {1,2,3}: rank 1 (node 2) sends to it
+// directly, child switch 21 sends the aggregate of {2,3}; its parent is switch 20.
+static dp::SwitchJob tree_level_job() {
   dp::SwitchJob j;
   j.job = 1;
   j.workers = {1, 2, 3, 4};
@@ -203,7 +198,33 @@ TEST(PsCollective, AtpTreeLevelAggregatesItsSubtreeAndFreesOnTheResult) {
   j.children = {21};
   j.agg_mask = 0b1110;
   j.direct_mask = 0b0010;
-  sw->add_job(j);
+  return j;
+}
+
+// The result of job 1's task 5, from `from` to switch 10.
+static Packet* tree_level_result(test::FakeFx& fx, NodeId from) {
+  Packet* r = fx.alloc();
+  r->h.type = PktType::Ack;
+  r->h.flags = flag::kResult;
+  r->h.job = 1;
+  r->h.psn = 5;
+  r->h.nworkers = 4;
+  r->h.bitmap = 0b1111;
+  r->h.src = from;
+  r->h.dst = 10;
+  r->h.count = 64;
+  return r;
+}
+
+// ATP's program as one level of a tree (job 1 above), driven directly.
+TEST(PsCollective, AtpTreeLevelAggregatesItsSubtreeAndFreesOnTheResult) {
+  using test::FakeFx;
+  FakeFx fx;
+  dp::SwitchConfig c;
+  c.memory_bytes = 64 * 256;
+  auto sw = schemes::find("atp").make_switch(c);
+  sw->set_id(10);
+  sw->add_job(tree_level_job());
   sw->add_peer(20);
   sw->add_peer(21);
   const auto g1 = test::ramp(64, 7, 3), g23 = test::ramp(64, -50, 2);
@@ -227,19 +248,7 @@ TEST(PsCollective, AtpTreeLevelAggregatesItsSubtreeAndFreesOnTheResult) {
   EXPECT_TRUE(fx.take().empty());
   // The result from the parent: the aggregator is freed, one copy to the
   // child switch, one to rank 1 (unicast: this engine has no multicast).
-  auto result = [&](NodeId from) {
-    Packet* r = fx.alloc();
-    r->h.type = PktType::Ack;
-    r->h.flags = flag::kResult;
-    r->h.job = 1;
-    r->h.psn = 5;
-    r->h.nworkers = 4;
-    r->h.bitmap = 0b1111;
-    r->h.src = from;
-    r->h.dst = 10;
-    r->h.count = 64;
-    return r;
-  };
+  auto result = [&](NodeId from) { return tree_level_result(fx, from); };
   sw->on_packet(result(20), 0, fx);
   out = fx.take();
   ASSERT_EQ(out.size(), 2u);
@@ -283,7 +292,100 @@ TEST(PsCollective, AtpTreeLevelAggregatesItsSubtreeAndFreesOnTheResult) {
   EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
-// fat-tree k = 4, 8 and 16 workers, ps and atp with all, some and no INA
+// DSA's program as one level of a tree, driven directly (job 1 as in the
+// ATP test above; one aggregator, so every task meets at index 0). Job 2
+// (workers 5, 6; PS on 5) has its own tree level here: rank 1 (node 6)
+// sends to this switch, its parent is switch 30. Unlike ATP, a completed
+// subtree frees the aggregator at once; what goes up (an aggregate, an
+// evicted partial, a lost compare) goes to the job's parent, not its PS.
+TEST(PsCollective, DsaTreeLevelSendsEverythingUpToTheJobsParent) {
+  using test::FakeFx;
+  FakeFx fx;
+  dp::SwitchConfig c;
+  c.memory_bytes = 256;  // one aggregator of 64 values
+  auto sw = schemes::find("dsa").make_switch(c);
+  sw->set_id(10);
+  sw->add_job(tree_level_job());
+  dp::SwitchJob j2;
+  j2.job = 2;
+  j2.workers = {5, 6};
+  j2.ps = 5;
+  j2.parent = 30;
+  j2.agg_mask = 0b10;
+  j2.direct_mask = 0b10;
+  sw->add_job(j2);
+  for (NodeId peer : {20, 21, 30}) sw->add_peer(peer);
+  const auto g1 = test::ramp(64, 7, 3), g23 = test::ramp(64, -50, 2), g2 = test::ramp(64, 1000, -1);
+  auto job1 = [&](uint32_t psn, uint32_t prio, uint16_t flags = 0) {
+    return test::make_data(fx, 1, psn, 1, 4, 2, g1, prio, flags, 10);
+  };
+  auto job2 = [&](uint32_t psn, uint32_t prio) { return test::make_data(fx, 2, psn, 1, 2, 6, g2, prio, 0, 10); };
+  // Rank 1 reserves; the child's aggregate completes the subtree: it goes up and the aggregator is free.
+  sw->on_packet(job1(5, 10), 0, fx);
+  Packet* part = test::make_data(fx, 1, 5, 2, 4, 21, g23, 0, flag::kPartial, 10);
+  part->h.bitmap = 0b1100;
+  sw->on_packet(part, 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, 20);
+  EXPECT_EQ(out[0].h.src, 10);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.bitmap, 0b1110u);
+  EXPECT_EQ(out[0].v, test::add(g1, g23));
+  EXPECT_EQ(sw->occupied(), 0u) << "DSA holds nothing for the result";
+  // A late copy before the result reserves; the result passing frees it and goes down.
+  sw->on_packet(job1(5, 10), 0, fx);
+  EXPECT_EQ(sw->occupied(), 1u);
+  sw->on_packet(tree_level_result(fx, 20), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].h.dst, 21);
+  EXPECT_EQ(out[1].h.dst, 2);
+  EXPECT_EQ(sw->occupied(), 0u);
+  // A late copy after the result: dropped, nothing reserved.
+  sw->on_packet(job1(5, 10), 0, fx);
+  EXPECT_TRUE(fx.take().empty());
+  EXPECT_EQ(sw->occupied(), 0u);
+  // Job 2's packet of higher priority preempts job 1's partial: the partial
+  // goes to job 1's parent, job 2's one-rank subtree completes at once and
+  // goes to job 2's parent.
+  sw->on_packet(job1(6, 10), 0, fx);
+  sw->on_packet(job2(9, 100), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 2u);
+  const auto& up2 = out[0].h.job == 2 ? out[0] : out[1];
+  const auto& evicted = out[0].h.job == 1 ? out[0] : out[1];
+  EXPECT_EQ(up2.h.dst, 30);
+  EXPECT_EQ(up2.h.psn, 9u);
+  EXPECT_EQ(up2.h.bitmap, 0b10u);
+  EXPECT_EQ(up2.v, g2);
+  EXPECT_EQ(evicted.h.dst, 20);
+  EXPECT_EQ(evicted.h.psn, 6u);
+  EXPECT_TRUE(evicted.h.has(flag::kEvicted));
+  EXPECT_EQ(evicted.h.bitmap, 0b0010u);
+  EXPECT_EQ(evicted.v, g1);
+  EXPECT_EQ(sw->occupied(), 0u);
+  // A packet of lower priority loses the compare: up to its parent, the holder's priority halved.
+  sw->on_packet(job1(7, 10), 0, fx);
+  sw->on_packet(job2(10, 1), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, 30);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_EQ(sw->occupied(), 1u);
+  const dp::SwitchStats& st = sw->stats();
+  EXPECT_EQ(st.completed, 2u);
+  EXPECT_EQ(st.stale, 1u);
+  EXPECT_EQ(st.released_by_ack, 1u);
+  EXPECT_EQ(st.preempt_won, 1u);
+  EXPECT_EQ(st.preempt_lost, 1u);
+  EXPECT_EQ(st.downgrades, 1u);
+  EXPECT_EQ(st.to_ps, 4u);
+  EXPECT_EQ(st.malformed + st.foreign(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+// fat-tree k = 4, 8 and 16 workers, ps, atp and dsa with all, some and no INA
 // switches: exact at every worker, nothing left, no retransmission (no
 // loss). Each shard is 4 packets. With every switch INA, each PS gets
 // exactly two packets per packet of its shard: its own worker's (on the
@@ -294,7 +396,8 @@ TEST(PsCollective, ExactOnFatTreeWithAllSomeOrNoInaSwitches) {
     const char* scheme;
     Ina ina;
   };
-  for (const Case c : {Case{"ps", Ina::All}, Case{"atp", Ina::All}, Case{"atp", Ina::Some}, Case{"atp", Ina::None}})
+  for (const Case c : {Case{"ps", Ina::All}, Case{"atp", Ina::All}, Case{"atp", Ina::Some}, Case{"atp", Ina::None},
+                       Case{"dsa", Ina::All}, Case{"dsa", Ina::Some}})
     for (int n : {8, 16}) {
       SCOPED_TRACE(std::string(c.scheme) + " " + to_string(c.ina) + " " + std::to_string(n) + " workers");
       const topo::Graph g = fat_tree(c.ina);
@@ -307,10 +410,16 @@ TEST(PsCollective, ExactOnFatTreeWithAllSomeOrNoInaSwitches) {
       const bool ps_only = std::string(c.scheme) == "ps" || c.ina == Ina::None;
       for (int k = 0; k < n; ++k) {
         EXPECT_EQ(x.d.ps[k].completions, packets) << "PS " << k;
-        if (ps_only) EXPECT_EQ(ps_data_in(x, k), packets * n) << "PS " << k;
-        if (c.ina == Ina::All && !ps_only) EXPECT_EQ(ps_data_in(x, k), packets * 2) << "PS " << k;
+        if (ps_only) {
+          EXPECT_EQ(ps_data_in(x, k), packets * n) << "PS " << k;
+        }
+        if (c.ina == Ina::All && !ps_only) {
+          EXPECT_EQ(ps_data_in(x, k), packets * 2) << "PS " << k;
+        }
       }
-      if (std::string(c.scheme) == "ps") EXPECT_TRUE(x.d.switches.empty()) << "ps runs no switch program";
+      if (std::string(c.scheme) == "ps") {
+        EXPECT_TRUE(x.d.switches.empty()) << "ps runs no switch program";
+      }
     }
 }
 
@@ -321,7 +430,8 @@ TEST(PsCollective, ExactUnderLossDuplicationAndReordering) {
     const char* scheme;
     Ina ina;
   };
-  for (const Case c : {Case{"ps", Ina::None}, Case{"atp", Ina::All}, Case{"atp", Ina::Some}, Case{"atp", Ina::None}})
+  for (const Case c : {Case{"ps", Ina::None}, Case{"atp", Ina::All}, Case{"atp", Ina::Some}, Case{"atp", Ina::None},
+                       Case{"dsa", Ina::All}, Case{"dsa", Ina::Some}})
     for (int n : {8, 16})
       for (uint64_t seed : {1, 2, 3}) {
         SCOPED_TRACE(std::string(c.scheme) + " " + to_string(c.ina) + " " + std::to_string(n) + " workers, seed " +
@@ -533,8 +643,11 @@ TEST(PsCollective, SeventyTwoWorkersOnTheDragonflyAreExact) {
   EXPECT_EQ(x.r.retransmits, 72u);
   for (size_t r = 0; r < 72; ++r)
     for (size_t k = 0; k < 72; ++k) ASSERT_EQ(x.d.worker[r][k].timeouts, k == 3 ? 1u : 0u) << "rank " << r << " shard " << k;
-  for (size_t k = 0; k < 72; ++k)
-    if (k != 3) EXPECT_EQ(x.d.ps[k].completions, 1u) << "PS " << k;
+  for (size_t k = 0; k < 72; ++k) {
+    if (k != 3) {
+      EXPECT_EQ(x.d.ps[k].completions, 1u) << "PS " << k;
+    }
+  }
   EXPECT_EQ(x.d.ps[3].completions - x.d.ps[3].known_results, 1u);
 }
 
@@ -580,12 +693,88 @@ TEST(PsCollective, SimulatorDuplicateOfAMulticastKeepsItsMembers) {
 
 TEST(PsCollective, RefusesWhatItCannotRun) {
   const topo::Graph g = fat_tree(Ina::All);
-  exp::CollectiveSettings s = small(1024);
-  s.workers_per_job = {4, 4};
-  const sim::Placement two = sim::place_rack_packed(g, {4, 4});
-  EXPECT_THROW(exp::detail::run_ps_family(g, schemes::find("atp"), two, s), std::invalid_argument);
-  s = small(3);  // fewer values than shards
+  exp::CollectiveSettings s = small(3);  // fewer values than shards
   s.workers_per_job = {4};
   EXPECT_THROW(exp::detail::run_ps_family(g, schemes::find("ps"), sim::place_rack_packed(g, {4}), s),
                std::invalid_argument);
+  s = small(1024);
+  s.workers_per_job = {4, 4};
+  sim::Placement twice = sim::place_rack_packed(g, {4, 4});
+  twice.jobs[1][0] = twice.jobs[0][0];  // one host in two jobs
+  try {
+    exp::detail::run_ps_family(g, schemes::find("atp"), twice, s);
+    ADD_FAILURE() << "a host in two jobs ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("host {} is in two jobs", twice.jobs[0][0])), std::string::npos)
+        << e.what();
+  }
+}
+
+static Outcome run_jobs(const topo::Graph& g, const char* scheme, const sim::Placement& pl, exp::CollectiveSettings s) {
+  s.workers_per_job.clear();
+  for (const auto& j : pl.jobs) s.workers_per_job.push_back(static_cast<int>(j.size()));
+  Outcome out;
+  out.r = exp::detail::run_ps_family(g, schemes::find(scheme), pl, s, {}, &out.d);
+  return out;
+}
+
+// Two jobs of 4 on a k = 4 fat-tree, every switch INA: job 0 fills pod 0 and
+// job 1 pod 1, so no link and no switch carries both. Each job then runs as
+// if it were alone, to the nanosecond and to the hop: the shards of job 1
+// are jobs 5-8 to the switches instead of 1-4, which changes nothing while
+// no task collides (asserted). Each PS gets two packets per packet of its
+// shard, as with one job (Lemma 2).
+TEST(PsCollective, TwoJobsInTheirOwnPodsRunAsIfAlone) {
+  const topo::Graph g = fat_tree(Ina::All);
+  const sim::Placement both = sim::place_rack_packed(g, {4, 4});
+  sim::Placement first, second;
+  first.jobs = {both.jobs[0]};
+  second.jobs = {both.jobs[1]};
+  const uint64_t packets = 6;
+  const exp::CollectiveSettings s = small(4.0 * 64 * packets);
+  for (const char* scheme : {"atp", "dsa"}) {
+    SCOPED_TRACE(scheme);
+    const Outcome two = run_jobs(g, scheme, both, s);
+    const Outcome a = run_jobs(g, scheme, first, s), b = run_jobs(g, scheme, second, s);
+    expect_clean(two);
+    ASSERT_EQ(collisions(two) + collisions(a) + collisions(b), 0u);
+    ASSERT_EQ(two.r.job_sync_ms.size(), 2u);
+    EXPECT_EQ(two.r.job_sync_ms[0], a.r.sync_ms);
+    EXPECT_EQ(two.r.job_sync_ms[1], b.r.sync_ms);
+    EXPECT_EQ(two.r.hops, a.r.hops + b.r.hops);
+    ASSERT_EQ(two.d.ps.size(), 8u);
+    for (size_t k = 0; k < 8; ++k) {
+      EXPECT_EQ(two.d.ps[k].completions, packets) << "PS " << k;
+      EXPECT_EQ(ps_data_in(two, k), packets * 2) << "PS " << k;
+    }
+  }
+}
+
+// Two jobs of 8 interleaved on a k = 4 fat-tree whose ToRs are INA (each
+// ToR serves one worker of each job) with 16 aggregators per ToR: the jobs'
+// shards fight over the ToRs' memory (ATP: first come first served; DSA:
+// Eq. 1 priorities preempt), with and without 1 % loss, duplication and
+// reordering. Every worker of both jobs ends with its own job's exact sum
+// (the jobs' gradients differ), nothing is left anywhere, and nobody
+// refuses a packet (a packet of the other job at a PS or worker would be).
+TEST(PsCollective, JobsSharingToRsAreExactUnderAtpAndDsa) {
+  topo::Graph g = *topo::generate("fat-tree:4");
+  for (topo::NodeId v : g.tor_switches()) g.set_ina(v, true, 100);
+  const sim::Placement pl = sim::place_interleaved(g, {8, 8});
+  for (const char* scheme : {"atp", "dsa"})
+    for (const double faults : {0.0, 0.01}) {
+      SCOPED_TRACE(std::string(scheme) + (faults > 0 ? " with faults" : ""));
+      exp::CollectiveSettings s = small(8.0 * 64 * 8);
+      s.memory_mb = 16 * 256 / (1024.0 * 1024.0);
+      s.loss = s.dup = s.reorder = faults;
+      s.seed = 3;
+      const Outcome x = run_jobs(g, scheme, pl, s);
+      expect_clean(x);
+      ASSERT_EQ(x.r.job_sync_ms.size(), 2u);
+      // Preconditions: the jobs did contend for the ToRs.
+      ASSERT_GT(x.r.collisions, 0u);
+      if (std::string(scheme) == "dsa") {
+        ASSERT_GT(x.r.evictions, 0u);
+      }
+    }
 }

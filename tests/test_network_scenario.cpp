@@ -57,8 +57,8 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
       {net("", "torus"), "topology.kind", "(value: torus)", "must be one of"},
       {net("", "file"), "topology.file", "\"\"", "needs a JSON topology file"},
       // A star scheme on a network topology, and a collective on the star.
-      {"[topology]\nkind = \"fat-tree\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n[run]\nschemes = [\"dsa\"]\n",
-       "run.schemes", "(value: dsa)", "only on the star"},
+      {"[topology]\nkind = \"fat-tree\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n[run]\nschemes = [\"switchml\"]\n",
+       "run.schemes", "(value: switchml)", "only on the star"},
       {"[run]\nschemes = [\"rar\"]\n", "run.schemes", "(value: rar)", "only on multi-switch topologies"},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\n[run]\nschemes = [\"rar\"]\n", "workload.model",
        "(value: A)", "needs a DNN"},

@@ -159,25 +159,31 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
   }
   const auto both = run_ring({"rina", 8, 2, "", false}, "shape_both");
   ASSERT_TRUE(both.is_object());
-  for (int r = 1; r < 8; ++r)
-    if (r % 4 != 0) EXPECT_EQ(first_sends(both, r), 2u * 32768 / 64) << "rank " << r;
+  for (int r = 1; r < 8; ++r) {
+    if (r % 4 != 0) {
+      EXPECT_EQ(first_sends(both, r), 2u * 32768 / 64) << "rank " << r;
+    }
+  }
   EXPECT_LT(both["jobs"][0]["steps_per_allreduce"].get<int>(), rar["jobs"][0]["steps_per_allreduce"].get<int>());
 }
 
 // ATP over racks (PS-based INA, issue 9 item 7): `ina run --scheme atp
 // --racks 2` runs one `ina switch` per rack as one aggregation tree, rack 0's
-// the root with the PS behind it. Exact under 0 and 1 % loss, duplication and
+// the root with the PS behind it. DSA too (the registry's PsIna collective:
+// the same tree, DSA's program at each ToR: a completed subtree goes up and
+// frees its aggregator at once). Exact under 0 and 1 % loss, duplication and
 // reordering; no timer or packet left at any rank; no aggregator or PS entry
 // left without faults (a late copy may leave one with duplication or
 // reordering, as in the simulator). Every task's
 // result comes down the tree through rack 1's ToR (its tree_results; tasks =
 // 131072 B / 256 B per packet x 2 allreduces), and every task is completed at
 // the PS (ATP sends each aggregate there).
-TEST(AtpOverRacks, ExactThroughBothTorsAndNothingLeft) {
-  for (const bool faults : {false, true}) {
-    SCOPED_TRACE(faults ? "1 % faults" : "no faults");
+TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
+  const std::pair<std::string, bool> cases[] = {{"atp", false}, {"atp", true}, {"dsa", false}, {"dsa", true}};
+  for (const auto& [scheme, faults] : cases) {
+    SCOPED_TRACE(scheme + (faults ? " 1 % faults" : " no faults"));
     Out o;
-    const auto j = run_ring({"atp", 4, 2, "", faults}, faults ? "atp_f" : "atp", &o);
+    const auto j = run_ring({scheme, 4, 2, "", faults}, scheme + (faults ? "_f" : ""), &o);
     ASSERT_TRUE(j.is_object());
     EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"] << o.text;
     const auto& job = j["jobs"][0];
@@ -209,7 +215,9 @@ TEST(AtpOverRacks, ExactThroughBothTorsAndNothingLeft) {
     const uint64_t tasks = 131072 / 256 * 2;
     ASSERT_EQ(j["switches"].size(), 2u);
     for (const auto& s : j["switches"]) {
-      if (!faults) EXPECT_EQ(s["occupied"], 0);
+      if (!faults) {
+        EXPECT_EQ(s["occupied"], 0);
+      }
       EXPECT_EQ(s["switch"]["foreign_data"], 0);
       EXPECT_EQ(s["switch"]["foreign_forward"], 0);
       EXPECT_EQ(s["switch"]["malformed"], 0);

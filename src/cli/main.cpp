@@ -131,8 +131,8 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
     nlohmann::json& run = runs[p.index];
     run = {{"series", p.point->series}, {"scheme", *p.scheme}, {"x", p.point->x}, {"seed", p.seed},
            {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
-           {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s},
-           {"metrics", p.out->metrics}};
+           {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s}, {"cpu_s", p.cpu_s},
+           {"peak_rss_mb", static_cast<double>(p.peak_rss) / (1 << 20)}, {"metrics", p.out->metrics}};
     if (p.threw) run["threw"] = true;  // no metrics, no record in results.json
     if (p.rank >= 0) run["mpi_rank"] = p.rank;
     if (quiet) return;
@@ -146,10 +146,10 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
                                                       get("sync_ms"));
     const bool hops = m.contains("hops");
     const std::string where = p.rank >= 0 ? fmt::format(", rank {}", p.rank) : "";
-    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.0f %s%s)\n", p.done, p.total,
-                 p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
+    std::fprintf(stderr, "[%zu/%zu] %s%s x=%g %-10s seed %llu: %s, %s (%.1f s, %.1f s CPU, %.0f %s%s)\n", p.done,
+                 p.total, p.point->series.c_str(), p.point->series.empty() ? "" : "", p.point->x, p.scheme->c_str(),
                  static_cast<unsigned long long>(p.seed), p.threw ? "threw" : what.c_str(), p.out->ok ? "ok" : "FAILED",
-                 p.wall_s, hops ? m.at("hops") : get("events"), hops ? "hops" : "events", where.c_str());
+                 p.wall_s, p.cpu_s, hops ? m.at("hops") : get("events"), hops ? "hops" : "events", where.c_str());
     if (!p.out->ok) std::fprintf(stderr, "  %s\n", p.out->problems.c_str());
   }, &failures, execute ? execute : local_executor(threads));
   const auto records = average_over_seeds(per_seed);
@@ -161,7 +161,7 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
     for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
     const std::string runs_file = out_dir + "/runs.json";
     std::ofstream(runs_file) << nlohmann::json(runs).dump(1) << "\n";
-    std::cout << "wrote " << runs_file << " (every run: seed, per-job JCT, all metrics, trace digest)\n";
+    std::cout << "wrote " << runs_file << " (every run: seed, per-job JCT, all metrics, trace digest, wall and CPU time, peak memory)\n";
   }
   for (const auto& f : failures) std::cerr << "FAILED: " << f << "\n";
   return failures.empty() ? 0 : 3;

@@ -32,7 +32,8 @@ constexpr auto kPoll = std::chrono::milliseconds(1);  // waiting ranks poll: Ope
 // metrics rank 0 averages are those the run produced.
 std::string encode(size_t index, const exp::RunResult& r) {
   const nlohmann::json j = {{"i", index}, {"ok", r.out.ok}, {"problems", r.out.problems}, {"metrics", r.out.metrics},
-                            {"jct", r.out.job_jct_ms}, {"digest", r.out.digest}, {"wall_s", r.wall_s}, {"error", r.error}};
+                            {"jct", r.out.job_jct_ms}, {"digest", r.out.digest}, {"wall_s", r.wall_s}, {"cpu_s", r.cpu_s},
+                            {"peak_rss", r.peak_rss}, {"error", r.error}};
   const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -47,6 +48,8 @@ exp::RunResult decode(const std::string& data, size_t* index) {
   r.out.job_jct_ms = j.at("jct").get<std::vector<double>>();
   r.out.digest = j.at("digest").get<uint64_t>();
   r.wall_s = j.at("wall_s").get<double>();
+  r.cpu_s = j.at("cpu_s").get<double>();
+  r.peak_rss = j.at("peak_rss").get<uint64_t>();
   r.error = j.at("error").get<std::string>();
   return r;
 }
@@ -166,7 +169,7 @@ exp::RunExecutor MpiSweep::executor(uint64_t digest) {
     std::atomic<bool> quit{false}, local_over{false};
     std::thread local([&] {
       for (size_t i; !quit && (i = next++) < runs.size();) {
-        exp::RunResult r = exp::run_one(runs[i]);
+        exp::RunResult r = exp::run_one(runs[i], true);
         std::lock_guard lock(mu);
         finished.emplace_back(i, std::move(r));
       }
@@ -244,7 +247,7 @@ void MpiSweep::serve(const std::vector<exp::ScenarioRun>& runs, uint64_t digest,
     size_t i = runs.size();
     if (tag == kRun) i = std::strtoull(data.c_str(), nullptr, 10);
     if (i >= runs.size()) protocol_error(fmt::format("unexpected message (tag {}, '{}') from rank 0", tag, data));
-    send(0, kResult, encode(i, exp::run_one(runs[i])));
+    send(0, kResult, encode(i, exp::run_one(runs[i], true)));
   }
 }
 

@@ -17,6 +17,18 @@
 // compare (preempting it would split a hot key's sum between switch and PS,
 // which Zebra's workers cannot join: they take a hot key's sum from the switch).
 //
+// Over several switches (a job with a parent: one level of an aggregation
+// tree per PS, see switch.hpp; the PS family on a topology) the same rules
+// hold with "the PS" read as "the parent": an evicted partial, a lost
+// compare and a retransmission go up, where the next switch may still
+// aggregate them, and a task completes here when it holds every rank of its
+// subtree: its aggregate goes up and the aggregator is free at once (DSA
+// holds nothing for a result: a lost aggregate is recovered from the
+// workers' retransmissions, which go up past the free aggregator). The
+// result passing down frees a late copy's reservation; a first transmission
+// that finds its task's result already passed (register `retired_`, as
+// ATP's) is dropped, so it cannot reserve or preempt for a finished task.
+//
 // Split tasks. A task whose partial went to the PS (evicted by a winner, or a
 // first packet that lost the compare) may later find its aggregator free and
 // reserve it with its remaining packets: its halves then meet only when the
@@ -51,6 +63,7 @@ class DsaSwitch final : public SwitchProgram {
   DsaSwitch(const SwitchConfig& cfg, std::string_view scheme)
       : SwitchProgram(cfg, scheme),
         priority_(n_, 0),
+        retired_(n_, 0),
         at_ps_(cfg.join_splits ? n_ : 0, 0),
         at_ps_ranks_(cfg.join_splits ? n_ : 0) {
     host_sparse_in_pool();
@@ -70,6 +83,11 @@ class DsaSwitch final : public SwitchProgram {
       return;
     }
     const bool resend = p->h.has(flag::kResend);
+    if (j.parent != kNoNode && !resend && retired_[i] == key) {  // its result passed here already
+      ++st_.stale;
+      fx.free(p);
+      return;
+    }
     if (a.key == 0) {
       if (resend) { to_ps(i, p, j, flag::kCollision, fx); return; }
       reserve(i, *p);
@@ -97,17 +115,14 @@ class DsaSwitch final : public SwitchProgram {
       priority_[i] = p->h.priority;
       const SwitchJob* vj = swap_with(i, *p);  // p now carries the evicted partial aggregate
       p->h.priority = held;                    // ... and the priority it held the aggregator with
-      if (full(i, j)) {  // a one-worker job completes on arrival
+      if (full(i, j)) {  // a one-rank job (or subtree) completes on arrival
         Packet* r = fx.alloc();
         r->h = p->h;
         r->h.job = job;
         r->h.psn = psn;
         r->h.nworkers = static_cast<uint8_t>(j.workers.size());
-        r->h.rank = 0;  // the winner's job has one worker
-        load_into(i, *r);
-        release(i);
-        ++st_.completed;
-        multicast_result(r, j, fx);
+        r->h.rank = static_cast<uint8_t>(agg(i).bitmap.lowest());
+        complete(i, r, j, fx);
       }
       if (vj) to_ps(i, p, *vj, flag::kPartial | flag::kEvicted, fx, true);
       else { ++st_.malformed; fx.free(p); }
@@ -172,17 +187,26 @@ class DsaSwitch final : public SwitchProgram {
       fx.free(p);
       return;
     }
+    complete(i, p, j, fx);
+  }
+
+  // Task `agg(i)` holds every rank owed here: the result goes to the
+  // workers (a star), or the subtree's aggregate to the parent (a tree).
+  void complete(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
     load_into(i, *p);
     release(i);
     ++st_.completed;
-    multicast_result(p, j, fx);
+    if (j.parent == kNoNode) multicast_result(p, j, fx);
+    else send_to_ps(p, j, flag::kPartial, fx);
   }
 
   void result_passed(uint32_t i, uint64_t key) override {
+    retired_[i] = key;
     if (!at_ps_.empty() && at_ps_[i] == key) at_ps_[i] = 0;
   }
 
   std::vector<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
+  std::vector<uint64_t> retired_;   // register: the task whose result passed this index last (trees only read it)
   // Register (join_splits): the task whose contributions this aggregator last sent to the PS, and their ranks.
   std::vector<uint64_t> at_ps_;
   std::vector<RankBits> at_ps_ranks_;

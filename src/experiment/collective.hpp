@@ -1,7 +1,7 @@
 #pragma once
 // One data-parallel synchronization (a gradient allreduce per iteration) of
 // one or more jobs on a multi-switch topology, at packet level: PS, PS-based
-// INA (ATP over the topology), Ring-AllReduce, hierarchical AllReduce and
+// INA (ATP or DSA over the topology), Ring-AllReduce, hierarchical AllReduce and
 // Rina. The scheme's registry entry says which collective it runs
 // (schemes::Scheme::collective); this file only asks it.
 //
@@ -56,7 +56,7 @@ struct CollectiveSettings {
   int fail_rank = -1;
   double fail_at_ms = 0;
   double fail_detect_ms = 1;
-  // Several jobs (ring families: RAR, H-AR, Rina; the PS family runs one).
+  // Several jobs (every family; each job on hosts of its own).
   std::string placement = "rack-packed";  // or "interleaved"
   // Rina ToR memory (dataplane/rina.cpp): "region" (§V; with J jobs each
   // gets 1/J of the aggregators, contiguous) or "pool" (all aggregators

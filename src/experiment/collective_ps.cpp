@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "control/dsa_priority.hpp"
 #include "host/profile.hpp"
 #include "host/tensor_io.hpp"
 #include "sim/cluster.hpp"
@@ -33,8 +34,9 @@ class ShardView final : public host::TensorIO {
 };
 
 struct HostPlan {
-  unsigned rank = 0, n = 0;
-  std::vector<host::WorkerConfig> transports;  // by shard
+  unsigned rank = 0, n = 0;                    // in its job
+  size_t first_shard = 0;                      // the cluster's shard of its job's rank 0 (job id first_shard + 1)
+  std::vector<host::WorkerConfig> transports;  // by shard of its job
   host::PsConfig ps;                           // the PS of shard `rank`
   std::vector<NodeId> ps_children;             // its tree: the INA switches whose parent the PS is
   RankBits ps_direct;                          // and the ranks whose first hop it is (its own excluded)
@@ -43,23 +45,30 @@ struct HostPlan {
   int iterations = 1;
   Time compute = 0;
   uint32_t header_bytes = 50, min_bytes = 64;
+  // DSA's Eq. 1 priorities (scheme eq1_priority): one tensor per iteration
+  // (L = l = 1), T the iteration's estimated time left.
+  bool eq1 = false;
+  double est_iter_us = 0, comm_over_comp = 1;
 };
 
-// One worker host: a worker transport per shard and the PS of its own
-// shard. Packets are dispatched by job (= shard) and role: Data, FetchReply
+// One worker host: a worker transport per shard of its job and the PS of its
+// own shard. Packets are dispatched by job (= shard) and role: Data, FetchReply
 // and Reminder of its own shard to the PS, everything else to that shard's
 // transport. What the parts send to this host is delivered here, after the
 // handler that sent it returns (no part is re-entered). The PS's result goes
 // down its shard's tree: a copy to each child INA switch, one multicast to
 // the workers whose first hop the PS is, one local copy.
-class ShardHost final : public Node {
+class ShardHost final : public Node, private host::PriorityFn {
  public:
   static constexpr int kShift = 56;  // timer tokens: part << kShift | the part's own token
   static constexpr uint64_t kOwner = 0, kPs = 1;  // parts; transport k is part 2 + k
 
   ShardHost(HostPlan plan, NodeId self) : plan_(std::move(plan)), self_(self), ps_(plan_.ps) {
     ps_.set_id(self);
-    for (const auto& w : plan_.transports) tx_.push_back(std::make_unique<host::WorkerTransport>(w));
+    for (const auto& w : plan_.transports) {
+      tx_.push_back(std::make_unique<host::WorkerTransport>(w));
+      if (plan_.eq1) tx_.back()->set_priority_fn(this);
+    }
     done_.assign(plan_.n, 0);
     start_.assign(static_cast<size_t>(plan_.iterations), -1);
     finish_.assign(static_cast<size_t>(plan_.iterations), -1);
@@ -91,6 +100,7 @@ class ShardHost final : public Node {
   Time finish_time(size_t it) const { return finish_[it]; }
   const host::ParameterServer& ps() const { return ps_; }
   const host::WorkerTransport& transport(size_t k) const { return *tx_[k]; }
+  size_t transports() const { return tx_.size(); }
   uint64_t sent_bytes() const { return sent_bytes_; }
   uint64_t local_packets() const { return local_packets_; }
   uint64_t refused() const { return refused_; }
@@ -107,6 +117,12 @@ class ShardHost final : public Node {
 
  private:
   static uint64_t token(uint64_t part, uint64_t inner) { return part << kShift | inner; }
+
+  uint32_t priority(uint32_t, Time now) override {
+    const size_t it = std::min(next_, start_.size() - 1);
+    const double left_us = plan_.est_iter_us - to_us(now - start_[it]);
+    return control::dsa_priority_field(control::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
+  }
 
   // The Effects a part sees: its timers tagged with the part, its packets through the host.
   class PartFx final : public Effects {
@@ -159,13 +175,13 @@ class ShardHost final : public Node {
   }
 
   void dispatch(Packet* p, Time now, Effects& base) {
-    const unsigned job = p->h.job;
-    if (job == 0 || job > plan_.n) {  // no shard of this job: a protocol bug
+    const size_t shard = static_cast<size_t>(p->h.job) - 1;  // job 0: wraps, refused below
+    if (shard < plan_.first_shard || shard - plan_.first_shard >= plan_.n) {  // no shard of this job: a protocol bug
       ++refused_;
       base.free(p);
       return;
     }
-    const size_t k = job - 1;
+    const size_t k = shard - plan_.first_shard;
     const PktType t = p->h.type;
     if (k == plan_.rank && (t == PktType::Data || t == PktType::FetchReply || t == PktType::Reminder)) {
       PartFx pf(*this, base, kPs);
@@ -236,28 +252,31 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   const auto wall0 = std::chrono::steady_clock::now();
   if (scheme.collective != schemes::Collective::Ps && scheme.collective != schemes::Collective::PsIna)
     throw std::invalid_argument(fmt::format("scheme '{}' does not run a PS collective", scheme.name));
-  check_settings(s, pl);
+  check_settings(s, pl, true);
   const bool ina = scheme.collective == schemes::Collective::PsIna;
-  std::vector<NodeId> workers;
-  for (topo::NodeId h : pl.jobs[0]) workers.push_back(static_cast<NodeId>(h));
-  const sim::ShardedPsCluster cl(g, workers, ina);
-  const unsigned n = static_cast<unsigned>(workers.size());
+  std::vector<std::vector<NodeId>> jobs;
+  for (const auto& job : pl.jobs) jobs.emplace_back(job.begin(), job.end());
+  const sim::ShardedPsCluster cl(g, jobs, ina);
+  const size_t hosts_n = cl.shards();  // host i holds the PS of shard i
   const auto elems = static_cast<uint64_t>(std::llround(s.gradient_mb * workload::kMiB / 4));
-  if (elems < n)
-    throw std::invalid_argument(fmt::format("a gradient of {} values cannot be cut into {} shards", elems, n));
+  for (const auto& job : jobs)
+    if (elems < job.size())
+      throw std::invalid_argument(fmt::format("a gradient of {} values cannot be cut into {} shards", elems, job.size()));
 
-  std::vector<uint64_t> offset(n), len(n);
-  for (unsigned k = 0; k < n; ++k) {
-    len[k] = elems / n + (k < elems % n ? 1 : 0);
-    offset[k] = k ? offset[k - 1] + len[k - 1] : 0;
+  // By job: the values of each of its shards.
+  std::vector<std::vector<uint64_t>> offset(jobs.size()), len(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const size_t n = jobs[j].size();
+    for (size_t k = 0; k < n; ++k) {
+      len[j].push_back(elems / n + (k < elems % n ? 1 : 0));
+      offset[j].push_back(k ? offset[j][k - 1] + len[j][k - 1] : 0);
+    }
   }
   const host::Profile& profile = host::kPaperProfile;
   const double pkt_bytes = 4.0 * s.payload_values + s.header_bytes;
   host::WorkerConfig wbase;
   profile.apply(wbase);
   wbase.payload_values = s.payload_values;
-  // The host's initial window, shared by its N shard streams.
-  wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes / n);
   wbase.wire_bytes = static_cast<uint32_t>(pkt_bytes);
   host::PsConfig pbase;
   profile.apply(pbase);
@@ -268,9 +287,12 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (hooks.ps) hooks.ps(pbase);
 
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
-  std::vector<int> rank_of(g.num_nodes(), -1);
-  for (unsigned r = 0; r < n; ++r) rank_of[workers[r]] = static_cast<int>(r);
-  std::vector<ShardHost*> hosts(n, nullptr);
+  std::vector<int> index_of(g.num_nodes(), -1);
+  for (size_t h = 0; h < hosts_n; ++h) {
+    const size_t j = cl.job_index(h);
+    index_of[jobs[j][h - cl.first_shard(j)]] = static_cast<int>(h);
+  }
+  std::vector<ShardHost*> hosts(hosts_n, nullptr);
   std::vector<dp::SwitchProgram*> programs;
   std::vector<NodeId> program_ids;
   std::vector<sim::Forwarder*> forwarders;
@@ -294,66 +316,94 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
         forwarders.push_back(fw.get());
         node = std::move(fw);
       }
-    } else if (rank_of[v] >= 0) {
-      const auto r = static_cast<unsigned>(rank_of[v]);
-      const sim::ShardTree& own = cl.tree(r);
+    } else if (index_of[v] >= 0) {
+      const auto h = static_cast<size_t>(index_of[v]);
+      const size_t j = cl.job_index(h);
+      const auto n = static_cast<unsigned>(jobs[j].size());
+      const sim::ShardTree& own = cl.tree(h);
       HostPlan hp;
-      hp.rank = r;
+      hp.rank = static_cast<unsigned>(h - cl.first_shard(j));
       hp.n = n;
-      for (unsigned k = 0; k < n; ++k) hp.transports.push_back(cl.worker(k, r, wbase));
-      hp.ps = cl.ps(r, pbase);
-      hp.ps_children = own.children[id];
-      hp.ps_direct = own.direct[id];
-      hp.offset = offset;
-      hp.len = len;
-      hp.data_seed = data_seed;
+      hp.first_shard = cl.first_shard(j);
+      host::WorkerConfig w = wbase;
+      // The host's initial window, shared by its N shard streams.
+      w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes / n);
+      for (unsigned k = 0; k < n; ++k) hp.transports.push_back(cl.worker(hp.first_shard + k, hp.rank, w));
+      hp.ps = cl.ps(h, pbase);
+      hp.ps_children = own.children(id);
+      hp.ps_direct = own.direct(id);
+      hp.offset = offset[j];
+      hp.len = len[j];
+      hp.data_seed = j ? mix(data_seed, j) : data_seed;  // each job its own gradients (job 0's as with one job)
       hp.iterations = s.iterations;
       hp.compute = from_ms(s.compute_ms);
       hp.header_bytes = s.header_bytes;
-      auto h = std::make_unique<ShardHost>(std::move(hp), id);
-      hosts[r] = h.get();
-      node = std::move(h);
+      if (scheme.eq1_priority) {
+        // Eq. 1's T and Comm/Comp from the host's own link, as TrainingWorker estimates them.
+        const double comm_us = 8.0 * 4.0 * static_cast<double>(elems) / (g.arc_gbps(g.neighbors(v).front().arc) * 1e3);
+        hp.eq1 = true;
+        hp.est_iter_us = comm_us + s.compute_ms * 1e3;
+        hp.comm_over_comp = s.compute_ms > 0 ? comm_us / (s.compute_ms * 1e3) : 1;
+      }
+      auto host = std::make_unique<ShardHost>(std::move(hp), id);
+      hosts[h] = host.get();
+      node = std::move(host);
     } else {
-      auto idle = std::make_unique<sim::Forwarder>();  // a host outside the job: sinks what reaches it
+      auto idle = std::make_unique<sim::Forwarder>();  // a host outside the jobs: sinks what reaches it
       forwarders.push_back(idle.get());
       node = std::move(idle);
     }
     return hooks.wrap ? hooks.wrap(v, std::move(node)) : std::move(node);
   };
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
-  for (unsigned k = 0; k < n; ++k) sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), workers);
+  for (size_t k = 0; k < cl.shards(); ++k)
+    sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
   CollectiveResult out;
   const auto iters = static_cast<size_t>(s.iterations);
   size_t unfinished = 0;
-  uint64_t checked = 0;
+  uint64_t checked = 0, expected = 0;
   double sent_sum = 0;
   std::vector<WorkerTimes> times;
-  for (const auto* h : hosts) {
-    out.verify_errors += h->mismatches();
-    checked += h->checked();
-    sent_sum += static_cast<double>(h->sent_bytes());
-    out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, static_cast<double>(h->sent_bytes()) / s.iterations);
-    for (unsigned k = 0; k < n; ++k) {
-      out.retransmits += h->transport(k).stats().retransmits;
-      out.timeouts += h->transport(k).stats().timeouts;
-      out.fast_retransmits += h->transport(k).stats().fast_retransmits;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const size_t n = jobs[j].size();
+    expected += static_cast<uint64_t>(n) * elems * iters;
+    std::vector<WorkerTimes> mine;
+    for (size_t r = 0; r < n; ++r) {
+      const ShardHost* h = hosts[cl.first_shard(j) + r];
+      out.verify_errors += h->mismatches();
+      checked += h->checked();
+      sent_sum += static_cast<double>(h->sent_bytes());
+      out.max_bytes_per_worker =
+          std::max(out.max_bytes_per_worker, static_cast<double>(h->sent_bytes()) / s.iterations);
+      for (size_t k = 0; k < n; ++k) {
+        out.retransmits += h->transport(k).stats().retransmits;
+        out.timeouts += h->transport(k).stats().timeouts;
+        out.fast_retransmits += h->transport(k).stats().fast_retransmits;
+      }
+      if (!h->finished()) {
+        ++unfinished;
+        continue;
+      }
+      WorkerTimes& t = mine.emplace_back();
+      for (size_t it = 0; it < iters; ++it) {
+        t.start.push_back(h->start_time(it));
+        t.end.push_back(h->finish_time(it));
+      }
     }
-    if (!h->finished()) {
-      ++unfinished;
-      continue;
+    if (jobs.size() > 1 && mine.size() == n) {
+      CollectiveResult one;
+      summarize_times(mine, elems, s.iterations, one);
+      out.job_throughput_gbps.push_back(one.throughput_gbps);
+      out.job_sync_ms.push_back(one.sync_ms);
     }
-    WorkerTimes& t = times.emplace_back();
-    for (size_t it = 0; it < iters; ++it) {
-      t.start.push_back(h->start_time(it));
-      t.end.push_back(h->finish_time(it));
-    }
+    times.insert(times.end(), mine.begin(), mine.end());
   }
   const bool all_finished = unfinished == 0;
   if (all_finished) summarize_times(times, elems, s.iterations, out);
-  out.bytes_per_worker = sent_sum / n / s.iterations;
+  out.bytes_per_worker = sent_sum / static_cast<double>(hosts_n) / s.iterations;
   out.hops = sim.hops();
   out.events = sim.events();
 
@@ -365,7 +415,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     servers.push_back(&h->ps());
     ps_entries += h->ps().entries();
     host_refused += h->refused();
-    for (unsigned k = 0; k < n; ++k) transports.push_back(&h->transport(k));
+    for (size_t k = 0; k < h->transports(); ++k) transports.push_back(&h->transport(k));
   }
   for (const auto* p : programs) aggs_left += p->occupied();
   const std::vector<const dp::SwitchProgram*> sws(programs.begin(), programs.end());
@@ -373,11 +423,11 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
 
   std::vector<std::string> probs;
   if (unfinished)
-    probs.push_back(fmt::format("{} of {} workers did not finish {} iterations within max_sim_ms = {}", unfinished, n,
-                                iters, s.max_sim_ms));
+    probs.push_back(fmt::format("{} of {} workers did not finish {} iterations within max_sim_ms = {}", unfinished,
+                                hosts_n, iters, s.max_sim_ms));
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
-  if (all_finished && checked != static_cast<uint64_t>(n) * elems * iters)
-    probs.push_back(fmt::format("{} result values checked, {} expected", checked, static_cast<uint64_t>(n) * elems * iters));
+  if (all_finished && checked != expected)
+    probs.push_back(fmt::format("{} result values checked, {} expected", checked, expected));
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS entries left", ps_entries));
   if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
   // Every node is honest: anything refused or misrouted is a protocol bug.
@@ -386,17 +436,24 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (refused.total()) probs.push_back(refused.text());
   if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
   set_problems(out, probs);
+  for (const auto* p : programs) {
+    const dp::SwitchStats& st = p->stats();
+    out.collisions += st.collisions;
+    out.evictions += st.preempt_won;
+    out.preempt_lost += st.preempt_lost;
+  }
 
   if (detail) {
     PsFamilyDetail& d = *detail;
     d = PsFamilyDetail{};
-    for (unsigned r = 0; r < n; ++r) {
-      const ShardHost& h = *hosts[r];
+    for (size_t i = 0; i < hosts_n; ++i) {
+      const ShardHost& h = *hosts[i];
       d.ps.push_back(h.ps().stats());
       d.ps_entries.push_back(h.ps().entries());
       d.worker.emplace_back();
-      for (unsigned k = 0; k < n; ++k) d.worker.back().push_back(h.transport(k).stats());
-      d.ps_link_in_bytes.push_back(sim.link(sim.uplink(workers[r]) ^ 1).st.bytes);
+      for (size_t k = 0; k < h.transports(); ++k) d.worker.back().push_back(h.transport(k).stats());
+      const size_t j = cl.job_index(i);
+      d.ps_link_in_bytes.push_back(sim.link(sim.uplink(jobs[j][i - cl.first_shard(j)]) ^ 1).st.bytes);
       d.host_sent_bytes.push_back(h.sent_bytes());
       d.local_packets.push_back(h.local_packets());
     }

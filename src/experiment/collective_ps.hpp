@@ -3,16 +3,19 @@
 // hooks its tests use: wrap any node before it is added (targeted drops),
 // look at the simulator after the run, and per-node statistics.
 //
-// Ps (scheme `ps`) and PsIna (scheme `atp`) over a topo::Graph, one job of N
-// workers placed rack-packed: the gradient of S values is cut into N shards
-// (shard k: S/N values, the first S % N shards one more), and the PS of
-// shard k runs on the host of rank k beside that host's worker
-// (sim::ShardedPsCluster). Every host runs N worker transports (one per
-// shard, each its own PSN stream) and one PS; what a host's parts send to
-// each other stays on the host. Ps: every switch only forwards. PsIna: the
-// graph's INA switches run ATP's program and aggregate along each shard's
-// tree (sim::ShardTree, dataplane/switch.hpp). `straggler_*` and `fail_*` do
-// not apply (ignored); `ina_gbps` neither (ATP switches aggregate at line rate).
+// Ps (scheme `ps`) and PsIna (schemes `atp`, `dsa`) over a topo::Graph, one
+// job or several, each of N workers on hosts of its own: a job's gradient of
+// S values is cut into N shards (shard k: S/N values, the first S % N shards
+// one more), and the PS of shard k runs on the host of the job's rank k
+// beside that host's worker (sim::ShardedPsCluster; shards numbered across
+// the jobs). Every host runs N worker transports (one per shard of its job,
+// each its own PSN stream) and one PS; what a host's parts send to each
+// other stays on the host. Ps: every switch only forwards. PsIna: the graph's
+// INA switches run the scheme's program and aggregate along each shard's
+// tree (sim::ShardTree, dataplane/switch.hpp); DSA's workers stamp Eq. 1
+// priorities. `straggler_*` and `fail_*` do not apply (ignored); `ina_gbps`
+// neither (the switches aggregate at line rate). PsFamilyDetail's per-host
+// vectors are by the cluster's shard index (job 0's ranks, then job 1's, ...).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,11 +44,11 @@ struct PsFamilyHooks {
 struct PsFamilyDetail {
   std::vector<host::PsStats> ps;                       // by shard
   std::vector<size_t> ps_entries;                      // by shard: entries left
-  std::vector<std::vector<host::WorkerStats>> worker;  // [rank][shard]
+  std::vector<std::vector<host::WorkerStats>> worker;  // [host][shard of its job]
   std::vector<std::pair<NodeId, dp::SwitchStats>> switches;  // the switches with a program, by node id
   std::vector<uint64_t> ps_link_in_bytes;              // by shard: bytes delivered on the link into its PS's host
-  std::vector<uint64_t> host_sent_bytes;               // by rank: bytes the host put on its link
-  std::vector<uint64_t> local_packets;                 // by rank: packets between the host's own parts
+  std::vector<uint64_t> host_sent_bytes;               // by host: bytes the host put on its link
+  std::vector<uint64_t> local_packets;                 // by host: packets between the host's own parts
   size_t aggregators_left = 0;
   uint64_t misrouted = 0;
 };

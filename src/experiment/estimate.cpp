@@ -73,7 +73,8 @@ static Estimate estimate_network_run(const Settings& s) {
   const topo::Graph g = build_topology(s, "estimate");
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
   const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
-  const uint64_t workers = s.workers ? static_cast<uint64_t>(s.workers) : g.hosts().size();
+  const uint64_t workers =
+      s.workers ? static_cast<uint64_t>(s.workers) * static_cast<uint64_t>(std::max(1, s.jobs)) : g.hosts().size();
   const uint64_t window = std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 / wire));
   const uint64_t links = 2 * g.links().size();
   const uint64_t queued = links * std::max<uint64_t>(1, static_cast<uint64_t>(s.queue_kb * 1000 / wire));

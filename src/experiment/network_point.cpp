@@ -280,11 +280,6 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
     if (s.step_barrier && !ring)
       fail(origin, "workload.step_barrier",
            fmt::format("applies to the ring collectives (rar, h-ar, rina); {} has no ring steps", name), "true");
-    if (s.jobs != 1 && !ring)
-      fail(origin, "workload.jobs",
-           fmt::format("{} runs one job on multi-switch topologies (set workload.jobs = 1); several jobs run "
-                       "with the ring collectives (rar, h-ar, rina)", name),
-           std::to_string(s.jobs));
   }
   if (!workload::find_dnn_model(s.model) && s.gradient_mb == 0) {
     std::vector<std::string_view> names;

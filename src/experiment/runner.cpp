@@ -1,5 +1,7 @@
 #include "experiment/runner.hpp"
 
+#include "core/resources.hpp"
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -311,8 +313,10 @@ std::vector<ScenarioRun> scenario_runs(const Scenario& sc, const std::vector<Poi
   return runs;
 }
 
-RunResult run_one(const ScenarioRun& run) {
+RunResult run_one(const ScenarioRun& run, bool own_peak) {
   RunResult r;
+  if (own_peak) reset_peak_rss();
+  const double cpu0 = thread_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   try {
     r.out = run_point(run.point->settings, *run.scheme, run.seed);
@@ -322,6 +326,8 @@ RunResult run_one(const ScenarioRun& run) {
     r.error = "an exception that is not a std::exception";
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_s = thread_cpu_seconds() - cpu0;
+  r.peak_rss = peak_rss_bytes();
   if (!r.error.empty()) {
     r.out = RunOutput{};
     r.out.ok = false;
@@ -337,7 +343,7 @@ RunExecutor local_executor(unsigned threads) {
     std::exception_ptr error;
     auto work = [&] {
       for (size_t i; (i = next++) < runs.size();) {
-        RunResult r = run_one(runs[i]);
+        RunResult r = run_one(runs[i], threads <= 1);
         std::lock_guard lock(mu);
         if (error) return;
         try {
@@ -381,6 +387,8 @@ std::vector<Record> run_scenario(const Scenario& sc, const std::function<void(co
     pr.seed = t.seed;
     pr.out = &r.out;
     pr.wall_s = r.wall_s;
+    pr.cpu_s = r.cpu_s;
+    pr.peak_rss = r.peak_rss;
     pr.threw = !r.error.empty();
     pr.rank = rank;
     if (on_run) on_run(pr);

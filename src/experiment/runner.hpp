@@ -42,6 +42,8 @@ struct Progress {
   uint64_t seed = 0;
   const RunOutput* out = nullptr;
   double wall_s = 0;
+  double cpu_s = 0;          // the run's own CPU time (its thread's)
+  uint64_t peak_rss = 0;     // bytes: the process's peak resident set at the run's end (see RunResult)
   bool threw = false;  // the run threw: out->problems says what; it has no metrics and no record
   int rank = -1;       // the MPI rank that ran it (-1: a local run)
 };
@@ -60,9 +62,14 @@ std::vector<ScenarioRun> scenario_runs(const Scenario& sc, const std::vector<Poi
 struct RunResult {
   RunOutput out;
   double wall_s = 0;
+  double cpu_s = 0;        // CPU time of the thread that ran it
+  uint64_t peak_rss = 0;   // the process's peak resident set (bytes) at the run's end
   std::string error;
 };
-RunResult run_one(const ScenarioRun& run);
+// With `own_peak` (a process that runs one run at a time: -j 1, or an MPI
+// rank) the process's peak resident set is reset before the run, so that
+// peak_rss is the run's own peak (the process baseline included).
+RunResult run_one(const ScenarioRun& run, bool own_peak = false);
 
 // Executes every run once, calling done(index, result, rank) after each, one
 // call at a time (rank: the MPI rank that ran it, -1 locally). An exception

@@ -258,7 +258,7 @@ void validate(const LaunchConfig& c) {
       throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())
-      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp, not to "
+      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp and dsa, not to "
                                      "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }

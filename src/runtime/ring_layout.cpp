@@ -101,7 +101,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   if (!j.contains("scheme") || !j["scheme"].is_string()) throw bad("scheme", j.value("scheme", nlohmann::json()), "expected a scheme name");
   const schemes::Scheme* s = schemes::lookup(j["scheme"].get<std::string>());
   if (!s || !is_layout_scheme(*s))
-    throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina) nor PS-based INA over racks (atp)");
+    throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina) nor PS-based INA over racks (atp, dsa)");
   L.scheme = s->name;
   if (!j.contains("workers") || !j["workers"].is_array() || j["workers"].size() < 2 || j["workers"].size() > kMaxRingWorkers)
     throw bad("workers", j.value("workers", nlohmann::json()), fmt::format("expected 2..{} \"ip:port\" addresses", kMaxRingWorkers));

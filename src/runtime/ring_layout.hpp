@@ -15,8 +15,8 @@
 // a switch reads at start may leave it null (the switch's own address comes
 // from --listen). Node ids are static: rank r is r + 1, rack q's ToR N + 1 + q.
 //
-// The same layout runs ATP over racks (PS-based INA, collective PsIna; `ina
-// run --scheme atp --racks R`): every rack's ToR is an INA switch of one
+// The same layout runs ATP or DSA over racks (PS-based INA, collective PsIna;
+// `ina run --scheme atp|dsa --racks R`): every rack's ToR is an INA switch of one
 // aggregation tree, a PS in rack 0 (field "ps", node id N + 1 + R). Rack 0's
 // ToR is the root: it aggregates its own ranks and the other ToRs' partial
 // sums and sends them to the PS; rack q's ToR aggregates rack q's ranks and
@@ -38,7 +38,7 @@ namespace ina::rt {
 
 // Whether a scheme's jobs run as a ring of workers (RAR, H-AR, Rina) in the runtime.
 bool is_ring_scheme(const schemes::Scheme& s);
-// Whether a layout can name it: a ring scheme, or PS-based INA over racks (atp).
+// Whether a layout can name it: a ring scheme, or PS-based INA over racks (atp, dsa).
 bool is_layout_scheme(const schemes::Scheme& s);
 
 struct RingRack {
@@ -61,7 +61,7 @@ struct RingLayout {
   static NodeId worker_id(size_t rank) { return static_cast<NodeId>(rank + 1); }
   NodeId tor_id(size_t rack) const { return static_cast<NodeId>(n() + 1 + rack); }
   NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
-  bool tree() const;                // PS-based INA over racks (atp)
+  bool tree() const;                // PS-based INA over racks (atp, dsa)
   size_t rack_of(size_t rank) const;
   // Tree: rack q's ToR's entry in its program's job table (parent, subtree and
   // direct ranks, children), and where that ToR sends packets for node `id`:

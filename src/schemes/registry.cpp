@@ -49,7 +49,8 @@ std::vector<Scheme> registered() {
     s.factory = dp::make_dsa;
     s.eq1_priority = true;
     s.track_tasks = true;
-    s.engines = star_and_runtime;
+    s.engines = star_and_runtime | E::SimNetwork;
+    s.collective = Collective::PsIna;  // on a topology: sharded PSes, DSA at the INA switches of each shard's tree
     s.hosts_sparse = true;
     s.paper_payload_bytes = 256;
     s.paper_header_bytes = 50;

@@ -41,7 +41,7 @@ using SwitchFactory = std::unique_ptr<dp::SwitchProgram> (*)(const dp::SwitchCon
 enum class Collective : uint8_t {
   None = 0,      // not on multi-switch topologies
   Ps,            // parameter servers co-located with the workers, one shard each, no INA
-  PsIna,         // PS-based INA: every INA switch on the way to a shard's PS aggregates (ATP)
+  PsIna,         // PS-based INA: every INA switch on the way to a shard's PS aggregates (ATP, DSA)
   Ring,          // Ring-AllReduce: ScatterReduce + AllGather over all workers
   Hierarchical,  // H-AR: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather
   RingIna,       // Rina: INA racks are abstracted workers of the ring

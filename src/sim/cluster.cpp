@@ -132,17 +132,35 @@ host::PsConfig TopologyCluster::ps(NodeId first_hop, host::PsConfig p) const {
   return p;
 }
 
-ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> workers, bool ina)
-    : workers_(std::move(workers)) {
-  const size_t n = workers_.size();
-  if (n == 0 || n > kMaxWorkers)
-    throw std::invalid_argument(fmt::format("ShardedPsCluster: {} workers (1..{})", n, kMaxWorkers));
+const ShardTree::Entry* ShardTree::find(NodeId v) const {
+  const auto it = std::lower_bound(entries.begin(), entries.end(), v,
+                                   [](const Entry& e, NodeId n) { return e.node < n; });
+  return it != entries.end() && it->node == v ? &*it : nullptr;
+}
+
+ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<std::vector<NodeId>> jobs, bool ina)
+    : jobs_(std::move(jobs)) {
+  if (jobs_.empty()) throw std::invalid_argument("ShardedPsCluster: no job");
   if (g.num_nodes() >= kMulticast)
     throw std::invalid_argument(fmt::format("topology '{}' has {} nodes, more than the simulator's {}", g.name,
                                             g.num_nodes(), kMulticast - 1));
-  for (NodeId w : workers_)
-    if (w >= g.num_nodes() || !g.is_host(w))
-      throw std::invalid_argument(fmt::format("ShardedPsCluster: worker node {} is not a host of '{}'", w, g.name));
+  std::vector<bool> taken(g.num_nodes(), false);
+  for (size_t j = 0; j < jobs_.size(); ++j) {
+    const size_t n = jobs_[j].size();
+    if (n == 0 || n > kMaxWorkers)
+      throw std::invalid_argument(fmt::format("ShardedPsCluster: job {} has {} workers (1..{})", j, n, kMaxWorkers));
+    first_.push_back(job_index_.size());
+    for (NodeId w : jobs_[j]) {
+      if (w >= g.num_nodes() || !g.is_host(w))
+        throw std::invalid_argument(fmt::format("ShardedPsCluster: worker node {} is not a host of '{}'", w, g.name));
+      if (taken[w]) throw std::invalid_argument(fmt::format("ShardedPsCluster: host {} is in two jobs", w));
+      taken[w] = true;
+      job_index_.push_back(j);
+    }
+  }
+  if (job_index_.size() >= kMulticast)
+    throw std::invalid_argument(fmt::format("ShardedPsCluster: {} shards, more than the {} job ids", job_index_.size(),
+                                            kMulticast - 1));
   std::vector<bool> is_ina(g.num_nodes(), false);
   if (ina)
     for (topo::NodeId v : g.ina_switches()) {
@@ -151,15 +169,21 @@ ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> wor
     }
   std::sort(ina_.begin(), ina_.end());
   const topo::Routing routing(g);
-  const size_t nodes = g.num_nodes();
-  for (size_t k = 0; k < n; ++k) {
+  std::vector<int32_t> slot(g.num_nodes(), -1);  // the node's entry in the tree being built
+  for (size_t shard = 0; shard < job_index_.size(); ++shard) {
+    const std::vector<NodeId>& workers = jobs_[job_index_[shard]];
+    const size_t n = workers.size(), k = shard - first_[job_index_[shard]];
     ShardTree t;
-    t.ps = workers_[k];
+    t.ps = workers[k];
     t.first.assign(n, t.ps);
-    t.parent.assign(nodes, kNoNode);
-    t.subtree.assign(nodes, 0);
-    t.direct.assign(nodes, 0);
-    t.children.assign(nodes, {});
+    auto entry = [&](NodeId v) -> ShardTree::Entry& {
+      if (slot[v] < 0) {
+        slot[v] = static_cast<int32_t>(t.entries.size());
+        t.entries.emplace_back().node = v;
+      }
+      return t.entries[static_cast<size_t>(slot[v])];
+    };
+    entry(t.ps);
     // The first INA switch after `from` on its shortest path to the PS, or the PS.
     auto up = [&](NodeId from) {
       for (topo::ArcId a : routing.path(from, t.ps)) {
@@ -171,20 +195,23 @@ ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> wor
     for (size_t r = 0; r < n; ++r) {
       if (r == k) continue;  // the PS's own worker: on the same host
       const RankBits bit = RankBits::bit(r);
-      NodeId x = up(workers_[r]);
+      NodeId x = up(workers[r]);
       t.first[r] = x;
-      t.direct[x] |= bit;
+      entry(x).direct |= bit;
       while (x != t.ps) {
-        t.subtree[x] |= bit;
-        if (t.parent[x] == kNoNode) {
-          t.parent[x] = up(x);
-          t.children[t.parent[x]].push_back(x);
+        entry(x).subtree |= bit;
+        if (entry(x).parent == kNoNode) {
+          const NodeId parent = up(x);
+          entry(x).parent = parent;
+          entry(parent).children.push_back(x);
           t.switches.push_back(x);
         }
-        x = t.parent[x];
+        x = entry(x).parent;
       }
     }
+    for (const auto& e : t.entries) slot[e.node] = -1;
     std::sort(t.switches.begin(), t.switches.end());
+    std::sort(t.entries.begin(), t.entries.end(), [](const auto& x, const auto& y) { return x.node < y.node; });
     trees_.push_back(std::move(t));
   }
 }
@@ -199,13 +226,13 @@ std::unique_ptr<dp::SwitchProgram> ShardedPsCluster::make_switch(const schemes::
     const ShardTree& t = trees_[k];
     dp::SwitchJob j;
     j.job = job_of(k);
-    j.workers = workers_;
+    j.workers = jobs_[job_index_[k]];
     j.ps = t.ps;
-    if (t.parent[sw] != kNoNode) {
-      j.parent = t.parent[sw];
-      j.agg_mask = t.subtree[sw];
-      j.direct_mask = t.direct[sw];
-      j.children = t.children[sw];
+    if (const ShardTree::Entry* e = t.find(sw); e && e->parent != kNoNode) {
+      j.parent = e->parent;
+      j.agg_mask = e->subtree;
+      j.direct_mask = e->direct;
+      j.children = e->children;
     }
     prog->add_job(j);
   }
@@ -216,10 +243,11 @@ std::unique_ptr<dp::SwitchProgram> ShardedPsCluster::make_switch(const schemes::
 
 host::WorkerConfig ShardedPsCluster::worker(size_t shard, size_t rank, host::WorkerConfig w) const {
   const ShardTree& t = trees_.at(shard);
+  const std::vector<NodeId>& workers = jobs_[job_index_[shard]];
   w.job = job_of(shard);
   w.rank = static_cast<uint8_t>(rank);
-  w.nworkers = static_cast<uint8_t>(workers_.size());
-  w.self = workers_.at(rank);
+  w.nworkers = static_cast<uint8_t>(workers.size());
+  w.self = workers.at(rank);
   w.aggregator = t.first.at(rank);
   w.ps = t.ps;
   w.switches = ina_;  // a result passing an INA switch leaves it as that switch's packet
@@ -230,7 +258,7 @@ host::WorkerConfig ShardedPsCluster::worker(size_t shard, size_t rank, host::Wor
 host::PsConfig ShardedPsCluster::ps(size_t shard, host::PsConfig p) const {
   const ShardTree& t = trees_.at(shard);
   p.job = job_of(shard);
-  p.workers = workers_;
+  p.workers = jobs_[job_index_[shard]];
   p.sw = kNoNode;
   p.more_switches = t.switches;  // the reminder fetches from every switch of the tree
   return p;

@@ -107,32 +107,54 @@ class TopologyCluster {
 // the next INA switch on its own way to the PS (or to the PS). Hops are
 // explicit, so the tree holds whatever routes the engine's packets take in
 // between. The result goes back down the same tree (dataplane/switch.hpp).
+// Only the nodes of the tree (its INA switches and the PS) have an entry, so
+// a tree costs what it holds, not the size of the graph (a 1024-host
+// fat-tree runs 1024 of them); the lookups give kNoNode, 0 or {} elsewhere.
 struct ShardTree {
+  struct Entry {
+    NodeId node = kNoNode;
+    NodeId parent = kNoNode;        // the next INA switch toward the PS, or the PS (switches only)
+    RankBits subtree;               // switches: the ranks whose gradients reach the PS through it
+    RankBits direct;                // the ranks whose first hop it is (the PS: without its own rank)
+    std::vector<NodeId> children;   // the INA switches whose parent it is
+  };
   NodeId ps = kNoNode;                 // the PS: the host of the shard's rank
   std::vector<NodeId> first;           // by rank: where its gradients go (an INA switch or the PS; the PS's own rank: the PS)
   std::vector<NodeId> switches;        // the INA switches on the tree, by id
-  // By graph node (INA switches on the tree and the PS; kNoNode, 0 or empty elsewhere):
-  std::vector<NodeId> parent;          // the next INA switch toward the PS, or the PS
-  std::vector<RankBits> subtree;       // switches: the ranks whose gradients reach the PS through it
-  std::vector<RankBits> direct;        // the ranks whose first hop it is (the PS: without its own rank)
-  std::vector<std::vector<NodeId>> children;  // the INA switches whose parent it is
+  std::vector<Entry> entries;          // by node id
+
+  const Entry* find(NodeId v) const;
+  NodeId parent(NodeId v) const { const Entry* e = find(v); return e ? e->parent : kNoNode; }
+  RankBits subtree(NodeId v) const { const Entry* e = find(v); return e ? e->subtree : RankBits{}; }
+  RankBits direct(NodeId v) const { const Entry* e = find(v); return e ? e->direct : RankBits{}; }
+  std::vector<NodeId> children(NodeId v) const { const Entry* e = find(v); return e ? e->children : std::vector<NodeId>{}; }
 };
 
 // Parameter servers co-located with the workers, one shard each (the Rina
-// paper's PS and PS-based INA baselines, §VI-A): N workers (hosts by rank),
-// N shards, the PS of shard k on the host of rank k. Shard k is a job of its
-// own (id k + 1: its PSN stream, multicast group and job-table entry), with
-// all N workers. With `ina`, the graph's INA switches run the scheme's
-// program and aggregate along each shard's tree (topo::Routing's shortest
-// path from each worker, and from each INA switch, to the PS); without, every
-// worker sends to the PS and no switch has a program.
+// paper's PS and PS-based INA baselines, §VI-A), for one job or several
+// sharing the network. A job of N workers (hosts by rank) has N shards, the
+// PS of its shard k on the host of its rank k. Shards are numbered across
+// the jobs (job 0's first, then job 1's: shard s of the cluster is the
+// shard of the s-th host in that order), and each shard is a job of its own
+// to the switches and the engine (id s + 1: its PSN stream, multicast group
+// and job-table entry) with the N workers of its job. With `ina`, the
+// graph's INA switches run the scheme's program and aggregate along each
+// shard's tree (topo::Routing's shortest path from each worker, and from
+// each INA switch, to the PS); without, every worker sends to the PS and no
+// switch has a program. A job's hosts must be its own (no host in two jobs).
 class ShardedPsCluster {
  public:
-  ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> workers, bool ina);
+  ShardedPsCluster(const topo::Graph& g, std::vector<std::vector<NodeId>> jobs, bool ina);
+  // One job.
+  ShardedPsCluster(const topo::Graph& g, std::vector<NodeId> workers, bool ina)
+      : ShardedPsCluster(g, std::vector<std::vector<NodeId>>{std::move(workers)}, ina) {}
 
-  size_t shards() const { return workers_.size(); }
+  size_t jobs() const { return jobs_.size(); }
+  size_t shards() const { return job_index_.size(); }  // over every job
   static uint16_t job_of(size_t shard) { return static_cast<uint16_t>(shard + 1); }
-  const std::vector<NodeId>& workers() const { return workers_; }
+  const std::vector<NodeId>& workers(size_t job = 0) const { return jobs_.at(job); }
+  size_t first_shard(size_t job) const { return first_.at(job); }  // the shard of the job's rank 0
+  size_t job_index(size_t shard) const { return job_index_.at(shard); }
   const ShardTree& tree(size_t shard) const { return trees_.at(shard); }
   // The switches that run a program (with `ina`: the graph's INA switches, by id).
   const std::vector<NodeId>& ina_switches() const { return ina_; }
@@ -143,14 +165,15 @@ class ShardedPsCluster {
   // other INA switch a peer.
   std::unique_ptr<dp::SwitchProgram> make_switch(const schemes::Scheme& scheme, NodeId sw,
                                                  const dp::SwitchConfig& cfg) const;
-  // Worker `rank`'s transport for `shard` over `base`: gradients to its first hop on the tree,
-  // results accepted from the PS and every INA switch.
+  // Worker `rank` (of the shard's job)'s transport for `shard` over `base`:
+  // gradients to its first hop on the tree, results accepted from the PS and every INA switch.
   host::WorkerConfig worker(size_t shard, size_t rank, host::WorkerConfig base = {}) const;
   // The PS of `shard` over `base`; its reminder fetches from the INA switches of the tree.
   host::PsConfig ps(size_t shard, host::PsConfig base = {}) const;
 
  private:
-  std::vector<NodeId> workers_;
+  std::vector<std::vector<NodeId>> jobs_;
+  std::vector<size_t> first_, job_index_;
   std::vector<NodeId> ina_;
   std::vector<ShardTree> trees_;
 };
