@@ -98,14 +98,19 @@ class Communicator:
         return self._c.allreduce_async(_array(x), op)
 
     def allreduce_sparse(self, keys, values, op="sum", key_space=0):
-        """Sum of every worker's <key, value> pairs: (keys, values, info) for the union of the keys."""
+        """Sum of every worker's <key, value> pairs: (keys, values, info) for the union of the keys.
+
+        keys: strictly ascending uint64; values: float32 or int32, one per key. key_space: the model's
+        size, required on dense schemes (switchml, atp, dsa), ignored by zebra and ps-lite.
+        """
         import numpy as np
 
-        values = _array(values)
-        kind = np.asarray(values).dtype
-        if kind == np.int32:
+        values = np.asarray(_array(values))
+        if values.dtype == np.int32:
             return self._c.allreduce_sparse_int32(keys, values, op, key_space)
-        return self._c.allreduce_sparse_float(keys, values, op, key_space)
+        if values.dtype == np.float32:
+            return self._c.allreduce_sparse_float(keys, values, op, key_space)
+        raise TypeError(f"allreduce_sparse: expected float32 or int32 values, got {values.dtype}")
 
     def stats(self):
         """Transport and engine statistics (a snapshot) as a dict."""

@@ -77,6 +77,26 @@ def main():
     ha.wait()
     check("async a", a, expected(args.seed, n, sizes[-1], "float32", ha.info["scale"], "sum"))
     check("async b", b, expected(args.seed + 1, n, sizes[-2], "float32", hb.info["scale"], "sum"))
+    # sparse: each rank its own keys out of 0..999 (key_space for dense schemes; zebra and ps-lite ignore it)
+    def pairs(r):
+        rng = np.random.default_rng([args.seed, r, 99])
+        keys = np.sort(rng.choice(1000, size=100 + 50 * r, replace=False)).astype(np.uint64)
+        return keys, inputs(args.seed + 4, r, keys.size, "float32")
+
+    keys, values = pairs(rank)
+    got_keys, got_values, info = comm.allreduce_sparse(keys, values, key_space=1000)
+    dense = np.zeros(1000)
+    for r in range(n):
+        k, v = pairs(r)
+        dense[k.astype(np.int64)] += np.rint(v.astype(np.float64) * info["scale"])
+    union = np.unique(np.concatenate([pairs(r)[0] for r in range(n)]))
+    check("sparse keys", got_keys, union)
+    check("sparse values", got_values, (dense[union.astype(np.int64)] * (1.0 / info["scale"])).astype(np.float32))
+    try:
+        comm.allreduce_sparse(keys, values.astype(np.float64), key_space=1000)
+        report["mismatches"].append("sparse float64 values were accepted")
+    except TypeError:
+        pass
     if args.torch:
         import torch
 

@@ -143,7 +143,9 @@ class Allreduce(unittest.TestCase):
             reps = reports(d, workers)
         sizes = [1, 63, 64, 65, 1000, 4099]
         # per size: float sum, float average, int32 sum; then two async ops; with torch three more
-        want = 3 * sum(sizes) + 4099 + 1000 + ((4099 + 4098 + 1000) if torch else 0)
+        # sparse: keys (the union) and values
+        union = 2 * len(set().union(*(self.sparse_keys(r) for r in range(workers))))
+        want = 3 * sum(sizes) + 4099 + 1000 + union + ((4099 + 4098 + 1000) if torch else 0)
         lost = 0
         for rep in reps:
             self.assertEqual(rep["mismatches"], [])
@@ -164,6 +166,15 @@ class Allreduce(unittest.TestCase):
 
     def test_two_workers_atp_one_percent_loss(self):
         self.run_job(2, "atp", 0.01)
+
+    def test_two_workers_zebra_one_percent_loss(self):
+        self.run_job(2, "zebra", 0.01)  # the sparse op as <key, value> pairs at the PS (no hot set), dense ops too
+
+    @staticmethod
+    def sparse_keys(r, seed=7):
+        import numpy as np
+
+        return set(np.random.default_rng([seed, r, 99]).choice(1000, size=100 + 50 * r, replace=False).tolist())
 
 
 class Launcher(unittest.TestCase):
