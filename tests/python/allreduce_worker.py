@@ -10,6 +10,8 @@ import argparse
 import json
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -52,6 +54,30 @@ def main():
             bad = np.flatnonzero(np.asarray(got) != want)
             report["mismatches"].append(f"{name}: {bad.size} values differ, first at {bad[0]}: {np.asarray(got)[bad[0]]} != {want[bad[0]]}")
 
+    # the GIL is released while an allreduce waits: rank 1 joins the op 0.6 s late, and a
+    # thread of rank 0 counts 1 ms sleeps meanwhile (it could not run if the wait held the GIL)
+    x = np.ones(10, np.float32)
+    if rank == 0:
+        ticks, stop = [0], threading.Event()
+
+        def ticker():
+            while not stop.is_set():
+                ticks[0] += 1
+                time.sleep(0.001)
+
+        t = threading.Thread(target=ticker)
+        t.start()
+        time.sleep(0.01)
+        t0, before = time.monotonic(), ticks[0]
+        comm.allreduce(x)
+        report["gil_ticks"], report["gil_wait_s"] = ticks[0] - before, time.monotonic() - t0
+        stop.set()
+        t.join()
+    else:
+        time.sleep(0.6)
+        comm.allreduce(x)
+    if not np.array_equal(x, np.full(10, n, np.float32)):
+        report["mismatches"].append(f"ones: {x}")
     # bad buffers are refused before anything is sent (the ranks stay in step)
     ro = np.zeros(4, np.float32)
     ro.flags.writeable = False

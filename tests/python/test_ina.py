@@ -147,6 +147,9 @@ class Allreduce(unittest.TestCase):
         union = 2 * len(set().union(*(self.sparse_keys(r) for r in range(workers))))
         want = 3 * sum(sizes) + 4099 + 1000 + union + ((4099 + 4098 + 1000) if torch else 0)
         lost = 0
+        # rank 0's other thread ran while its allreduce waited for rank 1 (the GIL was released)
+        self.assertGreaterEqual(reps[0]["gil_wait_s"], 0.3)
+        self.assertGreaterEqual(reps[0]["gil_ticks"], 50)
         for rep in reps:
             self.assertEqual(rep["mismatches"], [])
             self.assertEqual(rep["payload"], 64)
