@@ -78,6 +78,17 @@ def main():
         comm.allreduce(x)
     if not np.array_equal(x, np.full(10, n, np.float32)):
         report["mismatches"].append(f"ones: {x}")
+    # NaN on one rank: every rank's call raises ina.NonFiniteError (an ina.Error), buffers untouched
+    y = np.arange(5, dtype=np.float32)
+    if rank == 0:
+        y[3] = np.nan
+    before = y.copy()
+    try:
+        comm.allreduce(y)
+        report["mismatches"].append("NaN: no error")
+    except ina.NonFiniteError as e:
+        if not isinstance(e, ina.Error) or not np.array_equal(y, before, equal_nan=True):
+            report["mismatches"].append(f"NaN: {e!r}, buffer {y}")
     # bad buffers are refused before anything is sent (the ranks stay in step)
     ro = np.zeros(4, np.float32)
     ro.flags.writeable = False

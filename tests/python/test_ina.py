@@ -66,9 +66,9 @@ class Config(unittest.TestCase):
     def test_sources_and_precedence(self):
         with Env(**CLEAN):
             c = ina.resolve_config({"switch": "127.0.0.1:9", "rank": 1, "workers": 4, "offload": False,
-                                    "faults": {"loss": 0.01}})
-            self.assertEqual((c["switch"], c["rank"], c["workers"], c["offload"], c["faults"]["loss"]),
-                             ("127.0.0.1:9", 1, 4, False, 0.01))
+                                    "scale": 1024.0, "timeout_ms": 2500, "faults": {"loss": 0.01}})
+            self.assertEqual((c["switch"], c["rank"], c["workers"], c["offload"], c["scale"], c["timeout_ms"],
+                              c["faults"]["loss"]), ("127.0.0.1:9", 1, 4, False, 1024.0, 2500.0, 0.01))
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "job.toml")
             with open(path, "w") as f:
