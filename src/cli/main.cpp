@@ -372,7 +372,9 @@ int main(int argc, char** argv) {
       throw std::runtime_error("cannot run " + exe.string() + ": " + std::strerror(errno));
     }
     if (chosen == "plan") return plan();
-    if (chosen == "switch" || chosen == "ps" || chosen == "worker" || chosen == "ring-worker" || chosen == "run") return runtime();
+    if (chosen == "switch" || chosen == "ps" || chosen == "worker" || chosen == "ring-worker" || chosen == "run" ||
+        chosen == "train-py")
+      return runtime();
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());

@@ -318,6 +318,23 @@ struct RunCmd {
   }
 };
 
+// `ina train-py SCRIPT [-- ARGS]`: switch, PS and N copies of a Python
+// training script (rt::LaunchConfig::command).
+struct TrainPyCmd {
+  rt::LaunchConfig c;
+  std::string python = "/usr/bin/python3";
+
+  // args: what follows the options: SCRIPT [--] [ARGS...] (the "--" is dropped).
+  int run(std::vector<std::string> args) {
+    if (!args.empty() && args[0] == "--") args.erase(args.begin());
+    if (args.empty()) throw rt::RuntimeError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [-- ARGS...]");
+    if (args.size() > 1 && args[1] == "--") args.erase(args.begin() + 1);
+    c.command = {python};
+    c.command.insert(c.command.end(), args.begin(), args.end());
+    return rt::launch(c, std::cout);
+  }
+};
+
 }  // namespace
 
 Runner register_runtime(CLI::App& app) {
@@ -496,13 +513,36 @@ Runner register_runtime(CLI::App& app) {
   r->add_flag("--force", c.force, "start even beyond the process bound (64 per CPU) or the memory estimate");
   rn->jobs_opt = r->get_option("--jobs");
 
-  return [&app, sw, ps, wk, rn, rw]() -> int {
+  auto tp = std::make_shared<TrainPyCmd>();
+  tp->c.timeout_s = 3600;
+  auto* t = app.add_subcommand("train-py", "Run a PyTorch script on N workers over ina: starts the switch (and PS), then "
+                                           "N copies of SCRIPT with torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT "
+                                           "and the job's INA_* settings in their environment (docs/python.md)");
+  t->prefix_command();  // SCRIPT [-- ARGS...]: everything from the script on is the script's
+  t->footer("SCRIPT [-- ARGS...] follow the options: the script and its arguments");
+  t->add_option("--workers", tp->c.workers, "copies of the script (ranks)")->capture_default_str()->check(CLI::Range(1, 64));
+  t->add_option("--scheme", tp->c.scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+      ->capture_default_str()->check(SchemeOf(schemes::Engine::Runtime));
+  t->add_option("--payload", tp->c.payload, "int32 values per packet")->capture_default_str()->check(CLI::Range(1, 16000));
+  t->add_option("--memory", tp->c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
+  t->add_option("--loss", tp->c.loss, "datagram loss rate injected in every process")->check(Finite(0, 0.999));
+  t->add_option("--duplicate", tp->c.duplicate, "duplication rate")->check(Finite(0, 0.999));
+  t->add_option("--reorder", tp->c.reorder, "reordering rate")->check(Finite(0, 0.999));
+  t->add_option("--python", tp->python, "the interpreter (absolute path)")->capture_default_str();
+  t->add_option("--timeout", tp->c.timeout_s, "give up after this many seconds")->capture_default_str()
+      ->check(Finite(0, 1e6, true, "seconds"));
+  t->add_option("--seed", tp->c.seed, "fault-injection seed")->capture_default_str();
+  t->add_option("--json", tp->c.json_out, "write a JSON summary (switch and PS statistics)");
+  t->add_flag("--verbose", tp->c.verbose, "let the switch and PS log their events");
+
+  return [&app, sw, ps, wk, rn, rw, tp]() -> int {
     try {
       if (app.got_subcommand("switch")) return sw->run();
       if (app.got_subcommand("ps")) return ps->run();
       if (app.got_subcommand("worker")) return wk->run();
       if (app.got_subcommand("ring-worker")) return rw->run();
       if (app.got_subcommand("run")) return rn->run();
+      if (app.got_subcommand("train-py")) return tp->run(app.get_subcommand("train-py")->remaining());
     } catch (const rt::RuntimeError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

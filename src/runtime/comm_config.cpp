@@ -133,6 +133,12 @@ const Setting kSettings[] = {
      [](CommConfig& c, const std::string& v, const std::string& w) { c.faults.seed = parse_uint(v, 0, UINT64_MAX, w); }},
 };
 
+const Setting& find_setting(const std::string& section, const std::string& key, const std::string& origin) {
+  for (const auto& s : kSettings)
+    if (section == s.section && key == s.key) return s;
+  throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
+}
+
 // A TOML scalar as the text the setters parse.
 std::string scalar_text(const toml::node& n, const std::string& where) {
   if (auto s = n.as_string()) return s->get();
@@ -201,15 +207,30 @@ CommConfig CommConfig::from_toml_string(const std::string& text, const std::stri
       throw RuntimeError(fmt::format("{}: unknown section [{}] (expected [communicator] and [faults])", origin, section));
     for (const auto& [k, v] : *table) {
       const std::string key(k.str());
-      const Setting* found = nullptr;
-      for (const auto& s : kSettings)
-        if (section == s.section && key == s.key) found = &s;
-      if (!found) throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
-      if (found == &kSettings[0]) continue;  // the profile, applied above
+      const Setting& found = find_setting(section, key, origin);
+      if (&found == &kSettings[0]) continue;  // the profile, applied above
       const std::string where = fmt::format("{}: {}.{}", origin, section, key);
-      found->set(base, scalar_text(v, where), where);
+      found.set(base, scalar_text(v, where), where);
     }
   }
+  return base;
+}
+
+CommConfig CommConfig::from_settings(const std::vector<std::pair<std::string, std::string>>& settings,
+                                     const std::string& origin, CommConfig base) {
+  auto split = [&](const std::string& name) {
+    const size_t dot = name.find('.');
+    return dot == std::string::npos ? std::pair<std::string, std::string>{"communicator", name}
+                                    : std::pair<std::string, std::string>{name.substr(0, dot), name.substr(dot + 1)};
+  };
+  // The profile first, as in a file: the other keys override its fields.
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [name, value] : settings) {
+      const auto [section, key] = split(name);
+      const Setting& s = find_setting(section, key, origin);
+      if ((&s == &kSettings[0]) != (pass == 0)) continue;
+      s.set(base, value, fmt::format("{}: {}.{}", origin, section, key));
+    }
   return base;
 }
 

@@ -43,6 +43,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -118,6 +119,11 @@ struct CommConfig {
   // INA_REORDER_US, INA_DELAY_US, INA_FAULT_SEED.
   static CommConfig from_env();
   static CommConfig from_env(CommConfig base);
+  // The same keys as name/value texts (the Python module's dict): "rank" for
+  // communicator.rank, "faults.loss" for a [faults] key. Errors name
+  // "origin: section.key" and the value, as for a file.
+  static CommConfig from_settings(const std::vector<std::pair<std::string, std::string>>& settings,
+                                  const std::string& origin, CommConfig base);
 };
 
 struct AllreduceOptions {

@@ -9,7 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -69,6 +72,19 @@ std::vector<std::string> fault_args(const LaunchConfig& c) {
   if (c.duplicate > 0) a.insert(a.end(), {"--duplicate", fmt::format("{}", c.duplicate)});
   if (c.reorder > 0) a.insert(a.end(), {"--reorder", fmt::format("{}", c.reorder)});
   return a;
+}
+
+// A TCP port on loopback that is free now (torch.distributed's rendezvous in `ina train-py`).
+uint16_t free_loopback_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw RuntimeError(fmt::format("cannot find a free loopback port: {}", errno_text(errno)));
+  return ntohs(a.sin_port);
 }
 
 // Whether the scheme's jobs have a PS (the registry's word; an unknown name is refused by validate()).
@@ -250,6 +266,14 @@ void validate(const LaunchConfig& c) {
     if (!(c.fail_detect_ms >= kMinFailDetectMs && c.fail_detect_ms <= 1e6))
       throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
                                      "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
+  }
+  if (!c.command.empty()) {
+    if (c.jobs != 1 || !c.job_workers.empty())
+      throw RuntimeError(fmt::format("train-py runs one job: got {}", workers_flags(c)));
+    if (uses_layout(c))
+      throw RuntimeError(fmt::format("--scheme {}: train-py runs a scheme with one switch (not a ring layout)", c.scheme));
+    if (c.command[0].empty() || c.command[0][0] != '/')
+      throw RuntimeError(fmt::format("the worker command '{}' must be an absolute path", c.command[0]));
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
     throw RuntimeError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
@@ -601,9 +625,10 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     f << j.dump(1) << "\n";
     if (!f) std::cerr << "ina run: cannot write " << cfg.json_out << "\n";
   };
+  const std::string me = cfg.command.empty() ? "ina run" : "ina train-py";
   auto fail = [&](Failure f) {
-    std::cerr << "ina run: " << f.message << "\n";
-    if (!sup.all_reaped()) std::cerr << "ina run: stopping the remaining processes\n";
+    std::cerr << me << ": " << f.message << "\n";
+    if (!sup.all_reaped()) std::cerr << me << ": stopping the remaining processes\n";
     sup.stop_all();
     if (!cfg.json_out.empty()) {
       nlohmann::json failure = {{"message", f.message}, {"exit_status", f.status}};
@@ -666,6 +691,22 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       f << "[faults]\n" << fmt::format("loss = {}\nduplicate = {}\nreorder = {}\n", cfg.loss, cfg.duplicate, cfg.reorder);
       if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
     }
+    if (!cfg.command.empty()) {
+      const uint16_t master_port = free_loopback_port();
+      const std::vector<std::string> args(cfg.command.begin() + 1, cfg.command.end());
+      for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
+        const std::string n = std::to_string(cfg.workers_of(j));
+        std::vector<std::string> env{"INA_CONFIG=" + toml.string(), fmt::format("INA_RANK={}", r),
+                                     "INA_JOB_KEY=" + to_hex(job_key(switch_key, static_cast<uint16_t>(j))),
+                                     fmt::format("INA_FAULT_SEED={}", cfg.seed * 7919 + 100 * j + r),
+                                     fmt::format("RANK={}", r), fmt::format("LOCAL_RANK={}", r), "WORLD_SIZE=" + n,
+                                     "LOCAL_WORLD_SIZE=" + n, "MASTER_ADDR=127.0.0.1",
+                                     fmt::format("MASTER_PORT={}", master_port)};
+        sup.spawn(Kind::Worker, fmt::format("worker rank {} ({})", r, cfg.command.size() > 1 ? cfg.command[1] : cfg.command[0]),
+                  j, r, cfg.command[0], args, -1, env);
+      }
+      continue;
+    }
     for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
       std::vector<std::string> a{"worker", "--key-file", job_key_file, "--config", toml.string(), "--rank", std::to_string(r), "--size",
                                  std::to_string(cfg.size_bytes), "--iterations", std::to_string(cfg.iterations),
@@ -713,11 +754,17 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   uint64_t mismatches = 0, workers_refused = 0;  // refused: malformed or foreign packets at a worker
   std::string per_job;
   for (unsigned j = 1; j <= cfg.jobs; ++j) per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
-  out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
-                     "loss {}, duplicate {}, reorder {}\n",
-                     cfg.scheme, stats.value("policy", "?"), cfg.jobs, per_job, cfg.iterations,
-                     mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
-  for (unsigned j = 1; j <= cfg.jobs; ++j) {
+  if (cfg.command.empty())
+    out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
+                       "loss {}, duplicate {}, reorder {}\n",
+                       cfg.scheme, stats.value("policy", "?"), cfg.jobs, per_job, cfg.iterations,
+                       mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
+  else
+    out << fmt::format("ina train-py: {} ({} policy), {} workers of '{}' exited 0, payload {} values, loss {}, "
+                       "duplicate {}, reorder {}\n",
+                       cfg.scheme, stats.value("policy", "?"), per_job, fmt::join(cfg.command, " "), cfg.payload, cfg.loss,
+                       cfg.duplicate, cfg.reorder);
+  for (unsigned j = 1; j <= cfg.jobs && cfg.command.empty(); ++j) {
     nlohmann::json reports = nlohmann::json::array();
     double slowest = 0;
     uint64_t verified = 0, bad = 0;
@@ -787,7 +834,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     if (!problems.empty()) j["failure"] = {{"message", fmt::format("{}", fmt::join(problems, "; "))}, {"exit_status", mismatches ? 3 : 1}};
     write_json(j);
   }
-  for (const auto& p : problems) std::cerr << "ina run: FAILED: " << p << "\n";
+  for (const auto& p : problems) std::cerr << me << ": FAILED: " << p << "\n";
   if (mismatches) return 3;
   return problems.empty() ? 0 : 1;
 }

@@ -55,6 +55,15 @@ struct LaunchConfig {
   // `fail_rank` stops for good inside op `fail_at_op` (`ina ring-worker
   // --crash-at-op`); every rank watches heartbeats (--fail-detect-ms) and the
   // job finishes over the survivors. -1: no failure.
+  // `ina train-py`: the workers run this command (argv[0] an absolute path)
+  // instead of `ina worker`, one job, each with the job's settings in its
+  // environment: INA_CONFIG (the job's [communicator]/[faults] file),
+  // INA_RANK, INA_JOB_KEY, INA_FAULT_SEED and torchrun's RANK, WORLD_SIZE,
+  // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (a free loopback
+  // port for torch.distributed's own rendezvous). The run then checks the
+  // processes' exit statuses and the switch's statistics; --size and
+  // --iterations do not apply.
+  std::vector<std::string> command;
   int fail_rank = -1;
   int fail_at_op = -1;
   double fail_detect_ms = 500;

@@ -1,0 +1,265 @@
+"""The `ina` Python package (ctest python.ina; PYTHONPATH = the build's python/, INA_BINARY = ina).
+
+Allreduce runs start their ranks with `ina train-py` (switch, PS, N copies of
+a script); each rank checks its results bit for bit against numpy
+(allreduce_worker.py) and the test reads their reports.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import ina
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INA = os.environ.get("INA_BINARY", os.path.join(HERE, "..", "..", "build", "ina"))
+SOURCE = os.environ.get("INA_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+KEY = "0" * 63 + "1"  # a well-formed job credential for runs that never reach a switch
+
+
+def train_py(workers, scheme, script, script_args, extra=(), timeout=120):
+    cmd = [INA, "train-py", "--workers", str(workers), "--scheme", scheme, "--timeout", "90", *extra,
+           os.path.join(HERE, script), "--", *script_args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def reports(d, n):
+    out = []
+    for r in range(n):
+        with open(os.path.join(d, f"rank{r}.json")) as f:
+            out.append(json.load(f))
+    return out
+
+
+class Env:
+    """Sets environment variables for a block (the C++ side reads the process environment)."""
+
+    def __init__(self, **kv):
+        self.kv, self.old = kv, {}
+
+    def __enter__(self):
+        for k, v in self.kv.items():
+            self.old[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+CLEAN = {k: None for k in ("INA_CONFIG", "INA_RANK", "INA_WORKERS", "INA_SWITCH", "INA_LOSS", "RANK", "WORLD_SIZE")}
+
+
+class Config(unittest.TestCase):
+    """The C++ settings table from a dict, a TOML file, INA_* and torchrun's variables."""
+
+    def test_sources_and_precedence(self):
+        with Env(**CLEAN):
+            c = ina.resolve_config({"switch": "127.0.0.1:9", "rank": 1, "workers": 4, "offload": False,
+                                    "scale": 1024.0, "timeout_ms": 2500, "faults": {"loss": 0.01}})
+            self.assertEqual((c["switch"], c["rank"], c["workers"], c["offload"], c["scale"], c["timeout_ms"],
+                              c["faults"]["loss"]), ("127.0.0.1:9", 1, 4, False, 1024.0, 2500.0, 0.01))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "job.toml")
+            with open(path, "w") as f:
+                f.write('[communicator]\nswitch = "127.0.0.1:8"\nworkers = 3\nrank = 2\n[faults]\nloss = 0.02\n')
+            with Env(**CLEAN):
+                c = ina.resolve_config(path)
+                self.assertEqual((c["switch"], c["rank"], c["workers"], c["faults"]["loss"]), ("127.0.0.1:8", 2, 3, 0.02))
+            # INA_* over INA_CONFIG; torchrun's RANK / WORLD_SIZE only where INA_RANK / INA_WORKERS are unset; a dict over all
+            with Env(**{**CLEAN, "INA_CONFIG": path, "INA_RANK": "1", "RANK": "0", "WORLD_SIZE": "5"}):
+                c = ina.resolve_config()
+                self.assertEqual((c["switch"], c["rank"], c["workers"]), ("127.0.0.1:8", 1, 5))
+                c = ina.resolve_config({"rank": 4})
+                self.assertEqual((c["rank"], c["workers"]), (4, 5))
+
+    def test_bad_values_name_source_field_and_value(self):
+        with Env(**CLEAN):
+            cases = [({"rank": "x"}, "config dict: communicator.rank 'x'"),
+                     ({"faults": {"los": 0.1}}, "config dict: unknown key faults.los"),
+                     ({"switch": "nowhere"}, "nowhere"),
+                     ({"rank": 2, "workers": 2}, "rank 2 is not below the worker count 2")]
+            for cfg, text in cases:
+                with self.assertRaises(ina.Error) as e:
+                    ina.resolve_config(cfg)
+                self.assertIn(text, str(e.exception))
+            with self.assertRaisesRegex(TypeError, "config dict: rank: expected a number"):
+                ina.resolve_config({"rank": [1]})
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.toml")
+            with open(path, "w") as f:
+                f.write("[communicator]\nworkers = 0\n")
+            with Env(**CLEAN), self.assertRaises(ina.Error) as e:
+                ina.resolve_config(path)
+            self.assertIn(f"{path}: communicator.workers '0'", str(e.exception))
+        with Env(**{**CLEAN, "INA_LOSS": "2"}), self.assertRaises(ina.Error) as e:
+            ina.resolve_config()
+        self.assertIn("INA_LOSS '2'", str(e.exception))
+
+    def test_no_switch_fails_within_the_timeout_naming_the_address(self):
+        # refused: nothing listens on the port
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with Env(**CLEAN):
+            t0 = time.monotonic()
+            with self.assertRaises(ina.Error) as e:
+                ina.Communicator({"switch": f"127.0.0.1:{port}", "job_key": KEY, "connect_timeout_ms": 500})
+            self.assertIn(f"127.0.0.1:{port}", str(e.exception))
+            self.assertLess(time.monotonic() - t0, 0.5 + 2.0)
+            # silent: a TCP listener that never answers; the join times out after connect_timeout
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                s.listen()
+                addr = f"127.0.0.1:{s.getsockname()[1]}"
+                t0 = time.monotonic()
+                with self.assertRaises(ina.Error) as e:
+                    ina.Communicator({"switch": addr, "job_key": KEY, "connect_timeout_ms": 700,
+                                      "rendezvous_timeout_ms": 700})
+                took = time.monotonic() - t0
+            self.assertIn(addr, str(e.exception))
+            self.assertGreaterEqual(took, 0.7)
+            self.assertLess(took, 0.7 + 2.0)
+
+
+class Allreduce(unittest.TestCase):
+    """allreduce / allreduce_async exact against numpy, 2 and 4 processes, sizes off the payload, 1 % loss."""
+
+    def run_job(self, workers, scheme, loss, torch=False):
+        with tempfile.TemporaryDirectory() as d:
+            extra = ["--payload", "64"] + (["--loss", str(loss)] if loss else [])
+            r = train_py(workers, scheme, "allreduce_worker.py", ["--out", d] + (["--torch"] if torch else []), extra)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            reps = reports(d, workers)
+        sizes = [1, 63, 64, 65, 1000, 4099]
+        # per size: float sum, float average, int32 sum; then two async ops; with torch three more
+        # sparse: keys (the union) and values
+        union = 2 * len(set().union(*(self.sparse_keys(r) for r in range(workers))))
+        want = 3 * sum(sizes) + 4099 + 1000 + union + ((4099 + 4098 + 1000) if torch else 0)
+        lost = 0
+        # rank 0's other thread ran while its allreduce waited for rank 1 (the GIL was released)
+        self.assertGreaterEqual(reps[0]["gil_wait_s"], 0.3)
+        self.assertGreaterEqual(reps[0]["gil_ticks"], 50)
+        for rep in reps:
+            self.assertEqual(rep["mismatches"], [])
+            self.assertEqual(rep["payload"], 64)
+            self.assertEqual(rep["checked"], want)
+            lost += rep["stats"]["engine"]["fault_lost"]
+        if loss:
+            self.assertGreater(lost, 0)  # loss was injected at the workers
+        else:
+            self.assertEqual(lost, 0)
+        return reps
+
+    def test_two_workers_switchml_numpy_and_torch(self):
+        self.run_job(2, "switchml", 0, torch=True)
+
+    def test_four_workers_dsa_one_percent_loss(self):
+        self.run_job(4, "dsa", 0.01)
+
+    def test_two_workers_atp_one_percent_loss(self):
+        self.run_job(2, "atp", 0.01)
+
+    def test_two_workers_zebra_one_percent_loss(self):
+        self.run_job(2, "zebra", 0.01)  # the sparse op as <key, value> pairs at the PS (no hot set), dense ops too
+
+    @staticmethod
+    def sparse_keys(r, seed=7):
+        import numpy as np
+
+        return set(np.random.default_rng([seed, r, 99]).choice(1000, size=100 + 50 * r, replace=False).tolist())
+
+
+class Launcher(unittest.TestCase):
+    def test_world_size_mismatch_names_the_field(self):
+        with tempfile.TemporaryDirectory() as d:
+            # rank 1 claims 3 workers: whichever rank joins second is refused ("job 1 has N workers,
+            # this member says M"), or rank 1 times out waiting for a third; the launcher names the rank
+            r = train_py(2, "switchml", "misc_worker.py", ["--out", d, "--mode", "workers=3"])
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertRegex(r.stderr, r"worker rank \d .* exited with status 4")
+            reps = []
+            for name in sorted(os.listdir(d)):
+                with open(os.path.join(d, name)) as f:
+                    reps.append(json.load(f))
+            self.assertGreaterEqual(len(reps), 1)
+            for rep in reps:
+                self.assertRegex(rep["error"], r"(has \d workers, this member says \d|\d of 3 workers joined)")
+                self.assertLess(rep["seconds"], 3.0 + 2.0)
+
+    def test_interrupt_stops_every_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            cmd = [INA, "train-py", "--workers", "2", "--scheme", "dsa", os.path.join(HERE, "misc_worker.py"), "--",
+                   "--out", d, "--mode", "sleep"]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            pids = []
+            deadline = time.monotonic() + 20
+            while len(pids) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                pids = []
+                for r in range(2):
+                    try:
+                        with open(os.path.join(d, f"rank{r}.pid")) as f:
+                            pids.append(int(f.read()))
+                    except (OSError, ValueError):
+                        pass
+            self.assertEqual(len(pids), 2)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=15)
+            self.assertEqual(p.returncode, 130, err)
+            self.assertIn("interrupted by signal 2", err)
+            for pid in pids:
+                with self.assertRaises(ProcessLookupError):
+                    os.kill(pid, 0)
+
+
+class Ddp(unittest.TestCase):
+    """DDP with the ina hook against DDP over gloo, same seeds, same processes (examples/ddp_fashion_mnist.py)."""
+
+    def test_hook_matches_gloo(self):
+        lr, k, n = 0.05, 5, 2
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "ddp.json")
+            cmd = [INA, "train-py", "--workers", str(n), "--scheme", "switchml", "--timeout", "150",
+                   os.path.join(SOURCE, "examples", "ddp_fashion_mnist.py"), "--", "--epochs", "1",
+                   "--limit-train", "4096", "--limit-test", "1000", "--lr", str(lr), "--momentum", "0",
+                   "--compare-steps", str(k), "--json", out]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out) as f:
+                rep = json.load(f)
+        ina_run, gloo_run = rep["runs"]["ina"], rep["runs"]["gloo"]
+        steps = ina_run["steps_per_epoch"]
+        self.assertEqual(steps, 4096 // (64 * n))
+        # the hook averaged every step's buckets (one bucket per step here: the model is far below 25 MB)
+        self.assertEqual(ina_run["hook_ops"], steps)
+        self.assertEqual(len(set(ina_run["digests"])), 1)  # the same bits on every rank
+        # Parameters after k plain-SGD steps. Per step and value the ina mean differs from the exact
+        # mean by <= 0.5 / s (fixed point, scale s of that op) and each side's float32 rounding by
+        # <= 3 * 2^-24 * max|g|, with max|g| < 2^32 / (n s) (s is the largest power of two with
+        # max|g| s <= INT32_MAX / n - 1): e = (0.5 + 3 * 2^8 / n) / s. The update p - lr g adds
+        # <= 2^-24 max|p| per step on each side. Bound: lr * sum e + k * 2^-23 * max|p|, doubled
+        # for the drift of the gradients themselves over so few steps.
+        ops = rep["compare"]["ops"]
+        self.assertEqual(len(ops), k)
+        bound = 2 * (lr * sum((0.5 + 3 * 256 / n) / o["scale"] for o in ops)
+                     + k * 2.0 ** -23 * rep["compare"]["max_abs_param"])
+        self.assertLessEqual(rep["compare"]["max_abs_diff"], bound)
+        # accuracy after the short run within 0.5 percentage points
+        acc_ina = ina_run["epochs"][-1]["test_accuracy"]
+        acc_gloo = gloo_run["epochs"][-1]["test_accuracy"]
+        self.assertLessEqual(abs(acc_ina - acc_gloo) * 100, 0.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
