@@ -306,7 +306,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
         c.memory_bytes = static_cast<uint64_t>(switch_memory_mb(s, g, v) * workload::kMiB);
         c.payload_values = s.payload_values;
         c.seed = mix(s.seed, v);
-        c.track_tasks = scheme.track_tasks;
+        c.track_tasks = false;  // DSA's per-task marks feed the star's reports only (a cache miss per packet here)
         auto prog = cl.make_switch(scheme, id, c);
         programs.push_back(prog.get());
         program_ids.push_back(id);
