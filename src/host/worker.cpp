@@ -133,7 +133,8 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   }
   const int shift = std::min<int>(r.retx, 3);
   r.deadline = now + std::min<Time>(rtt_.timeout() << shift, cfg_.max_rto);
-  if (rto_q_.push(r.deadline, h.psn)) fx.set_timer(r.deadline, 0);
+  if (rto_q_.push(r.deadline, h.psn, [&](uint32_t q, Time dl) { return rto_current(q, dl) != nullptr; }))
+    fx.set_timer(r.deadline, 0);
   fx.send(p);
 }
 
@@ -396,15 +397,16 @@ void WorkerTransport::on_timer(uint64_t token, Time now, Effects& fx) {
   on_rto(now, fx);
 }
 
+WorkerTransport::Rec* WorkerTransport::rto_current(uint32_t psn, Time dl) {
+  Op* op = find(psn);
+  if (!op || op->complete) return nullptr;
+  Rec& r = op->recs[psn - op->psn0];
+  return r.done || r.deadline != dl ? nullptr : &r;
+}
+
 void WorkerTransport::on_rto(Time now, Effects& fx) {
-  auto current = [&](uint32_t psn, Time dl) -> Rec* {
-    Op* op = find(psn);
-    if (!op || op->complete) return nullptr;
-    Rec& r = op->recs[psn - op->psn0];
-    return r.done || r.deadline != dl ? nullptr : &r;
-  };
   const Time next = rto_q_.expire(now, [&](uint32_t psn, Time dl) {
-    Rec* rp = current(psn, dl);
+    Rec* rp = rto_current(psn, dl);
     if (!rp) return;
     Rec& r = *rp;
     Op* op = find(psn);
@@ -425,7 +427,7 @@ void WorkerTransport::on_rto(Time now, Effects& fx) {
       ++st_.reminders;
       fx.send(m);
     }
-  }, [&](uint32_t psn, Time dl) { return current(psn, dl) != nullptr; });
+  }, [&](uint32_t psn, Time dl) { return rto_current(psn, dl) != nullptr; });
   if (next != kNever) fx.set_timer(next, 0);
 }
 

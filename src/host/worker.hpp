@@ -193,6 +193,8 @@ class WorkerTransport {
   void on_grad_request(Packet* p, Time now, Effects& fx);
   void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
+  // The record of `psn` if (psn, dl) is its current retransmission deadline, else nullptr.
+  Rec* rto_current(uint32_t psn, Time dl);
   void decrease(Time now);
   void detect_losses(Time now, Effects& fx);
   bool segmented() const { return cfg_.segment_size > 0; }
