@@ -48,6 +48,8 @@ TEST(StarLineRate, InaCountsTheHopsDerivedByHand) {
     EXPECT_EQ(r.hops, e.up + e.down);
     EXPECT_EQ(r.aggregations, e.up / 4);
     EXPECT_EQ(r.retransmits, 0u);
+    EXPECT_EQ(r.values_checked, e.down * 64);  // every value of every result delivered
+    EXPECT_EQ(r.bad_values, 0u);               // each is 4 (= 4 hosts x 1)
     EXPECT_EQ(r.pool_slots, 10240u);  // 5 MiB of 256 B aggregators, two pools
   }
 }

@@ -27,6 +27,19 @@ class DeadlineQueue {
     armed_ = at;
     return true;
   }
+  // The same, but before the FIFO ring would grow, the items at its front
+  // that `live` says are no longer current are dropped (expire() would skip
+  // them): the ring then holds about the live span, not every push since the
+  // earliest deadline (a transport pushes one item per packet sent and most
+  // are answered long before their deadline). Which items fire, and in what
+  // order, is unchanged: only dead items go, and only when `at` joins the
+  // FIFO either way.
+  template <typename Live>
+  bool push(Time at, Key key, Live&& live) {
+    if (fifo_.full() && at >= fifo_.back().at)
+      while (!fifo_.empty() && !live(fifo_.front().key, fifo_.front().at)) fifo_.pop_front();
+    return push(at, key);
+  }
   // On the engine timer: hands every expired item to `fn` in deadline order,
   // drops items at the front that `live` says are no longer current (so a
   // timer is not armed for each of them), then returns the time to re-arm at
@@ -68,6 +81,7 @@ class DeadlineQueue {
   class Ring {
    public:
     bool empty() const { return n_ == 0; }
+    bool full() const { return n_ != 0 && n_ == buf_.size(); }  // the next push_back grows it
     size_t size() const { return n_; }
     const Item& front() const { return buf_[head_]; }
     const Item& back() const { return buf_[(head_ + n_ - 1) & (buf_.size() - 1)]; }

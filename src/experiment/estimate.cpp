@@ -21,7 +21,9 @@ constexpr double kMiBytes = 1 << 20;
 //  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
 constexpr uint64_t kAggBytes = 32 + 4;
-//  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, done 1, padded;
+//  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, done 1, padded; counted
+//    per packet of the live ops, an upper bound: the transport keeps records of the packets in
+//    flight only (a ring per op); the measured peak RSS is still within the factor;
 constexpr uint64_t kRecBytes = 32;
 //  - its DeadlineQueue entry: (deadline, psn), padded;
 constexpr uint64_t kDeadlineBytes = 16;

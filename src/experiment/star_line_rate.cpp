@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <stdexcept>
 
@@ -16,13 +17,30 @@
 namespace ina::exp {
 namespace {
 
-// Gradient source with no per-value cost, so the figure is the simulator's.
+// Every host's gradient is all 1s, so every value of every result must be
+// the host count: each result is checked value by value (as ns-3's side does).
 class ConstTensor final : public host::TensorIO {
  public:
+  explicit ConstTensor(int32_t expected) : expected_(expected) {}
   void read_gradient(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 1); }
-  void write_result(uint64_t, std::span<const int32_t>) override {}
+  void write_result(uint64_t, std::span<const int32_t> v) override {
+    uint64_t bad = 0;
+    for (const int32_t x : v) bad += x != expected_;
+    bad_values += bad;
+    values_checked += v.size();
+  }
   void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }
+  uint64_t values_checked = 0, bad_values = 0;
+
+ private:
+  int32_t expected_;
 };
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 }  // namespace
 
@@ -38,7 +56,7 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   sim.add_node(std::move(sw), true);
   StarLineRateResult r;
   r.pool_slots = sim::register_jobs(*swp, plan, true);
-  auto tensor = std::make_shared<ConstTensor>();
+  auto tensor = std::make_shared<ConstTensor>(s.hosts);
   // Enough packets that no host runs out within `duration` at line rate.
   const double pkt_bits = 8.0 * (s.header_bytes + 4.0 * s.payload_values);
   const auto packets = static_cast<uint64_t>(to_ms(s.duration) * 1e-3 * s.gbps * 1e9 / pkt_bits) + s.window + 1;
@@ -64,7 +82,9 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   lp.delay = s.delay;
   sim::wire_star(sim, plan, lp, lp);
   const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = thread_cpu_s();
   sim.run(s.duration);
+  r.cpu_s = thread_cpu_s() - c0;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.hops = sim.hops();
   r.events = sim.events();
@@ -72,6 +92,8 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   r.down_hops = r.hops - r.up_hops;
   r.aggregations = swp->stats().completed;
   for (const auto* w : workers) r.retransmits += w->transport().stats().retransmits;
+  r.values_checked = tensor->values_checked;
+  r.bad_values = tensor->bad_values;
   return r;
 }
 

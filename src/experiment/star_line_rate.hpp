@@ -41,8 +41,12 @@ struct StarLineRateResult {
   uint64_t aggregations = 0;  // slots completed at the switch
   uint64_t events = 0;        // hops plus timer firings
   uint64_t retransmits = 0;   // all hosts
+  // Every value of every result a host receives is compared with the host
+  // count (every gradient value is 1): values compared, and those that differed.
+  uint64_t values_checked = 0, bad_values = 0;
   uint32_t pool_slots = 0;    // the job's slots per pool (hosts keep at most this many past their lowest unacknowledged packet)
   double wall_s = 0;          // wall time of the simulation loop alone (not setup)
+  double cpu_s = 0;           // CPU time of the same (the thread's own: less disturbed by a shared machine)
 };
 
 // Builds and runs one star; throws std::invalid_argument for hosts outside 1..64.

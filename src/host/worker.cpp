@@ -43,12 +43,12 @@ void WorkerTransport::assign_slot(Rec& r, uint32_t psn) {
 bool WorkerTransport::has_result(uint32_t psn) {
   Op* op = find(psn);
   if (!op) return psn < (ops_.empty() ? next_psn_ : ops_.front().psn0);  // retired ops are complete
-  return op->complete || op->recs[psn - op->psn0].done;
+  return op->complete || op->done(psn - op->psn0);
 }
 
 int64_t WorkerTransport::index_of(uint32_t psn) {
   Op* op = find(psn);
-  if (!segmented() || !op || op->complete || psn - op->psn0 >= op->next) return -1;
+  if (!segmented() || !op || op->complete || psn - op->psn0 >= op->next || op->done(psn - op->psn0)) return -1;
   return static_cast<int64_t>(cfg_.segment_mem_id) + op->recs[psn - op->psn0].slot;
 }
 
@@ -61,7 +61,6 @@ uint64_t WorkerTransport::submit(std::shared_ptr<TensorIO> io, uint64_t elems, u
   op.elems = elems;
   op.psn0 = next_psn_;
   op.npkts = static_cast<uint32_t>((elems + cfg_.payload_values - 1) / cfg_.payload_values);
-  op.recs.resize(op.npkts);
   next_psn_ += op.npkts;
   ops_.push_back(std::move(op));
   ++incomplete_;
@@ -93,7 +92,7 @@ uint32_t WorkerTransport::lowest_unacked() const {
 }
 
 void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend) {
-  Rec& r = op.recs[idx];
+  Rec& r = resend ? op.recs[idx] : op.recs.open(op.low, idx);
   Packet* p = fx.alloc();
   Header& h = p->h;
   const uint32_t psn = op.psn0 + idx;
@@ -133,7 +132,8 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   }
   const int shift = std::min<int>(r.retx, 3);
   r.deadline = now + std::min<Time>(rtt_.timeout() << shift, cfg_.max_rto);
-  if (rto_q_.push(r.deadline, h.psn)) fx.set_timer(r.deadline, 0);
+  if (rto_q_.push(r.deadline, h.psn, [&](uint32_t q, Time dl) { return rto_current(q, dl) != nullptr; }))
+    fx.set_timer(r.deadline, 0);
   fx.send(p);
 }
 
@@ -197,7 +197,7 @@ void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
 void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   Op* op = find(p->h.psn);
   const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
-  if (!op || op->complete || op->recs[idx].done) {
+  if (!op || op->complete || op->done(idx)) {
     ++st_.dup_acks;
     fx.free(p);
     return;
@@ -215,7 +215,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   --inflight_;
   ++st_.acks;
   ++op->ndone;
-  while (op->low < op->npkts && op->recs[op->low].done) ++op->low;
+  while (op->low < op->next && op->recs[op->low].done) ++op->low;
   bool delayed = false;
   if (r.retx == 0) {  // Karn's rule: only unambiguous round trips are samples
     const Time rtt = now - r.sent;
@@ -241,7 +241,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   else if (cfg_.fast_retransmit) detect_losses(now, fx);
   if (op->ndone == op->npkts) {
     op->complete = true;
-    std::vector<Rec>().swap(op->recs);
+    op->recs.clear();
     --incomplete_;
     completed_.push_back(op->id);
     while (first_open_ < ops_.size() && ops_[first_open_].complete) ++first_open_;
@@ -283,7 +283,7 @@ void WorkerTransport::resend(uint32_t psn, Time now, Effects& fx, uint64_t& coun
   Op* op = find(psn);
   if (!op || op->complete) return;
   const uint32_t idx = psn - op->psn0;
-  if (idx >= op->next || op->recs[idx].done) return;
+  if (idx >= op->next || op->done(idx)) return;
   ++op->recs[idx].retx;
   ++counter;
   send_data(*op, idx, now, fx, true);
@@ -341,7 +341,7 @@ void WorkerTransport::on_grad_request(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
-  const bool have_result = op->complete || op->recs[idx].done;
+  const bool have_result = op->complete || op->done(idx);
   const NodeId ps = p->h.src;
   Header& h = p->h;
   h.type = PktType::Data;
@@ -369,7 +369,7 @@ void WorkerTransport::on_rate_sync(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     decrease(now);
     Op* op = segmented() ? find(g) : nullptr;
-    if (!op || op->complete || g - op->psn0 >= op->next || op->recs[g - op->psn0].done) return;
+    if (!op || op->complete || g - op->psn0 >= op->next || op->done(g - op->psn0)) return;
     const uint32_t prev = op->recs[g - op->psn0].prev;
     if (prev == kNoFragment) return;  // not for lack of a result: the gap rule or the RTO resends it
     if (has_result(prev)) resend(g, now, fx, st_.fast_retransmits);
@@ -381,7 +381,7 @@ void WorkerTransport::on_rate_sync(Packet* p, Time now, Effects& fx) {
   fx.free(p);
   if (!op || op->complete) return;
   const uint32_t idx = p->h.psn - op->psn0;
-  if (idx >= op->next || op->recs[idx].done) return;
+  if (idx >= op->next || op->done(idx)) return;
   decrease(now);
   ++op->recs[idx].retx;
   send_data(*op, idx, now, fx, true);
@@ -396,15 +396,16 @@ void WorkerTransport::on_timer(uint64_t token, Time now, Effects& fx) {
   on_rto(now, fx);
 }
 
+WorkerTransport::Rec* WorkerTransport::rto_current(uint32_t psn, Time dl) {
+  Op* op = find(psn);
+  if (!op || op->complete || op->done(psn - op->psn0) || psn - op->psn0 >= op->next) return nullptr;
+  Rec& r = op->recs[psn - op->psn0];
+  return r.done || r.deadline != dl ? nullptr : &r;
+}
+
 void WorkerTransport::on_rto(Time now, Effects& fx) {
-  auto current = [&](uint32_t psn, Time dl) -> Rec* {
-    Op* op = find(psn);
-    if (!op || op->complete) return nullptr;
-    Rec& r = op->recs[psn - op->psn0];
-    return r.done || r.deadline != dl ? nullptr : &r;
-  };
   const Time next = rto_q_.expire(now, [&](uint32_t psn, Time dl) {
-    Rec* rp = current(psn, dl);
+    Rec* rp = rto_current(psn, dl);
     if (!rp) return;
     Rec& r = *rp;
     Op* op = find(psn);
@@ -425,7 +426,7 @@ void WorkerTransport::on_rto(Time now, Effects& fx) {
       ++st_.reminders;
       fx.send(m);
     }
-  }, [&](uint32_t psn, Time dl) { return current(psn, dl) != nullptr; });
+  }, [&](uint32_t psn, Time dl) { return rto_current(psn, dl) != nullptr; });
   if (next != kNever) fx.set_timer(next, 0);
 }
 

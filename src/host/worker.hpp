@@ -156,7 +156,7 @@ class WorkerTransport {
   double cwnd() const { return cwnd_; }
   Time rto() const { return rtt_.timeout(); }
   double threshold() const { return ssthresh_; }  // P4INC-AOI's AIMD threshold
-  // P4INC-AOI: the aggregator index of fragment `psn` (already sent once), or -1.
+  // P4INC-AOI: the aggregator index of fragment `psn` (sent and without a result yet), or -1.
   int64_t index_of(uint32_t psn);
   uint32_t next_psn() const { return next_psn_; }
   uint32_t lowest_unacked() const;  // next_psn() when nothing is outstanding
@@ -173,6 +173,38 @@ class WorkerTransport {
     uint32_t gap_mark = 0;       // P4INC-AOI: a result for a fragment >= this one shows this one lost
   };
   static constexpr uint32_t kNoFragment = 0xFFFFFFFF;
+  // The records of an op's packets [low, next) (sent, not all done): a ring
+  // indexed by packet index (idx & mask) that doubles when a new packet would
+  // not fit. Packets below `low` are done, those from `next` on unsent; so it
+  // holds about the window, and its lines stay in cache (a record per packet
+  // of the op, 41k per host in the 1 ms star, was a cache miss per send).
+  class RecRing {
+   public:
+    Rec& operator[](uint32_t idx) { return buf_[idx & mask_]; }
+    // A fresh record for packet idx (= next), keeping those of [low, idx).
+    Rec& open(uint32_t low, uint32_t idx) {
+      if (idx - low >= buf_.size()) grow(low, idx);
+      Rec& r = buf_[idx & mask_];
+      r = Rec{};
+      return r;
+    }
+    void clear() {
+      std::vector<Rec>().swap(buf_);
+      mask_ = 0;
+    }
+
+   private:
+    void grow(uint32_t low, uint32_t end) {
+      size_t cap = buf_.empty() ? 64 : 2 * buf_.size();
+      while (cap <= end - low) cap *= 2;
+      std::vector<Rec> b(cap);
+      for (uint32_t i = low; i < end; ++i) b[i & (cap - 1)] = buf_[i & mask_];
+      buf_.swap(b);
+      mask_ = static_cast<uint32_t>(cap - 1);
+    }
+    std::vector<Rec> buf_;
+    uint32_t mask_ = 0;
+  };
   struct Op {
     uint64_t id;
     uint32_t tag;
@@ -183,7 +215,8 @@ class WorkerTransport {
     uint32_t ndone = 0;
     uint32_t low = 0;    // lowest index not done
     bool complete = false;
-    std::vector<Rec> recs;
+    RecRing recs;        // packets [low, next)
+    bool done(uint32_t idx) { return idx < low || (idx < next && recs[idx].done); }
   };
 
   Op* find(uint32_t psn);
@@ -193,6 +226,8 @@ class WorkerTransport {
   void on_grad_request(Packet* p, Time now, Effects& fx);
   void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
+  // The record of `psn` if (psn, dl) is its current retransmission deadline, else nullptr.
+  Rec* rto_current(uint32_t psn, Time dl);
   void decrease(Time now);
   void detect_losses(Time now, Effects& fx);
   bool segmented() const { return cfg_.segment_size > 0; }
