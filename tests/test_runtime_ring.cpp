@@ -530,7 +530,7 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   const Out d = ina({"run", "--scheme", "rar", "--workers", "4", "--ina-racks", "0"}, 20);
   EXPECT_EQ(d.status, 1) << d.text;
   EXPECT_NE(d.text.find("--ina-racks 0"), std::string::npos) << d.text;
-  const Out e = ina({"run", "--scheme", "dsa", "--workers", "4", "--racks", "2"}, 20);
+  const Out e = ina({"run", "--scheme", "switchml", "--workers", "4", "--racks", "2"}, 20);  // no PS tree, no ring
   EXPECT_EQ(e.status, 1) << e.text;
   EXPECT_NE(e.text.find("--racks"), std::string::npos) << e.text;
   const Out e2 = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2", "--ina-racks", "0"}, 20);
