@@ -79,10 +79,24 @@ py::dict info_dict(const ina::AllreduceInfo& i) {
 }
 
 // An asynchronous allreduce: the C++ request and the array it writes into
-// (kept alive until the handle goes).
+// (kept alive until the handle goes). A handle dropped before its op
+// finished waits for it (without the GIL, its error swallowed): the op
+// writes into the array until then, so the array must outlive it.
 struct Handle {
   ina::Communicator::Request req;
   py::array array;
+  Handle() = default;
+  Handle(Handle&&) = default;
+  Handle& operator=(Handle&&) = delete;
+  Handle(const Handle&) = delete;
+  ~Handle() {
+    if (!req.valid() || req.test()) return;
+    py::gil_scoped_release nogil;
+    try {
+      req.wait();
+    } catch (...) {  // nobody is left to raise it to
+    }
+  }
   void wait() {
     py::gil_scoped_release nogil;
     req.wait();

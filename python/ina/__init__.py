@@ -94,7 +94,10 @@ class Communicator:
         return self._c.allreduce(_array(x), op)
 
     def allreduce_async(self, x, op="sum"):
-        """Starts an allreduce of x in place; the returned handle's wait() finishes it. Leave x alone until then."""
+        """Starts an allreduce of x in place; the returned handle's wait() finishes it. Leave x alone until then.
+
+        A handle dropped before wait() waits for its op (its error is lost): the op writes into x until it ends.
+        """
         return self._c.allreduce_async(_array(x), op)
 
     def allreduce_sparse(self, keys, values, op="sum", key_space=0):

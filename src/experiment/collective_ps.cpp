@@ -283,7 +283,6 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   pbase.payload_values = s.payload_values;
   // A result goes down the tree each time, which is what frees the switches' aggregators.
   pbase.targeted_known_results = false;
-  if (hooks.worker) hooks.worker(wbase);
   if (hooks.ps) hooks.ps(pbase);
 
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
@@ -328,6 +327,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       host::WorkerConfig w = wbase;
       // The host's initial window, shared by its N shard streams.
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes / n);
+      if (hooks.worker) hooks.worker(w);  // the hook last: it may override init_window too
       for (unsigned k = 0; k < n; ++k) hp.transports.push_back(cl.worker(hp.first_shard + k, hp.rank, w));
       hp.ps = cl.ps(h, pbase);
       hp.ps_children = own.children(id);

@@ -114,6 +114,11 @@ def main():
     ha.wait()
     check("async a", a, expected(args.seed, n, sizes[-1], "float32", ha.info["scale"], "sum"))
     check("async b", b, expected(args.seed + 1, n, sizes[-2], "float32", hb.info["scale"], "sum"))
+    # a handle dropped before wait(): dropping it waits, so the array holds the whole result right after
+    c = inputs(args.seed + 2, rank, sizes[-1], "int32")
+    hc = comm.allreduce_async(c)
+    del hc
+    check("async handle dropped", c, expected(args.seed + 2, n, sizes[-1], "int32", 1, "sum"))
     # sparse: each rank its own keys out of 0..999 (key_space for dense schemes; zebra and ps-lite ignore it)
     def pairs(r):
         rng = np.random.default_rng([args.seed, r, 99])
