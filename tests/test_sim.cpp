@@ -128,6 +128,15 @@ struct LinkRig {
   uint32_t link;
 };
 
+// docs/results/simulator.md ("Large topologies") states the memory of a
+// packet in flight and of a link from these sizes (GCC 12, x86-64): a change
+// of layout must change the page too.
+TEST(SimSizes, WhatSimulatorMdStates) {
+  EXPECT_EQ(sizeof(Packet), 80u);              // + the payload: a 336 B pool slot at 64 values
+  EXPECT_EQ(sizeof(sim::Link), 240u);
+  EXPECT_EQ(sizeof(std::pair<Time, Packet*>), 16u);  // a link's in-flight ring entry
+}
+
 TEST(Link, SerializationPlusPropagationIsExact) {
   sim::LinkParams p;
   p.gbps = 100;

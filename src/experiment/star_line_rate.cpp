@@ -1,8 +1,9 @@
 #include "experiment/star_line_rate.hpp"
 
+#include "core/resources.hpp"
+
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <memory>
 #include <stdexcept>
 
@@ -35,12 +36,6 @@ class ConstTensor final : public host::TensorIO {
  private:
   int32_t expected_;
 };
-
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 }  // namespace
 
@@ -82,9 +77,9 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   lp.delay = s.delay;
   sim::wire_star(sim, plan, lp, lp);
   const auto t0 = std::chrono::steady_clock::now();
-  const double c0 = thread_cpu_s();
+  const double c0 = thread_cpu_seconds();
   sim.run(s.duration);
-  r.cpu_s = thread_cpu_s() - c0;
+  r.cpu_s = thread_cpu_seconds() - c0;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.hops = sim.hops();
   r.events = sim.events();

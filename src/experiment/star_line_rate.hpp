@@ -44,6 +44,10 @@ struct StarLineRateResult {
   // Every value of every result a host receives is compared with the host
   // count (every gradient value is 1): values compared, and those that differed.
   uint64_t values_checked = 0, bad_values = 0;
+  // Every value of every result delivered was checked and right (checked = down hops x payload, none bad).
+  bool values_ok(const StarLineRateSettings& s) const {
+    return bad_values == 0 && values_checked == down_hops * s.payload_values;
+  }
   uint32_t pool_slots = 0;    // the job's slots per pool (hosts keep at most this many past their lowest unacknowledged packet)
   double wall_s = 0;          // wall time of the simulation loop alone (not setup)
   double cpu_s = 0;           // CPU time of the same (the thread's own: less disturbed by a shared machine)

@@ -398,8 +398,10 @@ void WorkerTransport::on_timer(uint64_t token, Time now, Effects& fx) {
 
 WorkerTransport::Rec* WorkerTransport::rto_current(uint32_t psn, Time dl) {
   Op* op = find(psn);
-  if (!op || op->complete || op->done(psn - op->psn0) || psn - op->psn0 >= op->next) return nullptr;
-  Rec& r = op->recs[psn - op->psn0];
+  if (!op || op->complete) return nullptr;
+  const uint32_t idx = psn - op->psn0;
+  if (idx < op->low || idx >= op->next) return nullptr;  // done, or not sent: no record in the ring
+  Rec& r = op->recs[idx];
   return r.done || r.deadline != dl ? nullptr : &r;
 }
 
