@@ -3,6 +3,7 @@
 // beta = 1/4, K = 4).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,25 @@ TEST(DeadlineQueue, ExpiresDueItemsInDeadlineOrderAcrossFifoAndHeap) {
   EXPECT_EQ(fired, (Fired{{4, 5}, {1, 10}, {3, 20}, {2, 30}}));
   EXPECT_EQ(next, 40) << "the caller re-arms at the earliest remaining deadline";
   EXPECT_EQ(q.size(), 1u);
+}
+
+// Catches: a ring that stays the size of the live span, so that nearly every
+// push finds it full, drops one dead item and asks `live` about the live one
+// behind it too (for a transport, a second look at a record out of cache).
+TEST(DeadlineQueue, PushAsksLiveAboutOncePerItemWhenTheLiveSpanFillsTheRing) {
+  DeadlineQueue<int> q;
+  constexpr int kLive = 120, kPushes = 20000;  // 120 live items: 8 short of a 128-item ring
+  int pushed = 0;
+  int64_t calls = 0;
+  const auto live = [&](int k, Time) {
+    ++calls;
+    return k >= pushed - kLive;
+  };
+  for (int k = 0; k < kPushes; ++k, ++pushed) q.push(k, k, live);
+  // Each dead item is asked about once when dropped, plus one live item per
+  // batch of drops; a ring of 128 would drop 8 per batch (9 asks per 8 pushes).
+  EXPECT_LE(calls, kPushes + kPushes / 50);
+  EXPECT_LE(q.size(), 4u * kLive) << "dead items are still dropped";
 }
 
 // Catches: a superseded (earlier-armed, now stale) engine timer firing items

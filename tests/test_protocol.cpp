@@ -1350,6 +1350,41 @@ TEST(Worker, AcksAreValidatedAndAssembled) {
   EXPECT_EQ(w.fx.pool.in_use(), 0u);
 }
 
+// Catches: the record ring growing (doubling past 64, then 128 records)
+// while results beyond a missing one are done, and losing which were done:
+// a duplicate of such a result would be taken again, and the RTO would
+// resend a packet whose result the host has.
+TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
+  WorkerRig w;
+  host::WorkerConfig c = WorkerRig::config();
+  c.init_window = 100;
+  c.aimd = false;
+  host::WorkerTransport tx(c);
+  constexpr uint32_t kPkts = 200;
+  auto io = std::make_shared<host::VectorTensor>(std::vector<int32_t>(kPkts * 64, 1));
+  tx.submit(io, kPkts * 64);
+  tx.pump(0, w.fx);
+  ASSERT_EQ(w.fx.take().size(), 100u);  // psn 0..99: the ring grew to 128 with nothing done
+  const auto result = [](uint32_t psn) { return std::vector<int32_t>(64, static_cast<int32_t>(psn)); };
+  // Results 1..99, psn 0 still out; each lets one more packet go (100..198). The send of 128
+  // needs 129 records from psn 0: the ring grows to 256 when results 1..29 are done.
+  for (uint32_t psn = 1; psn < 100; ++psn) tx.on_packet(w.ack(psn, result(psn)), 10 * kUs, w.fx);
+  ASSERT_EQ(w.fx.take().size(), 99u);
+  tx.on_packet(w.ack(0, result(0)), 11 * kUs, w.fx);
+  tx.on_packet(w.ack(5, result(5)), 11 * kUs, w.fx);  // a duplicate of a result done before the growth
+  EXPECT_EQ(tx.stats().dup_acks, 1u);
+  EXPECT_EQ(tx.stats().malformed, 0u);
+  ASSERT_EQ(w.fx.take().size(), 1u);  // psn 199, the last
+  for (uint32_t psn = 100; psn < kPkts; ++psn) tx.on_packet(w.ack(psn, result(psn)), 12 * kUs, w.fx);
+  EXPECT_EQ(tx.take_completed(), std::vector<uint64_t>{0});
+  EXPECT_EQ(tx.stats().acks, kPkts);
+  for (uint32_t psn = 0; psn < kPkts; ++psn)
+    ASSERT_EQ(io->result[psn * 64 + 63], static_cast<int32_t>(psn)) << "psn " << psn;
+  tx.on_timer(0, 1 * kSec, w.fx);
+  EXPECT_TRUE(w.fx.take().empty()) << "nothing is resent: every result is in";
+  EXPECT_EQ(tx.stats().retransmits, 0u);
+}
+
 TEST(Worker, GradRequestAnsweredWithGradientOrResult) {
   WorkerRig w;
   w.tx.submit(w.io, 100);

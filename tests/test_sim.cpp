@@ -133,7 +133,7 @@ struct LinkRig {
 // of layout must change the page too.
 TEST(SimSizes, WhatSimulatorMdStates) {
   EXPECT_EQ(sizeof(Packet), 80u);              // + the payload: a 336 B pool slot at 64 values
-  EXPECT_EQ(sizeof(sim::Link), 240u);
+  EXPECT_EQ(sizeof(sim::Link), 256u);
   EXPECT_EQ(sizeof(std::pair<Time, Packet*>), 16u);  // a link's in-flight ring entry
 }
 

@@ -34,10 +34,16 @@ class DeadlineQueue {
   // are answered long before their deadline). Which items fire, and in what
   // order, is unchanged: only dead items go, and only when `at` joins the
   // FIFO either way.
+  // If that drops less than a quarter of the ring, the ring doubles: with
+  // about as many live items as slots, every push would otherwise drop one
+  // item and ask `live` twice; at twice the live span it asks about once.
   template <typename Live>
   bool push(Time at, Key key, Live&& live) {
-    if (fifo_.full() && at >= fifo_.back().at)
+    if (fifo_.full() && at >= fifo_.back().at) {
+      const size_t cap = fifo_.size();
       while (!fifo_.empty() && !live(fifo_.front().key, fifo_.front().at)) fifo_.pop_front();
+      if (cap - fifo_.size() < cap / 4) fifo_.grow();
+    }
     return push(at, key);
   }
   // On the engine timer: hands every expired item to `fn` in deadline order,
@@ -95,13 +101,14 @@ class DeadlineQueue {
       ++n_;
     }
 
-   private:
     void grow() {
       std::vector<Item> b(buf_.empty() ? 16 : 2 * buf_.size());
       for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & (buf_.size() - 1)];
       buf_.swap(b);
       head_ = 0;
     }
+
+   private:
     std::vector<Item> buf_;
     size_t head_ = 0, n_ = 0;
   };

@@ -1,5 +1,7 @@
 #include "dataplane/switch.hpp"
 
+#include "core/avx2_clone.hpp"
+
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -245,6 +247,10 @@ inline uint32_t add_lanes(int32_t* v, const int32_t* x, size_t n) {
   }
   return ovf;
 }
+// The common 64-value payload (core/avx2_clone.hpp).
+INA_AVX2_CLONE uint32_t add_64_lanes(int32_t* v, const int32_t* x) {
+  return add_lanes<64>(v, x, 64);
+}
 }  // namespace
 
 void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
@@ -252,7 +258,7 @@ void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
   int32_t* v = values(i);
   const int32_t* x = p.payload();
   const size_t n = p.h.count;
-  const uint32_t ovf = n == 64 ? add_lanes<64>(v, x, n) : add_lanes<0>(v, x, n);
+  const uint32_t ovf = n == 64 ? add_64_lanes(v, x) : add_lanes<0>(v, x, n);
   if (ovf >> 31) {
     // The rare overflow is redone with saturation, as the switch's saturating
     // ALU would: the original value is the sum minus the input, mod 2^32.

@@ -1,5 +1,6 @@
 #include "experiment/star_line_rate.hpp"
 
+#include "core/avx2_clone.hpp"
 #include "core/resources.hpp"
 
 #include <algorithm>
@@ -18,16 +19,24 @@
 namespace ina::exp {
 namespace {
 
+// The two loops run for every packet (core/avx2_clone.hpp).
+INA_AVX2_CLONE void fill_ones(int32_t* out, size_t n) { std::fill(out, out + n, 1); }
+// Values of v[0, n) other than `expected` (n: a packet's payload, below 2^16;
+// 32-bit lanes vectorize best).
+INA_AVX2_CLONE uint32_t count_other(const int32_t* v, size_t n, int32_t expected) {
+  uint32_t bad = 0;
+  for (size_t k = 0; k < n; ++k) bad += v[k] != expected;
+  return bad;
+}
+
 // Every host's gradient is all 1s, so every value of every result must be
 // the host count: each result is checked value by value (as ns-3's side does).
 class ConstTensor final : public host::TensorIO {
  public:
   explicit ConstTensor(int32_t expected) : expected_(expected) {}
-  void read_gradient(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 1); }
+  void read_gradient(uint64_t, std::span<int32_t> out) override { fill_ones(out.data(), out.size()); }
   void write_result(uint64_t, std::span<const int32_t> v) override {
-    uint64_t bad = 0;
-    for (const int32_t x : v) bad += x != expected_;
-    bad_values += bad;
+    bad_values += count_other(v.data(), v.size(), expected_);
     values_checked += v.size();
   }
   void read_result(uint64_t, std::span<int32_t> out) override { std::fill(out.begin(), out.end(), 0); }

@@ -67,17 +67,13 @@ uint64_t WorkerTransport::submit(std::shared_ptr<TensorIO> io, uint64_t elems, u
   return ops_.back().id;
 }
 
-WorkerTransport::Op* WorkerTransport::find(uint32_t psn) {
-  if (last_found_ < ops_.size()) {  // most packets belong to the op of the previous one
-    Op& o = ops_[last_found_];
-    if (psn - o.psn0 < o.npkts) return &o;
-  }
+WorkerTransport::Op* WorkerTransport::find_slow(uint32_t psn) {
   auto it = std::upper_bound(ops_.begin(), ops_.end(), psn, [](uint32_t v, const Op& o) { return v < o.psn0; });
   if (it == ops_.begin()) return nullptr;
   --it;
   if (psn - it->psn0 >= it->npkts) return nullptr;
-  last_found_ = static_cast<size_t>(it - ops_.begin());
-  return &*it;
+  last_found_ = &*it;  // a deque keeps its elements in place as it grows at the back
+  return last_found_;
 }
 
 uint16_t WorkerTransport::count_of(const Op& op, uint32_t idx) const {
@@ -143,7 +139,10 @@ void WorkerTransport::pump(Time now, Effects& fx) {
     if (op.next >= op.npkts) { ++send_op_; continue; }
     if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) break;  // retention bound
     if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) break;
-    if (cfg_.window_cap && op.psn0 + op.next - lowest_unacked() >= cfg_.window_cap) break;
+    if (cfg_.window_cap) {  // (the op being sent is the first open one, in the common case: no scan)
+      const uint32_t low = send_op_ == first_open_ ? op.psn0 + op.low : lowest_unacked();
+      if (op.psn0 + op.next - low >= cfg_.window_cap) break;
+    }
     if (cfg_.rate_gbps > 0) {
       if (now < next_tx_) {
         if (!pace_armed_) {
@@ -209,13 +208,19 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     return;
   }
   Rec& r = op->recs[idx];
+  // The records this host touches next, long out of cache (one per packet
+  // sent, the window apart): the result's after next (results come in order:
+  // two results of lead, the next one's was asked for by the previous result)
+  // and the send's after next.
+  __builtin_prefetch(&op->recs[idx + 2]);
+  __builtin_prefetch(&op->recs[op->next + 1], 1);
   op->io->write_result(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
   if (!to_ps_.empty()) to_ps_.erase(p->h.psn);
-  r.done = true;
+  op->recs.set_done(idx);
   --inflight_;
   ++st_.acks;
   ++op->ndone;
-  while (op->low < op->next && op->recs[op->low].done) ++op->low;
+  while (op->low < op->next && op->recs.done(op->low)) ++op->low;
   bool delayed = false;
   if (r.retx == 0) {  // Karn's rule: only unambiguous round trips are samples
     const Time rtt = now - r.sent;
@@ -249,7 +254,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
       ops_.pop_front();
       --send_op_;
       --first_open_;
-      last_found_ = 0;
+      last_found_ = nullptr;  // it may have been the front
     }
   }
   pump(now, fx);
@@ -265,8 +270,8 @@ void WorkerTransport::detect_losses(Time now, Effects& fx) {
     Op& op = ops_[o];
     if (op.complete) continue;
     for (uint32_t idx = op.low; idx < op.next; ++idx) {
+      if (op.recs.done(idx)) continue;
       Rec& r = op.recs[idx];
-      if (r.done) continue;
       if (r.last_tx + reorder >= rack_sent_) {
         if (r.retx == 0) return;
         continue;
@@ -306,8 +311,9 @@ void WorkerTransport::on_result_aoi(uint32_t psn, Time now, Effects& fx) {
     if (op.complete) continue;
     const uint32_t end = std::min(op.next, psn - op.psn0);
     for (uint32_t idx = op.low; idx < end; ++idx) {
+      if (op.recs.done(idx)) continue;
       Rec& r = op.recs[idx];
-      if (r.done || psn < r.gap_mark) continue;
+      if (psn < r.gap_mark) continue;
       ++r.retx;
       ++st_.fast_retransmits;
       send_data(op, idx, now, fx, true);
@@ -401,8 +407,9 @@ WorkerTransport::Rec* WorkerTransport::rto_current(uint32_t psn, Time dl) {
   if (!op || op->complete) return nullptr;
   const uint32_t idx = psn - op->psn0;
   if (idx < op->low || idx >= op->next) return nullptr;  // done, or not sent: no record in the ring
+  if (op->recs.done(idx)) return nullptr;
   Rec& r = op->recs[idx];
-  return r.done || r.deadline != dl ? nullptr : &r;
+  return r.deadline != dl ? nullptr : &r;
 }
 
 void WorkerTransport::on_rto(Time now, Effects& fx) {

@@ -138,6 +138,9 @@ class WorkerTransport {
   static constexpr uint64_t kPaceTimer = 1;            // the transport's pacing timer (RTO timer is 0)
 
   explicit WorkerTransport(const WorkerConfig& cfg);
+  // Neither copied nor moved: find()'s cache points into ops_.
+  WorkerTransport(const WorkerTransport&) = delete;
+  WorkerTransport& operator=(const WorkerTransport&) = delete;
 
   // Queues an allreduce of `elems` values; returns its op id (0, 1, ...).
   uint64_t submit(std::shared_ptr<TensorIO> io, uint64_t elems, uint32_t tag = 0);
@@ -167,7 +170,6 @@ class WorkerTransport {
     Time last_tx = 0;    // latest transmission
     Time deadline = 0;
     uint16_t retx = 0;
-    bool done = false;
     uint32_t slot = 0;           // P4INC-AOI: the aggregator (an index in the segment)
     uint32_t prev = kNoFragment; // P4INC-AOI: the fragment that used it before
     uint32_t gap_mark = 0;       // P4INC-AOI: a result for a fragment >= this one shows this one lost
@@ -178,31 +180,44 @@ class WorkerTransport {
   // not fit. Packets below `low` are done, those from `next` on unsent; so it
   // holds about the window, and its lines stay in cache (a record per packet
   // of the op, 41k per host in the 1 ms star, was a cache miss per send).
+  // Which records are done is a bitmap beside it (a bit per slot): a result
+  // advances `low` over done packets reading bits, not the records (each a
+  // window's worth of sends old, and out of cache with many hosts).
   class RecRing {
    public:
     Rec& operator[](uint32_t idx) { return buf_[idx & mask_]; }
+    bool done(uint32_t idx) const { return bits_[(idx & mask_) >> 6] >> (idx & 63) & 1; }
+    void set_done(uint32_t idx) { bits_[(idx & mask_) >> 6] |= uint64_t{1} << (idx & 63); }
     // A fresh record for packet idx (= next), keeping those of [low, idx).
     Rec& open(uint32_t low, uint32_t idx) {
       if (idx - low >= buf_.size()) grow(low, idx);
       Rec& r = buf_[idx & mask_];
       r = Rec{};
+      bits_[(idx & mask_) >> 6] &= ~(uint64_t{1} << (idx & 63));
       return r;
     }
     void clear() {
       std::vector<Rec>().swap(buf_);
+      std::vector<uint64_t>().swap(bits_);
       mask_ = 0;
     }
 
    private:
     void grow(uint32_t low, uint32_t end) {
-      size_t cap = buf_.empty() ? 64 : 2 * buf_.size();
+      size_t cap = buf_.empty() ? 64 : 2 * buf_.size();  // (at least 64: a slot's bit is idx & 63 of its word)
       while (cap <= end - low) cap *= 2;
       std::vector<Rec> b(cap);
-      for (uint32_t i = low; i < end; ++i) b[i & (cap - 1)] = buf_[i & mask_];
+      std::vector<uint64_t> bits(cap / 64);
+      for (uint32_t i = low; i < end && !buf_.empty(); ++i) {
+        b[i & (cap - 1)] = buf_[i & mask_];
+        if (done(i)) bits[(i & (cap - 1)) >> 6] |= uint64_t{1} << (i & 63);
+      }
       buf_.swap(b);
+      bits_.swap(bits);
       mask_ = static_cast<uint32_t>(cap - 1);
     }
     std::vector<Rec> buf_;
+    std::vector<uint64_t> bits_;
     uint32_t mask_ = 0;
   };
   struct Op {
@@ -216,10 +231,14 @@ class WorkerTransport {
     uint32_t low = 0;    // lowest index not done
     bool complete = false;
     RecRing recs;        // packets [low, next)
-    bool done(uint32_t idx) { return idx < low || (idx < next && recs[idx].done); }
+    bool done(uint32_t idx) const { return idx < low || (idx < next && recs.done(idx)); }
   };
 
-  Op* find(uint32_t psn);
+  Op* find(uint32_t psn) {  // most packets belong to the op of the previous one
+    if (last_found_ && psn - last_found_->psn0 < last_found_->npkts) return last_found_;
+    return find_slow(psn);
+  }
+  Op* find_slow(uint32_t psn);
   uint16_t count_of(const Op& op, uint32_t idx) const;
   void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
   void on_ack(Packet* p, Time now, Effects& fx);
@@ -242,7 +261,7 @@ class WorkerTransport {
   std::deque<Op> ops_;
   size_t send_op_ = 0;       // index in ops_ of the op being sent
   size_t first_open_ = 0;    // index in ops_ of the first incomplete op
-  size_t last_found_ = 0;    // index in ops_ of the last find() hit
+  Op* last_found_ = nullptr;  // the last find() hit (an element of ops_)
   size_t incomplete_ = 0;
   uint64_t next_op_id_ = 0;
   uint32_t next_psn_ = 0;

@@ -13,13 +13,6 @@ namespace ina::sim {
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 
-namespace {
-inline void prefetch_packet(const Packet* p) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (size_t off = 0; off < sizeof(Packet) + 64 * sizeof(int32_t); off += 64) __builtin_prefetch(c + off, 0, 2);
-}
-}  // namespace
-
 Packet* SimEffects::alloc() { return sim_.pool().get(); }
 void SimEffects::send(Packet* p) { sim_.route(current, p); }
 void SimEffects::free(Packet* p) { sim_.pool().put(p); }
@@ -31,22 +24,37 @@ void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members)
     throw std::invalid_argument(fmt::format("multicast groups hold at most {} members, got {}", kRankBits, members.size()));
   if (groups_.size() <= group) groups_.resize(group + 1);
   groups_[group] = std::move(members);
+  mcast_.clear();  // the group's splits are stale
+}
+
+Simulator::McastSplit& Simulator::mcast_split(uint16_t group, uint32_t row) {
+  if (mcast_.empty()) mcast_.resize(groups_.size() * route_rows_);
+  return mcast_[group * route_rows_ + row];
 }
 
 bool Simulator::multicast_from(NodeId from, Packet* p) {
   if (p->h.job >= groups_.size() || groups_[p->h.job].empty() || !is_switch_[from]) return false;
   const auto& members = groups_[p->h.job];
   const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
-  // Members by next-hop link, in member order; one copy per link.
-  std::vector<std::pair<uint32_t, RankBits>> branches;
-  for (unsigned m = 0; m < members.size(); ++m) {
-    if (!pending.test(m)) continue;
-    const uint32_t li = first_hop(from, members[m]);
-    if (li == kNoLink) continue;
-    auto it = std::find_if(branches.begin(), branches.end(), [&](const auto& b) { return b.first == li; });
-    if (it == branches.end()) branches.emplace_back(li, RankBits::bit(m));
-    else it->second |= RankBits::bit(m);
+  // Members by next-hop link, in member order; one copy per link. A switch
+  // sends a group's packets to the same members every time: the split is
+  // kept per (group, switch) and made again only for other members.
+  McastSplit scratch;
+  McastSplit& split = row_[from] == kNoRow ? scratch : mcast_split(p->h.job, row_[from]);
+  if (!split.valid || split.pending != pending) {
+    split.branches.clear();
+    for (unsigned m = 0; m < members.size(); ++m) {
+      if (!pending.test(m)) continue;
+      const uint32_t li = first_hop(from, members[m]);
+      if (li == kNoLink) continue;
+      auto it = std::find_if(split.branches.begin(), split.branches.end(), [&](const auto& b) { return b.first == li; });
+      if (it == split.branches.end()) split.branches.emplace_back(li, RankBits::bit(m));
+      else it->second |= RankBits::bit(m);
+    }
+    split.pending = pending;
+    split.valid = true;
   }
+  const auto& branches = split.branches;
   for (size_t b = 0; b < branches.size(); ++b) {
     Packet* c = b + 1 == branches.size() ? p : pool_.clone(*p);
     const auto [li, mask] = branches[b];
@@ -107,7 +115,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
     l.ecn_time = p.ecn_bytes && (is_switch_[from] || host_ecn_) ? serialization_time(p.ecn_bytes, l.bps) : kNever;
     l.rng.reseed(mix(seed_, 0x11 + links_.size()));
     const auto id = static_cast<uint32_t>(links_.size());
-    links_.push_back(l);
+    links_.push_back(std::move(l));
     out_links_[from].push_back(id);
     if (!is_switch_[from]) {
       if (host_link_[from] != kNoLink) throw std::invalid_argument("a host has exactly one link");
@@ -145,6 +153,7 @@ void Simulator::build_routes() {
   route_n_ = n;
   route_rows_ = rows;
   route_.assign(n * rows, kNoLink);
+  mcast_.clear();
   ecmp_.clear();
   std::unordered_map<std::vector<uint32_t>, uint32_t, CandidateHash> interned;
   std::vector<int> dist(n);
@@ -316,7 +325,12 @@ void Simulator::transmit(uint32_t link_id, Packet* p) {
     p->h.flags |= flag::kEcn;
     ++l.st.ecn_marked;
   }
-  const Time ser = serialization_time(wire_bytes(*p), l.bps);
+  const uint32_t bytes = wire_bytes(*p);
+  if (bytes != l.ser_bytes) {  // a 128-bit division; packets of a link mostly have one size
+    l.ser_bytes = bytes;
+    l.ser_time = serialization_time(bytes, l.bps);
+  }
+  const Time ser = l.ser_time;
   l.busy_until = (backlog ? l.busy_until : now_) + ser;
   l.st.busy += ser;
   const Time arrival = l.busy_until + l.p.delay;
@@ -361,28 +375,44 @@ void Simulator::build_tree() {
   leaves_ = 1;
   while (leaves_ < links_.size()) leaves_ *= 2;
   leaf_.assign(leaves_, LeafKey{});
-  win_.assign(leaves_, 0);
-  for (size_t n = leaves_ - 1; n >= 1; --n) {
-    const uint32_t a = child_winner(2 * n), b = child_winner(2 * n + 1);
-    win_[n] = less_leaf(b, a) ? b : a;
-  }
-  winner_ = leaves_ > 1 ? win_[1] : 0;
+  win_.assign(2 * leaves_, 0);
+  for (size_t l = 0; l < leaves_; ++l) win_[leaves_ + l] = static_cast<uint32_t>(l);
+  for (size_t n = leaves_ - 1; n >= 1; --n) win_[n] = win_[2 * n];  // all empty: any is the least
+  for (size_t l = 0; l < links_.size(); ++l)
+    if (!links_[l].wire.empty()) key_link(static_cast<uint32_t>(l));
 }
 
+namespace {
+// (t, seq) as one unsigned 128-bit number (t >= 0): one compare, no branch.
+inline unsigned __int128 order_key(Time t, uint64_t seq) {
+  return static_cast<unsigned __int128>(static_cast<uint64_t>(t)) << 64 | seq;
+}
+}  // namespace
+
 void Simulator::key_link(uint32_t link_id) {
-  LeafKey& k = leaf_[link_id];
   const Link& l = links_[link_id];
+  LeafKey& leaf = leaf_[link_id];
   if (l.wire.empty()) {
-    k = LeafKey{};
+    leaf = LeafKey{};
   } else {
-    k.t = l.wire.front_time();
-    k.seq = seq_++;
+    leaf.t = l.wire.front_time();
+    leaf.seq = seq_++;
   }
-  for (size_t n = (leaves_ + link_id) / 2; n >= 1; n /= 2) {
-    const uint32_t a = child_winner(2 * n), b = child_winner(2 * n + 1);
-    win_[n] = less_leaf(b, a) ? b : a;
+  const LeafKey* keys = leaf_.data();
+  uint32_t* win = win_.data();
+  uint32_t w = link_id;
+  unsigned __int128 k = order_key(leaf.t, leaf.seq);
+  for (size_t n = leaves_ + link_id; n > 1; n >>= 1) {
+    const uint32_t sw = win[n ^ 1];
+    const unsigned __int128 sk = order_key(keys[sw].t, keys[sw].seq);
+    // Keys are unique (only empty links' tie). Either way is as likely: the
+    // hint makes GCC select without a branch (cmov), as one would mispredict.
+    if (__builtin_expect_with_probability(sk < k, 1, 0.5)) {
+      w = sw;
+      k = sk;
+    }
+    win[n >> 1] = w;
   }
-  winner_ = leaves_ > 1 ? win_[1] : 0;
 }
 
 void Simulator::deliver(NodeId to, Packet* p) {
@@ -411,22 +441,21 @@ void Simulator::run(Time until) {
     }
   }
   for (;;) {
-    const bool have_link = leaves_ && leaf_[winner_].t != kNever;
+    const uint32_t li = win_[1];
+    const LeafKey& top = leaf_[li];
+    const bool have_link = top.t != kNever;
     const bool have_heap = !heap_.empty();
     if (!have_link && !have_heap) break;
-    const bool link_first = have_link && (!have_heap || leaf_[winner_].t < heap_[0].t ||
-                                          (leaf_[winner_].t == heap_[0].t && leaf_[winner_].seq < heap_[0].seq));
-    const Time t = link_first ? leaf_[winner_].t : heap_[0].t;
+    const bool link_first = have_link && (!have_heap || order_key(top.t, top.seq) < order_key(heap_[0].t, heap_[0].seq));
+    const Time t = link_first ? top.t : heap_[0].t;
     if (t > until) break;
     now_ = t;
     ++events_;
     if (link_first) {
-      const uint32_t li = winner_;
       Link& l = links_[li];
       Packet* p = l.wire.front();
-      l.wire.pop();
+      l.wire.pop();  // (prefetches the link's next packet)
       key_link(li);
-      if (leaf_[winner_].t != kNever) prefetch_packet(links_[winner_].wire.front());  // the next one due
       deliver(l.to, p);
       continue;
     }

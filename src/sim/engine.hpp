@@ -15,6 +15,7 @@
 // occupancy is the backlog; drop-tail and ECN marking act on it at enqueue.
 // Loss, duplication and reordering are injected per link from the link's own
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,43 +46,68 @@ struct LinkStats {
   Time busy = 0;                        // total serialization time
 };
 
+// Prefetches a packet's header and payload (a 64-value payload: 6 lines).
+inline void prefetch_packet(const Packet* p) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < sizeof(Packet) + 64 * sizeof(int32_t); off += 64) __builtin_prefetch(c + off, 0, 2);
+}
+
 // Packets in flight on one link in arrival order: a growable ring of
 // (arrival, packet) pairs, so the next arrival time is read without touching
-// the packet (which is usually not in cache yet).
+// the packet (which is usually not in cache yet). 24 bytes, in the link's
+// first cache line.
 class WireFifo {
  public:
   bool empty() const { return n_ == 0; }
   size_t size() const { return n_; }
   Time front_time() const { return buf_[head_].first; }
   Packet* front() const { return buf_[head_].second; }
-  void pop() { head_ = (head_ + 1) & (buf_.size() - 1); --n_; }
+  // Pops the head and prefetches what the link delivers next time: the ring
+  // two lines on and the new head's packet (a packet lives on the wire for
+  // thousands of events, long enough to leave the caches; with the line
+  // fetched now it is in cache when it is due, after the other links' turns).
+  void pop() {
+    head_ = (head_ + 1) & mask_;
+    --n_;
+    __builtin_prefetch(&buf_[(head_ + 8) & mask_]);
+    if (n_) prefetch_packet(buf_[head_].second);
+  }
   void push(Time t, Packet* p) {
-    if (n_ == buf_.size()) grow();
-    buf_[(head_ + n_) & (buf_.size() - 1)] = {t, p};
+    if (!buf_ || n_ == mask_ + 1) grow();
+    buf_[(head_ + n_) & mask_] = {t, p};
     ++n_;
   }
 
  private:
   void grow() {
-    std::vector<std::pair<Time, Packet*>> b(buf_.empty() ? 64 : 2 * buf_.size());
-    for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+    const uint32_t cap = buf_ ? 2 * (mask_ + 1) : 64;
+    auto b = std::make_unique<std::pair<Time, Packet*>[]>(cap);
+    for (uint32_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask_];
     buf_ = std::move(b);
     head_ = 0;
+    mask_ = cap - 1;
   }
-  std::vector<std::pair<Time, Packet*>> buf_;
-  size_t head_ = 0, n_ = 0;
+  std::unique_ptr<std::pair<Time, Packet*>[]> buf_;
+  uint32_t head_ = 0, n_ = 0, mask_ = 0;
 };
 
-struct Link {
+// A link's fields in the order its work reads them: the first cache line is
+// what every delivery and every send reads (the wire, the queue's state and
+// thresholds), the second its parameters (every send reads loss, delay,
+// duplication and reordering), then the counters.
+struct alignas(64) Link {
+  WireFifo wire;  // in flight, in arrival order
   NodeId from = kNoNode, to = kNoNode;
+  uint32_t ser_bytes = 0;  // the last packet size serialized, and its time (0 B take 0 ps)
+  Time busy_until = 0;
+  Time ser_time = 0;
+  Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
   LinkParams p;
   uint64_t bps = 0;
-  Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
-  Time busy_until = 0;
-  WireFifo wire;  // in flight, in arrival order
-  Rng rng;
   LinkStats st;
+  Rng rng;
 };
+static_assert(offsetof(Link, p) == 64, "a link's first line: the wire and the queue");
 
 // Heap events. Deliver: a lone packet (reordered); Timer: a node's timer.
 enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
@@ -211,23 +237,20 @@ class Simulator {
   void transmit(uint32_t link_id, Packet* p);
   void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
   void deliver(NodeId to, Packet* p);
-  // Tournament tree over links.
+  // Tournament (winner) tree over links: leaf_[l] is link l's key (its wire
+  // head's arrival and sequence); win_[n] for 1 <= n < leaves_ is the link
+  // with the least key below tree node n, and win_[leaves_ + l] = l, so the
+  // root win_[1] is the next link delivery and re-keying a link compares
+  // its new key with the sibling's winner once per level, with no branch.
   struct LeafKey {
     Time t = kNever;
     uint64_t seq = UINT64_MAX;
   };
   void key_link(uint32_t link_id);  // re-keys a link from its wire head, updates the path
   void build_tree();
-  bool less_leaf(uint32_t a, uint32_t b) const {
-    const LeafKey& x = leaf_[a];
-    const LeafKey& y = leaf_[b];
-    return x.t < y.t || (x.t == y.t && x.seq < y.seq);
-  }
-  uint32_t child_winner(size_t c) const { return c >= leaves_ ? static_cast<uint32_t>(c - leaves_) : win_[c]; }
-  std::vector<LeafKey> leaf_;   // per link (padded to a power of two)
-  std::vector<uint32_t> win_;   // internal nodes 1..P-1: winner of the subtree
-  uint32_t winner_ = 0;
-  size_t leaves_ = 0;
+  std::vector<LeafKey> leaf_ = std::vector<LeafKey>(1);  // no link yet: an empty key
+  std::vector<uint32_t> win_ = std::vector<uint32_t>(2);
+  size_t leaves_ = 1;
 
   PacketPool pool_;
   uint32_t header_bytes_, min_packet_bytes_;
@@ -252,6 +275,15 @@ class Simulator {
   size_t route_n_ = 0, route_rows_ = 0;  // nodes and switches when the routes were built
   uint32_t first_hop(NodeId sw, NodeId dst) const;  // multicast: the first candidate, or UINT32_MAX
   std::vector<std::vector<NodeId>> groups_;     // by group id
+  // A switch's multicast split of a group: for the members `pending`, the
+  // next-hop links in order of first member, each with its members.
+  struct McastSplit {
+    bool valid = false;
+    RankBits pending;
+    std::vector<std::pair<uint32_t, RankBits>> branches;
+  };
+  std::vector<McastSplit> mcast_;  // by group x switch row (made on first use; cleared when groups or routes change)
+  McastSplit& mcast_split(uint16_t group, uint32_t row);
   std::vector<Event> heap_;
   uint64_t seq_ = 0;
   Time now_ = 0;
