@@ -1,13 +1,16 @@
 // `ina bench sim --vs-ns3`: the star workload of sim/star_line_rate_1ms
 // (experiment/star_line_rate.hpp), 16 and 64 hosts, in ina's simulator and
 // in ns-3 (ina-ns3-star, bench/baselines/ns3_star.cc, next to `ina` in the
-// build tree) in the same invocation; per workload the hops/s (wall time of
-// the simulation loop alone) of both and the line `ina/ns-3 = N.N×`. Both
-// must report the same hops (the same link deliveries), else the run fails.
+// build tree) in the same invocation, in rounds (ina, then ns-3 at once);
+// per round the hops/s of both (wall time of the simulation loop alone, and
+// the same over its thread's CPU time), per workload the line
+// `ina/ns-3 = N.N×`: the median of the rounds' ratios. Both must report the
+// same hops (the same link deliveries), else the run fails.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -90,53 +93,83 @@ nlohmann::json run_ns3_star(const fs::path& exe, const exp::StarLineRateSettings
   }
 }
 
+// The median of `v` (its middle value; the mean of the two middle ones).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
-int run_vs_ns3(const std::string& json_out) {
+int run_vs_ns3(const std::string& json_out, int rounds) {
+  if (rounds < 1) throw std::invalid_argument(fmt::format("ina bench sim --vs-ns3: --rounds must be >= 1, got {}", rounds));
   const fs::path exe = ns3_star_binary();
   nlohmann::json all = nlohmann::json::array();
   for (const int hosts : {16, 64}) {
     exp::StarLineRateSettings s;
     s.hosts = hosts;
-    // ina: runs until 0.5 s of simulation time in all (Google Benchmark's default minimum).
-    uint64_t hops = 0, events = 0;
-    double wall = 0;
-    int runs = 0;
+    // Rounds, each ina then ns-3 right after it: a shared machine's speed
+    // drifts over minutes, so a ratio is taken within a round, and the
+    // figure is the median of the rounds' ratios.
+    nlohmann::json per_round = nlohmann::json::array();
+    std::vector<double> wall_ratios, cpu_ratios;
     exp::StarLineRateResult r;
-    while (wall < 0.5) {
-      r = exp::run_star_line_rate(s);
-      if (!r.values_ok(s))
-        throw std::runtime_error(fmt::format("star {} hosts: ina's results had {} wrong values of {} checked ({} expected)",
-                                             hosts, r.bad_values, r.values_checked, r.down_hops * s.payload_values));
-      hops += r.hops;
-      events += r.events;
-      wall += r.wall_s;
-      ++runs;
+    for (int round = 0; round < rounds; ++round) {
+      // ina: runs until 0.5 s of wall time in all (Google Benchmark's default minimum).
+      uint64_t hops = 0, events = 0;
+      double wall = 0, cpu = 0;
+      int runs = 0;
+      while (wall < 0.5) {
+        r = exp::run_star_line_rate(s);
+        if (!r.values_ok(s))
+          throw std::runtime_error(fmt::format(
+              "star {} hosts: ina's results had {} wrong values of {} checked ({} expected)", hosts, r.bad_values,
+              r.values_checked, r.down_hops * s.payload_values));
+        hops += r.hops;
+        events += r.events;
+        wall += r.wall_s;
+        cpu += r.cpu_s;
+        ++runs;
+      }
+      const nlohmann::json ns3 = run_ns3_star(exe, s, r.pool_slots);
+      const auto ns3_hops = ns3.at("hops").get<uint64_t>();
+      if (ns3_hops != r.hops || ns3.at("aggregations").get<uint64_t>() != r.aggregations)
+        throw std::runtime_error(fmt::format("star {} hosts: ina counted {} hops and {} aggregations, ns-3 {} and {}: "
+                                             "the two runs are not the same workload",
+                                             hosts, r.hops, r.aggregations, ns3_hops,
+                                             ns3.at("aggregations").get<uint64_t>()));
+      const double ina_rate = static_cast<double>(hops) / wall, ina_cpu_rate = static_cast<double>(hops) / cpu;
+      const double ratio = ina_rate / ns3.at("hops_per_s").get<double>();
+      const double cpu_ratio = ina_cpu_rate / ns3.at("hops_per_cpu_s").get<double>();
+      wall_ratios.push_back(ratio);
+      cpu_ratios.push_back(cpu_ratio);
+      if (round == 0)
+        fmt::print("star {} hosts, {} us: {} hops per run ({} up, {} down), {} aggregations\n", hosts,
+                   to_us(s.duration), r.hops, r.up_hops, r.down_hops, r.aggregations);
+      fmt::print("  round {}: ina {:6.2f} M hops/s ({} run{}, {:.3f} s), ns-3 {:5.2f} M hops/s ({:.3f} s): "
+                 "{:.1f}× (CPU time: {:.1f}×)\n",
+                 round + 1, ina_rate / 1e6, runs, runs == 1 ? "" : "s", wall, ns3.at("hops_per_s").get<double>() / 1e6,
+                 ns3.at("wall_s").get<double>(), ratio, cpu_ratio);
+      std::fflush(stdout);
+      per_round.push_back({{"ina", {{"runs", runs}, {"wall_s", wall}, {"cpu_s", cpu}, {"hops_per_s", ina_rate},
+                                    {"hops_per_cpu_s", ina_cpu_rate},
+                                    {"events_per_s", static_cast<double>(events) / wall}}},
+                           {"ns3", ns3},
+                           {"ratio", ratio},
+                           {"cpu_ratio", cpu_ratio}});
     }
-    const double ina_rate = static_cast<double>(hops) / wall;
-    const nlohmann::json ns3 = run_ns3_star(exe, s, r.pool_slots);
-    const auto ns3_hops = ns3.at("hops").get<uint64_t>();
-    if (ns3_hops != r.hops || ns3.at("aggregations").get<uint64_t>() != r.aggregations)
-      throw std::runtime_error(fmt::format("star {} hosts: ina counted {} hops and {} aggregations, ns-3 {} and {}: "
-                                           "the two runs are not the same workload",
-                                           hosts, r.hops, r.aggregations, ns3_hops, ns3.at("aggregations").get<uint64_t>()));
-    const double ns3_rate = ns3.at("hops_per_s").get<double>();
-    const double ratio = ina_rate / ns3_rate;
-    fmt::print("star {} hosts, {} us: {} hops per run ({} up, {} down), {} aggregations\n", hosts, to_us(s.duration),
-               r.hops, r.up_hops, r.down_hops, r.aggregations);
-    fmt::print("  ina   {:6.2f} M hops/s ({} run{}, {:.3f} s)\n", ina_rate / 1e6, runs, runs == 1 ? "" : "s", wall);
-    fmt::print("  ns-3  {:6.2f} M hops/s (1 run, {:.3f} s, {})\n", ns3_rate / 1e6, ns3.at("wall_s").get<double>(),
-               ns3.at("simulator").get<std::string>());
-    fmt::print("  ina/ns-3 = {:.1f}×\n", ratio);
+    const double ratio = median(wall_ratios), cpu_ratio = median(cpu_ratios);
+    fmt::print("  ina/ns-3 = {:.1f}× (median of {} round{}; CPU time: {:.1f}×; {})\n", ratio, rounds,
+               rounds == 1 ? "" : "s", cpu_ratio, per_round[0]["ns3"].at("simulator").get<std::string>());
     std::fflush(stdout);
     all.push_back({{"workload", fmt::format("star_line_rate_{}us/{}", to_us(s.duration), hosts)},
                    {"hosts", hosts},
                    {"hops", r.hops},
                    {"aggregations", r.aggregations},
-                   {"ina", {{"runs", runs}, {"wall_s", wall}, {"hops_per_s", ina_rate},
-                            {"events_per_s", static_cast<double>(events) / wall}}},
-                   {"ns3", ns3},
-                   {"ratio", ratio}});
+                   {"rounds", per_round},
+                   {"ratio", ratio},
+                   {"cpu_ratio", cpu_ratio}});
   }
   if (!json_out.empty()) {
     std::ofstream f(json_out);

@@ -28,13 +28,14 @@
 // link in this workload), and deliveries at exactly the end time count in
 // both. Time resolution is 1 ps as in ina (306 B at 100 Gbps: 24480 ps).
 // The wall time is Simulator::Run() alone (setup excluded), as ina's bench
-// times Simulator::run alone.
+// times Simulator::run alone; the CPU time is that thread's over the same.
 //
 // Prints one JSON object on stdout.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include <ns3/application.h>
@@ -236,8 +237,15 @@ int main(int argc, char** argv) {
 
   // Events at exactly `duration` run (the stop event is scheduled before them).
   Simulator::Stop(duration + PicoSeconds(1));
+  const auto cpu_now = [] {  // this thread's CPU time (ns-3's default simulator runs in the calling thread)
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
   const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = cpu_now();
   Simulator::Run();
+  const double cpu = cpu_now() - c0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t events = Simulator::GetEventCount();
 
@@ -253,10 +261,11 @@ int main(int argc, char** argv) {
               "\"hops\": %" PRIu64 ", \"up_hops\": %" PRIu64 ", \"down_hops\": %" PRIu64 ", "
               "\"aggregations\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"stale\": %" PRIu64 ", "
               "\"unexpected\": %" PRIu64 ", \"bad_values\": %" PRIu64 ", \"events\": %" PRIu64 ", "
-              "\"wall_s\": %.6f, \"hops_per_s\": %.1f}\n",
+              "\"wall_s\": %.6f, \"hops_per_s\": %.1f, \"cpu_s\": %.6f, \"hops_per_cpu_s\": %.1f}\n",
               NS3_VERSION_MAJOR, NS3_VERSION_MINOR, NS3_VERSION_BUILD_PROFILE, hosts, duration_us, gbps, delay_ns,
               kHeaderBytes + 2 + 4 * values, window, pool, hops, swApp->data_in, down, swApp->aggregations,
-              swApp->duplicates, swApp->stale, unexpected, bad, events, wall, static_cast<double>(hops) / wall);
+              swApp->duplicates, swApp->stale, unexpected, bad, events, wall, static_cast<double>(hops) / wall, cpu,
+              static_cast<double>(hops) / cpu);
   Simulator::Destroy();
   return bad || unexpected ? 1 : 0;
 }

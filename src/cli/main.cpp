@@ -30,7 +30,7 @@
 
 namespace ina::cli {
 int run_bench(const std::string& suite, const std::vector<std::string>& extra);
-int run_vs_ns3(const std::string& json_out);
+int run_vs_ns3(const std::string& json_out, int rounds);
 }
 
 namespace {
@@ -287,6 +287,8 @@ int main(int argc, char** argv) {
   std::string vs_ns3_json;
   bench->add_flag("--vs-ns3", vs_ns3, "sim only: the star workloads (16, 64 hosts) in ina and in ns-3 (ina-ns3-star, built when libns3-dev is installed), printing ina/ns-3 per workload");
   bench->add_option("--json", vs_ns3_json, "with --vs-ns3: also write the results to this JSON file");
+  int vs_ns3_rounds = 3;
+  bench->add_option("--rounds", vs_ns3_rounds, "with --vs-ns3: rounds of ina then ns-3 per workload; the ratio printed is the median of the rounds' (default 3)");
   bench->allow_extras();
 
   auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train; `ina train --help` lists its options)");
@@ -379,11 +381,12 @@ int main(int argc, char** argv) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());
       if (!vs_ns3_json.empty() && !vs_ns3) throw std::invalid_argument("ina bench: --json goes with --vs-ns3");
+      if (bench->count("--rounds") && !vs_ns3) throw std::invalid_argument("ina bench: --rounds goes with --vs-ns3");
       if (vs_ns3) {
         if (suite != "sim") throw std::invalid_argument("ina bench: --vs-ns3 goes with the sim suite, not '" + suite + "'");
         if (!bench_args.empty())
           throw std::invalid_argument(fmt::format("ina bench sim --vs-ns3 takes no Google Benchmark flags (got '{}')", fmt::join(bench_args, " ")));
-        return ina::cli::run_vs_ns3(vs_ns3_json);
+        return ina::cli::run_vs_ns3(vs_ns3_json, vs_ns3_rounds);
       }
       return ina::cli::run_bench(suite, bench_args);
     }

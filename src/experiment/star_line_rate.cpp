@@ -20,13 +20,23 @@ namespace ina::exp {
 namespace {
 
 // The two loops run for every packet (core/avx2_clone.hpp).
-INA_AVX2_CLONE void fill_ones(int32_t* out, size_t n) { std::fill(out, out + n, 1); }
+// Both have a fixed-size body for the workload's 64-value payload (no
+// vector prologue or remainder loop).
+template <size_t N>
+inline void fill_ones_n(int32_t* out, size_t n) {
+  std::fill(out, out + (N ? N : n), 1);
+}
+INA_AVX2_CLONE void fill_ones(int32_t* out, size_t n) { n == 64 ? fill_ones_n<64>(out, n) : fill_ones_n<0>(out, n); }
 // Values of v[0, n) other than `expected` (n: a packet's payload, below 2^16;
 // 32-bit lanes vectorize best).
-INA_AVX2_CLONE uint32_t count_other(const int32_t* v, size_t n, int32_t expected) {
+template <size_t N>
+inline uint32_t count_other_n(const int32_t* v, size_t n, int32_t expected) {
   uint32_t bad = 0;
-  for (size_t k = 0; k < n; ++k) bad += v[k] != expected;
+  for (size_t k = 0; k < (N ? N : n); ++k) bad += v[k] != expected;
   return bad;
+}
+INA_AVX2_CLONE uint32_t count_other(const int32_t* v, size_t n, int32_t expected) {
+  return n == 64 ? count_other_n<64>(v, n, expected) : count_other_n<0>(v, n, expected);
 }
 
 // Every host's gradient is all 1s, so every value of every result must be

@@ -134,28 +134,31 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
 }
 
 void WorkerTransport::pump(Time now, Effects& fx) {
-  while (send_op_ < ops_.size()) {
-    Op& op = ops_[send_op_];
+  const size_t nops = ops_.size();  // (sending adds and retires no op)
+  while (send_op_ < nops) {
+    Op& op = ops_[send_op_];  // (a deque index: once per op, not per packet)
     if (op.next >= op.npkts) { ++send_op_; continue; }
-    if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) break;  // retention bound
-    if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) break;
-    if (cfg_.window_cap) {  // (the op being sent is the first open one, in the common case: no scan)
-      const uint32_t low = send_op_ == first_open_ ? op.psn0 + op.low : lowest_unacked();
-      if (op.psn0 + op.next - low >= cfg_.window_cap) break;
-    }
-    if (cfg_.rate_gbps > 0) {
-      if (now < next_tx_) {
-        if (!pace_armed_) {
-          pace_armed_ = true;
-          fx.set_timer(next_tx_, kPaceTimer);
-        }
-        break;
+    if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) return;  // retention bound
+    do {
+      if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) return;
+      if (cfg_.window_cap) {  // (the op being sent is the first open one, in the common case: no scan)
+        const uint32_t low = send_op_ == first_open_ ? op.psn0 + op.low : lowest_unacked();
+        if (op.psn0 + op.next - low >= cfg_.window_cap) return;
       }
-      const double gap_ps = cfg_.wire_bytes * 8.0 / cfg_.rate_gbps * 1000.0;  // bits / (Gbit/s) = ns
-      next_tx_ = std::max(next_tx_, now) + static_cast<Time>(gap_ps);
-    }
-    send_data(op, op.next, now, fx, false);
-    ++op.next;
+      if (cfg_.rate_gbps > 0) {
+        if (now < next_tx_) {
+          if (!pace_armed_) {
+            pace_armed_ = true;
+            fx.set_timer(next_tx_, kPaceTimer);
+          }
+          return;
+        }
+        const double gap_ps = cfg_.wire_bytes * 8.0 / cfg_.rate_gbps * 1000.0;  // bits / (Gbit/s) = ns
+        next_tx_ = std::max(next_tx_, now) + static_cast<Time>(gap_ps);
+      }
+      send_data(op, op.next, now, fx, false);
+      ++op.next;
+    } while (op.next < op.npkts);
   }
 }
 

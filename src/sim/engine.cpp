@@ -307,19 +307,15 @@ void Simulator::route(NodeId from, Packet* p) {
   transmit(li, p);
 }
 
-void Simulator::transmit(uint32_t link_id, Packet* p) {
-  Link& l = links_[link_id];
-  if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
-    ++l.st.drop_loss;
-    if (loss_observer_) loss_observer_(*p);
-    pool_.put(p);
-    return;
-  }
+// The link's queue: drop-tail above queue_time of backlog, ECN marking above
+// ecn_time; else the packet is serialized once the link is free. Returns its
+// serialization time, or -1 if it was dropped (and freed).
+inline Time Simulator::admit(Link& l, Packet* p) {
   const Time backlog = l.busy_until > now_ ? l.busy_until - now_ : 0;
   if (backlog > l.queue_time) {
     ++l.st.drop_queue;
     pool_.put(p);
-    return;
+    return -1;
   }
   if (backlog > l.ecn_time) {
     p->h.flags |= flag::kEcn;
@@ -330,9 +326,37 @@ void Simulator::transmit(uint32_t link_id, Packet* p) {
     l.ser_bytes = bytes;
     l.ser_time = serialization_time(bytes, l.bps);
   }
-  const Time ser = l.ser_time;
-  l.busy_until = (backlog ? l.busy_until : now_) + ser;
-  l.st.busy += ser;
+  l.busy_until = (backlog ? l.busy_until : now_) + l.ser_time;
+  l.st.busy += l.ser_time;
+  return l.ser_time;
+}
+
+void Simulator::transmit(uint32_t link_id, Packet* p) {
+  Link& l = links_[link_id];
+  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0) [[unlikely]] {
+    transmit_faulty(link_id, p);
+    return;
+  }
+  // A link without loss, duplication or reordering (no random draw either
+  // way): transmit_faulty()'s steps without those, in one function.
+  if (admit(l, p) < 0) return;
+  ++l.st.packets;
+  l.st.bytes += l.ser_bytes;  // (this packet's size, after admit)
+  const bool was_empty = l.wire.empty();
+  l.wire.push(l.busy_until + l.p.delay, p);
+  if (was_empty) key_link(link_id);
+}
+
+void Simulator::transmit_faulty(uint32_t link_id, Packet* p) {
+  Link& l = links_[link_id];
+  if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
+    ++l.st.drop_loss;
+    if (loss_observer_) loss_observer_(*p);
+    pool_.put(p);
+    return;
+  }
+  const Time ser = admit(l, p);
+  if (ser < 0) return;
   const Time arrival = l.busy_until + l.p.delay;
   Packet* copy = nullptr;
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {

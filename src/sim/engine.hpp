@@ -235,6 +235,8 @@ class Simulator {
   void push(const Event& e);
   Event pop();
   void transmit(uint32_t link_id, Packet* p);
+  [[gnu::noinline]] void transmit_faulty(uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
+  Time admit(Link& l, Packet* p);
   void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
   void deliver(NodeId to, Packet* p);
   // Tournament (winner) tree over links: leaf_[l] is link l's key (its wire
