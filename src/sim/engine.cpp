@@ -413,7 +413,9 @@ inline unsigned __int128 order_key(Time t, uint64_t seq) {
 }
 }  // namespace
 
-void Simulator::key_link(uint32_t link_id) {
+void Simulator::key_link(uint32_t link_id) { key_link_inline(link_id); }
+
+inline void Simulator::key_link_inline(uint32_t link_id) {
   const Link& l = links_[link_id];
   LeafKey& leaf = leaf_[link_id];
   if (l.wire.empty()) {
@@ -439,7 +441,7 @@ void Simulator::key_link(uint32_t link_id) {
   }
 }
 
-void Simulator::deliver(NodeId to, Packet* p) {
+inline void Simulator::deliver(NodeId to, Packet* p) {
   ++hops_;
   const Header& h = p->h;
   digest_ = (digest_ ^ static_cast<uint64_t>(now_) ^ (static_cast<uint64_t>(to) << 48) ^
@@ -479,7 +481,7 @@ void Simulator::run(Time until) {
       Link& l = links_[li];
       Packet* p = l.wire.front();
       l.wire.pop();  // (prefetches the link's next packet)
-      key_link(li);
+      key_link_inline(li);
       deliver(l.to, p);
       continue;
     }

@@ -238,7 +238,7 @@ class Simulator {
   [[gnu::noinline]] void transmit_faulty(uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
   Time admit(Link& l, Packet* p);
   void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
-  void deliver(NodeId to, Packet* p);
+  [[gnu::always_inline]] inline void deliver(NodeId to, Packet* p);  // (inlined into run(), its one caller)
   // Tournament (winner) tree over links: leaf_[l] is link l's key (its wire
   // head's arrival and sequence); win_[n] for 1 <= n < leaves_ is the link
   // with the least key below tree node n, and win_[leaves_ + l] = l, so the
@@ -249,6 +249,7 @@ class Simulator {
     uint64_t seq = UINT64_MAX;
   };
   void key_link(uint32_t link_id);  // re-keys a link from its wire head, updates the path
+  [[gnu::always_inline]] inline void key_link_inline(uint32_t link_id);  // the same, inlined into run()
   void build_tree();
   std::vector<LeafKey> leaf_ = std::vector<LeafKey>(1);  // no link yet: an empty key
   std::vector<uint32_t> win_ = std::vector<uint32_t>(2);
