@@ -436,6 +436,54 @@ TEST(Multicast, OneCopyPerBranchAndExactlyOnePerMember) {
   EXPECT_EQ(s.misrouted(), 0u);
 }
 
+// The same tree; group 1 multicast once as {7, 3, 5, 4, 6}, then its members
+// changed to {7, 3, 5, 8, 6} (host 8 takes rank 3 from host 4) and multicast
+// again. Catches: a switch's multicast split kept from the first membership
+// (the same member count and ranks under A, so only the members differ).
+TEST(Multicast, ANewMembershipIsServedNotTheSplitOfTheOldOne) {
+  sim::Simulator s(1, 64);
+  s.add_node(std::make_unique<McastSwitch>(std::vector<uint16_t>{1}), true);
+  s.add_node(std::make_unique<McastSwitch>(), true);
+  s.add_node(std::make_unique<McastSwitch>(), true);
+  std::vector<McastHost*> hosts(9, nullptr);
+  for (NodeId h = 3; h <= 8; ++h) {
+    auto n = std::make_unique<McastHost>();
+    hosts[h] = n.get();
+    s.add_node(std::move(n), false);
+  }
+  sim::LinkParams lp;
+  s.connect(0, 1, lp, lp);
+  s.connect(0, 2, lp, lp);
+  for (NodeId h : {3, 4, 8}) s.connect(h, 1, lp, lp);
+  for (NodeId h : {5, 6}) s.connect(h, 2, lp, lp);
+  s.connect(7, 0, lp, lp);
+  s.build_routes();
+  s.set_multicast_group(1, {7, 3, 5, 4, 6});
+  s.run();
+  s.set_multicast_group(1, {7, 3, 5, 8, 6});
+  s.call(0, s.now() + 1 * kUs, [](Effects& fx) {
+    Packet* p = fx.alloc();
+    p->h.type = PktType::Ack;
+    p->h.job = 1;
+    p->h.psn = 200;
+    p->h.dst = kMulticast;
+    p->h.count = 1;
+    p->payload()[0] = 9;
+    ASSERT_TRUE(fx.multicast(p));
+  });
+  s.run();
+  ASSERT_TRUE(s.idle());
+  auto psns = [&](NodeId h) {
+    std::vector<uint32_t> v;
+    for (const auto& r : hosts[h]->got) v.push_back(r.psn);
+    return v;
+  };
+  EXPECT_EQ(psns(4), (std::vector<uint32_t>{101})) << "host 4 left the group";
+  EXPECT_EQ(psns(8), (std::vector<uint32_t>{200})) << "host 8 joined it";
+  for (NodeId h : {3, 5, 6, 7}) EXPECT_EQ(psns(h), (std::vector<uint32_t>{101, 200})) << "host " << h;
+  EXPECT_EQ(s.pool().in_use(), 0u);
+}
+
 // ---------------------------------------------------------------- run_point
 
 exp::Settings small_settings() {
