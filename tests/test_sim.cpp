@@ -373,34 +373,51 @@ class McastHost final : public Node {
 };
 
 // Root R (0) with inner switches A (1) and B (2); hosts 3, 4, 8 under A,
-// 5, 6 under B, 7 directly under R. Group 1 = {7, 3, 5, 4, 6} (in that rank
-// order), group 2 = {3, 5}. Host 8 is in no group.
+// 5, 6 under B, 7 directly under R; the root multicasts one packet for each
+// of `groups` at start.
+struct McastTree {
+  explicit McastTree(std::vector<uint16_t> groups) {
+    auto root = std::make_unique<McastSwitch>(std::move(groups));
+    auto a = std::make_unique<McastSwitch>();
+    auto b = std::make_unique<McastSwitch>();
+    ap = a.get();
+    bp = b.get();
+    s.add_node(std::move(root), true);
+    s.add_node(std::move(a), true);
+    s.add_node(std::move(b), true);
+    for (NodeId h = 3; h <= 8; ++h) {
+      auto n = std::make_unique<McastHost>();
+      hosts[h] = n.get();
+      s.add_node(std::move(n), false);
+    }
+    sim::LinkParams lp;
+    ra = s.connect(0, 1, lp, lp);
+    rb = s.connect(0, 2, lp, lp);
+    for (NodeId h : {3, 4, 8}) down[h] = s.connect(h, 1, lp, lp) + 1;
+    for (NodeId h : {5, 6}) down[h] = s.connect(h, 2, lp, lp) + 1;
+    down[7] = s.connect(7, 0, lp, lp) + 1;
+    s.build_routes();
+  }
+  sim::Simulator s{1, 64};
+  McastSwitch *ap = nullptr, *bp = nullptr;
+  std::vector<McastHost*> hosts = std::vector<McastHost*>(9, nullptr);
+  uint32_t ra = 0, rb = 0;              // root -> A, root -> B
+  std::vector<uint32_t> down = std::vector<uint32_t>(9);  // switch -> host link of each host
+};
+
+// Group 1 = {7, 3, 5, 4, 6} (in that rank order), group 2 = {3, 5}. Host 8
+// is in no group.
 // Catches: the root sending one copy per member instead of one per branch,
 // a member missed or served twice, copies to non-members or to branches
 // without members, or a wrong member mask handed down the tree.
 TEST(Multicast, OneCopyPerBranchAndExactlyOnePerMember) {
-  sim::Simulator s(1, 64);
-  auto root = std::make_unique<McastSwitch>(std::vector<uint16_t>{1, 2});
-  auto a = std::make_unique<McastSwitch>();
-  auto b = std::make_unique<McastSwitch>();
-  McastSwitch* ap = a.get();
-  McastSwitch* bp = b.get();
-  s.add_node(std::move(root), true);
-  s.add_node(std::move(a), true);
-  s.add_node(std::move(b), true);
-  std::vector<McastHost*> hosts(9, nullptr);
-  for (NodeId h = 3; h <= 8; ++h) {
-    auto n = std::make_unique<McastHost>();
-    hosts[h] = n.get();
-    s.add_node(std::move(n), false);
-  }
-  sim::LinkParams lp;
-  const uint32_t ra = s.connect(0, 1, lp, lp), rb = s.connect(0, 2, lp, lp);
-  std::vector<uint32_t> down(9);  // switch -> host link of each host
-  for (NodeId h : {3, 4, 8}) down[h] = s.connect(h, 1, lp, lp) + 1;
-  for (NodeId h : {5, 6}) down[h] = s.connect(h, 2, lp, lp) + 1;
-  down[7] = s.connect(7, 0, lp, lp) + 1;
-  s.build_routes();
+  McastTree t({1, 2});
+  auto& s = t.s;
+  auto& hosts = t.hosts;
+  auto& down = t.down;
+  const uint32_t ra = t.ra, rb = t.rb;
+  McastSwitch* ap = t.ap;
+  McastSwitch* bp = t.bp;
   s.set_multicast_group(1, {7, 3, 5, 4, 6});
   s.set_multicast_group(2, {3, 5});
   s.run();
@@ -441,23 +458,9 @@ TEST(Multicast, OneCopyPerBranchAndExactlyOnePerMember) {
 // again. Catches: a switch's multicast split kept from the first membership
 // (the same member count and ranks under A, so only the members differ).
 TEST(Multicast, ANewMembershipIsServedNotTheSplitOfTheOldOne) {
-  sim::Simulator s(1, 64);
-  s.add_node(std::make_unique<McastSwitch>(std::vector<uint16_t>{1}), true);
-  s.add_node(std::make_unique<McastSwitch>(), true);
-  s.add_node(std::make_unique<McastSwitch>(), true);
-  std::vector<McastHost*> hosts(9, nullptr);
-  for (NodeId h = 3; h <= 8; ++h) {
-    auto n = std::make_unique<McastHost>();
-    hosts[h] = n.get();
-    s.add_node(std::move(n), false);
-  }
-  sim::LinkParams lp;
-  s.connect(0, 1, lp, lp);
-  s.connect(0, 2, lp, lp);
-  for (NodeId h : {3, 4, 8}) s.connect(h, 1, lp, lp);
-  for (NodeId h : {5, 6}) s.connect(h, 2, lp, lp);
-  s.connect(7, 0, lp, lp);
-  s.build_routes();
+  McastTree t({1});
+  auto& s = t.s;
+  auto& hosts = t.hosts;
   s.set_multicast_group(1, {7, 3, 5, 4, 6});
   s.run();
   s.set_multicast_group(1, {7, 3, 5, 8, 6});

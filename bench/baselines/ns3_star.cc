@@ -35,7 +35,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
 #include <ns3/application.h>
@@ -51,6 +50,8 @@
 #include <ns3/simulator.h>
 #include <ns3/string.h>
 #include <ns3/version-defines.h>
+
+#include "core/resources.hpp"  // header-only: thread_cpu_seconds()
 
 namespace {
 
@@ -237,15 +238,11 @@ int main(int argc, char** argv) {
 
   // Events at exactly `duration` run (the stop event is scheduled before them).
   Simulator::Stop(duration + PicoSeconds(1));
-  const auto cpu_now = [] {  // this thread's CPU time (ns-3's default simulator runs in the calling thread)
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  };
+  // CPU time: this thread's, as ina's side (ns-3's default simulator runs in the calling thread).
   const auto t0 = std::chrono::steady_clock::now();
-  const double c0 = cpu_now();
+  const double c0 = ina::thread_cpu_seconds();
   Simulator::Run();
-  const double cpu = cpu_now() - c0;
+  const double cpu = ina::thread_cpu_seconds() - c0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t events = Simulator::GetEventCount();
 
