@@ -27,6 +27,10 @@
 //    (the switch threads' CPU time, summed, over the gradient bytes they aggregated),
 //    switch_cpu_util (that CPU time over the wall time: 1 = one core busy),
 //    switch_cpu_util_busiest_thread, resends and verified results.
+//  - The switch_auth family runs the same load with datagram authentication
+//    off and on (`ina switch --datagram-auth`, runtime/datagram_tag.hpp): the
+//    generator then tags every datagram it sends with its job's datagram key
+//    and checks the tag of every result before its values.
 //
 // The generator shares the machine with the switch: on a 2-core host it
 // takes one core and the switch the other, so the figures are what one
@@ -49,17 +53,20 @@
 #include <optional>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/auth.hpp"
 #include "runtime/control.hpp"
+#include "runtime/datagram_tag.hpp"
 #include "runtime/net.hpp"
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "schemes/registry.hpp"
 #include "wire/packet.hpp"
+#include "wire/patch.hpp"
 
 namespace {
 
@@ -84,9 +91,10 @@ struct Outcome {
 
 // One run: a switch of `threads` threads, `jobs` jobs (ids 1..jobs; job J on
 // thread J mod threads) of N joined workers each (and a PS each), `packets`
-// PSNs per worker; segmentation offload on the switch and the generator, or off.
+// PSNs per worker; segmentation offload on the switch and the generator, or
+// off; datagram tags (authentication) on both, or off.
 Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64_t packets, bool offload,
-                 unsigned jobs = 1, unsigned threads = 1) {
+                 unsigned jobs = 1, unsigned threads = 1, bool tags = false) {
   Outcome out;
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::Runtime);
   // Jobs on the busiest thread (regions of the isolated policy are per thread).
@@ -101,6 +109,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   sc.ecn_backlog_bytes = 0;  // nothing to slow down: the generator's window is the only limit
   sc.log = false;
   sc.offload = offload;
+  sc.datagram_auth = tags;
   sc.key = rt::random_key();
   sc.has_key = true;
   rt::SwitchDaemon sw(sc);
@@ -125,6 +134,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         pc.nworkers = n;
         pc.key = rt::job_key(sc.key, pc.job);
         pc.has_key = true;
+        pc.datagram_auth = tags;
         pc.log = false;
         ps.d = std::make_unique<rt::PsDaemon>(pc);
         ps.ready = true;
@@ -184,7 +194,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   // buffer however small): beyond that the switch's socket drops datagrams
   // faster than it reads them, and the run measures resends instead of the switch.
   const uint64_t aggregators = sc.program.memory_bytes / threads / (4ull * payload);
-  const size_t dgram = kHeaderBytes + 4u * payload;
+  const size_t dgram = kHeaderBytes + 4u * payload + (tags ? rt::kTagBytes : 0);
   uint64_t window = a0.window_cap ? a0.window_cap : std::max<uint64_t>(1, aggregators / 4 / per_thread);
   window = std::min<uint64_t>(
       {window, std::max<uint64_t>(8, (2ull << 20) / (n * per_thread) / std::max<size_t>(dgram, 1024)), packets});
@@ -204,6 +214,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   struct Worker {
     int fd;
     Header h;
+    rt::DatagramKey key;  // its job's (datagram tags)
     uint64_t next = 0, low = 0, done = 0;
     bool finished = false;
     std::vector<uint8_t> got;   // by PSN: result received
@@ -230,6 +241,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     w.h.bitmap = RankBits::bit(r);
     w.h.priority = 1;
     w.h.count = payload;
+    w.key = rt::datagram_key(rt::job_key(sc.key, a.job), a.datagram_salt);
     w.got.assign(packets, 0);
     w.sent_at.assign(packets, 0);
   }
@@ -261,7 +273,12 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         h.psn = psns[b + i];
         h.flags = resend ? flag::kResend : 0;
         std::span<std::byte> slot(txbuf.data() + i * dgram, dgram);
-        const size_t len = encode(h, tmpl[h.rank][h.psn % kTemplates], slot);
+        size_t len = encode(h, tmpl[h.rank][h.psn % kTemplates], slot);
+        if (tags) {  // as a tagging engine sends it
+          set_wire_flags(slot.data(), wire_flags(slot.data()) | flag::kTagged);
+          rt::put_tag(slot.data() + len, rt::datagram_tag(w.key, slot.data(), len));
+          len += rt::kTagBytes;
+        }
         iov[i] = {slot.data(), len};
       }
       // Messages of per_send datagrams each (one datagram each without offload).
@@ -296,8 +313,16 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
     return true;
   };
 
-  // One result datagram: verified against the expected sum.
-  auto take = [&](Worker& w, const std::byte* data, size_t len) {
+  // One result datagram: verified against the expected sum (and its tag first).
+  auto take = [&](Worker& w, std::byte* data, size_t len) {
+    if (tags) {
+      if (len < kHeaderBytes + rt::kTagBytes || !(wire_flags(data) & flag::kTagged) || !rt::tag_matches(w.key, data, len)) {
+        ++out.wrong;
+        return false;
+      }
+      set_wire_flags(data, wire_flags(data) & ~flag::kTagged);
+      len -= rt::kTagBytes;
+    }
     Header h;
     if (decode(std::span<const std::byte>(data, len), h, vals) != DecodeError::None || h.type != PktType::Ack ||
         !h.has(flag::kResult) || h.psn >= packets)
@@ -337,7 +362,7 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
         const int k = ::recvmmsg(w.fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
         if (k <= 0) break;
         for (int i = 0; i < k; ++i) {
-          const std::byte* data = rxbuf.data() + i * rx_slot;
+          std::byte* data = rxbuf.data() + i * rx_slot;
           const size_t len = msgs[i].msg_len;
           const size_t gro = offload ? rt::udp_gro_segment(msgs[i].msg_hdr) : 0;
           const size_t seg = gro ? gro : len;
@@ -377,7 +402,8 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
   const nlohmann::json st = sw.stats();  // after run(): every shard's, summed
   out.switch_rx = st["engine"]["rx_datagrams"].get<uint64_t>();
   out.switch_tx = st["engine"]["tx_datagrams"].get<uint64_t>();
-  out.switch_malformed = st["engine"]["rx_malformed"].get<uint64_t>() + st["engine"]["rx_foreign"].get<uint64_t>();
+  out.switch_malformed = st["engine"]["rx_malformed"].get<uint64_t>() + st["engine"]["rx_foreign"].get<uint64_t>() +
+                         st["engine"]["rx_bad_tag"].get<uint64_t>();
   for (const Ps& ps : pses)
     if (!ps.error.empty() && out.error.empty()) out.error = "PS: " + ps.error;
   return out;
@@ -385,15 +411,15 @@ Outcome run_once(const std::string& scheme, unsigned n, uint16_t payload, uint64
 
 // One case: `jobs` jobs of n workers on a switch of `threads` threads.
 void measure(benchmark::State& state, const char* scheme, unsigned n, uint16_t payload, bool offload, unsigned jobs,
-             unsigned threads) {
+             unsigned threads, bool tags = false) {
   // About 256 MB of gradient per worker at 8 KB packets, fewer packets for
   // small ones (the threads family: the same gradient over its jobs).
   const uint64_t packets = std::clamp<uint64_t>((64ull << 20) / (4ull * payload) / jobs, 20000 / jobs, 200000);
   Outcome total;
   for (auto _ : state) {
-    Outcome o = run_once(scheme, n, payload, packets, offload, jobs, threads);
+    Outcome o = run_once(scheme, n, payload, packets, offload, jobs, threads, tags);
     if (!o.error.empty() || o.wrong || o.switch_malformed) {
-      state.SkipWithError(fmt::format("{} (wrong results {}, malformed at the switch {})", o.error, o.wrong,
+      state.SkipWithError(fmt::format("{} (wrong results {}, malformed, foreign or badly tagged at the switch {})", o.error, o.wrong,
                                       o.switch_malformed)
                               .c_str());
       return;
@@ -420,6 +446,7 @@ void measure(benchmark::State& state, const char* scheme, unsigned n, uint16_t p
   state.counters["switch_threads"] = threads;
   state.counters["jobs"] = jobs;
   state.counters["window"] = static_cast<double>(total.window);
+  state.counters["tags"] = tags;
 }
 
 // Arguments: workers, values per packet, offload (one job, one switch thread).
@@ -455,8 +482,73 @@ void ThreadArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"workers", "values", "jobs", "threads"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 }
 
+// Arguments: workers, values per packet, datagram tags (one job, one switch thread, offload on).
+void BM_SwitchAuth(benchmark::State& state, const char* scheme) {
+  measure(state, scheme, static_cast<unsigned>(state.range(0)), static_cast<uint16_t>(state.range(1)), true, 1, 1,
+          state.range(2) != 0);
+}
+
+// Datagram authentication's cost: 256 B and 8 KB of values, tags off and on
+// back to back in one run (docs/results/runtime.md has the ratios).
+void AuthArgs(benchmark::internal::Benchmark* b) {
+  for (int v : {64, 2048})
+    for (int tags : {0, 1}) b->Args({2, v, tags});
+  b->ArgNames({"workers", "values", "tags"})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+}
+
+// The MAC alone, per datagram of `range(0)` bytes (a 256 B and an 8 KB
+// payload with the header): SipHash-2-4 as the runtime computes it, and the
+// alternative, Poly1305 from libcrypto. Poly1305 is a one-time MAC: each
+// datagram needs its own key, here the first 32 bytes of ChaCha20's
+// keystream under the job's key and a per-datagram nonce (as in RFC 8439's
+// AEAD), so its cost includes that block.
+void BM_MacSipHash(benchmark::State& state) {
+  std::vector<std::byte> d(static_cast<size_t>(state.range(0)), std::byte{7});
+  rt::DatagramKey k;
+  uint64_t sink = 0, i = 0;
+  for (auto _ : state) {
+    d[kHeaderBytes] = static_cast<std::byte>(++i);
+    sink ^= rt::datagram_tag(k, d.data(), d.size());
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_MacPoly1305(benchmark::State& state) {
+  std::vector<uint8_t> d(static_cast<size_t>(state.range(0)), 7);
+  const rt::Key key = rt::random_key();
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "POLY1305", nullptr);
+  EVP_MAC_CTX* mc = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+  EVP_CIPHER_CTX* cc = EVP_CIPHER_CTX_new();
+  if (!mc || !cc) {
+    state.SkipWithError("libcrypto has no Poly1305");
+  } else {
+    uint8_t nonce[16] = {}, zero[32] = {}, otk[32], tag[16];
+    uint64_t i = 0;
+    for (auto _ : state) {
+      ++i;
+      std::memcpy(nonce + 4, &i, sizeof i);  // a unique nonce per datagram
+      int ol = 0;
+      size_t tl = 0;
+      EVP_EncryptInit_ex(cc, EVP_chacha20(), nullptr, key.data(), nonce);
+      EVP_EncryptUpdate(cc, otk, &ol, zero, sizeof zero);
+      EVP_MAC_init(mc, otk, sizeof otk, nullptr);
+      EVP_MAC_update(mc, d.data(), d.size());
+      EVP_MAC_final(mc, tag, &tl, sizeof tag);
+      benchmark::DoNotOptimize(tag);
+    }
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+  }
+  EVP_CIPHER_CTX_free(cc);
+  EVP_MAC_CTX_free(mc);
+  EVP_MAC_free(mac);
+}
+
 BENCHMARK_CAPTURE(BM_Switch, switchml, "switchml")->Name("switch/switchml")->Apply(Args);
 BENCHMARK_CAPTURE(BM_Switch, dsa, "dsa")->Name("switch/dsa")->Apply(Args);
 BENCHMARK_CAPTURE(BM_SwitchThreads, switchml, "switchml")->Name("switch_threads/switchml")->Apply(ThreadArgs);
+BENCHMARK_CAPTURE(BM_SwitchAuth, switchml, "switchml")->Name("switch_auth/switchml")->Apply(AuthArgs);
+BENCHMARK(BM_MacSipHash)->Name("switch_auth/mac_siphash24")->Arg(kHeaderBytes + 256)->Arg(kHeaderBytes + 8192)->ArgName("bytes");
+BENCHMARK(BM_MacPoly1305)->Name("switch_auth/mac_chacha20_poly1305")->Arg(kHeaderBytes + 256)->Arg(kHeaderBytes + 8192)->ArgName("bytes");
 
 }  // namespace

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """DDP on Fashion-MNIST: gloo's allreduce against the ina hook, in the same run.
 
-    ina train-py examples/ddp_fashion_mnist.py --workers 2 --scheme dsa -- --epochs 3 --json out.json
+    ina train-py --workers 2 --scheme dsa examples/ddp_fashion_mnist.py -- --epochs 3 --json out.json
+
+(ina's options before the script, as torchrun's; the "--" hands --json, also a
+name of ina's options, to the script.)
 
 Every worker (started by `ina train-py`, or by torchrun with INA_* set) trains
 the same small CNN (torchvision's Conv2dNormActivation blocks) twice from the

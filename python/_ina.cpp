@@ -104,7 +104,9 @@ struct Handle {
 };
 
 template <typename T>
-py::tuple sparse(ina::Communicator& c, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> keys,
+// keys: uint64 only (no forcecast: a float key would be truncated; the package refuses
+// other dtypes with ina.ArgumentError before converting).
+py::tuple sparse(ina::Communicator& c, py::array_t<uint64_t, py::array::c_style> keys,
                  py::array_t<T, py::array::c_style | py::array::forcecast> values, const std::string& op, uint64_t key_space) {
   if (keys.ndim() != 1 || values.ndim() != 1 || keys.size() != values.size())
     throw py::value_error("allreduce_sparse: keys and values must be 1-D arrays of the same length, got " +
@@ -140,6 +142,7 @@ using CommPtr = std::unique_ptr<ina::Communicator, ReleaseGilDelete>;
 
 PYBIND11_MODULE(_ina, m) {
   m.doc() = "ina's native module: ina::Communicator over numpy arrays (use the `ina` package)";
+  m.attr("__version__") = INA_VERSION;  // CMake's project version, as `ina --version`
   // Every error of the C++ API is an ina.Error (a RuntimeError) carrying its message.
   // (Translators are tried last registered first: NonFiniteError before its base.)
   const auto& error = py::register_exception<ina::RuntimeError>(m, "Error", PyExc_RuntimeError);
@@ -195,6 +198,10 @@ PYBIND11_MODULE(_ina, m) {
       .def("close", [](ina::Communicator& c) {
         py::gil_scoped_release nogil;
         c.close();
+      })
+      .def("abandon", [](ina::Communicator& c) {
+        py::gil_scoped_release nogil;
+        c.abandon();
       })
       .def("stats_json", [](const ina::Communicator& c) { return c.stats().dump(); })
       .def("config_json", [](const ina::Communicator& c) { return c.config().to_json().dump(); })

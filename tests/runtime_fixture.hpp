@@ -8,9 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
 
 #include "runtime/communicator.hpp"
+#include "runtime/net.hpp"
+#include "runtime/udp_engine.hpp"
+#include "wire/packet.hpp"
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
 #include "test_keys.hpp"
@@ -127,6 +132,33 @@ inline std::vector<std::string> run_workers(unsigned n, const std::function<void
     });
   for (auto& t : ts) t.join();
   return errors;
+}
+
+
+// Raw UDP for tests that play a peer by hand: a socket on a free loopback
+// port, one datagram to `to`, a header and values encoded as the wire has them.
+inline rt::UniqueFd plain_udp() { return rt::bind_udp(Endpoint::parse("127.0.0.1:0"), 1 << 20); }
+
+inline void send_raw(int fd, const Endpoint& to, const void* data, size_t len) {
+  ASSERT_EQ(::sendto(fd, data, len, 0, reinterpret_cast<const sockaddr*>(&to.sa), sizeof to.sa),
+            static_cast<ssize_t>(len));
+}
+
+inline std::vector<std::byte> encoded(const Header& h, const std::vector<int32_t>& v) {
+  std::vector<std::byte> b(encoded_size(h));
+  encode(h, v, b);
+  return b;
+}
+
+// Polls an engine until pred() or the deadline.
+template <typename Pred>
+bool pump_until(rt::UdpEngine& e, Pred pred, Time limit = 2 * kSec) {
+  const Time end = rt::monotonic_now() + limit;
+  while (!pred()) {
+    if (rt::monotonic_now() > end) return false;
+    e.poll(5 * kMs);
+  }
+  return true;
 }
 
 }  // namespace ina::test

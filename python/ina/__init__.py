@@ -12,14 +12,24 @@ the C++ `ina::Communicator` (src/runtime/communicator.hpp): floats travel as
 int32 fixed point with an agreed scale and are summed exactly, so every
 worker gets bit-identical results equal to decode(sum of encode(x)).
 """
+import atexit
 import importlib
 import json
+import numbers
 import os
+import sys
+import weakref
 
 from ._ina import Error, NonFiniteError
 from . import _ina
 
-__all__ = ["Communicator", "Error", "NonFiniteError", "resolve_config"]
+__all__ = ["ArgumentError", "Communicator", "Error", "NonFiniteError", "resolve_config", "__version__"]
+
+__version__ = _ina.__version__  # CMake's project version, as `ina --version` prints
+
+
+class ArgumentError(Error, TypeError):
+    """A bad argument of an ina call (a key dtype, a negative key, a key_space): an ina.Error, also a TypeError."""
 
 
 def _text(key, value):
@@ -88,6 +98,7 @@ class Communicator:
 
     def __init__(self, config=None):
         self._c = _ina.Communicator(*_sources(config))
+        _open.add(self._c)
 
     def allreduce(self, x, op="sum"):
         """In place: x becomes the sum (op="average": the mean) over all workers. Returns info (scale, ...)."""
@@ -108,12 +119,20 @@ class Communicator:
         """
         import numpy as np
 
+        keys = _keys(keys)
+        if isinstance(key_space, bool) or not isinstance(key_space, numbers.Integral) or not 0 <= key_space < 2**64:
+            raise ArgumentError(f"allreduce_sparse: key_space must be an integer in 0..2^64-1, got {key_space!r}")
         values = np.asarray(_array(values))
         if values.dtype == np.int32:
             return self._c.allreduce_sparse_int32(keys, values, op, key_space)
         if values.dtype == np.float32:
             return self._c.allreduce_sparse_float(keys, values, op, key_space)
         raise TypeError(f"allreduce_sparse: expected float32 or int32 values, got {values.dtype}")
+
+    def abandon(self):
+        """Leaves the job without closing: the switch aborts it at once (for a failing process). Idempotent."""
+        _open.discard(self._c)
+        self._c.abandon()
 
     def stats(self):
         """Transport and engine statistics (a snapshot) as a dict."""
@@ -140,7 +159,14 @@ class Communicator:
         return self._c.payload_values
 
     def close(self):
-        """Waits for outstanding ops, then for every worker of the job. Idempotent."""
+        """Waits for outstanding ops, then for every worker of the job. Idempotent.
+
+        A script that never calls it is closed at interpreter exit (a normal exit, sys.exit included):
+        the rank has left after its last op, it has not crashed. After an uncaught exception it leaves
+        the job without closing (abandon()), so that the switch aborts the job at once and the other
+        ranks fail fast.
+        """
+        _open.discard(self._c)
         self._c.close()
 
     def __enter__(self):
@@ -148,6 +174,45 @@ class Communicator:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _keys(keys):
+    """keys as a uint64 array; non-integer or negative keys raise ArgumentError (numpy would truncate or wrap them)."""
+    import numpy as np
+
+    k = np.asarray(_array(keys))
+    if k.dtype.kind not in "ui":
+        raise ArgumentError(f"allreduce_sparse: keys must be integers (uint64), got dtype {k.dtype}"
+                            + (": float keys would be truncated" if k.dtype.kind == "f" else ""))
+    if k.dtype.kind == "i" and k.size and k.min() < 0:
+        i = int(np.argmax(k < 0))
+        raise ArgumentError(f"allreduce_sparse: keys must be >= 0, got {int(k[i])} at index {i}")
+    return k.astype(np.uint64, copy=False)
+
+
+# The native communicators not yet closed, closed at a normal interpreter exit
+# (Communicator.close). The native object, not the wrapper: an async op's handle
+# keeps it alive (and joined) after the wrapper is gone, e.g. the last handle
+# the DDP hook's completer thread held when its model was dropped.
+_open = weakref.WeakSet()
+
+
+def _close_at_exit():
+    # sys.last_value is set when an uncaught exception ended the script (not by sys.exit):
+    # leave without closing, so that the switch aborts the job now and the other ranks
+    # fail fast (a close would wait for them, and they for this rank's next op).
+    if getattr(sys, "last_value", None) is not None:
+        for comm in list(_open):
+            comm.abandon()
+        return
+    for comm in list(_open):
+        try:
+            comm.close()
+        except Error as e:
+            print(f"ina: closing the communicator at exit failed: {e}", file=sys.stderr)
+
+
+atexit.register(_close_at_exit)
 
 
 def __getattr__(name):

@@ -37,6 +37,9 @@ class _Completer:
                 fut.set_result(tensor)
             except BaseException as e:  # the future carries the communicator's error to DDP
                 fut.set_exception(e)
+            # While it waits for the next bucket this thread holds nothing: a handle keeps its
+            # communicator alive, which must go (and close) with the last reference to it.
+            del handle, fut, tensor
 
 
 def _completer(comm):

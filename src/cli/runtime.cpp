@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@
 #include "runtime/launcher.hpp"
 #include "runtime/ps_daemon.hpp"
 #include "runtime/switch_daemon.hpp"
+#include "runtime/ring_layout.hpp"
 #include "runtime/ring_worker.hpp"
 #include "runtime/worker_app.hpp"
 #include "schemes/registry.hpp"
@@ -92,7 +95,14 @@ struct SwitchCmd {
   unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0, threads = 1;
   double ecn_kb = 512;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
-  bool quiet = false, track_tasks = false, no_offload = false;
+  unsigned max_connections = 0, max_per_source = rt::ControlLimits{}.max_per_source;
+  double control_timeout_ms = to_ms(rt::ControlLimits{}.visitor_timeout);
+  size_t max_control_line = rt::ControlLimits{}.max_visitor_line;
+  bool quiet = false, track_tasks = false, no_offload = false, datagram_auth = false;
+  // Sharing the pool (switch_daemon.hpp ShareLimits).
+  std::string job_quota = "fair", priority_range;
+  double reclaim_ms = to_ms(rt::ShareLimits{}.reclaim_after);
+  std::vector<std::string> job_priority;
   FaultFlags faults;
 
   int run() const {
@@ -112,11 +122,17 @@ struct SwitchCmd {
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
     c.offload = !no_offload;
+    c.datagram_auth = datagram_auth;
     c.log = !quiet;
     c.layout = layout;
     c.rack = rack;
     c.udp_fd = udp_fd;
     c.tcp_fd = tcp_fd;
+    c.control.max_connections = max_connections;
+    c.control.max_per_source = max_per_source;
+    c.control.visitor_timeout = from_ms(control_timeout_ms);
+    c.control.max_visitor_line = max_control_line;
+    c.share = rt::ShareLimits::from_flags(job_quota, reclaim_ms, priority_range, job_priority);
     if (!key_file.empty()) {
       c.key = rt::read_key_file(key_file);
     } else if (!new_key_file.empty()) {
@@ -148,7 +164,7 @@ struct PsCmd {
   unsigned job = 1, workers = 1;
   double connect_timeout_ms = 10000, rendezvous_timeout_ms = 60000, min_timeout_ms = 0;
   std::string profile{host::kRuntimeProfile.name};
-  bool quiet = false, multicast_known = false;
+  bool quiet = false, multicast_known = false, datagram_auth = false;
   FaultFlags faults;
 
   int run() const {
@@ -165,6 +181,7 @@ struct PsCmd {
     }
     c.bind_ip = bind_ip;
     c.faults = faults.config();
+    c.datagram_auth = datagram_auth;
     c.connect_timeout = from_ms(connect_timeout_ms);
     c.rendezvous_timeout = from_ms(rendezvous_timeout_ms);
     if (min_timeout_ms > 0) c.min_timeout = from_ms(min_timeout_ms);
@@ -207,7 +224,7 @@ struct WorkerCmd {
   unsigned iterations = 1;
   double window_kb = 0;
   std::string report;
-  bool quiet = false;
+  bool quiet = false, datagram_auth = false;
   FaultFlags faults;
   CLI::App* app = nullptr;
 
@@ -226,6 +243,7 @@ struct WorkerCmd {
     if (given("--payload")) c.payload_values = static_cast<uint16_t>(payload);
     if (given("--priority")) c.priority = priority;
     if (given("--window-kb")) c.window_kb = window_kb;
+    if (given("--datagram-auth")) c.datagram_auth = true;
     if (given("--scale")) c = CommConfig::from_toml_string(fmt::format("[communicator]\nscale = \"{}\"\n", scale), "--scale", c);
     const rt::FaultConfig f = faults.config();
     if (given("--loss")) c.faults.loss = f.loss;
@@ -318,22 +336,101 @@ struct RunCmd {
   }
 };
 
-// `ina train-py SCRIPT [-- ARGS]`: switch, PS and N copies of a Python
-// training script (rt::LaunchConfig::command).
+// The directory holding the `ina` Python package that belongs to this
+// binary: the build tree's python/ beside it, or (an installed layout) the
+// package's install directory under the prefix; empty if neither has it.
+std::string own_python_dir() {
+  namespace fs = std::filesystem;
+  const fs::path bin = ina_executable().parent_path();
+  std::vector<fs::path> candidates{bin / "python"};
+#ifdef INA_PYTHON_INSTALL_DIR
+  candidates.push_back(bin.parent_path() / INA_PYTHON_INSTALL_DIR);
+#endif
+  for (const auto& d : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(d / "ina" / "__init__.py", ec)) return d.string();
+  }
+  return {};
+}
+
+// `ina train-py [OPTIONS] SCRIPT [ARGS...]`: switch, PS and N copies of a
+// Python training script (rt::LaunchConfig::command). As with torchrun, ina's
+// options come before the script and everything after it is the script's.
 struct TrainPyCmd {
   rt::LaunchConfig c;
   std::string python = "/usr/bin/python3";
+  CLI::App* app = nullptr;  // its options' names (--workers, -h, ...) are refused after the script
 
-  // args: what follows the options: SCRIPT [--] [ARGS...] (the "--" is dropped).
+  bool ours(const std::string& arg) const {
+    const std::string name = arg.substr(0, arg.find('='));
+    for (const CLI::Option* o : app->get_options()) {
+      for (const auto& n : o->get_lnames())
+        if (name == "--" + n) return true;
+      for (const auto& n : o->get_snames())
+        if (name == "-" + n) return true;
+    }
+    return false;
+  }
+
+  // args: what follows the options: SCRIPT [ARGS...], or SCRIPT -- ARGS... (that "--" is dropped
+  // and ARGS go to the script unchecked). An option of train-py's among ARGS before any "--" is
+  // refused: it would silently go to the script instead of configuring the run.
   int run(std::vector<std::string> args) {
     if (!args.empty() && args[0] == "--") args.erase(args.begin());
-    if (args.empty()) throw rt::RuntimeError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [-- ARGS...]");
-    if (args.size() > 1 && args[1] == "--") args.erase(args.begin() + 1);
+    if (args.empty())
+      throw rt::RuntimeError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [ARGS...]");
+    if (args[0].size() > 1 && args[0][0] == '-')
+      throw rt::RuntimeError(fmt::format("train-py: unknown option '{}' (`ina train-py --help` lists them); the script "
+                                         "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...]", args[0]));
+    if (args.size() > 1 && args[1] == "--") {
+      args.erase(args.begin() + 1);
+    } else {
+      for (size_t i = 1; i < args.size() && args[i] != "--"; ++i)
+        if (ours(args[i]))
+          throw rt::RuntimeError(fmt::format(
+              "train-py: '{0}' comes after the script '{1}', so it would be the script's argument and not configure "
+              "the run: put ina's options before the script, as with torchrun (ina train-py {0} ... {1} [ARGS...]); "
+              "to hand '{0}' to the script, write '--' right after the script (ina train-py [OPTIONS] {1} -- ARGS...)",
+              args[i], args[0]));
+    }
     c.command = {python};
     c.command.insert(c.command.end(), args.begin(), args.end());
+    c.python_path = own_python_dir();
+    c.progress_after_s = 0;  // the scripts say how far they are
     return rt::launch(c, std::cout);
   }
 };
+
+// train-py runs schemes with one switch: the runtime's, except the ring
+// collectives (their workers are `ina ring-worker`s, not a script).
+bool train_py_scheme(const schemes::Scheme& s) { return s.supports(schemes::Engine::Runtime) && !rt::is_ring_scheme(s); }
+
+std::string train_py_schemes_help() {
+  std::string out;
+  for (const auto& s : schemes::all()) {
+    if (!train_py_scheme(s)) continue;
+    std::string n = s.name;
+    for (const auto& a : s.aliases) n += "|" + a;
+    out += fmt::format("\n  {:<22} {}", n, s.description);
+  }
+  return out;
+}
+
+CLI::Validator TrainPyScheme() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const schemes::Scheme* s = schemes::lookup(text);
+        if (!s || !train_py_scheme(*s)) {
+          std::string names;
+          for (const auto& x : schemes::all())
+            if (train_py_scheme(x)) names += (names.empty() ? "" : ", ") + x.name;
+          return fmt::format("train-py runs a scheme with one switch: {}; not '{}'", names, text);
+        }
+        text = s->name;
+        return {};
+      },
+      "SCHEME", "TrainPyScheme");
+}
 
 }  // namespace
 
@@ -346,10 +443,10 @@ Runner register_runtime(CLI::App& app) {
 
   auto* s = app.add_subcommand("switch", "Software INA switch (UDP): hosts an aggregation scheme, serves many jobs");
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
-  s->add_option("--scheme,--policy", sw->scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
+  s->add_option("--scheme,--policy", sw->scheme, "aggregation scheme (name|alias):" + switch_scheme_help())
       ->capture_default_str()
       ->check(SchemeOf(schemes::Engine::Runtime));
-  s->add_option("--memory", sw->memory, "aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
+  add_memory_options(s, sw->memory, "aggregator memory", kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (2048 = 8 KB, fits a 9000-byte jumbo frame; 64 = Tofino's 256 B)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
   s->add_option("--regions", sw->regions, "isolated policy: memory regions, i.e. jobs at once (per switch thread)")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -363,6 +460,10 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--no-offload", sw->no_offload,
               "send and receive one datagram per system-call message (no UDP_SEGMENT / UDP_GRO segmentation offload)");
+  s->add_flag("--datagram-auth", sw->datagram_auth,
+              "authenticate every datagram: each job's carry an 8-byte SipHash-2-4 tag keyed by a key derived from "
+              "the job's credential; untagged or wrongly tagged ones are counted (engine.rx_bad_tag) and dropped. "
+              "Members follow; costs CPU (docs/runtime.md, Security)");
   s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
   s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");
@@ -372,6 +473,37 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
   s->add_option("--layout", sw->layout, "ring schemes (Rina): the job's static layout (JSON; runtime/ring_layout.hpp)");
   s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout")->check(CLI::Range(0, 255));
+  // Control-plane limits (switch_daemon.hpp ControlLimits; docs/runtime.md, Security).
+  s->add_option("--max-connections", sw->max_connections,
+                "control connections at once; at the limit a newcomer replaces the oldest one that has not joined a "
+                "job (default: 4096, or the descriptor limit less 64)")
+      ->check(CLI::Range(1u, 1u << 20));
+  s->add_option("--max-connections-per-source", sw->max_per_source,
+                "control connections from one IP address (beyond it a newcomer replaces that address's oldest one that "
+                "has not joined, or is refused)")
+      ->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  s->add_option("--control-timeout-ms", sw->control_timeout_ms,
+                "a connection that has not joined a job (a join, a stats query) is closed this long after it opened; "
+                "a member's incomplete line gets as long")
+      ->capture_default_str()->check(Finite(1, 3.6e6, false, "milliseconds"));
+  s->add_option("--max-control-line", sw->max_control_line,
+                "longest control line of a connection that has not joined (bytes; a member's: 64 KiB)")
+      ->capture_default_str()->check(CLI::Range(size_t{256}, rt::LineChannel::kMaxLine));
+  // Sharing the aggregator pool between jobs (ATP, DSA; switch_daemon.hpp ShareLimits; docs/runtime.md, Security).
+  s->add_option("--job-quota", sw->job_quota,
+                "ATP, DSA: aggregators one job may hold at once: fair (the pool divided by the live jobs, per switch "
+                "thread), none, or a number; a job at its quota sends on to its PS")
+      ->capture_default_str();
+  s->add_option("--reclaim-ms", sw->reclaim_ms,
+                "ATP, DSA: an aggregator whose task is incomplete this long after reserving it is taken back by the "
+                "next packet addressing it (its partial goes to its PS); 0: never")
+      ->capture_default_str()->check(Finite(0, 3.6e6, false, "milliseconds"));
+  s->add_option("--priority-range", sw->priority_range,
+                "DSA: every job's admitted priority range LO..HI; a packet's priority is clamped into it (default "
+                "0..2147483647)");
+  s->add_option("--job-priority", sw->job_priority,
+                "DSA: job J's admitted priority range instead, J=LO..HI (repeat for more jobs)")
+      ->allow_extra_args(false);
   s->add_flag("--quiet", sw->quiet, "log errors only");
   sw->faults.add(s, false);
 
@@ -415,7 +547,19 @@ Runner register_runtime(CLI::App& app) {
   auto key_new_file = std::make_shared<std::string>();
   auto* kn = k->add_subcommand("new", "Create a random switch key in FILE (mode 0600)");
   kn->add_option("FILE", *key_new_file, "where to write it")->required();
-  kn->callback([key_new_file] { rt::write_key_file(*key_new_file, rt::random_key()); });
+  // These run inside CLI11's parse, outside main's handler: an error is
+  // printed here and ends the command with status 1 (not an uncaught exception).
+  auto reported = [](const std::function<void()>& f) {
+    return [f] {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        throw CLI::RuntimeError(1);
+      }
+    };
+  };
+  kn->callback(reported([key_new_file] { rt::write_key_file(*key_new_file, rt::random_key()); }));
   auto key_job_src = std::make_shared<std::string>();
   auto key_job_out = std::make_shared<std::string>();
   auto key_job_id = std::make_shared<unsigned>(0);
@@ -423,11 +567,11 @@ Runner register_runtime(CLI::App& app) {
   kj->add_option("--switch-key-file", *key_job_src, "the switch key")->required();
   kj->add_option("--job", *key_job_id, "job id")->required()->check(CLI::Range(1, 65535));
   kj->add_option("--out", *key_job_out, "write it to this file (mode 0600) instead of standard output");
-  kj->callback([key_job_src, key_job_out, key_job_id] {
+  kj->callback(reported([key_job_src, key_job_out, key_job_id] {
     const rt::Key jk = rt::job_key(rt::read_key_file(*key_job_src), static_cast<uint16_t>(*key_job_id));
     if (key_job_out->empty()) std::cout << rt::to_hex(jk) << "\n";
     else rt::write_key_file(*key_job_out, jk);
-  });
+  }));
 
   auto* p = app.add_subcommand("ps", "PS / fallback server of one job (ATP, DSA)");
   p->add_option("--switch", ps->sw, "the switch's address")->capture_default_str();
@@ -447,6 +591,9 @@ Runner register_runtime(CLI::App& app) {
   p->add_flag("--multicast-known-results", ps->multicast_known,
               "multicast a result a worker already held to every worker, as the papers' PS does "
               "(default: only to the workers waiting for it)");
+  p->add_flag("--datagram-auth", ps->datagram_auth,
+              "require datagram authentication: refuse a switch without --datagram-auth (tags are used whenever the "
+              "switch uses them)");
   p->add_flag("--quiet", ps->quiet, "log errors only");
   ps->faults.add(p, false);
 
@@ -466,6 +613,8 @@ Runner register_runtime(CLI::App& app) {
   w->add_option("--iterations", wk->iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
   w->add_option("--seed", wk->seed, "gradient seed (the same on every worker of a job)");
   w->add_option("--report", wk->report, "write a JSON report here");
+  w->add_flag("--datagram-auth", wk->datagram_auth, "require datagram authentication: refuse a switch without --datagram-auth "
+                                  "(communicator key datagram_auth; tags are used whenever the switch uses them)");
   w->add_flag("--quiet", wk->quiet, "log errors only");
   wk->faults.add(w, true);
 
@@ -481,7 +630,7 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--size", c.size_bytes, "bytes per allreduce")->capture_default_str()->check(FloatBytes(uint64_t{1} << 34));
   r->add_option("--iterations", c.iterations, "allreduces per worker")->capture_default_str()->check(CLI::Range(1, 1000000));
   r->add_option("--payload", c.payload, "int32 values per packet")->capture_default_str()->check(CLI::Range(1, 16000));
-  r->add_option("--memory", c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
+  add_memory_options(r, c.memory_bytes, "switch aggregator memory", kMemoryRange);
   r->add_option("--loss", c.loss, "datagram loss rate injected in every process")->check(Finite(0, 0.999));
   r->add_option("--duplicate", c.duplicate, "duplication rate")->check(Finite(0, 0.999));
   r->add_option("--reorder", c.reorder, "reordering rate")->check(Finite(0, 0.999));
@@ -509,6 +658,8 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
   r->add_option("--json", c.json_out, "write a JSON summary (per-worker reports, switch statistics)");
   r->add_option("--work-dir", c.work_dir, "keep generated configs and reports here (default: a temporary directory)");
+  r->add_flag("--datagram-auth", c.datagram_auth,
+              "authenticate every datagram (switch, PSes and workers with --datagram-auth; not for ring schemes)");
   r->add_flag("--verbose", c.verbose, "let every process log its events");
   r->add_flag("--force", c.force, "start even beyond the process bound (64 per CPU) or the memory estimate");
   rn->jobs_opt = r->get_option("--jobs");
@@ -518,13 +669,15 @@ Runner register_runtime(CLI::App& app) {
   auto* t = app.add_subcommand("train-py", "Run a PyTorch script on N workers over ina: starts the switch (and PS), then "
                                            "N copies of SCRIPT with torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT "
                                            "and the job's INA_* settings in their environment (docs/python.md)");
-  t->prefix_command();  // SCRIPT [-- ARGS...]: everything from the script on is the script's
-  t->footer("SCRIPT [-- ARGS...] follow the options: the script and its arguments");
+  t->prefix_command();  // SCRIPT [ARGS...]: everything from the script on is the script's
+  t->footer("Usage as torchrun's: ina train-py [OPTIONS] SCRIPT [ARGS...]; ina's options before the script, the "
+            "script's arguments after it. An option of ina's after the script is refused; '--' right after the script "
+            "hands everything after it to the script unchecked.");
   t->add_option("--workers", tp->c.workers, "copies of the script (ranks)")->capture_default_str()->check(CLI::Range(1, 64));
-  t->add_option("--scheme", tp->c.scheme, "aggregation scheme (name|alias):" + schemes::help(schemes::Engine::Runtime))
-      ->capture_default_str()->check(SchemeOf(schemes::Engine::Runtime));
+  t->add_option("--scheme", tp->c.scheme, "aggregation scheme (name|alias):" + train_py_schemes_help())
+      ->capture_default_str()->check(TrainPyScheme());
   t->add_option("--payload", tp->c.payload, "int32 values per packet")->capture_default_str()->check(CLI::Range(1, 16000));
-  t->add_option("--memory", tp->c.memory_bytes, "switch aggregator memory in bytes")->capture_default_str()->check(kMemoryRange);
+  add_memory_options(t, tp->c.memory_bytes, "switch aggregator memory", kMemoryRange);
   t->add_option("--loss", tp->c.loss, "datagram loss rate injected in every process")->check(Finite(0, 0.999));
   t->add_option("--duplicate", tp->c.duplicate, "duplication rate")->check(Finite(0, 0.999));
   t->add_option("--reorder", tp->c.reorder, "reordering rate")->check(Finite(0, 0.999));
@@ -534,6 +687,7 @@ Runner register_runtime(CLI::App& app) {
   t->add_option("--seed", tp->c.seed, "fault-injection seed")->capture_default_str();
   t->add_option("--json", tp->c.json_out, "write a JSON summary (switch and PS statistics)");
   t->add_flag("--verbose", tp->c.verbose, "let the switch and PS log their events");
+  tp->app = t;
 
   return [&app, sw, ps, wk, rn, rw, tp]() -> int {
     try {

@@ -22,6 +22,19 @@
 //  - a first transmission that finds a free aggregator whose last result to
 //    pass was its own task's (register `retired_`) came after the result:
 //    dropped, since reserving would hold an aggregator nobody completes.
+//
+// Sharing the pool between tenants (ours; off unless configured, see
+// SwitchConfig::job_quota and reclaim_after): a first transmission of a job
+// holding its quota of aggregators takes none, and goes to the PS as a
+// collision does. A packet that finds another task reserved at least
+// reclaim_after ago, or one of a job holding more than its quota (a fair
+// share lowered by another job's arrival), reclaims its aggregator first: a
+// partial aggregate goes to its job's PS as an evicted partial (the PS
+// merges it by bitmap, as a flush), a completed one is dropped (its PS has
+// it; a lost copy is recovered from the workers' retransmissions, which find
+// the aggregator free or foreign and go to the PS); then the packet finds
+// the aggregator free. In hardware the reclaim is a swap, as DSA's
+// eviction: a second pass (resubmits).
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -63,10 +76,24 @@ class AtpSwitch final : public SwitchProgram {
       send_to_ps(p, j, flag::kPartial, fx);
       return;
     }
+    if (a.key != 0 && reclaimable(i, j)) {
+      ++st_.resubmits;
+      const bool done = complete_[i];
+      const SwitchJob* holder = nullptr;
+      Packet* r = reclaim(i, fx, holder);
+      complete_[i] = 0;
+      if (r && done) fx.free(r);  // the PS has the complete aggregate
+      else if (r) send_to_ps(r, *holder, flag::kPartial | flag::kEvicted, fx);
+    }
     if (a.key == 0 && !resend) {
       if (tree && retired_[i] == key) {  // its result passed here already
         ++st_.stale;
         fx.free(p);
+        return;
+      }
+      if (!may_take(j, i)) {  // the job holds its quota of aggregators
+        ++st_.quota_refused;
+        send_to_ps(p, j, flag::kCollision, fx);
         return;
       }
       reserve(i, *p);

@@ -53,6 +53,22 @@
 // result write it in their own pass. The register is cleared when the
 // task's result passes; it is overwritten when the aggregator sends another
 // task to the PS, and the overwritten task falls back to the paper's timeout.
+//
+// Sharing the pool between tenants (ours; off unless configured, see
+// SwitchConfig::job_quota and reclaim_after, SwitchJob's priority range):
+//  - a packet's priority is first clamped into its job's admitted range
+//    (SwitchProgram::on_packet), so a job cannot outbid the range it was
+//    admitted with, whatever its packets say;
+//  - a first transmission of a job holding its quota of aggregators neither
+//    reserves nor competes: it goes to the PS as a collision does, without a
+//    compare (so without downgrading the holder);
+//  - a packet that finds another task reserved at least reclaim_after ago,
+//    or one of another job holding more than its quota, evicts it first, as
+//    a winner of the compare would (its partial to its PS; a swap: the
+//    second pass is counted in resubmits), whatever its priority, and then
+//    finds the aggregator free. Downgrading alone frees
+//    a long-held aggregator only after log2(its priority / the packet's)
+//    lost compares, and only to packets that come to it.
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -88,8 +104,21 @@ class DsaSwitch final : public SwitchProgram {
       fx.free(p);
       return;
     }
+    if (a.key != 0 && reclaimable(i, j)) {
+      ++st_.resubmits;
+      const auto victim_job = static_cast<uint16_t>(a.key >> 32);
+      mark(victim_job, static_cast<uint32_t>(a.key), task::kLost);
+      const uint32_t held = priority_[i];
+      const SwitchJob* holder = nullptr;
+      if (Packet* r = reclaim(i, fx, holder)) {
+        r->h.priority = held;
+        to_ps(i, r, *holder, flag::kPartial | flag::kEvicted, fx, true);
+      }
+      priority_[i] = 0;
+    }
     if (a.key == 0) {
       if (resend) { to_ps(i, p, j, flag::kCollision, fx); return; }
+      if (!may_take(j, i)) { refuse(i, p, j, fx); return; }
       reserve(i, *p);
       priority_[i] = p->h.priority;
       finish_or_free(i, p, j, fx);
@@ -105,6 +134,7 @@ class DsaSwitch final : public SwitchProgram {
       to_ps(i, p, j, flag::kCollision, fx);
       return;
     }
+    if (!resend && !may_take(j, i)) { refuse(i, p, j, fx); return; }
     if (!resend && wins(p->h.priority, priority_[i])) {
       ++st_.preempt_won;
       ++st_.resubmits;
@@ -145,6 +175,13 @@ class DsaSwitch final : public SwitchProgram {
       case PreemptMode::Coin: return rng_.bernoulli(0.5);
     }
     return false;
+  }
+
+  // A first transmission of job j, which holds its quota: to the PS, no aggregator taken.
+  void refuse(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
+    ++st_.quota_refused;
+    mark(p->h.job, p->h.psn, task::kLost);
+    to_ps(i, p, j, flag::kCollision, fx);
   }
 
   // p (of task key(p), or an evicted partial) leaves aggregator i for the PS;

@@ -2,6 +2,7 @@
 
 #include "core/avx2_clone.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -19,6 +20,8 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
   vals_.assign(n_ * width_, 0);
+  if (cfg.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
+  if (cfg.reclaim_after > 0) born_.assign(n_, 0);
 }
 
 void SwitchProgram::host_sparse_in_pool() {
@@ -59,6 +62,8 @@ void SwitchProgram::add_job(const SwitchJob& j) {
   validate_job(j);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
   jobs_[j.job] = std::make_unique<SwitchJob>(j);
+  if (held_.size() <= j.job) held_.resize(j.job + 1, 0);
+  ++njobs_;
 }
 
 size_t SwitchProgram::replace_job(const SwitchJob& j) {
@@ -66,6 +71,8 @@ size_t SwitchProgram::replace_job(const SwitchJob& j) {
   const size_t freed = remove_job(j.job);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
   jobs_[j.job] = std::make_unique<SwitchJob>(j);
+  if (held_.size() <= j.job) held_.resize(j.job + 1, 0);
+  ++njobs_;
   return freed;
 }
 
@@ -87,6 +94,9 @@ void SwitchProgram::validate_job(const SwitchJob& j) const {
       if (c == kNoNode || c == kMulticast || c == id() || c == j.parent)
         throw std::invalid_argument(fmt::format("switch: job {} has an invalid child node id {}", j.job, c));
   }
+  if (j.priority_min > j.priority_max)
+    throw std::invalid_argument(fmt::format("switch: job {} has an empty priority range {}..{}", j.job,
+                                            j.priority_min, j.priority_max));
   check_job(j);
 }
 
@@ -142,12 +152,16 @@ bool SwitchProgram::is_member(const SwitchJob& j, NodeId n) const {
 
 size_t SwitchProgram::remove_job(uint16_t job) {
   size_t freed = 0;
-  for (uint32_t i = 0; i < n_; ++i)
+  for (uint32_t i = 0; i < n_; ++i) {
     if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
+    if (aggs_[i].owner == job) aggs_[i].owner = 0;  // a scheme that freed a key without release()
+  }
+  if (job < held_.size()) held_[job] = 0;
   if (job < jobs_.size() && jobs_[job]) {
     freed += on_remove(*jobs_[job]);
     if (kv_) freed += kv_->remove(*jobs_[job]);
     jobs_[job].reset();
+    --njobs_;
   }
   return freed;
 }
@@ -162,6 +176,53 @@ size_t SwitchProgram::occupied_by(uint16_t job) const {
   size_t c = 0;
   for (const auto& a : aggs_) c += a.key != 0 && (a.key >> 32) == job;
   return c;
+}
+
+uint32_t SwitchProgram::quota_of(uint16_t job) const {
+  const SwitchJob* j = job_of(job);
+  if (j && j->quota) return j->quota;
+  if (cfg_.job_quota) return cfg_.job_quota;
+  if (cfg_.fair_quota && njobs_) return static_cast<uint32_t>(std::max<size_t>(1, n_ / njobs_));
+  return 0;
+}
+
+bool SwitchProgram::may_take(const SwitchJob& j, uint32_t i) const {
+  if (aggs_[i].owner == j.job) return true;  // a swap within the job: its count stays
+  const uint32_t q = quota_of(j.job);
+  return q == 0 || held_[j.job] < q;
+}
+
+bool SwitchProgram::reclaimable(uint32_t i, const SwitchJob& j) const {
+  const Agg& a = aggs_[i];
+  if (a.key == 0 || is_pinned(i)) return false;
+  if (!born_.empty() && now_ - born_[i] >= cfg_.reclaim_after) return true;
+  if (a.owner == 0 || a.owner == j.job) return false;
+  const uint32_t q = quota_of(a.owner);
+  return q != 0 && held_[a.owner] > q;
+}
+
+Packet* SwitchProgram::reclaim(uint32_t i, Effects& fx, const SwitchJob*& holder) {
+  const Agg a = aggs_[i];
+  ++st_.reclaimed;
+  holder = job_of(static_cast<uint16_t>(a.key >> 32));
+  if (!holder) {
+    release(i);
+    return nullptr;
+  }
+  Packet* p = fx.alloc();
+  p->h = Header{};
+  p->h.type = PktType::Data;
+  p->h.job = holder->job;
+  p->h.psn = static_cast<uint32_t>(a.key);
+  p->h.nworkers = static_cast<uint8_t>(holder->workers.size());
+  p->h.rank = static_cast<uint8_t>(a.bitmap ? a.bitmap.lowest() : 0);
+  p->h.src = id();
+  p->h.count = a.count;
+  p->h.bitmap = a.bitmap;
+  p->h.flags = a.ecn ? flag::kEcn : 0;
+  std::memcpy(p->payload(), values(i), 4u * a.count);
+  release(i);
+  return p;
 }
 
 int64_t SwitchProgram::holder_of(uint16_t job, uint32_t psn) const {
@@ -216,6 +277,13 @@ void SwitchProgram::mark(uint16_t job, uint32_t psn, uint8_t bits) {
 void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
   Agg& a = aggs_[i];
   a.key = key_of(p.h.job, p.h.psn);
+  if (a.owner != p.h.job) {  // the quota charge moves with the task
+    if (a.owner) --held_[a.owner];
+    a.owner = p.h.job;
+    if (held_.size() <= a.owner) held_.resize(a.owner + 1, 0);
+    ++held_[a.owner];
+  }
+  if (!born_.empty()) born_[i] = now_;
   a.bitmap = p.h.bitmap;
   a.ecn = p.h.has(flag::kEcn);
   a.count = p.h.count;
@@ -440,6 +508,7 @@ void SwitchProgram::send_down(Packet* p, const SwitchJob& j, Effects& fx) {
 // another switch). The engine vouches that a source node id is the sender
 // (the UDP runtime binds each node id to the address that joined).
 void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
+  now_ = now;
   const SwitchJob* j = job_of(p->h.job);
   const NodeId src = p->h.src;
   auto drop = [&](uint64_t& counter) { ++counter; fx.free(p); };
@@ -465,6 +534,10 @@ void SwitchProgram::on_packet(Packet* p, Time now, Effects& fx) {
       }
       if (kv_ && kv_->has_table(j->job)) return drop(st_.malformed);  // a sparse job sends KV packets only
       ++st_.data_in;
+      if (p->h.priority < j->priority_min || p->h.priority > j->priority_max) {  // the job's admitted range
+        p->h.priority = std::clamp(p->h.priority, j->priority_min, j->priority_max);
+        ++st_.priority_clamped;
+      }
       const uint32_t i = index_for(*p, *j);
       st_.pinned_hits += is_pinned(i);
       on_data(p, *j, i, now, fx);

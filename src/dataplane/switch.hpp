@@ -80,6 +80,26 @@ struct SwitchConfig {
   // a dense packet that maps to a pinned aggregator takes the scheme's
   // collision path (ATP: to the PS; DSA: to the PS, never preempting it).
   bool kv_pool = false;
+  // Sharing a pool between tenants (shared-pool programs: ATP, DSA). Off by
+  // default, as in the papers; `ina switch` turns them on (docs/runtime.md,
+  // "Security"). A job's aggregator quota: the aggregators it may hold at
+  // once. SwitchJob::quota if given, else `job_quota` if not 0, else with
+  // `fair_quota` the aggregators divided by the jobs registered (at least 1,
+  // recomputed as jobs come and go), else no limit. A first transmission of
+  // a job at its quota takes no aggregator: it goes to the PS as a collision
+  // does (counted in quota_refused); under DSA it does not compete either.
+  uint32_t job_quota = 0;
+  bool fair_quota = false;
+  // Reclamation: an aggregator whose task was reserved at least this long ago
+  // and has not completed (ATP: or whose result the PS has not yet sent past
+  // the switch) is taken back by the next packet that addresses it for
+  // another task: its partial aggregate goes to its job's PS as an evicted
+  // partial (ATP: nothing, if the PS already has the complete aggregate), so
+  // results stay exact, and the aggregator is free for that packet. 0: never.
+  // Aggregators of a job holding more than its quota (it had them before its
+  // quota was lowered) are taken back the same way by another job's packets,
+  // at any age.
+  Time reclaim_after = 0;
 };
 
 // A sparse job's hot-set table (Zebra): from iteration `from` on, the keys of
@@ -94,6 +114,14 @@ struct SwitchJob {
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools);
                                   //   Rina with a shared pool: the members' window (AllGather rows)
   uint32_t priority = 0;          // Rina shared pool under DSA: the job's priority (a higher one preempts)
+  // Admission bounds of a job on a shared pool, fixed by whoever registers
+  // it (never by its packets). quota: aggregators it may hold at once (0: the
+  // switch's default, SwitchConfig::job_quota / fair_quota). The priority
+  // range: a gradient packet's priority is clamped into it before the switch
+  // looks at it (DSA's compare; counted in priority_clamped).
+  uint32_t quota = 0;
+  uint32_t priority_min = 0;
+  uint32_t priority_max = UINT32_MAX;
   RankBits agg_mask;              // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
@@ -162,6 +190,10 @@ struct SwitchStats {
   // an ECN notification to its sender; and packets whose index lies outside the job's segment.
   uint64_t async_errors = 0;
   uint64_t out_of_segment = 0;
+  // Sharing the pool (SwitchConfig::job_quota, reclaim_after; SwitchJob's priority range).
+  uint64_t quota_refused = 0;     // first transmissions of a job at its quota: sent to the PS, no aggregator taken
+  uint64_t reclaimed = 0;         // aggregators taken back: a task incomplete past reclaim_after, or its job over its quota
+  uint64_t priority_clamped = 0;  // gradient packets whose priority lay outside their job's admitted range
 };
 
 // Per-task outcome bits (instrumentation, not switch state).
@@ -219,6 +251,8 @@ class SwitchProgram : public Node {
   size_t aggregators() const { return n_; }
   size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
   size_t occupied_by(uint16_t job) const;
+  // The aggregators job `job` may hold at once (SwitchConfig::job_quota); 0: no limit.
+  uint32_t quota_of(uint16_t job) const;
   // Aggregators a sparse job's hot-set table pins (kv_pool; occupied() counts them).
   size_t pinned() const;
   // It runs sparse jobs (zebra, or a pool program built with kv_pool).
@@ -285,6 +319,7 @@ class SwitchProgram : public Node {
     RankBits bitmap;
     uint8_t ecn = 0;
     uint16_t count = 0;
+    uint16_t owner = 0;      // the job charged for it (its quota); 0 = none
   };
   Agg& agg(uint32_t i) { return aggs_[i]; }
   int32_t* values(uint32_t i) { return vals_.data() + static_cast<size_t>(i) * width_; }
@@ -292,7 +327,24 @@ class SwitchProgram : public Node {
   void reserve(uint32_t i, const Packet& p);
   void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p
   void accumulate(uint32_t i, const Packet& p);
-  void release(uint32_t i) { aggs_[i] = Agg{}; }
+  void release(uint32_t i) {
+    if (aggs_[i].owner) --held_[aggs_[i].owner];
+    aggs_[i] = Agg{};
+  }
+  // Job j may take aggregator i without exceeding its quota (i held by j already: yes).
+  bool may_take(const SwitchJob& j, uint32_t i) const;
+  // A packet of job j that addresses aggregator i, held by another task,
+  // reclaims it (never a sparse job's pinned one): that task reserved it at
+  // least SwitchConfig::reclaim_after ago, or it is charged to another job
+  // holding more than its quota (a quota lowered by a job's arrival: the fair
+  // share of the jobs registered now).
+  bool reclaimable(uint32_t i, const SwitchJob& j) const;
+  // Reclaims aggregator i: returns a packet carrying its partial
+  // aggregate as this switch's own packet of the holder's job (as swap_with
+  // makes one: its job, PSN, bitmap, count, ECN, values, lowest rank, src =
+  // this switch), for the caller to send to the holder's PS (`holder`), and
+  // frees i. nullptr (and i freed) if the holder's job is gone.
+  Packet* reclaim(uint32_t i, Effects& fx, const SwitchJob*& holder);
   // What the switch must collect for a task: every rank, or in a tree the ranks of its subtree.
   static RankBits owed(const SwitchJob& j) {
     return j.parent != kNoNode ? j.agg_mask : full_bitmap(static_cast<unsigned>(j.workers.size()));
@@ -344,6 +396,10 @@ class SwitchProgram : public Node {
 
   std::vector<Agg> aggs_;
   std::vector<int32_t> vals_;
+  std::vector<uint32_t> held_;   // by job id: aggregators charged to it (Agg::owner)
+  std::vector<Time> born_;       // reclaim_after > 0: when each aggregator's task reserved it
+  Time now_ = 0;                 // the time of the packet being handled
+  size_t njobs_ = 0;             // jobs registered (fair_quota)
   std::vector<std::unique_ptr<SwitchJob>> jobs_;  // by job id (the control plane's job table)
   std::vector<NodeId> peers_;
   // Instrumentation: per job, per PSN, 2 bits (won, lost) + a seen bit.

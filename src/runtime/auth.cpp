@@ -68,16 +68,51 @@ Key parse_key(std::string_view hex, const std::string& what) {
 }
 
 Key read_key_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw RuntimeError(fmt::format("cannot read key file '{}': {}", path, errno_text(errno)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_key(ss.str(), fmt::format("key file '{}'", path));
+  const std::string what = fmt::format("key file '{}'", path);
+  // 64 hex digits and a newline; whitespace around them is allowed, a
+  // longer file (or a device such as /dev/zero) is not a key file.
+  constexpr size_t kMaxBytes = 1024;
+  const std::string text = read_bounded_file(path, kMaxBytes, what, "64 hex digits ('ina key new FILE' makes one)");
+  return parse_key(text, what);
+}
+
+std::string read_bounded_file(const std::string& path, size_t max_bytes, const std::string& what, const std::string& holds) {
+  // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+  UniqueFd guard(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+  if (S_ISDIR(st.st_mode)) throw RuntimeError(fmt::format("{} is a directory, not a file of {}", what, holds));
+  if (!S_ISREG(st.st_mode))
+    throw RuntimeError(fmt::format("{} is not a regular file (a device, FIFO or socket); give a file of {}", what, holds));
+  auto too_big = [&](uint64_t n) {
+    return RuntimeError(fmt::format("{} is {} bytes: more than the {} bytes a file of {} can be", what, n, max_bytes, holds));
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_big(static_cast<uint64_t>(st.st_size));
+  std::string text(max_bytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > max_bytes) throw too_big(got);  // it grew since fstat
+  text.resize(got);
+  return text;
 }
 
 void write_key_file(const std::string& path, const Key& k) {
   // A fresh file of ours, mode 0600: never one someone else created (with
   // other permissions) or a symbolic link planted at that path.
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw RuntimeError(fmt::format("cannot write key file '{}': it is a directory; give a file path in it, e.g. '{}/switch.key'",
+                                   path, path));
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     throw RuntimeError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

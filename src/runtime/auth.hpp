@@ -29,8 +29,14 @@ Key random_key();
 // 64 lowercase hex digits <-> key; parse throws RuntimeError naming `what`.
 std::string to_hex(const Key& k);
 Key parse_key(std::string_view hex, const std::string& what);
-// Reads a key file (64 hex digits, surrounding whitespace ignored).
+// Reads a key file (64 hex digits, surrounding whitespace ignored). Refuses,
+// naming the file, a directory, anything but a regular file (a device such as
+// /dev/zero, a FIFO) and a file of more than 1 KiB.
 Key read_key_file(const std::string& path);
+// The whole of a small regular file, read with at most max_bytes + 1 bytes
+// held; throws RuntimeError naming `what` (and saying what a file of `holds`
+// is) if the path is a directory, not a regular file, larger, or unreadable.
+std::string read_bounded_file(const std::string& path, size_t max_bytes, const std::string& what, const std::string& holds);
 // Writes a key file readable by its owner only (mode 0600).
 void write_key_file(const std::string& path, const Key& k);
 

@@ -109,6 +109,8 @@ const Setting kSettings[] = {
      [](CommConfig& c, const std::string& v, const std::string& w) { c.fast_retransmit = parse_bool(v, w); }},
     {"communicator", "offload", "INA_OFFLOAD",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.offload = parse_bool(v, w); }},
+    {"communicator", "datagram_auth", "INA_DATAGRAM_AUTH",
+     [](CommConfig& c, const std::string& v, const std::string& w) { c.datagram_auth = parse_bool(v, w); }},
     {"communicator", "connect_timeout_ms", "INA_CONNECT_TIMEOUT_MS",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.connect_timeout = parse_ms(v, w); }},
     {"communicator", "rendezvous_timeout_ms", "INA_RENDEZVOUS_TIMEOUT_MS",
@@ -181,6 +183,7 @@ nlohmann::json CommConfig::to_json() const {
           {"scale", scale_mode == ScaleMode::Agree ? nlohmann::json("agree") : nlohmann::json(fixed_scale)},
           {"profile", profile}, {"window_kb", window_kb}, {"max_window_kb", max_window_kb}, {"retain_ops", retain_ops},
           {"min_rto_ms", to_ms(min_rto)}, {"fast_retransmit", fast_retransmit}, {"offload", offload},
+          {"datagram_auth", datagram_auth},
           {"delay_target_ms", to_ms(delay_target)}, {"connect_timeout_ms", to_ms(connect_timeout)},
           {"rendezvous_timeout_ms", to_ms(rendezvous_timeout)}, {"timeout_ms", to_ms(progress_timeout)},
           {"close_timeout_ms", to_ms(close_timeout)}, {"faults", faults.to_json()}};
@@ -235,18 +238,24 @@ CommConfig CommConfig::from_settings(const std::vector<std::pair<std::string, st
 }
 
 CommConfig CommConfig::from_toml_file(const std::string& path, CommConfig base) {
-  std::ifstream in(path);
-  if (!in) throw RuntimeError(fmt::format("cannot read communicator configuration '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_toml_string(ss.str(), path, std::move(base));
+  // A regular file of at most 1 MiB (a configuration is a few hundred bytes):
+  // a directory is not an empty configuration, nor is /dev/zero an endless one.
+  const std::string text = rt::read_bounded_file(path, 1 << 20, fmt::format("communicator configuration '{}'", path),
+                                                 "TOML settings ([communicator], [faults])");
+  return from_toml_string(text, path, std::move(base));
 }
 
 CommConfig CommConfig::from_toml_file(const std::string& path) { return from_toml_file(path, CommConfig{}); }
 CommConfig CommConfig::from_env() { return from_env(CommConfig{}); }
 
 CommConfig CommConfig::from_env(CommConfig base) {
-  if (const char* path = std::getenv("INA_CONFIG"); path && *path) base = from_toml_file(path, std::move(base));
+  if (const char* path = std::getenv("INA_CONFIG"); path && *path) {
+    try {
+      base = from_toml_file(path, std::move(base));
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("INA_CONFIG: {}", e.what()));
+    }
+  }
   for (const auto& s : kSettings)
     if (const char* v = std::getenv(s.env)) s.set(base, v, s.env);
   return base;

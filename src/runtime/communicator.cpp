@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "control/zebra_layout.hpp"
+#include "core/resources.hpp"
 #include "host/float_allreduce.hpp"
 #include "host/sparse.hpp"
 #include "host/sparse_allreduce.hpp"
@@ -122,6 +123,7 @@ struct Communicator::Impl {
   std::mutex mu;
   std::vector<std::shared_ptr<OpState>> inbox;
   bool close_requested = false;
+  bool abandon_requested = false;
   std::string broken;  // set once the communicator can no longer work
 
   // I/O thread only.
@@ -148,6 +150,7 @@ struct Communicator::Impl {
     jo.bind_ip = cfg.bind_ip;
     jo.connect_timeout = cfg.connect_timeout;
     jo.rendezvous_timeout = cfg.rendezvous_timeout;
+    jo.announce = fmt::format("ina: worker rank {} of job {}", cfg.rank, cfg.job);  // long waits are said on stderr
     jo.key = cfg.job_key.empty() ? rt::job_key_from_env(cfg.job) : rt::parse_key(cfg.job_key, "communicator job_key");
     joined = rt::join_job(jo);
     const rt::JobAssignment& a = joined.job;
@@ -191,7 +194,10 @@ struct Communicator::Impl {
     ec.gateway = sw;
     ec.faults = cfg.faults;
     ec.offload = cfg.offload;
+    ec.datagram_tags = rt::member_tags(cfg.datagram_auth, a.datagram_auth,
+                                       fmt::format("worker rank {} of job {}", cfg.rank, a.job), sw.str());
     engine = std::make_unique<rt::UdpEngine>(ec, std::move(joined.udp));
+    if (ec.datagram_tags) engine->set_datagram_key(a.job, rt::datagram_key(jo.key, a.datagram_salt));
     if (sworker) engine->add_node(*sworker);
     else engine->add_node(*node);
     wake_fd = rt::UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -260,6 +266,7 @@ struct Communicator::Impl {
     {
       std::lock_guard lk(mu);
       ops.swap(inbox);
+      if (abandon_requested) failure = fmt::format("communicator ({}) left the job without closing", where());
     }
     for (auto& op : ops) enqueue(std::move(op));
     advance();
@@ -620,6 +627,9 @@ namespace {
 // Key presence on a dense scheme: one 8-bit count per key, four keys per
 // int32 lane (n <= 127 workers keeps the top byte's sum below 2^31).
 constexpr unsigned kPresenceBits = 8, kPresencePerLane = 32 / kPresenceBits;
+// Memory per key of a sparse op on a dense scheme: the model and its result
+// (4 + 4 B), presence (1 + 1 B), and room for the copies a PS scheme retains.
+constexpr uint64_t kDenseSparseBytesPerKey = 16;
 
 }  // namespace
 
@@ -657,6 +667,15 @@ SparseResult<T> Communicator::sparse_impl(std::span<const uint64_t> keys, std::s
   if (!keys.empty() && keys.back() >= o.key_space)
     throw RuntimeError(fmt::format("sparse allreduce: key {} is not below key_space {}", keys.back(), o.key_space));
   if (size() > 127) throw RuntimeError("sparse allreduce on a dense scheme supports at most 127 workers");
+  // The whole model is allocated here (4 B per key and a presence byte) and by
+  // the allreduces (fixed-point results, copies kept for a PS): refused before
+  // anything is allocated if that cannot fit in the available memory.
+  if (const uint64_t avail = mem_available_bytes(); avail && o.key_space > avail / kDenseSparseBytesPerKey)
+    throw RuntimeError(fmt::format("sparse allreduce on dense scheme {}: key_space {} needs about {} ({} B per key: "
+                                   "the whole model is streamed), more than the available memory {} (MemAvailable)",
+                                   scheme(), o.key_space, human_bytes(static_cast<uint64_t>(std::min<double>(
+                                       static_cast<double>(o.key_space) * kDenseSparseBytesPerKey, 1.8e19))),
+                                   kDenseSparseBytesPerKey, human_bytes(avail)));
   std::vector<T> dense(o.key_space, T{});
   std::vector<int32_t> presence((o.key_space + kPresencePerLane - 1) / kPresencePerLane, 0);
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -731,6 +750,17 @@ void Communicator::close() {
   impl_->wake();
   impl_->io.join();
   if (!impl_->finished) throw RuntimeError(impl_->failure);
+}
+
+void Communicator::abandon() {
+  if (!impl_ || !impl_->io.joinable()) return;
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->abandon_requested = true;
+  }
+  impl_->wake();
+  impl_->io.join();
+  impl_->joined.control = rt::LineChannel();  // the switch sees this member leave now
 }
 
 const CommConfig& Communicator::config() const { return impl_->cfg; }

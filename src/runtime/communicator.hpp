@@ -89,6 +89,10 @@ struct CommConfig {
   bool fast_retransmit = host::kRuntimeProfile.fast_retransmit;  // time-based fast retransmit (host/worker.hpp)
   Time delay_target = host::kRuntimeProfile.delay_target;        // delay signal (host/worker.hpp); 0 turns it off
   bool offload = true;          // UDP segmentation offload (rt::EngineConfig::offload)
+  // Require datagram authentication (runtime/datagram_tag.hpp): a switch that
+  // does not tag datagrams is refused at join. Whatever this says, the
+  // worker tags its datagrams when the switch announces tags.
+  bool datagram_auth = false;
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   Time progress_timeout = 60 * kSec;
@@ -103,7 +107,7 @@ struct CommConfig {
 
   // TOML: a [communicator] table (profile (applied before the other keys), switch, bind_ip, job, rank, workers, payload,
   // priority, scale = "agree" | number, window_kb, max_window_kb, retain_ops,
-  // min_rto_ms, fast_retransmit, delay_target_ms (0: off), offload, connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
+  // min_rto_ms, fast_retransmit, delay_target_ms (0: off), offload, datagram_auth, connect_timeout_ms, rendezvous_timeout_ms, timeout_ms,
   // close_timeout_ms) and a [faults] table (loss, duplicate, reorder,
   // reorder_us, delay_us, seed). Unknown keys are errors.
   // `base` supplies the values the file does not set (defaults if omitted).
@@ -113,7 +117,7 @@ struct CommConfig {
   // INA_CONFIG (a TOML file, read first), then INA_PROFILE, INA_SWITCH, INA_BIND_IP,
   // INA_JOB, INA_RANK, INA_WORKERS, INA_PAYLOAD, INA_PRIORITY, INA_SCALE,
   // INA_WINDOW_KB, INA_MAX_WINDOW_KB, INA_RETAIN_OPS, INA_MIN_RTO_MS,
-  // INA_FAST_RETRANSMIT, INA_DELAY_TARGET_MS, INA_OFFLOAD,
+  // INA_FAST_RETRANSMIT, INA_DELAY_TARGET_MS, INA_OFFLOAD, INA_DATAGRAM_AUTH,
   // INA_CONNECT_TIMEOUT_MS, INA_RENDEZVOUS_TIMEOUT_MS, INA_TIMEOUT_MS,
   // INA_CLOSE_TIMEOUT_MS, INA_LOSS, INA_DUPLICATE, INA_REORDER,
   // INA_REORDER_US, INA_DELAY_US, INA_FAULT_SEED.
@@ -137,6 +141,8 @@ struct SparseOptions {
   ReduceOp op = ReduceOp::Sum;  // Average divides by the number of workers, not by how many had the key
   // Dense schemes (SwitchML streams the whole model): the model's size; every
   // key must be below it. Required there, ignored by <key, value> schemes.
+  // The op needs about 16 B per key: a key_space beyond MemAvailable / 16 is
+  // refused (RuntimeError naming it) before anything is allocated.
   uint64_t key_space = 0;
 };
 
@@ -225,6 +231,12 @@ class Communicator {
   // Waits for outstanding ops, then until every worker of the job is done
   // (so late requests of slower peers are still answered). Idempotent.
   void close();
+  // Leaves the job without the "done" of close(): stops the I/O thread and
+  // closes the control connection, so the switch aborts the job at once and
+  // the other workers fail fast instead of waiting for this one. For a
+  // process that is failing (the Python package calls it at exit after an
+  // uncaught exception). Outstanding ops fail. Idempotent; close() then does nothing.
+  void abandon();
 
   const CommConfig& config() const;
   unsigned rank() const;

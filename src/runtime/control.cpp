@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/wait_notice.hpp"
+
 #include <fmt/format.h>
 
 namespace ina::rt {
@@ -28,6 +30,8 @@ JobAssignment parse_ready(const nlohmann::json& m) {
     a.window_cap = m.at("window_cap").get<uint32_t>();
     a.policy = m.at("policy").get<std::string>();
     a.scheme = m.at("scheme").get<std::string>();
+    a.datagram_auth = m.value("datagram_auth", false);
+    if (a.datagram_auth) a.datagram_salt = parse_key(m.at("datagram_salt").get<std::string>(), "'ready' field 'datagram_salt'");
     if (auto kv = m.find("kv"); kv != m.end()) {
       a.kv_pairs = kv->at("pairs").get<uint16_t>();
       a.kv_registers = kv->at("registers").get<uint32_t>();
@@ -47,8 +51,16 @@ std::string read_hello(LineChannel& ch, Time deadline, const std::string& peer) 
   const auto op = m.find("op");
   const auto nonce = m.find("nonce");
   if (op == m.end() || *op != "hello" || nonce == m.end() || !nonce->is_string() || nonce->get_ref<const std::string&>().size() != 64)
-    throw RuntimeError(fmt::format("{} is not an ina switch of this version (it opened with {:.120})", peer, m.dump()));
+    throw RuntimeError(fmt::format("{} is not an ina switch of this version (it opened with {})", peer, quote_json(m, 120)));
   return nonce->get<std::string>();
+}
+
+// The switch's reason in an "error" or "abort" message, as printable text
+// (what a member prints must not carry raw control bytes either).
+constexpr size_t kMaxQuotedReason = 1024;
+std::string switch_text(const nlohmann::json& m) {
+  const auto it = m.find("message");
+  return it != m.end() && it->is_string() ? printable(it->get_ref<const std::string&>(), kMaxQuotedReason, true) : "?";
 }
 
 std::string op_of(const nlohmann::json& m) {
@@ -61,16 +73,16 @@ std::string op_of(const nlohmann::json& m) {
 uint64_t field(const nlohmann::json& m, const char* op, const char* name, uint64_t lo, uint64_t hi) {
   auto it = m.find(name);
   if (it == m.end() || !it->is_number_unsigned() || it->get<uint64_t>() < lo || it->get<uint64_t>() > hi)
-    throw RuntimeError(fmt::format("{}: field '{}' must be an integer in {}..{}, got {:.80}", op, name, lo, hi,
-                                   it == m.end() ? std::string("nothing") : it->dump()));
+    throw RuntimeError(fmt::format("{}: field '{}' must be an integer in {}..{}, got {}", op, name, lo, hi,
+                                   it == m.end() ? std::string("nothing") : quote_json(*it)));
   return it->get<uint64_t>();
 }
 
 std::string text_field(const nlohmann::json& m, const char* op, const char* name, size_t max_len) {
   auto it = m.find(name);
   if (it == m.end() || !it->is_string() || it->get_ref<const std::string&>().size() > max_len)
-    throw RuntimeError(fmt::format("{}: field '{}' must be a string of at most {} characters, got {:.80}", op, name,
-                                   max_len, it == m.end() ? std::string("nothing") : it->dump()));
+    throw RuntimeError(fmt::format("{}: field '{}' must be a string of at most {} characters, got {}", op, name,
+                                   max_len, it == m.end() ? std::string("nothing") : quote_json(*it)));
   return it->get<std::string>();
 }
 
@@ -79,7 +91,7 @@ void only_fields(const nlohmann::json& m, const char* op, std::initializer_list<
   for (auto it = m.begin(); it != m.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok |= it.key() == k;
-    if (!ok) throw RuntimeError(fmt::format("{}: unknown field '{:.40}'", op, it.key()));
+    if (!ok) throw RuntimeError(fmt::format("{}: unknown field '{}'", op, printable(it.key(), 40)));
   }
 }
 
@@ -92,7 +104,8 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     only_fields(m, "join", {"op", "role", "job", "rank", "nworkers", "payload", "retain_ops", "udp", "proof"});
     JoinRequest r;
     const std::string role = text_field(m, "join", "role", 8);
-    if (role != "worker" && role != "ps") throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", role));
+    if (role != "worker" && role != "ps")
+      throw RuntimeError(fmt::format("join: role must be worker or ps, got '{}'", printable(role)));
     r.role = role == "worker" ? Role::Worker : Role::Ps;
     r.job = static_cast<uint16_t>(field(m, "join", "job", 1, 65535));
     r.nworkers = static_cast<unsigned>(field(m, "join", "nworkers", 1, kMaxWireWorkers));
@@ -128,13 +141,13 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     const auto it = m.find("keys");
     if (it == m.end() || !it->is_array() || it->size() > kHotSetChunk || r.offset + it->size() > r.total)
       throw RuntimeError(fmt::format("hot_set: field 'keys' must be an array of at most {} keys ending at most at "
-                                     "total {} from offset {}, got {:.80}", kHotSetChunk, r.total, r.offset,
-                                     it == m.end() ? std::string("nothing") : it->dump()));
+                                     "total {} from offset {}, got {}", kHotSetChunk, r.total, r.offset,
+                                     it == m.end() ? std::string("nothing") : quote_json(*it)));
     r.keys.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
       const auto& k = (*it)[i];
       if (!k.is_number_unsigned())
-        throw RuntimeError(fmt::format("hot_set: keys[{}] must be an unsigned 64-bit integer, got {:.40}", i, k.dump()));
+        throw RuntimeError(fmt::format("hot_set: keys[{}] must be an unsigned 64-bit integer, got {}", i, quote_json(k, 40)));
       r.keys.push_back(k.get<uint64_t>());
     }
     return r;
@@ -147,13 +160,13 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     auto ids = [&](const char* name, size_t max, uint64_t hi) {
       const auto it = m.find(name);
       if (it == m.end() || !it->is_array() || it->size() > max)
-        throw RuntimeError(fmt::format("reconfigure: field '{}' must be an array of at most {} integers, got {:.80}", name,
-                                       max, it == m.end() ? std::string("nothing") : it->dump()));
+        throw RuntimeError(fmt::format("reconfigure: field '{}' must be an array of at most {} integers, got {}", name,
+                                       max, it == m.end() ? std::string("nothing") : quote_json(*it)));
       std::vector<uint16_t> v;
       for (const auto& x : *it) {
         if (!x.is_number_unsigned() || x.get<uint64_t>() > hi)
-          throw RuntimeError(fmt::format("reconfigure: field '{}': every entry must be an integer in 0..{}, got {:.40}", name,
-                                         hi, x.dump()));
+          throw RuntimeError(fmt::format("reconfigure: field '{}': every entry must be an integer in 0..{}, got {}", name,
+                                         hi, quote_json(x, 40)));
         v.push_back(x.get<uint16_t>());
       }
       return v;
@@ -164,7 +177,7 @@ ControlRequest parse_control_request(const nlohmann::json& m) {
     r.proof = text_field(m, "reconfigure", "proof", 64);
     return r;
   }
-  throw RuntimeError(fmt::format("unknown control operation '{:.16}'", op));
+  throw RuntimeError(fmt::format("unknown control operation '{}'", printable(op, 16)));
 }
 
 const schemes::Scheme& scheme_of(const JobAssignment& a, const Endpoint& sw) {
@@ -200,7 +213,8 @@ Key job_key_from_env(uint16_t job) {
 
 Joined join_job(const JoinOptions& o) {
   Joined j;
-  j.control = LineChannel(connect_tcp(o.sw, o.connect_timeout, "the switch"));
+  WaitNotice notice(o.announce, o.connect_notice_after);
+  j.control = LineChannel(connect_tcp(o.sw, o.connect_timeout, "the switch", &notice));
   Endpoint udp_at = o.bind_ip.empty() ? local_endpoint(j.control.fd()).with_port(0)
                                       : Endpoint::parse(o.bind_ip + ":0");
   j.udp = bind_udp(udp_at, o.udp_buffer_bytes);
@@ -215,11 +229,16 @@ Joined join_job(const JoinOptions& o) {
                   {"nworkers", o.nworkers}, {"payload", o.payload_values}, {"retain_ops", o.retain_ops},
                   {"udp", udp.str()}, {"proof", sig}});
   std::string progress = "no other member had joined";
+  notice.restart(o.assemble_notice_after, 10 * kSec);
   for (;;) {
+    notice.tick(o.rendezvous_timeout,
+                [&] { return fmt::format("waiting at {} for job {} to assemble: {}", peer, o.job, progress); });
     nlohmann::json m;
-    if (!j.control.wait_message(m, deadline, peer))
+    if (!j.control.wait_message(m, std::min(deadline, notice.next()), peer)) {
+      if (monotonic_now() < deadline) continue;
       throw RuntimeError(fmt::format("{}: timed out after {:.1f} s waiting at {} for job {} to assemble ({})", who(o),
                                      to_ms(o.rendezvous_timeout) / 1000, peer, o.job, progress));
+    }
     const std::string op = op_of(m);
     try {
       if (op == "ready") {
@@ -227,7 +246,7 @@ Joined join_job(const JoinOptions& o) {
         return j;
       }
       if (op == "error")
-        throw RuntimeError(fmt::format("{}: {} rejected the join: {}", who(o), peer, m.value("message", "?")));
+        throw RuntimeError(fmt::format("{}: {} rejected the join: {}", who(o), peer, switch_text(m)));
       if (op == "waiting") {
         progress = fmt::format("{} of {} workers joined", m.value("workers_joined", 0), m.value("nworkers", 0));
         if (m.value("ps_needed", false)) progress += m.value("ps_joined", false) ? ", PS joined" : ", no PS yet";
@@ -236,7 +255,7 @@ Joined join_job(const JoinOptions& o) {
     } catch (const nlohmann::json::exception& e) {
       throw RuntimeError(fmt::format("{}: malformed '{}' message from {}: {}", who(o), op, peer, e.what()));
     }
-    throw RuntimeError(fmt::format("{}: unexpected control message from {}: {}", who(o), peer, m.dump()));
+    throw RuntimeError(fmt::format("{}: unexpected control message from {}: {}", who(o), peer, quote_json(m, 200)));
   }
 }
 
@@ -255,12 +274,12 @@ ControlNews read_control(LineChannel& ch) {
       n.finished = true;
     } else if (op == "abort") {
       const auto it = m.find("message");
-      n.aborted = it != m.end() && it->is_string() ? it->get<std::string>() : std::string("(no reason given)");
+      n.aborted = it != m.end() && it->is_string() ? switch_text(m) : std::string("(no reason given)");
     } else if (op == "hot_set") {
       HotSetNews h;
       try {
         h.from = m.at("from").get<uint32_t>();
-        if (m.contains("error")) h.error = m.at("error").get<std::string>();
+        if (m.contains("error")) h.error = printable(m.at("error").get<std::string>(), kMaxQuotedReason, true);
         else h.version = m.at("version").get<uint32_t>();
       } catch (const nlohmann::json::exception& e) {
         n.error = fmt::format("malformed 'hot_set' answer from the switch: {}", e.what());
@@ -284,9 +303,9 @@ nlohmann::json reconfigure_switch(const Endpoint& sw, Time timeout, const Key& j
   if (!ch.wait_message(m, deadline, peer))
     throw RuntimeError(fmt::format("timed out waiting for {} to take job {}'s epoch {}", peer, r.job, r.epoch));
   if (op_of(m) == "error")
-    throw RuntimeError(fmt::format("{} refused job {}'s epoch {}: {}", peer, r.job, r.epoch, m.value("message", "?")));
+    throw RuntimeError(fmt::format("{} refused job {}'s epoch {}: {}", peer, r.job, r.epoch, switch_text(m)));
   if (op_of(m) != "reconfigured" || m.value("epoch", 0u) != r.epoch)
-    throw RuntimeError(fmt::format("{} answered the reconfiguration with {:.200}", peer, m.dump()));
+    throw RuntimeError(fmt::format("{} answered the reconfiguration with {}", peer, quote_json(m, 200)));
   return m;
 }
 
@@ -303,7 +322,7 @@ nlohmann::json query_switch_stats(const Endpoint& sw, Time timeout, const Key* k
   ch.send(q);
   nlohmann::json m;
   if (!ch.wait_message(m, deadline, peer)) throw RuntimeError(fmt::format("timed out waiting for stats from {}", peer));
-  if (op_of(m) != "stats") throw RuntimeError(fmt::format("{} answered the stats query with {:.200}", peer, m.dump()));
+  if (op_of(m) != "stats") throw RuntimeError(fmt::format("{} answered the stats query with {}", peer, quote_json(m, 200)));
   return m;
 }
 

@@ -73,6 +73,13 @@ struct JoinOptions {
   int udp_buffer_bytes = 4 << 20;
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
+  // Who is joining ("ina: worker rank 0 of job 1"): says so on stderr when the
+  // switch refuses connections for connect_notice_after (then every 5 s), and
+  // when the job takes more than assemble_notice_after to assemble (then
+  // every 10 s; runtime/wait_notice.hpp); empty: silent.
+  std::string announce;
+  Time connect_notice_after = 2 * kSec;
+  Time assemble_notice_after = 5 * kSec;
 };
 
 // The switch's answer to a completed rendezvous.
@@ -86,6 +93,8 @@ struct JobAssignment {
   uint32_t window_cap = 0;      // isolated policy: slots per pool
   std::string policy;
   std::string scheme;           // the switch's scheme (schemes/registry.hpp)
+  bool datagram_auth = false;   // the switch tags this job's datagrams and requires tags (datagram_tag.hpp)
+  Key datagram_salt{};          // with datagram_auth: this run's salt of the job's datagram key
   // Sparse schemes: the <key, value> pairs per packet, and for a hot-set
   // table (Zebra) the register arrays of its layout (m), the key table's
   // entries and the value registers. 0 for dense schemes.

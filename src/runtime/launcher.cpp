@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -24,7 +25,10 @@
 #include <functional>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -93,6 +97,142 @@ bool has_ps(const std::string& scheme) {
   return !s || s->has_ps;
 }
 
+// `ina train-py`: the scripts' standard error, passed through to ours line by
+// line (lines of different ranks never interleave) while the last lines of each
+// are kept, so that a failed script's own error can close the launcher's report.
+class StderrTee {
+ public:
+  StderrTee() = default;
+  StderrTee(const StderrTee&) = delete;
+  StderrTee& operator=(const StderrTee&) = delete;
+  ~StderrTee() { finish(0); }
+
+  // A pipe whose write end becomes the stderr (spawn's stderr_fd) of the child
+  // `id` names (a train-py worker's rank); call before start().
+  int add(unsigned id) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw RuntimeError(fmt::format("pipe: {}", errno_text(errno)));
+    streams_.push_back({UniqueFd(fds[0]), id, {}, {}});
+    write_ends_.emplace_back(fds[1]);
+    return fds[1];
+  }
+  // After the children are spawned: closes this process's write ends and starts passing through.
+  void start() {
+    write_ends_.clear();
+    if (!streams_.empty()) thread_ = std::thread([this] { run(); });
+  }
+  // Waits until every stream has ended (its process and any heir closed it) or `grace` passed.
+  void finish(Time grace) {
+    if (!thread_.joinable()) return;
+    const Time until = monotonic_now() + grace;
+    while (!done_.load() && monotonic_now() < until) ::usleep(10'000);
+    stop_ = true;
+    thread_.join();
+  }
+  // The last `lines` lines child `id` wrote to its stderr.
+  std::string tail(unsigned id, size_t lines = 12) {
+    std::lock_guard lk(mu_);
+    for (const auto& st : streams_)
+      if (st.id == id) {
+        std::string t = st.kept + st.partial;
+        while (!t.empty() && t.back() == '\n') t.pop_back();
+        size_t start = t.size();  // of the last `lines` lines
+        for (size_t n = 0; start > 0;) {
+          const size_t nl = t.rfind('\n', start - 1);
+          if (nl == std::string::npos) {
+            start = 0;
+          } else {
+            start = nl;
+            if (++n == lines) ++start;
+          }
+          if (n == lines) break;
+        }
+        return t.substr(start);
+      }
+    return {};
+  }
+
+ private:
+  struct Stream {
+    UniqueFd fd;
+    unsigned id;
+    std::string partial;  // the current line, not yet passed on
+    std::string kept;     // the last few KB passed on
+  };
+  void emit(Stream& st, std::string_view text) {
+    for (size_t off = 0; off < text.size();) {
+      const ssize_t n = ::write(STDERR_FILENO, text.data() + off, text.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    st.kept.append(text);
+    if (st.kept.size() > kKeep) st.kept.erase(0, st.kept.size() - kKeep);
+  }
+  void run() {
+    char buf[4096];
+    for (;;) {
+      std::vector<pollfd> p;
+      std::vector<Stream*> of;
+      for (auto& st : streams_)
+        if (st.fd) {
+          p.push_back({st.fd.get(), POLLIN, 0});
+          of.push_back(&st);
+        }
+      if (p.empty() || stop_) break;
+      const int r = ::poll(p.data(), p.size(), 100);
+      std::lock_guard lk(mu_);
+      if (r <= 0) {  // quiet for 100 ms: pass on unfinished lines (prompts, progress bars)
+        for (auto* st : of)
+          if (!st->partial.empty()) emit(*st, std::exchange(st->partial, {}));
+        continue;
+      }
+      for (size_t i = 0; i < p.size(); ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Stream& st = *of[i];
+        const ssize_t n = ::read(st.fd.get(), buf, sizeof buf);
+        if (n <= 0) {
+          if (n < 0 && errno == EINTR) continue;
+          if (!st.partial.empty()) emit(st, std::exchange(st.partial, {}) + "\n");
+          st.fd.reset();
+          continue;
+        }
+        st.partial.append(buf, static_cast<size_t>(n));
+        const size_t nl = st.partial.rfind('\n');
+        if (nl != std::string::npos) {
+          emit(st, std::string_view(st.partial).substr(0, nl + 1));
+          st.partial.erase(0, nl + 1);
+        } else if (st.partial.size() > kKeep) {
+          emit(st, std::exchange(st.partial, {}));
+        }
+      }
+    }
+    std::lock_guard lk(mu_);
+    for (auto& st : streams_)
+      if (!st.partial.empty()) emit(st, std::exchange(st.partial, {}) + "\n");
+    done_ = true;
+  }
+  static constexpr size_t kKeep = 4096;
+  std::deque<Stream> streams_;
+  std::vector<UniqueFd> write_ends_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::atomic<bool> stop_{false}, done_{false};
+};
+
+// Datagrams an engine refused (malformed or foreign) that came from a member's
+// address: a protocol bug in this run. Those from addresses no member has
+// (rx_unattributed) are noise from outside the job, e.g. a stray datagram to
+// the switch's port: reported by noise_line, never a failure.
+uint64_t member_refused(const nlohmann::json& engine) {
+  const uint64_t all = engine.value("rx_malformed", uint64_t{0}) + engine.value("rx_foreign", uint64_t{0});
+  return all - std::min(all, engine.value("rx_unattributed", uint64_t{0}));
+}
+
+std::string noise_line(uint64_t n) {
+  return fmt::format("noise: {} datagram(s) from addresses outside the job were refused and dropped (not the job's; "
+                     "not counted against the run)\n", n);
+}
+
 Failure interrupted_failure(const Supervisor& sup) {
   const int sig = sup.interrupted();
   return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
@@ -105,14 +245,33 @@ Failure child_failure(const Child& c) {
 
 // Until every worker has exited (successfully); anything else that exits, a
 // worker's failure, a signal or the deadline is the failure returned.
-std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double timeout_s) {
+// workers_first (`ina train-py`): among children that failed together, a
+// worker (the user's script) is named before a PS or switch that failed
+// because of it. While waiting, `progress` (if set) is called after
+// progress_after_s and then every progress_every_s with the seconds elapsed,
+// the workers finished and all workers; it prints a line.
+std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double timeout_s, bool workers_first = false,
+                                        double progress_after_s = 0, double progress_every_s = 5,
+                                        const std::function<void(double, unsigned, unsigned)>& progress = {}) {
   auto workers_done = [&] {
     for (const auto& c : sup.kids())
       if (c.kind == Kind::Worker && !(c.reaped && exited_ok(c.status))) return false;
     return true;
   };
+  const Time t0 = monotonic_now();
+  Time next_progress = progress && progress_after_s > 0 ? t0 + static_cast<Time>(progress_after_s * kSec) : kNever;
   for (;;) {
-    auto reaped = sup.wait(deadline);
+    auto reaped = sup.wait(std::min(deadline, next_progress));
+    if (monotonic_now() >= next_progress && reaped.empty() && !sup.interrupted()) {
+      unsigned done = 0, all = 0;
+      for (const auto& c : sup.kids())
+        if (c.kind == Kind::Worker) {
+          ++all;
+          done += c.reaped && exited_ok(c.status);
+        }
+      progress(to_ms(monotonic_now() - t0) / 1000, done, all);
+      next_progress = monotonic_now() + static_cast<Time>(std::max(0.05, progress_every_s) * kSec);
+    }
     // A child that failed without a signal (e.g. a PS whose job the switch
     // aborted) is often the echo of another's death: collect the cascade for
     // a moment, so the root cause is named even when it is reaped later.
@@ -127,6 +286,10 @@ std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double t
     // cause: the others typically exited because their job was aborted.
     std::stable_sort(reaped.begin(), reaped.end(),
                      [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
+    if (workers_first)
+      std::stable_sort(reaped.begin(), reaped.end(), [](const Child* a, const Child* b) {
+        return a->kind == Kind::Worker && !exited_ok(a->status) && !(b->kind == Kind::Worker && !exited_ok(b->status));
+      });
     for (Child* c : reaped) {
       // A PS exits 0 only when the switch has told it the job finished (its
       // workers may still be writing their reports); the switch never exits on its own.
@@ -277,6 +440,9 @@ void validate(const LaunchConfig& c) {
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
     throw RuntimeError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
+  if (c.datagram_auth && uses_layout(c))
+    throw RuntimeError(fmt::format("--datagram-auth: --scheme {} runs a static ring layout, whose workers do not tag "
+                                   "their datagrams; datagram authentication covers switchml, atp, dsa and zebra", c.scheme));
   if (c.switch_threads > 1)
     if (const std::string why = why_not_threaded(s, uses_layout(c)); !why.empty())
       throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
@@ -388,7 +554,10 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     sup.spawn(Kind::Worker, fmt::format("worker rank {}", r), 1, r, cfg.binary, a, fd);
     socks[r].reset();
   }
-  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) {
+  auto progress = [](double secs, unsigned done, unsigned all) {
+    std::cerr << fmt::format("ina run: {:.0f} s: {} of {} ranks finished\n", secs, done, all);
+  };
+  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s, false, cfg.progress_after_s, cfg.progress_every_s, progress)) {
     // What the ToRs saw, for the diagnosis (drops and refusals by reason).
     for (auto& [sw, ep] : switches) {
       try {
@@ -421,6 +590,7 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   nlohmann::json reports = nlohmann::json::array();
   double slowest = 0;
   uint64_t verified = 0, mismatches = 0, retransmits = 0, refused = 0, steps = 0;
+  uint64_t noise = 0;  // datagrams from outside the job, refused by a worker's or ToR's engine
   uint64_t expected = 0;  // values the ranks that finished had to check (after a failure: from the restart op on)
   unsigned survivors = 0;
   nlohmann::json failover_j;
@@ -449,7 +619,8 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     mismatches += rep.at("mismatches").get<uint64_t>();
     retransmits += rep["stats"]["ring"].value("retransmits", uint64_t{0});
     refused += rep["stats"]["transport"].value("malformed", uint64_t{0}) + rep["stats"]["transport"].value("foreign", uint64_t{0}) +
-               rep["stats"]["engine"].value("rx_malformed", uint64_t{0}) + rep["stats"]["engine"].value("rx_foreign", uint64_t{0});
+               member_refused(rep["stats"]["engine"]);
+    noise += rep["stats"]["engine"].value("rx_unattributed", uint64_t{0});
     steps = std::max<uint64_t>(steps, rep.value("steps_per_allreduce", uint64_t{0}));
     for (const auto& l : rep["leaks"]) problems.push_back(fmt::format("worker rank {}: {}", r, l.get<std::string>()));
     reports.push_back(std::move(rep));
@@ -501,7 +672,8 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     const bool late_copies = cfg.duplicate > 0 || cfg.reorder > 0;
     if (st.value("occupied", 0) != 0 && !(tree && late_copies))
       problems.push_back(fmt::format("the {} holds {} aggregators after the job", switches[k].first->name, st.value("occupied", 0)));
-    uint64_t sw_refused = s.value("malformed", uint64_t{0}) + e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
+    uint64_t sw_refused = s.value("malformed", uint64_t{0}) + member_refused(e);
+    noise += e.value("rx_unattributed", uint64_t{0});
     for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward"}) sw_refused += s.value(f, uint64_t{0});
     if (!tree) sw_refused += s.value("collisions", uint64_t{0});  // ATP's collisions go to the PS by design
     if (sw_refused) problems.push_back(fmt::format("the {} refused {} packets (malformed, foreign or colliding)", switches[k].first->name, sw_refused));
@@ -509,8 +681,9 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
   if (verified + mismatches != expected) problems.push_back(fmt::format("{} of {} values were checked", verified + mismatches, expected));
   if (refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", refused));
+  if (noise) out << noise_line(noise);
   out << fmt::format("wall time {:.2f} s\n", wall);
-  nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
+  nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall}, {"noise_datagrams", noise},
                       {"config", {{"scheme", L.scheme}, {"workers", cfg.workers}, {"racks", cfg.racks}, {"ina_racks", cfg.ina_racks},
                                   {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
                                   {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
@@ -626,12 +799,31 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     if (!f) std::cerr << "ina run: cannot write " << cfg.json_out << "\n";
   };
   const std::string me = cfg.command.empty() ? "ina run" : "ina train-py";
+  StderrTee tee;  // train-py: the scripts' stderr
+  // The failure is reported last: after the other processes were stopped (and
+  // said what they say when their job goes), with a failed script's own last
+  // lines of stderr.
   auto fail = [&](Failure f) {
-    std::cerr << me << ": " << f.message << "\n";
-    if (!sup.all_reaped()) std::cerr << me << ": stopping the remaining processes\n";
+    if (!sup.all_reaped()) std::cerr << me << ": stopping the other processes\n";
     sup.stop_all();
+    tee.finish(1 * kSec);
+    std::string tail;
+    if (f.child && f.child->kind == Kind::Worker && !cfg.command.empty()) tail = tee.tail(f.child->rank);
+    std::cerr << me << ": " << f.message;
+    if (!tail.empty()) {
+      std::string indented;
+      for (size_t at = 0; at < tail.size();) {
+        const size_t nl = std::min(tail.find('\n', at), tail.size());
+        indented += "  | " + tail.substr(at, nl - at) + "\n";
+        at = nl + 1;
+      }
+      std::cerr << "; the end of its standard error:\n" << indented;
+    } else {
+      std::cerr << "\n";
+    }
     if (!cfg.json_out.empty()) {
       nlohmann::json failure = {{"message", f.message}, {"exit_status", f.status}};
+      if (!tail.empty()) failure["stderr_tail"] = tail;
       if (const Child* c = f.child) {
         static constexpr const char* kKinds[] = {"switch", "ps", "worker"};
         failure["process"] = c->name;
@@ -659,10 +851,17 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   write_key_file(switch_key_file.string(), switch_key);
   Child* sw = nullptr;
   uint16_t sw_port = 0;
-  if (auto f = start_switch(sup, cfg, {"switch", "--key-file", switch_key_file.string(), "--listen",
-                                       fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme, "--regions",
-                                       std::to_string(cfg.jobs), "--threads", std::to_string(cfg.switch_threads)},
-                            "switch", 0, deadline, sw, sw_port))
+  std::vector<std::string> sw_args{"switch", "--key-file", switch_key_file.string(), "--listen",
+                                   fmt::format("127.0.0.1:{}", cfg.port), "--policy", cfg.scheme, "--regions",
+                                   std::to_string(cfg.jobs), "--threads", std::to_string(cfg.switch_threads)};
+  if (cfg.datagram_auth) sw_args.push_back("--datagram-auth");
+  // Every member of this run connects from 127.0.0.1: the switch's per-address
+  // connection limit must hold them all (and a few stats queries).
+  if (const unsigned conns = cfg.total_workers() + (has_ps(cfg.scheme) ? cfg.jobs : 0) + 16;
+      conns > ControlLimits{}.max_per_source)
+    sw_args.insert(sw_args.end(), {"--max-connections-per-source", std::to_string(conns), "--max-connections",
+                                   std::to_string(std::max(conns, ControlLimits::kDefaultMaxConnections))});
+  if (auto f = start_switch(sup, cfg, std::move(sw_args), "switch", 0, deadline, sw, sw_port))
     return fail(*f);
   const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", sw_port));
 
@@ -677,6 +876,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
                                  std::to_string(cfg.workers_of(j)), "--fault-seed", std::to_string(cfg.seed * 7919 + 1000 * j),
                                  "--stats-json", ps_stats_path(j).string()};
       for (auto& f : fault_args(cfg)) a.push_back(f);
+      if (cfg.datagram_auth) a.push_back("--datagram-auth");
       a.insert(a.end(), quiet.begin(), quiet.end());
       sup.spawn(Kind::Ps, fmt::format("PS of job {}", j), j, 0, cfg.binary, a);
     }
@@ -688,6 +888,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
         << fmt::format("switch = \"{}\"\njob = {}\nworkers = {}\npayload = {}\npriority = {}\n", sw_ep.str(), j,
                        cfg.workers_of(j), cfg.payload, prio);
       if (cfg.window_kb > 0) f << fmt::format("window_kb = {}\n", cfg.window_kb);
+      if (cfg.datagram_auth) f << "datagram_auth = true\n";
       f << "[faults]\n" << fmt::format("loss = {}\nduplicate = {}\nreorder = {}\n", cfg.loss, cfg.duplicate, cfg.reorder);
       if (!f) throw RuntimeError(fmt::format("cannot write {}", toml.string()));
     }
@@ -702,9 +903,15 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
                                      fmt::format("RANK={}", r), fmt::format("LOCAL_RANK={}", r), "WORLD_SIZE=" + n,
                                      "LOCAL_WORLD_SIZE=" + n, "MASTER_ADDR=127.0.0.1",
                                      fmt::format("MASTER_PORT={}", master_port)};
-        sup.spawn(Kind::Worker, fmt::format("worker rank {} ({})", r, cfg.command.size() > 1 ? cfg.command[1] : cfg.command[0]),
-                  j, r, cfg.command[0], args, -1, env);
+        if (!cfg.python_path.empty()) {
+          const char* inherited = std::getenv("PYTHONPATH");
+          env.push_back("PYTHONPATH=" + cfg.python_path + (inherited && *inherited ? std::string(":") + inherited : ""));
+        }
+        const std::string name =
+            fmt::format("worker rank {} ({})", r, cfg.command.size() > 1 ? cfg.command[1] : cfg.command[0]);
+        sup.spawn(Kind::Worker, name, j, r, cfg.command[0], args, -1, env, tee.add(r));
       }
+      tee.start();
       continue;
     }
     for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
@@ -720,7 +927,27 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   }
 
   // 3. Until every worker has exited; anything else that exits is a failure.
-  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s)) return fail(*f);
+  // `ina run` says how far the jobs are while they run (a long run is not a hang).
+  uint64_t packets_needed = 0;  // gradient packets into the switch without loss or retransmission
+  for (unsigned j = 1; j <= cfg.jobs; ++j)
+    packets_needed += uint64_t{cfg.workers_of(j)} * cfg.iterations * ((cfg.size_bytes / 4 + cfg.payload - 1) / cfg.payload);
+  auto progress = [&](double secs, unsigned done, unsigned all) {
+    std::string extra;
+    try {
+      const auto st = query_switch_stats(sw_ep, 1 * kSec, &switch_key, 0);
+      const uint64_t in = st["switch"].value("data_in", uint64_t{0});
+      if (in > 0 && packets_needed > 0)
+        extra = fmt::format("; the switch has taken {} gradient packets, about {:.0f} % of the {} the jobs send without loss",
+                            in, std::min(99.0, 100.0 * static_cast<double>(in) / static_cast<double>(packets_needed)),
+                            packets_needed);
+    } catch (const RuntimeError&) {
+    }
+    std::cerr << fmt::format("{}: {:.0f} s: {} of {} workers finished{}\n", me, secs, done, all, extra);
+  };
+  if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s, !cfg.command.empty(), cfg.progress_after_s,
+                                cfg.progress_every_s, cfg.command.empty() ? std::function<void(double, unsigned, unsigned)>(progress) : nullptr))
+    return fail(*f);
+  tee.finish(1 * kSec);  // train-py: the scripts' last words before the summary
   // The PSes leave when the switch tells them their job is finished.
   const Time ps_deadline = std::min(deadline, monotonic_now() + 10 * kSec);
   for (;;) {
@@ -798,10 +1025,10 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
                      stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
                      s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
                      s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
-  out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign, {} ECN-marked; injected: {} lost, {} "
-                     "duplicated, {} reordered; wall time {:.2f} s\n",
+  out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
+                     "ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time {:.2f} s\n",
                      e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("rx_malformed", 0),
-                     e.value("rx_foreign", 0), e.value("ecn_marked", 0), e.value("fault_lost", 0),
+                     e.value("rx_foreign", 0), e.value("rx_unattributed", 0), e.value("ecn_marked", 0), e.value("fault_lost", 0),
                      e.value("fault_duplicated", 0), e.value("fault_reordered", 0), wall);
   std::vector<std::string> problems;
   if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
@@ -820,17 +1047,21 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   if (with_ps)
     out << fmt::format("PS: {} malformed and {} foreign packets over {} PSes\n", ps_malformed, ps_foreign, ps_stats.size());
   // Every process of this run is ours and honest (faults only drop, copy or
-  // delay datagrams): a packet refused anywhere is a protocol bug.
+  // delay datagrams): a packet of a member refused anywhere is a protocol bug.
+  // Datagrams from addresses outside the jobs are someone else's noise: counted
+  // and reported, not held against the run (member_refused).
   uint64_t sw_refused = s.value("malformed", uint64_t{0});
   for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"}) sw_refused += s.value(k, uint64_t{0});
-  sw_refused += e.value("rx_malformed", uint64_t{0}) + e.value("rx_foreign", uint64_t{0});
-  if (sw_refused) problems.push_back(fmt::format("the switch refused {} packets as malformed or foreign", sw_refused));
+  sw_refused += member_refused(e);
+  if (sw_refused) problems.push_back(fmt::format("the switch refused {} packets from job members as malformed or foreign", sw_refused));
+  if (const uint64_t noise = e.value("rx_unattributed", uint64_t{0})) out << noise_line(noise);
   if (workers_refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", workers_refused));
   if (ps_malformed + ps_foreign)
     problems.push_back(fmt::format("PSes refused {} packets as malformed and {} as foreign", ps_malformed, ps_foreign));
   if (!cfg.json_out.empty()) {
     nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
-                        {"config", config_json()}, {"jobs", jobs}, {"switch", stats}, {"ps", ps_stats}};
+                        {"config", config_json()}, {"jobs", jobs}, {"switch", stats}, {"ps", ps_stats},
+                        {"noise_datagrams", e.value("rx_unattributed", uint64_t{0})}};
     if (!problems.empty()) j["failure"] = {{"message", fmt::format("{}", fmt::join(problems, "; "))}, {"exit_status", mismatches ? 3 : 1}};
     write_json(j);
   }

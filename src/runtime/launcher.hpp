@@ -38,6 +38,7 @@ struct LaunchConfig {
   double window_kb = 0;           // 0: the communicator's default
   uint16_t port = 0;              // switch port; 0: ephemeral
   unsigned switch_threads = 1;    // `ina switch --threads` (job J on thread J mod T; not for static layouts)
+  bool datagram_auth = false;     // every process with --datagram-auth (datagram_tag.hpp; not for static layouts)
   double timeout_s = 300;
   uint64_t seed = 1;
   std::string json_out;           // write a JSON summary here
@@ -64,6 +65,12 @@ struct LaunchConfig {
   // processes' exit statuses and the switch's statistics; --size and
   // --iterations do not apply.
   std::vector<std::string> command;
+  // `ina train-py`: prepended to the workers' PYTHONPATH (the `ina` package
+  // built or installed with this binary), so that `import ina` finds it.
+  std::string python_path;
+  // Progress lines on stderr while the workers run: the first after
+  // progress_after_s, then every progress_every_s (0: none).
+  double progress_after_s = 3, progress_every_s = 5;
   int fail_rank = -1;
   int fail_at_op = -1;
   double fail_detect_ms = 500;
@@ -91,7 +98,10 @@ LaunchEstimate estimate_launch(const LaunchConfig& cfg);
 void check_launch_resources(const LaunchConfig& cfg);
 
 // Returns the process exit status: 0 success, 1 failure, 3 a result
-// mismatch, 130/143 interrupted. Messages go to `out` (summary) and stderr.
+// mismatch, 130/143 interrupted. Messages go to `out` (summary) and stderr;
+// the failure's message is printed last, after the other processes were
+// stopped. `ina train-py`: the scripts' standard error passes through the
+// launcher, which adds the last lines of a failed script's to its message.
 // With json_out, the JSON summary is written on every outcome after the
 // configuration was accepted: "ok", "problems", and on a failure "failure"
 // naming the process (name, kind, job, rank, pid, exit_code or signal) and

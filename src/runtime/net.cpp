@@ -1,6 +1,8 @@
 #include "runtime/net.hpp"
 
 #include "core/json_depth.hpp"
+#include "runtime/auth.hpp"
+#include "runtime/wait_notice.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +16,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -159,21 +163,76 @@ UniqueFd listen_tcp(const Endpoint& at) {
   return fd;
 }
 
-DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, bool reuseport) {
-  for (int attempt = 0;; ++attempt) {
-    DataAndControl s;
-    s.udp = bind_udp(at, udp_buffer_bytes, reuseport);
-    try {
-      s.tcp = listen_tcp(local_endpoint(s.udp.get()));
-    } catch (const RuntimeError&) {
-      if (at.port() != 0 || attempt >= 8) throw;
-      continue;
-    }
-    return s;
+std::pair<uint16_t, uint16_t> local_port_range() {
+  unsigned lo = 32768, hi = 60999;  // Linux's default
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    unsigned a = 0, b = 0;
+    if (std::fscanf(f, "%u %u", &a, &b) == 2 && a >= 1 && a <= b && b <= 65535) lo = a, hi = b;
+    std::fclose(f);
   }
+  return {static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
 }
 
-UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what) {
+namespace {
+
+// One attempt at a port pair on `ip` (port 0: the kernel picks TCP's): a TCP
+// socket bound without SO_REUSEADDR (so the port is one no TCP socket holds,
+// not even in TIME_WAIT) and listening, then UDP on the same number. Empty
+// when either port is taken; throws on any other failure.
+std::optional<DataAndControl> try_port_pair(const Endpoint& ip, uint16_t port, int udp_buffer_bytes, bool reuseport) {
+  DataAndControl s;
+  s.tcp = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.tcp) throw RuntimeError(fmt::format("cannot create a TCP socket: {}", errno_text(errno)));
+  const Endpoint at = ip.with_port(port);
+  if (::bind(s.tcp.get(), reinterpret_cast<const sockaddr*>(&at.sa), sizeof at.sa) != 0) {
+    if (errno == EADDRINUSE) return std::nullopt;
+    throw RuntimeError(fmt::format("cannot bind TCP control socket to {}: {}", at.str(), errno_text(errno)));
+  }
+  const Endpoint bound = local_endpoint(s.tcp.get());
+  s.udp = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.udp) throw RuntimeError(fmt::format("cannot create a UDP socket: {}", errno_text(errno)));
+  setsockopt(s.udp.get(), SOL_SOCKET, SO_RCVBUF, &udp_buffer_bytes, sizeof udp_buffer_bytes);
+  setsockopt(s.udp.get(), SOL_SOCKET, SO_SNDBUF, &udp_buffer_bytes, sizeof udp_buffer_bytes);
+  if (::bind(s.udp.get(), reinterpret_cast<const sockaddr*>(&bound.sa), sizeof bound.sa) != 0) {
+    if (errno == EADDRINUSE) return std::nullopt;
+    throw RuntimeError(fmt::format("cannot bind UDP socket to {}: {}", bound.str(), errno_text(errno)));
+  }
+  // After the bind, as bind_udp does for port 0: the socket opens a group of its own.
+  const int one = 1;
+  if (reuseport && setsockopt(s.udp.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    throw RuntimeError(fmt::format("cannot set SO_REUSEPORT on the UDP socket for {}: {}", bound.str(), errno_text(errno)));
+  if (::listen(s.tcp.get(), 256) != 0) {
+    if (errno == EADDRINUSE) return std::nullopt;
+    throw RuntimeError(fmt::format("cannot listen on {}: {}", bound.str(), errno_text(errno)));
+  }
+  return s;
+}
+
+}  // namespace
+
+DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, bool reuseport) {
+  if (at.port() != 0) {
+    DataAndControl s;
+    s.udp = bind_udp(at, udp_buffer_bytes, reuseport);
+    s.tcp = listen_tcp(at);
+    return s;
+  }
+  constexpr int kKernelPicks = 64;
+  for (int attempt = 0; attempt < kKernelPicks; ++attempt)
+    if (auto s = try_port_pair(at, 0, udp_buffer_bytes, reuseport)) return std::move(*s);
+  const auto [lo, hi] = local_port_range();
+  const unsigned span = unsigned{hi} - lo + 1;
+  Key r = random_key();
+  const unsigned first = (unsigned{r[0]} << 8 | r[1]) % span;
+  for (unsigned k = 0; k < span; ++k)
+    if (auto s = try_port_pair(at, static_cast<uint16_t>(lo + (first + k) % span), udp_buffer_bytes, reuseport))
+      return std::move(*s);
+  throw RuntimeError(fmt::format("cannot bind the switch's sockets on {}: no port of the local port range {}..{} "
+                                 "(net.ipv4.ip_local_port_range) is free for both UDP data and TCP control",
+                                 at.ip(), lo, hi));
+}
+
+UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what, WaitNotice* notice) {
   const Time deadline = monotonic_now() + timeout;
   std::string last = "no attempt";
   for (;;) {
@@ -205,6 +264,7 @@ UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what) 
     if (left <= 0)
       throw RuntimeError(fmt::format("timed out after {:.1f} s connecting to {} at {} ({})", to_ms(timeout) / 1000,
                                      what, to.str(), last));
+    if (notice) notice->tick(timeout, [&] { return fmt::format("waiting for {} at {} ({}; retrying)", what, to.str(), last); });
     const Time nap = std::min<Time>(left, 50 * kMs);
     timespec ts{static_cast<time_t>(nap / kSec), static_cast<long>(nap % kSec / kNs)};
     nanosleep(&ts, nullptr);
@@ -227,17 +287,23 @@ Endpoint peer_endpoint(int fd) {
 
 // ---------------------------------------------------------------- LineChannel
 
+void LineChannel::set_limits(size_t max_line, size_t max_pending_output) {
+  max_line_ = std::min(max_line, kMaxLine);
+  max_pending_ = max_pending_output;
+}
+
 void LineChannel::send(const nlohmann::json& msg) {
   if (out_off_ == out_.size()) {
     out_.clear();
     out_off_ = 0;
   }
+  // A peer that does not read its answers cannot make us buffer without bound:
+  // at most max_pending_ bytes and one message.
+  if (out_.size() - out_off_ > max_pending_)
+    throw RuntimeError(fmt::format("control peer does not read: more than {} bytes of answers pending", max_pending_));
   // Invalid UTF-8 in a string (e.g. quoted from a peer) is replaced, never thrown.
   out_ += msg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out_ += '\n';
-  // A peer that does not read its answers cannot make us buffer without bound.
-  if (out_.size() - out_off_ > kMaxPendingOutput)
-    throw RuntimeError(fmt::format("control peer does not read: more than {} bytes of answers pending", kMaxPendingOutput));
   flush();
 }
 
@@ -254,20 +320,26 @@ bool LineChannel::flush() {
   return true;
 }
 
-namespace {
-// At most `n` bytes of `s`, printable ASCII kept and anything else as \xNN:
-// an error message never carries a peer's raw bytes.
-std::string printable_prefix(std::string_view s, size_t n) {
+std::string printable(std::string_view s, size_t max, bool keep_backslash) {
   std::string out;
-  for (size_t i = 0; i < s.size() && i < n; ++i) {
+  out.reserve(std::min(s.size(), max) + 8);
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') out += static_cast<char>(c);
+    if (c >= 0x20 && c < 0x7f && (c != '\\' || keep_backslash)) out += static_cast<char>(c);
     else out += fmt::format("\\x{:02x}", c);
   }
-  if (s.size() > n) out += "...";
+  if (s.size() > max) out += "...";
   return out;
 }
-}  // namespace
+
+std::string quote_json(const nlohmann::json& v, size_t max) {
+  std::string s = v.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  if (s.size() > max) {
+    s.resize(max);
+    s += "...";
+  }
+  return s;
+}
 
 nlohmann::json LineChannel::parse_line(std::string_view line) {
   if (line.size() > kMaxLine) throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));
@@ -277,7 +349,7 @@ nlohmann::json LineChannel::parse_line(std::string_view line) {
     throw RuntimeError(fmt::format("control message nested {} levels deep (at most {})", d, kMaxDepth));
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw RuntimeError(fmt::format("malformed control message: '{}'", printable_prefix(line, 80)));
+    throw RuntimeError(fmt::format("malformed control message: '{}'", printable(line, 80)));
   return j;
 }
 
@@ -290,13 +362,25 @@ bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
   char buf[16384];
   // At most kMaxLine bytes per call: a flooding peer cannot keep the loop here
   // (the rest stays in the socket and is read at its next readiness event).
+  // Lines are taken out as they complete, and a read never brings the
+  // incomplete one beyond max_line_ + 1 bytes: that is all a peer can make
+  // this channel hold.
   for (size_t taken = 0; taken < kMaxLine;) {
-    const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+    const size_t room = std::min(sizeof buf, max_line_ + 1 - in_.size());
+    const ssize_t n = ::recv(fd_.get(), buf, room, 0);
     if (n > 0) {
       taken += static_cast<size_t>(n);
+      const size_t scan_from = in_.size();
       in_.append(buf, static_cast<size_t>(n));
-      if (in_.size() > kMaxLine && in_.find('\n') == std::string::npos)
-        throw RuntimeError(fmt::format("control message longer than {} bytes", kMaxLine));
+      size_t start = 0;
+      for (size_t nl = in_.find('\n', scan_from); nl != std::string::npos; nl = in_.find('\n', start)) {
+        const std::string_view line(in_.data() + start, nl - start);
+        start = nl + 1;
+        if (!line.empty()) msgs.push_back(parse_line(line));
+      }
+      in_.erase(0, start);
+      if (in_.size() > max_line_)
+        throw LineTooLong(fmt::format("control message longer than {} bytes", max_line_));
       continue;
     }
     if (n == 0) { eof = true; break; }
@@ -305,13 +389,7 @@ bool LineChannel::receive(std::vector<nlohmann::json>& msgs) {
     eof = true;  // reset by peer and the like: the connection is gone
     break;
   }
-  size_t start = 0;
-  for (size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
-    const std::string_view line(in_.data() + start, nl - start);
-    if (line.empty()) continue;
-    msgs.push_back(parse_line(line));
-  }
-  in_.erase(0, start);
+  if (in_.empty() && in_.capacity() > sizeof buf) in_.shrink_to_fit();
   return !eof;
 }
 

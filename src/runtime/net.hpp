@@ -89,20 +89,42 @@ bool has_reuseport(int fd);
 // the packet starting at the UDP payload). A datagram shorter than offset + 2
 // goes to index 0. Throws RuntimeError naming the socket on failure.
 void attach_reuseport_steering(int fd, uint32_t offset, unsigned n);
-// Non-blocking listening TCP socket.
+// Non-blocking listening TCP socket (SO_REUSEADDR: a fixed port can be bound
+// again while the connections of an earlier run linger in TIME_WAIT).
 UniqueFd listen_tcp(const Endpoint& at);
-// A switch's two sockets: UDP data bound to `at`, then TCP control on the same
-// port number. With port 0 an ephemeral UDP port may be taken for TCP: then
-// another is tried (a few times).
+// A switch's two sockets: UDP data and TCP control on one port number.
 struct DataAndControl {
   UniqueFd udp, tcp;
 };
-// `reuseport`: the UDP socket is the first of a reuseport group (bind_udp).
+// A fixed port: UDP bound to `at`, then TCP. Port 0: a port free for both.
+// TCP is bound first, to a port the kernel picks among those no TCP socket
+// holds (on a busy host TCP connections hold most of the ephemeral range,
+// UDP sockets few), then UDP on the same number; if UDP holds it, another
+// pick (64 of them), then every port of the local port range in turn
+// (net.ipv4.ip_local_port_range) from a random one. So it fails only when no
+// port of the range is free for both, and then says so.
+// `reuseport`: the UDP socket is the first of a reuseport group (bind_udp; its
+// SO_REUSEPORT is set after the bind, so it never joins another group).
 DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, bool reuseport = false);
+// The kernel's local (ephemeral) port range, inclusive.
+std::pair<uint16_t, uint16_t> local_port_range();
+
+// At most `max` bytes of `s` as printable ASCII: bytes outside 0x20..0x7e,
+// and the backslash (unless `keep_backslash`: text already escaped), appear
+// as \xNN; "..." marks a cut. What every message that quotes a peer's or a
+// file's text goes through (no raw control bytes, no terminal escapes, no
+// forged log lines).
+std::string printable(std::string_view s, size_t max = 80, bool keep_backslash = false);
+// A JSON value as at most `max` characters of its ASCII-only text (control
+// bytes and non-ASCII as JSON escapes), "..." marking a cut: how error
+// messages quote a value from a peer or a file, however large or deep.
+std::string quote_json(const nlohmann::json& v, size_t max = 80);
 // Connects to `to`, retrying refused connections until `timeout` has passed
 // (the peer may not be up yet). The result is non-blocking. Throws
 // "timed out after X s connecting to <what> at <to> (<last error>)".
-UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what);
+class WaitNotice;
+// (notice: if given, says on stderr now and then that the connection is being retried.)
+UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what, WaitNotice* notice = nullptr);
 Endpoint local_endpoint(int fd);
 Endpoint peer_endpoint(int fd);
 // Monotonic clock in picoseconds (CLOCK_MONOTONIC).
@@ -110,10 +132,15 @@ Time monotonic_now();
 // CPU time (user + system) of this process so far, all threads, in seconds.
 double process_cpu_seconds();
 
+// A control line longer than its channel allows (LineChannel::set_limits).
+struct LineTooLong : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+
 // Newline-delimited JSON messages over a non-blocking stream socket.
 class LineChannel {
  public:
-  static constexpr size_t kMaxLine = 64 << 10;  // a control message is a few hundred bytes
+  static constexpr size_t kMaxLine = 64 << 10;  // a control message is a few hundred bytes (a hot_set chunk ~45 KB)
   static constexpr size_t kMaxDepth = 8;         // control messages are objects a few levels deep at most
   static constexpr size_t kMaxPendingOutput = 1 << 20;  // unsent answers beyond this: the peer is not reading
 
@@ -122,6 +149,15 @@ class LineChannel {
   int fd() const { return fd_.get(); }
   bool open() const { return static_cast<bool>(fd_); }
   void close() { fd_.reset(); }
+
+  // The longest line this channel takes (at most kMaxLine; a longer one
+  // throws LineTooLong before more than max_line + 1 bytes of it are held),
+  // and the unsent output beyond which send() throws (one more message may
+  // always be queued below it). Defaults: kMaxLine, kMaxPendingOutput.
+  void set_limits(size_t max_line, size_t max_pending_output);
+  size_t max_line() const { return max_line_; }
+  // Received bytes of a line not yet complete (no newline yet).
+  size_t partial_bytes() const { return in_.size(); }
 
   // Queues a message and writes as much as the socket takes.
   void send(const nlohmann::json& msg);
@@ -142,6 +178,7 @@ class LineChannel {
   UniqueFd fd_;
   std::string in_, out_;
   size_t out_off_ = 0;
+  size_t max_line_ = kMaxLine, max_pending_ = kMaxPendingOutput;
   std::vector<nlohmann::json> backlog_;  // parsed but not yet handed out by wait_message
 };
 

@@ -65,7 +65,9 @@ struct PsDaemon::Impl {
     if (sparse) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
     ec.gateway = cfg.sw;
     ec.faults = cfg.faults;
+    ec.datagram_tags = member_tags(cfg.datagram_auth, a.datagram_auth, fmt::format("the PS of job {}", a.job), cfg.sw.str());
     engine = std::make_unique<UdpEngine>(ec, std::move(joined.udp));
+    if (ec.datagram_tags) engine->set_datagram_key(a.job, datagram_key(jo.key, a.datagram_salt));
     engine->add_node(*node);
     stop_fd = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     engine->watch(stop_fd.get(), EPOLLIN, [this](uint32_t) {

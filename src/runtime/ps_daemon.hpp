@@ -24,6 +24,9 @@ struct PsDaemonConfig {
   // Defaults: the `runtime` profile (host/profile.hpp); `ina ps --profile paper` selects the papers'.
   Time min_timeout = host::kRuntimeProfile.ps_min_timeout;                   // reminder timeout floor
   bool targeted_known_results = host::kRuntimeProfile.targeted_known_results;  // host::PsConfig; off: the papers' multicast
+  // Require datagram authentication (datagram_tag.hpp): refuse a switch that
+  // does not tag. Tags are used whenever the switch announces them.
+  bool datagram_auth = false;
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
   bool log = true;

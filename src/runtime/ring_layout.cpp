@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_depth.hpp"
+#include "runtime/auth.hpp"
 #include "schemes/ring_plan.hpp"
 
 namespace ina::rt {
@@ -81,7 +83,7 @@ nlohmann::json RingLayout::to_json() const {
 
 RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& where, bool need_switches) {
   auto bad = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
-    return RuntimeError(fmt::format("layout {}: field '{}' = {}: {}", where, field, v.dump(), why));
+    return RuntimeError(fmt::format("layout {}: field '{}' = {}: {}", where, printable(field), quote_json(v), why));
   };
   if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
@@ -188,9 +190,16 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
 }
 
 RingLayout RingLayout::read(const std::string& path, bool need_switches) {
-  std::ifstream in(path);
-  if (!in) throw RuntimeError(fmt::format("layout {}: cannot read the file", path));
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  // A layout of kMaxRingWorkers workers is a few tens of KB; the depth is
+  // checked before the (recursive) parser sees the text (core/json_depth.hpp).
+  const std::string text = read_bounded_file(path, 4 << 20, fmt::format("layout {}", path),
+                                             "a job's layout (JSON: workers, racks)");
+  try {
+    check_json_depth(text, kMaxJsonDepth, fmt::format("layout {}", path));
+  } catch (const JsonDepthError& e) {
+    throw RuntimeError(e.what());
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) throw RuntimeError(fmt::format("layout {}: not valid JSON", path));
   return from_json(j, path, need_switches);
 }

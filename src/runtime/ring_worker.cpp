@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/json_depth.hpp"
 #include "core/rng.hpp"
 #include "host/ring.hpp"
 #include "host/ring_failover.hpp"
@@ -440,7 +441,9 @@ class Failover {
     for (uint16_t r : ag_.members()) {
       if (r == me_) continue;
       const auto text = read_text(bar_ / fmt::format("state.{}.{}", next, r));
-      const auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      // Another rank's file: nested too deep, it is as malformed as any other (core/json_depth.hpp).
+      const auto j = text && json_nesting_depth(*text) <= kMaxJsonDepth ? nlohmann::json::parse(*text, nullptr, false)
+                                                                        : nlohmann::json();
       try {
         if (j.is_object()) published[r] = {j.at("failed").get<std::vector<uint16_t>>(), j.at("op").get<size_t>()};
       } catch (const nlohmann::json::exception&) {
@@ -508,6 +511,9 @@ class Failover {
   // A survivor: the control node's membership of epoch `next`.
   void apply(const std::string& text, uint8_t next) {
     const fs::path file = bar_ / fmt::format("membership.{}.json", next);
+    if (const size_t d = json_nesting_depth(text); d > kMaxJsonDepth)
+      throw RuntimeError(fmt::format("{}: {} is malformed: JSON nested {} levels deep; the limit is {}", who_,
+                                     file.string(), d, kMaxJsonDepth));
     const auto j = nlohmann::json::parse(text, nullptr, false);
     host::RingMembership m;
     std::vector<uint16_t> survivors;

@@ -68,15 +68,26 @@ class Supervisor {
   }
 
   // Starts `exe args...` in the group; `keep_fd` (if >= 0) stays open in the child.
-  // `env` adds NAME=VALUE entries to this child's environment only.
+  // `env` adds NAME=VALUE entries to this child's environment only, replacing
+  // an inherited variable of the same name. `stderr_fd` (if >= 0) becomes the
+  // child's standard error.
   Child& spawn(Kind kind, std::string name, unsigned job, unsigned rank, const std::string& exe,
-               const std::vector<std::string>& args, int keep_fd = -1, std::vector<std::string> env = {}) {
+               const std::vector<std::string>& args, int keep_fd = -1, std::vector<std::string> env = {},
+               int stderr_fd = -1) {
     std::vector<std::string> argv_s{exe};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv, envp;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
-    for (auto& e : env_) envp.push_back(e.data());
+    auto overridden = [&](const std::string& inherited) {
+      const size_t eq = inherited.find('=');
+      if (eq == std::string::npos) return false;
+      for (const auto& e : env)
+        if (e.compare(0, eq + 1, inherited, 0, eq + 1) == 0) return true;
+      return false;
+    };
+    for (auto& e : env_)
+      if (!overridden(e)) envp.push_back(e.data());
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     const std::string msg = "cannot execute " + exe + "\n";  // formatted before fork: the child may not allocate
@@ -90,6 +101,7 @@ class Supervisor {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+      if (stderr_fd >= 0 && stderr_fd != 2) dup2(stderr_fd, 2);
       execve(argv[0], argv.data(), envp.data());
       [[maybe_unused]] auto r = write(2, msg.data(), msg.size());
       _exit(127);

@@ -2,7 +2,9 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -42,7 +44,74 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"kv_in", s.kv_in}, {"kv_pairs_in", s.kv_pairs_in}, {"kv_aggregated", s.kv_aggregated},
           {"kv_to_ps", s.kv_to_ps}, {"recirculations", s.recirculations}, {"sweep_passes", s.sweep_passes},
           {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}, {"tree_results", s.tree_results},
-          {"pinned_hits", s.pinned_hits}};
+          {"pinned_hits", s.pinned_hits}, {"quota_refused", s.quota_refused}, {"reclaimed", s.reclaimed},
+          {"priority_clamped", s.priority_clamped}};
+}
+
+namespace {
+// "LO..HI" (each 0..2^32-1, LO <= HI); `what` (the flag and its value) names it in errors.
+ShareLimits::Range parse_range(const std::string& what, const std::string& v) {
+  const auto dots = v.find("..");
+  auto num = [&](const std::string& t) -> uint32_t {
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string::npos || std::stoull(t) > UINT32_MAX)
+      throw RuntimeError(fmt::format("{}: give LO..HI, each 0..{}", what, UINT32_MAX));
+    return static_cast<uint32_t>(std::stoull(t));
+  };
+  if (dots == std::string::npos) throw RuntimeError(fmt::format("{}: give LO..HI, each 0..{}", what, UINT32_MAX));
+  ShareLimits::Range r{num(v.substr(0, dots)), num(v.substr(dots + 2))};
+  if (r.lo > r.hi) throw RuntimeError(fmt::format("{}: LO is above HI", what));
+  return r;
+}
+}  // namespace
+
+ShareLimits ShareLimits::from_flags(const std::string& quota, double reclaim_ms, const std::string& range,
+                                    const std::vector<std::string>& job_ranges) {
+  ShareLimits s;
+  if (quota == "fair") {
+    s.job_quota = kFairQuota;
+  } else if (quota == "none") {
+    s.job_quota = 0;
+  } else {
+    if (quota.empty() || quota.size() > 9 || quota.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(quota) == 0)
+      throw RuntimeError(fmt::format("--job-quota {}: give fair, none, or a number of aggregators (1..999999999)", quota));
+    s.job_quota = static_cast<uint32_t>(std::stoul(quota));
+  }
+  if (!(reclaim_ms >= 0) || reclaim_ms > 3.6e6)
+    throw RuntimeError(fmt::format("--reclaim-ms {}: give 0 (never) .. 3600000", reclaim_ms));
+  s.reclaim_after = from_ms(reclaim_ms);
+  if (!range.empty()) s.priority = parse_range("--priority-range " + range, range);
+  for (const std::string& jr : job_ranges) {
+    const auto eq = jr.find('=');
+    const std::string id = jr.substr(0, eq);
+    if (eq == std::string::npos || id.empty() || id.size() > 5 || id.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(id) == 0 || std::stoul(id) > UINT16_MAX)
+      throw RuntimeError(fmt::format("--job-priority {}: give JOB=LO..HI with JOB 1..{}", jr, UINT16_MAX));
+    const auto job = static_cast<uint16_t>(std::stoul(id));
+    if (s.job_priority.count(job)) throw RuntimeError(fmt::format("--job-priority {}: job {} is given twice", jr, job));
+    s.job_priority[job] = parse_range("--job-priority " + jr, jr.substr(eq + 1));
+  }
+  return s;
+}
+
+ControlLimits ControlLimits::resolved() const {
+  ControlLimits r = *this;
+  if (r.max_connections == 0) {
+    r.max_connections = kDefaultMaxConnections;
+    rlimit nofile{};
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+      r.max_connections = static_cast<unsigned>(std::clamp<rlim_t>(nofile.rlim_cur > kDescriptorReserve + 16
+                                                                        ? nofile.rlim_cur - kDescriptorReserve : 16,
+                                                                    16, kDefaultMaxConnections));
+  }
+  if (r.max_per_source == 0) throw RuntimeError("switch: --max-connections-per-source must be >= 1");
+  if (r.visitor_timeout <= 0) throw RuntimeError("switch: --control-timeout-ms must be > 0");
+  if (r.max_visitor_line < 256 || r.max_visitor_line > LineChannel::kMaxLine)
+    throw RuntimeError(fmt::format("switch: --max-control-line {}: give {}..{} bytes (a join is a few hundred)",
+                                   r.max_visitor_line, 256, LineChannel::kMaxLine));
+  if (r.max_visitor_output < 4096)
+    throw RuntimeError(fmt::format("switch: max_visitor_output {}: at least 4096 bytes", r.max_visitor_output));
+  return r;
 }
 
 std::string why_not_threaded(const schemes::Scheme& scheme, bool layout) {
@@ -81,6 +150,11 @@ struct Conn {
   NodeId id = kNoNode;
   Endpoint udp;
   bool done = false;
+  // Connection limits (ControlLimits): the peer's address, when it opened,
+  // when it is closed unless it is a member by then (0: a member, no
+  // deadline), and since when its incomplete line has waited (0: none).
+  uint32_t source = 0;
+  Time opened = 0, deadline = 0, partial_since = 0;
 };
 
 struct Job {
@@ -256,12 +330,25 @@ struct SwitchDaemon::Impl {
   NodeId next_id = 1;
   uint32_t region_size = 0;  // isolated policy: per region, every shard alike
   uint64_t jobs_finished = 0, jobs_aborted = 0, joins_rejected = 0, freed_at_teardown = 0, auth_failures = 0;
+  // Connection limits (ControlLimits) and what they refused or closed.
+  ControlLimits limits;
+  std::unordered_map<uint32_t, unsigned> per_source;  // open connections by peer IPv4 address
+  bool accepting = true;                               // the listener is watched
+  UniqueFd sweep_fd;                                   // timerfd: deadlines, and accepting again after a failure
+  struct LimitCounts {
+    uint64_t refused_per_source = 0, evicted = 0, timed_out = 0, oversized = 0, accept_pauses = 0, accept_failures = 0;
+  } limit_counts, limit_logged;
+  std::string last_accept_error;
+  Time next_limit_log = 0;
   uint64_t cpu_copies_freed_at_teardown = 0;
+
+  // Jobs share one pool of aggregators (ATP, DSA): the ShareLimits apply.
+  bool shared_pool() const { return scheme.policy == "shared-fcfs" || scheme.policy == "preemptive"; }
 
   Shard& shard_of(uint16_t job) { return *shards[job % shards.size()]; }
   const Shard& shard_of(uint16_t job) const { return *shards[job % shards.size()]; }
 
-  explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)) {
+  explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)), limits(c.control.resolved()) {
     if (!cfg.has_key)
       throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                          "'ina key new FILE' creates one");
@@ -281,12 +368,22 @@ struct SwitchDaemon::Impl {
       if (const std::string why = why_not_threaded(scheme, !cfg.layout.empty()); !why.empty())
         throw RuntimeError(fmt::format("switch: --threads {}: {}: run it with --threads 1", T, why));
     if (scheme.isolated && cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
+    if (cfg.share.reclaim_after < 0) throw RuntimeError("switch: reclaim_after must be >= 0");
+    for (const auto& [id, r] : cfg.share.job_priority)
+      if (r.lo > r.hi) throw RuntimeError(fmt::format("switch: job {}'s priority range {}..{} is empty", id, r.lo, r.hi));
+    if (cfg.share.priority.lo > cfg.share.priority.hi)
+      throw RuntimeError(fmt::format("switch: the priority range {}..{} is empty", cfg.share.priority.lo, cfg.share.priority.hi));
     for (unsigned k = 0; k < T; ++k) {
       auto sh = std::make_unique<Shard>();
       sh->index = k;
       dp::SwitchConfig pc = cfg.program;
       pc.memory_bytes = cfg.program.memory_bytes / T;
       pc.seed = cfg.program.seed + k;
+      if (shared_pool()) {  // the admission bounds of every job (ShareLimits)
+        pc.fair_quota = cfg.share.job_quota == ShareLimits::kFairQuota;
+        pc.job_quota = pc.fair_quota ? 0 : cfg.share.job_quota;
+        pc.reclaim_after = cfg.share.reclaim_after;
+      }
       sh->program = scheme.make_switch(pc);
       sh->program->set_id(kSwitchId);
       if (T > 1 && sh->program->aggregators() < kMinShardAggregators)
@@ -341,6 +438,11 @@ struct SwitchDaemon::Impl {
     ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
     ec.offload = cfg.offload;
     ec.socket_buffer_bytes = 8 << 20;
+    ec.datagram_tags = cfg.datagram_auth;
+    if (cfg.datagram_auth && !cfg.layout.empty())
+      throw RuntimeError(fmt::format("switch: --datagram-auth with --layout {}: datagram authentication covers jobs that "
+                                     "join through the control plane; a static ring layout's workers do not tag their "
+                                     "datagrams", cfg.layout));
     for (unsigned k = 0; k < T; ++k) {
       ec.faults.seed = cfg.faults.seed + k;
       shards[k]->engine = std::make_unique<UdpEngine>(ec, std::move(udp[k]));
@@ -364,6 +466,15 @@ struct SwitchDaemon::Impl {
       stopping = true;
     });
     engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
+    // The connections' deadlines are checked a few times per visitor_timeout.
+    sweep_fd = UniqueFd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!sweep_fd) throw RuntimeError(fmt::format("switch: timerfd_create: {}", errno_text(errno)));
+    const Time tick = std::clamp<Time>(limits.visitor_timeout / 4, 10 * kMs, 250 * kMs);
+    itimerspec its{};
+    its.it_interval = {static_cast<time_t>(tick / kSec), static_cast<long>(tick % kSec / kNs)};
+    its.it_value = its.it_interval;
+    timerfd_settime(sweep_fd.get(), 0, &its, nullptr);
+    engine->watch(sweep_fd.get(), EPOLLIN, [this](uint32_t) { sweep(); });
     for (unsigned k = 1; k < T; ++k) {
       Shard& sh = *shards[k];
       sh.wake = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -453,25 +564,162 @@ struct SwitchDaemon::Impl {
     layout = std::move(L);
   }
 
+  // One line on stderr. The text may quote peers (field names, addresses,
+  // reasons): every byte outside printable ASCII is written as \xNN, so no
+  // peer can forge a log line or send the operator's terminal escapes.
   template <typename... A>
   void log(fmt::format_string<A...> f, A&&... a) {
     if (!cfg.log) return;
-    std::fprintf(stderr, "ina switch %s: %s\n", endpoint.str().c_str(), fmt::format(f, std::forward<A>(a)...).c_str());
+    const std::string line = printable(fmt::format(f, std::forward<A>(a)...), 4096, /*keep_backslash=*/true);
+    std::fprintf(stderr, "ina switch %s: %s\n", endpoint.str().c_str(), line.c_str());
+  }
+
+  // A visitor (not a job's member) is closed at its deadline and held to the
+  // visitor limits; a member has no deadline and the member limits. Applied
+  // when a connection's membership may have changed (after its messages, and
+  // at each sweep: a finished job's members become visitors).
+  void refresh_role(Conn& c, Time now) {
+    if (c.job && c.deadline != 0) {
+      c.deadline = 0;
+      c.ch.set_limits(LineChannel::kMaxLine, LineChannel::kMaxPendingOutput);
+    } else if (!c.job && c.deadline == 0) {
+      c.deadline = now + limits.visitor_timeout;
+      c.ch.set_limits(limits.max_visitor_line, limits.max_visitor_output);
+    }
+  }
+
+  // Closes the oldest visitor (of `source`, or of any address): room for a
+  // newcomer at a limit. False if there is none.
+  bool evict_oldest_visitor(const uint32_t* source) {
+    Conn* oldest = nullptr;
+    for (auto& [fd, c] : conns)
+      if (!c->job && (!source || c->source == *source) && (!oldest || c->opened < oldest->opened)) oldest = c.get();
+    if (!oldest) return false;
+    ++limit_counts.evicted;
+    close_visitor(*oldest, fmt::format("closed to make room for a newer connection (at most {} {}); join or ask "
+                                       "within {:.1f} s of connecting", source ? limits.max_per_source : limits.max_connections,
+                                       source ? "connections from one address" : "connections in all",
+                                       to_ms(limits.visitor_timeout) / 1000));
+    return true;
+  }
+
+  // Tells a connection closed by a limit why (one non-blocking attempt), then
+  // drops it. Not logged one by one (a flood would flood the log): counted,
+  // and summed up in the log at most once a second (log_limits).
+  void close_visitor(Conn& c, const std::string& why) {
+    try {
+      c.ch.send({{"op", "error"}, {"message", why}});
+    } catch (const std::exception&) {
+    }
+    drop(c, "was closed by a connection limit");
+  }
+
+  void pause_accept() {
+    if (!accepting) return;
+    engine->unwatch(listener.get());
+    accepting = false;
+    ++limit_counts.accept_pauses;
+  }
+  void resume_accept() {
+    if (accepting || conns.size() >= limits.max_connections) return;
+    engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
+    accepting = true;
   }
 
   void accept_all() {
-    for (;;) {
-      const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;
+    // Bounded per readiness event (level-triggered: the rest comes next).
+    for (int taken = 0; taken < 1024; ++taken) {
+      // At the limit a newcomer replaces the oldest visitor; with only members
+      // left the listener is not watched (no busy loop on a full switch)
+      // until one closes.
+      const bool full = conns.size() >= limits.max_connections;
+      if (full && std::none_of(conns.begin(), conns.end(), [](const auto& kv) { return kv.second->job == nullptr; }))
+        return pause_accept();
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      const int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        // Out of descriptors (EMFILE, ENFILE) or memory: the pending
+        // connection stays in the backlog and the listener stays readable, so
+        // it is not watched until a connection closes or the next sweep.
+        ++limit_counts.accept_failures;
+        last_accept_error = errno_text(errno);
+        return pause_accept();
+      }
+      UniqueFd guard(fd);
+      const uint32_t src = from.sin_addr.s_addr;
+      if (per_source[src] >= limits.max_per_source && !evict_oldest_visitor(&src)) {
+        ++limit_counts.refused_per_source;
+        const std::string why = fmt::format("{{\"op\":\"error\",\"message\":\"too many connections from {} (at most {} "
+                                            "from one address)\"}}\n", Endpoint{from}.ip(), limits.max_per_source);
+        [[maybe_unused]] auto r = ::send(fd, why.data(), why.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        continue;
+      }
+      if (full && conns.size() >= limits.max_connections) evict_oldest_visitor(nullptr);
       auto c = std::make_unique<Conn>();
-      c->ch = LineChannel(UniqueFd(fd));
-      c->peer = peer_endpoint(fd);
+      c->ch = LineChannel(std::move(guard));
+      c->peer = Endpoint{from};
+      c->source = src;
+      c->opened = monotonic_now();
+      refresh_role(*c, c->opened);
       c->nonce = to_hex(random_key());
       engine->watch(fd, EPOLLIN, [this, fd](uint32_t ev) { on_conn(fd, ev); });
+      ++per_source[src];
       Conn& ref = *c;
       conns.emplace(fd, std::move(c));
       send(ref, {{"op", "hello"}, {"version", 2}, {"nonce", ref.nonce}});
     }
+  }
+
+  // Every tick: visitors past their deadline and members whose incomplete
+  // line has waited as long are closed; the listener is watched again if it
+  // was paused and there is room (after a failed accept: retried here).
+  void sweep() {
+    uint64_t v;
+    [[maybe_unused]] auto r = ::read(sweep_fd.get(), &v, sizeof v);
+    const Time now = monotonic_now();
+    std::vector<int> late, slow;
+    for (auto& [fd, c] : conns) {
+      refresh_role(*c, now);
+      if (c->deadline != 0 && now >= c->deadline) late.push_back(fd);
+      else if (c->deadline == 0 && c->partial_since != 0 && now - c->partial_since >= limits.visitor_timeout) slow.push_back(fd);
+    }
+    for (int fd : late)
+      if (auto it = conns.find(fd); it != conns.end()) {
+        ++limit_counts.timed_out;
+        close_visitor(*it->second, fmt::format("no job joined within {:.1f} s of connecting (or of the job's end)",
+                                               to_ms(limits.visitor_timeout) / 1000));
+      }
+    for (int fd : slow)
+      if (auto it = conns.find(fd); it != conns.end()) {
+        ++limit_counts.timed_out;
+        reject(*it->second, fmt::format("a control line incomplete for {:.1f} s", to_ms(limits.visitor_timeout) / 1000));
+      }
+    resume_accept();
+    log_limits(now);
+  }
+
+  // What the limits refused or closed since the last such line, at most one a second.
+  void log_limits(Time now) {
+    if (now < next_limit_log) return;
+    const LimitCounts& a = limit_counts;
+    LimitCounts& b = limit_logged;
+    if (a.refused_per_source == b.refused_per_source && a.evicted == b.evicted && a.timed_out == b.timed_out &&
+        a.accept_failures == b.accept_failures && a.accept_pauses == b.accept_pauses)
+      return;
+    log("control connections: {} refused (at most {} from one address), {} closed for newer ones, {} timed out "
+        "(visitor timeout {:.1f} s), {} accept pauses (at most {} connections){}; {} open",
+        a.refused_per_source - b.refused_per_source, limits.max_per_source, a.evicted - b.evicted,
+        a.timed_out - b.timed_out, to_ms(limits.visitor_timeout) / 1000, a.accept_pauses - b.accept_pauses,
+        limits.max_connections,
+        a.accept_failures == b.accept_failures
+            ? std::string()
+            : fmt::format(", {} failed accepts ({})", a.accept_failures - b.accept_failures, last_accept_error),
+        conns.size());
+    b = a;
+    next_limit_log = now + kSec;
   }
 
   void on_conn(int fd, uint32_t ev) {
@@ -487,6 +735,10 @@ struct SwitchDaemon::Impl {
         if (!conns.count(fd)) return;  // closed while handling an earlier message
         handle(c, m);
       }
+    } catch (const LineTooLong& e) {
+      ++limit_counts.oversized;
+      if (conns.count(fd)) reject(c, e.what());
+      return;
     } catch (const std::exception& e) {
       // A bad message closes this connection with the reason; the daemon and
       // every other job go on.
@@ -496,7 +748,12 @@ struct SwitchDaemon::Impl {
       if (conns.count(fd)) reject(c, "internal error handling a control message");
       return;
     }
-    if (!open && conns.count(fd)) drop(c, "disconnected");
+    if (!open && conns.count(fd)) return drop(c, "disconnected");
+    if (!conns.count(fd)) return;
+    const Time now = monotonic_now();
+    refresh_role(c, now);
+    if (c.ch.partial_bytes() == 0) c.partial_since = 0;
+    else if (c.partial_since == 0) c.partial_since = now;
   }
 
   void flush(Conn& c) {
@@ -544,7 +801,9 @@ struct SwitchDaemon::Impl {
       }
     }
     engine->unwatch(fd);
+    if (auto it = per_source.find(c.source); it != per_source.end() && --it->second == 0) per_source.erase(it);
     conns.erase(fd);
+    resume_accept();
   }
 
   static std::string describe(const Conn& c) {
@@ -828,13 +1087,20 @@ struct SwitchDaemon::Impl {
     // routes go in. A failure gives back the ids and the region (no half-live job).
     const std::vector<Conn*> members = j.members();  // workers by rank, then the PS
     std::vector<NodeId> ids;
+    const Key salt = cfg.datagram_auth ? random_key() : Key{};  // this run's datagram key (datagram_tag.hpp)
     try {
       for (size_t k = 0; k < members.size(); ++k) ids.push_back(alloc_id());
       sj.workers.assign(ids.begin(), ids.begin() + j.nworkers);
       sj.ps = j.ps ? ids.back() : kNoNode;
       sj.cpu = cpu ? kCpuId : kNoNode;
+      if (shared_pool()) {  // its admitted priority range, whatever its packets say
+        const ShareLimits::Range r = cfg.share.range_of(j.id);
+        sj.priority_min = r.lo;
+        sj.priority_max = r.hi;
+      }
       on_shard(sh, [&] {
         sh.program->add_job(sj);
+        if (cfg.datagram_auth) sh.engine->set_datagram_key(j.id, datagram_key(job_key(cfg.key, j.id), salt));
         for (size_t k = 0; k < members.size(); ++k) sh.engine->set_route(ids[k], members[k]->udp);
         sh.engine->set_group(j.id, sj.workers);  // results: one encoding for every worker
       });
@@ -854,6 +1120,10 @@ struct SwitchDaemon::Impl {
                             {"payload", cfg.program.payload_values}, {"window_cap", region_size / 2},
                             {"policy", scheme.policy}, {"scheme", scheme.name}};
     if (!scheme.isolated) ready["window_cap"] = 0;
+    if (cfg.datagram_auth) {  // members tag their datagrams (datagram_tag.hpp)
+      ready["datagram_auth"] = true;
+      ready["datagram_salt"] = to_hex(salt);
+    }
     if (scheme.kv())
       ready["kv"] = {{"pairs", cfg.program.kv_pairs}, {"registers", cfg.kv_registers},
                      {"table_entries", cfg.program.kv_table_entries}, {"value_registers", cfg.program.memory_bytes / 4}};
@@ -872,6 +1142,7 @@ struct SwitchDaemon::Impl {
     freed_at_teardown += on_shard(sh, [&] {
       const size_t freed = sh.program->remove_job(j.id);
       sh.engine->clear_group(j.id);
+      sh.engine->clear_datagram_key(j.id);
       if (cpu) sh.engine->invoke(*cpu, [&](Time, Effects& fx) { cpu_copies_freed_at_teardown += cpu->remove_job(j.id, fx); });
       for (Conn* c : members) sh.engine->clear_route(c->id);
       return freed;
@@ -926,6 +1197,12 @@ struct SwitchDaemon::Impl {
       j["workers_joined"] = job.joined - (job.ps ? 1 : 0);
       j["ps_joined"] = job.ps != nullptr;
       j["aggregators_held"] = on_shard(sh, [&] { return sh.program->occupied_by(id); });
+      if (shared_pool() && job.live) {
+        const uint32_t q = on_shard(sh, [&] { return sh.program->quota_of(id); });
+        const ShareLimits::Range r = cfg.share.range_of(id);
+        j["quota"] = q ? nlohmann::json(q) : nlohmann::json(nullptr);  // null: no limit
+        j["priority_range"] = {r.lo, r.hi};
+      }
       j["seconds"] = to_ms(engine->now() - job.since) / 1000;
       if (shards.size() > 1) j["thread"] = sh.index;
     }
@@ -978,7 +1255,15 @@ struct SwitchDaemon::Impl {
         {"threads", shards.size()}, {"shards", per},
         {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
                   {"aggregators_freed_at_teardown", freed_at_teardown}}},
-        {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures}}}};
+        {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures},
+                     {"refused_per_source", limit_counts.refused_per_source}, {"evicted", limit_counts.evicted},
+                     {"timed_out", limit_counts.timed_out}, {"oversized_lines", limit_counts.oversized},
+                     {"accept_pauses", limit_counts.accept_pauses}, {"accept_failures", limit_counts.accept_failures},
+                     {"accepting", accepting},
+                     {"limits", {{"max_connections", limits.max_connections}, {"max_per_source", limits.max_per_source},
+                                 {"visitor_timeout_ms", to_ms(limits.visitor_timeout)},
+                                 {"max_visitor_line", limits.max_visitor_line},
+                                 {"max_visitor_output", limits.max_visitor_output}}}}}};
     if (cfg.program.track_tasks) out["task_types"] = tasks;
     if (cpu) {
       const auto& c = cpu->stats();

@@ -21,6 +21,7 @@
 // waited for). Consequences: DSA preempts only among the jobs of one shard;
 // the isolated policy has isolated_regions regions per shard; static-layout
 // jobs and schemes with a switch CPU are refused with T > 1.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,69 @@ namespace ina::rt {
 
 inline constexpr unsigned kMaxSwitchThreads = 64;
 
+// What the control plane lets peers hold (docs/runtime.md, "Security"). A
+// connection is a job's member once its join is accepted; until then (and
+// after its job ended) it is a visitor, which is closed `visitor_timeout`
+// after it opened (or its job ended): a join, a stats query or a
+// reconfiguration takes one round trip. A member's incomplete line also gets
+// `visitor_timeout` to complete.
+//  - At most `max_connections` in all: at the limit a newcomer replaces the
+//    oldest visitor; with none (every connection a member) the switch stops
+//    accepting until one closes (connections wait in the listen backlog).
+//  - At most `max_per_source` from one IP address: beyond it a newcomer
+//    replaces that address's oldest visitor, or is refused.
+//  - A visitor's line at most `max_visitor_line` bytes, a member's
+//    LineChannel::kMaxLine (a hot_set chunk); a longer one closes the connection.
+//  - A visitor's unsent answers at most `max_visitor_output` bytes (and one
+//    message), a member's LineChannel::kMaxPendingOutput.
+// Everything refused or closed here is counted (stats "control").
+struct ControlLimits {
+  static constexpr unsigned kDefaultMaxConnections = 4096;
+  static constexpr unsigned kDescriptorReserve = 64;  // the switch's own descriptors (sockets, epoll, files)
+  unsigned max_connections = 0;  // 0: kDefaultMaxConnections, lowered to RLIMIT_NOFILE - kDescriptorReserve
+  unsigned max_per_source = 256;
+  Time visitor_timeout = 5 * kSec;
+  size_t max_visitor_line = 8 << 10;
+  size_t max_visitor_output = 64 << 10;
+  // The limits in force (max_connections resolved); throws RuntimeError naming a bad one.
+  ControlLimits resolved() const;
+};
+
+// Sharing the aggregator pool between jobs (the shared-pool schemes, ATP and
+// DSA; docs/runtime.md, "Security"): what a job is admitted with, so that a
+// tenant never holds more than its share whatever its packets say. The
+// switch program applies them (dp::SwitchConfig::job_quota / fair_quota /
+// reclaim_after, dp::SwitchJob's priority range). Protective by default,
+// unlike the simulator's switch, which follows the papers.
+struct ShareLimits {
+  static constexpr uint32_t kFairQuota = UINT32_MAX;
+  struct Range {
+    uint32_t lo = 0, hi = INT32_MAX;
+  };
+  // Aggregators a job may hold at once: kFairQuota (its switch thread's
+  // aggregators divided by the live jobs that thread serves, recomputed as
+  // jobs start and end), a number, or 0 (no limit: the papers' pool).
+  uint32_t job_quota = kFairQuota;
+  // An aggregator whose task has not completed this long after reserving it
+  // is reclaimed by the next packet addressing it for another task (its
+  // partial goes to its PS). 0: never. Well above the runtime's RTOs (20 ms floor).
+  Time reclaim_after = 1 * kSec;
+  // The priority range a job's packets are clamped into (DSA's compare):
+  // `job_priority` for the jobs it names, else `priority`. The default,
+  // 0..INT32_MAX, admits every priority a worker or communicator can be given.
+  Range priority;
+  std::map<uint16_t, Range> job_priority;
+  // From the `ina switch` flags: --job-quota ("fair", "none" or a count),
+  // --reclaim-ms, --priority-range LO..HI, --job-priority J=LO..HI (each);
+  // throws RuntimeError naming the flag and value.
+  static ShareLimits from_flags(const std::string& quota, double reclaim_ms, const std::string& range,
+                                const std::vector<std::string>& job_ranges);
+  Range range_of(uint16_t job) const {
+    auto it = job_priority.find(job);
+    return it == job_priority.end() ? priority : it->second;
+  }
+};
+
 struct SwitchDaemonConfig {
   Endpoint listen = Endpoint::parse("127.0.0.1:7700");  // UDP data and TCP control, same port (0: ephemeral)
   std::string scheme = "dsa";     // a runtime scheme of the registry, or an alias (e.g. "preemptive")
@@ -53,6 +117,12 @@ struct SwitchDaemonConfig {
   // statistics of all jobs need the key itself. Required.
   Key key{};
   bool has_key = false;
+  // Datagram authentication (datagram_tag.hpp): every datagram of job J, both
+  // ways, carries a tag keyed by datagram_key(job_key(key, J)); one without
+  // its correct tag is counted (engine.rx_bad_tag) and dropped. Announced to
+  // the members in "ready", who then tag theirs. Off by default; refused with
+  // a static ring layout.
+  bool datagram_auth = false;
   // A ring job's static layout (runtime/ring_layout.hpp): this switch is the
   // ToR of rack `rack`. Its job is registered at start with the layout's node
   // ids (this switch: N + 1 + rack), its address book holds every worker, and
@@ -76,6 +146,8 @@ struct SwitchDaemonConfig {
   // Sockets already bound by the caller (both or neither; `listen` is then
   // ignored): UDP data and TCP control on one port.
   int udp_fd = -1, tcp_fd = -1;
+  ControlLimits control;
+  ShareLimits share;  // shared-pool schemes (ATP, DSA)
 };
 
 class SwitchDaemon {

@@ -30,6 +30,8 @@ constexpr size_t kMaxTxGroups = 256;  // destinations grouped per send round
 bool same(const sockaddr_in& a, const sockaddr_in& b) {
   return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
 }
+
+uint64_t addr_key(const sockaddr_in& a) { return (uint64_t{a.sin_addr.s_addr} << 16) | a.sin_port; }
 }  // namespace
 
 void FaultConfig::validate() const {
@@ -53,13 +55,14 @@ nlohmann::json EngineStats::to_json() const {
   for (size_t i = 1; i < decode_errors.size(); ++i)
     if (decode_errors[i]) errs[to_string(static_cast<DecodeError>(i))] = decode_errors[i];
   return {{"rx_datagrams", rx_datagrams}, {"rx_bytes", rx_bytes}, {"tx_datagrams", tx_datagrams},
-          {"tx_bytes", tx_bytes}, {"rx_malformed", rx_malformed}, {"rx_foreign", rx_foreign}, {"rx_late", rx_late},
+          {"tx_bytes", tx_bytes}, {"rx_malformed", rx_malformed}, {"rx_foreign", rx_foreign},
+          {"rx_unattributed", rx_unattributed}, {"rx_late", rx_late},
           {"rx_unknown_dst", rx_unknown_dst}, {"tx_unroutable", tx_unroutable}, {"tx_overflow", tx_overflow},
           {"tx_errors", tx_errors}, {"fault_lost", fault_lost}, {"fault_duplicated", fault_duplicated},
           {"fault_reordered", fault_reordered}, {"fault_delayed", fault_delayed}, {"ecn_marked", ecn_marked},
           {"timers_fired", timers_fired}, {"loop_iterations", loop_iterations}, {"tx_messages", tx_messages},
           {"tx_gso_refused", tx_gso_refused}, {"rx_gro_batches", rx_gro_batches}, {"rx_truncated", rx_truncated},
-          {"tx_shared_copies", tx_shared_copies},
+          {"tx_shared_copies", tx_shared_copies}, {"rx_bad_tag", rx_bad_tag}, {"tx_no_key", tx_no_key},
           {"decode_errors", errs}};
 }
 
@@ -83,7 +86,10 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
 
   // One extra int32 of room: a datagram longer than the largest valid one
   // arrives whole enough to be recognised (decode reports its length).
-  slot_bytes_ = kHeaderBytes + 4u * cfg.payload_values + 4u;
+  // With datagram tags, room for the tag too (a multicast copy's slot holds
+  // its header and its own tag; the payload is the first copy's).
+  tag_bytes_ = cfg.datagram_tags ? kTagBytes : 0;
+  slot_bytes_ = kHeaderBytes + 4u * cfg.payload_values + 4u + tag_bytes_;
   rx_slot_bytes_ = slot_bytes_;
   if (cfg.offload) {
     const int on = 1;
@@ -102,7 +108,7 @@ UdpEngine::UdpEngine(const EngineConfig& cfg, UniqueFd bound)
     std::memset(&rxmsg_[i], 0, sizeof rxmsg_[i]);
   }
   txmsg_.resize(b);
-  txiov_.resize(2 * b * (cfg.offload ? kMaxSegments : 1));
+  txiov_.resize(3 * b * (cfg.offload ? kMaxSegments : 1));
   txitem_.resize(b * (cfg.offload ? kMaxSegments : 1));
   txfirst_.resize(b + 1);
   txctl_.resize(b);
@@ -147,10 +153,33 @@ void UdpEngine::deliver_local() {
 void UdpEngine::set_route(NodeId id, const Endpoint& to) {
   if (id >= kMulticast) throw RuntimeError(fmt::format("engine: node id {} cannot be routed", id));
   if (routes_.size() <= id) routes_.resize(id + 1);
+  if (routes_[id].valid || routes_[id].retired)
+    if (auto it = member_addrs_.find(addr_key(routes_[id].sa)); it != member_addrs_.end() && --it->second == 0)
+      member_addrs_.erase(it);
   routes_[id] = {to.sa, true};
+  ++member_addrs_[addr_key(to.sa)];
 }
 
-void UdpEngine::add_relay(const Endpoint& from) { relays_.push_back(from.sa); }
+void UdpEngine::add_relay(const Endpoint& from) {
+  relays_.push_back(from.sa);
+  ++member_addrs_[addr_key(from.sa)];
+}
+
+// A route's address stays a member's after clear_route (its late packets are a
+// finished job's, not noise); set_route over the id replaces it.
+bool UdpEngine::from_member(const sockaddr_in& from) const {
+  if (cfg_.mode == EngineMode::Router) return member_addrs_.count(addr_key(from)) != 0;
+  return same(from, cfg_.gateway.sa);
+}
+
+void UdpEngine::set_datagram_key(uint16_t job, const DatagramKey& k) { tag_keys_[job] = k; }
+
+void UdpEngine::clear_datagram_key(uint16_t job) { tag_keys_.erase(job); }
+
+const DatagramKey* UdpEngine::key_of(uint16_t job) const {
+  const auto it = tag_keys_.find(job);
+  return it == tag_keys_.end() ? nullptr : &it->second;
+}
 
 void UdpEngine::clear_route(NodeId id) {
   if (id < routes_.size() && routes_[id].valid) routes_[id] = Route{routes_[id].sa, false, true};
@@ -172,6 +201,11 @@ bool UdpEngine::multicast(Packet* p) {
   const std::vector<NodeId>& members = g->second;
   if (p->h.src == kNoNode && current_) p->h.src = current_->id();
   const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
+  if (tag_bytes_ && !key_of(p->h.job)) {
+    for (unsigned r = 0; r < members.size(); ++r) st_.tx_no_key += pending.test(r);
+    pool_.put(p);
+    return true;
+  }
   long first = -1;
   bool full = false;
   for (unsigned r = 0; r < members.size(); ++r) {
@@ -249,6 +283,11 @@ void UdpEngine::send(Packet* p) {
       return;
     }
   }
+  if (tag_bytes_ && !key_of(p->h.job)) {
+    ++st_.tx_no_key;
+    pool_.put(p);
+    return;
+  }
   sockaddr_in to;
   if (cfg_.mode == EngineMode::Host) {
     to = cfg_.gateway.sa;
@@ -308,15 +347,27 @@ long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
   const long slot = next_tx_slot();
   if (slot < 0) return -1;
   const auto i = static_cast<size_t>(slot);
-  const size_t len = encode(p, std::span<std::byte>(txbuf_.data() + i * slot_bytes_, slot_bytes_));
+  std::byte* d = txbuf_.data() + i * slot_bytes_;
+  size_t len = encode(p, std::span<std::byte>(d, slot_bytes_));
+  if (tag_bytes_) {
+    const DatagramKey* k = key_of(p.h.job);
+    if (!k) {  // its key went while it was held back (fault injection's delay)
+      ++st_.tx_no_key;
+      return -1;
+    }
+    set_wire_flags(d, wire_flags(d) | flag::kTagged);
+    mcast_state_ = payload_state(*k, d, len);
+    put_tag(d + len, finish_tag(mcast_state_, d));
+    len += kTagBytes;
+  }
   txq_.push_back({to, static_cast<uint32_t>(len), false, static_cast<uint32_t>(i)});
   if (flush && txq_.size() - tx_head_ >= cfg_.batch && !tx_blocked_) flush_tx();
   return static_cast<long>(i);
 }
 
 // A multicast copy of queued item `of` (not yet sent: the queue is not
-// flushed between the copies): its header with another destination, and
-// the payload of `of` itself.
+// flushed between the copies, and `of` was the last enqueue_tx): its header
+// with another destination, and the payload of `of` itself.
 void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
   const long slot = next_tx_slot();
   if (slot < 0) return;
@@ -324,6 +375,8 @@ void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
   std::byte* h = txbuf_.data() + i * slot_bytes_;
   std::memcpy(h, txbuf_.data() + of * slot_bytes_, kHeaderBytes);
   set_wire_dst(h, dst);
+  // Its own tag (the header differs), from the payload state the first copy left.
+  if (tag_bytes_) put_tag(h + kHeaderBytes, finish_tag(mcast_state_, h));
   txq_.push_back({to, txq_[of].len, false, static_cast<uint32_t>(of)});
   ++st_.tx_shared_copies;
 }
@@ -336,7 +389,8 @@ void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
 size_t UdpEngine::build_tx(size_t max_segments) {
   const size_t b = cfg_.batch;
   size_t nmsg = 0, niov = 0, nitem = 0, first_iov = 0;
-  // One datagram: its slot, or (a multicast copy) its header and the payload of the copy it shares.
+  // One datagram: its slot, or (a multicast copy) its header, the payload of
+  // the copy it shares and (datagram tags) its own tag.
   auto add_iov = [&](uint32_t item) {
     const TxItem& it = txq_[item];
     std::byte* slot = txbuf_.data() + size_t{item} * slot_bytes_;
@@ -344,7 +398,9 @@ size_t UdpEngine::build_tx(size_t max_segments) {
       txiov_[niov++] = {slot, it.len};
     } else {
       txiov_[niov++] = {slot, kHeaderBytes};
-      txiov_[niov++] = {txbuf_.data() + size_t{it.payload_of} * slot_bytes_ + kHeaderBytes, it.len - kHeaderBytes};
+      txiov_[niov++] = {txbuf_.data() + size_t{it.payload_of} * slot_bytes_ + kHeaderBytes,
+                        it.len - kHeaderBytes - tag_bytes_};
+      if (tag_bytes_) txiov_[niov++] = {slot + kHeaderBytes, tag_bytes_};  // its own tag
     }
     txitem_[nitem++] = item;
   };
@@ -489,7 +545,7 @@ void UdpEngine::on_readable() {
 // segment size, the last possibly shorter. A message cut short by the buffer
 // (MSG_TRUNC) loses its last, partial datagram: counted as malformed, never
 // decoded; the whole datagrams before it are good.
-void UdpEngine::handle_message(const ::mmsghdr& m, const std::byte* data, bool mark_ecn) {
+void UdpEngine::handle_message(const ::mmsghdr& m, std::byte* data, bool mark_ecn) {
   const sockaddr_in& from = *static_cast<const sockaddr_in*>(m.msg_hdr.msg_name);
   const size_t len = m.msg_len;
   const bool cut = (m.msg_hdr.msg_flags & MSG_TRUNC) != 0;
@@ -509,15 +565,34 @@ void UdpEngine::handle_message(const ::mmsghdr& m, const std::byte* data, bool m
   }
 }
 
-void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced,
+void UdpEngine::handle_datagram(std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced,
                                 bool mark_ecn) {
   ++st_.rx_datagrams;
   st_.rx_bytes += len;
+  // Datagram tags: the tag and its header bit come off before decoding (a
+  // node never sees them); the tag is checked once the datagram is known to
+  // come from a member's address, so malformed, foreign and late datagrams
+  // are counted as such.
+  bool tagged = false;
+  if (tag_bytes_ && forced == DecodeError::None && len >= kHeaderBytes + kTagBytes &&
+      (wire_flags(data) & flag::kTagged)) {
+    tagged = true;
+    len -= kTagBytes;
+    set_wire_flags(data, wire_flags(data) & ~flag::kTagged);
+  }
+  auto tag_ok = [&](uint16_t job) {
+    if (!tag_bytes_) return true;
+    if (!tagged) return false;
+    set_wire_flags(data, wire_flags(data) | flag::kTagged);  // the tag covers the header as sent
+    const DatagramKey* k = key_of(job);
+    return k && tag_matches(*k, data, len + kTagBytes);
+  };
   Packet* p = pool_.get();
   const DecodeError err = forced != DecodeError::None ? forced : decode(std::span<const std::byte>(data, len), *p);
   if (err != DecodeError::None) {
     ++st_.rx_malformed;
     ++st_.decode_errors[static_cast<size_t>(err)];
+    if (!from_member(from)) ++st_.rx_unattributed;
     pool_.put(p);
     return;
   }
@@ -526,8 +601,17 @@ void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockadd
     const NodeId s = p->h.src;
     const bool relayed = std::any_of(relays_.begin(), relays_.end(), [&](const sockaddr_in& r) { return same(r, from); });
     if (!relayed && (s >= routes_.size() || !routes_[s].valid || !same(routes_[s].sa, from))) {
-      if (s < routes_.size() && routes_[s].retired && same(routes_[s].sa, from)) ++st_.rx_late;
-      else ++st_.rx_foreign;
+      if (s < routes_.size() && routes_[s].retired && same(routes_[s].sa, from)) {
+        ++st_.rx_late;
+      } else {
+        ++st_.rx_foreign;
+        if (!from_member(from)) ++st_.rx_unattributed;
+      }
+      pool_.put(p);
+      return;
+    }
+    if (!tag_ok(p->h.job)) {
+      ++st_.rx_bad_tag;
       pool_.put(p);
       return;
     }
@@ -539,6 +623,12 @@ void UdpEngine::handle_datagram(const std::byte* data, size_t len, const sockadd
   } else {
     if (!same(from, cfg_.gateway.sa)) {
       ++st_.rx_foreign;
+      ++st_.rx_unattributed;  // the gateway is a host engine's only peer
+      pool_.put(p);
+      return;
+    }
+    if (!tag_ok(p->h.job)) {
+      ++st_.rx_bad_tag;
       pool_.put(p);
       return;
     }

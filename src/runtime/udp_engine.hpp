@@ -26,6 +26,12 @@
 //    valid-looking one from an address that is not the registered address of
 //    its claimed source (Router) or not the gateway (Host). Nothing a peer
 //    sends can crash the engine.
+//  - Datagram authentication (EngineConfig::datagram_tags, off by default;
+//    runtime/datagram_tag.hpp): every datagram sent ends in an 8-byte tag
+//    keyed by its job's datagram key (set_datagram_key), and one received
+//    without the correct tag of its job's key is counted (rx_bad_tag) and
+//    dropped, after the malformed / foreign / late checks. The tag and its
+//    header bit are stripped before the node sees the packet.
 //  - Fault injection in the send path: loss, duplication, reordering (the
 //    datagram is held U(0, reorder_delay)) and an extra delay for packets from
 //    or to a chosen node, from a seeded random stream.
@@ -47,6 +53,7 @@
 
 #include "core/rng.hpp"
 #include "proto/node.hpp"
+#include "runtime/datagram_tag.hpp"
 #include "runtime/net.hpp"
 #include "wire/packet.hpp"
 
@@ -84,12 +91,18 @@ struct EngineConfig {
   // offload) gets those datagrams one by one from then on, counted.
   bool offload = true;
   size_t gro_buffer_bytes = 65536;  // receive room per message for a coalesced batch (UDP_GRO)
+  // Tag every datagram sent and require the tag on every datagram received
+  // (datagram_tag.hpp), with the key set_datagram_key gave the datagram's job.
+  bool datagram_tags = false;
 };
 
 struct EngineStats {
   uint64_t rx_datagrams = 0, rx_bytes = 0, tx_datagrams = 0, tx_bytes = 0;
   uint64_t rx_malformed = 0;   // did not decode (see decode_errors) or was truncated
   uint64_t rx_foreign = 0;     // decoded, but not from the registered address of its source
+  // Of rx_malformed and rx_foreign: from an address that is no member's (no route,
+  // relay or gateway), i.e. unattributed noise rather than a member's protocol bug.
+  uint64_t rx_unattributed = 0;
   uint64_t rx_late = 0;        // Router: from the address a since-cleared node id had (a finished job's late packet)
   uint64_t rx_unknown_dst = 0; // Host: addressed to no node of this engine
   uint64_t tx_unroutable = 0;  // Router: destination not in the address book
@@ -102,6 +115,8 @@ struct EngineStats {
   uint64_t rx_gro_batches = 0;    // received messages that held more than one datagram
   uint64_t rx_truncated = 0;      // received messages cut short by the buffer (a datagram or a batch's tail)
   uint64_t tx_shared_copies = 0;  // multicast copies sent with another copy's encoded payload
+  uint64_t rx_bad_tag = 0;        // datagram_tags: from a member's address, but without its job's correct tag
+  uint64_t tx_no_key = 0;         // datagram_tags: not sent, no datagram key for its job
   std::array<uint64_t, 10> decode_errors{};  // indexed by DecodeError
 
   nlohmann::json to_json() const;
@@ -141,6 +156,11 @@ class UdpEngine final : public Effects {
   // switch that relays its hosts' packets (Rina's ToR forwards a rack's sum
   // and the agent's broadcast with the sender's id), as a Host trusts its gateway.
   void add_relay(const Endpoint& from);
+  // With datagram_tags: the key of `job`'s datagrams (both directions).
+  // Without a key, the job's datagrams are neither sent (tx_no_key) nor
+  // accepted (rx_bad_tag).
+  void set_datagram_key(uint16_t job, const DatagramKey& k);
+  void clear_datagram_key(uint16_t job);
 
   // Other descriptors served by this loop. The handler gets the epoll events.
   using FdHandler = std::function<void(uint32_t events)>;
@@ -217,8 +237,10 @@ class UdpEngine final : public Effects {
 
   Time clock() const { return monotonic_now() - epoch_; }
   void on_readable();
-  void handle_message(const ::mmsghdr& m, const std::byte* data, bool mark_ecn);
-  void handle_datagram(const std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced, bool mark_ecn);
+  void handle_message(const ::mmsghdr& m, std::byte* data, bool mark_ecn);
+  // `data` is the receive buffer: a tagged datagram's header bit is cleared there before it is decoded.
+  void handle_datagram(std::byte* data, size_t len, const sockaddr_in& from, DecodeError forced, bool mark_ecn);
+  const DatagramKey* key_of(uint16_t job) const;
   uint64_t receive_backlog() const;
   // Encodes p as the next queued datagram; returns its index, or -1 if the
   // queue was full (counted). flush: send once `batch` datagrams wait.
@@ -247,6 +269,10 @@ class UdpEngine final : public Effects {
   bool started_ = false;
   std::vector<Route> routes_;
   std::vector<sockaddr_in> relays_;
+  // Router: every address a route (current or retired) or relay names, with its count;
+  // what handle_datagram attributes refused datagrams by.
+  std::unordered_map<uint64_t, uint32_t> member_addrs_;
+  bool from_member(const sockaddr_in& from) const;
   std::unordered_map<int, std::shared_ptr<FdHandler>> watches_;
 
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
@@ -276,6 +302,9 @@ class UdpEngine final : public Effects {
   std::vector<Cmsg> txctl_;
   std::vector<std::pair<sockaddr_in, std::vector<uint32_t>>> txgroups_;  // pending items by destination (reused)
   std::unordered_map<uint16_t, std::vector<NodeId>> groups_;  // multicast groups by job
+  std::unordered_map<uint16_t, DatagramKey> tag_keys_;        // datagram_tags: keys by job
+  size_t tag_bytes_ = 0;                                      // kTagBytes with datagram_tags, else 0
+  SipHash24 mcast_state_{0, 0};  // the payload state of the multicast datagram being copied (enqueue_copy)
 
   EngineStats st_;
 };

@@ -150,6 +150,21 @@ void set_wire_dst(std::byte* datagram, NodeId dst) {
   put_be<uint16_t>(p, dst);
 }
 
+uint16_t wire_flags(const std::byte* datagram) {
+  const std::byte* p = datagram + 2;  // after version and type
+  return get_be<uint16_t>(p);
+}
+
+void set_wire_flags(std::byte* datagram, uint16_t flags) {
+  std::byte* p = datagram + 2;
+  put_be<uint16_t>(p, flags);
+}
+
+uint16_t wire_job(const std::byte* datagram) {
+  const std::byte* p = datagram + 4;  // after version, type and flags
+  return get_be<uint16_t>(p);
+}
+
 DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> payload_out) {
   if (in.size() < kHeaderBytes) return DecodeError::Truncated;
   const std::byte* p = in.data();

@@ -74,6 +74,12 @@ constexpr uint16_t kLast = 1 << 9;       // KV: the last packet of its stream (t
 // switch refuses the packet as an asynchronous error.
 constexpr uint16_t kBehind = 1 << 10;
 constexpr uint16_t kAll = (1 << 11) - 1;
+// Wire only, never in kAll: the datagram ends in an 8-byte tag that
+// authenticates it (the runtime's optional datagram authentication,
+// runtime/datagram_tag.hpp). The runtime engine verifies and strips the tag
+// and this bit before decode(), and sets both after encode(), so no node and
+// no simulator trace ever sees it; decode() refuses it (BadFlags).
+constexpr uint16_t kTagged = 1 << 15;
 }  // namespace flag
 
 struct Header {

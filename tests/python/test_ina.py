@@ -6,6 +6,7 @@ a script); each rank checks its results bit for bit against numpy
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -221,6 +222,132 @@ class Launcher(unittest.TestCase):
             for pid in pids:
                 with self.assertRaises(ProcessLookupError):
                     os.kill(pid, 0)
+
+
+class Paths(unittest.TestCase):
+    """What a user of `ina train-py` meets first: the order of arguments, the package's path, a failing script,
+    a script without comm.close(), the help and the version; allreduce_sparse's argument checks."""
+
+    @classmethod
+    def setUpClass(cls):
+        # PYTHONPATH points elsewhere: the launcher must put the package's directory first; "--" hands
+        # "--workers 5" to the script
+        cls.dir = tempfile.TemporaryDirectory()
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = "/nonexistent-elsewhere"
+        cmd = [INA, "train-py", "--workers", "2", "--scheme", "switchml", "--timeout", "60",
+               os.path.join(HERE, "misc_worker.py"), "--", "--out", cls.dir.name, "--mode", "info", "--workers", "5"]
+        cls.run_ = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env)
+        cls.reps = reports(cls.dir.name, 2) if cls.run_.returncode == 0 else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def info(self):
+        self.assertEqual(self.run_.returncode, 0, self.run_.stdout + self.run_.stderr)
+        return self.reps
+
+    def test_scripts_import_the_package_beside_the_binary_first(self):
+        pkg = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(INA)), "python"))
+        for rep in self.info():
+            first, rest = rep["pythonpath"].split(":", 1)
+            self.assertEqual((os.path.realpath(first), rest), (pkg, "/nonexistent-elsewhere"))
+            self.assertEqual(os.path.realpath(rep["ina_file"]), os.path.join(pkg, "ina", "__init__.py"))
+
+    def test_dash_dash_hands_our_option_names_to_the_script(self):
+        for rep in self.info():
+            self.assertEqual(rep["argv"], ["--out", self.dir.name, "--mode", "info", "--workers", "5"])
+            self.assertEqual(rep["size"], 2)  # ina's --workers 2, not the script's
+            self.assertEqual(rep["sum"], [0.0, 2.0, 4.0, 6.0, 8.0])
+
+    def test_option_after_the_script_is_refused_naming_it(self):
+        script = os.path.join(HERE, "misc_worker.py")
+        for flag in (["--workers", "2"], ["--workers=2"], ["--scheme", "dsa"]):
+            t0 = time.monotonic()
+            r = subprocess.run([INA, "train-py", script, *flag, "--out", "/nonexistent"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"'{flag[0]}' comes after the script '{script}'", r.stderr)
+            self.assertIn("put ina's options before the script", r.stderr)
+            self.assertIn("write '--' right after the script", r.stderr)
+            self.assertLess(time.monotonic() - t0, 5)  # refused before anything started
+        r = subprocess.run([INA, "train-py", "--wokers", "2", script], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("unknown option '--wokers'", r.stderr)
+
+    def test_sparse_arguments_are_refused_naming_them(self):
+        for rep in self.info():
+            e = rep["errors"]
+            for name in ("float_keys", "negative_keys", "list_of_floats", "float_key_space"):
+                self.assertEqual(e[name]["type"], "ArgumentError", name)
+                self.assertTrue(e[name]["is_type_error"], name)
+            self.assertIn("allreduce_sparse: keys must be integers (uint64), got dtype float64: float keys would be "
+                          "truncated", e["float_keys"]["message"])
+            self.assertIn("keys must be >= 0, got -2 at index 1", e["negative_keys"]["message"])
+            self.assertIn("key_space must be an integer in 0..2^64-1, got 1000.0", e["float_key_space"]["message"])
+            huge = e["huge_key_space"]
+            self.assertEqual(huge["type"], "Error")
+            self.assertRegex(huge["message"], r"key_space 4611686018427387904 needs about .* \(16 B per key.*"
+                                              r"more than the available memory .* \(MemAvailable\)")
+            self.assertLess(huge["seconds"], 1.0)  # refused, not allocated
+            self.assertEqual((rep["sparse_keys"], rep["sparse_values"]), ([3, 70], [2.0, 2.0]))
+
+    def test_failed_script_is_named_last_with_its_own_words(self):
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory() as d:
+            r = train_py(2, "dsa", "misc_worker.py", ["--out", d, "--mode", "fail"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # the failed rank left without closing: the job was aborted at once, rank 0 did not wait for it
+        self.assertLess(time.monotonic() - t0, 20)
+        lines = r.stderr.rstrip("\n").split("\n")
+        self.assertEqual(lines[-1], "  | ValueError: boom from rank 1", r.stderr)
+        head = [i for i, l in enumerate(lines) if l.startswith("ina train-py: worker rank 1 (")]
+        self.assertEqual(len(head), 1, r.stderr)
+        self.assertRegex(lines[head[0]], r"^ina train-py: worker rank 1 \(.*misc_worker\.py\) \(pid \d+\) exited with "
+                                         r"status 1; the end of its standard error:$")
+        self.assertIn("  | rank 1 is about to fail", lines[head[0]:])
+        self.assertTrue(all(l.startswith("  | ") for l in lines[head[0] + 1:]), r.stderr)
+
+    def test_ddp_script_without_close_finishes_its_job(self):
+        with tempfile.TemporaryDirectory() as d:
+            summary = os.path.join(d, "summary.json")
+            r = train_py(2, "dsa", "misc_worker.py", ["--out", d, "--mode", "ddp-noclose"], extra=["--json", summary])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            reps = reports(d, 2)
+            with open(summary) as f:
+                s = json.load(f)
+        self.assertTrue(s["ok"], s["problems"])
+        self.assertEqual((s["switch"]["jobs"]["finished"], s["switch"]["jobs"]["aborted"]), (1, 0))
+        self.assertEqual([rep["ops"] for rep in reps], [3, 3])
+        self.assertEqual(reps[0]["digest"], reps[1]["digest"])
+
+    def test_script_without_close_is_closed_at_exit(self):
+        # a daemon thread still holds the communicator when the script ends: only the exit handler closes it
+        with tempfile.TemporaryDirectory() as d:
+            summary = os.path.join(d, "summary.json")
+            r = train_py(2, "dsa", "misc_worker.py", ["--out", d, "--mode", "noclose-thread"], extra=["--json", summary])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(summary) as f:
+                s = json.load(f)
+        self.assertEqual((s["switch"]["jobs"]["finished"], s["switch"]["jobs"]["aborted"]), (1, 0))
+
+    def test_help_lists_only_the_schemes_it_runs(self):
+        r = subprocess.run([INA, "train-py", "--help"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listed = set(re.findall(r"^\s{2,}([a-z][a-z0-9-]*)(?:\|[a-z0-9|-]+)?\s{2,}", r.stdout, re.M))
+        self.assertTrue({"switchml", "atp", "dsa", "zebra", "ps-lite"} <= listed, r.stdout)
+        self.assertFalse({"rar", "h-ar", "rina"} & listed, r.stdout)
+        r = subprocess.run([INA, "train-py", "--scheme", "rar", os.path.join(HERE, "misc_worker.py")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("train-py runs a scheme with one switch", r.stderr + r.stdout)
+
+    def test_version_is_one_string(self):
+        r = subprocess.run([INA, "--version"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), f"ina {ina.__version__}")
+        self.assertRegex(ina.__version__, r"^\d+\.\d+\.\d+$")
 
 
 class Ddp(unittest.TestCase):
