@@ -460,7 +460,7 @@ TEST(BadInput, PlotTitleIsWrappedToTheCanvasWidth) {
   const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
   // 480 px wide: at most 55 characters per line (8 px each, 40 px of margin).
   EXPECT_TRUE(has(script, "set multiplot layout 1,1 title \"DSA Fig. 8 (reduced): average JCT vs number of jobs,\\n"
-                          "DNN A, 8 workers/job\"\n"))
+                          "DNN A, 8 workers/job: average JCT (ms)\"\n"))
       << script;
   EXPECT_TRUE(fs::exists(d / "out" / "avg_jct_ms.png"));
 }

@@ -561,7 +561,7 @@ TEST(GridCli, BadInputExitsWith2AndAClearMessage) {
       {"plan grid --topology " + kFig1 + " --workers W1,W1", "listed twice"},
       {"plan grid --topology " + kFig1 + " --workers W1 --random 2", "not both"},
       {"plan grid --topology " + kFig1 + " --programmable all", "generated topologies"},
-      {"plan grid --topology fat-tree:4 --ps h0", "--workers"},
+      {"plan grid --topology fat-tree:4 --ps h0 --workers 16", "cannot place 16 workers"},
       {"plan grid --topology fat-tree:5 --ps h0 --random 2", "even"},
       {"plan grid --topology fat-tree:4 --ps h0 --random 99", "cannot place 99 workers"},
       {"plan grid --topology fat-tree:4 --ps h0 --random 3 --programmable random:2", "random:2"},

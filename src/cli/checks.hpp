@@ -63,4 +63,41 @@ inline CLI::Validator SchemeOf(schemes::Engine e) {
       "SCHEME", "Scheme");
 }
 
+// Switch aggregator memory, in MiB as everywhere else in ina (a scenario's
+// switch.memory_mb, `ina plan zebra --memory-mb`): --memory-mb MIB, or
+// --memory BYTES (the older spelling, still accepted), into `bytes`. The two
+// exclude each other; both are checked against `bytes_range`.
+inline void add_memory_options(CLI::App* app, uint64_t& bytes, const std::string& what,
+                               const CLI::Validator& bytes_range) {
+  auto* by = app->add_option("--memory", bytes, what + " in bytes (or --memory-mb)")
+                 ->capture_default_str()
+                 ->check(bytes_range);
+  auto* mb = app->add_option_function<double>(
+                    "--memory-mb",
+                    [&bytes, bytes_range](const double& mib) {
+                      const double b = std::round(mib * 1048576.0);
+                      std::string text = b >= 1 && b <= 1e18 ? std::to_string(static_cast<uint64_t>(b)) : "0";
+                      if (const std::string err = bytes_range(text); !err.empty())
+                        throw CLI::ValidationError("--memory-mb", fmt::format("{} MiB is {} bytes: {}", mib, text, err));
+                      bytes = static_cast<uint64_t>(b);
+                    },
+                    what + " in MiB (2^20 bytes; fractions allowed), as a scenario's switch.memory_mb")
+                 ->check(Finite(0, 1e6, true, "MiB"));
+  mb->excludes(by);
+}
+
+// Help text for the --scheme option of `ina switch`: the runtime's schemes
+// that have a switch program (rar and h-ar run without a switch, `ina
+// ring-worker`: `ina switch` refuses them).
+inline std::string switch_scheme_help() {
+  std::string out;
+  for (const auto& s : schemes::all()) {
+    if (!s.supports(schemes::Engine::Runtime) || !s.factory) continue;
+    std::string n = s.name;
+    for (const auto& a : s.aliases) n += "|" + a;
+    out += fmt::format("\n  {:<22} {}", n, s.description);
+  }
+  return out;
+}
+
 }  // namespace ina::cli

@@ -30,12 +30,14 @@
 
 namespace ina::cli {
 int run_bench(const std::string& suite, const std::vector<std::string>& extra);
+int run_tour(const std::string& out, const std::vector<std::string>& only);  // cli/demo.cpp
+const std::vector<std::string>& demo_parts();
 int run_vs_ns3(const std::string& json_out, int rounds);
 }
 
 namespace {
 
-// The demo: DSA Fig. 8 (average JCT vs number of jobs, 8 workers per job,
+// `ina demo dsa`: DSA Fig. 8 (average JCT vs number of jobs, 8 workers per job,
 // all-A, the paper's per-scheme packets) at a size that finishes in about
 // 20 s on 2 cores, run twice: with the paper's literal settings and
 // with the calibrated overlay (scenarios/dsa/overlay/calibrated.toml, embedded at
@@ -120,7 +122,8 @@ void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet,
 // `threads` only sizes the memory estimate), prints the table, writes the
 // results and runs.json (every run, in the records' order); 3 if a run failed.
 int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads, bool force = false,
-             std::vector<ina::exp::Record>* averaged = nullptr, const ina::exp::RunExecutor& execute = {}) {
+             std::vector<ina::exp::Record>* averaged = nullptr, const ina::exp::RunExecutor& execute = {},
+             bool all_metrics = false) {
   using namespace ina::exp;
   if (!out_dir.empty()) check_output_dir(out_dir, "--out");
   check_resources(sc, threads, quiet, force);
@@ -155,8 +158,9 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
   const auto records = average_over_seeds(per_seed);
   if (averaged) *averaged = records;
   const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
-  std::cout << sc.metrics.front() << " by " << x_name << " and scheme (mean over " << sc.seeds.size() << " seeds):\n"
-            << format_table(records, sc.metrics.front(), x_name);
+  // The scenario's metrics (output.metrics), or with --all-metrics every metric the runs have.
+  std::cout << "Means over " << sc.seeds.size() << " seed" << (sc.seeds.size() == 1 ? "" : "s") << ":\n"
+            << format_tables(records, all_metrics ? metric_names(records, sc.metrics) : sc.metrics, x_name);
   if (!out_dir.empty()) {
     for (const auto& f : write_results(out_dir, sc, records)) std::cout << "wrote " << f << "\n";
     const std::string runs_file = out_dir + "/runs.json";
@@ -170,7 +174,7 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
 // `mpirun -np N ina sim ...` (cli/sim_mpi.hpp): rank 0 runs `simulate` with
 // the runs spread over the ranks; the other ranks run what it hands out.
 int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t digest, const std::string& out_dir,
-                 bool quiet, unsigned threads, bool force) {
+                 bool quiet, unsigned threads, bool force, bool all_metrics) {
   using namespace ina::exp;
   if (threads != 1)
     throw ScenarioError(fmt::format("-j {} goes with a local run: under mpirun each rank runs one run at a time "
@@ -191,12 +195,12 @@ int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t diges
     mpi.serve(runs, digest, error);
     return 0;
   }
-  return simulate(load(), out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr, mpi.executor(digest));
+  return simulate(load(), out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr, mpi.executor(digest), all_metrics);
 }
 
 }  // namespace
 
-// `ina demo`: the reduced Fig. 8 under the literal settings and under the
+// `ina demo dsa`: the reduced Fig. 8 under the literal settings and under the
 // calibrated overlay, then one table with both and a line on what differs.
 int run_demo(const std::string& out) {
   using ina::exp::Record;
@@ -253,10 +257,11 @@ int run_demo(const std::string& out) {
 int main(int argc, char** argv) {
   CLI::App app{"ina: in-network aggregation toolkit (simulate, plan and run INA schemes)"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "ina " INA_VERSION, "print ina's version (CMake's project version) and exit");
 
   std::string file, out_dir;
   std::vector<std::string> sets, overlays;
-  bool quiet = false, force = false;
+  bool quiet = false, force = false, all_metrics = false;
   unsigned threads = 1;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
@@ -264,8 +269,13 @@ int main(int argc, char** argv) {
   sim->add_option("--overlay", overlays,
                   "apply a settings overlay (TOML of settings sections) over the scenario's base settings, "
                   "e.g. --overlay scenarios/dsa/overlay/calibrated.toml; before any --set");
-  sim->add_option("--set", sets, "override a setting for every point, e.g. --set workload.iterations=2");
+  sim->add_option("--set", sets,
+                  "override any key of the file before it is read (repeatable): a setting for every point "
+                  "(--set workload.iterations=2; series overrides still win) or the runs and the sweep, arrays as a "
+                  "comma list or TOML array (--set run.seeds=1 --set sweep.values=1,4 --set run.schemes=atp,dsa)");
   sim->add_flag("--quiet", quiet, "no per-run progress lines (nor the resource estimate)");
+  sim->add_flag("--all-metrics", all_metrics,
+                "print a table of every metric the runs have, not only the scenario's output.metrics");
   sim->add_flag("--force", force, "run even if the estimated peak memory exceeds the available memory");
   sim->add_option("-j,--jobs", threads, "simulations to run in parallel (results do not depend on it)")
       ->check(CLI::Range(1u, 256u));
@@ -274,8 +284,16 @@ int main(int argc, char** argv) {
               "\nOn multi-switch topologies (ina plan grid --simulate):" +
               ina::schemes::help(ina::schemes::Engine::SimTopology));
 
-  std::string demo_out = "out/demo";
-  auto* demo = app.add_subcommand("demo", "Run the built-in demo (DSA Fig. 8, reduced) and print average JCT per scheme");
+  std::string demo_out = "out/demo", demo_part;
+  std::vector<std::string> demo_only;
+  auto* demo = app.add_subcommand(
+      "demo", "One small experiment per seed paper (DSA, GRID, Rina, P4INC-AOI, Zebra), each with the paper's claim "
+              "beside ours (under a minute); `ina demo dsa`: DSA Fig. 8 reduced, literal and calibrated side by side");
+  demo->add_option("part", demo_part, "dsa: DSA's literal-vs-calibrated table instead of the tour")
+      ->check(CLI::IsMember({"dsa"}));
+  demo->add_option("--only", demo_only, "the tour's parts to run, comma-separated: dsa, grid, rina, aoi, zebra")
+      ->delimiter(',')
+      ->check(CLI::IsMember(ina::cli::demo_parts()));
   demo->add_option("--out", demo_out, "output directory");
 
   std::string suite;
@@ -309,13 +327,9 @@ int main(int argc, char** argv) {
   try {
     if (*sim) {
       auto load = [&] {
-        auto sc = ina::exp::load_scenario_file(file);
+        auto sc = ina::exp::load_scenario_file(file, sets);
         for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);
-        for (const auto& kv : sets) {
-          const auto eq = kv.find('=');
-          if (eq == std::string::npos) throw ina::exp::ScenarioError("--set expects key=value, got '" + kv + "'");
-          ina::exp::apply_setting(sc.base, kv.substr(0, eq), kv.substr(eq + 1), "--set");
-        }
+        if (!overlays.empty()) ina::exp::apply_setting_sets(sc, sets);  // a --set wins over an overlay
         return sc;
       };
       if (ina::cli::launched_by_mpirun()) {
@@ -327,11 +341,14 @@ int main(int argc, char** argv) {
         uint64_t digest = ina::cli::digest_text(slurp(file));
         for (const auto& o : overlays) digest = ina::cli::digest_text(slurp(o), digest);
         for (const auto& kv : sets) digest = ina::cli::digest_text(kv + "\n", digest);
-        return simulate_mpi(load, digest, out_dir, quiet, threads, force);
+        return simulate_mpi(load, digest, out_dir, quiet, threads, force, all_metrics);
       }
-      return simulate(load(), out_dir, quiet, threads, force);
+      return simulate(load(), out_dir, quiet, threads, force, nullptr, {}, all_metrics);
     }
-    if (*demo) return run_demo(demo_out);
+    if (*demo) {
+      if (!demo_part.empty() && !demo_only.empty()) throw std::invalid_argument("ina demo dsa takes no --only");
+      return demo_part == "dsa" ? run_demo(demo_out) : ina::cli::run_tour(demo_out, demo_only);
+    }
     if (*schemes_cmd) {
       using ina::schemes::Engine;
       const Engine engines[] = {Engine::SimStar, Engine::SimTopology, Engine::Runtime, Engine::Training,

@@ -29,6 +29,7 @@
 #include "control/rina_time.hpp"
 #include "experiment/collective.hpp"
 #include "experiment/results.hpp"
+#include "experiment/set_override.hpp"
 #include "schemes/registry.hpp"
 #include "topo/graph.hpp"
 
@@ -43,6 +44,19 @@ using ojson = nlohmann::ordered_json;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// `--workers N` given as one whole number: that count (at least `min`); -1
+// when the flag names hosts instead.
+int worker_count(const std::vector<std::string>& workers, int min) {
+  if (workers.size() != 1) return -1;
+  const std::string& w = workers[0];
+  int n = 0;
+  const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), n);
+  if (ec != std::errc() || end != w.data() + w.size()) return -1;
+  if (n < min)
+    throw UsageError(fmt::format("--workers: need at least {} worker{}, got {}", min, min == 1 ? "" : "s", w));
+  return n;
+}
 
 // ---- Topology and job ------------------------------------------------------
 
@@ -229,20 +243,41 @@ int run_grid(const GridArgs& a, const CLI::App& cmd) {
                                  "set \"ina\" and \"capacity_gbps\" themselves", a.topology));
   const topo::Graph& g = topo_choice.graph;
 
+  // --workers N: a count (the first N hosts besides the PS, in rack order), as in `ina plan rina`.
+  const int count = given("--workers") ? worker_count(a.workers, 1) : -1;
+  const bool named = given("--workers") && count < 0;
+  // The PS: --ps, else the file's job.ps, else the first host that is not a named worker, else the last host
+  // (the workers then default to the hosts before it: every host is used).
   topo::JobSpec spec;
-  if (given("--ps")) spec.ps = a.ps;
-  else if (topo_choice.job) spec.ps = topo_choice.job->ps;
-  else throw UsageError(fmt::format("--ps is required ({} names no default job)", a.topology));
+  if (given("--ps")) {
+    spec.ps = a.ps;
+  } else if (topo_choice.job) {
+    spec.ps = topo_choice.job->ps;
+  } else if (named) {
+    for (const topo::NodeId h : g.hosts())
+      if (std::find(a.workers.begin(), a.workers.end(), g.node(h).name) == a.workers.end()) {
+        spec.ps = g.node(h).name;
+        break;
+      }
+    if (spec.ps.empty()) throw UsageError("--workers names every host: give --ps (the PS is a host of its own)");
+  } else {
+    if (g.hosts().size() < 2) throw UsageError(fmt::format("{} has fewer than 2 hosts (a PS and a worker)", a.topology));
+    spec.ps = g.node(g.hosts().back()).name;
+  }
   const topo::NodeId ps = g.at(spec.ps, "--ps");
   if (given("--random")) {
     for (const auto w : topo::place_workers(g, ps, a.random, topo::Placement::Random, a.seed))
       spec.workers.push_back(g.node(w).name);
-  } else if (given("--workers")) {
+  } else if (count > 0) {
+    for (const auto w : topo::place_workers(g, ps, count, topo::Placement::Packed, a.seed))
+      spec.workers.push_back(g.node(w).name);
+  } else if (named) {
     spec.workers = a.workers;
   } else if (topo_choice.job) {
     spec.workers = topo_choice.job->workers;
   } else {
-    throw UsageError("give the workers with --workers LIST or --random N");
+    for (const topo::NodeId h : g.hosts())
+      if (h != ps) spec.workers.push_back(g.node(h).name);
   }
   const topo::Job job = topo::resolve_job(g, spec, "job");
 
@@ -379,16 +414,7 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
 
   // Workers: names, a count N (the first N hosts in rack order), the file's job, or every host.
   std::vector<topo::NodeId> workers;
-  int count = -1;
-  if (given("--workers") && a.workers.size() == 1) {
-    const std::string& w = a.workers[0];
-    int n = 0;
-    const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), n);
-    if (ec == std::errc() && end == w.data() + w.size()) {
-      if (n < 2) throw UsageError(fmt::format("--workers: need at least 2 workers, got {}", w));
-      count = n;
-    }
-  }
+  const int count = given("--workers") ? worker_count(a.workers, 2) : -1;
   if (count > 0) {
     if (static_cast<size_t>(count) > hosts.size())
       throw UsageError(fmt::format("--workers: {} workers requested but {} has only {} hosts", count, g.name, hosts.size()));
@@ -517,6 +543,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
   } else if (a.vs_sim) {
     // One markdown row per scheme: topology, scheme, INA switches, BOM, simulator, error.
     const std::string ina_text = ina.empty() ? "none" : join(names(ina), ",");
+    // Per worker: the model's Gbps (BOM with --gradient-mb's chain), the simulator's, (model - sim) / sim.
+    fmt::print("| topology | scheme | INA switches | BOM Gbps | sim Gbps | BOM - sim |\n|---|---|---|---|---|---|\n");
     for (const auto& r : rows) {
       if (!r.note.empty()) {
         fmt::print("| {} | {} | {} | {} | {} | {} |\n", g.name, r.scheme, ina_text, r.bom > 0 ? fmt::format("{:.2f}", r.bom) : "-",
@@ -719,7 +747,20 @@ void flatten(const toml::table& t, const std::string& prefix, std::vector<std::p
   }
 }
 
-Sweep load_sweep(const std::string& path) {
+// How `--set` reads a key of a sweep file (exp::apply_sets): its arrays and its strings.
+exp::SetShape sweep_set_shape(std::string_view key) {
+  for (std::string_view k : {"run.schemes", "run.seeds", "sweep.workers", "output.metrics", "topology.capacity_gbps"})
+    if (key == k) return exp::SetShape::Array;
+  for (std::string_view k : {"scenario.name", "scenario.title", "topology.kind", "topology.programmable", "job.ps",
+                             "job.placement", "sweep.label", "output.y_label"})
+    if (key == k) return exp::SetShape::String;
+  return exp::SetShape::Value;
+}
+
+Sweep read_sweep(const toml::table& root, const std::string& path);
+
+// The sweep file with `--set key=value` overrides written into it before it is read.
+Sweep load_sweep(const std::string& path, const std::vector<std::string>& sets) {
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -728,6 +769,20 @@ Sweep load_sweep(const std::string& path) {
     throw SweepError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, e.source().begin.line,
                                  e.source().begin.column, e.description()));
   }
+  try {
+    exp::apply_sets(root, sets, sweep_set_shape);
+  } catch (const exp::ScenarioError& e) {
+    throw SweepError(e.what());
+  }
+  try {
+    return read_sweep(root, path);
+  } catch (const SweepError& e) {
+    if (sets.empty()) throw;
+    throw SweepError(e.what() + exp::sets_note(sets));
+  }
+}
+
+Sweep read_sweep(const toml::table& root, const std::string& path) {
   Sweep sw;
   sw.file = path;
   sw.name = fs::path(path).stem().string();
@@ -858,8 +913,8 @@ std::vector<exp::Record> run_sweep_point(const Sweep& sw, const std::string& ser
   return out;
 }
 
-int run_grid_sweep(const std::string& file, const std::string& out_dir) {
-  const Sweep sw = load_sweep(file);
+int run_grid_sweep(const std::string& file, const std::string& out_dir, const std::vector<std::string>& sets) {
+  const Sweep sw = load_sweep(file, sets);
   std::vector<exp::Record> per_seed;
   const size_t total = sw.series.size() * sw.workers.size() * sw.seeds.size();
   size_t done = 0;
@@ -889,7 +944,7 @@ int run_grid_sweep(const std::string& file, const std::string& out_dir) {
   sc.y_label = sw.y_label;
 
   fmt::print("{}\n", sw.title);
-  for (const auto& m : sw.metrics) fmt::print("\n{}:\n{}", m, exp::format_table(records, m));
+  fmt::print("\n{}", exp::format_tables(records, sw.metrics, "workers"));
   if (!out_dir.empty())
     for (const auto& f : exp::write_results(out_dir, sc, records)) fmt::print("wrote {}\n", f);
   return 0;
@@ -924,8 +979,12 @@ Runner register_plan(CLI::App& app) {
   g->add_option("--topology", args->topology,
                 "topology: a JSON file (see scenarios/grid/fig1.json), fat-tree:K, fat-tree-paper or leaf-spine-paper")
       ->required();
-  g->add_option("--ps", args->ps, "PS host (default: the topology file's job.ps)");
-  g->add_option("--workers", args->workers, "worker hosts, comma-separated (default: the file's job.workers)")
+  g->add_option("--ps", args->ps,
+                "PS host (default: the topology file's job.ps, else the first host not named in --workers, else the "
+                "last host)");
+  g->add_option("--workers", args->workers,
+                "worker hosts, comma-separated, or a count N (the first N hosts besides the PS); default: the file's "
+                "job.workers, else every host but the PS")
       ->delimiter(',');
   g->add_option("--random", args->random, "N workers drawn at random from the hosts (seeded)");
   g->add_option("--seed", args->seed, "seed for rounding, --random and generated INA deployments (default 1)");
@@ -951,9 +1010,16 @@ Runner register_plan(CLI::App& app) {
 
   auto sweep_file = std::make_shared<std::string>();
   auto sweep_out = std::make_shared<std::string>();
+  auto sweep_sets = std::make_shared<std::vector<std::string>>();
   auto* s = plan->add_subcommand("grid-sweep", "GRID's large-scale experiments (Figs. 11-16) from a TOML file");
   s->add_option("file", *sweep_file, "sweep TOML file (see scenarios/grid/)")->required();
   s->add_option("--out", *sweep_out, "write results.json, results.csv and PNG plots here");
+  s->add_option("--set", *sweep_sets,
+                "override any key of the file before it is read (repeatable), arrays as a comma list or TOML array: "
+                "--set sweep.workers=8,16 --set run.seeds=1 --set run.schemes=grid,atp");
+  s->footer("Points run one at a time (no -j): the GRID planners (grid, grid-published, grid-exact) solve their LPs "
+            "and MILPs with COIN-OR CLP/CBC, which ina does not call from several threads at once. To use more "
+            "cores, run parts of a sweep as parallel processes, e.g. one per --set sweep.workers=N --out DIR_N.");
 
   auto rargs = std::make_shared<RinaArgs>();
   auto* r = plan->add_subcommand("rina", "Rina's BOM: PS-based INA vs Rina throughput and the incremental deployment order");
@@ -987,7 +1053,7 @@ Runner register_plan(CLI::App& app) {
   r->add_option("--straggler-k-us", rargs->tp.straggler_k_us, "Eq. 1: its k")->check(Finite(0, 1e9, false, "microseconds"));
   r->add_flag("--vs-sim", rargs->vs_sim,
               "also run each scheme in the packet simulator (same INA switches and settings) and print "
-              "model vs simulator (markdown rows, or vs_sim in --json)");
+              "model vs simulator (a markdown table, or vs_sim in --json)");
   r->add_option("--schemes", rargs->schemes, "--vs-sim: schemes to compare (default ps,atp,rar,h-ar,rina)")
       ->delimiter(',');
   r->add_option("--seed", rargs->seed, "--vs-sim: simulator seed (default 1)");
@@ -995,12 +1061,12 @@ Runner register_plan(CLI::App& app) {
   const Runner zebra = register_plan_zebra(*plan);
   const Runner aoi = register_plan_aoi(*plan);
 
-  return [plan, g, s, r, args, rargs, sweep_file, sweep_out, zebra, aoi] {
+  return [plan, g, s, r, args, rargs, sweep_file, sweep_out, sweep_sets, zebra, aoi] {
     if (const int z = zebra(); z >= 0) return z;
     if (const int z = aoi(); z >= 0) return z;
     if (g->parsed()) return guarded([&] { return run_grid(*args, *g); });
     if (r->parsed()) return guarded([&] { return run_rina(*rargs, *r); });
-    if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out); });
+    if (s->parsed()) return guarded([&] { return run_grid_sweep(*sweep_file, *sweep_out, *sweep_sets); });
     return 0;
   };
 }

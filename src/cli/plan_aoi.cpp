@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -14,9 +15,11 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <toml++/toml.h>
 #include <vector>
 
@@ -25,6 +28,7 @@
 #include "control/aoi_milp.hpp"
 #include "experiment/aoi_unit.hpp"
 #include "experiment/results.hpp"
+#include "experiment/set_override.hpp"
 
 namespace ina::cli {
 namespace {
@@ -239,7 +243,25 @@ nlohmann::json simulate_unit(const aoi::Instance& inst, const aoi::Schedule& s, 
           {"jobs", rows}};
 }
 
+// `--out DIR` (a directory, as every command's --out): made and probed
+// before anything runs, so an unwritable place fails before a long solve.
+void prepare_out_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw aoi::AoiError(fmt::format("--out '{}': not a directory (--out names a directory; the schedule is written "
+                                    "to DIR/schedule.json)", dir));
+  fs::create_directories(dir, ec);
+  if (ec) throw aoi::AoiError(fmt::format("--out '{}': cannot create the directory: {}", dir, ec.message()));
+  const fs::path probe = fs::path(dir) / ".ina-write-probe";
+  const bool ok = static_cast<bool>(std::ofstream(probe) << "probe\n");
+  fs::remove(probe, ec);
+  if (!ok) throw aoi::AoiError(fmt::format("--out '{}': cannot write files in the directory", dir));
+}
+
 int run_aoi(const AoiArgs& a) {
+  if (a.scenario.empty()) throw aoi::AoiError("give the scenario file: ina plan aoi FILE (or --scenario FILE)");
+  if (!a.out.empty()) prepare_out_dir(a.out);
   const aoi::Instance inst = aoi::load_scenario(a.scenario, a.sets);
   Variant v;
   v.algo = a.algo;
@@ -260,7 +282,11 @@ int run_aoi(const AoiArgs& a) {
       throw aoi::AoiError(fmt::format("--simulate-unit {}: {}", a.simulate_unit, e.what()));
     }
   }
-  if (!a.out.empty()) std::ofstream(a.out) << j.dump(1) << "\n";
+  if (!a.out.empty()) {
+    const std::string f = a.out + "/schedule.json";
+    std::ofstream(f) << j.dump(1) << "\n";
+    if (!a.json) std::cout << "wrote " << f << "\n";
+  }
   if (a.json) {
     std::cout << j.dump() << "\n";
     return 0;
@@ -308,18 +334,46 @@ int run_aoi(const AoiArgs& a) {
 
 // ---- ina plan aoi-sweep ------------------------------------------------------------
 
-int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quiet) {
+struct SweepArgs {
+  std::string file, out;
+  std::vector<std::string> sets;
+  bool quiet = false;
+  unsigned threads = 1;
+};
+
+// How `--set` reads the keys aoi-sweep itself reads (the others go to aoi::load_scenario with each point).
+exp::SetShape sweep_set_shape(std::string_view key) {
+  for (std::string_view k : {"sweep.values", "sweep.variants", "sweep.seeds", "sweep.series_values", "dml.workers"})
+    if (key == k) return exp::SetShape::Array;
+  for (std::string_view k : {"name", "title", "sweep.key", "sweep.label", "sweep.series_key", "sweep.series_label"})
+    if (key == k) return exp::SetShape::String;
+  return exp::SetShape::Value;
+}
+
+// The MILP runs one at a time even with -j: CBC is not run from several threads here.
+std::mutex milp_mutex;
+
+int run_aoi_sweep(const SweepArgs& a) {
+  const std::string& file = a.file;
+  const std::string& out_dir = a.out;
+  const bool quiet = a.quiet;
   toml::table root;
   try {
     root = toml::parse_file(file);
   } catch (const toml::parse_error& e) {
     throw aoi::AoiError(fmt::format("{}: {} (line {})", file, e.description(), e.source().begin.line));
   }
+  try {
+    exp::apply_sets(root, a.sets, sweep_set_shape);
+  } catch (const exp::ScenarioError& e) {
+    throw aoi::AoiError(e.what());
+  }
+  const std::string note = exp::sets_note(a.sets);
   const toml::table* sw = root["sweep"].as_table();
-  if (!sw) throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants)", file));
+  if (!sw) throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants){}", file, note));
   // [sweep] is read strictly: an unknown key or a value of the wrong type is an error naming it.
   auto bad = [&](const std::string& field, const std::string& what) -> aoi::AoiError {
-    return aoi::AoiError(fmt::format("{}: {}: {}", file, field, what));
+    return aoi::AoiError(fmt::format("{}: {}: {}{}", file, field, what, note));
   };
   auto text_of = [](const toml::node& n) {
     std::ostringstream s;
@@ -361,8 +415,8 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
   sc.x_label = str("label", key);
   // The x values: numbers (the plots' axis), applied as key=value.
   std::vector<std::pair<std::string, double>> values;
-  if (const toml::array* a = array("values"))
-    for (const auto& e : *a) {
+  if (const toml::array* arr = array("values"))
+    for (const auto& e : *arr) {
       const auto v = e.value<double>();
       if (!v || !(e.is_integer() || e.is_floating_point()))
         throw bad("sweep.values", fmt::format("'{}' is not a number (the x axis)", text_of(e)));
@@ -371,8 +425,8 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
   if (!key.empty() && values.empty()) throw bad("sweep.values", fmt::format("empty for key '{}'", key));
   if (key.empty()) values = {{"", 0.0}};
   std::vector<Variant> variants;
-  if (const toml::array* a = array("variants"))
-    for (const auto& e : *a) {
+  if (const toml::array* arr = array("variants"))
+    for (const auto& e : *arr) {
       if (!e.is_string()) throw bad("sweep.variants", "entries must be strings, got " + text_of(e));
       variants.push_back(parse_variant(e.value<std::string>().value(), file + ": sweep.variants"));
     }
@@ -387,59 +441,119 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
   std::vector<std::string> series_values = {""};
   if (!series_key.empty()) {
     series_values.clear();
-    if (const toml::array* a = array("series_values"))
-      for (const auto& e : *a) series_values.push_back(text_of(e));
+    if (const toml::array* arr = array("series_values"))
+      for (const auto& e : *arr) series_values.push_back(text_of(e));
     if (series_values.empty()) throw bad("sweep.series_values", fmt::format("empty for series_key '{}'", series_key));
     for (const std::string& v : series_values) sc.series.push_back({fmt::format("{} {}", v, series_label), {}});
   }
   std::vector<int64_t> seeds;
-  if (const toml::array* a = array("seeds"))
-    for (const auto& e : *a) {
+  if (const toml::array* arr = array("seeds"))
+    for (const auto& e : *arr) {
       const auto v = e.value_exact<int64_t>();
       if (!v || *v < 0) throw bad("sweep.seeds", "entries must be whole numbers >= 0, got " + text_of(e));
       seeds.push_back(*v);
     }
   if (seeds.empty()) seeds = {root["seed"].value_or(int64_t{1})};
-  std::vector<exp::Record> records;
-  nlohmann::json runs = nlohmann::json::array();
-  for (const std::string& sv : series_values) {
-    for (const auto& [x, x_value] : values) {
+  // Each point sets these keys itself: a --set of one would be silently overwritten.
+  for (const auto& kv : a.sets) {
+    const std::string k = exp::set_key(kv);
+    if ((!key.empty() && k == key) || (!series_key.empty() && k == series_key))
+      throw aoi::AoiError(fmt::format("--set {}: {} is the sweep's {} key, set at every point; give its values with "
+                                      "--set sweep.{}=V1,V2,...",
+                                      kv, k, k == key ? "x" : "series", k == key ? "values" : "series_values"));
+    if (k == "seed" && array("seeds"))
+      throw aoi::AoiError(fmt::format("--set {}: the sweep's seeds are sweep.seeds; give them with --set sweep.seeds=S1,S2,...", kv));
+  }
+
+  // The points (series, x, seed), in output order; each runs every variant.
+  struct Point {
+    std::string sv, x;
+    double x_value;
+    int64_t seed;
+    std::vector<exp::Record> records;
+    nlohmann::json runs = nlohmann::json::array();
+  };
+  std::vector<Point> points;
+  size_t total = 0;
+  for (const std::string& sv : series_values)
+    for (const auto& [x, x_value] : values)
       for (int64_t seed : seeds) {
-        std::vector<std::string> sets = {fmt::format("seed={}", seed)};
-        if (!key.empty()) sets.push_back(key + "=" + x);
-        if (!series_key.empty()) sets.push_back(series_key + "=" + sv);
-        const aoi::Instance inst = aoi::load_scenario(file, sets);
-        for (const Variant& v : variants) {
-          if (v.algo == "milp" && !key.empty() && x_value > milp_x_max) continue;
-          Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, x, seed)};
-          const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
-          const aoi::Check c = checked(inst, s, v.label());
-          unsigned inc_jobs = 0;
-          for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
-          exp::Record r;
-          r.series = series_key.empty() ? "" : fmt::format("{} {}", sv, series_label);
-          r.scheme = v.label();
-          r.x = x_value;
-          r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
-                       {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
-                       {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},
-                       {"jobs", inst.jobs.size()}};
-          if (s.algo == "milp") {
-            r.metrics["bound_s"] = s.bound_s;
-            r.metrics["gap"] = s.gap;
-            r.metrics["optimal"] = s.optimal;
-          }
-          if (!quiet)
-            std::cerr << fmt::format("{}{} = {}, seed {}: {}: CT-BTI {:.3f} s, {} reconfigured connections, {:.3f} s\n",
-                                     r.series.empty() ? "" : r.series + ", ", key, x, seed, v.label(), c.ct_bti_s,
-                                     c.reconfigured, s.solve_s);
-          nlohmann::json run = {{"series", r.series}, {"x", r.x}, {"seed", seed}, {"variant", r.scheme}, {"valid", c.ok}};
-          for (const auto& [k, val] : r.metrics) run[k] = val;
-          runs.push_back(run);
-          records.push_back(std::move(r));
+        points.push_back({sv, x, x_value, seed, {}, nlohmann::json::array()});
+        for (const Variant& v : variants) total += !(v.algo == "milp" && !key.empty() && x_value > milp_x_max);
+      }
+  std::mutex print_mutex;
+  size_t done = 0;
+  auto run_point = [&](Point& pt) {
+    std::vector<std::string> sets = a.sets;
+    sets.push_back(fmt::format("seed={}", pt.seed));
+    if (!key.empty()) sets.push_back(key + "=" + pt.x);
+    if (!series_key.empty()) sets.push_back(series_key + "=" + pt.sv);
+    const aoi::Instance inst = aoi::load_scenario(file, sets);
+    for (const Variant& v : variants) {
+      if (v.algo == "milp" && !key.empty() && pt.x_value > milp_x_max) continue;
+      Progress progress{std::chrono::steady_clock::now(), fmt::format("{} {}={} seed {}", v.label(), key, pt.x, pt.seed)};
+      std::unique_lock<std::mutex> milp_lock(milp_mutex, std::defer_lock);
+      if (v.algo == "milp") milp_lock.lock();
+      const aoi::Schedule s = run_variant(inst, v, quiet ? nullptr : &progress);
+      if (milp_lock.owns_lock()) milp_lock.unlock();
+      const aoi::Check c = checked(inst, s, v.label());
+      unsigned inc_jobs = 0;
+      for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
+      exp::Record r;
+      r.series = series_key.empty() ? "" : fmt::format("{} {}", pt.sv, series_label);
+      r.scheme = v.label();
+      r.x = pt.x_value;
+      r.metrics = {{"ct_bti_s", c.ct_bti_s},     {"reconfigurations", c.reconfigured},
+                   {"reconfig_ts", c.reconfig_ts}, {"solve_s", s.solve_s},
+                   {"aoi_tb", c.aoi_gb / 8000},  {"inc_jobs", inc_jobs},
+                   {"jobs", inst.jobs.size()}};
+      if (s.algo == "milp") {
+        r.metrics["bound_s"] = s.bound_s;
+        r.metrics["gap"] = s.gap;
+        r.metrics["optimal"] = s.optimal;
+      }
+      {
+        std::lock_guard<std::mutex> g(print_mutex);
+        ++done;
+        if (!quiet)
+          std::cerr << fmt::format("[{}/{}] {}{} = {}, seed {}: {}: CT-BTI {:.3f} s, {} reconfigured connections, "
+                                   "{:.3f} s\n",
+                                   done, total, r.series.empty() ? "" : r.series + ", ", key, pt.x, pt.seed, v.label(),
+                                   c.ct_bti_s, c.reconfigured, s.solve_s);
+      }
+      nlohmann::json run = {{"series", r.series}, {"x", r.x}, {"seed", pt.seed}, {"variant", r.scheme}, {"valid", c.ok}};
+      for (const auto& [k, val] : r.metrics) run[k] = val;
+      pt.runs.push_back(run);
+      pt.records.push_back(std::move(r));
+    }
+  };
+  // -j: independent points at once; the output is in point order whatever finishes first.
+  {
+    std::atomic<size_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto worker = [&] {
+      for (size_t i = next++; i < points.size(); i = next++) {
+        try {
+          run_point(points[i]);
+        } catch (...) {
+          std::lock_guard<std::mutex> g(error_mutex);
+          if (!error) error = std::current_exception();
+          next = points.size();  // start no further point
         }
       }
-    }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < std::min<size_t>(a.threads, points.size()); ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+  std::vector<exp::Record> records;
+  nlohmann::json runs = nlohmann::json::array();
+  for (Point& pt : points) {
+    records.insert(records.end(), pt.records.begin(), pt.records.end());
+    for (auto& run : pt.runs) runs.push_back(std::move(run));
   }
   const auto avg = exp::average_over_seeds(records);
   std::filesystem::create_directories(out_dir);
@@ -450,12 +564,10 @@ int run_aoi_sweep(const std::string& file, const std::string& out_dir, bool quie
                                                        {"reconfigurations", "reconfigured AOI connections"}};
   for (const auto& [m, label] : plots) {
     exp::Scenario p = sc;
-    p.y_label = label;
-    p.title = sc.title + ": " + label;
+    p.y_label = label;  // plot_metric's title adds the metric's label (plot_style.hpp) to sc.title
     exp::plot_metric(out_dir + "/" + m + ".png", p, avg, m);
   }
-  for (const char* m : {"ct_bti_s", "reconfigurations", "solve_s"})
-    std::cout << m << "\n" << exp::format_table(avg, m, sc.x_label) << "\n";
+  std::cout << exp::format_tables(avg, {"ct_bti_s", "reconfigurations", "solve_s"}, sc.x_label) << "\n";
   std::cout << "wrote " << out_dir << "/{results.json,results.csv,runs.json,ct_bti_s.png,reconfigurations.png}\n";
   return 0;
 }
@@ -464,6 +576,8 @@ int guarded_aoi(const std::function<int()>& body) {
   try {
     return body();
   } catch (const aoi::AoiError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  } catch (const exp::ScenarioError& e) {
     std::cerr << "error: " << e.what() << "\n";
   }
   return 2;
@@ -475,7 +589,8 @@ Runner register_plan_aoi(CLI::App& plan) {
   auto a = std::make_shared<AoiArgs>();
   auto* c = plan.add_subcommand("aoi", "P4INC-AOI: schedule DML/MapReduce jobs on an optical DCN with INC (TW, FCFS "
                                        "or the MILP), checked by the independent validator");
-  c->add_option("--scenario", a->scenario, "scenario file (TOML; docs/p4inc-aoi.md)")->required();
+  c->add_option("file,--scenario", a->scenario, "scenario file (TOML; docs/p4inc-aoi.md); --scenario FILE also works")
+      ->required();
   c->add_option("--algo", a->algo, "tw (Algorithms 1-3), fcfs or milp (CBC, small instances)")
       ->check(CLI::IsMember({"tw", "fcfs", "milp"}))
       ->capture_default_str();
@@ -485,8 +600,10 @@ Runner register_plan_aoi(CLI::App& plan) {
               "tw/fcfs: give a job steps up to the worker's NIC, not only what completes it within the TS "
               "(Algorithm 2 read literally)");
   c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
-  c->add_option("--set", a->sets, "override a scenario value, e.g. --set dml.count=60 (repeatable)");
-  c->add_option("--out", a->out, "also write the schedule and its check as JSON to this file");
+  c->add_option("--set", a->sets,
+                "override any key of the file before it is read (repeatable), e.g. --set dml.count=60; arrays as a "
+                "comma list or TOML array (--set dml.workers=4,8)");
+  c->add_option("--out", a->out, "also write the schedule and its check as JSON to DIR/schedule.json");
   c->add_flag("--json", a->json, "print one JSON object (ct_bti_s, reconfigurations, solve_s, jobs[], ...)");
   c->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   c->add_option("--simulate-unit", a->simulate_unit,
@@ -499,17 +616,23 @@ Runner register_plan_aoi(CLI::App& plan) {
       ->check(CLI::Range(0.0, 0.2))
       ->capture_default_str();
   c->add_option("--seed", a->seed, "--simulate-unit: simulator seed")->capture_default_str();
-  auto sweep_file = std::make_shared<std::string>();
-  auto sweep_out = std::make_shared<std::string>();
-  auto sweep_quiet = std::make_shared<bool>(false);
+  auto sa = std::make_shared<SweepArgs>();
   auto* s = plan.add_subcommand("aoi-sweep", "P4INC-AOI's experiments: a scenario file with a [sweep] table "
                                              "(Table I, Figs. 8-12); JSON/CSV/PNG");
-  s->add_option("file", *sweep_file, "scenario file with [sweep] key, values, variants, seeds")->required();
-  s->add_option("--out", *sweep_out, "output directory")->required();
-  s->add_flag("--quiet", *sweep_quiet, "no progress lines on stderr");
-  return [c, s, a, sweep_file, sweep_out, sweep_quiet] {
+  s->add_option("file,--scenario", sa->file, "scenario file with [sweep] key, values, variants, seeds")->required();
+  s->add_option("--out", sa->out, "output directory")->required();
+  s->add_option("--set", sa->sets,
+                "override any key of the file before it is read (repeatable): the sweep itself "
+                "(--set sweep.values=20,40 --set sweep.seeds=1 --set sweep.variants=inc-tw) or the scenario's "
+                "values at every point (--set dml.jobs_per_ts=50)");
+  s->add_option("-j,--jobs", sa->threads,
+                "points (series, x, seed) to plan at once (results do not depend on it; MILP variants still run one "
+                "at a time)")
+      ->check(CLI::Range(1u, 256u));
+  s->add_flag("--quiet", sa->quiet, "no progress lines on stderr");
+  return [c, s, a, sa] {
     if (c->parsed()) return guarded_aoi([&] { return run_aoi(*a); });
-    if (s->parsed()) return guarded_aoi([&] { return run_aoi_sweep(*sweep_file, *sweep_out, *sweep_quiet); });
+    if (s->parsed()) return guarded_aoi([&] { return run_aoi_sweep(*sa); });
     return -1;
   };
 }

@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "core/rng.hpp"
+#include "experiment/set_override.hpp"
 #include "workload/coflow.hpp"
 
 namespace ina::control::aoi {
@@ -419,30 +420,20 @@ double arrival_rate(const Reader& r, const toml::table& t, const std::string& ta
   return r.num(t, table, "jobs_per_ts", def);
 }
 
-void apply_override(toml::table& root, const std::string& kv) {
-  const auto eq = kv.find('=');
-  if (eq == std::string::npos || eq == 0) throw AoiError(fmt::format("--set expects table.key=value, got '{}'", kv));
-  const std::string path = kv.substr(0, eq);
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + kv.substr(eq + 1));
-  } catch (const toml::parse_error& e) {
-    throw AoiError(fmt::format("--set {}: '{}' is not a TOML value", path, kv.substr(eq + 1)));
-  }
-  toml::table* t = &root;
-  std::string rest = path;
-  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
-    const std::string head = rest.substr(0, dot);
-    if (!t->contains(head)) t->insert(head, toml::table{});
-    toml::node* n = t->get(head);
-    if (!n->is_table()) throw AoiError(fmt::format("--set {}: '{}' is not a table", path, head));
-    t = n->as_table();
-    rest = rest.substr(dot + 1);
-  }
-  t->insert_or_assign(rest, *parsed.get("v"));
+// How `--set` reads a key of the scenario file (exp::apply_sets): its arrays
+// take a comma list (--set dml.workers=4,8), its strings the text as is.
+exp::SetShape set_shape(std::string_view key) {
+  for (std::string_view k : {"dml.workers", "sweep.values", "sweep.variants", "sweep.seeds", "sweep.series_values"})
+    if (key == k) return exp::SetShape::Array;
+  for (std::string_view k : {"name", "title", "mapreduce.trace", "sweep.key", "sweep.label", "sweep.series_key",
+                             "sweep.series_label"})
+    if (key == k) return exp::SetShape::String;
+  return exp::SetShape::Value;
 }
 
 }  // namespace
+
+static Instance read_instance(const toml::table& root, const std::string& path);
 
 Instance load_scenario(const std::string& path) { return load_scenario(path, {}); }
 
@@ -455,7 +446,20 @@ Instance load_scenario(const std::string& path, const std::vector<std::string>& 
     s << e.description() << " (line " << e.source().begin.line << ")";
     throw AoiError(fmt::format("{}: {}", path, s.str()));
   }
-  for (const std::string& kv : overrides) apply_override(root, kv);
+  try {
+    exp::apply_sets(root, overrides, set_shape);
+  } catch (const exp::ScenarioError& e) {
+    throw AoiError(e.what());
+  }
+  try {
+    return read_instance(root, path);
+  } catch (const AoiError& e) {
+    if (overrides.empty()) throw;
+    throw AoiError(e.what() + exp::sets_note(overrides));
+  }
+}
+
+static Instance read_instance(const toml::table& root, const std::string& path) {
   Reader r{path};
   r.only(root, "", {"name", "title", "seed", "net", "dml", "mapreduce", "job", "sweep"});
   Instance inst;

@@ -1,5 +1,8 @@
 #include "experiment/results.hpp"
 
+#include "experiment/format.hpp"
+#include "experiment/plot_style.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -52,6 +55,39 @@ std::string sh_quote(const std::string& s) {
   return out + "'";
 }
 
+bool is_integer(double v) { return std::isfinite(v) && std::fabs(v) < 1e15 && v == std::round(v); }
+
+// The smallest 1, 2 or 5 x 10^k at least `raw`, and never below 1: tics of an integer axis.
+double integer_step(double raw) {
+  double step = 1;
+  while (step < raw) {
+    if (step * 2 >= raw) return step * 2;
+    if (step * 5 >= raw) return step * 5;
+    step *= 10;
+  }
+  return step;
+}
+
+// Tics for an axis whose values are all whole numbers (workers, jobs, switch
+// counts): at the values themselves when they are few and far enough apart
+// to label, else every integer_step; never between two integers.
+std::string integer_tics(const std::string& axis, std::vector<double> values, bool log) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  const double range = values.back() - values.front();
+  bool spaced = values.size() <= 12;
+  for (size_t i = 1; spaced && i < values.size(); ++i)
+    spaced = log ? values[i] >= 1.3 * values[i - 1] : values[i] - values[i - 1] >= range / 15;
+  if (spaced) {
+    std::vector<std::string> at;
+    for (double v : values) at.push_back(format_number(v, 15));
+    return fmt::format("set {}tics ({})\nset m{}tics 1\n", axis, fmt::join(at, ", "), axis);
+  }
+  if (log) return fmt::format("set format {} \"%.0f\"\n", axis);  // log tics sit at powers of 10
+  return fmt::format("set {}tics {}\nset m{}tics 1\nset format {} \"%.0f\"\n", axis,
+                     format_number(integer_step(range / 8), 15), axis, axis);
+}
+
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -60,6 +96,11 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 }  // namespace
+
+std::string axis_label(const Scenario& sc, const std::string& metric) {
+  const bool own = sc.metrics.empty() || sc.metrics.front() == metric;
+  return !sc.y_label.empty() && own ? sc.y_label : metric_label(metric);
+}
 
 std::vector<std::string> write_results(const std::string& dir, const Scenario& sc,
                                        const std::vector<Record>& records) {
@@ -127,20 +168,23 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
 
   std::string data = fmt::format("# {}: one block per (series, scheme); columns: x {}\n", sc.name, metric);
   const std::string x_label = bars ? "" : sc.x_label.empty() ? sc.sweep_key : sc.x_label;
+  const std::string y_label = axis_label(sc, metric);
   std::string script = fmt::format("# {} of {}. Re-plot: run `gnuplot {}` in this directory.\n", metric, sc.file,
                                    gp.filename().string());
   script += fmt::format(
       "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {{\n"
-      "  set terminal pngcairo noenhanced size {0},400\n"
+      "  set terminal pngcairo noenhanced size {0},{1}\n"
       "}} else {{\n"
-      "  set terminal png noenhanced size {0},400\n"
+      "  set terminal png noenhanced size {0},{1}\n"
       "}}\n",
-      480 * panels.size());
+      480 * panels.size(), bars ? 400 : 440);
   // The figure title is wrapped at word boundaries to the canvas width (about
   // 8 px per character of the default font), or gnuplot cuts it off at both ends.
   const size_t title_chars = (480 * panels.size() - 40) / 8;
   std::string title, line;
-  std::istringstream words(sc.title);
+  // Each figure of a scenario names what it shows: the scenario's title, then the metric.
+  const std::string label = metric_label(metric);
+  std::istringstream words(sc.title.empty() ? label : sc.title + ": " + label);
   for (std::string w; words >> w;) {
     if (!line.empty() && line.size() + 1 + w.size() > title_chars) {
       title += (title.empty() ? "" : "\n") + line;
@@ -153,10 +197,34 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
   for (size_t at = 0; (at = title_gp.find('\n', at)) != std::string::npos;) title_gp.replace(at, 1, "\\n");
   script += fmt::format("set output {}\nset multiplot layout 1,{} title {}\n", gp_string(png.filename().string()),
                         panels.size(), title_gp);
-  script += fmt::format("set xlabel {}\nset ylabel {}\n", gp_string(x_label),
-                        gp_string(sc.y_label.empty() ? metric : sc.y_label));
-  script += "set yrange [0:*]\nset offsets 0, 0, graph 0.3, 0  # headroom for the key\nset grid\nset key top left\n";
+  script += fmt::format("set xlabel {}\nset ylabel {}\n", gp_string(x_label), gp_string(y_label));
+  // The key goes below the plot, where it covers no data.
+  script += "set yrange [0:*]\nset offsets 0, 0, graph 0.05, 0\nset grid\n";
+  if (bars) {
+    script += "unset key\n";
+  } else {
+    // As many entries per row as fit the panel (about 8 px per character,
+    // each entry its name and a 4-character sample), and a bottom margin for
+    // the tics, the x label and the key's rows, which gnuplot's automatic
+    // margin undercounts in a multiplot.
+    size_t longest = 1;
+    for (const auto& n : schemes) longest = std::max(longest, n.size());
+    const size_t cols = std::clamp<size_t>(56 / (longest + 8), 1, schemes.size());
+    const size_t key_rows = (schemes.size() + cols - 1) / cols;
+    script += fmt::format("set key below horizontal maxcols {}\nset bmargin {}\n", cols, key_rows + 4);
+  }
   if (sc.x_log) script += "set logscale x\n";
+  // Whole-number axes (workers, jobs, switch counts, counters) get whole-number tics.
+  std::vector<double> xs, ys;
+  for (const Record* r : rows) {
+    xs.push_back(r->x);
+    ys.push_back(r->metrics.at(metric));
+  }
+  if (!bars && std::all_of(xs.begin(), xs.end(), is_integer)) script += integer_tics("x", xs, sc.x_log);
+  if (std::all_of(ys.begin(), ys.end(), is_integer)) {
+    const double top = std::max(1.0, *std::max_element(ys.begin(), ys.end()));
+    script += fmt::format("set ytics {}\nset mytics 1\nset format y \"%.0f\"\n", format_number(integer_step(top / 8), 15));
+  }
   if (bars) {
     std::vector<std::string> tics;
     for (size_t i = 0; i < schemes.size(); ++i) tics.push_back(fmt::format("{} {}", gp_string(schemes[i]), i));
@@ -164,13 +232,10 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
                           fmt::join(tics, ", "), schemes.size() - 0.5);
   }
 
-  // A scheme keeps its colour and point type in every plot.
-  static constexpr int kPointTypes[] = {7, 5, 9, 13, 11, 15};
+  // A scheme keeps its colour and point type in every plot (plot_style.hpp).
   auto style = [&](size_t i) {
-    const auto& known = known_schemes();
-    const size_t k = std::find(known.begin(), known.end(), schemes[i]) - known.begin();
-    const size_t id = k < known.size() ? k : known.size() + i;
-    return fmt::format("lc {} pt {}", id + 1, kPointTypes[id % std::size(kPointTypes)]);
+    const SchemeStyle st = scheme_style(schemes[i]);
+    return fmt::format("lc rgb {} pt {} lw 2", gp_string(st.colour), st.point);
   };
   int block = 0;
   for (const auto& panel : panels) {
@@ -258,10 +323,10 @@ std::string format_table(const std::vector<Record>& records, const std::string& 
   table.push_back({"series", x_name});
   table.back().insert(table.back().end(), schemes.begin(), schemes.end());
   for (const auto& [s, x] : rows) {
-    table.push_back({s, fmt::format("{}", x)});
+    table.push_back({s, format_number(x, 6)});
     for (const auto& scheme : schemes) {
       auto it = cells.find({s, x, scheme});
-      table.back().push_back(it == cells.end() ? "-" : fmt::format("{:.4g}", it->second));
+      table.back().push_back(it == cells.end() ? "-" : format_number(it->second));
     }
   }
   std::vector<size_t> width(table.front().size(), 0);
@@ -273,6 +338,29 @@ std::string format_table(const std::vector<Record>& records, const std::string& 
     for (size_t c = named ? 0 : 1; c < row.size(); ++c)
       line += c == 0 ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("  {:>{}}", row[c], width[c]);
     out += line.substr(named ? 0 : 2) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> metric_names(const std::vector<Record>& records, const std::vector<std::string>& first) {
+  std::vector<std::string> out;
+  std::set<std::string> present;
+  for (const Record& r : records)
+    for (const auto& [name, value] : r.metrics) present.insert(name);
+  for (const auto& m : first)
+    if (present.erase(m)) out.push_back(m);
+  out.insert(out.end(), present.begin(), present.end());
+  return out;
+}
+
+std::string format_tables(const std::vector<Record>& records, const std::vector<std::string>& metrics,
+                          const std::string& x_name) {
+  std::string out;
+  for (const auto& m : metrics) {
+    const std::string label = metric_label(m);
+    out += fmt::format("{}{} by {} and scheme:\n", out.empty() ? "" : "\n",
+                       label == m ? m : fmt::format("{} [{}]", label, m), x_name);
+    out += format_table(records, m, x_name);
   }
   return out;
 }

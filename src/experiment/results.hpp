@@ -23,8 +23,11 @@ struct Record {
 std::vector<std::string> write_results(const std::string& dir, const Scenario& sc,
                                        const std::vector<Record>& records);
 
-// Plots one metric: one line per scheme; one panel per series (multiplot)
-// when there are several series. Uses gnuplot (pngcairo or png terminal).
+// Plots one metric: one line per scheme, each scheme in its own colour and
+// point type (scheme_style, plot_style.hpp); one panel per series
+// (multiplot) when there are several series; the title is the scenario's
+// title and the metric's label, the key below the plot, whole-number tics on
+// axes whose values are all whole numbers. Uses gnuplot (pngcairo or png terminal).
 // Throws std::runtime_error if gnuplot fails.
 // Keeps the gnuplot input beside the PNG (<stem>.dat, <stem>.gp; re-plot with
 // `gnuplot <stem>.gp` in that directory). Without a sweep axis each scheme is
@@ -37,8 +40,23 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
 // The mean is weighted by each record's seeds, so averages can be re-averaged.
 std::vector<Record> average_over_seeds(const std::vector<Record>& per_seed);
 
-// A fixed-width text table: rows = (series, x), columns = schemes, cells = metric.
+// A fixed-width text table: rows = (series, x), columns = schemes, cells =
+// metric, every number through format_number (format.hpp).
 std::string format_table(const std::vector<Record>& records, const std::string& metric,
                          const std::string& x_name = "x");
+
+// The metrics the records have: those of `first` that any record has, in
+// that order, then every other one by name.
+std::vector<std::string> metric_names(const std::vector<Record>& records, const std::vector<std::string>& first);
+
+// One format_table per metric, each under a line naming it
+// ("average JCT (ms) [avg_jct_ms] by jobs and scheme:"), blank lines between.
+std::string format_tables(const std::vector<Record>& records, const std::vector<std::string>& metrics,
+                          const std::string& x_name = "x");
+
+// A plot's y-axis label for `metric`: the scenario's output.y_label, which
+// labels its first metric (or every metric when the scenario names none),
+// else metric_label(metric) (plot_style.hpp).
+std::string axis_label(const Scenario& sc, const std::string& metric);
 
 }  // namespace ina::exp

@@ -1,4 +1,5 @@
 #include "experiment/scenario.hpp"
+#include "experiment/set_override.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -481,6 +482,97 @@ void fail_field(std::string_view origin, std::string_view key, std::string_view 
   throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
 }
 
+std::string set_key(const std::string& set) {
+  const auto eq = set.find('=');
+  return eq == std::string::npos ? std::string() : set.substr(0, eq);
+}
+
+std::string sets_note(const std::vector<std::string>& sets, std::string_view flag) {
+  std::string out;
+  for (const auto& s : sets) out += fmt::format(" {} {}", flag, s);
+  return out.empty() ? out : " (with" + out + ")";
+}
+
+void apply_sets(toml::table& root, const std::vector<std::string>& sets, const SetShapeOf& shape,
+                std::string_view flag) {
+  for (const std::string& kv : sets) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ScenarioError(fmt::format("{} expects section.key=value, got '{}'", flag, kv));
+    const std::string key = kv.substr(0, eq), text = kv.substr(eq + 1);
+    auto bad = [&](const std::string& what) {
+      return ScenarioError(fmt::format("{} {}: {}", flag, kv, what));
+    };
+    // The table that holds the last part of the key, made as needed.
+    toml::table* t = &root;
+    std::string rest = key;
+    for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+      const std::string head = rest.substr(0, dot);
+      if (head.empty()) throw bad(fmt::format("'{}' has an empty part", key));
+      if (!t->contains(head)) t->insert(head, toml::table{});
+      toml::node* n = t->get(head);
+      if (!n->is_table())
+        throw bad(fmt::format("'{}' is {}, not a table of keys", head,
+                              n->is_array() ? "an array (of tables: not settable with " + std::string(flag) + ")"
+                                            : "a value"));
+      t = n->as_table();
+      rest = rest.substr(dot + 1);
+    }
+    if (rest.empty()) throw bad(fmt::format("'{}' has an empty part", key));
+    SetShape how = shape ? shape(key) : SetShape::Value;
+    if (how == SetShape::Value)
+      if (const toml::node* old = t->get(rest)) how = old->is_array() ? SetShape::Array : old->is_string() ? SetShape::String : how;
+    // One TOML value, or nothing if the text is not one.
+    auto parse_value = [](const std::string& s) -> std::optional<toml::table> {
+      try {
+        return toml::parse("v = " + s);
+      } catch (const toml::parse_error&) {
+        return std::nullopt;
+      }
+    };
+    auto value_or_string = [&](const std::string& s, toml::array& into) {
+      if (auto doc = parse_value(s); doc && !doc->get("v")->is_array() && !doc->get("v")->is_table())
+        into.push_back(*doc->get("v"));
+      else
+        into.push_back(s);
+    };
+    const bool quoted = !text.empty() && (text.front() == '"' || text.front() == '\'');
+    const bool bracketed = text.find_first_not_of(" \t") != std::string::npos && text[text.find_first_not_of(" \t")] == '[';
+    if (how == SetShape::Array && bracketed) {
+      try {
+        const toml::table doc = toml::parse("v = " + text);
+        t->insert_or_assign(rest, *doc.get("v"));
+      } catch (const toml::parse_error& e) {
+        throw bad(fmt::format("not a TOML array: {}", e.description()));
+      }
+    } else if (how == SetShape::Array) {
+      // A comma list; "" is the empty array (the reader says whether it may be empty).
+      toml::array arr;
+      if (text.find_first_not_of(" \t") != std::string::npos) {
+        size_t at = 0;
+        while (true) {
+          const size_t comma = text.find(',', at);
+          std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+          const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
+          if (b == std::string::npos) throw bad("an empty element in the comma list");
+          value_or_string(part.substr(b, e - b + 1), arr);
+          if (comma == std::string::npos) break;
+          at = comma + 1;
+        }
+      }
+      t->insert_or_assign(rest, std::move(arr));
+    } else if (how == SetShape::String && !quoted) {
+      t->insert_or_assign(rest, text);
+    } else if (auto doc = parse_value(text)) {
+      t->insert_or_assign(rest, *doc->get("v"));
+    } else if (quoted) {
+      throw bad("not a TOML string (unbalanced quotes?)");
+    } else {
+      t->insert_or_assign(rest, text);
+    }
+  }
+}
+
 const std::vector<std::string>& known_schemes() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out = schemes::names(schemes::Engine::SimStar);
@@ -712,8 +804,57 @@ std::vector<Point> expand(const Scenario& sc) {
   return points;
 }
 
-Scenario parse_scenario(const std::string& toml_text, const std::string& origin) {
-  const toml::table root = parse_toml(toml_text, origin);
+// How `--set` reads a scenario key: the arrays and the strings of the file.
+static SetShape scenario_set_shape(std::string_view key) {
+  for (std::string_view k : {"run.schemes", "run.seeds", "sweep.values", "output.metrics"})
+    if (key == k) return SetShape::Array;
+  for (std::string_view k : {"scenario.name", "scenario.title", "sweep.key", "sweep.label", "output.y_label"})
+    if (key == k) return SetShape::String;
+  if (const Field* f = find_field(key)) return f->member.index() == 3 ? SetShape::String : SetShape::Value;
+  return SetShape::Value;
+}
+
+static Scenario read_scenario(toml::table root, const std::string& origin);
+
+Scenario parse_scenario(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& sets) {
+  toml::table root = parse_toml(toml_text, origin);
+  if (sets.empty()) return read_scenario(std::move(root), origin);
+  apply_sets(root, sets, scenario_set_shape);
+  Scenario sc;
+  try {
+    sc = read_scenario(std::move(root), origin);
+  } catch (const ScenarioError& e) {
+    throw ScenarioError(e.what() + sets_note(sets));
+  }
+  // The sweep would overwrite such a value at every point: refuse it rather than ignore it.
+  for (const auto& kv : sets)
+    if (!sc.sweep_key.empty() && set_key(kv) == sc.sweep_key)
+      throw ScenarioError(fmt::format("--set {}: {} is the sweep's key (sweep.key), set at every point by "
+                                      "sweep.values; give the points with --set sweep.values=V1,V2,...",
+                                      kv, sc.sweep_key));
+  return sc;
+}
+
+void apply_setting_sets(Scenario& sc, const std::vector<std::string>& sets) {
+  toml::table root;
+  apply_sets(root, sets, scenario_set_shape);
+  Scenario next = sc;
+  for (const auto& kv : sets) {
+    const std::string key = set_key(kv);
+    const Field* f = find_field(key);
+    if (!f) continue;  // not a setting: read with the file already
+    const toml::node* n = root.at_path(key).node();
+    try {
+      assign(next.base, *f, value_of(*f, *n));
+    } catch (const Problem& p) {
+      fail("--set", key, p.what, p.value.value_or(text_of(*n)));
+    }
+  }
+  expand(next);
+  sc = std::move(next);
+}
+
+static Scenario read_scenario(toml::table root, const std::string& origin) {
   Scenario sc;
   sc.file = origin;
   sc.base.scenario_dir = std::filesystem::path(origin).parent_path().string();
@@ -788,7 +929,7 @@ Scenario load_overlay_file(Scenario sc, const std::string& path) {
   return sc;
 }
 
-Scenario load_scenario_file(const std::string& path) {
+Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
   // A directory opens and reads as empty, and an empty file parses as "all
   // defaults": both would silently run the built-in scenario.
   std::error_code ec;
@@ -804,7 +945,7 @@ Scenario load_scenario_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw ScenarioError(fmt::format("{}: cannot read scenario file", path));
   const std::string body = text.str();
-  Scenario sc = parse_scenario(body, path);
+  Scenario sc = parse_scenario(body, path, sets);
   // Nothing but whitespace and comments: the file sets nothing at all.
   if (toml::parse(body).empty())
     throw ScenarioError(fmt::format("{}: empty scenario file (no section or key; it would run the built-in defaults)",

@@ -157,8 +157,14 @@ struct Scenario {
 // the multi-switch collectives' (schemes::Engine::SimNetwork) not already listed.
 const std::vector<std::string>& known_schemes();
 
-Scenario load_scenario_file(const std::string& path);
-Scenario parse_scenario(const std::string& toml_text, const std::string& origin);
+// `sets` are `--set key=value` overrides (experiment/set_override.hpp),
+// written into the document before it is read: any key of the file, settings
+// and run.schemes, run.seeds, sweep.key, sweep.values, output.* alike (arrays
+// as a comma list or a TOML array: --set run.seeds=1 --set sweep.values=1,4).
+// A settings key that the sweep sets at every point (sweep.key) is refused.
+Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
+Scenario parse_scenario(const std::string& toml_text, const std::string& origin,
+                        const std::vector<std::string>& sets = {});
 
 // Applies "section.key=value" to settings with the same validation as the
 // file; throws ScenarioError naming `origin`, the key and the value.
@@ -174,6 +180,10 @@ void apply_setting(Settings& s, const std::string& key, const std::string& value
 // checked again. DSA's calibrated variant is one (scenarios/dsa/overlay/calibrated.toml).
 void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string& origin);
 Scenario load_overlay_file(Scenario sc, const std::string& path);
+// The settings keys of `--set` overrides applied to sc.base once more, as
+// load_scenario_file read them (`ina sim`: a --set wins over an --overlay),
+// every point checked again.
+void apply_setting_sets(Scenario& sc, const std::vector<std::string>& sets);
 
 // Cross-field checks (e.g. jobs * workers_per_job > hosts), run on every
 // concrete Settings before anything is simulated.
