@@ -42,8 +42,8 @@ TEST(BadFiles, DeepLayoutIsRefusedByBothReaders) {
 }
 
 // A shallow layout with a huge value in a field: the error quotes at most
-// 80 characters of it. Catches: the whole value in the message (the issue's
-// 300 KB error).
+// 80 characters of it. Catches: the whole value in the message (a
+// 300 KB error for a 300 KB value).
 TEST(BadFiles, LayoutErrorsQuoteABoundedPartOfTheValue) {
   const fs::path d = fresh_dir("wide_layout");
   const fs::path layout = d / "layout.json";

@@ -48,7 +48,7 @@ TEST(Cli, BadScenarioNamesFileFieldAndValueAndRunsNothing) {
   EXPECT_NE(r.status, 0);
 }
 
-// `ina demo dsa` (issue 12 item 5): the reduced Fig. 8 under the literal and
+// `ina demo dsa`: the reduced Fig. 8 under the literal and
 // the calibrated settings, one row per job count with both, and the line
 // that says what differs. Calibrated, SwitchML's regions fall below a job's
 // ~1 MB need at 8 jobs (640 KiB each) and it slows: its 8-job JCT exceeds

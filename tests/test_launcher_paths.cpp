@@ -258,6 +258,31 @@ TEST(WaitNotices, JobWithoutItsPsSaysWhatIsMissing) {
   EXPECT_NE(err.find(" s of 0.9 s)\n"), std::string::npos) << err;
 }
 
+// A PS whose workers never come says what the job is waiting for.
+TEST(WaitNotices, PsWithoutItsWorkersSaysWhatIsMissing) {
+  ina::test::LocalSwitch sw(ina::test::switch_config("dsa"));
+  PsDaemonConfig c;
+  c.sw = sw.d.endpoint();
+  c.job = 1;
+  c.nworkers = 2;
+  c.key = job_key(ina::test::test_switch_key(), 1);
+  c.has_key = true;
+  c.rendezvous_timeout = 900 * kMs;
+  c.assemble_notice_after = 300 * kMs;
+  std::string error;
+  const std::string err = stderr_of([&] {
+    try {
+      PsDaemon ps(c);
+    } catch (const RuntimeError& e) {
+      error = e.what();
+    }
+  });
+  EXPECT_NE(error.find("0 of 2 workers joined"), std::string::npos) << error;
+  EXPECT_NE(err.find("ina: PS of job 1: waiting at the switch at " + c.sw.str() +
+                     " for job 1 to assemble: 0 of 2 workers joined"),
+            std::string::npos) << err;
+}
+
 // A long `ina run` says how far it is: elapsed time, workers finished and the
 // switch's gradient packets against what the job sends.
 TEST(WaitNotices, LongRunPrintsProgress) {

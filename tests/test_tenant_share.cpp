@@ -415,6 +415,54 @@ TEST(TenantShare, AtpReclaimsReservationsIncompletePastTheTimeout) {
   rig.expect_victim_exact();
 }
 
+// A job at its quota reclaims nothing: it could not take the aggregator, so
+// emptying another job's stale reservation would only churn. Quota 16 each on
+// 64 aggregators, reclaim after 1 s: the attacker holds 16 stale ones; the
+// victim, holding its 16, addresses them after 10 s and none is reclaimed;
+// once one of the victim's own is freed, the next stale one it addresses is.
+TEST(TenantShare, AJobAtItsQuotaReclaimsNothing) {
+  Rig rig("atp", [](dp::SwitchConfig& c) {
+    c.job_quota = 16;
+    c.reclaim_after = 1 * kSec;
+  });
+  rig.flood(0, 7424, 0);
+  ASSERT_EQ(rig.sw->occupied_by(kAttacker), 16u);
+  const std::set<uint32_t> attacker = held_by_attacker(*rig.sw, 7424);
+  // the victim's 16: rank 0 of tasks on aggregators the attacker does not hold
+  uint32_t psn = 100000;
+  std::vector<uint32_t> mine;
+  while (mine.size() < 16) {
+    if (!attacker.count(index_of(kVictim, psn)) && rig.sw->holder_of(kVictim, psn) < 0) {
+      const size_t before = rig.sw->occupied_by(kVictim);
+      rig.hold(psn, 1);
+      if (rig.sw->occupied_by(kVictim) > before) mine.push_back(psn);
+    }
+    ++psn;
+  }
+  rig.now = 10 * kSec;
+  const auto& st = rig.sw->stats();
+  uint32_t onto_attacker = 0;
+  for (uint32_t p = 200000; onto_attacker < 8; ++p)
+    if (attacker.count(index_of(kVictim, p))) {
+      rig.hold(p, 1);
+      ++onto_attacker;
+    }
+  EXPECT_EQ(st.reclaimed, 0u) << "a job at its quota reclaimed another job's aggregator";
+  EXPECT_EQ(rig.sw->occupied_by(kAttacker), 16u);
+  // One of the victim's own completes (rank 1 joins it): the victim is below its quota again.
+  rig.task(mine[0]);
+  rig.settle();
+  ASSERT_EQ(rig.sw->occupied_by(kVictim), 15u);
+  for (uint32_t p = 300000;; ++p)
+    if (attacker.count(index_of(kVictim, p))) {
+      rig.hold(p, 1);
+      break;
+    }
+  EXPECT_EQ(st.reclaimed, 1u);
+  EXPECT_EQ(rig.sw->occupied_by(kAttacker), 15u);
+  EXPECT_EQ(rig.sw->occupied_by(kVictim), 16u);
+}
+
 // DSA: the attacker's first transmissions at INT32_MAX take the pool at t = 0
 // and never complete. Downgrading alone lets the victim (2^16) in only after
 // 15 lost compares per aggregator; with reclaim_after = 1 s every victim task

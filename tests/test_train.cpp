@@ -200,6 +200,16 @@ TEST(Train, FortunesBadOptionsAreNamed) {
   }
 }
 
+// The switch memory is given in MiB as in every other command (or in bytes);
+// a value beyond the switch's 1 GiB names the flag and both units.
+TEST(Train, MemoryInMiBLikeEveryCommand) {
+  const auto help = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --help");
+  EXPECT_NE(help.output.find("--memory-mb"), std::string::npos) << help.output;
+  const auto r = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --memory-mb 2048");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--memory-mb: 2048 MiB is 2147483648 bytes"), std::string::npos) << r.output;
+}
+
 // A launcher without a reachable ina binary fails fast with a clear message.
 TEST(Train, MissingInaBinaryIsAnError) {
   const auto r = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY +

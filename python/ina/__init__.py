@@ -181,6 +181,8 @@ def _keys(keys):
     import numpy as np
 
     k = np.asarray(_array(keys))
+    if k.size == 0:  # a rank with no keys this iteration (numpy makes [] float64)
+        return np.empty(0, np.uint64)
     if k.dtype.kind not in "ui":
         raise ArgumentError(f"allreduce_sparse: keys must be integers (uint64), got dtype {k.dtype}"
                             + (": float keys would be truncated" if k.dtype.kind == "f" else ""))
@@ -196,12 +198,33 @@ def _keys(keys):
 # the DDP hook's completer thread held when its model was dropped.
 _open = weakref.WeakSet()
 
+# The status a script gave sys.exit (None: it did not call it). An exit handler is not told
+# how the interpreter ends, and a script that catches its error and calls sys.exit(1) has
+# failed as surely as one that raises: its communicators leave at once (abandon), before the
+# exit unwinds the frames that hold them (a communicator dropped there would close, waiting
+# for the other ranks, which wait for this one). `raise SystemExit(1)` itself is not seen.
+_exit_status = None
+_sys_exit = sys.exit
+
+
+def _recording_exit(status=None):
+    global _exit_status
+    _exit_status = status
+    if status not in (None, 0):
+        for comm in list(_open):
+            _open.discard(comm)
+            comm.abandon()
+    _sys_exit(status)
+
+
+sys.exit = _recording_exit
+
 
 def _close_at_exit():
-    # sys.last_value is set when an uncaught exception ended the script (not by sys.exit):
-    # leave without closing, so that the switch aborts the job now and the other ranks
-    # fail fast (a close would wait for them, and they for this rank's next op).
-    if getattr(sys, "last_value", None) is not None:
+    # A failed script (an uncaught exception sets sys.last_value; or sys.exit with a non-zero
+    # status or a message) leaves without closing, so that the switch aborts the job now and
+    # the other ranks fail fast (a close would wait for them, and they for this rank's next op).
+    if getattr(sys, "last_value", None) is not None or _exit_status not in (None, 0):
         for comm in list(_open):
             comm.abandon()
         return

@@ -64,9 +64,9 @@ inline CLI::Validator SchemeOf(schemes::Engine e) {
 }
 
 // Switch aggregator memory, in MiB as everywhere else in ina (a scenario's
-// switch.memory_mb, `ina plan zebra --memory-mb`): --memory-mb MIB, or
-// --memory BYTES (the older spelling, still accepted), into `bytes`. The two
-// exclude each other; both are checked against `bytes_range`.
+// switch.memory_mb, `ina plan zebra --memory-mb`): --memory-mb MIB or
+// --memory BYTES, into `bytes`. The two exclude each other; both are checked
+// against `bytes_range`.
 inline void add_memory_options(CLI::App* app, uint64_t& bytes, const std::string& what,
                                const CLI::Validator& bytes_range) {
   auto* by = app->add_option("--memory", bytes, what + " in bytes (or --memory-mb)")

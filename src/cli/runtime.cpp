@@ -373,25 +373,31 @@ struct TrainPyCmd {
   }
 
   // args: what follows the options: SCRIPT [ARGS...], or SCRIPT -- ARGS... (that "--" is dropped
-  // and ARGS go to the script unchecked). An option of train-py's among ARGS before any "--" is
-  // refused: it would silently go to the script instead of configuring the run.
+  // and ARGS go to the script unchecked); SCRIPT may be `-m MODULE`, as python's (torchrun's
+  // --module). An option of train-py's among ARGS before any "--" is refused: it would silently
+  // go to the script instead of configuring the run.
   int run(std::vector<std::string> args) {
     if (!args.empty() && args[0] == "--") args.erase(args.begin());
     if (args.empty())
       throw rt::RuntimeError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [ARGS...]");
-    if (args[0].size() > 1 && args[0][0] == '-')
+    const size_t script_len = args[0] == "-m" ? 2 : 1;
+    if (script_len == 2 && args.size() < 2)
+      throw rt::RuntimeError("train-py: -m needs the module to run: ina train-py [OPTIONS] -m MODULE [ARGS...]");
+    if (script_len == 1 && args[0].size() > 1 && args[0][0] == '-')
       throw rt::RuntimeError(fmt::format("train-py: unknown option '{}' (`ina train-py --help` lists them); the script "
-                                         "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...]", args[0]));
-    if (args.size() > 1 && args[1] == "--") {
-      args.erase(args.begin() + 1);
+                                         "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...] (or -m "
+                                         "MODULE [ARGS...])", args[0]));
+    const std::string script = script_len == 2 ? "-m " + args[1] : args[0];
+    if (args.size() > script_len && args[script_len] == "--") {
+      args.erase(args.begin() + static_cast<long>(script_len));
     } else {
-      for (size_t i = 1; i < args.size() && args[i] != "--"; ++i)
+      for (size_t i = script_len; i < args.size() && args[i] != "--"; ++i)
         if (ours(args[i]))
           throw rt::RuntimeError(fmt::format(
               "train-py: '{0}' comes after the script '{1}', so it would be the script's argument and not configure "
               "the run: put ina's options before the script, as with torchrun (ina train-py {0} ... {1} [ARGS...]); "
               "to hand '{0}' to the script, write '--' right after the script (ina train-py [OPTIONS] {1} -- ARGS...)",
-              args[i], args[0]));
+              args[i], script));
     }
     c.command = {python};
     c.command.insert(c.command.end(), args.begin(), args.end());

@@ -195,6 +195,7 @@ bool SwitchProgram::may_take(const SwitchJob& j, uint32_t i) const {
 bool SwitchProgram::reclaimable(uint32_t i, const SwitchJob& j) const {
   const Agg& a = aggs_[i];
   if (a.key == 0 || is_pinned(i)) return false;
+  if (!may_take(j, i)) return false;  // j could not use it: emptying it would only churn
   if (!born_.empty() && now_ - born_[i] >= cfg_.reclaim_after) return true;
   if (a.owner == 0 || a.owner == j.job) return false;
   const uint32_t q = quota_of(a.owner);

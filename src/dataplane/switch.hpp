@@ -334,7 +334,8 @@ class SwitchProgram : public Node {
   // Job j may take aggregator i without exceeding its quota (i held by j already: yes).
   bool may_take(const SwitchJob& j, uint32_t i) const;
   // A packet of job j that addresses aggregator i, held by another task,
-  // reclaims it (never a sparse job's pinned one): that task reserved it at
+  // reclaims it (never a sparse job's pinned one, never for a job j that
+  // may not take it under its quota): that task reserved it at
   // least SwitchConfig::reclaim_after ago, or it is charged to another job
   // holding more than its quota (a quota lowered by a job's arrival: the fair
   // share of the jobs registered now).

@@ -857,10 +857,14 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
   if (cfg.datagram_auth) sw_args.push_back("--datagram-auth");
   // Every member of this run connects from 127.0.0.1: the switch's per-address
   // connection limit must hold them all (and a few stats queries).
+  // The total is given only when it must grow beyond its default: below it,
+  // the switch keeps its own (lowered to what RLIMIT_NOFILE allows).
   if (const unsigned conns = cfg.total_workers() + (has_ps(cfg.scheme) ? cfg.jobs : 0) + 16;
-      conns > ControlLimits{}.max_per_source)
-    sw_args.insert(sw_args.end(), {"--max-connections-per-source", std::to_string(conns), "--max-connections",
-                                   std::to_string(std::max(conns, ControlLimits::kDefaultMaxConnections))});
+      conns > ControlLimits{}.max_per_source) {
+    sw_args.insert(sw_args.end(), {"--max-connections-per-source", std::to_string(conns)});
+    if (conns > ControlLimits::kDefaultMaxConnections)
+      sw_args.insert(sw_args.end(), {"--max-connections", std::to_string(conns)});
+  }
   if (auto f = start_switch(sup, cfg, std::move(sw_args), "switch", 0, deadline, sw, sw_port))
     return fail(*f);
   const Endpoint sw_ep = Endpoint::parse(fmt::format("127.0.0.1:{}", sw_port));
@@ -911,7 +915,6 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
             fmt::format("worker rank {} ({})", r, cfg.command.size() > 1 ? cfg.command[1] : cfg.command[0]);
         sup.spawn(Kind::Worker, name, j, r, cfg.command[0], args, -1, env, tee.add(r));
       }
-      tee.start();
       continue;
     }
     for (unsigned r = 0; r < cfg.workers_of(j); ++r) {
@@ -925,6 +928,7 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
       sup.spawn(Kind::Worker, fmt::format("worker rank {} of job {}", r, j), j, r, cfg.binary, a);
     }
   }
+  tee.start();  // train-py: reads every script's stderr (nothing without scripts)
 
   // 3. Until every worker has exited; anything else that exits is a failure.
   // `ina run` says how far the jobs are while they run (a long run is not a hang).

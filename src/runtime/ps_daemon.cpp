@@ -38,6 +38,8 @@ struct PsDaemon::Impl {
     jo.connect_timeout = cfg.connect_timeout;
     jo.rendezvous_timeout = cfg.rendezvous_timeout;
     jo.key = cfg.has_key ? cfg.key : job_key_from_env(cfg.job);
+    if (cfg.log) jo.announce = fmt::format("ina: PS of job {}", cfg.job);  // long waits are said on stderr
+    jo.assemble_notice_after = cfg.assemble_notice_after;
     joined = join_job(jo);
     const JobAssignment& a = joined.job;
     const schemes::Scheme& scheme = scheme_of(a, cfg.sw);

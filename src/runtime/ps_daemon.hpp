@@ -29,6 +29,8 @@ struct PsDaemonConfig {
   bool datagram_auth = false;
   Time connect_timeout = 10 * kSec;
   Time rendezvous_timeout = 60 * kSec;
+  // With `log`, a job that takes longer than this to assemble is said on stderr.
+  Time assemble_notice_after = 5 * kSec;
   bool log = true;
 };
 

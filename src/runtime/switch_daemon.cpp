@@ -94,15 +94,15 @@ ShareLimits ShareLimits::from_flags(const std::string& quota, double reclaim_ms,
   return s;
 }
 
-ControlLimits ControlLimits::resolved() const {
+ControlLimits ControlLimits::resolved(unsigned threads) const {
   ControlLimits r = *this;
   if (r.max_connections == 0) {
     r.max_connections = kDefaultMaxConnections;
+    const rlim_t reserve = kDescriptorReserve + rlim_t{kDescriptorsPerThread} * std::max(1u, threads);
     rlimit nofile{};
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
-      r.max_connections = static_cast<unsigned>(std::clamp<rlim_t>(nofile.rlim_cur > kDescriptorReserve + 16
-                                                                        ? nofile.rlim_cur - kDescriptorReserve : 16,
-                                                                    16, kDefaultMaxConnections));
+      r.max_connections = static_cast<unsigned>(
+          std::clamp<rlim_t>(nofile.rlim_cur > reserve + 16 ? nofile.rlim_cur - reserve : 16, 16, kDefaultMaxConnections));
   }
   if (r.max_per_source == 0) throw RuntimeError("switch: --max-connections-per-source must be >= 1");
   if (r.visitor_timeout <= 0) throw RuntimeError("switch: --control-timeout-ms must be > 0");
@@ -348,7 +348,7 @@ struct SwitchDaemon::Impl {
   Shard& shard_of(uint16_t job) { return *shards[job % shards.size()]; }
   const Shard& shard_of(uint16_t job) const { return *shards[job % shards.size()]; }
 
-  explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)), limits(c.control.resolved()) {
+  explicit Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)), limits(c.control.resolved(c.threads)) {
     if (!cfg.has_key)
       throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                          "'ina key new FILE' creates one");
@@ -641,11 +641,14 @@ struct SwitchDaemon::Impl {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        // Out of descriptors (EMFILE, ENFILE) or memory: the pending
+        const int err = errno;
+        ++limit_counts.accept_failures;
+        last_accept_error = errno_text(err);
+        // Out of descriptors: the oldest visitor makes room, as at the
+        // connection limit. Without one (or out of memory) the pending
         // connection stays in the backlog and the listener stays readable, so
         // it is not watched until a connection closes or the next sweep.
-        ++limit_counts.accept_failures;
-        last_accept_error = errno_text(errno);
+        if ((err == EMFILE || err == ENFILE) && evict_oldest_visitor(nullptr)) continue;
         return pause_accept();
       }
       UniqueFd guard(fd);

@@ -59,14 +59,17 @@ inline constexpr unsigned kMaxSwitchThreads = 64;
 // Everything refused or closed here is counted (stats "control").
 struct ControlLimits {
   static constexpr unsigned kDefaultMaxConnections = 4096;
-  static constexpr unsigned kDescriptorReserve = 64;  // the switch's own descriptors (sockets, epoll, files)
-  unsigned max_connections = 0;  // 0: kDefaultMaxConnections, lowered to RLIMIT_NOFILE - kDescriptorReserve
+  // The switch's own descriptors: 64 (listeners, files, logs) and 4 per
+  // switch thread (its epoll, eventfd, UDP socket and timerfd).
+  static constexpr unsigned kDescriptorReserve = 64;
+  static constexpr unsigned kDescriptorsPerThread = 4;
+  unsigned max_connections = 0;  // 0: kDefaultMaxConnections, lowered to RLIMIT_NOFILE less the reserve
   unsigned max_per_source = 256;
   Time visitor_timeout = 5 * kSec;
   size_t max_visitor_line = 8 << 10;
   size_t max_visitor_output = 64 << 10;
   // The limits in force (max_connections resolved); throws RuntimeError naming a bad one.
-  ControlLimits resolved() const;
+  ControlLimits resolved(unsigned threads = 1) const;
 };
 
 // Sharing the aggregator pool between jobs (the shared-pool schemes, ATP and

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/checks.hpp"
 #include "schemes/registry.hpp"
 #include "train/train.hpp"
 
@@ -43,7 +44,8 @@ int main(int argc, char** argv) {
                  "fortunes on zebra: at most this many hot keys (d per row; the switch holds 32768)")
       ->capture_default_str();
   app.add_option("--payload", c.payload, "ina: int32 values per packet")->capture_default_str();
-  app.add_option("--memory", c.memory_bytes, "ina: switch aggregator memory in bytes")->capture_default_str();
+  ina::cli::add_memory_options(&app, c.memory_bytes, "ina: switch aggregator memory",
+                               CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--timeout", c.timeout_s, "bound of the whole run in seconds")->capture_default_str();
   app.add_option("--json", c.json_out, "write a JSON summary here");
   app.add_option("--ina-binary", c.ina_binary, "the `ina` executable (default: next to ina-train)");

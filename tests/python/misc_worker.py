@@ -8,6 +8,7 @@
     PYTHONPATH, ina.__file__, ina.__version__ and the checks' errors to rank<R>.json; closes.
 --mode fail: joins; rank 1 then prints a line and dies of an uncaught ValueError while rank 0 waits
     in an allreduce.
+--mode fail-exit: as fail, but rank 1 catches its error and calls sys.exit(1).
 --mode noclose-thread: joins, runs one allreduce and ends without comm.close() while a daemon thread
     still holds the communicator (so only the exit handler can close it).
 --mode ddp-noclose: a DDP model with the ina hook (gloo process group) trains 3 steps and the script
@@ -59,6 +60,16 @@ def main():
             raise ValueError("boom from rank 1")
         comm.allreduce(np.ones(4, dtype=np.float32))
         return 0
+    if args.mode == "fail-exit":
+        comm = ina.Communicator()
+        if rank == 1:
+            try:
+                raise ValueError("boom from rank 1")
+            except ValueError as e:
+                print(f"rank 1 caught {e}", file=sys.stderr, flush=True)
+                sys.exit(1)
+        comm.allreduce(np.ones(4, dtype=np.float32))
+        return 0
     if args.mode == "noclose-thread":
         comm = ina.Communicator()
         comm.allreduce(np.ones(4, dtype=np.float32))
@@ -86,11 +97,15 @@ def info(args, rank):
                             "seconds": time.monotonic() - t0}
     # int64 keys (numpy's default integer) are fine, and the communicator still works
     k, v, _ = comm.allreduce_sparse(np.array([3, 70]), np.ones(2, dtype=np.float32), key_space=100)
+    # a rank with no keys this time passes an empty list (numpy makes it float64)
+    ke, ve, _ = comm.allreduce_sparse([] if rank == 1 else [5], np.ones(0 if rank == 1 else 1, dtype=np.float32),
+                                      key_space=100)
     x = np.arange(5, dtype=np.float32)
     comm.allreduce(x)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
         json.dump({"argv": sys.argv[1:], "pythonpath": os.environ.get("PYTHONPATH"), "ina_file": ina.__file__,
                    "version": ina.__version__, "errors": errors, "sparse_keys": k.tolist(), "sparse_values": v.tolist(),
+                   "empty_rank_keys": ke.tolist(), "empty_rank_values": ve.tolist(),
                    "sum": x.tolist(), "size": comm.size}, f)
     comm.close()
     return 0

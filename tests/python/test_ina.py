@@ -107,6 +107,18 @@ class Config(unittest.TestCase):
             ina.resolve_config()
         self.assertIn("INA_LOSS '2'", str(e.exception))
 
+    def test_a_directory_or_device_is_no_configuration(self):
+        with tempfile.TemporaryDirectory() as d:
+            with Env(**CLEAN), self.assertRaises(ina.Error) as e:
+                ina.resolve_config(d)
+            self.assertIn(f"communicator configuration '{d}' is a directory", str(e.exception))
+            with Env(**{**CLEAN, "INA_CONFIG": d}), self.assertRaises(ina.Error) as e:
+                ina.resolve_config()
+            self.assertIn(f"INA_CONFIG: communicator configuration '{d}' is a directory", str(e.exception))
+        with Env(**CLEAN), self.assertRaises(ina.Error) as e:
+            ina.resolve_config("/dev/zero")
+        self.assertIn("'/dev/zero' is not a regular file", str(e.exception))
+
     def test_no_switch_fails_within_the_timeout_naming_the_address(self):
         # refused: nothing listens on the port
         with socket.socket() as s:
@@ -292,6 +304,7 @@ class Paths(unittest.TestCase):
                                               r"more than the available memory .* \(MemAvailable\)")
             self.assertLess(huge["seconds"], 1.0)  # refused, not allocated
             self.assertEqual((rep["sparse_keys"], rep["sparse_values"]), ([3, 70], [2.0, 2.0]))
+            self.assertEqual((rep["empty_rank_keys"], rep["empty_rank_values"]), ([5], [1.0]))
 
     def test_failed_script_is_named_last_with_its_own_words(self):
         t0 = time.monotonic()
@@ -308,6 +321,16 @@ class Paths(unittest.TestCase):
                                          r"status 1; the end of its standard error:$")
         self.assertIn("  | rank 1 is about to fail", lines[head[0]:])
         self.assertTrue(all(l.startswith("  | ") for l in lines[head[0] + 1:]), r.stderr)
+
+    def test_script_that_exits_with_a_failure_status_leaves_without_closing(self):
+        # rank 1 catches its error and calls sys.exit(1): a close at exit would wait for rank 0,
+        # which waits in an allreduce for rank 1 (until its 60 s progress timeout)
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory() as d:
+            r = train_py(2, "dsa", "misc_worker.py", ["--out", d, "--mode", "fail-exit"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assertIn("  | rank 1 caught boom from rank 1", r.stderr)
 
     def test_ddp_script_without_close_finishes_its_job(self):
         with tempfile.TemporaryDirectory() as d:
@@ -331,6 +354,16 @@ class Paths(unittest.TestCase):
             with open(summary) as f:
                 s = json.load(f)
         self.assertEqual((s["switch"]["jobs"]["finished"], s["switch"]["jobs"]["aborted"]), (1, 0))
+
+    def test_a_module_runs_with_dash_m_as_with_python(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([INA, "train-py", "--workers", "2", "--scheme", "switchml", "--timeout", "60", "-m",
+                                "misc_worker", "--out", d, "--mode", "noclose-thread"], capture_output=True, text=True,
+                               timeout=90, cwd=HERE)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = subprocess.run([INA, "train-py", "-m"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("-m needs the module to run", r.stderr)
 
     def test_help_lists_only_the_schemes_it_runs(self):
         r = subprocess.run([INA, "train-py", "--help"], capture_output=True, text=True, timeout=30)
