@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -26,8 +28,11 @@
 #include "runtime/communicator.hpp"
 #include "runtime/control.hpp"
 #include "runtime/datagram_tag.hpp"
+#include "runtime/ring_layout.hpp"
+#include "runtime/ring_worker.hpp"
 #include "runtime/udp_engine.hpp"
 #include "wire/patch.hpp"
+#include "cli_util.hpp"
 #include "runtime_fixture.hpp"
 #include "test_keys.hpp"
 
@@ -507,4 +512,213 @@ TEST(DatagramAuth, MemberRequiringTagsRefusesASwitchWithout) {
     EXPECT_NE(std::string(e.what()).find("does not tag datagrams: start it with --datagram-auth"), std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `ina ARGS` (stdout and stderr), under `env_prefix` (e.g. "env -u X").
+ina_test::CliResult ina_cmd(const std::vector<std::string>& args, const std::string& env_prefix = "") {
+  std::string line = env_prefix + (env_prefix.empty() ? "" : " ") + INA_BINARY;
+  for (const auto& a : args) line += " '" + a + "'";
+  return ina_test::run_command(line);
+}
+
+// Every engine counter `name` in a ring run's report: the ranks (and ATP's PS), then the ToRs.
+std::vector<uint64_t> engine_counters(const nlohmann::json& run, const char* name) {
+  std::vector<uint64_t> v;
+  for (const auto& w : run["jobs"][0]["workers"]) v.push_back(w["stats"]["engine"].value(name, uint64_t{99}));
+  for (const auto& s : run["switches"]) v.push_back(s["engine"].value(name, uint64_t{99}));
+  return v;
+}
+
+}  // namespace
+
+// `ina run --datagram-auth` over a static layout (2 racks of 2): RAR between
+// ring workers only, Rina through both racks' INA ToRs, ATP through a tree of
+// two ToRs and a PS. The launcher writes the run's salt into the layout and
+// hands each worker (and the PS) the job's key; every datagram is tagged and
+// verified: the sums are exact, no engine refuses a tag or lacks a key, and
+// every datagram carries 8 bytes more than in the same run without tags.
+TEST(DatagramAuthLayouts, RarRinaAndAtpOverRacksExactWithEveryDatagramTagged) {
+  const fs::path dir = ina_test::fresh_dir("dga_layouts");
+  for (const std::string scheme : {"rar", "rina", "atp"}) {
+    SCOPED_TRACE(scheme);
+    nlohmann::json runs[2];
+    for (int tags = 0; tags < 2; ++tags) {
+      const fs::path json = dir / fmt::format("{}{}.json", scheme, tags);
+      std::vector<std::string> a{"run", "--scheme", scheme, "--workers", "4", "--racks", "2", "--size", "16384",
+                                 "--iterations", "2", "--payload", "64", "--json", json.string(), "--timeout", "30"};
+      if (tags) a.push_back("--datagram-auth");
+      const auto o = ina_cmd(a);
+      ASSERT_EQ(o.status, 0) << o.output;
+      std::ifstream in(json);
+      runs[tags] = nlohmann::json::parse(in, nullptr, false);
+      ASSERT_TRUE(runs[tags].is_object()) << o.output;
+      EXPECT_TRUE(runs[tags]["ok"].get<bool>()) << runs[tags]["problems"] << o.output;
+      EXPECT_EQ(runs[tags]["jobs"][0]["mismatches"], 0);
+      EXPECT_EQ(runs[tags]["jobs"][0]["verified"].get<uint64_t>(), uint64_t{16384 / 4} * 2 * 4);
+    }
+    const auto& on = runs[1];
+    EXPECT_FALSE(runs[0]["layout"].contains("datagram_salt"));
+    ASSERT_TRUE(on["layout"].contains("datagram_salt"));
+    EXPECT_EQ(on["layout"]["datagram_salt"].get<std::string>().size(), 64u);
+    const size_t processes = on["jobs"][0]["workers"].size() + on["switches"].size();
+    EXPECT_EQ(on["switches"].size(), scheme == "rar" ? 0u : 2u);
+    EXPECT_EQ(engine_counters(on, "rx_bad_tag"), std::vector<uint64_t>(processes, 0));
+    EXPECT_EQ(engine_counters(on, "tx_no_key"), std::vector<uint64_t>(processes, 0));
+    EXPECT_EQ(engine_counters(on, "rx_malformed"), std::vector<uint64_t>(processes, 0));
+    // A clean loopback run sends the same datagrams with and without tags.
+    const auto tx = engine_counters(on, "tx_datagrams"), tx0 = engine_counters(runs[0], "tx_datagrams");
+    const auto bytes = engine_counters(on, "tx_bytes"), bytes0 = engine_counters(runs[0], "tx_bytes");
+    ASSERT_EQ(tx.size(), tx0.size());
+    size_t compared = 0;  // a process whose sends a retransmission changed is not compared
+    for (size_t i = 0; i < tx.size(); ++i)
+      if (tx[i] == tx0[i]) {
+        ++compared;
+        EXPECT_GT(tx[i], 0u) << "process " << i;
+        EXPECT_EQ(bytes[i], bytes0[i] + kTagBytes * tx[i]) << "process " << i;
+      }
+    EXPECT_GT(compared, 0u);
+  }
+  fs::remove_all(dir);
+}
+
+// A layout with "datagram_salt" needs the job's key: a ring worker without
+// one (no --key-file, no INA_JOB_KEY or INA_SWITCH_KEY) refuses, naming the
+// layout's field and where the key comes from; a bad salt is refused like
+// any field; --datagram-auth (ring worker or switch) refuses a layout
+// without a salt.
+TEST(DatagramAuthLayouts, SaltWithoutKeyAndBadSaltAreRefusedNamingTheField) {
+  const fs::path dir = ina_test::fresh_dir("dga_nokey");
+  const fs::path layout = dir / "layout.json", bar = dir / "bar";
+  fs::create_directories(bar);
+  const std::string head = R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}])";
+  const std::vector<std::string> rank0{"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64",
+                                       "--barrier", bar.string(), "--timeout", "2"};
+  std::ofstream(layout) << head << R"(, "datagram_salt": ")" << to_hex(random_key()) << "\"}";
+  const auto a = ina_cmd(rank0, "env -u INA_JOB_KEY -u INA_SWITCH_KEY");
+  EXPECT_EQ(a.status, 1) << a.output;
+  EXPECT_NE(a.output.find("field 'datagram_salt'"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("--key-file"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find(layout.string()), std::string::npos) << a.output;
+  std::ofstream(layout) << head << R"(, "datagram_salt": "0123"})";
+  const auto b = ina_cmd(rank0);
+  EXPECT_EQ(b.status, 1) << b.output;
+  EXPECT_NE(b.output.find("field 'datagram_salt' = \"0123\""), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("64 hex digits"), std::string::npos) << b.output;
+  std::ofstream(layout) << head << "}";
+  std::vector<std::string> required = rank0;
+  required.push_back("--datagram-auth");
+  const auto c = ina_cmd(required);
+  EXPECT_EQ(c.status, 1) << c.output;
+  EXPECT_NE(c.output.find("--datagram-auth: the layout"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("no field 'datagram_salt'"), std::string::npos) << c.output;
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1], "ina": true}]})";
+  const fs::path key = dir / "switch.key";
+  write_key_file(key.string(), random_key());
+  const auto d = ina_cmd({"switch", "--key-file", key.string(), "--listen", "127.0.0.1:0", "--policy", "rina", "--layout",
+                          layout.string(), "--rack", "0", "--datagram-auth"});
+  EXPECT_EQ(d.status, 1) << d.output;
+  EXPECT_NE(d.output.find("no field 'datagram_salt'"), std::string::npos) << d.output;
+  fs::remove_all(dir);
+}
+
+// Two RAR ranks of a tagged layout (in this process, as `ina run` starts
+// them: sockets bound first, the job's key in a key file). Before they start,
+// a forger holding rank 1's socket (a duplicate of its descriptor: rank 1's
+// own address, what a process on rank 1's host or path can send from) sends
+// rank 0 untagged datagrams claiming rank 1's node id: rank 0 counts each as
+// rx_bad_tag and drops it, and both ranks' sums stay exact.
+TEST(DatagramAuthLayouts, ForgedUntaggedDatagramFromAPeersAddressIsDroppedAndTheRingStaysExact) {
+  const fs::path dir = ina_test::fresh_dir("dga_forge");
+  const fs::path layout = dir / "layout.json", bar = dir / "bar", key = dir / "job.key";
+  fs::create_directories(bar);
+  UniqueFd s0 = plain_udp(), s1 = plain_udp();
+  RingLayout L;
+  L.scheme = "rar";
+  L.workers = {local_endpoint(s0.get()), local_endpoint(s1.get())};
+  L.racks = split_racks(2, 1, {});
+  L.datagram_salt = random_key();
+  L.write(layout.string());
+  write_key_file(key.string(), job_key(random_key(), L.job));
+  const UniqueFd forger(::dup(s1.get()));
+  ASSERT_TRUE(forger);
+  constexpr int kForged = 5;
+  for (uint32_t psn = 0; psn < kForged; ++psn) {
+    Header h = data_header(L.job, RingLayout::worker_id(1), RingLayout::worker_id(0), 64);
+    h.rank = 1;
+    h.psn = psn;
+    send_raw(forger.get(), L.workers[0], encoded(h, std::vector<int32_t>(64, 5'000'000)).data(), encoded_size(h));
+  }
+  std::vector<std::string> errors(2);
+  std::vector<int> status(2, -1);
+  std::vector<std::thread> ts;
+  for (unsigned r = 0; r < 2; ++r) {
+    ts.emplace_back([&, r, fd = (r == 0 ? s0 : s1).release()] {
+      RingWorkerConfig c;
+      c.layout = layout.string();
+      c.rank = r;
+      c.bytes = 16384;
+      c.iterations = 2;
+      c.udp_fd = fd;
+      c.barrier = bar.string();
+      c.report = (dir / fmt::format("rank{}.json", r)).string();
+      c.timeout_s = 20;
+      c.log = false;
+      c.key_file = key.string();
+      c.datagram_auth = true;
+      try {
+        status[r] = run_ring_worker(c);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(errors, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+  for (unsigned r = 0; r < 2; ++r) {
+    std::ifstream in(dir / fmt::format("rank{}.json", r));
+    const auto rep = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(rep.is_object()) << "rank " << r;
+    EXPECT_EQ(rep["mismatches"], 0) << "rank " << r;
+    EXPECT_EQ(rep["verified"].get<uint64_t>(), uint64_t{16384 / 4} * 2) << "rank " << r;
+    const auto& e = rep["stats"]["engine"];
+    EXPECT_EQ(e["rx_bad_tag"], r == 0 ? kForged : 0) << "rank " << r;
+    EXPECT_EQ(e["rx_foreign"], 0) << "rank " << r;
+    EXPECT_EQ(e["rx_malformed"], 0) << "rank " << r;
+    EXPECT_EQ(e["tx_no_key"], 0) << "rank " << r;
+  }
+  fs::remove_all(dir);
+}
+
+// Failover under tags: rank 4 (rack 1's agent) of a tagged Rina job of 2
+// racks of 4 stops inside op 1; the survivors detect it, the control node
+// re-registers the job at both ToRs over TCP, and the 7 survivors finish
+// exactly, every datagram of both epochs tagged and none refused.
+TEST(DatagramAuthLayouts, RinaFailoverKeepsEveryDatagramTagged) {
+  const fs::path dir = ina_test::fresh_dir("dga_failover");
+  const fs::path json = dir / "run.json";
+  const auto o = ina_cmd({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--size", "131072", "--iterations",
+                          "3", "--payload", "64", "--fail-rank", "4", "--fail-at-op", "1", "--fail-detect-ms", "400",
+                          "--datagram-auth", "--json", json.string(), "--timeout", "40"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.output;
+  EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"] << o.output;
+  ASSERT_TRUE(j["layout"].contains("datagram_salt"));
+  const auto& job = j["jobs"][0];
+  EXPECT_EQ(job["failover"]["epoch"], 1);
+  EXPECT_EQ(job["failover"]["failed"], nlohmann::json::array({4}));
+  EXPECT_EQ(job["mismatches"], 0);
+  EXPECT_EQ(job["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2 * 7);
+  EXPECT_EQ(engine_counters(j, "rx_bad_tag"), std::vector<uint64_t>(8 + 2, 0));
+  EXPECT_EQ(engine_counters(j, "tx_no_key"), std::vector<uint64_t>(8 + 2, 0));
+  for (const auto& s : j["switches"]) EXPECT_EQ(s["layout"]["epoch"], 1);
+  fs::remove_all(dir);
 }

@@ -469,7 +469,8 @@ Runner register_runtime(CLI::App& app) {
   s->add_flag("--datagram-auth", sw->datagram_auth,
               "authenticate every datagram: each job's carry an 8-byte SipHash-2-4 tag keyed by a key derived from "
               "the job's credential; untagged or wrongly tagged ones are counted (engine.rx_bad_tag) and dropped. "
-              "Members follow; costs CPU (docs/runtime.md, Security)");
+              "Members follow; costs CPU (docs/runtime.md, Security). With --layout the layout's datagram_salt turns "
+              "tags on; this flag then requires one");
   s->add_flag("--track-tasks", sw->track_tasks, "count per-task preemption outcomes (DSA task types) in the stats");
   s->add_option("--stats-json", sw->stats_json, "write the final statistics here on exit");
   s->add_option("--key-file", sw->key_file, "the switch key (64 hex digits; 'ina key new FILE'); else INA_SWITCH_KEY");
@@ -542,8 +543,12 @@ Runner register_runtime(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   rwk->add_option("--crash-after", rw->c.crash_after, "with --crash-at-op: after this many packets received in that op")
       ->capture_default_str()->check(CLI::Range(1, 1 << 30));
-  rwk->add_option("--key-file", rw->c.key_file, "the job's credential, for reconfiguring the ToRs after a failure (else "
+  rwk->add_option("--key-file", rw->c.key_file, "the job's credential, for tagged datagrams (a layout with "
+                                                "datagram_salt) and reconfiguring the ToRs after a failure (else "
                                                 "INA_JOB_KEY, or derived from INA_SWITCH_KEY)");
+  rwk->add_flag("--datagram-auth", rw->c.datagram_auth,
+                "require datagram authentication: refuse a layout without datagram_salt (tags are used whenever the "
+                "layout has one)");
   rwk->add_flag("--quiet", rw->quiet, "log errors only");
   rw->faults.add(rwk, false);
 
@@ -665,7 +670,8 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--json", c.json_out, "write a JSON summary (per-worker reports, switch statistics)");
   r->add_option("--work-dir", c.work_dir, "keep generated configs and reports here (default: a temporary directory)");
   r->add_flag("--datagram-auth", c.datagram_auth,
-              "authenticate every datagram (switch, PSes and workers with --datagram-auth; not for ring schemes)");
+              "authenticate every datagram (switch, PSes and workers with --datagram-auth; ring layouts: a salt in "
+              "the layout, the job's key to each worker)");
   r->add_flag("--verbose", c.verbose, "let every process log its events");
   r->add_flag("--force", c.force, "start even beyond the process bound (64 per CPU) or the memory estimate");
   rn->jobs_opt = r->get_option("--jobs");

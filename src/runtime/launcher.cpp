@@ -440,9 +440,6 @@ void validate(const LaunchConfig& c) {
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
     throw RuntimeError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
-  if (c.datagram_auth && uses_layout(c))
-    throw RuntimeError(fmt::format("--datagram-auth: --scheme {} runs a static ring layout, whose workers do not tag "
-                                   "their datagrams; datagram authentication covers switchml, atp, dsa and zebra", c.scheme));
   if (c.switch_threads > 1)
     if (const std::string why = why_not_threaded(s, uses_layout(c)); !why.empty())
       throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
@@ -494,6 +491,8 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
       tor_socks[q] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 8 << 20);
       L.racks[q].sw = local_endpoint(tor_socks[q].udp.get());
     }
+  // Datagram tags: this run's salt in the layout; every process derives the key from it and the job's key.
+  if (cfg.datagram_auth) L.datagram_salt = random_key();
   const std::string layout = (dir / "layout.json").string();
   L.write(layout);
   const Key switch_key = random_key();
@@ -507,9 +506,11 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
     const int udp = tor_socks[q].udp.get(), tcp = tor_socks[q].tcp.get();
     fcntl(udp, F_SETFD, 0);  // inherited by this switch only: closed here right after
     fcntl(tcp, F_SETFD, 0);
-    auto f = start_switch(sup, cfg, {"switch", "--key-file", key_file.string(), "--udp-fd", std::to_string(udp), "--tcp-fd",
-                                     std::to_string(tcp), "--policy", L.scheme, "--layout", layout, "--rack", std::to_string(q)},
-                          fmt::format("switch of rack {}", q), static_cast<unsigned>(q), deadline, sw, port);
+    std::vector<std::string> sw_args{"switch", "--key-file", key_file.string(), "--udp-fd", std::to_string(udp), "--tcp-fd",
+                                     std::to_string(tcp), "--policy", L.scheme, "--layout", layout, "--rack", std::to_string(q)};
+    if (cfg.datagram_auth) sw_args.push_back("--datagram-auth");
+    auto f = start_switch(sup, cfg, std::move(sw_args), fmt::format("switch of rack {}", q), static_cast<unsigned>(q), deadline,
+                          sw, port);
     tor_socks[q] = {};
     if (f) return fail(*f);
     if (port != L.racks[q].sw->port())
@@ -523,21 +524,28 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
   const std::string ps_report = (dir / "ps.json").string();
   // A rank that cannot finish says where it stopped before `ina run` gives up on it.
   const double worker_timeout = std::max(0.5, cfg.timeout_s - std::min(1.0, cfg.timeout_s / 4));
+  // The job's key, for tagged datagrams (every worker and the PS) and, after
+  // an injected failure, for the control node's calls to the ToRs.
+  const bool failover = cfg.fail_rank >= 0;
+  const fs::path job_key_file = dir / "job.key";
+  std::vector<std::string> key_args;
+  if (failover || cfg.datagram_auth) {
+    write_key_file(job_key_file.string(), job_key(switch_key, L.job));
+    key_args = {"--key-file", job_key_file.string()};
+  }
+  if (cfg.datagram_auth) key_args.push_back("--datagram-auth");
   if (tree) {
     const int fd = ps_sock.get();
     std::vector<std::string> a{"ring-worker", "--layout", layout, "--ps", "--size", std::to_string(cfg.size_bytes),
                                "--barrier", barrier.string(), "--udp-fd", std::to_string(fd), "--report", ps_report,
                                "--timeout", fmt::format("{}", worker_timeout), "--fault-seed",
                                std::to_string(cfg.seed * 7919 + 99)};
+    a.insert(a.end(), key_args.begin(), key_args.end());
     for (auto& f : fault_args(cfg)) a.push_back(f);
     if (!cfg.verbose) a.push_back("--quiet");
     sup.spawn(Kind::Worker, "PS", 1, cfg.workers, cfg.binary, a, fd);
     ps_sock.reset();
   }
-  // A failure injected: every rank watches heartbeats, the control node needs the job's key for the ToRs.
-  const bool failover = cfg.fail_rank >= 0;
-  const fs::path job_key_file = dir / "job.key";
-  if (failover) write_key_file(job_key_file.string(), job_key(switch_key, L.job));
   for (unsigned r = 0; r < cfg.workers; ++r) {
     const int fd = socks[r].get();
     std::vector<std::string> a{"ring-worker", "--layout", layout, "--rank", std::to_string(r), "--size",
@@ -545,8 +553,9 @@ int launch_ring(const LaunchConfig& cfg, Supervisor& sup, Time t_start, Time dea
                                std::to_string(cfg.seed), "--barrier", barrier.string(), "--udp-fd", std::to_string(fd),
                                "--report", report_of(r), "--timeout", fmt::format("{}", worker_timeout),
                                "--fault-seed", std::to_string(cfg.seed * 7919 + 100 + r)};
-    if (failover) {
-      a.insert(a.end(), {"--fail-detect-ms", fmt::format("{}", cfg.fail_detect_ms), "--key-file", job_key_file.string()});
+    a.insert(a.end(), key_args.begin(), key_args.end());
+    if (failover) {  // every rank watches heartbeats
+      a.insert(a.end(), {"--fail-detect-ms", fmt::format("{}", cfg.fail_detect_ms)});
       if (static_cast<int>(r) == cfg.fail_rank) a.insert(a.end(), {"--crash-at-op", std::to_string(cfg.fail_at_op)});
     }
     for (auto& f : fault_args(cfg)) a.push_back(f);

@@ -38,7 +38,7 @@ struct LaunchConfig {
   double window_kb = 0;           // 0: the communicator's default
   uint16_t port = 0;              // switch port; 0: ephemeral
   unsigned switch_threads = 1;    // `ina switch --threads` (job J on thread J mod T; not for static layouts)
-  bool datagram_auth = false;     // every process with --datagram-auth (datagram_tag.hpp; not for static layouts)
+  bool datagram_auth = false;     // every process with --datagram-auth (datagram_tag.hpp; layouts: a salt in the layout)
   double timeout_s = 300;
   uint64_t seed = 1;
   std::string json_out;           // write a JSON summary here

@@ -78,6 +78,7 @@ nlohmann::json RingLayout::to_json() const {
   nlohmann::json out = {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes},
                         {"workers", w}, {"racks", r}};
   if (ps) out["ps"] = ps->str();
+  if (datagram_salt) out["datagram_salt"] = to_hex(*datagram_salt);
   return out;
 }
 
@@ -87,7 +88,8 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   };
   if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
-    if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps")
+    if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps" &&
+        k != "datagram_salt")
       throw bad(k, v, "unknown field");
   auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
     if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
@@ -176,6 +178,16 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     if (n > kMaxWireWorkers) throw bad("workers", j["workers"], fmt::format("ATP's wire bitmaps hold at most {} ranks", kMaxWireWorkers));
   } else if (j.contains("ps")) {
     throw bad("ps", j["ps"], fmt::format("{} has no PS", L.scheme));
+  }
+  if (j.contains("datagram_salt")) {
+    const auto& v = j["datagram_salt"];
+    const std::string what = "expected 64 hex digits (the run's salt of its datagram key)";
+    if (!v.is_string() || v.get<std::string>().size() != 2 * Key{}.size()) throw bad("datagram_salt", v, what);
+    try {
+      L.datagram_salt = parse_key(v.get<std::string>(), "datagram_salt");
+    } catch (const RuntimeError&) {
+      throw bad("datagram_salt", v, what);
+    }
   }
   for (size_t q = 0; q < L.racks.size(); ++q)
     if (need_switches && L.serving_tor(q) && !L.racks[q].sw)

@@ -23,6 +23,14 @@
 // sends to the root. Results go back down the tree (dataplane/switch.hpp).
 // Packets between racks go ToR to ToR: a worker's datagrams all go to its
 // ToR, the PS's to the root (tree_route()).
+//
+// Optional "datagram_salt" (64 hex digits): every datagram of the job is
+// tagged (runtime/datagram_tag.hpp) under datagram_key(job_key(J), salt).
+// `ina run --datagram-auth` draws it for each run, as a switch does for a job
+// that joins through the control plane. The salt is not secret; the key
+// needs the job's credential, which never goes in the layout: each worker
+// (and the PS) gets it as --key-file or INA_JOB_KEY, each ToR derives it
+// from its switch key. Absent: no tags.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/ring.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/net.hpp"
 #include "schemes/registry.hpp"
 
@@ -55,6 +64,7 @@ struct RingLayout {
   std::vector<Endpoint> workers;    // by rank
   std::vector<RingRack> racks;      // ring order
   std::optional<Endpoint> ps;       // PS-based INA (atp): the PS, in rack 0
+  std::optional<Key> datagram_salt; // every datagram tagged under datagram_key(job_key(job), salt)
 
   size_t n() const { return workers.size(); }
   const schemes::Scheme& scheme_info() const { return schemes::find(scheme); }

@@ -26,6 +26,7 @@
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
 #include "runtime/control.hpp"
+#include "runtime/datagram_tag.hpp"
 #include "runtime/ring_layout.hpp"
 #include "schemes/ring_plan.hpp"
 
@@ -58,6 +59,35 @@ void touch(const fs::path& p) {
 }  // namespace
 
 namespace {
+
+// The job's credential: --key-file, else INA_JOB_KEY, else derived from INA_SWITCH_KEY.
+Key job_credential(const RingWorkerConfig& cfg, uint16_t job) {
+  return cfg.key_file.empty() ? job_key_from_env(job) : read_key_file(cfg.key_file);
+}
+
+// The job's datagram key when the layout has its datagrams tagged
+// ("datagram_salt"; datagram_tag.hpp), else nothing.
+std::optional<DatagramKey> layout_datagram_key(const RingWorkerConfig& cfg, const RingLayout& L) {
+  if (!L.datagram_salt) {
+    if (cfg.datagram_auth)
+      throw RuntimeError(fmt::format("--datagram-auth: the layout {} has no field 'datagram_salt', so the job's datagrams "
+                                     "are not tagged (ina run --datagram-auth writes one)", cfg.layout));
+    return std::nullopt;
+  }
+  try {
+    return datagram_key(job_credential(cfg, L.job), *L.datagram_salt);
+  } catch (const RuntimeError& e) {
+    throw RuntimeError(fmt::format("layout {}: field 'datagram_salt' is set, so every datagram of job {} is tagged with a key "
+                                   "derived from the job's key, which this process lacks: give --key-file FILE or "
+                                   "INA_JOB_KEY ({})", cfg.layout, L.job, e.what()));
+  }
+}
+
+// An engine that tags and checks the job's datagrams with `key` (when given).
+void use_datagram_key(EngineConfig& ec, const std::optional<DatagramKey>& key) { ec.datagram_tags = key.has_value(); }
+void use_datagram_key(UdpEngine& eng, uint16_t job, const std::optional<DatagramKey>& key) {
+  if (key) eng.set_datagram_key(job, *key);
+}
 
 // A rank's done file in an epoch (the first epoch's is done.R).
 std::string done_name(uint16_t rank, uint8_t epoch) {
@@ -156,7 +186,7 @@ nlohmann::json worker_stats_json(const host::WorkerStats& s) {
 
 // ATP over racks: one worker (host::WorkerNode, the simulator's) whose
 // datagrams all go to its rack's ToR.
-int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L) {
+int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std::optional<DatagramKey>& tag_key) {
   const size_t n = L.n();
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);
   const uint64_t elems = cfg.bytes / 4;
@@ -167,7 +197,9 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L) {
   ec.faults = cfg.faults;
   ec.bind = L.workers[cfg.rank];
   ec.gateway = *L.racks[rack].sw;
+  use_datagram_key(ec, tag_key);
   UdpEngine eng(ec, cfg.udp_fd >= 0 ? UniqueFd(cfg.udp_fd) : UniqueFd());
+  use_datagram_key(eng, L.job, tag_key);
   host::WorkerConfig w;
   host::profile("runtime").apply(w);
   w.job = L.job;
@@ -226,7 +258,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L) {
 }
 
 // ATP over racks: the PS (host::ParameterServer), behind the root ToR.
-int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L) {
+int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L, const std::optional<DatagramKey>& tag_key) {
   const std::string who = fmt::format("ina ring-worker {} job {} PS", L.scheme, L.job);
   EngineConfig ec;
   ec.mode = EngineMode::Host;
@@ -234,7 +266,9 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L) {
   ec.faults = cfg.faults;
   ec.bind = *L.ps;
   ec.gateway = *L.racks[0].sw;
+  use_datagram_key(ec, tag_key);
   UdpEngine eng(ec, cfg.udp_fd >= 0 ? UniqueFd(cfg.udp_fd) : UniqueFd());
+  use_datagram_key(eng, L.job, tag_key);
   host::PsConfig pc;
   host::profile("runtime").apply(pc);
   pc.job = L.job;
@@ -470,7 +504,7 @@ class Failover {
       size_t q = 0;
       while (q < L_.racks.size() && L_.tor_id(q) != t.tor) ++q;
       if (q == L_.racks.size() || !L_.racks[q].sw) throw RuntimeError(fmt::format("{}: ToR {} is not in the layout", who_, t.tor));
-      if (!key) key = cfg_.key_file.empty() ? job_key_from_env(L_.job) : read_key_file(cfg_.key_file);
+      if (!key) key = job_credential(cfg_, L_.job);
       ReconfigureRequest rq;
       rq.job = L_.job;
       rq.epoch = fo.next.epoch;
@@ -644,8 +678,9 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
                                    L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
   if (failover && n < 3)
     throw RuntimeError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
-  if (cfg.ps) return run_tree_ps(cfg, L);
-  if (L.tree()) return run_tree_worker(cfg, L);
+  const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);
+  if (cfg.ps) return run_tree_ps(cfg, L, tag_key);
+  if (L.tree()) return run_tree_worker(cfg, L, tag_key);
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);
   const uint64_t elems = cfg.bytes / 4;
   const auto plan = L.plan(elems);
@@ -655,7 +690,9 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   ec.payload_values = L.payload;
   ec.faults = cfg.faults;
   ec.bind = L.workers[cfg.rank];
+  use_datagram_key(ec, tag_key);
   UdpEngine eng(ec, cfg.udp_fd >= 0 ? UniqueFd(cfg.udp_fd) : UniqueFd());
+  use_datagram_key(eng, L.job, tag_key);
   for (size_t r = 0; r < n; ++r)
     if (r != cfg.rank) eng.set_route(RingLayout::worker_id(r), L.workers[r]);
   for (size_t q = 0; q < L.racks.size(); ++q)

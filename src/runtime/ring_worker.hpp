@@ -45,6 +45,12 @@
 // --crash-at-op K injects the failure: the rank's endpoint stops for good
 // (drops everything, sends nothing) inside op K, and the process writes its
 // report ("crashed": true) and exits at once.
+//
+// Datagram authentication: a layout with "datagram_salt" (ring_layout.hpp)
+// has every datagram of the job tagged; the rank (or PS) derives the datagram
+// key from the job's key (--key-file, INA_JOB_KEY or INA_SWITCH_KEY) and the
+// salt, and refuses to start without the key. The failure handling's own
+// traffic is files in --barrier and TCP calls to the ToRs, never UDP.
 #include <cstdint>
 #include <string>
 
@@ -71,8 +77,10 @@ struct RingWorkerConfig {
   double fail_detect_ms = 0; // > 0: heartbeats; a rank whose heartbeat has not changed for this long has failed
   int crash_at_op = -1;      // fault injection: stop for good inside this op (0-based), then exit
   unsigned crash_after = 16; //   after this many packets received in it (or at its end, if fewer came)
-  std::string key_file;      // the job's key, for the control node's reconfiguration of the ToRs
-                             //   ("": INA_JOB_KEY, else derived from INA_SWITCH_KEY)
+  std::string key_file;      // the job's key: the datagram key of a layout with "datagram_salt", and the
+                             //   control node's reconfiguration of the ToRs ("": INA_JOB_KEY, else
+                             //   derived from INA_SWITCH_KEY)
+  bool datagram_auth = false;// require tagged datagrams: refuse a layout without "datagram_salt"
 };
 
 // The shortest --fail-detect-ms: a rank looks at the heartbeats about every

@@ -438,17 +438,22 @@ struct SwitchDaemon::Impl {
     ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
     ec.offload = cfg.offload;
     ec.socket_buffer_bytes = 8 << 20;
-    ec.datagram_tags = cfg.datagram_auth;
-    if (cfg.datagram_auth && !cfg.layout.empty())
-      throw RuntimeError(fmt::format("switch: --datagram-auth with --layout {}: datagram authentication covers jobs that "
-                                     "join through the control plane; a static ring layout's workers do not tag their "
-                                     "datagrams", cfg.layout));
+    // A static layout's job is tagged when its layout has a salt (ring_layout.hpp).
+    std::optional<RingLayout> static_layout;
+    if (!cfg.layout.empty()) {
+      static_layout = RingLayout::read(cfg.layout, false);
+      if (cfg.datagram_auth && !static_layout->datagram_salt)
+        throw RuntimeError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
+                                       "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
+                                       cfg.layout));
+    }
+    ec.datagram_tags = cfg.datagram_auth || (static_layout && static_layout->datagram_salt);
     for (unsigned k = 0; k < T; ++k) {
       ec.faults.seed = cfg.faults.seed + k;
       shards[k]->engine = std::make_unique<UdpEngine>(ec, std::move(udp[k]));
     }
     engine = shards[0]->engine.get();
-    if (!cfg.layout.empty()) static_job();
+    if (static_layout) static_job(std::move(*static_layout));
     for (auto& sh : shards) sh->engine->add_node(*sh->program);
     id_used.assign(kMulticast, false);
     id_used[kSwitchId] = true;
@@ -485,8 +490,7 @@ struct SwitchDaemon::Impl {
 
   // The ring job of cfg.layout, registered for good (ring_layout.hpp).
   std::optional<RingLayout> layout;
-  void static_job() {
-    RingLayout L = RingLayout::read(cfg.layout, false);
+  void static_job(RingLayout L) {
     if (schemes::lookup(L.scheme) != &scheme)
       throw RuntimeError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
     if (cfg.rack >= L.racks.size())
@@ -501,6 +505,8 @@ struct SwitchDaemon::Impl {
       throw RuntimeError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                      L.memory_bytes, cfg.program.memory_bytes));
     program->set_id(L.tor_id(cfg.rack));
+    if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
+      for (auto& sh : shards) sh->engine->set_datagram_key(L.job, datagram_key(job_key(cfg.key, L.job), *L.datagram_salt));
     if (L.tree()) return tree_job(std::move(L));
     dp::SwitchJob sj;
     sj.job = L.job;

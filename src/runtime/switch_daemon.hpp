@@ -123,8 +123,10 @@ struct SwitchDaemonConfig {
   // Datagram authentication (datagram_tag.hpp): every datagram of job J, both
   // ways, carries a tag keyed by datagram_key(job_key(key, J)); one without
   // its correct tag is counted (engine.rx_bad_tag) and dropped. Announced to
-  // the members in "ready", who then tag theirs. Off by default; refused with
-  // a static ring layout.
+  // the members in "ready", who then tag theirs. Off by default. With a
+  // static ring layout the layout decides: its "datagram_salt" turns tags on
+  // for its job (key derived from job_key(key, J) and that salt), and
+  // datagram_auth then only requires one (a layout without it is refused).
   bool datagram_auth = false;
   // A ring job's static layout (runtime/ring_layout.hpp): this switch is the
   // ToR of rack `rack`. Its job is registered at start with the layout's node
