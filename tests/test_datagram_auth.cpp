@@ -540,7 +540,7 @@ std::vector<uint64_t> engine_counters(const nlohmann::json& run, const char* nam
 // two ToRs and a PS. The launcher writes the run's salt into the layout and
 // hands each worker (and the PS) the job's key; every datagram is tagged and
 // verified: the sums are exact, no engine refuses a tag or lacks a key, and
-// every datagram carries 8 bytes more than in the same run without tags.
+// every datagram every process sent carried a tag.
 TEST(DatagramAuthLayouts, RarRinaAndAtpOverRacksExactWithEveryDatagramTagged) {
   const fs::path dir = ina_test::fresh_dir("dga_layouts");
   for (const std::string scheme : {"rar", "rina", "atp"}) {
@@ -569,18 +569,12 @@ TEST(DatagramAuthLayouts, RarRinaAndAtpOverRacksExactWithEveryDatagramTagged) {
     EXPECT_EQ(engine_counters(on, "rx_bad_tag"), std::vector<uint64_t>(processes, 0));
     EXPECT_EQ(engine_counters(on, "tx_no_key"), std::vector<uint64_t>(processes, 0));
     EXPECT_EQ(engine_counters(on, "rx_malformed"), std::vector<uint64_t>(processes, 0));
-    // A clean loopback run sends the same datagrams with and without tags.
-    const auto tx = engine_counters(on, "tx_datagrams"), tx0 = engine_counters(runs[0], "tx_datagrams");
-    const auto bytes = engine_counters(on, "tx_bytes"), bytes0 = engine_counters(runs[0], "tx_bytes");
-    ASSERT_EQ(tx.size(), tx0.size());
-    size_t compared = 0;  // a process whose sends a retransmission changed is not compared
-    for (size_t i = 0; i < tx.size(); ++i)
-      if (tx[i] == tx0[i]) {
-        ++compared;
-        EXPECT_GT(tx[i], 0u) << "process " << i;
-        EXPECT_EQ(bytes[i], bytes0[i] + kTagBytes * tx[i]) << "process " << i;
-      }
-    EXPECT_GT(compared, 0u);
+    // Every datagram each process sent carried a tag (and none without tags);
+    // every receiver checks them, so none was refused above.
+    const auto tx = engine_counters(on, "tx_datagrams");
+    EXPECT_EQ(engine_counters(on, "tx_tagged"), tx);
+    for (size_t i = 0; i < tx.size(); ++i) EXPECT_GT(tx[i], 0u) << "process " << i;
+    EXPECT_EQ(engine_counters(runs[0], "tx_tagged"), std::vector<uint64_t>(processes, 0));
   }
   fs::remove_all(dir);
 }

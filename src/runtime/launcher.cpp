@@ -252,7 +252,8 @@ Failure child_failure(const Child& c) {
 // the workers finished and all workers; it prints a line.
 std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double timeout_s, bool workers_first = false,
                                         double progress_after_s = 0, double progress_every_s = 5,
-                                        const std::function<void(double, unsigned, unsigned)>& progress = {}) {
+                                        const std::function<void(double, unsigned, unsigned)>& progress = {},
+                                        const std::function<bool(const Child&)>& echo = {}) {
   auto workers_done = [&] {
     for (const auto& c : sup.kids())
       if (c.kind == Kind::Worker && !(c.reaped && exited_ok(c.status))) return false;
@@ -290,6 +291,11 @@ std::optional<Failure> wait_for_workers(Supervisor& sup, Time deadline, double t
       std::stable_sort(reaped.begin(), reaped.end(), [](const Child* a, const Child* b) {
         return a->kind == Kind::Worker && !exited_ok(a->status) && !(b->kind == Kind::Worker && !exited_ok(b->status));
       });
+    // A failed child that says it failed because the switch aborted its job
+    // (`echo`: a script's last words) is named after one that does not: the
+    // rank that left caused the abort, whichever of them was reaped first.
+    if (echo)
+      std::stable_sort(reaped.begin(), reaped.end(), [&](const Child* a, const Child* b) { return !echo(*a) && echo(*b); });
     for (Child* c : reaped) {
       // A PS exits 0 only when the switch has told it the job finished (its
       // workers may still be writing their reports); the switch never exits on its own.
@@ -957,8 +963,12 @@ int launch(const LaunchConfig& cfg_in, std::ostream& out) {
     }
     std::cerr << fmt::format("{}: {:.0f} s: {} of {} workers finished{}\n", me, secs, done, all, extra);
   };
+  auto aborted_by_switch = [&](const Child& c) {
+    return c.kind == Kind::Worker && !exited_ok(c.status) && tee.tail(c.rank).find("aborted by the switch") != std::string::npos;
+  };
   if (auto f = wait_for_workers(sup, deadline, cfg.timeout_s, !cfg.command.empty(), cfg.progress_after_s,
-                                cfg.progress_every_s, cfg.command.empty() ? std::function<void(double, unsigned, unsigned)>(progress) : nullptr))
+                                cfg.progress_every_s, cfg.command.empty() ? std::function<void(double, unsigned, unsigned)>(progress) : nullptr,
+                                cfg.command.empty() ? std::function<bool(const Child&)>() : aborted_by_switch))
     return fail(*f);
   tee.finish(1 * kSec);  // train-py: the scripts' last words before the summary
   // The PSes leave when the switch tells them their job is finished.

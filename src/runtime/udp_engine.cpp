@@ -62,7 +62,7 @@ nlohmann::json EngineStats::to_json() const {
           {"fault_reordered", fault_reordered}, {"fault_delayed", fault_delayed}, {"ecn_marked", ecn_marked},
           {"timers_fired", timers_fired}, {"loop_iterations", loop_iterations}, {"tx_messages", tx_messages},
           {"tx_gso_refused", tx_gso_refused}, {"rx_gro_batches", rx_gro_batches}, {"rx_truncated", rx_truncated},
-          {"tx_shared_copies", tx_shared_copies}, {"rx_bad_tag", rx_bad_tag}, {"tx_no_key", tx_no_key},
+          {"tx_shared_copies", tx_shared_copies}, {"rx_bad_tag", rx_bad_tag}, {"tx_no_key", tx_no_key}, {"tx_tagged", tx_tagged},
           {"decode_errors", errs}};
 }
 
@@ -500,6 +500,7 @@ void UdpEngine::flush_tx() {
         it.sent = true;
         st_.tx_bytes += it.len;
         ++st_.tx_datagrams;
+        st_.tx_tagged += tag_bytes_ != 0;
       }
     }
     while (tx_head_ < txq_.size() && txq_[tx_head_].sent) ++tx_head_;

@@ -117,6 +117,7 @@ struct EngineStats {
   uint64_t tx_shared_copies = 0;  // multicast copies sent with another copy's encoded payload
   uint64_t rx_bad_tag = 0;        // datagram_tags: from a member's address, but without its job's correct tag
   uint64_t tx_no_key = 0;         // datagram_tags: not sent, no datagram key for its job
+  uint64_t tx_tagged = 0;         // of tx_datagrams: carrying a datagram tag (all of them with datagram_tags)
   std::array<uint64_t, 10> decode_errors{};  // indexed by DecodeError
 
   nlohmann::json to_json() const;
