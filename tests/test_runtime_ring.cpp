@@ -206,7 +206,9 @@ TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
     // A late copy (duplicated or held back) may leave a PS entry or a ToR
     // aggregator after every result is in, as in the simulator; without such
     // faults nothing may stay.
-    if (!faults) {
+    // Nor without a retransmission (a worker's timeout on a busy machine),
+    // whose copy may likewise reach the PS after its result.
+    if (!faults && ps["resends_in"] == 0) {
       EXPECT_EQ(ps["entries"], 0);
       EXPECT_EQ(ps["left_by_late_copies"].size(), 0u);
     }
