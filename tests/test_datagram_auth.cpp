@@ -148,6 +148,15 @@ struct Recorder final : Node {
   }
 };
 
+// A switch-side engine that tags and checks datagrams.
+EngineConfig tagged_router(uint16_t payload_values) {
+  EngineConfig ec;
+  ec.mode = EngineMode::Router;
+  ec.payload_values = payload_values;
+  ec.datagram_tags = true;
+  return ec;
+}
+
 }  // namespace
 
 TEST(SipHash, ReferenceVectorsOfTheAuthors) {
@@ -193,11 +202,7 @@ TEST(DatagramAuth, DatagramKeyIsDerivedFromTheJobKeyAndTheRunsSalt) {
 // job's key and no tag at all are each counted as rx_bad_tag and dropped;
 // one from a non-member's address stays rx_foreign.
 TEST(DatagramAuth, EngineDropsEveryDatagramWithoutItsJobsCorrectTag) {
-  EngineConfig ec;
-  ec.mode = EngineMode::Router;
-  ec.payload_values = 16;
-  ec.datagram_tags = true;
-  UdpEngine eng(ec);
+  UdpEngine eng(tagged_router(16));
   Recorder sw;
   sw.set_id(0);
   eng.add_node(sw);
@@ -266,11 +271,7 @@ TEST(DatagramAuth, UntaggedEngineRefusesTaggedDatagramsAsMalformed) {
 // segmentation offload) carries its own correct tag over its own header; a
 // job without a key sends nothing (tx_no_key).
 TEST(DatagramAuth, EveryMulticastCopyCarriesItsOwnCorrectTag) {
-  EngineConfig ec;
-  ec.mode = EngineMode::Router;
-  ec.payload_values = 512;
-  ec.datagram_tags = true;
-  UdpEngine eng(ec);
+  UdpEngine eng(tagged_router(512));
   Recorder sw;
   sw.set_id(0);
   for (int i = 0; i < 512; ++i) sw.result.push_back(i * 7919 - 100000);

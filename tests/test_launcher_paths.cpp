@@ -67,6 +67,24 @@ std::string stderr_of(Fn fn) {
   return ss.str();
 }
 
+// Runs fn with stderr to a file: what it wrote, and the message of the
+// RuntimeError it threw ("" if none).
+struct Said {
+  std::string err, error;
+};
+template <typename Fn>
+Said stderr_and_error_of(Fn fn) {
+  Said s;
+  s.err = stderr_of([&] {
+    try {
+      fn();
+    } catch (const RuntimeError& e) {
+      s.error = e.what();
+    }
+  });
+  return s;
+}
+
 // A loopback port that is free for both UDP and TCP now (the switch of a launch binds both).
 uint16_t free_port_pair() {
   for (int tries = 0; tries < 50; ++tries) {
@@ -208,14 +226,7 @@ TEST(WaitNotices, RefusedSwitchIsRetriedAloud) {
   o.connect_timeout = 700 * kMs;
   o.connect_notice_after = 200 * kMs;
   o.announce = "ina: worker rank 0 of job 1";
-  std::string error;
-  const std::string err = stderr_of([&] {
-    try {
-      join_job(o);
-    } catch (const RuntimeError& e) {
-      error = e.what();
-    }
-  });
+  const auto [err, error] = stderr_and_error_of([&] { join_job(o); });
   EXPECT_NE(error.find("timed out"), std::string::npos) << error;
   EXPECT_NE(err.find("ina: worker rank 0 of job 1: waiting for the switch at " + o.sw.str() + " (Connection refused; retrying) (0."),
             std::string::npos) << err;
@@ -223,13 +234,7 @@ TEST(WaitNotices, RefusedSwitchIsRetriedAloud) {
   // Quiet without an announce (daemons' own joins, tests).
   o.announce.clear();
   o.connect_timeout = 300 * kMs;
-  const std::string quiet = stderr_of([&] {
-    try {
-      join_job(o);
-    } catch (const RuntimeError&) {
-    }
-  });
-  EXPECT_EQ(quiet, "");
+  EXPECT_EQ(stderr_and_error_of([&] { join_job(o); }).err, "");
 }
 
 // A DSA worker whose PS never comes says what the job is waiting for.
@@ -243,14 +248,7 @@ TEST(WaitNotices, JobWithoutItsPsSaysWhatIsMissing) {
   o.rendezvous_timeout = 900 * kMs;
   o.assemble_notice_after = 300 * kMs;
   o.announce = "ina: worker rank 0 of job 1";
-  std::string error;
-  const std::string err = stderr_of([&] {
-    try {
-      join_job(o);
-    } catch (const RuntimeError& e) {
-      error = e.what();
-    }
-  });
+  const auto [err, error] = stderr_and_error_of([&] { join_job(o); });
   EXPECT_NE(error.find("1 of 1 workers joined, no PS yet"), std::string::npos) << error;
   EXPECT_NE(err.find("ina: worker rank 0 of job 1: waiting at the switch at " + o.sw.str() +
                      " for job 1 to assemble: 1 of 1 workers joined, no PS yet (0."),
@@ -269,14 +267,7 @@ TEST(WaitNotices, PsWithoutItsWorkersSaysWhatIsMissing) {
   c.has_key = true;
   c.rendezvous_timeout = 900 * kMs;
   c.assemble_notice_after = 300 * kMs;
-  std::string error;
-  const std::string err = stderr_of([&] {
-    try {
-      PsDaemon ps(c);
-    } catch (const RuntimeError& e) {
-      error = e.what();
-    }
-  });
+  const auto [err, error] = stderr_and_error_of([&] { PsDaemon ps(c); });
   EXPECT_NE(error.find("0 of 2 workers joined"), std::string::npos) << error;
   EXPECT_NE(err.find("ina: PS of job 1: waiting at the switch at " + c.sw.str() +
                      " for job 1 to assemble: 0 of 2 workers joined"),

@@ -90,6 +90,20 @@ double value(const std::vector<exp::Record>& rs, const std::string& series, cons
   return std::nan("");
 }
 
+// JSON, CSV and PNGs of a planner's results (no simulated scenario behind
+// them), as `ina sim` writes a scenario's.
+void write_planned(const std::string& dir, const std::string& file, const std::string& name, const std::string& title,
+                   const std::vector<std::string>& schemes, std::vector<std::string> metrics,
+                   const std::vector<exp::Record>& rs) {
+  exp::Scenario sc;
+  sc.file = file;
+  sc.name = name;
+  sc.title = title;
+  sc.schemes = schemes;
+  sc.metrics = std::move(metrics);
+  exp::write_results(dir, sc, rs);
+}
+
 std::string verdict(bool holds, const std::string& page, const std::string& what = "") {
   return holds ? "as the paper" : fmt::format("differs{}: see docs/results/{}.md", what, page);
 }
@@ -143,13 +157,8 @@ Line demo_grid(const std::string& out) {
     if (i == 0) overloads = !p.violations.empty();
     rs.push_back({"", names[i], 0, 1, {{"min_rate_gbps", p.lambda_gbps}, {"feasible_min_rate_gbps", f.lambda_gbps}}});
   }
-  exp::Scenario sc;
-  sc.file = file;
-  sc.name = "demo-grid-fig1";
-  sc.title = "GRID Fig. 1 (8 workers, 3 switches)";
-  sc.schemes = {names[0], names[1], names[2]};
-  sc.metrics = {"min_rate_gbps", "feasible_min_rate_gbps"};
-  exp::write_results(out + "/fig1", sc, rs);
+  write_planned(out + "/fig1", file, "demo-grid-fig1", "GRID Fig. 1 (8 workers, 3 switches)", {names[0], names[1], names[2]},
+                {"min_rate_gbps", "feasible_min_rate_gbps"}, rs);
   // Fig. 11(a): 40 workers packed from the first host, the PS the last host.
   std::vector<exp::Record> per_seed;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -170,11 +179,9 @@ Line demo_grid(const std::string& out) {
     }
   }
   const auto fig11 = exp::average_over_seeds(per_seed);
-  sc.name = "demo-grid-fig11a";
-  sc.title = "GRID Fig. 11(a) (fat-tree, ToR switches programmable, 40 workers)";
-  sc.schemes = {names[0], names[1]};
-  sc.metrics = {"feasible_avg_rate_gbps", "avg_rate_gbps"};
-  exp::write_results(out + "/fig11a", sc, fig11);
+  write_planned(out + "/fig11a", file, "demo-grid-fig11a",
+                "GRID Fig. 11(a) (fat-tree, ToR switches programmable, 40 workers)", {names[0], names[1]},
+                {"feasible_avg_rate_gbps", "avg_rate_gbps"}, fig11);
   const double r11 = value(fig11, "", "grid", 40, "feasible_avg_rate_gbps") / value(fig11, "", "atp", 40, "avg_rate_gbps");
   const double ps = value(fig11, "", "grid", 40, "ps_factor");
   fmt::print(stderr, "  grid: Fig. 1 min rate grid {} ({} fits), atp {}, grid-exact {}; Fig. 11(a) 5 seeds ({:.1f} s)\n",
@@ -242,13 +249,9 @@ Line demo_aoi(const std::string& out) {
   fmt::print(stderr, "  aoi: MILP {} s, INC-FCFS {} s, INC-TW {} s CT-BTI, each schedule validated ({:.1f} s)\n",
              exp::format_number(ct[0]), exp::format_number(ct[1]), exp::format_number(ct[2]),
              std::chrono::duration<double>(Clock::now() - t0).count());
-  exp::Scenario sc;
-  sc.file = file;
-  sc.name = "demo-aoi";
-  sc.title = "P4INC-AOI Table I (8 units, 40 jobs at once)";
-  sc.schemes = {names[0], names[1], names[2]};
-  sc.metrics = {"ct_bti_s", "reconfigurations"};
-  exp::write_results(out, sc, rs);
+  write_planned(out, file, "demo-aoi", "P4INC-AOI Table I (8 units, 40 jobs at once)",
+                {names[0], names[1], names[2]},
+                {"ct_bti_s", "reconfigurations"}, rs);
   // δ = (X - MILP) / X, as the paper's Table I; 40 jobs: INC-TW 17.1 %, INC-FCFS 43.3 %.
   const double d_tw = 100 * (ct[2] - ct[0]) / ct[2], d_fcfs = 100 * (ct[1] - ct[0]) / ct[1];
   const bool order = ct[0] <= ct[2] && ct[2] < ct[1];

@@ -59,7 +59,7 @@ class CheckDocs(unittest.TestCase):
         expected = [
             f"{PAGE}:5 ok",
             f"{PAGE}:14 FAILED (exit status 1)",
-            f"{PAGE}:21 skipped: a synopsis with placeholders",
+            f"{PAGE}:21 skipped: a synopsis, its arguments to be filled in",
             f"{PAGE}:32 long: not run (--long runs it)",
             f"{PAGE}:37 FAILED (shell syntax error (bash -n))",
             f"{PAGE}:48 ok",
@@ -104,7 +104,7 @@ class CheckDocs(unittest.TestCase):
         r = subprocess.run([CHECK, "--root", SOURCE, "--build", BUILD, "--list", FIXTURE], capture_output=True)
         self.assertEqual(r.returncode, 0)
         self.assertIn(f"{PAGE}:42 [sh] background", r.stdout.decode())
-        self.assertIn(f"{PAGE}:21 [sh] skip: a synopsis with placeholders", r.stdout.decode())
+        self.assertIn(f"{PAGE}:21 [sh] skip: a synopsis, its arguments to be filled in", r.stdout.decode())
 
     def test_missing_build_is_a_usage_error(self):
         r = subprocess.run([CHECK, "--root", SOURCE, "--build", self.tmp.name, FIXTURE], capture_output=True)
