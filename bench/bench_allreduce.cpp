@@ -256,7 +256,7 @@ void args(benchmark::internal::Benchmark* b, std::vector<int64_t> workers) {
 
 // The emulated cluster: 100 Mbit/s worker links for every worker count and
 // size; with INA_BENCH_LINKS=1 also the 1 and 10 Gbit/s layouts for 2 and 4
-// workers at 16 MiB (issue 13 item 5; minutes per case on 2 cores).
+// workers at 16 MiB (minutes per case on 2 cores).
 void netns_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"workers", "bytes", "mbit"});
   for (int64_t w : {2, 4, 8})

@@ -1,5 +1,5 @@
 // `ina bench allreduce`, sparse cases: allreduce_sparse over loopback UDP
-// (issue 11), Zebra against PS-lite-style push and SwitchML streaming the
+//, Zebra against PS-lite-style push and SwitchML streaming the
 // whole model, in the same run.
 //
 //  allreduce/sparse_<scheme>/workers:N — an in-process job: `ina switch`

@@ -1,4 +1,4 @@
-// `ina bench switch` (issue 13 item 1): what one `ina switch` serves.
+// `ina bench switch`: what one `ina switch` serves.
 //
 // A load generator plays N workers' gradient streams into one software
 // switch (rt::SwitchDaemon on its own thread, in this process, the very

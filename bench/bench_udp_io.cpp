@@ -1,4 +1,4 @@
-// `ina bench udpio` (issue 13 item 2, "measure both and keep what wins"):
+// `ina bench udpio` (measure both and keep what wins):
 // which kernel I/O mechanism moves a switch's datagrams fastest, measured
 // apart from the protocol.
 //

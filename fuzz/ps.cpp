@@ -26,10 +26,10 @@ namespace {
 constexpr NodeId kPsNode = 100;
 constexpr NodeId kSwitch = 50;
 
-void check_sent(const std::vector<Packet*>& sent, const host::PsConfig& cfg) {
+void check_sent(const std::vector<test::Sent>& sent, const host::PsConfig& cfg) {
   const RankBits full = full_bitmap(static_cast<unsigned>(cfg.workers.size()));
-  for (const Packet* p : sent) {
-    const Header& h = p->h;
+  for (const test::Sent& p : sent) {
+    const Header& h = p.h;
     FUZZ_CHECK(h.src == kPsNode && h.job == cfg.job && h.nworkers == cfg.workers.size(), "PS sent %s",
                describe(h).c_str());
     switch (h.type) {
@@ -73,7 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   host::ParameterServer ps(cfg);
   ps.set_id(kPsNode);
-  fuzz::FakeEffects fx(cfg.payload_values, multicast);
+  test::FakeEffects fx(cfg.payload_values, multicast);
+  fuzz::report_violations_as_findings(fx);
   auto fire = [&](uint64_t token, Time at) {
     ps.on_timer(token, at, fx);
     check_sent(fx.settle("on_timer"), cfg);

@@ -69,13 +69,13 @@ std::array<dp::SwitchJob, 3> jobs_for(size_t n, uint8_t mask_bits) {
 // packet addressed to the switch, must be that job's (the PS drops any other
 // as malformed): the job and the worker count of the PS's job. (A FetchReply
 // echoes the Fetch's header, whatever the PS put there.)
-void check_sent(const std::vector<Packet*>& sent, const std::array<dp::SwitchJob, 3>& jobs) {
-  for (const Packet* p : sent)
+void check_sent(const std::vector<test::Sent>& sent, const std::array<dp::SwitchJob, 3>& jobs) {
+  for (const test::Sent& p : sent)
     for (const dp::SwitchJob& j : jobs)
-      if (p->h.type == PktType::Data && p->h.dst == j.ps)
-        FUZZ_CHECK(p->h.job == j.job && p->h.nworkers == j.workers.size(),
+      if (p.h.type == PktType::Data && p.h.dst == j.ps)
+        FUZZ_CHECK(p.h.job == j.job && p.h.nworkers == j.workers.size(),
                    "sent to the PS of job %u (%zu workers) a packet it drops as malformed: %s", j.job,
-                   j.workers.size(), describe(p->h).c_str());
+                   j.workers.size(), describe(p.h).c_str());
 }
 
 }  // namespace
@@ -85,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dp::SwitchConfig cfg;
   const unsigned program = in.u8() % 4;
   const uint8_t b1 = in.u8();
-  cfg.preempt = static_cast<dp::PreemptMode>((b1 & 3) % 3);
+  cfg.dsa.preempt = static_cast<dp::PreemptMode>((b1 & 3) % 3);
   const bool multicast = b1 & 4;
   const bool wide_packets = b1 & 8;
   const uint8_t b2 = in.u8();
@@ -93,8 +93,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t n = 6 + in.u8() % 27;
   cfg.memory_bytes = n * 4ULL * cfg.payload_values;
   const uint8_t b4 = in.u8();
-  cfg.capacity_gbps = (b4 & 0xC0) ? 0.5 * (b4 % 64) : 0;
-  cfg.evict_after = 1 + in.u8() % 8;
+  cfg.grid.capacity_gbps = (b4 & 0xC0) ? 0.5 * (b4 % 64) : 0;
+  cfg.grid.evict_after = 1 + in.u8() % 8;
   cfg.seed = 7;
 
   // The programs themselves (not the registry: this target links src/dataplane/ only).
@@ -111,7 +111,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     registered[k] = true;
   }
 
-  fuzz::FakeEffects fx(static_cast<uint16_t>(cfg.payload_values * (wide_packets ? 2 : 1)), multicast);
+  test::FakeEffects fx(static_cast<uint16_t>(cfg.payload_values * (wide_packets ? 2 : 1)), multicast);
+  fuzz::report_violations_as_findings(fx);
   while (!in.exhausted() && in.remaining() > 0) {
     const uint8_t op = in.u8();
     const unsigned arg = op >> 2;
@@ -126,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!p) break;
         const bool for_switch = p->h.dst == kSwitch;  // else plain forwarding, unchanged
         sw->on_packet(p, fx.now(), fx);
-        const auto& sent = fx.settle("on_packet");
+        const auto sent = fx.settle("on_packet");
         if (for_switch) check_sent(sent, jobs);
         break;
       }

@@ -1,10 +1,10 @@
 #pragma once
-// Test helpers shared by test_protocol.cpp and test_sim.cpp:
+// Test helpers shared by the end-to-end, switch, PS, worker and simulator tests:
 //  - Cluster: a star of one switch program, WorkerNodes holding random int32
 //    gradients (VectorTensor) and, for ATP/DSA, one ParameterServer per job,
 //    with the exact reference sum computed independently of the protocol;
-//  - FakeFx: an Effects that records what a node sends, for unit tests of a
-//    single switch program or PS driven directly.
+//  - make_data and friends: hand-made packets for a switch program or PS
+//    driven directly through FakeEffects (fake_effects.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -23,47 +23,16 @@
 #include "proto/node.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "wire/packet.hpp"
+#include "fake_effects.hpp"
 
 namespace ina::test {
 
-// ---------------------------------------------------------------- FakeFx
-
-// A packet as it was handed to send(): header and payload copied out, so the
-// packet itself can go back to the pool at once.
-struct Sent {
-  Header h;
-  std::vector<int32_t> v;
-};
-
-class FakeFx final : public Effects {
- public:
-  explicit FakeFx(uint16_t capacity = 128) : pool(capacity) {}
-  Packet* alloc() override { return pool.get(); }
-  void send(Packet* p) override {
-    Sent s;
-    s.h = p->h;
-    s.v.assign(p->payload(), p->payload() + p->h.count);
-    sent.push_back(std::move(s));
-    pool.put(p);
-  }
-  void free(Packet* p) override {
-    ++freed;
-    pool.put(p);
-  }
-  void set_timer(Time at, uint64_t token) override { timers.emplace_back(at, token); }
-
-  std::vector<Sent> take() { return std::exchange(sent, {}); }
-
-  PacketPool pool;
-  std::vector<Sent> sent;
-  std::vector<std::pair<Time, uint64_t>> timers;
-  size_t freed = 0;
-};
+// ---------------------------------------------------------------- hand-made packets
 
 // A gradient packet from `rank` of `job` (worker node id `src`) to the switch `sw`.
-inline Packet* make_data(FakeFx& fx, uint16_t job, uint32_t psn, uint8_t rank, uint8_t nworkers, NodeId src,
+inline Packet* make_data(FakeEffects& fx, uint16_t job, uint32_t psn, uint8_t rank, uint8_t nworkers, NodeId src,
                          const std::vector<int32_t>& vals, uint32_t priority = 0, uint16_t flags = 0,
                          NodeId dst = 0) {
   Packet* p = fx.alloc();
@@ -130,7 +99,7 @@ struct ClusterConfig {
   Time link_delay = 1 * kUs;
   size_t retain_ops = 0;  // 0 = the WorkerConfig default
   double init_window = 0; // packets; 0 = the WorkerConfig default
-  std::vector<sim::Segment> segments;  // schemes with segments (p4inc-aoi): per job; empty = equal split
+  std::vector<cluster::Segment> segments;  // schemes with segments (p4inc-aoi): per job; empty = equal split
   // Optional: wraps each worker and PS node before it is added (e.g. in a
   // DropNth that drops one chosen packet on arrival). The node keeps its id.
   std::function<std::unique_ptr<Node>(NodeId, std::unique_ptr<Node>)> wrap_host;
@@ -174,7 +143,7 @@ class Cluster {
     swc.payload_values = c.payload;
     swc.seed = mix(c.seed, 0x5);
     swc.track_tasks = c.track_tasks;
-    star = std::make_unique<sim::StarCluster>(sim, scheme, c.workers_per_job, swc, c.segments);  // the one builder
+    star = std::make_unique<cluster::StarCluster>(sim, scheme, c.workers_per_job, swc, c.segments);  // the one builder
     plan = star->plan();
     sw = &star->sw();
     slots_per_pool = star->slots_per_pool();
@@ -306,7 +275,7 @@ class Cluster {
     std::vector<const host::WorkerTransport*> transports;
     for (const auto& job : workers)
       for (const auto* w : job) transports.push_back(&w->transport());
-    const auto refused = sim::count_refusals({sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
+    const auto refused = cluster::count_refusals({sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
     EXPECT_EQ(refused.total(), 0u) << refused.text();
     const size_t occ = sw->occupied();
     if (!schemes::find(cfg.scheme).isolated && !cfg.faults.late_copies()) {
@@ -321,8 +290,8 @@ class Cluster {
 
   ClusterConfig cfg;
   sim::Simulator sim;
-  std::unique_ptr<sim::StarCluster> star;
-  sim::StarPlan plan;
+  std::unique_ptr<cluster::StarCluster> star;
+  cluster::StarPlan plan;
   dp::SwitchProgram* sw = nullptr;
   uint32_t slots_per_pool = 0;
   std::vector<std::vector<host::WorkerNode*>> workers;                             // [job][rank]

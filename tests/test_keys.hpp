@@ -1,5 +1,5 @@
 #pragma once
-// The switch key of the test suite. tests/test_keys.cpp puts it in the test
+// The switch key of the test suite. tests/runtime/test_keys.cpp puts it in the test
 // process's environment (INA_SWITCH_KEY) at start-up, so in-process
 // communicators and PSes and every `ina` child a test starts derive their job
 // credential from it, as a trusted launcher's children would. Tests of the

@@ -16,11 +16,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -28,7 +25,8 @@
 #include "control/aoi_milp.hpp"
 #include "experiment/aoi_unit.hpp"
 #include "experiment/results.hpp"
-#include "experiment/set_override.hpp"
+#include "core/set_override.hpp"
+#include "core/toml_reader.hpp"
 
 namespace ina::cli {
 namespace {
@@ -342,12 +340,12 @@ struct SweepArgs {
 };
 
 // How `--set` reads the keys aoi-sweep itself reads (the others go to aoi::load_scenario with each point).
-exp::SetShape sweep_set_shape(std::string_view key) {
+ina::SetShape sweep_set_shape(std::string_view key) {
   for (std::string_view k : {"sweep.values", "sweep.variants", "sweep.seeds", "sweep.series_values", "dml.workers"})
-    if (key == k) return exp::SetShape::Array;
+    if (key == k) return ina::SetShape::Array;
   for (std::string_view k : {"name", "title", "sweep.key", "sweep.label", "sweep.series_key", "sweep.series_label"})
-    if (key == k) return exp::SetShape::String;
-  return exp::SetShape::Value;
+    if (key == k) return ina::SetShape::String;
+  return ina::SetShape::Value;
 }
 
 // The MILP runs one at a time even with -j: CBC is not run from several threads here.
@@ -359,109 +357,77 @@ int run_aoi_sweep(const SweepArgs& a) {
   const bool quiet = a.quiet;
   toml::table root;
   try {
-    root = toml::parse_file(file);
-  } catch (const toml::parse_error& e) {
-    throw aoi::AoiError(fmt::format("{}: {} (line {})", file, e.description(), e.source().begin.line));
-  }
-  try {
-    exp::apply_sets(root, a.sets, sweep_set_shape);
-  } catch (const exp::ScenarioError& e) {
+    root = parse_toml(read_settings_file(file, "sweep"), file);
+    ina::apply_sets(root, a.sets, sweep_set_shape);
+  } catch (const ConfigError& e) {
     throw aoi::AoiError(e.what());
   }
-  const std::string note = exp::sets_note(a.sets);
-  const toml::table* sw = root["sweep"].as_table();
-  if (!sw) throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants){}", file, note));
+  const std::string note = ina::sets_note(a.sets);
+  const toml::table* sw_table = root["sweep"].as_table();
+  if (!sw_table)
+    throw aoi::AoiError(fmt::format("{}: sweep: missing the [sweep] table (key, values, variants){}", file, note));
   // [sweep] is read strictly: an unknown key or a value of the wrong type is an error naming it.
-  auto bad = [&](const std::string& field, const std::string& what) -> aoi::AoiError {
-    return aoi::AoiError(fmt::format("{}: {}: {}{}", file, field, what, note));
-  };
-  auto text_of = [](const toml::node& n) {
-    std::ostringstream s;
-    n.visit([&](const auto& x) { s << x; });
-    return s.str();
-  };
-  for (const auto& [k, n] : *sw) {
-    static const std::set<std::string> known = {"key", "label", "values", "variants", "seeds", "milp_time_limit_s",
-                                                "milp_x_max", "series_key", "series_label", "series_values"};
-    if (!known.count(std::string(k.str())))
-      throw bad("sweep." + std::string(k.str()),
-                "unknown key (known: key, label, values, variants, seeds, milp_time_limit_s, milp_x_max, "
-                "series_key, series_label, series_values)");
-  }
-  auto str = [&](const char* k, const std::string& def) {
-    const toml::node* n = sw->get(k);
-    if (!n) return def;
-    if (!n->is_string()) throw bad(std::string("sweep.") + k, "must be a string, got " + text_of(*n));
-    return n->value<std::string>().value();
-  };
-  auto num = [&](const char* k, double def) {
-    const toml::node* n = sw->get(k);
-    if (!n) return def;
-    const auto v = n->value<double>();
-    if (!v || !(*v > 0)) throw bad(std::string("sweep.") + k, "must be a positive number, got " + text_of(*n));
-    return *v;
-  };
-  auto array = [&](const char* k) -> const toml::array* {
-    const toml::node* n = sw->get(k);
-    if (n && !n->is_array()) throw bad(std::string("sweep.") + k, "must be an array, got " + text_of(*n));
-    return n ? n->as_array() : nullptr;
-  };
+  const TomlTable sw(*sw_table, file, "sweep");
   exp::Scenario sc;
-  sc.file = file;
-  sc.name = root["name"].value_or(std::filesystem::path(file).stem().string());
-  sc.title = root["title"].value_or(sc.name);
-  const std::string key = str("key", "");
-  sc.sweep_key = key;
-  sc.x_label = str("label", key);
-  // The x values: numbers (the plots' axis), applied as key=value.
-  std::vector<std::pair<std::string, double>> values;
-  if (const toml::array* arr = array("values"))
-    for (const auto& e : *arr) {
-      const auto v = e.value<double>();
-      if (!v || !(e.is_integer() || e.is_floating_point()))
-        throw bad("sweep.values", fmt::format("'{}' is not a number (the x axis)", text_of(e)));
-      values.push_back({text_of(e), *v});
-    }
-  if (!key.empty() && values.empty()) throw bad("sweep.values", fmt::format("empty for key '{}'", key));
-  if (key.empty()) values = {{"", 0.0}};
+  std::string key, series_key, series_label;
+  std::vector<std::pair<std::string, double>> values;  // the x values: numbers (the plots' axis), applied as key=value
   std::vector<Variant> variants;
-  if (const toml::array* arr = array("variants"))
-    for (const auto& e : *arr) {
-      if (!e.is_string()) throw bad("sweep.variants", "entries must be strings, got " + text_of(e));
-      variants.push_back(parse_variant(e.value<std::string>().value(), file + ": sweep.variants"));
-    }
-  if (variants.empty()) throw bad("sweep.variants", "empty");
-  const double limit = num("milp_time_limit_s", 60.0);
-  // The MILP only up to this x (Table I: 40-60 jobs; the paper has no MILP beyond).
-  const double milp_x_max = num("milp_x_max", std::numeric_limits<double>::infinity());
-  for (Variant& v : variants) v.time_limit_s = limit;
-  // Optional series: one panel per value of a second key (e.g. the arrival rate).
-  const std::string series_key = str("series_key", "");
-  const std::string series_label = str("series_label", series_key);
+  double milp_x_max = 0;
   std::vector<std::string> series_values = {""};
-  if (!series_key.empty()) {
-    series_values.clear();
-    if (const toml::array* arr = array("series_values"))
-      for (const auto& e : *arr) series_values.push_back(text_of(e));
-    if (series_values.empty()) throw bad("sweep.series_values", fmt::format("empty for series_key '{}'", series_key));
-    for (const std::string& v : series_values) sc.series.push_back({fmt::format("{} {}", v, series_label), {}});
-  }
   std::vector<int64_t> seeds;
-  if (const toml::array* arr = array("seeds"))
-    for (const auto& e : *arr) {
-      const auto v = e.value_exact<int64_t>();
-      if (!v || *v < 0) throw bad("sweep.seeds", "entries must be whole numbers >= 0, got " + text_of(e));
-      seeds.push_back(*v);
+  try {
+    sw.only({"key", "label", "values", "variants", "seeds", "milp_time_limit_s", "milp_x_max", "series_key",
+             "series_label", "series_values"});
+    sc.file = file;
+    sc.name = root["name"].value_or(std::filesystem::path(file).stem().string());
+    sc.title = root["title"].value_or(sc.name);
+    key = sw.string("key", "");
+    sc.sweep_key = key;
+    sc.x_label = sw.string("label", key);
+    sw.read("values", [&](const toml::node& n) {
+      for (const auto& e : read_array(n)) {
+        if (!(e.is_integer() || e.is_floating_point()))
+          throw TomlProblem{"must be numbers (the x axis)", toml_text(e)};
+        values.push_back({toml_literal(e), read_number(e)});
+      }
+    });
+    if (!key.empty() && values.empty()) sw.fail("values", fmt::format("required with key '{}'", key), "(missing)");
+    if (key.empty()) values = {{"", 0.0}};
+    if (!sw.contains("variants")) sw.fail("variants", "required (the planners to run)", "(missing)");
+    sw.read("variants", [&](const toml::node& n) {
+      for (const std::string& v : read_strings(n)) variants.push_back(parse_variant(v, file + ": sweep.variants"));
+    });
+    const double limit = sw.number("milp_time_limit_s", 60.0, Range{.lo = 0, .lo_open = true});
+    // The MILP only up to this x (Table I: 40-60 jobs; the paper has no MILP beyond).
+    milp_x_max = sw.number("milp_x_max", std::numeric_limits<double>::infinity(), Range{.lo = 0, .lo_open = true});
+    for (Variant& v : variants) v.time_limit_s = limit;
+    // Optional series: one panel per value of a second key (e.g. the arrival rate).
+    series_key = sw.string("series_key", "");
+    series_label = sw.string("series_label", series_key);
+    if (!series_key.empty()) {
+      series_values.clear();
+      sw.read("series_values", [&](const toml::node& n) {
+        for (const auto& e : read_array(n)) series_values.push_back(toml_literal(e));
+      });
+      if (series_values.empty())
+        sw.fail("series_values", fmt::format("required with series_key '{}'", series_key), "(missing)");
+      for (const std::string& v : series_values) sc.series.push_back({fmt::format("{} {}", v, series_label), {}});
     }
+    sw.read("seeds", [&](const toml::node& n) {
+      for (const uint64_t v : read_seeds(n)) seeds.push_back(static_cast<int64_t>(v));
+    });
+  } catch (const ConfigError& e) {
+    throw aoi::AoiError(e.what() + note);
+  }
   if (seeds.empty()) seeds = {root["seed"].value_or(int64_t{1})};
   // Each point sets these keys itself: a --set of one would be silently overwritten.
   for (const auto& kv : a.sets) {
-    const std::string k = exp::set_key(kv);
+    const std::string k = ina::set_key(kv);
     if ((!key.empty() && k == key) || (!series_key.empty() && k == series_key))
       throw aoi::AoiError(fmt::format("--set {}: {} is the sweep's {} key, set at every point; give its values with "
                                       "--set sweep.{}=V1,V2,...",
                                       kv, k, k == key ? "x" : "series", k == key ? "values" : "series_values"));
-    if (k == "seed" && array("seeds"))
+    if (k == "seed" && sw.contains("seeds"))
       throw aoi::AoiError(fmt::format("--set {}: the sweep's seeds are sweep.seeds; give them with --set sweep.seeds=S1,S2,...", kv));
   }
 

@@ -90,7 +90,7 @@ class StopSignals {
 };
 
 struct SwitchCmd {
-  std::string listen = "127.0.0.1:7700", scheme = "dsa", stats_json, key_file, new_key_file, layout;
+  std::string listen = "127.0.0.1:7700", scheme = std::string(schemes::kDefaultRuntimeScheme), stats_json, key_file, new_key_file, layout;
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0, threads = 1;
   double ecn_kb = 512;
@@ -461,7 +461,7 @@ Runner register_runtime(CLI::App& app) {
                 "--listen port (SO_REUSEPORT, steered by job); DSA then preempts only among the jobs of one thread; "
                 "not for --layout or schemes with a switch CPU")
       ->capture_default_str()->check(CLI::Range(1u, rt::kMaxSwitchThreads));
-  s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on gradients above this receive backlog (0: never)")
+  s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on every packet received above this receive backlog (0: never)")
       ->capture_default_str()->check(Finite(0, 1e6, false, "KiB"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--no-offload", sw->no_offload,

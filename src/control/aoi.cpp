@@ -11,11 +11,10 @@
 #include <map>
 #include <numeric>
 #include <set>
-#include <sstream>
-#include <toml++/toml.h>
 
 #include "core/rng.hpp"
-#include "experiment/set_override.hpp"
+#include "core/set_override.hpp"
+#include "core/toml_reader.hpp"
 #include "workload/coflow.hpp"
 
 namespace ina::control::aoi {
@@ -341,94 +340,39 @@ std::vector<Connection> uniform_aoi(const Odcn& net) {
 
 namespace {
 
-struct Reader {
-  std::string origin;
+// A count of the file (units, slots, jobs): a whole number from 0 to 10^6.
+unsigned count_of(const TomlTable& t, std::string_view key, unsigned def) {
+  return static_cast<unsigned>(t.integer(key, def, between(0, 1'000'000)));
+}
 
-  [[noreturn]] void bad(const std::string& field, const std::string& what) const { fail(origin, field, what); }
-
-  double num(const toml::table& t, const std::string& table, const char* key, double def) const {
-    const toml::node* n = t.get(key);
-    if (!n) return def;
-    if (auto v = n->value<double>()) {
-      if (!std::isfinite(*v)) bad(table + "." + key, fmt::format("must be a finite number, got {}", *v));
-      return *v;
-    }
-    bad(table + "." + key, fmt::format("must be a number, got {}", text(*n)));
-  }
-  unsigned count(const toml::table& t, const std::string& table, const char* key, unsigned def) const {
-    const toml::node* n = t.get(key);
-    if (!n) return def;
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 0 || *v > 1'000'000)
-      bad(table + "." + key, fmt::format("must be a whole number from 0 to 10^6, got {}", text(*n)));
-    return static_cast<unsigned>(*v);
-  }
-  std::string str(const toml::table& t, const std::string& table, const char* key, const std::string& def) const {
-    const toml::node* n = t.get(key);
-    if (!n) return def;
-    if (!n->is_string()) bad(table + "." + key, fmt::format("must be a string, got {}", text(*n)));
-    return n->value<std::string>().value();
-  }
-  bool flag(const toml::table& t, const std::string& table, const char* key, bool def) const {
-    const toml::node* n = t.get(key);
-    if (!n) return def;
-    auto v = n->value_exact<bool>();
-    if (!v) bad(table + "." + key, fmt::format("must be true or false, got {}", text(*n)));
-    return *v;
-  }
-  static std::string text(const toml::node& n) {
-    std::ostringstream s;
-    n.visit([&](const auto& x) { s << x; });
-    return s.str();
-  }
-  void only(const toml::table& t, const std::string& table, std::initializer_list<const char*> keys) const {
-    for (const auto& [k, n] : t) {
-      bool known = false;
-      for (const char* key : keys) known = known || k.str() == key;
-      if (known) continue;
-      std::string names;
-      for (const char* key : keys) names += (names.empty() ? "" : ", ") + std::string(key);
-      bad(table.empty() ? std::string(k.str()) : table + "." + std::string(k.str()),
-          "unknown key (known: " + names + ")");
-    }
-  }
-  const toml::table* table(const toml::table& t, const char* key) const {
-    const toml::node* n = t.get(key);
-    if (!n) return nullptr;
-    if (!n->is_table()) bad(key, "must be a table");
-    return n->as_table();
-  }
-};
-
-Unit read_unit(const Reader& r, const toml::table& t, const std::string& at, const Unit& def) {
-  r.only(t, at, {"pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "units"});
+Unit read_unit(const TomlTable& t, const Unit& def) {
+  t.only({"pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "units"});
   Unit u;
-  u.pdp_gbps = r.num(t, at, "pdp_gbps", def.pdp_gbps);
-  u.inc_jobs = r.count(t, at, "inc_jobs", def.inc_jobs);
-  u.optical_ports = r.count(t, at, "optical_ports", def.optical_ports);
-  u.worker_slots = r.count(t, at, "worker_slots", def.worker_slots);
-  u.ps_slots = r.count(t, at, "ps_slots", def.ps_slots);
-  u.aggregators = r.count(t, at, "aggregators", def.aggregators);
+  u.pdp_gbps = t.number("pdp_gbps", def.pdp_gbps);
+  u.inc_jobs = count_of(t, "inc_jobs", def.inc_jobs);
+  u.optical_ports = count_of(t, "optical_ports", def.optical_ports);
+  u.worker_slots = count_of(t, "worker_slots", def.worker_slots);
+  u.ps_slots = count_of(t, "ps_slots", def.ps_slots);
+  u.aggregators = count_of(t, "aggregators", def.aggregators);
   return u;
 }
 
 // jobs_per_ts, or jobs_per_s (the same arrivals whatever the TS length: Fig. 12).
-double arrival_rate(const Reader& r, const toml::table& t, const std::string& table, double ts_s, double def) {
-  if (t.contains("jobs_per_s") && t.contains("jobs_per_ts"))
-    r.bad(table + ".jobs_per_s", "give jobs_per_ts or jobs_per_s, not both");
-  if (t.contains("jobs_per_s")) return r.num(t, table, "jobs_per_s", 0) * ts_s;
-  return r.num(t, table, "jobs_per_ts", def);
+double arrival_rate(const TomlTable& t, double ts_s, double def) {
+  if (t.contains("jobs_per_s") && t.contains("jobs_per_ts")) t.fail("jobs_per_s", "give jobs_per_ts or jobs_per_s, not both");
+  if (t.contains("jobs_per_s")) return t.number("jobs_per_s", 0) * ts_s;
+  return t.number("jobs_per_ts", def);
 }
 
-// How `--set` reads a key of the scenario file (exp::apply_sets): its arrays
+// How `--set` reads a key of the scenario file (ina::apply_sets): its arrays
 // take a comma list (--set dml.workers=4,8), its strings the text as is.
-exp::SetShape set_shape(std::string_view key) {
+ina::SetShape set_shape(std::string_view key) {
   for (std::string_view k : {"dml.workers", "sweep.values", "sweep.variants", "sweep.seeds", "sweep.series_values"})
-    if (key == k) return exp::SetShape::Array;
+    if (key == k) return ina::SetShape::Array;
   for (std::string_view k : {"name", "title", "mapreduce.trace", "sweep.key", "sweep.label", "sweep.series_key",
                              "sweep.series_label"})
-    if (key == k) return exp::SetShape::String;
-  return exp::SetShape::Value;
+    if (key == k) return ina::SetShape::String;
+  return ina::SetShape::Value;
 }
 
 }  // namespace
@@ -438,112 +382,96 @@ static Instance read_instance(const toml::table& root, const std::string& path);
 Instance load_scenario(const std::string& path) { return load_scenario(path, {}); }
 
 Instance load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
-  toml::table root;
   try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream s;
-    s << e.description() << " (line " << e.source().begin.line << ")";
-    throw AoiError(fmt::format("{}: {}", path, s.str()));
-  }
-  try {
-    exp::apply_sets(root, overrides, set_shape);
-  } catch (const exp::ScenarioError& e) {
+    toml::table root = parse_toml(read_settings_file(path, "scenario"), path);
+    ina::apply_sets(root, overrides, set_shape);
+    try {
+      return read_instance(root, path);
+    } catch (const ConfigError& e) {
+      if (overrides.empty()) throw;
+      throw ConfigError(e.what() + ina::sets_note(overrides));
+    } catch (const AoiError& e) {
+      if (overrides.empty()) throw;
+      throw AoiError(e.what() + ina::sets_note(overrides));
+    }
+  } catch (const ConfigError& e) {
     throw AoiError(e.what());
-  }
-  try {
-    return read_instance(root, path);
-  } catch (const AoiError& e) {
-    if (overrides.empty()) throw;
-    throw AoiError(e.what() + exp::sets_note(overrides));
   }
 }
 
-static Instance read_instance(const toml::table& root, const std::string& path) {
-  Reader r{path};
-  r.only(root, "", {"name", "title", "seed", "net", "dml", "mapreduce", "job", "sweep"});
+static Instance read_instance(const toml::table& doc, const std::string& path) {
+  const TomlTable root(doc, path);
+  root.only({"name", "title", "seed", "net", "dml", "mapreduce", "job", "sweep"});
   Instance inst;
   inst.origin = path;
-  const uint64_t seed = r.count(root, "", "seed", 1);
-  const toml::table* nt = r.table(root, "net");
-  if (!nt) r.bad("net", "missing: the ODCN's [net] table");
-  r.only(*nt, "net",
-         {"units", "pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "port_gbps",
-          "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"});
+  const uint64_t seed = count_of(root, "seed", 1);
+  const std::optional<TomlTable> nt = root.table("net");
+  if (!nt) fail_field(path, "net", "missing: the ODCN's [net] table", "(missing)");
+  nt->only({"units", "pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "port_gbps",
+            "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"});
   Odcn& net = inst.net;
-  const Unit def = read_unit(r, [&] {
-    toml::table t = *nt;
-    for (const char* k : {"port_gbps", "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"})
-      t.erase(k);
-    return t;
-  }(), "net", Unit{});
-  net.port_gbps = r.num(*nt, "net", "port_gbps", net.port_gbps);
-  net.reconfig_s = r.num(*nt, "net", "reconfig_ms", net.reconfig_s * 1e3) / 1e3;
-  net.ts_s = r.num(*nt, "net", "ts_s", net.ts_s);
-  net.worker_gbps = r.num(*nt, "net", "worker_gbps", net.worker_gbps);
-  net.delta_gbps = r.num(*nt, "net", "delta_gbps", net.delta_gbps);
-  net.inc_requires_local = r.flag(*nt, "net", "inc_requires_local", net.inc_requires_local);
+  // The unit defaults: [net]'s unit keys (the others are the network's).
+  toml::table unit_keys = nt->table();
+  for (const char* k : {"port_gbps", "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"})
+    unit_keys.erase(k);
+  const Unit def = read_unit(TomlTable(unit_keys, path, "net"), Unit{});
+  net.port_gbps = nt->number("port_gbps", net.port_gbps);
+  net.reconfig_s = nt->number("reconfig_ms", net.reconfig_s * 1e3) / 1e3;
+  net.ts_s = nt->number("ts_s", net.ts_s);
+  net.worker_gbps = nt->number("worker_gbps", net.worker_gbps);
+  net.delta_gbps = nt->number("delta_gbps", net.delta_gbps);
+  net.inc_requires_local = nt->boolean("inc_requires_local", net.inc_requires_local);
   if (const toml::node* un = nt->get("unit")) {
     const toml::array* arr = un->as_array();
-    if (!arr) r.bad("net.unit", "must be an array of tables ([[net.unit]])");
+    if (!arr) nt->fail("unit", "expected an array of tables ([[net.unit]])");
     for (size_t k = 0; k < arr->size(); ++k) {
       const toml::table* t = (*arr)[k].as_table();
-      if (!t) r.bad(fmt::format("net.unit[{}]", k), "must be a table");
-      net.units.push_back(read_unit(r, *t, fmt::format("net.unit[{}]", k), def));
+      const std::string at = fmt::format("net.unit[{}]", k);
+      if (!t) fail_value(path, at, TomlProblem{fmt::format("expected a table, got {}", toml_type((*arr)[k]))}, (*arr)[k]);
+      net.units.push_back(read_unit(TomlTable(*t, path, at), def));
     }
-    if (nt->contains("units") && r.count(*nt, "net", "units", 0) != net.units.size())
-      r.bad("net.units", fmt::format("{} does not match the {} [[net.unit]] tables", r.count(*nt, "net", "units", 0),
-                                     net.units.size()));
+    if (nt->contains("units") && count_of(*nt, "units", 0) != net.units.size())
+      nt->fail("units", fmt::format("does not match the {} [[net.unit]] tables", net.units.size()));
   } else {
-    const unsigned n = r.count(*nt, "net", "units", 0);
-    if (n == 0) r.bad("net.units", "an ODCN needs at least one unit, got 0");
-    net.units.assign(n, def);
+    net.units.assign(count_of(*nt, "units", 0), def);  // none: validate() says so
   }
   // Validate the net before generating jobs on it.
   validate(Instance{path, net, {}});
   WorkloadOptions w;
-  if (const toml::table* d = r.table(root, "dml")) {
-    r.only(*d, "dml", {"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps"});
+  if (const std::optional<TomlTable> d = root.table("dml")) {
+    d->only({"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps"});
     DmlJobOptions o;
-    o.count = r.count(*d, "dml", "count", o.count);
-    o.jobs_per_ts = arrival_rate(r, *d, "dml", net.ts_s, o.jobs_per_ts);
-    o.min_mb = r.num(*d, "dml", "min_mb", o.min_mb);
-    o.max_mb = r.num(*d, "dml", "max_mb", o.max_mb);
-    o.ps_update_gbps = r.num(*d, "dml", "ps_update_gbps", o.ps_update_gbps);
+    o.count = count_of(*d, "count", o.count);
+    o.jobs_per_ts = arrival_rate(*d, net.ts_s, o.jobs_per_ts);
+    o.min_mb = d->number("min_mb", o.min_mb);
+    o.max_mb = d->number("max_mb", o.max_mb);
+    o.ps_update_gbps = d->number("ps_update_gbps", o.ps_update_gbps);
     positive(path, "dml.jobs_per_ts", o.jobs_per_ts);
     positive(path, "dml.ps_update_gbps", o.ps_update_gbps);
-    if (const toml::node* n = d->get("workers")) {
-      const toml::array* a = n->as_array();
-      if (!a || a->empty()) r.bad("dml.workers", "must be a non-empty array of worker counts");
+    d->read("workers", [&](const toml::node& n) {
       o.worker_choices.clear();
-      for (const auto& e : *a) {
-        auto v = e.value_exact<int64_t>();
-        if (!v || *v < 1) r.bad("dml.workers", fmt::format("worker counts must be >= 1, got {}", Reader::text(e)));
-        o.worker_choices.push_back(static_cast<unsigned>(*v));
-      }
-    }
+      for (const int64_t v : read_integers(n, Range{.lo = 1})) o.worker_choices.push_back(static_cast<unsigned>(v));
+    });
     w.dml = o;
   }
-  if (const toml::table* m = r.table(root, "mapreduce")) {
-    r.only(*m, "mapreduce", {"count", "jobs_per_ts", "jobs_per_s", "trace", "ps_update_gbps"});
+  if (const std::optional<TomlTable> m = root.table("mapreduce")) {
+    m->only({"count", "jobs_per_ts", "jobs_per_s", "trace", "ps_update_gbps"});
     MapReduceJobOptions o;
-    o.count = r.count(*m, "mapreduce", "count", o.count);
-    o.jobs_per_ts = arrival_rate(r, *m, "mapreduce", net.ts_s, o.jobs_per_ts);
-    o.ps_update_gbps = r.num(*m, "mapreduce", "ps_update_gbps", o.ps_update_gbps);
+    o.count = count_of(*m, "count", o.count);
+    o.jobs_per_ts = arrival_rate(*m, net.ts_s, o.jobs_per_ts);
+    o.ps_update_gbps = m->number("ps_update_gbps", o.ps_update_gbps);
     positive(path, "mapreduce.jobs_per_ts", o.jobs_per_ts);
     positive(path, "mapreduce.ps_update_gbps", o.ps_update_gbps);
-    const toml::node* tn = m->get("trace");
-    if (!tn) r.bad("mapreduce.trace", "missing: the path of the coflow trace");
-    if (!tn->is_string()) r.bad("mapreduce.trace", fmt::format("must be a string (a path), got {}", Reader::text(*tn)));
+    if (!m->contains("trace")) m->fail("trace", "missing: the path of the coflow trace");
+    const std::string trace = m->string("trace", "");
     // Relative to the working directory, else to the scenario's directory.
-    std::filesystem::path tp = tn->value<std::string>().value();
+    std::filesystem::path tp = trace;
     if (tp.is_relative() && !std::filesystem::exists(tp)) {
       const auto beside = std::filesystem::path(path).parent_path() / tp;
       if (std::filesystem::exists(beside)) tp = beside;
     }
     if (!std::filesystem::exists(tp))
-      r.bad("mapreduce.trace", fmt::format("'{}' not found (from the working directory or the scenario's)",
-                                           tn->value<std::string>().value()));
+      m->fail("trace", fmt::format("'{}' not found (from the working directory or the scenario's)", trace));
     w.trace_path = tp.string();
     w.mapreduce = o;
   }
@@ -556,39 +484,38 @@ static Instance read_instance(const toml::table& root, const std::string& path) 
   }
   if (const toml::node* jn = root.get("job")) {
     const toml::array* arr = jn->as_array();
-    if (!arr) r.bad("job", "must be an array of tables ([[job]])");
+    if (!arr) root.fail("job", "expected an array of tables ([[job]])");
     for (size_t k = 0; k < arr->size(); ++k) {
       const std::string at = fmt::format("job[{}]", k);
-      const toml::table* t = (*arr)[k].as_table();
-      if (!t) r.bad(at, "must be a table");
-      r.only(*t, at, {"name", "kind", "arrival_s", "workers", "ps_unit", "mb_per_worker", "update_s"});
+      const toml::table* tt = (*arr)[k].as_table();
+      if (!tt) fail_value(path, at, TomlProblem{fmt::format("expected a table, got {}", toml_type((*arr)[k]))}, (*arr)[k]);
+      const TomlTable t(*tt, path, at);
+      t.only({"name", "kind", "arrival_s", "workers", "ps_unit", "mb_per_worker", "update_s"});
       Job j;
       j.id = static_cast<unsigned>(inst.jobs.size());
-      j.name = r.str(*t, at, "name", at);
-      const std::string kind = r.str(*t, at, "kind", "dml");
-      if (kind != "dml" && kind != "mapreduce") r.bad(at + ".kind", fmt::format("must be dml or mapreduce, got '{}'", kind));
-      j.kind = kind == "dml" ? JobKind::Dml : JobKind::MapReduce;
-      j.arrival_s = r.num(*t, at, "arrival_s", 0);
-      j.ps_unit = r.count(*t, at, "ps_unit", 0);
-      j.gb_per_worker = r.num(*t, at, "mb_per_worker", 0) * 0.008;
-      j.update_s = r.num(*t, at, "update_s", 0);
-      const toml::node* wn = t->get("workers");
-      const toml::array* wa = wn ? wn->as_array() : nullptr;
-      if (!wa) r.bad(at + ".workers", "missing: [[unit, count], ...]");
+      j.name = t.string("name", at);
+      j.kind = t.string("kind", "dml", {"dml", "mapreduce"}) == "dml" ? JobKind::Dml : JobKind::MapReduce;
+      j.arrival_s = t.number("arrival_s", 0);
+      j.ps_unit = count_of(t, "ps_unit", 0);
+      j.gb_per_worker = t.number("mb_per_worker", 0) * 0.008;
+      j.update_s = t.number("update_s", 0);
+      const toml::node* wn = t.get("workers");
+      if (!wn) t.fail("workers", "missing: [[unit, count], ...]");
+      const toml::array* wa = wn->as_array();
+      if (!wa) t.fail("workers", fmt::format("expected [[unit, count], ...], got {}", toml_type(*wn)));
       for (const auto& e : *wa) {
         const toml::array* pair = e.as_array();
         auto v = pair && pair->size() == 2 ? (*pair)[0].value_exact<int64_t>() : std::nullopt;
         auto c = pair && pair->size() == 2 ? (*pair)[1].value_exact<int64_t>() : std::nullopt;
         if (!v || !c || *v < 0 || *c < 0 || *v > 1'000'000 || *c > 1'000'000)
-          r.bad(at + ".workers",
-                fmt::format("entries are [unit, count] with whole numbers from 0 to 10^6, got {}", Reader::text(e)));
+          t.fail("workers", "entries are [unit, count] with whole numbers from 0 to 10^6", toml_text(e));
         j.workers.push_back({static_cast<unsigned>(*v), static_cast<unsigned>(*c)});
       }
       std::sort(j.workers.begin(), j.workers.end());
       inst.jobs.push_back(std::move(j));
     }
   }
-  if (inst.jobs.empty()) r.bad("job", "the scenario has no job ([dml], [mapreduce] or [[job]])");
+  if (inst.jobs.empty()) fail_field(path, "job", "the scenario has no job ([dml], [mapreduce] or [[job]])", "(none)");
   validate(inst);
   return inst;
 }

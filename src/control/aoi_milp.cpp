@@ -97,6 +97,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -576,47 +577,95 @@ struct PairCols {
 
 }  // namespace
 
-MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const Odcn& net = inst.net;
-  const double dt = net.ts_s, eps = net.reconfig_s, wg = net.worker_gbps;
-  const double m_rate = kMinRateFrac * wg;
-  const unsigned N = net.size();
-  if (!(o.time_limit_s > 0)) throw AoiError(fmt::format("milp: the time limit must be positive, got {} s", o.time_limit_s));
+namespace {
 
-  // ---- the incumbent and the horizon ----------------------------------------------------
-  Schedule start = o.incumbent ? *o.incumbent : [&] {
+// ---- phase 1: the incumbent and the horizon ---------------------------------------------
+
+// The incumbent (o.incumbent, else the better of plan_list and plan_serial),
+// checked, and the horizon T it bounds (see "Horizon" at the top): every
+// later phase models TSs 1..T only.
+struct Horizon {
+  Schedule start;
+  Check sc;          // start's check: its CT-BTI is the upper bound ub
+  double ub = 0;
+  unsigned T = 0;
+  bool use_start = false;  // the incumbent fits in T: warm start and per-job end bounds
+};
+
+Horizon choose_horizon(const Instance& inst, const MilpOptions& o) {
+  const double dt = inst.net.ts_s;
+  Horizon h;
+  h.start = o.incumbent ? *o.incumbent : [&] {
     Schedule a = plan_list(inst, o.inc), b = plan_serial(inst, o.inc);
     return check_schedule(inst, b).ct_bti_s < check_schedule(inst, a).ct_bti_s ? b : a;
   }();
   if (o.incumbent && !o.inc)
-    for (const JobPlan& p : start.jobs)
+    for (const JobPlan& p : h.start.jobs)
       if (p.inc_unit)
         throw AoiError(fmt::format("milp: the incumbent gives job {} INC, but this MILP is without INC", p.job));
-  const Check sc = check_schedule(inst, start);
-  if (!sc.ok) throw AoiError(fmt::format("milp: the incumbent ({}) is infeasible: {}", start.algo, sc.errors.front()));
-  const double ub = sc.ct_bti_s;
-  MilpReport rep;
-  const unsigned T = o.horizon_ts ? o.horizon_ts : std::max(sc.last_ts, floor_ts(ub, dt));
-  rep.horizon_ts = T;
-  const bool use_start = sc.last_ts <= T;
+  h.sc = check_schedule(inst, h.start);
+  if (!h.sc.ok)
+    throw AoiError(fmt::format("milp: the incumbent ({}) is infeasible: {}", h.start.algo, h.sc.errors.front()));
+  h.ub = h.sc.ct_bti_s;
+  h.T = o.horizon_ts ? o.horizon_ts : std::max(h.sc.last_ts, floor_ts(h.ub, dt));
+  h.use_start = h.sc.last_ts <= h.T;
+  return h;
+}
 
-  // ---- columns -------------------------------------------------------------------------
+// S: every CT-BTI a schedule within the horizon can have ({i·Δt + a}, a in
+// {0} ∪ {a_j}), ascending, without duplicates: phase 1's bound is rounded up
+// to its next element, and its smallest step sizes CBC's cutoff increment.
+std::vector<double> possible_ct_bti(const Instance& inst, unsigned T) {
+  const double dt = inst.net.ts_s;
+  std::vector<double> S;
+  std::vector<double> a{0.0};
+  for (const Job& j : inst.jobs) a.push_back(j.update_s);
+  for (unsigned i = 1; i <= T; ++i)
+    for (const double u : a) S.push_back(i * dt + u);
+  std::sort(S.begin(), S.end());
+  std::vector<double> uniq;
+  for (const double v : S)
+    if (uniq.empty() || v > uniq.back() + 1e-9) uniq.push_back(v);
+  return uniq;
+}
+
+// The MILP under construction: the model and where each variable is.
+struct Milp {
   Model md;
-  double t_lb = 0;
+  unsigned T = 0;
+  int t_col = -1;    // t, the CT-BTI (Eq. 1)
+  double t_lb = 0;   // t's valid lower bound
+  std::vector<JobCols> J;          // by job id
+  std::map<Pair, PairCols> pairs;  // every unit pair some flow may use
+};
+
+// ---- phase 2: the variables ----------------------------------------------------------------
+
+// Every column, in the order CBC sees them: t (bounded below by the valid
+// inequality t >= (r_j - 1 + ⌈d~_j / (w·Δt)⌉)·Δt + min_c a(c)); per job
+// k_c, then per TS x, s, e, B, then y_c per TS, then λ per flow and TS; then
+// per pair and TS P, n, α. The INC products z are added with their rows
+// (add_inc_products), only where N_INC can bind.
+void add_variables(Milp& m, const Instance& inst, const MilpOptions& o, const Horizon& h) {
+  const Odcn& net = inst.net;
+  const double dt = net.ts_s, eps = net.reconfig_s, wg = net.worker_gbps;
+  const unsigned T = m.T;
+  Model& md = m.md;
+  double& t_lb = m.t_lb;
   for (const Job& j : inst.jobs) {
     const double need_ts = std::ceil(j.gb_per_worker / (wg * dt) - 1e-9);
     t_lb = std::max(t_lb, (j.first_ts(dt) - 1 + std::max(1.0, need_ts)) * dt + min_update(inst, j, o.inc));
   }
-  const int t_col = md.col(t_lb, kInf, 1.0, false);
+  m.t_col = md.col(t_lb, kInf, 0.0, false);  // its cost: set_ct_bti_objective
 
-  std::vector<JobCols> J(inst.jobs.size());
-  std::map<Pair, PairCols> pairs;
+  std::vector<JobCols>& J = m.J;
+  std::map<Pair, PairCols>& pairs = m.pairs;
+  J.assign(inst.jobs.size(), JobCols{});
   for (const Job& j : inst.jobs) {
     JobCols& jc = J[j.id];
     jc.r = j.first_ts(dt);
     jc.last = T;
-    if (use_start) jc.last = std::min(T, floor_ts(ub - min_update(inst, j, o.inc), dt));
+    if (h.use_start) jc.last = std::min(T, floor_ts(h.ub - min_update(inst, j, o.inc), dt));
     if (jc.last < jc.r)
       throw AoiError(fmt::format("milp: job {} ({}) arrives in TS {}, after the horizon T = {}", j.id, j.name, jc.r, T));
     jc.choice = choices_of(inst, j, o.inc);
@@ -654,21 +703,6 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   // Per pair: P, n, α.
   for (auto& [pr, pc] : pairs)
     pc.max_ports = std::min(net.units[pr.first].optical_ports, net.units[pr.second].optical_ports);
-  // S: every CT-BTI a schedule within the horizon can have.
-  std::vector<double> S;
-  {
-    std::vector<double> a{0.0};
-    for (const Job& j : inst.jobs) a.push_back(j.update_s);
-    for (unsigned i = 1; i <= T; ++i)
-      for (const double u : a) S.push_back(i * dt + u);
-    std::sort(S.begin(), S.end());
-    std::vector<double> uniq;
-    for (const double v : S)
-      if (uniq.empty() || v > uniq.back() + 1e-9) uniq.push_back(v);
-    S = std::move(uniq);
-  }
-  double gap_min = dt;
-  for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
   for (auto& [pr, pc] : pairs) {
     pc.P.assign(T + 1, -1);
     pc.n.assign(T + 1, -1);
@@ -679,8 +713,24 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       if (eps > 0) pc.alpha[i] = md.binary();
     }
   }
+}
 
-  // ---- rows per job ------------------------------------------------------------------------
+// ---- phase 3: the constraints ----------------------------------------------------------------
+
+// The rows of each job, job by job: Eq. 2 (one INC choice), the contiguous
+// run (Σ s = 1, s <= x, x^i <= x^{i-1} + s^i), the rate bounds m·x <= B <=
+// w·x, the data of Eqs. 8-10 (the push, its split by INC choice, and per
+// flow the ε loss λ), y = k·B (Eq. 13), the end indicators, Eq. 11's
+// t >= end of the job (the objective's rows, per TS and through e), and a
+// connection on the pair of every TS that carries a flow.
+void add_job_constraints(Milp& m, const Instance& inst) {
+  const Odcn& net = inst.net;
+  const double dt = net.ts_s, eps = net.reconfig_s, wg = net.worker_gbps;
+  const double m_rate = kMinRateFrac * wg;
+  Model& md = m.md;
+  const int t_col = m.t_col;
+  std::vector<JobCols>& J = m.J;
+  const std::map<Pair, PairCols>& pairs = m.pairs;
   for (const Job& j : inst.jobs) {
     JobCols& jc = J[j.id];
     const size_t C = jc.choice.size(), L = jc.last - jc.r + 1;
@@ -765,10 +815,17 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     }
   }
 
-  // Eq. 3's products z = k·x, for the units whose INC capacity can bind:
-  // z >= k + x - 1 (Eq. 12), and Σ_i z >= k (an INC job holds its slot for at
-  // least one TS; exact for integral values, and in the LP it stops a
-  // fractional x from making INC free).
+}
+
+// Eq. 3's products z = k·x, for the units whose INC capacity can bind:
+// z >= k + x - 1 (Eq. 12), and Σ_i z >= k (an INC job holds its slot for at
+// least one TS; exact for integral values, and in the LP it stops a
+// fractional x from making INC free). Columns and rows together, unit by unit.
+void add_inc_products(Milp& m, const Instance& inst) {
+  const Odcn& net = inst.net;
+  const unsigned N = net.size(), T = m.T;
+  Model& md = m.md;
+  std::vector<JobCols>& J = m.J;
   for (unsigned v = 0; v < N; ++v) {
     std::vector<unsigned> users(T + 2, 0);
     for (const Job& j : inst.jobs)
@@ -792,7 +849,19 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
     }
   }
 
-  // ---- rows per TS: Eq. 3, 5, 6, 7 --------------------------------------------------------------
+}
+
+// The rows of each TS: per unit Eq. 5 (switch load, only where it could
+// bind) and Eq. 3 (INC jobs at once, only where it could bind); per pair
+// Eq. 6 (the flows within B_port·P) and Eq. 7 (n >= P^i - P^{i-1}, n <= M·α);
+// per unit Eq. 6's port budget (only where it could bind).
+void add_ts_constraints(Milp& m, const Instance& inst) {
+  const Odcn& net = inst.net;
+  const double eps = net.reconfig_s, wg = net.worker_gbps;
+  const unsigned N = net.size(), T = m.T;
+  Model& md = m.md;
+  std::vector<JobCols>& J = m.J;
+  std::map<Pair, PairCols>& pairs = m.pairs;
   for (unsigned ts = 1; ts <= T; ++ts) {
     // Eq. 5 and Eq. 3 per unit.
     for (unsigned v = 0; v < N; ++v) {
@@ -852,140 +921,210 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
       for (const int c : at_unit[v]) md.add(r, c, 1);
     }
   }
-  rep.rows = static_cast<int>(md.row_lo.size());
-  rep.columns = static_cast<int>(md.cost.size());
-  for (const char b : md.integer) rep.integers += b;
+}
 
-  // ---- the incumbent as a solution vector -------------------------------------------------------
+// ---- phase 4: the objective ----------------------------------------------------------------
+
+// Phase 1's objective: minimize t, the CT-BTI (Eq. 1).
+void set_ct_bti_objective(Milp& m) { m.md.cost[m.t_col] = 1.0; }
+
+// Phase 2's model: minimize the connections set up (Σ n) among the
+// schedules whose CT-BTI is at most phase 1's `t` (the paper's Table I
+// tie-break, lexicographically).
+Model reconfiguration_model(const Milp& m, double t) {
+  Model md2 = m.md;
+  md2.cost[m.t_col] = 0;
+  md2.hi[m.t_col] = t + 1e-9;
+  for (const auto& [pr, pc] : m.pairs)
+    for (unsigned ts = 1; ts <= m.T; ++ts) md2.cost[pc.n[ts]] = 1;
+  return md2;
+}
+
+// ---- phase 5: solving ------------------------------------------------------------------------
+
+// The incumbent as a solution vector of the model (empty if it does not fit the horizon): CBC's warm start.
+std::vector<double> warm_start(const Milp& m, const Instance& inst, const Horizon& h) {
+  const double eps = inst.net.reconfig_s;
+  const unsigned T = m.T;
+  const std::vector<JobCols>& J = m.J;
+  const Schedule& start = h.start;
   std::vector<double> warm;
-  if (use_start) {
-    warm.assign(md.cost.size(), 0.0);
-    warm[t_col] = ub;
-    const PortsByTs P = aoi_state(inst, start, T);
-    for (auto& [pr, pc] : pairs)
-      for (unsigned ts = 1; ts <= T; ++ts) {
-        auto at = [&](unsigned t) {
-          const auto it = P[t].find(pr);
-          return it == P[t].end() ? 0 : it->second;
-        };
-        warm[pc.P[ts]] = at(ts);
-        const int n = std::max(0, at(ts) - (ts > 1 ? at(ts - 1) : 0));
-        warm[pc.n[ts]] = n;
-        if (eps > 0) warm[pc.alpha[ts]] = n > 0;
-      }
-    for (const JobPlan& p : start.jobs) {
-      const JobCols& jc = J[p.job];
-      size_t c = 0;
-      for (size_t k = 1; k < jc.choice.size(); ++k)
-        if (jc.choice[k] == p.inc_unit) c = k;
-      if (c) warm[jc.k[c]] = 1;
-      for (unsigned ts = p.first_ts; ts <= p.last_ts(); ++ts) {
-        const size_t i = ts - jc.r;
-        const double b = p.rate_gbps[ts - p.first_ts];
-        const double prev = ts > p.first_ts ? p.rate_gbps[ts - 1 - p.first_ts] : 0.0;
-        warm[jc.x[i]] = 1;
-        warm[jc.B[i]] = b;
-        if (c) warm[jc.y[c][i]] = b;
-        if (c && !jc.z[c].empty() && jc.z[c][i] >= 0) warm[jc.z[c][i]] = 1;
-        for (const auto& fl : jc.flows)
-          if (eps > 0 && fl.q[c] > 0 && gained(P, ts, fl.pair)) warm[fl.lam[i]] = eps * std::max(0.0, b - prev);
-      }
-      warm[jc.s[p.first_ts - jc.r]] = 1;
-      warm[jc.e[p.last_ts() - jc.r]] = 1;
+  if (!h.use_start) return warm;
+  warm.assign(m.md.cost.size(), 0.0);
+  warm[m.t_col] = h.ub;
+  const PortsByTs P = aoi_state(inst, start, T);
+  for (auto& [pr, pc] : m.pairs)
+    for (unsigned ts = 1; ts <= T; ++ts) {
+      auto at = [&](unsigned t) {
+        const auto it = P[t].find(pr);
+        return it == P[t].end() ? 0 : it->second;
+      };
+      warm[pc.P[ts]] = at(ts);
+      const int n = std::max(0, at(ts) - (ts > 1 ? at(ts - 1) : 0));
+      warm[pc.n[ts]] = n;
+      if (eps > 0) warm[pc.alpha[ts]] = n > 0;
     }
+  for (const JobPlan& p : start.jobs) {
+    const JobCols& jc = J[p.job];
+    size_t c = 0;
+    for (size_t k = 1; k < jc.choice.size(); ++k)
+      if (jc.choice[k] == p.inc_unit) c = k;
+    if (c) warm[jc.k[c]] = 1;
+    for (unsigned ts = p.first_ts; ts <= p.last_ts(); ++ts) {
+      const size_t i = ts - jc.r;
+      const double b = p.rate_gbps[ts - p.first_ts];
+      const double prev = ts > p.first_ts ? p.rate_gbps[ts - 1 - p.first_ts] : 0.0;
+      warm[jc.x[i]] = 1;
+      warm[jc.B[i]] = b;
+      if (c) warm[jc.y[c][i]] = b;
+      if (c && !jc.z[c].empty() && jc.z[c][i] >= 0) warm[jc.z[c][i]] = 1;
+      for (const auto& fl : jc.flows)
+        if (eps > 0 && fl.q[c] > 0 && gained(P, ts, fl.pair)) warm[fl.lam[i]] = eps * std::max(0.0, b - prev);
+    }
+    warm[jc.s[p.first_ts - jc.r]] = 1;
+    warm[jc.e[p.last_ts() - jc.r]] = 1;
   }
+  return warm;
+}
 
-  // ---- CBC: phase 1 min t, phase 2 min Σ n with t at phase 1's value ------------------------------
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+// The two CBC runs: phase 1 min t (up to 80 % of the time left), phase 2
+// min Σ n with t at phase 1's value, warm-started from phase 1's solution.
+struct Solved {
+  std::vector<double> sol;  // empty: CBC found nothing
+  double lb = 0;            // phase 1's bound on t (at least t_lb)
+};
+
+Solved solve_lexicographic(const Milp& m, const std::vector<double>& warm, const MilpOptions& o, double gap_min,
+                           const std::function<double()>& elapsed, MilpReport& rep) {
   // Solutions better by less than the smallest CT-BTI step are not worth a node.
   const double step = std::max(1e-9, std::min(1e-5, gap_min / 2));
   // Phase 1 may use 80 % of what is left; phase 2 gets the rest (more if phase 1 ends early).
-  CbcRun run = run_cbc(md, warm, std::max(0.01, 0.8 * (o.time_limit_s - elapsed())), o.threads, step, step / 2);
+  CbcRun run = run_cbc(m.md, warm, std::max(0.01, 0.8 * (o.time_limit_s - elapsed())), o.threads, step, step / 2);
   rep.warm_started = run.warm_ok;
   rep.t_optimal = run.proven;
-  const double lb = std::max(t_lb, run.lb);
-  if (!run.sol.empty()) rep.objective_s = run.sol[t_col];
+  Solved out;
+  out.lb = std::max(m.t_lb, run.lb);
+  if (!run.sol.empty()) rep.objective_s = run.sol[m.t_col];
   if (!run.sol.empty() && o.time_limit_s - elapsed() > 0.01) {
-    Model md2 = md;
-    md2.cost[t_col] = 0;
-    md2.hi[t_col] = run.sol[t_col] + 1e-9;
-    for (const auto& [pr, pc] : pairs)
-      for (unsigned ts = 1; ts <= T; ++ts) md2.cost[pc.n[ts]] = 1;
+    const Model md2 = reconfiguration_model(m, run.sol[m.t_col]);
     CbcRun run2 = run_cbc(md2, run.sol, o.time_limit_s - elapsed(), o.threads, 0.5, 1 - 1e-6);
     rep.reconfigurations_minimal = run2.proven;
     if (!run2.sol.empty()) run.sol = std::move(run2.sol);
   }
-  const double* sol = run.sol.empty() ? nullptr : run.sol.data();
+  out.sol = std::move(run.sol);
+  return out;
+}
 
-  // ---- the solution as a Schedule --------------------------------------------------------------
+// ---- phase 6: the schedule -------------------------------------------------------------------
+
+// CBC's solution as a Schedule ("From the solution to a Schedule"
+// at the top): k, x, P rounded, B kept, each plan cut at the TS its data
+// completes in, the AOI changes at TS boundaries up to the last TS, the INC
+// jobs' segments assigned (solve_milp validates it: a rejection is a bug).
+Schedule extract_schedule(const Milp& m, const Instance& inst, const MilpOptions& o, const double* sol) {
+  const double dt = inst.net.ts_s, wg = inst.net.worker_gbps;
+  const unsigned T = m.T;
+  const std::vector<JobCols>& J = m.J;
+  const std::map<Pair, PairCols>& pairs = m.pairs;
   Schedule out;
   out.algo = "milp";
   out.inc = o.inc;
-  if (sol) {
-    // The AOI per TS.
-    PortsByTs P(T + 1);
-    for (const auto& [pr, pc] : pairs)
-      for (unsigned ts = 1; ts <= T; ++ts) {
-        const long k = std::lround(sol[pc.P[ts]]);
-        if (k) P[ts][pr] = static_cast<int>(k);
-      }
-    unsigned last = 0;
-    for (const Job& j : inst.jobs) {
-      const JobCols& jc = J[j.id];
-      JobPlan p;
-      p.job = j.id;
-      for (size_t c = 1; c < jc.choice.size(); ++c)
-        if (sol[jc.k[c]] > 0.5) p.inc_unit = jc.choice[c];
-      std::vector<unsigned> on;
-      for (size_t i = 0; i < jc.x.size(); ++i)
-        if (sol[jc.x[i]] > 0.5) on.push_back(jc.r + static_cast<unsigned>(i));
-      if (on.empty() || on.back() - on.front() + 1 != on.size())
-        throw std::logic_error(fmt::format("milp: job {}'s TSs are not one contiguous run", j.id));
-      p.first_ts = on.front();
-      for (const unsigned ts : on) {
-        const double b = std::min(wg, sol[jc.B[ts - jc.r]]);
-        if (!(b > 0)) throw std::logic_error(fmt::format("milp: job {} has rate {} in its TS {}", j.id, b, ts));
-        p.rate_gbps.push_back(b);
-      }
-      // Cut the plan at the TS its data completes in.
-      const unsigned done = completion_ts(inst, j, p, P);
-      if (!done)
-        throw std::logic_error(fmt::format("milp: job {}'s data does not complete by its last TS {}", j.id, p.last_ts()));
-      p.rate_gbps.resize(done - p.first_ts + 1);
-      last = std::max(last, p.last_ts());
-      out.jobs.push_back(std::move(p));
+  // The AOI per TS.
+  PortsByTs P(T + 1);
+  for (const auto& [pr, pc] : pairs)
+    for (unsigned ts = 1; ts <= T; ++ts) {
+      const long k = std::lround(sol[pc.P[ts]]);
+      if (k) P[ts][pr] = static_cast<int>(k);
     }
-    for (unsigned ts = 1; ts <= last; ++ts) {
-      std::map<Pair, int> both = P[ts - 1];
-      for (const auto& [pr, k] : P[ts]) both[pr];
-      for (const auto& [pr, was] : both) {
-        const auto it = P[ts].find(pr);
-        const int now = it == P[ts].end() ? 0 : it->second;
-        const auto jt = P[ts - 1].find(pr);
-        const int before = jt == P[ts - 1].end() ? 0 : jt->second;
-        if (now != before) out.changes.push_back({(ts - 1) * dt, pr.first, pr.second, now - before});
-      }
+  unsigned last = 0;
+  for (const Job& j : inst.jobs) {
+    const JobCols& jc = J[j.id];
+    JobPlan p;
+    p.job = j.id;
+    for (size_t c = 1; c < jc.choice.size(); ++c)
+      if (sol[jc.k[c]] > 0.5) p.inc_unit = jc.choice[c];
+    std::vector<unsigned> on;
+    for (size_t i = 0; i < jc.x.size(); ++i)
+      if (sol[jc.x[i]] > 0.5) on.push_back(jc.r + static_cast<unsigned>(i));
+    if (on.empty() || on.back() - on.front() + 1 != on.size())
+      throw std::logic_error(fmt::format("milp: job {}'s TSs are not one contiguous run", j.id));
+    p.first_ts = on.front();
+    for (const unsigned ts : on) {
+      const double b = std::min(wg, sol[jc.B[ts - jc.r]]);
+      if (!(b > 0)) throw std::logic_error(fmt::format("milp: job {} has rate {} in its TS {}", j.id, b, ts));
+      p.rate_gbps.push_back(b);
     }
-    assign_segments(inst, out);
+    // Cut the plan at the TS its data completes in.
+    const unsigned done = completion_ts(inst, j, p, P);
+    if (!done)
+      throw std::logic_error(fmt::format("milp: job {}'s data does not complete by its last TS {}", j.id, p.last_ts()));
+    p.rate_gbps.resize(done - p.first_ts + 1);
+    last = std::max(last, p.last_ts());
+    out.jobs.push_back(std::move(p));
+  }
+  for (unsigned ts = 1; ts <= last; ++ts) {
+    std::map<Pair, int> both = P[ts - 1];
+    for (const auto& [pr, k] : P[ts]) both[pr];
+    for (const auto& [pr, was] : both) {
+      const auto it = P[ts].find(pr);
+      const int now = it == P[ts].end() ? 0 : it->second;
+      const auto jt = P[ts - 1].find(pr);
+      const int before = jt == P[ts - 1].end() ? 0 : jt->second;
+      if (now != before) out.changes.push_back({(ts - 1) * dt, pr.first, pr.second, now - before});
+    }
+  }
+  assign_segments(inst, out);
+  return out;
+}
+
+}  // namespace
+
+MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!(o.time_limit_s > 0)) throw AoiError(fmt::format("milp: the time limit must be positive, got {} s", o.time_limit_s));
+  const Horizon h = choose_horizon(inst, o);
+  MilpReport rep;
+  rep.horizon_ts = h.T;
+
+  Milp m;
+  m.T = h.T;
+  add_variables(m, inst, o, h);
+  const std::vector<double> S = possible_ct_bti(inst, h.T);
+  double gap_min = inst.net.ts_s;
+  for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
+  add_job_constraints(m, inst);
+  add_inc_products(m, inst);
+  add_ts_constraints(m, inst);
+  set_ct_bti_objective(m);
+  rep.rows = static_cast<int>(m.md.row_lo.size());
+  rep.columns = static_cast<int>(m.md.cost.size());
+  for (const char b : m.md.integer) rep.integers += b;
+
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const Solved solved = solve_lexicographic(m, warm_start(m, inst, h), o, gap_min, elapsed, rep);
+
+  Schedule out;
+  if (!solved.sol.empty()) {
+    out = extract_schedule(m, inst, o, solved.sol.data());
     const Check c = check_schedule(inst, out);
     if (!c.ok) throw std::logic_error(fmt::format("milp: CBC's solution fails the validator: {}", c.errors.front()));
     // Keep the incumbent if CBC did not beat it (CT-BTI, then reconfigurations).
-    rep.from_solver = !(sc.ct_bti_s < c.ct_bti_s - 1e-9 ||
-                        (sc.ct_bti_s <= c.ct_bti_s + 1e-9 && sc.reconfigured < c.reconfigured));
+    rep.from_solver = !(h.sc.ct_bti_s < c.ct_bti_s - 1e-9 ||
+                        (h.sc.ct_bti_s <= c.ct_bti_s + 1e-9 && h.sc.reconfigured < c.reconfigured));
   }
   if (!rep.from_solver) {
-    if (!use_start)
-      throw AoiError(fmt::format("milp: CBC found no schedule within T = {} TSs in {} s", T, o.time_limit_s));
-    out = start;
-    out.algo = "milp";
-    out.inc = o.inc;
+    if (!h.use_start)
+      throw AoiError(fmt::format("milp: CBC found no schedule within T = {} TSs in {} s", h.T, o.time_limit_s));
+    out = h.start;
   }
+  out.algo = "milp";
+  out.inc = o.inc;
   const double ct = check_schedule(inst, out).ct_bti_s;
   // CT-BTI >= LB, rounded up to the next possible CT-BTI.
-  double bound = lb;
+  double bound = solved.lb;
   const auto it = std::lower_bound(S.begin(), S.end(), bound - 1e-9);
   if (it != S.end()) bound = std::max(bound, *it);
-  out.bound_s = std::min(ct, std::max(bound, t_lb));
+  out.bound_s = std::min(ct, std::max(bound, m.t_lb));
   out.gap = ct > 0 ? (ct - out.bound_s) / ct : 0.0;
   out.optimal = ct <= out.bound_s + 1e-9;
   out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

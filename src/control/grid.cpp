@@ -300,19 +300,4 @@ Plan feasible_rates(const Instance& inst, const Plan& plan) {
   return p;
 }
 
-const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> names = {"grid", "atp", "switchml", "geryon", "grid-exact", "grid-published"};
-  return names;
-}
-
-Plan plan_scheme(const Instance& inst, const std::string& scheme, uint64_t seed, int exact_max_nodes) {
-  if (scheme == "grid") return plan_grid(inst, seed);
-  if (scheme == "grid-exact") return plan_grid_exact(inst, exact_max_nodes);
-  if (scheme == "grid-published") return plan_grid_published(inst, seed);
-  if (scheme == "atp") return plan_atp(inst);
-  if (scheme == "switchml") return plan_switchml(inst);
-  if (scheme == "geryon") return plan_geryon(inst);
-  throw PlanError(fmt::format("unknown scheme '{}' (schemes: grid, atp, switchml, geryon, grid-exact, grid-published)", scheme));
-}
-
 }  // namespace ina::control::grid

@@ -264,11 +264,32 @@ Plan plan_geryon(const Instance& inst);
 Plan plan_atp(const Instance& inst);
 Plan plan_switchml(const Instance& inst);
 
-// "grid", "atp", "switchml", "geryon" (the paper's schemes), "grid-exact" and
-// "grid-published".
+// ---- Planners by name ----------------------------------------------------
+
+// What a planner may use besides the instance: seed by "grid" and
+// "grid-published" (their rounding), exact_max_nodes by "grid-exact".
+struct PlanOptions {
+  uint64_t seed = 1;
+  int exact_max_nodes = 2000;
+};
+// One named planner: the paper's schemes "grid", "atp", "switchml", "geryon",
+// then "grid-exact" and "grid-published" (grid_planners.cpp, the only place
+// that maps a name to a planner). description: what the name means beyond
+// itself, empty if nothing (planner_help).
+struct Planner {
+  std::string name;
+  std::string description;
+  Plan (*plan)(const Instance& inst, const PlanOptions& opts);
+};
+const std::vector<Planner>& planners();
+// The planner of that name, or nullptr.
+const Planner* find_planner(const std::string& name);
+// The planners' names, in planners() order.
 const std::vector<std::string>& scheme_names();
-// Runs a scheme by name: seed is used by "grid" and "grid-published" only, exact_max_nodes by
-// "grid-exact" only. Throws PlanError for an unknown name.
+// "grid (R-GRIA), atp, ..., or grid-published (...)": every name with its
+// description, for a command's help.
+std::string planner_help();
+// Runs a planner by name. Throws PlanError for an unknown name, listing the known ones.
 Plan plan_scheme(const Instance& inst, const std::string& scheme, uint64_t seed, int exact_max_nodes = 2000);
 
 }  // namespace ina::control::grid

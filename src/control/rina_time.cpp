@@ -186,7 +186,7 @@ std::vector<Step> har_steps(const Model& m, const Graph& g, const std::vector<No
 }
 
 // Rina as a dependency graph (see the header): one flow per transfer, and
-// per worker its steps in the endpoint's order (host/ring.cpp).
+// per worker its steps in the endpoint's order (host/ring_step_compiler.cpp).
 struct Flow {
   Transfer t;
   NodeId sender = topo::kNoNode;                 // the worker whose step start starts it
@@ -366,7 +366,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     if (rack(gr[i])) own[i] = scatter(i, gr[i].agent);
     for (size_t s = 0; s < ag_steps(gr[i]); ++s) ag[i].push_back(gather(i, s));
   }
-  // Each worker's steps (host/ring.cpp's build_steps).
+  // Each worker's steps (host/ring_step_compiler.cpp's build_steps).
   std::vector<std::vector<WorkerStep>> plan(n);
   for (size_t i = 0; i < G; ++i) {
     const Group& x = gr[i];

@@ -14,7 +14,7 @@
 // identical transfers the simulator's RingEndpoint, which waits per worker,
 // is paced the same).
 // Rina: a dependency graph over the workers, as the simulator's endpoints
-// (host/ring.cpp) run it. A worker's step starts when its previous step is
+// (host/ring_step_compiler.cpp) run it. A worker's step starts when its previous step is
 // done: its own send fully acknowledged and its incoming shard fully
 // received (its last packet's arrival: the transfer's end minus the
 // acknowledgement's way back). So an INA rack's AllGather step s + 1, sent
@@ -92,7 +92,7 @@
 #include <vector>
 
 #include "control/rina_bom.hpp"
-#include "schemes/registry.hpp"
+#include "schemes/collective.hpp"
 #include "topo/graph.hpp"
 
 namespace ina::control::rina {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "control/zebra_layout.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "workload/sparse.hpp"
 
 namespace ina::control::zebra {

@@ -11,7 +11,7 @@
 // Incremental: update() takes the message in pieces of any length, and a
 // state can be copied to finish several messages that share a prefix (the
 // runtime's multicast copies share their payload, datagram_tag.hpp).
-// tests/test_datagram_auth.cpp checks the authors' 64 reference vectors.
+// tests/runtime/test_datagram_auth.cpp checks the authors' 64 reference vectors.
 #include <bit>
 #include <cstddef>
 #include <cstdint>

@@ -7,7 +7,7 @@
 // switch on its way to the workers (release on Ack). A retransmission that
 // finds its own task joins it and flushes the partial aggregate to the PS,
 // freeing the aggregator; one that finds a free or foreign aggregator goes to the PS.
-// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
+// With ZebraConfig::kv_pool (ours), an aggregator a sparse job's hot-set
 // table pins is such a foreign one: first come, first served, the table came first.
 //
 // Over several switches (a job with a parent: one level of an aggregation
@@ -24,7 +24,7 @@
 //    dropped, since reserving would hold an aggregator nobody completes.
 //
 // Sharing the pool between tenants (ours; off unless configured, see
-// SwitchConfig::job_quota and reclaim_after): a first transmission of a job
+// PoolShare::job_quota and reclaim_after): a first transmission of a job
 // holding its quota of aggregators takes none, and goes to the PS as a
 // collision does. A packet that finds another task reserved at least
 // reclaim_after ago, or one of a job holding more than its quota (a fair

@@ -8,11 +8,11 @@
 //    aggregator swap (a resubmit: the second pass writes key and priority) and
 //    the evicted partial aggregate goes to its job's PS. If it loses, it goes
 //    to the PS and the aggregator's priority is halved (downgrading), so a
-//    long-held aggregator eventually yields.
+//    long-held aggregator eventually yields (the compare: dsa_preempt.hpp).
 // Retransmissions never reserve or preempt (a late copy would otherwise hold
 // an aggregator nobody completes); they only join their own task or go to the PS.
 // Strawman modes for Fig. 11: always preempt, or preempt with probability 1/2.
-// With SwitchConfig::kv_pool (ours), an aggregator a sparse job's hot-set
+// With ZebraConfig::kv_pool (ours), an aggregator a sparse job's hot-set
 // table pins is not a task: a packet that maps to it goes to the PS without a
 // compare (preempting it would split a hot key's sum between switch and PS,
 // which Zebra's workers cannot join: they take a hot key's sum from the switch).
@@ -33,7 +33,7 @@
 // first packet that lost the compare) may later find its aggregator free and
 // reserve it with its remaining packets: its halves then meet only when the
 // PS's timeout fetches the aggregator (§IV-C; ~1 ms each). With
-// SwitchConfig::join_splits (ours, scheme dsa-join) the switch keeps, per
+// DsaConfig::join_splits (ours, scheme dsa-join) the switch keeps, per
 // aggregator, one more register: the task whose contributions this
 // aggregator last sent to the PS (an eviction, a collision, or a PS's fetch)
 // and the ranks it sent (48 bits of key and the rank bitmap). Then:
@@ -55,7 +55,7 @@
 // task to the PS, and the overwritten task falls back to the paper's timeout.
 //
 // Sharing the pool between tenants (ours; off unless configured, see
-// SwitchConfig::job_quota and reclaim_after, SwitchJob's priority range):
+// PoolShare::job_quota and reclaim_after, SwitchJob's priority range):
 //  - a packet's priority is first clamped into its job's admitted range
 //    (SwitchProgram::on_packet), so a job cannot outbid the range it was
 //    admitted with, whatever its packets say;
@@ -69,6 +69,8 @@
 //    finds the aggregator free. Downgrading alone frees
 //    a long-held aggregator only after log2(its priority / the packet's)
 //    lost compares, and only to packets that come to it.
+#include "dataplane/dsa.hpp"
+#include "dataplane/dsa_preempt.hpp"
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -80,8 +82,8 @@ class DsaSwitch final : public SwitchProgram {
       : SwitchProgram(cfg, scheme),
         priority_(n_, 0),
         retired_(n_, 0),
-        at_ps_(cfg.join_splits ? n_ : 0, 0),
-        at_ps_ranks_(cfg.join_splits ? n_ : 0) {
+        at_ps_(cfg.dsa.join_splits ? n_ : 0, 0),
+        at_ps_ranks_(cfg.dsa.join_splits ? n_ : 0) {
     host_sparse_in_pool();
   }
 
@@ -135,16 +137,14 @@ class DsaSwitch final : public SwitchProgram {
       return;
     }
     if (!resend && !may_take(j, i)) { refuse(i, p, j, fx); return; }
-    if (!resend && wins(p->h.priority, priority_[i])) {
-      ++st_.preempt_won;
-      ++st_.resubmits;
+    if (resend) { to_ps(i, p, j, flag::kCollision, fx); return; }
+    const DsaCompare c = dsa_compare(cfg_.dsa.preempt, priority_[i], p->h.priority, rng_, st_);
+    if (c.won) {
       const auto victim_job = static_cast<uint16_t>(a.key >> 32);
       mark(victim_job, static_cast<uint32_t>(a.key), task::kLost);
       mark(job, psn, task::kWon);
-      const uint32_t held = priority_[i];
-      priority_[i] = p->h.priority;
       const SwitchJob* vj = swap_with(i, *p);  // p now carries the evicted partial aggregate
-      p->h.priority = held;                    // ... and the priority it held the aggregator with
+      p->h.priority = c.evicted;               // ... and the priority it held the aggregator with
       if (full(i, j)) {  // a one-rank job (or subtree) completes on arrival
         Packet* r = fx.alloc();
         r->h = p->h;
@@ -158,25 +158,11 @@ class DsaSwitch final : public SwitchProgram {
       else { ++st_.malformed; fx.free(p); }
       return;
     }
-    if (!resend) {
-      ++st_.preempt_lost;
-      ++st_.downgrades;
-      priority_[i] >>= 1;
-      mark(job, psn, task::kLost);
-    }
+    mark(job, psn, task::kLost);  // lost the compare: the holder is downgraded
     to_ps(i, p, j, flag::kCollision, fx);
   }
 
  private:
-  bool wins(uint32_t pkt, uint32_t held) {
-    switch (cfg_.preempt) {
-      case PreemptMode::Priority: return pkt > held;
-      case PreemptMode::Always: return true;
-      case PreemptMode::Coin: return rng_.bernoulli(0.5);
-    }
-    return false;
-  }
-
   // A first transmission of job j, which holds its quota: to the PS, no aggregator taken.
   void refuse(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
     ++st_.quota_refused;

@@ -23,6 +23,7 @@
 // partials from the job's switches).
 #include <algorithm>
 
+#include "dataplane/grid.hpp"
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -31,7 +32,7 @@ namespace {
 class GridSwitch final : public SwitchProgram {
  public:
   GridSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), collisions_(n_, 0), bits_per_ps_(cfg.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
+      : SwitchProgram(cfg, scheme), collisions_(n_, 0), bits_per_ps_(cfg.grid.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
         tokens_(depth_) {}
 
  protected:
@@ -60,7 +61,7 @@ class GridSwitch final : public SwitchProgram {
       return;
     }
     ++st_.collisions;
-    if (++collisions_[i] < cfg_.evict_after || !take(*p, now)) { rate_sync(p, false, fx); return; }
+    if (++collisions_[i] < cfg_.grid.evict_after || !take(*p, now)) { rate_sync(p, false, fx); return; }
     // The unit keeps losing to newer fragments: its partial goes to its PS.
     ++st_.evictions;
     ++st_.resubmits;  // the swap needs a second pass, as DSA's

@@ -31,7 +31,7 @@
 // later key, or the slot free with its freed key at or past its own, is for
 // a finished task and is answered with an acknowledgement at once.
 //
-// Shared pool (ours, beyond the paper; SwitchConfig::ring_memory = PoolAtp
+// Shared pool (ours, beyond the paper; RinaConfig::ring_memory = PoolAtp
 // or PoolDsa): every job's tasks share all aggregators. Task (job, step
 // tag, psn) lives at Hash(job, psn) (SwitchProgram::index_of, as ATP/DSA),
 // the key register holds (job, psn) and a tag register the step. What
@@ -80,6 +80,8 @@
 
 #include <fmt/format.h>
 
+#include "dataplane/dsa_preempt.hpp"
+#include "dataplane/rina.hpp"
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -129,21 +131,21 @@ class RinaSwitch final : public SwitchProgram {
   size_t max_workers() const override { return kMaxRingWorkers; }
 
   void check_job(const SwitchJob& j) const override {
-    if (j.rack.size() == 1 || j.rack.size() > 64)
+    if (j.rina.rack.size() == 1 || j.rina.rack.size() > 64)
       throw std::invalid_argument(fmt::format("switch: job {} rack has {} ranks (2..64, or none: forward only)", j.job,
-                                              j.rack.size()));
-    for (size_t i = 0; i < j.rack.size(); ++i) {
-      if (j.rack[i] >= j.workers.size())
-        throw std::invalid_argument(fmt::format("switch: job {} rack rank {} beyond its {} workers", j.job, j.rack[i],
+                                              j.rina.rack.size()));
+    for (size_t i = 0; i < j.rina.rack.size(); ++i) {
+      if (j.rina.rack[i] >= j.workers.size())
+        throw std::invalid_argument(fmt::format("switch: job {} rack rank {} beyond its {} workers", j.job, j.rina.rack[i],
                                                 j.workers.size()));
-      if (i && j.rack[i] <= j.rack[i - 1])
+      if (i && j.rina.rack[i] <= j.rina.rack[i - 1])
         throw std::invalid_argument(fmt::format("switch: job {} rack ranks must ascend (agent first)", j.job));
     }
-    for (uint16_t u : j.upstream)
-      if (u >= j.workers.size() || std::find(j.rack.begin(), j.rack.end(), u) != j.rack.end())
+    for (uint16_t u : j.rina.upstream)
+      if (u >= j.workers.size() || std::find(j.rina.rack.begin(), j.rina.rack.end(), u) != j.rina.rack.end())
         throw std::invalid_argument(fmt::format("switch: job {} upstream rank {} is not another rack's", j.job, u));
-    if (j.upstream.size() > 64)
-      throw std::invalid_argument(fmt::format("switch: job {} has {} upstream ranks (at most 64)", j.job, j.upstream.size()));
+    if (j.rina.upstream.size() > 64)
+      throw std::invalid_argument(fmt::format("switch: job {} has {} upstream ranks (at most 64)", j.job, j.rina.upstream.size()));
     if (!pool()) return check_region(j, 1);
     if (j.region_size == 0)
       throw std::invalid_argument(fmt::format("switch: job {} needs a window (region_size) for its AllGather rows", j.job));
@@ -155,7 +157,7 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   void on_ring(Packet* p, const SwitchJob& j, Time, Effects& fx) override {
-    if ((p->h.priority >> 24) != j.epoch) return drop(p, st_.stale, fx);  // sent before a failure changed the job
+    if ((p->h.priority >> 24) != j.rina.epoch) return drop(p, st_.stale, fx);  // sent before a failure changed the job
     const NodeId src = p->h.src;
     const int local = local_index(j, p->h.rank);
     const bool from_member = local >= 0 && j.workers[p->h.rank] == src;
@@ -203,8 +205,8 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   static int local_index(const SwitchJob& j, uint8_t rank) {
-    for (size_t i = 0; i < j.rack.size(); ++i)
-      if (j.rack[i] == rank) return static_cast<int>(i);
+    for (size_t i = 0; i < j.rina.rack.size(); ++i)
+      if (j.rina.rack[i] == rank) return static_cast<int>(i);
     return -1;
   }
 
@@ -212,7 +214,7 @@ class RinaSwitch final : public SwitchProgram {
   // and to `also` (unless kNoNode). The last destination gets p itself.
   void replicate(Packet* p, const SwitchJob& j, size_t first, NodeId also, Effects& fx) {
     std::vector<NodeId> to;
-    for (size_t i = first; i < j.rack.size(); ++i) to.push_back(j.workers[j.rack[i]]);
+    for (size_t i = first; i < j.rina.rack.size(); ++i) to.push_back(j.workers[j.rina.rack[i]]);
     if (also != kNoNode) to.push_back(also);
     if (to.empty()) return fx.free(p);
     for (size_t k = 0; k < to.size(); ++k) {
@@ -250,7 +252,7 @@ class RinaSwitch final : public SwitchProgram {
     load_into(i, *p);
     p->h.type = PktType::RingData;
     p->h.flags = static_cast<uint16_t>(flag::kPartial | (p->h.flags & flag::kEcn));
-    p->h.rank = static_cast<uint8_t>(j.rack[0]);
+    p->h.rank = static_cast<uint8_t>(j.rina.rack[0]);
     p->h.dst = fwd_[i];
     fx.send(p);
   }
@@ -259,7 +261,7 @@ class RinaSwitch final : public SwitchProgram {
     const uint64_t k = key(*p);
     const uint32_t i = slot(j, p->h.psn);
     Agg& a = agg(i);
-    const RankBits all = full_bitmap(static_cast<unsigned>(j.rack.size()));
+    const RankBits all = full_bitmap(static_cast<unsigned>(j.rina.rack.size()));
     if (a.key == k) {
       if (complete_[i]) {
         if (!p->h.has(flag::kResend)) return drop(p, st_.duplicates, fx);
@@ -314,7 +316,7 @@ class RinaSwitch final : public SwitchProgram {
     uint32_t tag = 0;
     bool operator==(const Task&) const = default;
   };
-  bool pool() const { return cfg_.ring_memory != RingMemory::Region; }
+  bool pool() const { return cfg_.rina.ring_memory != RingMemory::Region; }
 
   // The job's step register: the agent's latest step tag + 1 (0: none yet).
   uint32_t& mark_of(uint16_t job) {
@@ -331,7 +333,7 @@ class RinaSwitch final : public SwitchProgram {
     p->h.type = PktType::RingData;
     p->h.flags = static_cast<uint16_t>(flag::kPartial | (p->h.flags & flag::kEcn));
     p->h.priority = tag;
-    p->h.rank = static_cast<uint8_t>(j.rack[0]);
+    p->h.rank = static_cast<uint8_t>(j.rina.rack[0]);
     p->h.nworkers = static_cast<uint8_t>(j.workers.size());
     p->h.src = id();
     p->h.dst = to;
@@ -363,7 +365,7 @@ class RinaSwitch final : public SwitchProgram {
       ++st_.stale;
     }
     const bool resend = p->h.has(flag::kResend);
-    const RankBits all = full_bitmap(static_cast<unsigned>(j.rack.size()));
+    const RankBits all = full_bitmap(static_cast<unsigned>(j.rina.rack.size()));
     if (a.key == t.key && tag_[i] == tag) {
       if (a.bitmap & p->h.bitmap) {
         if (!resend) return drop(p, st_.duplicates, fx);
@@ -383,13 +385,12 @@ class RinaSwitch final : public SwitchProgram {
       a.key = t.key;
       tag_[i] = tag;
       fwd_[i] = static_cast<NodeId>(p->h.agg_index);
-      prio_[i] = j.priority;
+      prio_[i] = j.rina.priority;
       return fx.free(p);  // a rack has at least two members
     }
     ++st_.collisions;
-    if (cfg_.ring_memory == RingMemory::PoolDsa && j.priority > prio_[i]) {
-      ++st_.preempt_won;
-      ++st_.resubmits;  // the swap's second pass
+    // DSA's compare (dsa_preempt.hpp) by the jobs' priorities: the winner swaps in, the loser downgrades the holder.
+    if (cfg_.rina.ring_memory == RingMemory::PoolDsa && dsa_compare(PreemptMode::Priority, prio_[i], j.rina.priority, rng_, st_).won) {
       ++st_.evictions;
       const Task victim{a.key, tag_[i]};
       const NodeId victim_to = fwd_[i];
@@ -397,15 +398,9 @@ class RinaSwitch final : public SwitchProgram {
       const SwitchJob* vj = swap_with(i, *p);  // p now carries the evicted partial
       tag_[i] = tag;
       fwd_[i] = to;
-      prio_[i] = j.priority;
       gone_[i] = victim;
       if (!vj) return drop(p, st_.malformed, fx);
       return send_on(p, *vj, victim.tag, victim_to, fx);
-    }
-    if (cfg_.ring_memory == RingMemory::PoolDsa) {
-      ++st_.preempt_lost;
-      ++st_.downgrades;
-      prio_[i] >>= 1;
     }
     gone_[i] = t;
     bypass(p, j, fx);
@@ -450,13 +445,13 @@ class RinaSwitch final : public SwitchProgram {
   // The sender's row, or -1 if it may not send AllGather data here.
   static int ag_row(const SwitchJob& j, uint8_t rank, bool own) {
     if (own) return 0;
-    for (size_t i = 0; i < j.upstream.size(); ++i)
-      if (j.upstream[i] == rank) return static_cast<int>(i) + 1;
+    for (size_t i = 0; i < j.rina.upstream.size(); ++i)
+      if (j.rina.upstream[i] == rank) return static_cast<int>(i) + 1;
     return -1;
   }
   AgSlot& ag_slot(const SwitchJob& j, int row, uint32_t psn) {
     auto& t = ag_[j.job];
-    if (t.empty()) t.resize((j.upstream.size() + 1) * j.region_size);
+    if (t.empty()) t.resize((j.rina.upstream.size() + 1) * j.region_size);
     return t[static_cast<size_t>(row) * j.region_size + psn % j.region_size];
   }
 
@@ -496,7 +491,7 @@ class RinaSwitch final : public SwitchProgram {
     }
     std::vector<NodeId> to;
     if (copy)
-      for (size_t i = own ? 1 : 0; i < j.rack.size(); ++i) to.push_back(j.workers[j.rack[i]]);
+      for (size_t i = own ? 1 : 0; i < j.rina.rack.size(); ++i) to.push_back(j.workers[j.rina.rack[i]]);
     if (onward != kNoNode) {
       Packet* c = to.empty() ? p : clone(*p, fx);
       c->h.dst = onward;
@@ -520,16 +515,16 @@ class RinaSwitch final : public SwitchProgram {
     const auto from = static_cast<NodeId>(p->h.agg_index);
     // The sender's rank: the own agent, or an upstream rank whose node is `from`.
     int row = -1;
-    if (from == j.workers[j.rack[0]]) row = 0;
-    for (size_t i = 0; row < 0 && i < j.upstream.size(); ++i)
-      if (j.workers[j.upstream[i]] == from) row = static_cast<int>(i) + 1;
+    if (from == j.workers[j.rina.rack[0]]) row = 0;
+    for (size_t i = 0; row < 0 && i < j.rina.upstream.size(); ++i)
+      if (j.workers[j.rina.upstream[i]] == from) row = static_cast<int>(i) + 1;
     if (row < 0) return drop(p, st_.foreign_ack, fx);
     const uint64_t k = key(*p);
     AgSlot& a = ag_slot(j, row, p->h.psn);
     if (a.key != k) return drop(p, st_.duplicates, fx);  // a repeated acknowledgement
     a.bits |= 1ULL << local;
     a.ece |= p->h.has(flag::kEce) ? 1 : 0;
-    if (a.bits != full_bitmap(static_cast<unsigned>(j.rack.size()))) return fx.free(p);
+    if (a.bits != full_bitmap(static_cast<unsigned>(j.rina.rack.size()))) return fx.free(p);
     p->h.flags = static_cast<uint16_t>(flag::kResult | (a.ece ? flag::kEce : 0));
     p->h.src = id();
     p->h.dst = from;
@@ -554,6 +549,15 @@ class RinaSwitch final : public SwitchProgram {
 };
 
 }  // namespace
+
+SwitchJob ring_job_at_epoch(SwitchJob old, std::vector<NodeId> workers, uint8_t epoch, std::vector<uint16_t> rack,
+                            std::vector<uint16_t> upstream) {
+  old.workers = std::move(workers);
+  old.rina.epoch = epoch;
+  old.rina.rack = std::move(rack);
+  old.rina.upstream = std::move(upstream);
+  return old;
+}
 
 std::unique_ptr<SwitchProgram> make_rina(const SwitchConfig& cfg, std::string_view scheme) {
   return std::make_unique<RinaSwitch>(cfg, scheme);

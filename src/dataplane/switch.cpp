@@ -20,12 +20,12 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
   vals_.assign(n_ * width_, 0);
-  if (cfg.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
-  if (cfg.reclaim_after > 0) born_.assign(n_, 0);
+  if (cfg.share.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
+  if (cfg.share.reclaim_after > 0) born_.assign(n_, 0);
 }
 
 void SwitchProgram::host_sparse_in_pool() {
-  if (cfg_.kv_pool) kv_ = make_kv_pipeline(*this, true);
+  if (cfg_.zebra.kv_pool) kv_ = make_kv_pipeline(*this, true);
 }
 
 void SwitchProgram::on_timer(uint64_t, Time now, Effects& fx) {
@@ -46,15 +46,6 @@ size_t SwitchProgram::pinned() const {
 void SwitchProgram::check_job(const SwitchJob& j) const {
   if (j.ps == kNoNode)
     throw std::invalid_argument(fmt::format("switch: job {} needs a PS under the {} scheme", j.job, scheme_));
-}
-
-SwitchJob ring_job_at_epoch(SwitchJob old, std::vector<NodeId> workers, uint8_t epoch, std::vector<uint16_t> rack,
-                            std::vector<uint16_t> upstream) {
-  old.workers = std::move(workers);
-  old.epoch = epoch;
-  old.rack = std::move(rack);
-  old.upstream = std::move(upstream);
-  return old;
 }
 
 void SwitchProgram::add_job(const SwitchJob& j) {
@@ -181,8 +172,8 @@ size_t SwitchProgram::occupied_by(uint16_t job) const {
 uint32_t SwitchProgram::quota_of(uint16_t job) const {
   const SwitchJob* j = job_of(job);
   if (j && j->quota) return j->quota;
-  if (cfg_.job_quota) return cfg_.job_quota;
-  if (cfg_.fair_quota && njobs_) return static_cast<uint32_t>(std::max<size_t>(1, n_ / njobs_));
+  if (cfg_.share.job_quota) return cfg_.share.job_quota;
+  if (cfg_.share.fair_quota && njobs_) return static_cast<uint32_t>(std::max<size_t>(1, n_ / njobs_));
   return 0;
 }
 
@@ -196,7 +187,7 @@ bool SwitchProgram::reclaimable(uint32_t i, const SwitchJob& j) const {
   const Agg& a = aggs_[i];
   if (a.key == 0 || is_pinned(i)) return false;
   if (!may_take(j, i)) return false;  // j could not use it: emptying it would only churn
-  if (!born_.empty() && now_ - born_[i] >= cfg_.reclaim_after) return true;
+  if (!born_.empty() && now_ - born_[i] >= cfg_.share.reclaim_after) return true;
   if (a.owner == 0 || a.owner == j.job) return false;
   const uint32_t q = quota_of(a.owner);
   return q != 0 && held_[a.owner] > q;

@@ -29,7 +29,11 @@
 #include <string_view>
 #include <vector>
 
-#include "control/zebra_layout.hpp"
+#include "dataplane/dsa.hpp"
+#include "dataplane/grid.hpp"
+#include "dataplane/rina.hpp"
+#include "dataplane/zebra.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "core/rng.hpp"
@@ -38,52 +42,13 @@
 
 namespace ina::dp {
 
-// DSA's compare rule: Eq. 1 priorities, or the Fig. 11 strawmen.
-enum class PreemptMode { Priority, Always, Coin };
-
-// Rina's ToR memory (dataplane/rina.cpp): a contiguous region per job (the
-// paper's §V), or one pool every job shares, aggregators taken per task by
-// Hash(job, PSN) under ATP's policy (first come first served) or DSA's
-// (a job of higher priority preempts a partial; the loser's priority halves).
-enum class RingMemory : uint8_t { Region, PoolAtp, PoolDsa };
-
-// What a switch program is built with. Which program (scheme) is not part of
-// it: the scheme registry (schemes/registry.hpp) maps a name to the factory
-// of its file below.
-struct SwitchConfig {
-  PreemptMode preempt = PreemptMode::Priority;  // DSA
-  // DSA, ours (issue 12 item 3; scheme dsa-join): the switch remembers the
-  // ranks of a task it sent to the PS (evicted, or a lost compare), and
-  // sends its own half of that task to the PS as soon as the two halves
-  // cover every rank, so they meet at once instead of at the PS's timeout
-  // (dataplane/dsa.cpp). Off: the paper's §IV-C.
-  bool join_splits = false;
-  uint64_t memory_bytes = 5'000'000;
-  uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
-  uint64_t seed = 1;
-  bool track_tasks = false;       // record per-task preemption outcome (DSA task types)
-  double capacity_gbps = 0;       // Routed: aggregation processing capacity C_s (0 = unlimited)
-  uint32_t evict_after = 8;       // Routed: collisions after which a unit's partial goes to the PS
-  RingMemory ring_memory = RingMemory::Region;  // Rina ToR: regions or a shared pool
-  // Sparse (Zebra, dataplane/zebra.cpp). Defaults from the authors' public
-  // prototype where the paper is silent: a 32,768-entry exact-match table
-  // (key -> register index), at most 9 <key, value> pairs per packet. The
-  // value registers are memory_bytes / 4 (the paper's 1 MB cap: 262,144).
-  uint32_t kv_table_entries = 32768;
-  uint16_t kv_pairs = 9;
-  KvArith kv_arith = KvArith::Fixed;  // hot values: int32 sums, or float16 added by fp16::TableAdder (wire/fp16.hpp)
-  double recirc_gbps = 100;       // the recirculation port: every extra pipeline pass is serialized on it
-  // Beyond the paper (issue 11 item 7): a shared-pool program (ATP, DSA; the
-  // registry's Scheme::hosts_sparse) also runs sparse jobs through Zebra's
-  // pipeline (dataplane/zebra.cpp). A sparse job's hot values then live in
-  // aggregators of the pool, pinned while its hot-set table is installed;
-  // a dense packet that maps to a pinned aggregator takes the scheme's
-  // collision path (ATP: to the PS; DSA: to the PS, never preempting it).
-  bool kv_pool = false;
-  // Sharing a pool between tenants (shared-pool programs: ATP, DSA). Off by
-  // default, as in the papers; `ina switch` turns them on (docs/runtime.md,
-  // "Security"). A job's aggregator quota: the aggregators it may hold at
-  // once. SwitchJob::quota if given, else `job_quota` if not 0, else with
+// Sharing a pool between tenants: the admission bounds the shared-pool
+// programs (ATP, DSA) apply, enforced by the common machinery below. Off by
+// default, as in the papers; `ina switch` turns them on (docs/runtime.md,
+// "Security").
+struct PoolShare {
+  // A job's aggregator quota: the aggregators it may hold at once.
+  // SwitchJob::quota if given, else `job_quota` if not 0, else with
   // `fair_quota` the aggregators divided by the jobs registered (at least 1,
   // recomputed as jobs come and go), else no limit. A first transmission of
   // a job at its quota takes no aggregator: it goes to the PS as a collision
@@ -102,9 +67,26 @@ struct SwitchConfig {
   Time reclaim_after = 0;
 };
 
+// What a switch program is built with: the fields every program reads, and
+// one member per scheme with that scheme's own settings, declared beside its
+// program (a program reads only its own). Which program (scheme) is not part
+// of it: the scheme registry (schemes/registry.hpp) maps a name to the
+// factory of its file below.
+struct SwitchConfig {
+  uint64_t memory_bytes = 5'000'000;
+  uint16_t payload_values = 64;   // 256 B of int32 per packet and per aggregator
+  uint64_t seed = 1;
+  bool track_tasks = false;       // record per-task preemption outcomes (task_types(); DSA's task types)
+  PoolShare share;                // shared-pool programs (ATP, DSA)
+  DsaConfig dsa;                  // dsa.hpp
+  GridConfig grid;                // grid.hpp
+  RinaConfig rina;                // rina.hpp
+  ZebraConfig zebra;              // zebra.hpp (the zebra program, and kv_pool)
+};
+
 // A sparse job's hot-set table (Zebra): from iteration `from` on, the keys of
 // `hot` are aggregated in the registers `layout` assigns to their rank indices.
-using SparseTable = control::zebra::Table;
+using SparseTable = dp::zebra::Table;
 
 struct SwitchJob {
   uint16_t job = 0;               // >= 1
@@ -113,10 +95,9 @@ struct SwitchJob {
   uint32_t region_offset = 0;     // isolated policy: first aggregator of the job's region
   uint32_t region_size = 0;       // isolated policy: aggregators in the region (two pools);
                                   //   Rina with a shared pool: the members' window (AllGather rows)
-  uint32_t priority = 0;          // Rina shared pool under DSA: the job's priority (a higher one preempts)
   // Admission bounds of a job on a shared pool, fixed by whoever registers
   // it (never by its packets). quota: aggregators it may hold at once (0: the
-  // switch's default, SwitchConfig::job_quota / fair_quota). The priority
+  // switch's default, PoolShare::job_quota / fair_quota). The priority
   // range: a gradient packet's priority is clamped into it before the switch
   // looks at it (DSA's compare; counted in priority_clamped).
   uint32_t quota = 0;
@@ -124,22 +105,13 @@ struct SwitchJob {
   uint32_t priority_max = UINT32_MAX;
   RankBits agg_mask;              // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
-  std::vector<uint16_t> rack;     // ring-ina (Rina ToR): the job's ranks in this rack, agent (lowest) first
-  std::vector<uint16_t> upstream; //   and the ranks that send AllGather shards to this rack (the previous group);
-                                  //   an empty rack: the ToR only forwards the job (its rack fell back to RAR)
-  uint8_t epoch = 0;              //   the job's membership epoch (the step tag's top 8 bits; others are stale)
-  NodeId cpu = kNoNode;           // sparse (Zebra): the switch CPU that keeps result copies and retransmits them
+  RinaJob rina;                   // ring-ina (Rina ToR): rina.hpp
+  ZebraJob zebra;                 // sparse (Zebra): zebra.hpp
   // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
   RankBits direct_mask;           // ranks whose gradients come here first; the result is multicast to them
 };
-
-// A ring job's ToR entry under a new membership epoch (Rina §IV-C,
-// host::ring_failover): `old` with the survivors by new rank, the epoch, and
-// this ToR's rack and upstream ranks (an empty rack: it only forwards).
-SwitchJob ring_job_at_epoch(SwitchJob old, std::vector<NodeId> workers, uint8_t epoch, std::vector<uint16_t> rack,
-                            std::vector<uint16_t> upstream);
 
 struct SwitchStats {
   uint64_t data_in = 0;        // gradient packets addressed to the switch
@@ -190,7 +162,7 @@ struct SwitchStats {
   // an ECN notification to its sender; and packets whose index lies outside the job's segment.
   uint64_t async_errors = 0;
   uint64_t out_of_segment = 0;
-  // Sharing the pool (SwitchConfig::job_quota, reclaim_after; SwitchJob's priority range).
+  // Sharing the pool (PoolShare; SwitchJob's priority range).
   uint64_t quota_refused = 0;     // first transmissions of a job at its quota: sent to the PS, no aggregator taken
   uint64_t reclaimed = 0;         // aggregators taken back: a task incomplete past reclaim_after, or its job over its quota
   uint64_t priority_clamped = 0;  // gradient packets whose priority lay outside their job's admitted range
@@ -206,7 +178,7 @@ class SwitchProgram;
 // Zebra's sparse pipeline (dataplane/zebra.cpp): the KV packets, hot-set
 // tables, value registers and recirculation of a switch's sparse jobs. The
 // zebra program has one with registers of its own; a shared-pool program
-// with SwitchConfig::kv_pool one whose values are aggregators of its pool.
+// with ZebraConfig::kv_pool one whose values are aggregators of its pool.
 class KvPipeline {
  public:
   virtual ~KvPipeline() = default;
@@ -251,7 +223,7 @@ class SwitchProgram : public Node {
   size_t aggregators() const { return n_; }
   size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
   size_t occupied_by(uint16_t job) const;
-  // The aggregators job `job` may hold at once (SwitchConfig::job_quota); 0: no limit.
+  // The aggregators job `job` may hold at once (PoolShare::job_quota); 0: no limit.
   uint32_t quota_of(uint16_t job) const;
   // Aggregators a sparse job's hot-set table pins (kv_pool; occupied() counts them).
   size_t pinned() const;
@@ -305,7 +277,7 @@ class SwitchProgram : public Node {
   // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries).
   virtual size_t on_remove(const SwitchJob&) { return 0; }
   // A shared-pool program (ATP, DSA) calls this in its constructor: with
-  // SwitchConfig::kv_pool it then runs sparse jobs in its pool. A program
+  // ZebraConfig::kv_pool it then runs sparse jobs in its pool. A program
   // that does not cannot be built with kv_pool (Scheme::make_switch refuses).
   void host_sparse_in_pool();
   // Aggregator i holds a sparse job's hot values (kv_pool): a dense task never takes it.
@@ -336,7 +308,7 @@ class SwitchProgram : public Node {
   // A packet of job j that addresses aggregator i, held by another task,
   // reclaims it (never a sparse job's pinned one, never for a job j that
   // may not take it under its quota): that task reserved it at
-  // least SwitchConfig::reclaim_after ago, or it is charged to another job
+  // least PoolShare::reclaim_after ago, or it is charged to another job
   // holding more than its quota (a quota lowered by a job's arrival: the fair
   // share of the jobs registered now).
   bool reclaimable(uint32_t i, const SwitchJob& j) const;
@@ -411,7 +383,7 @@ class SwitchProgram : public Node {
 // Build them through the registry (schemes::find(name).make_switch(cfg)).
 std::unique_ptr<SwitchProgram> make_switchml(const SwitchConfig& cfg, std::string_view scheme);  // isolated
 std::unique_ptr<SwitchProgram> make_atp(const SwitchConfig& cfg, std::string_view scheme);       // shared FCFS
-std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme);       // preemptive (cfg.preempt)
+std::unique_ptr<SwitchProgram> make_dsa(const SwitchConfig& cfg, std::string_view scheme);       // preemptive (cfg.dsa)
 std::unique_ptr<SwitchProgram> make_grid(const SwitchConfig& cfg, std::string_view scheme);      // routed
 std::unique_ptr<SwitchProgram> make_rina(const SwitchConfig& cfg, std::string_view scheme);      // ring-ina ToR
 std::unique_ptr<SwitchProgram> make_zebra(const SwitchConfig& cfg, std::string_view scheme);     // sparse hot keys

@@ -1,4 +1,4 @@
-// Zebra (paper: ../shared/papers/zebra.md, issue 11): in-network aggregation
+// Zebra (paper: ../shared/papers/zebra.md): in-network aggregation
 // of a sparse job's *hot* parameters only.
 //
 // Pipeline (Zebra_p, §III-D/E), per KvData packet addressed to the switch:
@@ -43,8 +43,8 @@
 // on to the PS; no gradient is lost or counted twice.
 //
 // The pipeline is a component (KvPipeline): the zebra program runs it with
-// value registers of its own (memory_bytes / 4). Beyond the paper (issue 11
-// item 7), a shared-pool program (ATP, DSA) with SwitchConfig::kv_pool runs
+// value registers of its own (memory_bytes / 4). Beyond the paper, a
+// shared-pool program (ATP, DSA) with ZebraConfig::kv_pool runs
 // the same pipeline for its sparse jobs, whose values then live in the pool:
 // a table's layout must spread the hot set over as many registers as an
 // aggregator has value lanes (in hardware each lane is its own register
@@ -61,21 +61,22 @@
 #include <fmt/format.h>
 
 #include "dataplane/switch.hpp"
+#include "dataplane/zebra.hpp"
 #include "wire/kv.hpp"
 
 namespace ina::dp {
 
-using control::zebra::HotSet;
-using control::zebra::Layout;
+using dp::zebra::HotSet;
+using dp::zebra::Layout;
 
 class ZebraPipeline final : public KvPipeline {
  public:
   ZebraPipeline(SwitchProgram& host, bool in_pool) : h_(host), pool_(in_pool) {
     const SwitchConfig& cfg = h_.cfg_;
-    if (cfg.kv_pairs == 0 || cfg.kv_pairs > kv::kMaxPairs)
-      throw std::invalid_argument("zebra: kv_pairs " + std::to_string(cfg.kv_pairs) + " out of range 1.." +
+    if (cfg.zebra.kv_pairs == 0 || cfg.zebra.kv_pairs > kv::kMaxPairs)
+      throw std::invalid_argument("zebra: kv_pairs " + std::to_string(cfg.zebra.kv_pairs) + " out of range 1.." +
                                   std::to_string(kv::kMaxPairs));
-    if (cfg.kv_arith == KvArith::Float16Table) f16_ = &fp16::switch_adder();
+    if (cfg.zebra.kv_arith == KvArith::Float16Table) f16_ = &fp16::switch_adder();
   }
 
   void set_table(const SwitchJob& j, SparseTable t) override {
@@ -83,9 +84,9 @@ class ZebraPipeline final : public KvPipeline {
     const SwitchConfig& cfg = h_.cfg_;
     if (!t.hot || !t.layout) throw std::invalid_argument("zebra: a table needs a hot set and a layout");
     const size_t n = t.hot->size();
-    if (n > cfg.kv_table_entries)
+    if (n > cfg.zebra.kv_table_entries)
       throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the table's " +
-                                  std::to_string(cfg.kv_table_entries) + " entries");
+                                  std::to_string(cfg.zebra.kv_table_entries) + " entries");
     if (!pool_ && n > value_registers())
       throw std::invalid_argument("zebra: hot set of " + std::to_string(n) + " keys exceeds the " +
                                   std::to_string(value_registers()) + " value registers of memory_bytes " +
@@ -162,7 +163,7 @@ class ZebraPipeline final : public KvPipeline {
       ++c;
       fx.free(p);
     };
-    const kv::Error e = kv::check(*p, h_.cfg_.kv_pairs);
+    const kv::Error e = kv::check(*p, h_.cfg_.zebra.kv_pairs);
     if (e != kv::Error::None) {
       ++st.kv_rejects[static_cast<size_t>(e)];
       return drop(st.malformed);
@@ -170,7 +171,7 @@ class ZebraPipeline final : public KvPipeline {
     const size_t n = j.workers.size();
     if (p->h.type == PktType::KvResult) {
       // The CPU's retransmission of a result copy to worker `rank`.
-      if (j.cpu == kNoNode || src != j.cpu) return drop(st.foreign_forward);
+      if (j.zebra.cpu == kNoNode || src != j.zebra.cpu) return drop(st.foreign_forward);
       if (p->h.rank >= n) return drop(st.malformed);
       p->h.src = h_.id();
       p->h.dst = j.workers[p->h.rank];
@@ -181,8 +182,8 @@ class ZebraPipeline final : public KvPipeline {
     if (p->h.rank >= n || p->h.nworkers != n || j.workers[p->h.rank] != src) return drop(st.foreign_data);
     if (p->h.type == PktType::KvAck) {
       // A worker's receipt of a result: the CPU holds the copies.
-      if (!p->h.has(flag::kResult) || j.cpu == kNoNode) return drop(st.malformed);
-      p->h.dst = j.cpu;
+      if (!p->h.has(flag::kResult) || j.zebra.cpu == kNoNode) return drop(st.malformed);
+      p->h.dst = j.zebra.cpu;
       ++st.forwarded;
       fx.send(p);
       return;
@@ -191,7 +192,7 @@ class ZebraPipeline final : public KvPipeline {
     State& s = state(j.job);
     const uint32_t iter = p->h.priority;
     const uint32_t psn = p->h.psn;
-    if (iter > s.iter || psn & kv::kPsStream || s.tables.empty() || psn >= h_.cfg_.kv_table_entries)
+    if (iter > s.iter || psn & kv::kPsStream || s.tables.empty() || psn >= h_.cfg_.zebra.kv_table_entries)
       return drop(st.malformed);
     if (iter + 1 < s.iter) return drop(st.stale);  // its worker has long had the answer
     const SparseTable* t = table_for(s, iter);
@@ -212,7 +213,7 @@ class ZebraPipeline final : public KvPipeline {
     unsigned nh = 0;
     for (unsigned i = 0; i < l.np; ++i)
       if (!l.cold[i]) hot_idx[nh++] = l.idx[i];
-    const uint32_t passes = control::zebra::passes(*t->layout, std::span<const uint32_t>(hot_idx.data(), nh));
+    const uint32_t passes = dp::zebra::passes(*t->layout, std::span<const uint32_t>(hot_idx.data(), nh));
     if (passes <= 1) return finish(p, j, now, fx);
     st.recirculations += passes - 1;
     queue(p, j.job, false, now, passes - 1, fx);
@@ -297,7 +298,7 @@ class ZebraPipeline final : public KvPipeline {
     if (s.w.empty()) {
       const SwitchJob* j = h_.job(job);
       s.w.resize(j ? j->workers.size() : 0);
-      for (auto& w : s.w) w.seen.assign((h_.cfg_.kv_table_entries + 63) / 64, 0);
+      for (auto& w : s.w) w.seen.assign((h_.cfg_.zebra.kv_table_entries + 63) / 64, 0);
     }
     return s;
   }
@@ -329,7 +330,7 @@ class ZebraPipeline final : public KvPipeline {
 
   Time pass_time(const Packet& p) const {
     const double bits = 8.0 * (50.0 + 4.0 * p.h.count);  // Ethernet/IP/UDP + header as the simulator counts
-    return from_us(bits / (h_.cfg_.recirc_gbps * 1e3));
+    return from_us(bits / (h_.cfg_.zebra.recirc_gbps * 1e3));
   }
   // Holds p for `passes` passes on the recirculation port.
   void queue(Packet* p, uint16_t job, bool result, Time now, uint32_t passes, Effects& fx) {
@@ -400,7 +401,7 @@ class ZebraPipeline final : public KvPipeline {
   void sweep(const SwitchJob& j, State& s, const SparseTable& t, Time now, Effects& fx) {
     const uint32_t iter = s.iter;
     const size_t n = t.hot->size();
-    const unsigned K = h_.cfg_.kv_pairs;
+    const unsigned K = h_.cfg_.zebra.kv_pairs;
     std::vector<std::pair<Packet*, uint32_t>> out;  // result, passes since the previous one
     uint32_t carry = 0;
     auto make = [&](unsigned pairs) {
@@ -422,7 +423,7 @@ class ZebraPipeline final : public KvPipeline {
         ids[m++] = static_cast<uint32_t>(x);
         used += s.cnt[x] != 0;
       }
-      const uint32_t ps = control::zebra::passes(*t.layout, std::span<const uint32_t>(ids.data(), m));
+      const uint32_t ps = dp::zebra::passes(*t.layout, std::span<const uint32_t>(ids.data(), m));
       h_.st_.sweep_passes += ps;
       carry += ps;
       if (used == 0) continue;
@@ -462,11 +463,11 @@ class ZebraPipeline final : public KvPipeline {
 
   void emit_result(Packet* r, const SwitchJob& j, Effects& fx) {
     ++h_.st_.kv_results;
-    if (j.cpu != kNoNode) {
+    if (j.zebra.cpu != kNoNode) {
       Packet* c = fx.alloc();
       c->h = r->h;
       std::memcpy(c->payload(), r->payload(), 4u * r->h.count);
-      c->h.dst = j.cpu;
+      c->h.dst = j.zebra.cpu;
       fx.send(c);
     }
     h_.replicate(r, j, fx);
@@ -490,7 +491,7 @@ namespace {
 class Zebra final : public SwitchProgram {
  public:
   Zebra(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme) {
-    if (cfg.kv_pool) throw std::invalid_argument("zebra: kv_pool is for shared-pool programs; zebra has its own registers");
+    if (cfg.zebra.kv_pool) throw std::invalid_argument("zebra: kv_pool is for shared-pool programs; zebra has its own registers");
     kv_ = make_kv_pipeline(*this, false);
   }
 

@@ -12,7 +12,7 @@
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "sim/engine.hpp"
 
 namespace ina::exp {
@@ -23,7 +23,7 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
     throw std::invalid_argument(fmt::format("aoi unit: payload_bytes {} must be a multiple of 4 in [4, 8192]", opt.payload_bytes));
   size_t given = 0;
   std::vector<int> workers;
-  std::vector<sim::Segment> segs;
+  std::vector<cluster::Segment> segs;
   for (const auto& j : jobs) {
     if (j.workers < 1 || j.workers > 64)
       throw std::invalid_argument(fmt::format("aoi unit: job {} has {} workers (1..64)", j.job, j.workers));
@@ -43,14 +43,14 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
   swc.memory_bytes = static_cast<uint64_t>(opt.memory_mb * (1 << 20));
   swc.payload_values = payload_values;
   swc.seed = mix(opt.seed, 0x5);
-  std::unique_ptr<sim::StarCluster> cluster;
+  std::unique_ptr<cluster::StarCluster> cluster;
   try {
-    cluster = std::make_unique<sim::StarCluster>(sim, spec, workers, swc, segs);
+    cluster = std::make_unique<cluster::StarCluster>(sim, spec, workers, swc, segs);
   } catch (const std::invalid_argument& e) {  // the switch's check names the switch's job number: map it back
     throw std::invalid_argument(fmt::format("aoi unit: bad segments (jobs numbered 1..{} in the given order): {}",
                                             jobs.size(), e.what()));
   }
-  const sim::StarPlan& plan = cluster->plan();
+  const cluster::StarPlan& plan = cluster->plan();
   const double pkt_bytes = opt.payload_bytes + opt.header_bytes;
 
   std::vector<std::vector<host::WorkerNode*>> nodes(jobs.size());
@@ -125,12 +125,12 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
   out.duplicates = ss.duplicates;
   out.completed = ss.completed;
   out.occupied_after = sw.occupied();
-  out.refused = sim::count_refusals({&sw}, {}, transports).total();
+  out.refused = cluster::count_refusals({&sw}, {}, transports).total();
   out.packets_leaked = sim.pool().in_use();
   if (const auto* slots = dp::aoi_slots(sw)) {
     for (size_t i = 0; i < slots->size(); ++i)
       for (uint16_t id : (*slots)[i].jobs) {
-        const sim::Segment& s = cluster->segments().at(id - 1u);
+        const cluster::Segment& s = cluster->segments().at(id - 1u);
         out.outside_segment += (*slots)[i].jobs.size() > 1 || i < s.mem_id || i >= uint64_t{s.mem_id} + s.size;
       }
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "experiment/collective_impl.hpp"
+#include "schemes/registry.hpp"
 #include "workload/model.hpp"
 
 namespace ina::exp {
@@ -23,8 +24,9 @@ void check_settings(const CollectiveSettings& s, const sim::Placement& pl, bool 
     throw std::invalid_argument(fmt::format("placement = '{}' (rack-packed or interleaved)", s.placement));
   if (s.ring_memory != "region" && s.ring_memory != "pool")
     throw std::invalid_argument(fmt::format("ring_memory = '{}' (region or pool)", s.ring_memory));
-  if (s.pool_policy != "atp" && s.pool_policy != "dsa")
-    throw std::invalid_argument(fmt::format("pool_policy = '{}' (atp or dsa)", s.pool_policy));
+  if (!schemes::ring_pool_scheme(s.pool_policy))
+    throw std::invalid_argument(
+        fmt::format("pool_policy = '{}' ({})", s.pool_policy, schemes::ring_pool_names_text()));
   if (!s.job_priority.empty() && s.job_priority.size() != pl.jobs.size())
     throw std::invalid_argument(
         fmt::format("job_priority has {} entries for {} jobs", s.job_priority.size(), pl.jobs.size()));

@@ -60,7 +60,8 @@ struct CollectiveSettings {
   std::string placement = "rack-packed";  // or "interleaved"
   // Rina ToR memory (dataplane/rina.cpp): "region" (§V; with J jobs each
   // gets 1/J of the aggregators, contiguous) or "pool" (all aggregators
-  // shared, per task Hash(job, PSN)) under pool_policy "atp" or "dsa".
+  // shared, per task Hash(job, PSN)) under pool_policy, a scheme whose pool
+  // a Rina ToR can run (schemes::ring_pool_names(): atp or dsa).
   std::string ring_memory = "region";
   std::string pool_policy = "atp";
   std::vector<uint32_t> job_priority;     // pool + dsa: per job (empty: 1 each)

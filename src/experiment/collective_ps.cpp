@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "control/dsa_priority.hpp"
+#include "host/dsa_priority.hpp"
 #include "host/profile.hpp"
 #include "host/tensor_io.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "sim/engine.hpp"
 #include "workload/model.hpp"
 
@@ -121,7 +121,7 @@ class ShardHost final : public Node, private host::PriorityFn {
   uint32_t priority(uint32_t, Time now) override {
     const size_t it = std::min(next_, start_.size() - 1);
     const double left_us = plan_.est_iter_us - to_us(now - start_[it]);
-    return control::dsa_priority_field(control::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
+    return host::dsa_priority_field(host::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
   }
 
   // The Effects a part sees: its timers tagged with the part, its packets through the host.
@@ -256,7 +256,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   const bool ina = scheme.collective == schemes::Collective::PsIna;
   std::vector<std::vector<NodeId>> jobs;
   for (const auto& job : pl.jobs) jobs.emplace_back(job.begin(), job.end());
-  const sim::ShardedPsCluster cl(g, jobs, ina);
+  const cluster::ShardedPsCluster cl(g, jobs, ina);
   const size_t hosts_n = cl.shards();  // host i holds the PS of shard i
   const auto elems = static_cast<uint64_t>(std::llround(s.gradient_mb * workload::kMiB / 4));
   for (const auto& job : jobs)
@@ -319,7 +319,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       const auto h = static_cast<size_t>(index_of[v]);
       const size_t j = cl.job_index(h);
       const auto n = static_cast<unsigned>(jobs[j].size());
-      const sim::ShardTree& own = cl.tree(h);
+      const cluster::ShardTree& own = cl.tree(h);
       HostPlan hp;
       hp.rank = static_cast<unsigned>(h - cl.first_shard(j));
       hp.n = n;
@@ -357,7 +357,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   };
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (size_t k = 0; k < cl.shards(); ++k)
-    sim.set_multicast_group(sim::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
+    sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -419,7 +419,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   }
   for (const auto* p : programs) aggs_left += p->occupied();
   const std::vector<const dp::SwitchProgram*> sws(programs.begin(), programs.end());
-  const sim::Refusals refused = sim::count_refusals(sws, servers, transports);
+  const cluster::Refusals refused = cluster::count_refusals(sws, servers, transports);
 
   std::vector<std::string> probs;
   if (unfinished)

@@ -7,12 +7,12 @@
 // job or several, each of N workers on hosts of its own: a job's gradient of
 // S values is cut into N shards (shard k: S/N values, the first S % N shards
 // one more), and the PS of shard k runs on the host of the job's rank k
-// beside that host's worker (sim::ShardedPsCluster; shards numbered across
+// beside that host's worker (cluster::ShardedPsCluster; shards numbered across
 // the jobs). Every host runs N worker transports (one per shard of its job,
 // each its own PSN stream) and one PS; what a host's parts send to each
 // other stays on the host. Ps: every switch only forwards. PsIna: the graph's
 // INA switches run the scheme's program and aggregate along each shard's
-// tree (sim::ShardTree, dataplane/switch.hpp); DSA's workers stamp Eq. 1
+// tree (cluster::ShardTree, dataplane/switch.hpp); DSA's workers stamp Eq. 1
 // priorities. `straggler_*` and `fail_*` do not apply (ignored); `ina_gbps`
 // neither (the switches aggregate at line rate). PsFamilyDetail's per-host
 // vectors are by the cluster's shard index (job 0's ranks, then job 1's, ...).

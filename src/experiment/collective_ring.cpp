@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <stdexcept>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -10,8 +11,10 @@
 #include "experiment/collective_impl.hpp"
 #include "host/ring.hpp"
 #include "host/ring_failover.hpp"
+#include "schemes/admission.hpp"
+#include "schemes/registry.hpp"
 #include "schemes/ring_plan.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "workload/model.hpp"
 
 namespace ina::exp::detail {
@@ -94,12 +97,27 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   swc.memory_bytes = detail::smallest_memory_bytes(s, g, ina_tors);
   swc.payload_values = s.payload_values;
   if (s.ring_memory == "pool")
-    swc.ring_memory = s.pool_policy == "dsa" ? dp::RingMemory::PoolDsa : dp::RingMemory::PoolAtp;
-  // Each job's region (or, with a shared pool, its members' window): 1/J of the aggregators.
-  const uint32_t region =
-      static_cast<uint32_t>(swc.memory_bytes / (4ULL * s.payload_values) / static_cast<uint64_t>(jobs.size()));
+    swc.rina.ring_memory = schemes::ring_pool_scheme(s.pool_policy)->ring_pool;  // checked by check_settings
+  // Each job's region (or, with a shared pool, its members' window): 1/J of
+  // the aggregators, one window slot each (schemes/admission.hpp), the same
+  // on every INA ToR of the job.
+  schemes::Admission::Config ac;
+  ac.memory = schemes::Memory::Regions;
+  ac.aggregators = swc.memory_bytes / (4ULL * s.payload_values);
+  ac.regions = static_cast<unsigned>(jobs.size());
+  ac.pools = 1;
+  ac.policy = scheme.policy;
+  schemes::Admission admission(ac);
+  const uint32_t region = admission.region_size();
   if (!ina_tors.empty() && region == 0)
     throw std::invalid_argument(fmt::format("memory_mb = {} gives no aggregator per job", s.memory_mb));
+  std::vector<schemes::Admission::Grant> grants;  // by job
+  if (!ina_tors.empty())
+    for (const RingJob& J : jobs) {
+      auto answer = admission.admit({J.id, J.nodes, kNoNode, std::nullopt});
+      if (auto* no = std::get_if<schemes::Admission::Refusal>(&answer)) throw std::invalid_argument(no->reason);
+      grants.push_back(std::get<schemes::Admission::Grant>(answer));
+    }
 
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
   std::vector<dp::SwitchProgram*> switches;
@@ -156,14 +174,10 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           const RingJob& J = jobs[k];
           for (size_t r = 0; r < J.racks.size(); ++r) {
             if (J.tors[r] != static_cast<NodeId>(v) || J.racks[r].size() < 2) continue;
-            dp::SwitchJob sj;
-            sj.job = J.id;
-            sj.workers = J.nodes;
-            sj.region_offset = static_cast<uint32_t>(k) * region;
-            sj.region_size = region;
-            sj.priority = s.job_priority.empty() ? 1 : s.job_priority[k];
-            sj.rack = J.racks[r];
-            sj.upstream = host::upstream_of(J.plan[sj.rack[0]], sj.rack[0]);
+            dp::SwitchJob sj = grants[k].switch_job();
+            sj.rina.priority = s.job_priority.empty() ? 1 : s.job_priority[k];
+            sj.rina.rack = J.racks[r];
+            sj.rina.upstream = host::upstream_of(J.plan[sj.rina.rack[0]], sj.rina.rack[0]);
             sw->add_job(sj);
           }
         }
@@ -279,7 +293,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     out.flushed += st.flushed;
   }
   std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
-  if (const sim::Refusals refused = sim::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
+  if (const cluster::Refusals refused = cluster::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
   out.bytes_per_worker = workers ? bytes / static_cast<double>(workers) / s.iterations : 0;
   out.steps = steps;
   for (const auto* e : jobs[0].eps) out.step_log.push_back(e->step_log());

@@ -17,7 +17,7 @@ namespace {
 constexpr double kMiBytes = 1 << 20;
 
 // Sizes of structures private to other layers, mirrored here (they are
-// checked against the measured peak RSS in tests/test_bad_input.cpp):
+// checked against the measured peak RSS in tests/cli/test_bad_input.cpp):
 //  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
 constexpr uint64_t kAggBytes = 32 + 4;

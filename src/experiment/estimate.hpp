@@ -7,7 +7,7 @@
 // unless --force.
 //
 // Accuracy: the estimate is an upper-leaning model, not a measurement. On the
-// runs in tests/test_bad_input.cpp (memory dominated by the switch arrays or
+// runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays or
 // by the workers' per-packet records) it is within a factor of 2 of the
 // measured peak RSS (getrusage ru_maxrss of the `ina sim` process), which is
 // the documented tolerance (kEstimateFactor).

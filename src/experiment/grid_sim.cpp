@@ -10,7 +10,7 @@
 #include "host/ps.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "workload/model.hpp"
@@ -50,7 +50,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   }
 
   const schemes::Scheme& scheme = schemes::find("grid", schemes::Engine::SimTopology);
-  const sim::TopologyCluster cluster(scheme, {job_id, workers, ps_id}, switch_ids, switch_masks);
+  const cluster::TopologyCluster cluster(scheme, {job_id, workers, ps_id}, switch_ids, switch_masks);
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
   std::vector<dp::SwitchProgram*> switches;
   std::vector<host::WorkerNode*> nodes(n, nullptr);
@@ -69,7 +69,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
       dp::SwitchConfig c;
       c.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
       c.payload_values = s.payload_values;
-      c.capacity_gbps = node.ina ? node.capacity_gbps : 0;
+      c.grid.capacity_gbps = node.ina ? node.capacity_gbps : 0;
       c.seed = mix(s.seed, v);
       auto prog = cluster.make_switch(i, c);
       switches.push_back(prog.get());
@@ -148,7 +148,7 @@ GridSimResult simulate_plan(const topo::Graph& g, const topo::Job& job, const co
   std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
   std::vector<const host::WorkerTransport*> transports;
   for (auto* w : nodes) transports.push_back(&w->transport());
-  if (const sim::Refusals refused = sim::count_refusals(sws, {ps}, transports); refused.total())
+  if (const cluster::Refusals refused = cluster::count_refusals(sws, {ps}, transports); refused.total())
     probs.push_back(refused.text());
   out.ok = probs.empty();
   for (size_t i = 0; i < probs.size(); ++i) out.problems += (i ? "; " : "") + probs[i];

@@ -21,7 +21,7 @@
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/cluster.hpp"
+#include "cluster/cluster.hpp"
 #include "workload/model.hpp"
 #include "workload/training_worker.hpp"
 
@@ -107,10 +107,10 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   swc.payload_values = payload_values;
   swc.seed = mix(seed, 0x5);
   swc.track_tasks = spec.track_tasks;
-  std::vector<sim::Segment> segments;
+  std::vector<cluster::Segment> segments;
   for (const auto& [mem, size] : star_segments(s)) segments.push_back({mem, size});
-  sim::StarCluster cluster(sim, spec, star_job_workers(s), swc, segments);
-  const sim::StarPlan& plan = cluster.plan();
+  cluster::StarCluster cluster(sim, spec, star_job_workers(s), swc, segments);
+  const cluster::StarPlan& plan = cluster.plan();
   dp::SwitchProgram& sw = cluster.sw();
 
   Rng job_rng(mix(seed, 0x70b5));
@@ -226,8 +226,8 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   uint64_t ps_completions = 0, ps_timeout_rem = 0, ps_entries = 0, ps_conflicts = 0;
   std::vector<const host::WorkerTransport*> transports;
   for (const auto* w : workers) transports.push_back(&w->transport());
-  const sim::Refusals refused =
-      sim::count_refusals({&sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
+  const cluster::Refusals refused =
+      cluster::count_refusals({&sw}, std::vector<const host::ParameterServer*>(servers.begin(), servers.end()), transports);
   for (auto* p : servers) {
     ps_completions += p->stats().completions;
     ps_timeout_rem += p->stats().timeout_reminders;

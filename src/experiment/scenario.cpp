@@ -1,10 +1,9 @@
 #include "experiment/scenario.hpp"
-#include "experiment/set_override.hpp"
+#include "core/set_override.hpp"
+#include "core/toml_reader.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
-#include <toml++/toml.h>
 
 #include "experiment/network_point.hpp"
 #include "experiment/sparse_point.hpp"
@@ -14,10 +13,8 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -33,48 +30,32 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMiBytes = 1 << 20;  // switch.memory_mb and workload.partition_mb are MiB (workload::kMiB)
 
-// A problem with one value. The caller knows the origin and the field and
-// turns it into a ScenarioError; `value` replaces the displayed value when the
-// culprit is a part of it (one array element).
-struct Problem {
-  std::string what;
-  std::optional<std::string> value = std::nullopt;
-};
+// A problem with one value (core/toml_reader.hpp): the caller knows the
+// origin and the field and turns it into a ScenarioError.
+using Problem = ina::TomlProblem;
 
 [[noreturn]] void fail(std::string_view origin, std::string_view key, std::string_view what,
                        std::string_view value) {
   fail_field(origin, key, what, value);
 }
 
-// The allowed values of a field: a numeric interval (open or closed below,
-// optionally a step) or a set of strings.
+// The allowed values of a field: a numeric interval (ina::Range) or a set of strings.
 struct Rule {
-  double lo = -kInf;
-  double hi = kInf;
-  bool lo_open = false;
-  int step = 0;
+  Range range = {};
   std::vector<std::string_view> choices = {};
-  std::string_view why = {};  // what the bounds mean, appended to the message
-
-  void check(double v) const {
-    if ((lo_open ? v > lo : v >= lo) && v <= hi && (step == 0 || std::fmod(v, step) == 0)) return;
-    const std::string note = why.empty() ? "" : fmt::format(" ({})", why);
-    if (step != 0) throw Problem{fmt::format("must be a multiple of {} in [{}, {}]{}", step, lo, hi, note)};
-    if (hi < kInf) throw Problem{fmt::format("must be in {}{}, {}]{}", lo_open ? "(" : "[", lo, hi, note)};
-    throw Problem{fmt::format("must be {} {}{}", lo_open ? ">" : ">=", lo, note)};
-  }
-  void check(const std::string& v) const {
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
-      throw Problem{fmt::format("must be one of: {}", fmt::join(choices, ", "))};
-  }
+  Rule() = default;
+  Rule(Range r) : range(r) {}
+  void check(double v) const { range.check(v); }
+  void check(const std::string& v) const { check_choice(v, choices); }
 };
 
-Rule between(double lo, double hi, std::string_view why = {}) { return {.lo = lo, .hi = hi, .why = why}; }
-Rule positive_up_to(double hi, std::string_view why) { return {.lo = 0, .hi = hi, .lo_open = true, .why = why}; }
-Rule one_of(std::initializer_list<std::string_view> choices) { return {.choices = choices}; }
+Rule one_of(std::vector<std::string_view> choices) {
+  Rule r;
+  r.choices = std::move(choices);
+  return r;
+}
 
 // A settings field and a parsed value. The alternatives are in the same order
 // (integer, number, boolean, string), so index() names the type in both.
@@ -102,7 +83,7 @@ const std::vector<Field>& settings_fields() {
       {"topology.kind", &Settings::topology_kind,
        one_of({"star", "fat-tree", "dragonfly", "leaf-spine", "testbed", "file"})},
       {"topology.hosts", &Settings::hosts, between(1, 4096)},
-      {"topology.k", &Settings::k, {.lo = 2, .hi = 32, .step = 2}},
+      {"topology.k", &Settings::k, Range{.lo = 2, .hi = 32, .step = 2}},
       {"topology.dragonfly", &Settings::dragonfly},
       {"topology.spines", &Settings::spines, between(1, 1024)},
       {"topology.leaves", &Settings::leaves, between(1, 1024)},
@@ -114,7 +95,7 @@ const std::vector<Field>& settings_fields() {
       {"topology.host_ecn", &Settings::host_ecn},
       {"topology.host_delay_us", &Settings::host_delay_us, between(0, 1e6, "microseconds: at most 1 s")},
       {"switch.memory_mb", &Settings::memory_mb, positive_up_to(1024, "MiB of aggregator memory: at most 1 GiB")},
-      {"switch.payload_bytes", &Settings::payload_bytes, {.lo = 4, .hi = 8192, .step = 4}},
+      {"switch.payload_bytes", &Settings::payload_bytes, Range{.lo = 4, .hi = 8192, .step = 4}},
       {"switch.header_bytes", &Settings::header_bytes, between(0, 1500)},
       {"switch.packets", &Settings::packets, one_of({"scenario", "per-scheme"})},
       {"switch.ina", &Settings::ina},
@@ -123,7 +104,7 @@ const std::vector<Field>& settings_fields() {
       {"switch.memory_mb_per_switch", &Settings::memory_mb_per_switch},
       {"switch.ina_gbps", &Settings::ina_gbps, between(0, 100000, "Gbps; 0 = line rate")},
       {"switch.ring_memory", &Settings::ring_memory, one_of({"region", "pool"})},
-      {"switch.pool_policy", &Settings::pool_policy, one_of({"atp", "dsa"})},
+      {"switch.pool_policy", &Settings::pool_policy, one_of(schemes::ring_pool_names())},
       {"switch.segments", &Settings::segments},
       {"workload.model", &Settings::model,
        one_of({"A", "B", "mixed", "ResNet50", "VGG16", "InceptionV3", "ResNet101", "BERT-base"})},
@@ -261,56 +242,12 @@ std::string text_of(const Value& v) {
   return std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
 }
 
-// One-line rendering of a node for error messages and override storage.
-std::string text_of(const toml::node& n) {
-  if (auto v = scalar(n)) return text_of(*v);
-  std::vector<std::string> parts;
-  if (const auto* arr = n.as_array()) {
-    for (const auto& e : *arr) parts.push_back(text_of(e));
-    return fmt::format("[{}]", fmt::join(parts, ", "));
-  }
-  if (const auto* tbl = n.as_table()) {
-    for (const auto& [k, e] : *tbl) parts.push_back(fmt::format("{} = {}", k.str(), text_of(e)));
-    return fmt::format("{{{}}}", fmt::join(parts, ", "));
-  }
-  std::ostringstream os;
-  n.visit([&os](const auto& x) { os << x; });  // dates and times
-  return os.str();
-}
-
-std::string_view type_of(const toml::node& n) {
-  if (auto v = scalar(n)) return kValueType[v->index()];
-  return n.is_array() ? "array" : n.is_table() ? "table" : "date-time";
-}
+std::string text_of(const toml::node& n) { return toml_text(n); }
+std::string_view type_of(const toml::node& n) { return toml_type(n); }
 
 Value value_of(const Field& f, const toml::node& n) {
   if (auto v = scalar(n)) return *v;
   throw Problem{fmt::format("expected {}, got {}", kExpected[f.member.index()], type_of(n))};
-}
-
-// Typed readers for the scenario-level keys.
-std::string read_string(const toml::node& n) {
-  if (auto v = n.value_exact<std::string>()) return *v;
-  throw Problem{fmt::format("expected a string, got {}", type_of(n))};
-}
-
-const toml::array& read_array(const toml::node& n) {
-  const auto* arr = n.as_array();
-  if (!arr) throw Problem{fmt::format("expected an array, got {}", type_of(n))};
-  if (arr->empty()) throw Problem{"must not be empty"};
-  return *arr;
-}
-
-std::vector<std::string> read_strings(const toml::node& n, const std::vector<std::string>& allowed = {}) {
-  std::vector<std::string> out;
-  for (const auto& e : read_array(n)) {
-    auto v = e.value_exact<std::string>();
-    if (!v) throw Problem{fmt::format("expected strings, got {}", type_of(e)), text_of(e)};
-    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
-      throw Problem{fmt::format("must be one of: {}", fmt::join(allowed, ", ")), *v};
-    out.push_back(*v);
-  }
-  return out;
 }
 
 // Keys of the scenario itself (not of Settings); each reads its node into the scenario.
@@ -343,14 +280,7 @@ const std::vector<MetaField>& meta_fields() {
          }
        }},
       {"run.seeds",
-       [](Scenario& sc, const toml::node& n) {
-         sc.seeds.clear();
-         for (const auto& e : read_array(n)) {
-           auto v = e.value_exact<int64_t>();
-           if (!v || *v < 0) throw Problem{"expected non-negative integers", text_of(e)};
-           sc.seeds.push_back(static_cast<uint64_t>(*v));
-         }
-       }},
+       [](Scenario& sc, const toml::node& n) { sc.seeds = read_seeds(n); }},
       {"sweep.key",
        [](Scenario& sc, const toml::node& n) {
          sc.sweep_key = read_string(n);
@@ -369,11 +299,7 @@ const std::vector<MetaField>& meta_fields() {
       {"output.metrics", [](Scenario& sc, const toml::node& n) { sc.metrics = read_strings(n); }},
       {"output.y_label", [](Scenario& sc, const toml::node& n) { sc.y_label = read_string(n); }},
       {"output.x_log",
-       [](Scenario& sc, const toml::node& n) {
-         auto v = n.value_exact<bool>();
-         if (!v) throw Problem{fmt::format("expected a boolean, got {}", type_of(n))};
-         sc.x_log = *v;
-       }},
+       [](Scenario& sc, const toml::node& n) { sc.x_log = read_boolean(n); }},
   };
   return fields;
 }
@@ -411,7 +337,7 @@ Problem unknown_key(std::string_view key, bool with_meta) {
   if (names.empty())
     return {fmt::format("unknown section [{}] (sections: {})", section_of(key),
                         fmt::join(known_sections(with_meta), ", "))};
-  return {fmt::format("unknown key (known in [{}]: {})", section_of(key), fmt::join(names, ", "))};
+  return ina::unknown_key(section_of(key), names);
 }
 
 // Reads one key of a file section into the scenario.
@@ -422,17 +348,6 @@ void read_key(Scenario& sc, const std::string& key, const toml::node& n) {
     else throw unknown_key(key, true);
   } catch (const Problem& p) {
     fail(sc.file, key, p.what, p.value.value_or(text_of(n)));
-  }
-}
-
-// Series keys are "section.key" (quoted); unquoted dotted keys arrive as
-// nested tables and are flattened back.
-void flatten(const toml::table& t, const std::string& prefix,
-             std::vector<std::pair<std::string, const toml::node*>>& out) {
-  for (const auto& [k, v] : t) {
-    std::string key = prefix + std::string(k.str());
-    if (const auto* sub = v.as_table()) flatten(*sub, key + ".", out);
-    else out.emplace_back(std::move(key), &v);
   }
 }
 
@@ -448,8 +363,8 @@ void read_series(Scenario& sc, const toml::node& n) {
     for (const auto& other : sc.series)
       if (other.name == se.name) fail(sc.file, "series.name", "duplicate series name", se.name);
     const std::string origin = fmt::format("{} [series '{}']", sc.file, se.name);
-    std::vector<std::pair<std::string, const toml::node*>> entries;
-    flatten(tbl, "", entries);
+    // Keys are "section.key" (quoted); unquoted dotted keys arrive as nested tables.
+    const auto entries = flatten_toml(tbl);
     Settings scratch = sc.base;
     for (const auto& [key, node] : entries) {
       if (key == "name") continue;
@@ -466,112 +381,7 @@ void read_series(Scenario& sc, const toml::node& n) {
   }
 }
 
-// The TOML document, or a ScenarioError "<origin>:<line>:<column>: TOML syntax error: ...".
-toml::table parse_toml(const std::string& toml_text, const std::string& origin) {
-  try {
-    return toml::parse(toml_text, std::string_view(origin));
-  } catch (const toml::parse_error& e) {
-    throw ScenarioError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, e.source().begin.line,
-                                    e.source().begin.column, e.description()));
-  }
-}
-
 }  // namespace
-
-void fail_field(std::string_view origin, std::string_view key, std::string_view what, std::string_view value) {
-  throw ScenarioError(fmt::format("{}: field '{}': {} (value: {})", origin, key, what, value));
-}
-
-std::string set_key(const std::string& set) {
-  const auto eq = set.find('=');
-  return eq == std::string::npos ? std::string() : set.substr(0, eq);
-}
-
-std::string sets_note(const std::vector<std::string>& sets, std::string_view flag) {
-  std::string out;
-  for (const auto& s : sets) out += fmt::format(" {} {}", flag, s);
-  return out.empty() ? out : " (with" + out + ")";
-}
-
-void apply_sets(toml::table& root, const std::vector<std::string>& sets, const SetShapeOf& shape,
-                std::string_view flag) {
-  for (const std::string& kv : sets) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ScenarioError(fmt::format("{} expects section.key=value, got '{}'", flag, kv));
-    const std::string key = kv.substr(0, eq), text = kv.substr(eq + 1);
-    auto bad = [&](const std::string& what) {
-      return ScenarioError(fmt::format("{} {}: {}", flag, kv, what));
-    };
-    // The table that holds the last part of the key, made as needed.
-    toml::table* t = &root;
-    std::string rest = key;
-    for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
-      const std::string head = rest.substr(0, dot);
-      if (head.empty()) throw bad(fmt::format("'{}' has an empty part", key));
-      if (!t->contains(head)) t->insert(head, toml::table{});
-      toml::node* n = t->get(head);
-      if (!n->is_table())
-        throw bad(fmt::format("'{}' is {}, not a table of keys", head,
-                              n->is_array() ? "an array (of tables: not settable with " + std::string(flag) + ")"
-                                            : "a value"));
-      t = n->as_table();
-      rest = rest.substr(dot + 1);
-    }
-    if (rest.empty()) throw bad(fmt::format("'{}' has an empty part", key));
-    SetShape how = shape ? shape(key) : SetShape::Value;
-    if (how == SetShape::Value)
-      if (const toml::node* old = t->get(rest)) how = old->is_array() ? SetShape::Array : old->is_string() ? SetShape::String : how;
-    // One TOML value, or nothing if the text is not one.
-    auto parse_value = [](const std::string& s) -> std::optional<toml::table> {
-      try {
-        return toml::parse("v = " + s);
-      } catch (const toml::parse_error&) {
-        return std::nullopt;
-      }
-    };
-    auto value_or_string = [&](const std::string& s, toml::array& into) {
-      if (auto doc = parse_value(s); doc && !doc->get("v")->is_array() && !doc->get("v")->is_table())
-        into.push_back(*doc->get("v"));
-      else
-        into.push_back(s);
-    };
-    const bool quoted = !text.empty() && (text.front() == '"' || text.front() == '\'');
-    const bool bracketed = text.find_first_not_of(" \t") != std::string::npos && text[text.find_first_not_of(" \t")] == '[';
-    if (how == SetShape::Array && bracketed) {
-      try {
-        const toml::table doc = toml::parse("v = " + text);
-        t->insert_or_assign(rest, *doc.get("v"));
-      } catch (const toml::parse_error& e) {
-        throw bad(fmt::format("not a TOML array: {}", e.description()));
-      }
-    } else if (how == SetShape::Array) {
-      // A comma list; "" is the empty array (the reader says whether it may be empty).
-      toml::array arr;
-      if (text.find_first_not_of(" \t") != std::string::npos) {
-        size_t at = 0;
-        while (true) {
-          const size_t comma = text.find(',', at);
-          std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-          const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
-          if (b == std::string::npos) throw bad("an empty element in the comma list");
-          value_or_string(part.substr(b, e - b + 1), arr);
-          if (comma == std::string::npos) break;
-          at = comma + 1;
-        }
-      }
-      t->insert_or_assign(rest, std::move(arr));
-    } else if (how == SetShape::String && !quoted) {
-      t->insert_or_assign(rest, text);
-    } else if (auto doc = parse_value(text)) {
-      t->insert_or_assign(rest, *doc->get("v"));
-    } else if (quoted) {
-      throw bad("not a TOML string (unbalanced quotes?)");
-    } else {
-      t->insert_or_assign(rest, text);
-    }
-  }
-}
 
 const std::vector<std::string>& known_schemes() {
   static const std::vector<std::string> names = [] {
@@ -761,7 +571,7 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
                        name, schemes::names_text(schemes::Engine::SimStar)),
            name);
   validate(s, origin);
-  // An isolated scheme (SwitchML) gives each job two pools of at least one slot (sim::register_jobs).
+  // An isolated scheme (SwitchML) gives each job two pools of at least one slot (cluster::register_jobs).
   const double aggregators = std::floor(s.memory_mb * kMiBytes / s.payload_bytes);
   for (const auto& name : scheme_names) {
     if (!schemes::find(name).isolated || aggregators / s.jobs >= 2) continue;
@@ -921,33 +731,17 @@ void apply_overlay(Scenario& sc, const std::string& toml_text, const std::string
 }
 
 Scenario load_overlay_file(Scenario sc, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(fmt::format("{}: cannot open overlay file (missing or unreadable)", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  apply_overlay(sc, text.str(), path);
+  apply_overlay(sc, read_settings_file(path, "overlay"), path);
   return sc;
 }
 
 Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
-  // A directory opens and reads as empty, and an empty file parses as "all
-  // defaults": both would silently run the built-in scenario.
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(st))
-    throw ScenarioError(fmt::format("{}: is a directory, not a scenario file", path));
-  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_fifo(st) &&
-      !std::filesystem::is_character_file(st))
-    throw ScenarioError(fmt::format("{}: not a regular file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(fmt::format("{}: cannot open scenario file (missing or unreadable)", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ScenarioError(fmt::format("{}: cannot read scenario file", path));
-  const std::string body = text.str();
+  // An empty file parses as "all defaults" and would silently run the
+  // built-in scenario (a directory, which reads as empty, is refused too).
+  const std::string body = read_settings_file(path, "scenario");
   Scenario sc = parse_scenario(body, path, sets);
   // Nothing but whitespace and comments: the file sets nothing at all.
-  if (toml::parse(body).empty())
+  if (parse_toml(body, path).empty())
     throw ScenarioError(fmt::format("{}: empty scenario file (no section or key; it would run the built-in defaults)",
                                     path));
   return sc;

@@ -11,15 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/config_error.hpp"
+
 namespace ina::exp {
 
-struct ScenarioError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Throws the ScenarioError "<origin>: field '<key>': <what> (value: <value>)".
-[[noreturn]] void fail_field(std::string_view origin, std::string_view key, std::string_view what,
-                             std::string_view value);
+using ScenarioError = ina::ConfigError;
+using ina::fail_field;
 
 // One concrete configuration (everything a single simulation run needs,
 // except scheme and seed). Field names mirror the TOML keys "section.key".
@@ -43,7 +40,7 @@ struct Settings {
   // set_host_delay). A host-switch-host round trip grows by 4x this; a
   // worker-switch-worker INA round trip by 2x. 0 = ideal hosts (the papers'
   // stated settings); DSA's calibrated variant (scenarios/dsa/overlay/calibrated.toml)
-  // sets it so that a lone job needs ~1 MB of switch memory (issue 12 item 2).
+  // sets it so that a lone job needs ~1 MB of switch memory.
   double host_delay_us = 0;
   // [switch]
   double memory_mb = 5;                // switch.memory_mb: aggregator memory for INA (MiB = 2^20 bytes, as the runner uses it)
@@ -119,7 +116,7 @@ struct Settings {
   int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
   std::string zebra_arith = "fixed";   // zebra.arith: fixed (int32, exact) | float16-table (float gradients,
                                        //   float16 table adds on the switch, float32 at the PS; docs/zebra.md)
-  // Ours (issue 11 item 7): the sparse job in a shared pool beside a dense job (exp::SparseSettings::pool).
+  // Ours: the sparse job in a shared pool beside a dense job (exp::SparseSettings::pool).
   std::string sparse_pool;             // zebra.pool: "" (Zebra's own registers) | a pool scheme that hosts sparse jobs (atp, dsa)
   int dense_workers = 0;               // zebra.dense_workers: the dense job beside it (0: none)
   double dense_mb = 0;                 // zebra.dense_mb: its tensor per worker, MiB of int32 values
@@ -157,7 +154,7 @@ struct Scenario {
 // the multi-switch collectives' (schemes::Engine::SimNetwork) not already listed.
 const std::vector<std::string>& known_schemes();
 
-// `sets` are `--set key=value` overrides (experiment/set_override.hpp),
+// `sets` are `--set key=value` overrides (core/set_override.hpp),
 // written into the document before it is read: any key of the file, settings
 // and run.schemes, run.seeds, sweep.key, sweep.values, output.* alike (arrays
 // as a comma list or a TOML array: --set run.seeds=1 --set sweep.values=1,4).

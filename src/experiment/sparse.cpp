@@ -13,8 +13,9 @@
 #include "host/ps.hpp"
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
+#include "schemes/admission.hpp"
 #include "schemes/registry.hpp"
-#include "sim/star.hpp"
+#include "cluster/star.hpp"
 #include "wire/kv.hpp"
 
 namespace ina::exp {
@@ -28,8 +29,6 @@ std::vector<uint64_t> top_keys(const workload::SparseSource& src, unsigned worke
 
 namespace {
 
-// Drives one SparseWorker through the iterations: begin, wait for the sums,
-// check them against the exact answer, compute, begin the next.
 using Fault = std::function<bool(NodeId, bool, const Packet&)>;
 
 // Effects that drop what the fault selects on leaving a node, and show what leaves to `watch`.
@@ -98,6 +97,8 @@ class Faulty : public Node {
   uint64_t& count_;
 };
 
+// Drives one SparseWorker through the iterations: begin, wait for the sums,
+// check them against the exact answer, compute, begin the next.
 class Driver final : public Faulty<host::SparseWorker> {
  public:
   Driver(std::unique_ptr<host::SparseWorker> w, const Fault& f, uint64_t& count) : Faulty(std::move(w), f, count) {}
@@ -112,10 +113,6 @@ class Driver final : public Faulty<host::SparseWorker> {
     n_->on_timer(token, now, fx);
   }
 };
-
-}  // namespace
-
-namespace {
 
 // One worker's iteration as the dense tensor SwitchML streams: its keys'
 // values, zeros elsewhere. The result is checked as it is written, against
@@ -168,7 +165,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
   out.scheme = scheme.name;
   constexpr uint16_t kValues = 64;  // 256 B of values per packet, as the dense schemes
   sim::Simulator sim(s.seed, kValues, 50);
-  const auto plan = sim::plan_star({static_cast<int>(N)}, false);
+  const auto plan = cluster::plan_star({static_cast<int>(N)}, false);
   dp::SwitchConfig swc;
   swc.memory_bytes = s.memory_bytes;
   swc.payload_values = kValues;
@@ -176,7 +173,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
   auto swp = scheme.make_switch(swc);
   dp::SwitchProgram& sw = *swp;
   sim.add_node(std::move(swp), true);
-  const uint32_t slots = sim::register_jobs(sw, plan, true);
+  const uint32_t slots = cluster::register_jobs(sw, plan, true);
   uint64_t errors = 0;
   std::vector<std::shared_ptr<const std::vector<std::pair<uint64_t, int32_t>>>> sums(s.iterations);
   std::vector<std::vector<std::vector<uint64_t>>> keys(s.iterations, std::vector<std::vector<uint64_t>>(N));
@@ -228,7 +225,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
     nodes.push_back(node.get());
     sim.add_node(std::move(node), false);
   }
-  sim::wire_star(sim, plan, s.link, s.link);
+  cluster::wire_star(sim, plan, s.link, s.link);
   sim.run(s.time_limit);
   for (unsigned r = 0; r < N; ++r)
     if (nodes[r]->completed() != s.iterations)
@@ -255,472 +252,588 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
   return out;
 }
 
-}  // namespace
+constexpr uint16_t kSparseJob = 1;
+constexpr uint16_t kDenseJob = 2;       // a shared pool's dense job
+constexpr uint16_t kDenseValues = 64;   // 256 B per packet and per aggregator, as the dense schemes
 
-SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
-  const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
+// The workers and the iterations must be the source's.
+void check_source(const SparseSettings& s, const workload::SparseSource& src) {
   if (s.workers == 0 || s.workers > kMaxWireWorkers || s.workers > src.workers())
     throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", s.workers,
                                             src.name(), src.workers(), kMaxWireWorkers));
   if (s.first_iteration + s.iterations > src.iterations())
     throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
                                             s.first_iteration + s.iterations, src.iterations()));
-  if (scheme.sparse == schemes::Sparse::Dense) {
-    if (!s.pool.empty() || s.dense_workers > 0)
-      throw std::invalid_argument(fmt::format("sparse run {}: streams the dense model through its own program; a shared "
-                                              "pool and a dense job beside it are for zebra", scheme.name));
-    return run_dense(s, src, scheme);
-  }
-  const bool ina = scheme.sparse == schemes::Sparse::HotIna;
-  const unsigned N = s.workers;
-  if (N == 0 || N > kMaxWireWorkers || N > src.workers())
-    throw std::invalid_argument(fmt::format("sparse run: workers {} (the source {} has {}; at most {})", N,
-                                            src.name(), src.workers(), kMaxWireWorkers));
-  if (s.first_iteration + s.iterations > src.iterations())
-    throw std::invalid_argument(fmt::format("sparse run: iterations {}..{} beyond the source's {}", s.first_iteration,
-                                            s.first_iteration + s.iterations, src.iterations()));
-  SparseRun out;
-  out.scheme = scheme.name;
-  // A shared pool (ours): a pool program runs the sparse job beside a dense one.
-  constexpr uint16_t kDenseValues = 64;  // 256 B per packet and per aggregator, as the dense schemes
-  const schemes::Scheme* pool = nullptr;
-  if (!s.pool.empty()) {
-    pool = &schemes::find(s.pool, schemes::Engine::SimStar);
-    if (!pool->hosts_sparse) {
-      std::string can;
-      for (const auto& x : schemes::all())
-        if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
-      throw std::invalid_argument(fmt::format("sparse run: pool {} cannot hold a sparse job's hot values (pools that "
-                                              "can: {})", pool->name, can));
-    }
-    if (!ina)
-      throw std::invalid_argument(fmt::format("sparse run {}: a shared pool holds Zebra's hot keys; {} aggregates none "
-                                              "in the switch", scheme.name, scheme.name));
-    if (s.dense_workers > kMaxWireWorkers || (s.dense_workers > 0 && (s.dense_values == 0 || s.dense_iterations == 0)))
-      throw std::invalid_argument(fmt::format("sparse run: a dense job of {} workers (1..{}) x {} values x {} "
-                                              "iterations", s.dense_workers, kMaxWireWorkers, s.dense_values,
-                                              s.dense_iterations));
-  } else if (s.dense_workers > 0) {
-    throw std::invalid_argument("sparse run: a dense job beside the sparse one needs a shared pool (pool = atp or dsa)");
-  }
-  // In a pool, a register of the layout is a value lane of the pool's aggregators.
-  const uint32_t registers = pool ? kDenseValues : s.registers;
+}
 
-  // The hot set and its layout.
-  std::shared_ptr<const control::zebra::HotSet> hot;
-  std::shared_ptr<const control::zebra::Layout> layout;
-  if (ina) {
-    const unsigned pf = s.profile_iterations ? s.profile_first : s.first_iteration;
-    const unsigned pn = s.profile_iterations ? s.profile_iterations : s.iterations;
-    auto ranking = control::zebra::count_updates(src, pf, pn, s.sample_rate, s.seed, N);
-    size_t k = s.hot_keys;
-    if (s.principle_p > 0) {
-      const auto pk = control::zebra::principle1(ranking, s.principle_p, s.principle_c, s.memory_bytes);
+// The shared pool (ours) whose program runs the sparse job beside a dense
+// one, or null for the sparse scheme's own program; refuses a pool that
+// cannot pin hot values, a pool under a scheme with nothing in the switch,
+// and a dense job without a pool.
+const schemes::Scheme* shared_pool(const SparseSettings& s, const schemes::Scheme& scheme, bool ina) {
+  if (s.pool.empty()) {
+    if (s.dense_workers > 0)
+      throw std::invalid_argument("sparse run: a dense job beside the sparse one needs a shared pool (pool = atp or dsa)");
+    return nullptr;
+  }
+  const schemes::Scheme* pool = &schemes::find(s.pool, schemes::Engine::SimStar);
+  if (!pool->hosts_sparse) {
+    std::string can;
+    for (const auto& x : schemes::all())
+      if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
+    throw std::invalid_argument(fmt::format("sparse run: pool {} cannot hold a sparse job's hot values (pools that "
+                                            "can: {})", pool->name, can));
+  }
+  if (!ina)
+    throw std::invalid_argument(fmt::format("sparse run {}: a shared pool holds Zebra's hot keys; {} aggregates none "
+                                            "in the switch", scheme.name, scheme.name));
+  if (s.dense_workers > kMaxWireWorkers || (s.dense_workers > 0 && (s.dense_values == 0 || s.dense_iterations == 0)))
+    throw std::invalid_argument(fmt::format("sparse run: a dense job of {} workers (1..{}) x {} values x {} "
+                                            "iterations", s.dense_workers, kMaxWireWorkers, s.dense_values,
+                                            s.dense_iterations));
+  return pool;
+}
+
+// One sparse run on the star, built and checked in phases (run_sparse calls
+// them in order). Node ids: switch 0, workers 1..N, PS N+1, the switch CPU
+// N+2; with a dense job, its workers N+3.. and its PS after them. The nodes'
+// callbacks point into this object, so it stays where it was built.
+class SparseStar {
+ public:
+  SparseStar(const SparseSettings& s, const workload::SparseSource& src, const schemes::Scheme& scheme,
+             const schemes::Scheme* pool)
+      : s_(s), src_(src), scheme_(scheme), pool_(pool), ina_(scheme.sparse == schemes::Sparse::HotIna),
+        N_(s.workers), registers_(pool ? kDenseValues : s.registers), fl_(s.arith == KvArith::Float16Table),
+        kv_words_(static_cast<uint16_t>(kv::words(s.pairs))),
+        sim_(s.seed, pool ? std::max(kv_words_, kDenseValues) : kv_words_) {
+    out_.scheme = scheme.name;
+  }
+  SparseStar(const SparseStar&) = delete;
+  SparseStar& operator=(const SparseStar&) = delete;
+
+  // Zebra's hot set (the top keys of the profiled iterations, or Principle
+  // 1's size) and its layout over the registers, then one table per hot-set
+  // update: what the workers and the switch classify each iteration's keys by.
+  void rank_hot_keys() {
+    if (!ina_) return;
+    const unsigned pf = s_.profile_iterations ? s_.profile_first : s_.first_iteration;
+    const unsigned pn = s_.profile_iterations ? s_.profile_iterations : s_.iterations;
+    auto ranking = control::zebra::count_updates(src_, pf, pn, s_.sample_rate, s_.seed, N_);
+    size_t k = s_.hot_keys;
+    if (s_.principle_p > 0) {
+      const auto pk = control::zebra::principle1(ranking, s_.principle_p, s_.principle_c, s_.memory_bytes);
       if (!pk)
         throw std::invalid_argument(fmt::format(
-            "sparse run: Principle 1 cannot reach p = {} within c = {} of {} B (4 B per key) on {}", s.principle_p,
-            s.principle_c, s.memory_bytes, src.name()));
+            "sparse run: Principle 1 cannot reach p = {} within c = {} of {} B (4 B per key) on {}", s_.principle_p,
+            s_.principle_c, s_.memory_bytes, src_.name()));
       k = *pk;
     }
     std::vector<uint64_t> ranked(ranking.keys.begin(),
                                  ranking.keys.begin() + static_cast<std::ptrdiff_t>(std::min(k, ranking.keys.size())));
-    hot = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(std::move(ranked), 1));
-    layout = std::make_shared<const control::zebra::Layout>(
-        control::zebra::Layout::make(hot->size(), registers, s.placement, s.seed));
-    out.hot_keys = hot->size();
+    auto hot = std::make_shared<const dp::zebra::HotSet>(dp::zebra::HotSet::from_ranked(std::move(ranked), 1));
+    auto layout = std::make_shared<const dp::zebra::Layout>(
+        dp::zebra::Layout::make(hot->size(), registers_, s_.placement, s_.seed));
+    out_.hot_keys = hot->size();
+    worker_tables_.push_back({s_.first_iteration, hot, layout});
+    switch_tables_.push_back(worker_tables_.back());
+    uint32_t version = 1;
+    for (const auto& u : s_.updates) {
+      auto h = std::make_shared<const dp::zebra::HotSet>(dp::zebra::HotSet::from_ranked(
+          top_keys(src_, N_, u.profile_first, u.profile_iterations, s_.hot_keys, s_.sample_rate, s_.seed), ++version));
+      auto l = std::make_shared<const dp::zebra::Layout>(
+          dp::zebra::Layout::make(h->size(), registers_, s_.placement, s_.seed + version));
+      if (u.workers) worker_tables_.push_back({u.from, h, l});
+      if (u.sw) switch_tables_.push_back({u.from, h, l});
+    }
   }
 
-  // The star: switch 0, workers 1..N, PS N+1, the switch CPU N+2; with a
-  // dense job, its workers N+3.. and its PS after them.
-  const auto kv_words = static_cast<uint16_t>(kv::words(s.pairs));
-  sim::Simulator sim(s.seed, pool ? std::max(kv_words, kDenseValues) : kv_words);
-  dp::SwitchConfig sc;
-  sc.memory_bytes = s.memory_bytes;
-  sc.kv_pairs = static_cast<uint16_t>(s.pairs);
-  sc.kv_table_entries = s.table_entries;
-  sc.kv_arith = s.arith;
-  sc.seed = s.seed;
-  if (pool) {
-    sc.payload_values = kDenseValues;
-    sc.kv_pool = true;
+  // The switch program (Zebra's own, or the shared pool's with the hot
+  // values pinned in its aggregators) and the sparse hosts' common config.
+  void build_switch() {
+    dp::SwitchConfig sc;
+    sc.memory_bytes = s_.memory_bytes;
+    sc.zebra.kv_pairs = static_cast<uint16_t>(s_.pairs);
+    sc.zebra.kv_table_entries = s_.table_entries;
+    sc.zebra.kv_arith = s_.arith;
+    sc.seed = s_.seed;
+    if (pool_) {
+      sc.payload_values = kDenseValues;
+      sc.zebra.kv_pool = true;
+    }
+    auto swp = pool_ ? pool_->make_switch(sc) : scheme_.make_switch(sc);
+    sw_ = swp.get();
+    sim_.add_node(std::move(swp), true);
+    hc_.job = kSparseJob;
+    for (unsigned r = 0; r < N_; ++r) hc_.workers.push_back(static_cast<NodeId>(1 + r));
+    hc_.ps = static_cast<NodeId>(N_ + 1);
+    hc_.sw = ina_ ? NodeId{0} : kNoNode;
+    hc_.pairs = s_.pairs;
+    hc_.layout_aware = s_.layout_aware;
+    hc_.init_window = s_.init_window;
+    hc_.first_iteration = s_.first_iteration;
+    hc_.arith = s_.arith;
   }
-  auto swp = pool ? pool->make_switch(sc) : scheme.make_switch(sc);
-  dp::SwitchProgram& sw = *swp;
-  sim.add_node(std::move(swp), true);
-  host::SparseConfig hc;
-  hc.job = 1;
-  for (unsigned r = 0; r < N; ++r) hc.workers.push_back(static_cast<NodeId>(1 + r));
-  hc.ps = static_cast<NodeId>(N + 1);
-  hc.sw = ina ? NodeId{0} : kNoNode;
-  hc.pairs = s.pairs;
-  hc.layout_aware = s.layout_aware;
-  hc.init_window = s.init_window;
-  hc.first_iteration = s.first_iteration;
-  hc.arith = s.arith;
-  const NodeId cpu_id = static_cast<NodeId>(N + 2);
 
-  // Exact expected sums per iteration, and each worker's pushes.
+  // Each worker's pushes per iteration and the exact sums of their union
+  // (float64 sums and magnitudes for Float16Table), against which every
+  // result is checked as it arrives; and how many pushed pairs and union
+  // keys the workers' table of that iteration holds hot.
+  void expected_sums() {
+    push_.assign(s_.iterations, std::vector<Push>(N_));
+    expect_.resize(s_.iterations);
+    fexpect_.resize(fl_ ? s_.iterations : 0);
+    for (unsigned i = 0; i < s_.iterations; ++i) {
+      const unsigned it = s_.first_iteration + i;
+      for (unsigned w = 0; w < N_; ++w) {
+        Push& p = push_[i][w];
+        p.keys = src_.keys(it, w);
+        p.vals.resize(p.keys.size());
+        for (size_t q = 0; q < p.keys.size(); ++q) {
+          if (fl_) {
+            const float g = workload::sparse_gradient(s_.seed, it, w, p.keys[q], s_.grad_sigma);
+            p.vals[q] = fp16::bits_of_f32(g);
+            FloatSum& e = fexpect_[i][p.keys[q]];
+            e.sum += g;
+            e.abs += std::fabs(g);
+            ++e.n;
+            continue;
+          }
+          p.vals[q] = workload::sparse_value(s_.seed, it, w, p.keys[q]);
+          expect_[i][p.keys[q]] += p.vals[q];
+        }
+        out_.pairs += p.keys.size();
+      }
+      out_.iters.push_back({0, 0, 0, fl_ ? fexpect_[i].size() : expect_[i].size()});
+      for (unsigned w = 0; w < N_; ++w) out_.iters.back().pairs += push_[i][w].keys.size();
+    }
+    if (ina_) {
+      for (unsigned i = 0; i < s_.iterations; ++i) {
+        const dp::zebra::Table* t = nullptr;
+        for (const auto& x : worker_tables_)
+          if (x.from <= s_.first_iteration + i && (!t || x.from >= t->from)) t = &x;
+        for (unsigned w = 0; w < N_; ++w)
+          for (uint64_t k : push_[i][w].keys) out_.hot_pairs += t->hot->contains(k);
+        auto hot_in = [&](const auto& m) {
+          for (const auto& kv : m) out_.hot_union_keys += t->hot->contains(kv.first);
+        };
+        if (fl_) hot_in(fexpect_[i]);
+        else hot_in(expect_[i]);
+      }
+    }
+    out_.cold_pairs = out_.pairs - out_.hot_pairs;
+  }
+
+  // The sparse workers (nodes 1..N), each driven through the iterations:
+  // begin, check the sums against expected_sums as they arrive, compute,
+  // begin the next.
+  void add_workers() {
+    done_iters_.assign(N_, 0);
+    started_.assign(s_.iterations, false);
+    for (unsigned r = 0; r < N_; ++r) {
+      auto w = std::make_unique<host::SparseWorker>(hc_, static_cast<uint8_t>(r));
+      for (const auto& t : worker_tables_) w->set_table(t);
+      auto d = std::make_unique<Driver>(std::move(w), s_.fault, out_.faults);
+      Driver* dp = d.get();
+      drivers_.push_back(dp);
+      auto begin = [this, dp, r](unsigned i, Time now, Effects& fx) {
+        if (!started_[i] || now < out_.iters[i].start) out_.iters[i].start = now;
+        started_[i] = true;
+        dp->worker().begin(s_.first_iteration + i, push_[i][r].keys, push_[i][r].vals, now, fx);
+      };
+      dp->start = [begin](Time now, Effects& fx) { begin(0, now, fx); };
+      dp->next = [this, begin, r](Time now, Effects& fx) { begin(done_iters_[r], now, fx); };
+      dp->worker().set_done([this, dp, r](uint32_t iter, std::span<const uint64_t> keys,
+                                          std::span<const int32_t> sums, Time now, Effects& fx) {
+        const unsigned i = iter - s_.first_iteration;
+        if (fl_ && error_.empty()) check_float(r, iter, keys, sums);
+        if (!fl_ && error_.empty()) check_exact(r, iter, keys, sums);
+        out_.iters[i].end = std::max(out_.iters[i].end, now);
+        done_iters_[r] = i + 1;
+        if (i + 1 < s_.iterations) {
+          if (s_.compute > 0) fx.set_timer(now + s_.compute, Driver::kComputeDone);
+          else dp->next(now, fx);
+        }
+      });
+      sim_.add_node(std::move(d), false);
+    }
+  }
+
+  // The sparse job's PS (node N+1), watched at its NIC for the phases of
+  // each iteration (SparseIteration::ps_*).
+  void add_ps() {
+    auto psn = std::make_unique<Faulty<host::SparsePs>>(std::make_unique<host::SparsePs>(hc_), s_.fault, out_.faults);
+    ps_ = &psn->inner();
+    closed_.assign(s_.iterations, 0);
+    psn->watch = [this](bool outgoing, const Packet& p, Time now) {
+      if (p.h.priority < s_.first_iteration || p.h.priority >= s_.first_iteration + s_.iterations) return;
+      SparseIteration& it = out_.iters[p.h.priority - s_.first_iteration];
+      const uint64_t bytes = sim_.wire_bytes(p);
+      if (outgoing) {
+        it.ps_out_bytes += bytes;
+        return;
+      }
+      it.ps_in_bytes += bytes;
+      if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
+      if (p.h.type != PktType::KvData) return;
+      if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
+      if (p.h.rank >= N_) return;
+      const uint64_t bit = 1ULL << p.h.rank;  // sparse jobs: at most kMaxWireWorkers (64)
+      uint64_t& closed = closed_[p.h.priority - s_.first_iteration];
+      if (p.h.has(flag::kLast) && !(closed & bit) && (closed |= bit) == full_bitmap(N_)) it.ps_all_in = now;
+    };
+    sim_.add_node(std::move(psn), false);
+  }
+
+  // Zebra's switch CPU (node N+2): it keeps a copy of each hot result until
+  // every worker has acknowledged it, and retransmits it to those that have not.
+  void add_switch_cpu() {
+    if (!ina_) return;
+    auto c = std::make_unique<dp::SwitchCpu>(NodeId{0}, s_.cpu_rto);
+    c->add_job(kSparseJob, hc_.workers);
+    cpu_ = c.get();
+    sim_.add_node(std::move(c), false);
+  }
+
+  // The dense job beside the sparse one (a shared pool only): its workers
+  // stream SyntheticTensor allreduces back to back, checked as they arrive,
+  // through the pool's program to their own PS.
+  void add_dense_job() {
+    const unsigned D = s_.dense_workers;
+    dense_ps_id_ = static_cast<NodeId>(N_ + 3 + D);
+    for (unsigned r = 0; r < D; ++r) {
+      host::WorkerConfig w;
+      host::profile("paper").apply(w);
+      w.job = kDenseJob;
+      w.rank = static_cast<uint8_t>(r);
+      w.nworkers = static_cast<uint8_t>(D);
+      w.self = static_cast<NodeId>(N_ + 3 + r);
+      w.aggregator = 0;
+      w.ps = dense_ps_id_;
+      w.payload_values = kDenseValues;
+      w.init_window = std::max(1.0, s_.init_window * (50.0 + 4.0 * kv_words_) / (50.0 + 4.0 * kDenseValues));
+      auto node = std::make_unique<host::WorkerNode>(w);
+      auto io = std::make_shared<host::SyntheticTensor>(mix(s_.seed, 0xde05e), r, D);
+      dense_io_.push_back(io);
+      node->submit(io, s_.dense_values);
+      host::WorkerNode* nd = node.get();
+      node->set_on_complete([nd, io, n = s_.dense_values, total = s_.dense_iterations](Time now, Effects& fx) {
+        if (nd->completed() < total && !nd->transport().busy()) {
+          nd->submit(io, n);
+          nd->transport().pump(now, fx);
+        }
+      });
+      dense_.push_back(nd);
+      dense_ids_.push_back(w.self);
+      if (sim_.add_node(std::move(node), false) != w.self) throw std::logic_error("sparse run: dense worker id");
+    }
+    if (D > 0) {
+      host::PsConfig pc;
+      host::profile("paper").apply(pc);
+      pc.job = kDenseJob;
+      pc.workers = dense_ids_;
+      pc.sw = 0;
+      pc.payload_values = kDenseValues;
+      auto node = std::make_unique<host::ParameterServer>(pc);
+      dense_ps_ = node.get();
+      if (sim_.add_node(std::move(node), false) != dense_ps_id_) throw std::logic_error("sparse run: dense PS id");
+    }
+  }
+
+  // Every host's link to the switch (the CPU's: no faults, the paper's
+  // latency), the routes and multicast groups, and both jobs admitted to the
+  // switch's one memory (a pool, or Zebra's hot slots: no region, no window
+  // cap) with the sparse job's switch tables.
+  void wire_and_admit() {
+    const unsigned D = s_.dense_workers;
+    for (NodeId h = 1; h <= N_ + 1; ++h) sim_.connect(h, 0, s_.link, s_.link);
+    if (ina_) {
+      sim::LinkParams cl;
+      cl.delay = s_.cpu_delay;
+      cl.queue_bytes = 64ull << 20;
+      cl.ecn_bytes = 0;
+      sim_.connect(cpu_id(), 0, cl, cl);
+    }
+    for (NodeId h : dense_ids_) sim_.connect(h, 0, s_.link, s_.link);
+    if (D > 0) sim_.connect(dense_ps_id_, 0, s_.link, s_.link);
+    sim_.build_routes();
+    sim_.set_multicast_group(kSparseJob, hc_.workers);
+    schemes::Admission admission(schemes::Admission::config_of(pool_ ? *pool_ : scheme_, sw_->aggregators(), 1));
+    auto admit = [&](uint16_t job, const std::vector<NodeId>& workers, NodeId ps) {
+      auto answer = admission.admit({job, workers, ps, std::nullopt});
+      if (auto* no = std::get_if<schemes::Admission::Refusal>(&answer))
+        throw std::invalid_argument(fmt::format("sparse run {}: {}", scheme_.name, no->reason));
+      return std::get<schemes::Admission::Grant>(answer).switch_job();
+    };
+    if (D > 0) {
+      sim_.set_multicast_group(kDenseJob, dense_ids_);
+      sw_->add_job(admit(kDenseJob, dense_ids_, dense_ps_id_));
+    }
+    dp::SwitchJob j = admit(kSparseJob, hc_.workers, hc_.ps);
+    j.zebra.cpu = ina_ ? cpu_id() : kNoNode;
+    sw_->add_job(j);
+    for (const auto& t : switch_tables_) sw_->set_sparse_table(kSparseJob, t);
+  }
+
+  // Runs to the time limit; a run still going then fails, saying where each
+  // unfinished worker, the PS and the switch are.
+  void run() {
+    sim_.run(s_.time_limit);
+    if (sim_.idle()) return;
+    std::string where;
+    for (unsigned r = 0; r < N_; ++r)
+      if (done_iters_[r] != s_.iterations) where += fmt::format("; worker {}: {}", r, drivers_[r]->worker().describe());
+    const auto& pst = ps_->stats();
+    const auto& sws = sw_->stats();
+    throw std::runtime_error(fmt::format("sparse run {}: not finished after {} ms of simulated time{}; PS at iteration "
+                                         "{} (data {} duplicates {} stale {} malformed {} foreign {}); switch malformed {} "
+                                         "foreign {} stale {}",
+                                         scheme_.name, to_ms(s_.time_limit), where, ps_->iteration(), pst.data,
+                                         pst.duplicates, pst.stale, pst.malformed, pst.foreign, sws.malformed,
+                                         sws.foreign(), sws.stale));
+  }
+
+  // The invariants of a finished run (every result right, every worker
+  // done, nothing left in the pool, the switch, its CPU or a PS, no honest
+  // packet refused) and the metrics of SparseRun; throws on the first that fails.
+  SparseRun check_and_collect() {
+    const std::string& name = scheme_.name;
+    if (!error_.empty()) throw std::runtime_error("sparse run " + name + ": " + error_);
+    for (unsigned r = 0; r < N_; ++r)
+      if (done_iters_[r] != s_.iterations)
+        throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations ({})", name, r,
+                                             done_iters_[r], s_.iterations, drivers_[r]->worker().describe()));
+    if (sim_.pool().in_use() != 0)
+      throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", name, sim_.pool().in_use()));
+    check_switch_memory();
+    check_dense_job();
+    if (cpu_ && cpu_->held() != 0)
+      throw std::runtime_error(fmt::format("sparse run {}: the switch CPU still holds {} results", name, cpu_->held()));
+    if (ps_->held() != 0)
+      throw std::runtime_error(fmt::format("sparse run {}: the PS still holds {} unacknowledged results", name,
+                                           ps_->held()));
+    out_.sw = sw_->stats();
+    if (cpu_) out_.cpu = cpu_->stats();
+    out_.ps = ps_->stats();
+    if (out_.sw.malformed || out_.ps.malformed || out_.sw.foreign() || out_.ps.foreign)
+      throw std::runtime_error(fmt::format("sparse run {}: honest packets refused (switch malformed {} foreign {}, "
+                                           "PS malformed {} foreign {})",
+                                           name, out_.sw.malformed, out_.sw.foreign(), out_.ps.malformed,
+                                           out_.ps.foreign));
+    for (Driver* d : drivers_) {
+      const auto& w = d->worker().stats();
+      out_.workers.sent += w.sent;
+      out_.workers.retransmits += w.retransmits;
+      out_.workers.hot_packets += w.hot_packets;
+      out_.workers.cold_packets += w.cold_packets;
+      out_.workers.hot_pairs += w.hot_pairs;
+      out_.workers.cold_pairs += w.cold_pairs;
+      out_.workers.results += w.results;
+      out_.workers.malformed += w.malformed;
+      out_.workers.foreign += w.foreign;
+      out_.workers.decreases += w.decreases;
+    }
+    // Iterations may overlap (a fast worker starts the next one while a slow
+    // one finishes), so the span is the first push to the last result, as in run_dense.
+    out_.total = out_.iters.back().end - out_.iters.front().start;
+    out_.agg_throughput_gbps =
+        out_.total > 0 ? static_cast<double>(out_.pairs) * 12 * 8 / (to_us(out_.total) * 1e3) : 0;
+    out_.hot_share = out_.pairs ? static_cast<double>(out_.hot_pairs) / static_cast<double>(out_.pairs) : 0;
+    out_.recirc_per_packet =
+        out_.sw.kv_in ? static_cast<double>(out_.sw.recirculations) / static_cast<double>(out_.sw.kv_in) : 0;
+    out_.events = sim_.events();
+    if (fl_) {
+      ValueError& ve = out_.value_error;
+      ve.mean_rel = nrel_ ? sum_rel_ / static_cast<double>(nrel_) : 0;
+      ve.vec_rel = sq_exact_ > 0 ? std::sqrt(sq_err_ / sq_exact_) : 0;
+    }
+    return std::move(out_);
+  }
+
+ private:
   struct Push {
     std::vector<uint64_t> keys;
     std::vector<int32_t> vals;
   };
-  std::vector<std::vector<Push>> push(s.iterations, std::vector<Push>(N));
-  std::vector<std::unordered_map<uint64_t, int64_t>> expect(s.iterations);
-  // Float16Table: float32 gradients (their bits in vals), exact float64 sums.
-  const bool fl = s.arith == KvArith::Float16Table;
   struct FloatSum {
     double sum = 0, abs = 0;
     unsigned n = 0;
   };
-  std::vector<std::unordered_map<uint64_t, FloatSum>> fexpect(fl ? s.iterations : 0);
-  for (unsigned i = 0; i < s.iterations; ++i) {
-    const unsigned it = s.first_iteration + i;
-    for (unsigned w = 0; w < N; ++w) {
-      Push& p = push[i][w];
-      p.keys = src.keys(it, w);
-      p.vals.resize(p.keys.size());
-      for (size_t q = 0; q < p.keys.size(); ++q) {
-        if (fl) {
-          const float g = workload::sparse_gradient(s.seed, it, w, p.keys[q], s.grad_sigma);
-          p.vals[q] = fp16::bits_of_f32(g);
-          FloatSum& e = fexpect[i][p.keys[q]];
-          e.sum += g;
-          e.abs += std::fabs(g);
-          ++e.n;
-          continue;
-        }
-        p.vals[q] = workload::sparse_value(s.seed, it, w, p.keys[q]);
-        expect[i][p.keys[q]] += p.vals[q];
-      }
-      out.pairs += p.keys.size();
+
+  NodeId cpu_id() const { return static_cast<NodeId>(N_ + 2); }
+
+  // Fixed point: the result holds exactly the union's keys, each with its exact sum.
+  void check_exact(unsigned r, uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums) {
+    const auto& e = expect_[iter - s_.first_iteration];
+    if (keys.size() != e.size())
+      error_ = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
+                           e.size());
+    for (size_t q = 0; q < keys.size() && error_.empty(); ++q) {
+      auto it = e.find(keys[q]);
+      if (it == e.end() || static_cast<int32_t>(it->second) != sums[q])
+        error_ = fmt::format("worker {} iteration {}: key {} sum {} expected {}", r, iter, keys[q], sums[q],
+                             it == e.end() ? std::string("(not pushed)") : std::to_string(it->second));
     }
-    out.iters.push_back({0, 0, 0, fl ? fexpect[i].size() : expect[i].size()});
-    for (unsigned w = 0; w < N; ++w) out.iters.back().pairs += push[i][w].keys.size();
   }
 
-  std::vector<Driver*> drivers;
-  std::vector<unsigned> done_iters(N, 0);
-  std::vector<bool> started(s.iterations, false);
-  std::string error;
-  ValueError& ve = out.value_error;
-  double sq_err = 0, sq_exact = 0, sum_rel = 0;
-  uint64_t nrel = 0;
-  const fp16::TableAdder& adder = fp16::switch_adder();
-  // Float16Table: each sum within the bound of its exact float64 sum (not equal).
-  auto check_float = [&](unsigned r, uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums) {
-    const auto& e = fexpect[iter - s.first_iteration];
+  // Float16Table: each sum within the table adder's bound of its exact
+  // float64 sum (not equal), and the error statistics of ValueError.
+  void check_float(unsigned r, uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums) {
+    const fp16::TableAdder& adder = fp16::switch_adder();
+    ValueError& ve = out_.value_error;
+    const auto& e = fexpect_[iter - s_.first_iteration];
     if (keys.size() != e.size())
-      error = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
-                          e.size());
-    for (size_t q = 0; q < keys.size() && error.empty(); ++q) {
+      error_ = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
+                           e.size());
+    for (size_t q = 0; q < keys.size() && error_.empty(); ++q) {
       auto it = e.find(keys[q]);
       const double got = fp16::f32_of_bits(sums[q]);
       if (it == e.end()) {
-        error = fmt::format("worker {} iteration {}: key {} sum {} (not pushed)", r, iter, keys[q], got);
+        error_ = fmt::format("worker {} iteration {}: key {} sum {} (not pushed)", r, iter, keys[q], got);
         break;
       }
       const FloatSum& x = it->second;
       const double err = std::fabs(got - x.sum), bound = adder.sum_bound(x.n, x.abs);
       if (!(err <= bound))  // NaN fails too
-        error = fmt::format("worker {} iteration {}: key {} float sum {} expected {} (error {} beyond the bound {} of "
-                            "{} terms (float16 table sums) of total magnitude {})",
-                            r, iter, keys[q], got, x.sum, err, bound, x.n, x.abs);
+        error_ = fmt::format("worker {} iteration {}: key {} float sum {} expected {} (error {} beyond the bound {} of "
+                             "{} terms (float16 table sums) of total magnitude {})",
+                             r, iter, keys[q], got, x.sum, err, bound, x.n, x.abs);
       ++ve.values;
-      sq_err += err * err;
-      sq_exact += x.sum * x.sum;
+      sq_err_ += err * err;
+      sq_exact_ += x.sum * x.sum;
       ve.max_scaled = std::max(ve.max_scaled, x.abs > 0 ? err / x.abs : 0);
       ve.max_over_bound = std::max(ve.max_over_bound, err / bound);
       if (x.sum != 0) {
         const double rel = err / std::fabs(x.sum);
         ve.max_rel = std::max(ve.max_rel, rel);
-        sum_rel += rel;
-        ++nrel;
+        sum_rel_ += rel;
+        ++nrel_;
       }
     }
-  };
-  std::vector<control::zebra::Table> worker_tables, switch_tables;
-  if (ina) {
-    worker_tables.push_back({s.first_iteration, hot, layout});
-    switch_tables.push_back(worker_tables.back());
-    uint32_t version = 1;
-    for (const auto& u : s.updates) {
-      auto h = std::make_shared<const control::zebra::HotSet>(control::zebra::HotSet::from_ranked(
-          top_keys(src, N, u.profile_first, u.profile_iterations, s.hot_keys, s.sample_rate, s.seed), ++version));
-      auto l = std::make_shared<const control::zebra::Layout>(
-          control::zebra::Layout::make(h->size(), registers, s.placement, s.seed + version));
-      if (u.workers) worker_tables.push_back({u.from, h, l});
-      if (u.sw) switch_tables.push_back({u.from, h, l});
-    }
-    // The pairs the workers send to the switch: hot in the workers' table of their iteration.
-    for (unsigned i = 0; i < s.iterations; ++i) {
-      const control::zebra::Table* t = nullptr;
-      for (const auto& x : worker_tables)
-        if (x.from <= s.first_iteration + i && (!t || x.from >= t->from)) t = &x;
-      for (unsigned w = 0; w < N; ++w)
-        for (uint64_t k : push[i][w].keys) out.hot_pairs += t->hot->contains(k);
-      auto hot_in = [&](const auto& m) {
-        for (const auto& kv : m) out.hot_union_keys += t->hot->contains(kv.first);
-      };
-      if (fl) hot_in(fexpect[i]);
-      else hot_in(expect[i]);
-    }
-  }
-  out.cold_pairs = out.pairs - out.hot_pairs;
-  for (unsigned r = 0; r < N; ++r) {
-    auto w = std::make_unique<host::SparseWorker>(hc, static_cast<uint8_t>(r));
-    for (const auto& t : worker_tables) w->set_table(t);
-    auto d = std::make_unique<Driver>(std::move(w), s.fault, out.faults);
-    Driver* dp = d.get();
-    drivers.push_back(dp);
-    auto begin = [&, dp, r](unsigned i, Time now, Effects& fx) {
-      if (!started[i] || now < out.iters[i].start) out.iters[i].start = now;
-      started[i] = true;
-      dp->worker().begin(s.first_iteration + i, push[i][r].keys, push[i][r].vals, now, fx);
-    };
-    dp->start = [begin](Time now, Effects& fx) { begin(0, now, fx); };
-    dp->next = [&, begin, r](Time now, Effects& fx) { begin(done_iters[r], now, fx); };
-    dp->worker().set_done([&, dp, r](uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> sums,
-                                      Time now, Effects& fx) {
-      const unsigned i = iter - s.first_iteration;
-      const auto& e = expect[i];
-      if (fl && error.empty()) check_float(r, iter, keys, sums);
-      if (!fl && error.empty()) {
-        if (keys.size() != e.size())
-          error = fmt::format("worker {} iteration {}: {} keys in the result, {} in the union", r, iter, keys.size(),
-                              e.size());
-        for (size_t q = 0; q < keys.size() && error.empty(); ++q) {
-          auto it = e.find(keys[q]);
-          if (it == e.end() || static_cast<int32_t>(it->second) != sums[q])
-            error = fmt::format("worker {} iteration {}: key {} sum {} expected {}", r, iter, keys[q], sums[q],
-                                it == e.end() ? std::string("(not pushed)") : std::to_string(it->second));
-        }
-      }
-      out.iters[i].end = std::max(out.iters[i].end, now);
-      done_iters[r] = i + 1;
-      if (i + 1 < s.iterations) {
-        if (s.compute > 0) fx.set_timer(now + s.compute, Driver::kComputeDone);
-        else dp->next(now, fx);
-      }
-    });
-    sim.add_node(std::move(d), false);
-  }
-  auto psn = std::make_unique<Faulty<host::SparsePs>>(std::make_unique<host::SparsePs>(hc), s.fault, out.faults);
-  host::SparsePs& ps = psn->inner();
-  // The PS's phases per iteration (SparseIteration::ps_*).
-  std::vector<uint64_t> closed(s.iterations, 0);  // ranks whose closing cold packet is in
-  psn->watch = [&, N](bool outgoing, const Packet& p, Time now) {
-    if (p.h.priority < s.first_iteration || p.h.priority >= s.first_iteration + s.iterations) return;
-    SparseIteration& it = out.iters[p.h.priority - s.first_iteration];
-    const uint64_t bytes = sim.wire_bytes(p);
-    if (outgoing) {
-      it.ps_out_bytes += bytes;
-      return;
-    }
-    it.ps_in_bytes += bytes;
-    if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
-    if (p.h.type != PktType::KvData) return;
-    if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
-    if (p.h.rank >= N) return;
-    const uint64_t bit = 1ULL << p.h.rank;  // sparse jobs: at most kMaxWireWorkers (64)
-    if (p.h.has(flag::kLast) && !(closed[p.h.priority - s.first_iteration] & bit) &&
-        (closed[p.h.priority - s.first_iteration] |= bit) == full_bitmap(N))
-      it.ps_all_in = now;
-  };
-  sim.add_node(std::move(psn), false);
-  dp::SwitchCpu* cpu = nullptr;
-  if (ina) {
-    auto c = std::make_unique<dp::SwitchCpu>(NodeId{0}, s.cpu_rto);
-    c->add_job(1, hc.workers);
-    cpu = c.get();
-    sim.add_node(std::move(c), false);
-  }
-  // The dense job (a pool only): job 2, SyntheticTensor allreduces checked as they arrive.
-  const unsigned D = s.dense_workers;
-  std::vector<host::WorkerNode*> dense;
-  std::vector<std::shared_ptr<host::SyntheticTensor>> dense_io;
-  std::vector<NodeId> dense_ids;
-  const NodeId dense_ps_id = static_cast<NodeId>(N + 3 + D);
-  host::ParameterServer* dense_ps = nullptr;
-  constexpr uint16_t kDenseJob = 2;
-  for (unsigned r = 0; r < D; ++r) {
-    host::WorkerConfig w;
-    host::profile("paper").apply(w);
-    w.job = kDenseJob;
-    w.rank = static_cast<uint8_t>(r);
-    w.nworkers = static_cast<uint8_t>(D);
-    w.self = static_cast<NodeId>(N + 3 + r);
-    w.aggregator = 0;
-    w.ps = dense_ps_id;
-    w.payload_values = kDenseValues;
-    w.init_window = std::max(1.0, s.init_window * (50.0 + 4.0 * kv_words) / (50.0 + 4.0 * kDenseValues));
-    auto node = std::make_unique<host::WorkerNode>(w);
-    auto io = std::make_shared<host::SyntheticTensor>(mix(s.seed, 0xde05e), r, D);
-    dense_io.push_back(io);
-    node->submit(io, s.dense_values);
-    host::WorkerNode* nd = node.get();
-    node->set_on_complete([nd, io, n = s.dense_values, total = s.dense_iterations](Time now, Effects& fx) {
-      if (nd->completed() < total && !nd->transport().busy()) {
-        nd->submit(io, n);
-        nd->transport().pump(now, fx);
-      }
-    });
-    dense.push_back(nd);
-    dense_ids.push_back(w.self);
-    if (sim.add_node(std::move(node), false) != w.self) throw std::logic_error("sparse run: dense worker id");
-  }
-  if (D > 0) {
-    host::PsConfig pc;
-    host::profile("paper").apply(pc);
-    pc.job = kDenseJob;
-    pc.workers = dense_ids;
-    pc.sw = 0;
-    pc.payload_values = kDenseValues;
-    auto node = std::make_unique<host::ParameterServer>(pc);
-    dense_ps = node.get();
-    if (sim.add_node(std::move(node), false) != dense_ps_id) throw std::logic_error("sparse run: dense PS id");
-  }
-  for (NodeId h = 1; h <= N + 1; ++h) sim.connect(h, 0, s.link, s.link);
-  if (ina) {
-    sim::LinkParams cl;  // the pipeline <-> CPU path: no faults, the paper's latency
-    cl.delay = s.cpu_delay;
-    cl.queue_bytes = 64ull << 20;
-    cl.ecn_bytes = 0;
-    sim.connect(cpu_id, 0, cl, cl);
-  }
-  for (NodeId h : dense_ids) sim.connect(h, 0, s.link, s.link);
-  if (D > 0) sim.connect(dense_ps_id, 0, s.link, s.link);
-  sim.build_routes();
-  sim.set_multicast_group(1, hc.workers);
-  if (D > 0) {
-    sim.set_multicast_group(kDenseJob, dense_ids);
-    dp::SwitchJob dj;
-    dj.job = kDenseJob;
-    dj.workers = dense_ids;
-    dj.ps = dense_ps_id;
-    sw.add_job(dj);
-  }
-  dp::SwitchJob j;
-  j.job = 1;
-  j.workers = hc.workers;
-  j.ps = hc.ps;
-  j.cpu = ina ? cpu_id : kNoNode;
-  sw.add_job(j);
-  for (const auto& t : switch_tables) sw.set_sparse_table(1, t);
-  sim.run(s.time_limit);
-  if (!sim.idle()) {
-    std::string where;
-    for (unsigned r = 0; r < N; ++r)
-      if (done_iters[r] != s.iterations) where += fmt::format("; worker {}: {}", r, drivers[r]->worker().describe());
-    const auto& pst = ps.stats();
-    throw std::runtime_error(fmt::format("sparse run {}: not finished after {} ms of simulated time{}; PS at iteration "
-                                         "{} (data {} duplicates {} stale {} malformed {} foreign {}); switch malformed {} "
-                                         "foreign {} stale {}",
-                                         scheme.name, to_ms(s.time_limit), where, ps.iteration(), pst.data,
-                                         pst.duplicates, pst.stale, pst.malformed, pst.foreign, sw.stats().malformed,
-                                         sw.stats().foreign(), sw.stats().stale));
   }
 
-  // Checks.
-  if (!error.empty()) throw std::runtime_error("sparse run " + scheme.name + ": " + error);
-  for (unsigned r = 0; r < N; ++r)
-    if (done_iters[r] != s.iterations)
-      throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations ({})", scheme.name,
-                                           r, done_iters[r], s.iterations, drivers[r]->worker().describe()));
-  if (sim.pool().in_use() != 0)
-    throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
   // A pool's pinned aggregators are the table's reservation, not state left
   // over: nothing else may be in use, and removing the job frees them. The
   // dense job in a shared pool may be left holding aggregators that a late
   // copy (a duplicated or reordered first transmission arriving after its
   // task's result) reserved, as every star with such faults
   // (tests/cluster_fixture.hpp); removing the job must free exactly those.
-  out.pinned = sw.pinned();
-  out.pool_aggregators = pool ? sw.aggregators() : 0;
-  const bool late_copies = s.link.dup > 0 || s.link.reorder > 0;
-  const size_t dense_left = D > 0 ? sw.occupied_by(kDenseJob) : 0;
-  if (dense_left > 0 && !late_copies)
-    throw std::runtime_error(fmt::format("sparse run {}: the dense job still holds {} aggregators of the {} pool",
-                                         scheme.name, dense_left, pool->name));
-  if (sw.occupied() != out.pinned + dense_left)
-    throw std::runtime_error(fmt::format("sparse run {}: {} registers left in use", scheme.name,
-                                         sw.occupied() - out.pinned - dense_left));
-  if (pool) {
-    const size_t rows = (out.hot_keys + kDenseValues - 1) / kDenseValues;
-    if (out.pinned < rows)
-      throw std::runtime_error(fmt::format("sparse run {}: {} aggregators pinned for {} hot keys ({} needed)",
-                                           scheme.name, out.pinned, out.hot_keys, rows));
-    if (sw.remove_job(1) != out.pinned || (D > 0 && sw.remove_job(kDenseJob) != dense_left) || sw.occupied() != 0)
+  void check_switch_memory() {
+    const std::string& name = scheme_.name;
+    dp::SwitchProgram& sw = *sw_;
+    out_.pinned = sw.pinned();
+    out_.pool_aggregators = pool_ ? sw.aggregators() : 0;
+    const bool late_copies = s_.link.dup > 0 || s_.link.reorder > 0;
+    const size_t dense_left = s_.dense_workers > 0 ? sw.occupied_by(kDenseJob) : 0;
+    if (dense_left > 0 && !late_copies)
+      throw std::runtime_error(fmt::format("sparse run {}: the dense job still holds {} aggregators of the {} pool",
+                                           name, dense_left, pool_->name));
+    if (sw.occupied() != out_.pinned + dense_left)
+      throw std::runtime_error(fmt::format("sparse run {}: {} registers left in use", name,
+                                           sw.occupied() - out_.pinned - dense_left));
+    if (!pool_) return;
+    const size_t rows = (out_.hot_keys + kDenseValues - 1) / kDenseValues;
+    if (out_.pinned < rows)
+      throw std::runtime_error(fmt::format("sparse run {}: {} aggregators pinned for {} hot keys ({} needed)", name,
+                                           out_.pinned, out_.hot_keys, rows));
+    if (sw.remove_job(kSparseJob) != out_.pinned ||
+        (s_.dense_workers > 0 && sw.remove_job(kDenseJob) != dense_left) || sw.occupied() != 0)
       throw std::runtime_error(fmt::format("sparse run {}: {} aggregators in use after both jobs left the {} pool",
-                                           scheme.name, sw.occupied(), pool->name));
-    out.dense.late_aggregators = dense_left;
+                                           name, sw.occupied(), pool_->name));
+    out_.dense.late_aggregators = dense_left;
   }
-  if (D > 0) {
+
+  // The dense job: every allreduce done and exact, its PS empty, and its
+  // finish time, goodput and counters in SparseRun::dense.
+  void check_dense_job() {
+    const unsigned D = s_.dense_workers;
+    if (D == 0) return;
+    const std::string& name = scheme_.name;
     for (unsigned r = 0; r < D; ++r) {
-      if (dense[r]->completed() != s.dense_iterations)
-        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} finished {} of {} allreduces",
-                                             scheme.name, r, dense[r]->completed(), s.dense_iterations));
-      if (dense_io[r]->mismatches() != 0)
+      if (dense_[r]->completed() != s_.dense_iterations)
+        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} finished {} of {} allreduces", name, r,
+                                             dense_[r]->completed(), s_.dense_iterations));
+      if (dense_io_[r]->mismatches() != 0)
         throw std::runtime_error(fmt::format("sparse run {}: dense worker {}: {} result values differ from the exact "
-                                             "sums", scheme.name, r, dense_io[r]->mismatches()));
-      out.dense.finish = std::max(out.dense.finish, dense[r]->finish_time());
-      out.dense.verified += dense_io[r]->checked();
-      out.dense.retransmits += dense[r]->transport().stats().retransmits;
-      if (dense[r]->transport().stats().malformed || dense[r]->transport().stats().foreign)
-        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} refused honest packets", scheme.name, r));
+                                             "sums", name, r, dense_io_[r]->mismatches()));
+      out_.dense.finish = std::max(out_.dense.finish, dense_[r]->finish_time());
+      out_.dense.verified += dense_io_[r]->checked();
+      out_.dense.retransmits += dense_[r]->transport().stats().retransmits;
+      if (dense_[r]->transport().stats().malformed || dense_[r]->transport().stats().foreign)
+        throw std::runtime_error(fmt::format("sparse run {}: dense worker {} refused honest packets", name, r));
     }
-    if (out.dense.verified != static_cast<uint64_t>(D) * s.dense_values * s.dense_iterations)
-      throw std::runtime_error(fmt::format("sparse run {}: {} dense result values checked, {} expected", scheme.name,
-                                           out.dense.verified,
-                                           static_cast<uint64_t>(D) * s.dense_values * s.dense_iterations));
-    if (dense_ps->entries() != 0 || dense_ps->stats().malformed || dense_ps->stats().foreign)
-      throw std::runtime_error(fmt::format("sparse run {}: dense PS: {} entries left, malformed {} foreign {}",
-                                           scheme.name, dense_ps->entries(), dense_ps->stats().malformed,
-                                           dense_ps->stats().foreign));
-    out.dense.ps_completions = dense_ps->stats().completions;
-    out.dense.goodput_gbps = static_cast<double>(s.dense_values) * 4 * 8 * s.dense_iterations /
-                             (to_us(out.dense.finish) * 1e3);
+    const uint64_t want = static_cast<uint64_t>(D) * s_.dense_values * s_.dense_iterations;
+    if (out_.dense.verified != want)
+      throw std::runtime_error(fmt::format("sparse run {}: {} dense result values checked, {} expected", name,
+                                           out_.dense.verified, want));
+    if (dense_ps_->entries() != 0 || dense_ps_->stats().malformed || dense_ps_->stats().foreign)
+      throw std::runtime_error(fmt::format("sparse run {}: dense PS: {} entries left, malformed {} foreign {}", name,
+                                           dense_ps_->entries(), dense_ps_->stats().malformed,
+                                           dense_ps_->stats().foreign));
+    out_.dense.ps_completions = dense_ps_->stats().completions;
+    out_.dense.goodput_gbps =
+        static_cast<double>(s_.dense_values) * 4 * 8 * s_.dense_iterations / (to_us(out_.dense.finish) * 1e3);
   }
-  if (cpu && cpu->held() != 0)
-    throw std::runtime_error(fmt::format("sparse run {}: the switch CPU still holds {} results", scheme.name,
-                                         cpu->held()));
-  if (ps.held() != 0)
-    throw std::runtime_error(fmt::format("sparse run {}: the PS still holds {} unacknowledged results", scheme.name,
-                                         ps.held()));
-  out.sw = sw.stats();
-  if (cpu) out.cpu = cpu->stats();
-  out.ps = ps.stats();
-  if (out.sw.malformed || out.ps.malformed || out.sw.foreign() || out.ps.foreign)
-    throw std::runtime_error(fmt::format("sparse run {}: honest packets refused (switch malformed {} foreign {}, "
-                                         "PS malformed {} foreign {})",
-                                         scheme.name, out.sw.malformed, out.sw.foreign(), out.ps.malformed,
-                                         out.ps.foreign));
-  for (Driver* d : drivers) {
-    const auto& w = d->worker().stats();
-    out.workers.sent += w.sent;
-    out.workers.retransmits += w.retransmits;
-    out.workers.hot_packets += w.hot_packets;
-    out.workers.cold_packets += w.cold_packets;
-    out.workers.hot_pairs += w.hot_pairs;
-    out.workers.cold_pairs += w.cold_pairs;
-    out.workers.results += w.results;
-    out.workers.malformed += w.malformed;
-    out.workers.foreign += w.foreign;
-    out.workers.decreases += w.decreases;
+
+  const SparseSettings& s_;
+  const workload::SparseSource& src_;
+  const schemes::Scheme& scheme_;
+  const schemes::Scheme* pool_;   // a shared pool's scheme, or null
+  const bool ina_;                // hot keys aggregate in the switch (Zebra)
+  const unsigned N_;              // the sparse job's workers
+  const uint32_t registers_;      // the layout's registers (in a pool: an aggregator's value lanes)
+  const bool fl_;                 // Float16Table values
+  const uint16_t kv_words_;       // a sparse packet's payload words
+  sim::Simulator sim_;
+  SparseRun out_;
+  std::vector<dp::zebra::Table> worker_tables_, switch_tables_;
+  dp::SwitchProgram* sw_ = nullptr;
+  host::SparseConfig hc_;
+  // expected_sums
+  std::vector<std::vector<Push>> push_;
+  std::vector<std::unordered_map<uint64_t, int64_t>> expect_;
+  std::vector<std::unordered_map<uint64_t, FloatSum>> fexpect_;  // Float16Table only
+  // add_workers and the results' checks
+  std::vector<Driver*> drivers_;
+  std::vector<unsigned> done_iters_;
+  std::vector<bool> started_;
+  std::string error_;             // the first wrong result
+  double sq_err_ = 0, sq_exact_ = 0, sum_rel_ = 0;
+  uint64_t nrel_ = 0;
+  // add_ps, add_switch_cpu
+  host::SparsePs* ps_ = nullptr;
+  std::vector<uint64_t> closed_;  // per iteration: ranks whose closing cold packet is in
+  dp::SwitchCpu* cpu_ = nullptr;
+  // add_dense_job
+  std::vector<host::WorkerNode*> dense_;
+  std::vector<std::shared_ptr<host::SyntheticTensor>> dense_io_;
+  std::vector<NodeId> dense_ids_;
+  NodeId dense_ps_id_ = kNoNode;
+  host::ParameterServer* dense_ps_ = nullptr;
+};
+
+}  // namespace
+
+SparseRun run_sparse(const SparseSettings& s, const workload::SparseSource& src) {
+  const schemes::Scheme& scheme = schemes::find(s.scheme, schemes::Engine::SimSparse);
+  check_source(s, src);
+  if (scheme.sparse == schemes::Sparse::Dense) {
+    if (!s.pool.empty() || s.dense_workers > 0)
+      throw std::invalid_argument(fmt::format("sparse run {}: streams the dense model through its own program; a shared "
+                                              "pool and a dense job beside it are for zebra", scheme.name));
+    return run_dense(s, src, scheme);
   }
-  // Iterations may overlap (a fast worker starts the next one while a slow
-  // one finishes), so the span is the first push to the last result, as in run_dense.
-  out.total = out.iters.back().end - out.iters.front().start;
-  out.agg_throughput_gbps =
-      out.total > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(out.total) * 1e3) : 0;
-  out.hot_share = out.pairs ? static_cast<double>(out.hot_pairs) / static_cast<double>(out.pairs) : 0;
-  out.recirc_per_packet =
-      out.sw.kv_in ? static_cast<double>(out.sw.recirculations) / static_cast<double>(out.sw.kv_in) : 0;
-  out.events = sim.events();
-  if (fl) {
-    ve.mean_rel = nrel ? sum_rel / static_cast<double>(nrel) : 0;
-    ve.vec_rel = sq_exact > 0 ? std::sqrt(sq_err / sq_exact) : 0;
-  }
-  return out;
+  const schemes::Scheme* pool = shared_pool(s, scheme, scheme.sparse == schemes::Sparse::HotIna);
+  SparseStar star(s, src, scheme, pool);
+  star.rank_hot_keys();
+  star.build_switch();
+  star.expected_sums();
+  star.add_workers();
+  star.add_ps();
+  star.add_switch_cpu();
+  star.add_dense_job();
+  star.wire_and_admit();
+  star.run();
+  return star.check_and_collect();
 }
 
 }  // namespace ina::exp

@@ -1,5 +1,5 @@
 #pragma once
-// Sparse aggregation in the packet simulator (Zebra, issue 11): one star (a
+// Sparse aggregation in the packet simulator (Zebra): one star (a
 // switch, N workers, one PS, and for Zebra the switch CPU on its own link),
 // iterations of a SparseSource's per-worker key sets pushed through the
 // sparse hosts (host/sparse.hpp) and, for Zebra, the switch program
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "control/zebra_layout.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "dataplane/switch.hpp"
 #include "host/sparse.hpp"
 #include "sim/engine.hpp"
@@ -39,10 +39,10 @@ struct SparseSettings {
   double sample_rate = 1.0;
   double principle_p = 0, principle_c = 1;
   uint32_t registers = 16;          // register arrays the hot slots are spread over (m)
-  control::zebra::Placement placement = control::zebra::Placement::Heat;
+  dp::zebra::Placement placement = dp::zebra::Placement::Heat;
   bool layout_aware = true;         // Algorithm 1 at the workers
   unsigned pairs = 9;               // per packet
-  uint32_t table_entries = 32768;   // the switch's key table (dp::SwitchConfig::kv_table_entries)
+  uint32_t table_entries = 32768;   // the switch's key table (dp::ZebraConfig::kv_table_entries)
   uint64_t memory_bytes = 1 << 20;  // the switch's aggregation memory (the paper's 1 MB cap)
   sim::LinkParams link;             // every host link
   Time cpu_delay = 2225 * kUs;      // switch pipeline <-> CPU, one way (the paper: 4.45 ms round trip, §V-E)
@@ -61,10 +61,10 @@ struct SparseSettings {
     bool workers = true, sw = true;
   };
   std::vector<HotUpdate> updates;
-  // Beyond the paper (issue 11 item 7): the sparse job shares its switch
+  // Beyond the paper: the sparse job shares its switch
   // with a dense job. `pool` names a shared-pool scheme (Scheme::hosts_sparse:
   // atp, dsa) whose program runs both; the sparse job's hot values live in
-  // aggregators pinned from that pool (dp::SwitchConfig::kv_pool), so its
+  // aggregators pinned from that pool (dp::ZebraConfig::kv_pool), so its
   // layout spreads the hot set over an aggregator's 64 value lanes
   // (`registers` is not used). The dense job (`dense_workers` workers, one
   // allreduce of `dense_values` int32 values each `dense_iterations` times,

@@ -171,7 +171,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.principle_p = s.principle_p;
   ss.principle_c = s.principle_c;
   ss.registers = static_cast<uint32_t>(s.registers);
-  ss.placement = s.zebra_placement == "random" ? control::zebra::Placement::Random : control::zebra::Placement::Heat;
+  ss.placement = s.zebra_placement == "random" ? dp::zebra::Placement::Random : dp::zebra::Placement::Heat;
   ss.layout_aware = s.layout_aware;
   ss.pairs = static_cast<unsigned>(s.pairs);
   // transport.init_window_kb, as the dense schemes: packets of 50 B of headers + the KV payload.

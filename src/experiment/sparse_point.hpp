@@ -1,5 +1,5 @@
 #pragma once
-// Scenario points of sparse training (Zebra, issue 11): a scenario whose
+// Scenario points of sparse training (Zebra): a scenario whose
 // workload.sparse_model is set runs exp::run_sparse on the star (one job of
 // workload.workers_per_job workers, one PS, the switch and, for Zebra, its
 // CPU) for each scheme the sparse simulator runs (zebra, ps-lite).

@@ -14,7 +14,7 @@
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
 #include "sim/engine.hpp"
-#include "sim/star.hpp"
+#include "cluster/star.hpp"
 
 namespace ina::exp {
 namespace {
@@ -62,14 +62,14 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   if (s.hosts < 1 || s.hosts > static_cast<int>(kMaxWorkers))
     throw std::invalid_argument(fmt::format("star line rate: hosts {} is outside 1..{}", s.hosts, kMaxWorkers));
   sim::Simulator sim(1, s.payload_values, s.header_bytes);
-  const auto plan = sim::plan_star({s.hosts}, false);
+  const auto plan = cluster::plan_star({s.hosts}, false);
   dp::SwitchConfig swc;
   swc.memory_bytes = s.memory_bytes;
   auto sw = schemes::find("switchml").make_switch(swc);
   auto* swp = sw.get();
   sim.add_node(std::move(sw), true);
   StarLineRateResult r;
-  r.pool_slots = sim::register_jobs(*swp, plan, true);
+  r.pool_slots = cluster::register_jobs(*swp, plan, true);
   auto tensor = std::make_shared<ConstTensor>(s.hosts);
   // Enough packets that no host runs out within `duration` at line rate.
   const double pkt_bits = 8.0 * (s.header_bytes + 4.0 * s.payload_values);
@@ -94,7 +94,7 @@ StarLineRateResult run_star_line_rate(const StarLineRateSettings& s) {
   sim::LinkParams lp;
   lp.gbps = s.gbps;
   lp.delay = s.delay;
-  sim::wire_star(sim, plan, lp, lp);
+  cluster::wire_star(sim, plan, lp, lp);
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = thread_cpu_seconds();
   sim.run(s.duration);

@@ -2,7 +2,11 @@
 // Ring collectives as sans-I/O host endpoints: Ring-AllReduce (RAR),
 // hierarchical AllReduce (H-AR) and Rina's agent / rack member / autonomous
 // worker (Rina paper §II-B, §III-A, §IV). One RingEndpoint per worker; the
-// simulator and the UDP runtime drive the same object.
+// simulator and the UDP runtime drive the same object. Its code, one
+// concept per file: ring_plan.cpp (plans), ring_step_compiler.cpp (a rank's
+// stages into steps), ring.cpp (the endpoint running ops and steps),
+// ring_transfer.cpp (the reliable shard transfer, its window in
+// host/congestion_window.hpp), ring_barrier.cpp (the step barrier).
 //
 // A job's collective is a list of stages per rank (RingStage). A stage is a
 // ring of groups over a range of the gradient: a group is either one
@@ -99,6 +103,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rng.hpp"
 #include "core/rtt_estimator.hpp"
+#include "host/congestion_window.hpp"
 #include "host/ring_record.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
@@ -138,7 +143,7 @@ std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint
 std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems);
 // The ranks that send AllGather shards to `rank`'s group in its Rina stage
 // (the previous group's ranks): the rows of its ToR's acknowledgement slots
-// (dp::SwitchJob::upstream). Empty if `rank` is in no INA group.
+// (dp::RinaJob::upstream). Empty if `rank` is in no INA group.
 std::vector<uint16_t> upstream_of(const std::vector<RingStage>& stages, uint16_t rank);
 // Ring steps one op takes at `rank` (sends + the INA rack's extra steps).
 uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank);
@@ -284,9 +289,7 @@ class RingEndpoint final : public Node {
   std::vector<int32_t> kept_;
   uint64_t kept_off_ = 0;
   RttEstimator rtt_;
-  double cwnd_ = 1;
-  bool slow_start_ = false;
-  Time last_decrease_ = -kSec;
+  CongestionWindow cw_;
   uint8_t backoff_ = 0;  // RTO doublings since the last valid RTT sample
   Time next_tx_ = 0;
   Time pace_at_ = kNever;  // the pending pace timer's time (kNever: none)

@@ -15,7 +15,7 @@
 //  - every ToR that holds the job (RingMembership::serving, forward-only ones
 //    of an earlier failure included) gets it again under the next epoch,
 //    with its rack among the survivors (agent first) and the ranks that send
-//    AllGather shards to it (dp::SwitchJob::rack / upstream), or no rack;
+//    AllGather shards to it (dp::RinaJob::rack / upstream), or no rack;
 //  - every survivor restarts from the first op not all of them finished
 //    (ops before it stay done); results of the restarted and later ops are
 //    the sum over the survivors only.

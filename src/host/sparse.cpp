@@ -7,7 +7,7 @@
 
 namespace ina::host {
 
-using control::zebra::Table;
+using dp::zebra::Table;
 
 namespace {
 uint64_t dq_key(uint64_t gen, uint32_t i) { return (gen << 32) | i; }
@@ -38,12 +38,33 @@ void check_config(const SparseConfig& c) {
                                 std::to_string(kv::kMaxPairs) + ")");
   if (c.ps == kNoNode) throw std::invalid_argument("sparse job: no PS");
 }
+
+// A worker's window: AIMD, a decrease holding off the next one for the
+// smoothed RTT as it stands then, at least min_rto after a timeout.
+CongestionWindowConfig window_config(const SparseConfig& c) {
+  CongestionWindowConfig w;
+  w.init_window = c.init_window;
+  w.max_window = c.max_window;
+  w.holdoff = CongestionWindowConfig::Holdoff::SrttAtDecrease;
+  w.holdoff_floor = 1;
+  w.timeout_holdoff_floor = c.min_rto;
+  return w;
+}
+
+// The PS's result window: fixed at init_window.
+CongestionWindowConfig ps_window_config(const SparseConfig& c) {
+  CongestionWindowConfig w;
+  w.init_window = c.init_window;
+  w.adaptive = false;
+  return w;
+}
+
 }  // namespace
 
 // ---- worker ----
 
 SparseWorker::SparseWorker(SparseConfig cfg, uint8_t rank)
-    : cfg_(std::move(cfg)), rank_(rank), cwnd_(cfg_.init_window), est_(cfg_.min_rto, cfg_.max_rto) {
+    : cfg_(std::move(cfg)), rank_(rank), cw_(window_config(cfg_)), est_(cfg_.min_rto, cfg_.max_rto) {
   check_config(cfg_);
   if (rank_ >= cfg_.workers.size()) throw std::invalid_argument("sparse worker: rank out of range");
 }
@@ -104,7 +125,7 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
   if (t) {
     // Algorithm 1 takes the gradients hottest first.
     std::sort(hot.begin(), hot.end());
-    auto packets = control::zebra::package(*t->layout, std::move(hot), K, cfg_.layout_aware);
+    auto packets = dp::zebra::package(*t->layout, std::move(hot), K, cfg_.layout_aware);
     if (packets.empty()) packets.emplace_back();  // §III-F: an empty packet so the iteration still completes
     for (auto& pk : packets) {
       Desc d;
@@ -152,7 +173,7 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
 }
 
 void SparseWorker::pump(Time now, Effects& fx) {
-  while (next_ < order_.size() && unacked_ < static_cast<uint32_t>(cwnd_)) transmit(order_[next_++], now, fx);
+  while (next_ < order_.size() && cw_.allows(unacked_)) transmit(order_[next_++], now, fx);
   const uint32_t fin = static_cast<uint32_t>(desc_.size() - 1);
   if (acked_ == order_.size() && !desc_[fin].out) transmit(fin, now, fx);
 }
@@ -178,7 +199,7 @@ void SparseWorker::transmit(uint32_t i, Time now, Effects& fx) {
   for (uint32_t q = 0; q < d.n; ++q) kv::set(*p, q, pairs_[d.first + q].first, pairs_[d.first + q].second);
   if (first) ++unacked_;
   d.sent = now;
-  d.deadline = now + std::min(cfg_.max_rto, est_.timeout() << std::min<unsigned>(d.tries, 8));
+  d.deadline = now + backed_off_rto(est_.timeout(), std::min<unsigned>(d.tries, 8), cfg_.max_rto);
   ++st_.sent;
   arm(d.deadline, i, fx);
   fx.send(p);
@@ -203,11 +224,7 @@ void SparseWorker::on_timer(uint64_t, Time now, Effects& fx) {
         ++d.tries;
         d.retx = true;
         ++st_.retransmits;
-        if (now >= cut_until_) {
-          cwnd_ = std::max(1.0, cwnd_ / 2);
-          cut_until_ = now + std::max(est_.srtt(), cfg_.min_rto);
-          ++st_.decreases;
-        }
+        if (cw_.on_timeout(now, est_.srtt())) ++st_.decreases;
         transmit(i, now, fx);
       },
       live);
@@ -259,13 +276,9 @@ void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
   if (!d.retx) est_.sample(now - d.sent);
   if (p.h.has(flag::kEce)) {
     ++st_.ece;
-    if (now >= cut_until_) {
-      cwnd_ = std::max(1.0, cwnd_ / 2);
-      cut_until_ = now + std::max<Time>(est_.srtt(), 1);
-      ++st_.decreases;
-    }
+    if (cw_.on_ecn(now, est_.srtt(), d.sent)) ++st_.decreases;
   } else {
-    cwnd_ = std::min(cfg_.max_window, cwnd_ + 1.0 / cwnd_);
+    cw_.on_ack();
   }
   if (fin) return maybe_finish(now, fx);
   pump(now, fx);
@@ -355,7 +368,7 @@ std::string SparseWorker::describe() const {
 
 // ---- PS ----
 
-SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(cfg_.init_window) {
+SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(ps_window_config(cfg_)) {
   check_config(cfg_);
   iter_ = res_iter_ = cfg_.first_iteration;
   seen_.resize(cfg_.workers.size());
@@ -464,7 +477,7 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
 }
 
 void SparsePs::pump(Time now, Effects& fx) {
-  while (next_ < out_.size() && inflight_ < static_cast<uint32_t>(window_)) {
+  while (next_ < out_.size() && window_.allows(inflight_)) {
     ++inflight_;
     transmit(next_++, full_bitmap(static_cast<unsigned>(cfg_.workers.size())).lo(), now, fx);
   }
@@ -497,7 +510,7 @@ void SparsePs::transmit(uint32_t i, uint64_t to, Time now, Effects& fx) {
       if (to >> r & 1) make(cfg_.workers[r]);
   }
   o.sent = true;
-  o.deadline = now + std::min(cfg_.max_rto, cfg_.min_rto << std::min<unsigned>(o.tries, 8));
+  o.deadline = now + backed_off_rto(cfg_.min_rto, std::min<unsigned>(o.tries, 8), cfg_.max_rto);
   if (dq_.push(o.deadline, dq_key(gen_, i))) fx.set_timer(o.deadline, 0);
 }
 

@@ -1,10 +1,10 @@
 #pragma once
-// Sparse <key, value> hosts (Zebra, PS-lite-style push; issue 11): a worker
+// Sparse <key, value> hosts (Zebra, PS-lite-style push): a worker
 // that pushes one iteration's non-zero gradients and receives the sums for
 // the union of every worker's keys, and a PS in the PS-lite style.
 //
 // Worker, per iteration (begin()):
-//   - keys the current hot-set table holds (control/zebra_layout.hpp) form the
+//   - keys the current hot-set table holds (dataplane/zebra_layout.hpp) form the
 //     hot stream to the switch, packed by Algorithm 1 (layout-aware, at most
 //     `pairs` per packet, keys ascending within a packet); its last packet
 //     (flag kLast) carries the stream's packet count — an empty packet if the
@@ -36,9 +36,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control/zebra_layout.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
+#include "host/congestion_window.hpp"
 #include "proto/node.hpp"
 #include "wire/fp16.hpp"
 
@@ -77,7 +78,7 @@ class SparseWorker final : public Node {
 
   // Hot-set tables: from iteration t.from on (several may be queued; the
   // one with the largest from <= iteration applies). Keep the switch's in step.
-  void set_table(control::zebra::Table t);
+  void set_table(dp::zebra::Table t);
   // Pushes iteration `iter`'s gradients (keys strictly ascending, one value each).
   void begin(uint32_t iter, std::span<const uint64_t> keys, std::span<const int32_t> values, Time now, Effects& fx);
   void set_done(Done d) { done_ = std::move(d); }
@@ -89,7 +90,7 @@ class SparseWorker final : public Node {
   std::string describe() const;  // where the iteration in flight stands
   uint32_t iteration() const { return iter_; }
   const SparseWorkerStats& stats() const { return st_; }
-  double window() const { return cwnd_; }
+  double window() const { return cw_.cwnd(); }
 
  private:
   struct Desc {
@@ -101,8 +102,8 @@ class SparseWorker final : public Node {
     Time sent = 0, deadline = 0;
     uint16_t tries = 0;
   };
-  const control::zebra::Table* table_for(uint32_t iter) const;
-  const control::zebra::Table* table_of_version(uint32_t version) const;
+  const dp::zebra::Table* table_for(uint32_t iter) const;
+  const dp::zebra::Table* table_of_version(uint32_t version) const;
   void pump(Time now, Effects& fx);
   void transmit(uint32_t d, Time now, Effects& fx);
   void on_ack(const Packet& p, Time now, Effects& fx);
@@ -114,7 +115,7 @@ class SparseWorker final : public Node {
 
   SparseConfig cfg_;
   uint8_t rank_;
-  std::vector<control::zebra::Table> tables_;
+  std::vector<dp::zebra::Table> tables_;
   Done done_;
   SparseWorkerStats st_;
   // The iteration in flight.
@@ -127,8 +128,7 @@ class SparseWorker final : public Node {
   uint32_t next_ = 0;            // next desc to send for the first time (the last waits for every ack)
   uint32_t unacked_ = 0;         // descs sent and not acknowledged
   uint32_t acked_ = 0;
-  double cwnd_;
-  Time cut_until_ = 0;           // one window decrease per RTT
+  CongestionWindow cw_;
   RttEstimator est_;
   DeadlineQueue<uint64_t> dq_;
   uint64_t gen_ = 0;             // timer token generation (a finished iteration's timers are stale)
@@ -184,7 +184,7 @@ class SparsePs final : public Node {
   std::vector<Out> out_;
   uint32_t next_ = 0, inflight_ = 0;
   size_t unacked_results_ = 0;
-  double window_;
+  CongestionWindow window_;      // fixed: results in flight
   DeadlineQueue<uint64_t> dq_;
   uint64_t gen_ = 0;
 };

@@ -7,18 +7,33 @@
 
 namespace ina::host {
 
+namespace {
+
+// The worker's window: AIMD (unless cfg.aimd is off), decreases at most once
+// per smoothed RTT; P4INC-AOI's segment schemes slow-start up to half the
+// segment (the horizon H), other schemes never slow-start.
+CongestionWindowConfig window_config(const WorkerConfig& cfg) {
+  CongestionWindowConfig c;
+  c.init_window = cfg.init_window;
+  c.max_window = cfg.max_window;
+  c.adaptive = cfg.aimd;
+  c.ecn_per_window = cfg.ecn_per_window;
+  c.ssthresh = cfg.segment_size > 0 ? std::max<uint32_t>(1, cfg.segment_size / 2) : 0;
+  return c;
+}
+
+}  // namespace
+
 WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
-    : cfg_(cfg), cwnd_(cfg.init_window), rtt_(cfg.min_rto, cfg.max_rto) {
+    : cfg_(cfg), cw_(window_config(cfg)), rtt_(cfg.min_rto, cfg.max_rto) {
   if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
-  if (cwnd_ < 1) cwnd_ = 1;
   if (segmented()) {
     if (cfg.segment_mem_id > 0xFFFFFFFFu - cfg.segment_size)
       throw std::invalid_argument("worker: segment beyond the 32-bit aggregator index");
     horizon_ = std::max<uint32_t>(1, cfg.segment_size / 2);
     owner_.assign(cfg.segment_size, kNoFragment);
-    ssthresh_ = horizon_;
   }
 }
 
@@ -127,7 +142,7 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
     ++st_.retransmits;
   }
   const int shift = std::min<int>(r.retx, 3);
-  r.deadline = now + std::min<Time>(rtt_.timeout() << shift, cfg_.max_rto);
+  r.deadline = now + backed_off_rto(rtt_.timeout(), static_cast<unsigned>(shift), cfg_.max_rto);
   if (rto_q_.push(r.deadline, h.psn, [&](uint32_t q, Time dl) { return rto_current(q, dl) != nullptr; }))
     fx.set_timer(r.deadline, 0);
   fx.send(p);
@@ -140,7 +155,7 @@ void WorkerTransport::pump(Time now, Effects& fx) {
     if (op.next >= op.npkts) { ++send_op_; continue; }
     if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) return;  // retention bound
     do {
-      if (static_cast<double>(inflight_) + 1 > std::max(cwnd_, 1.0)) return;
+      if (!cw_.allows(inflight_)) return;
       if (cfg_.window_cap) {  // (the op being sent is the first open one, in the common case: no scan)
         const uint32_t low = send_op_ == first_open_ ? op.psn0 + op.low : lowest_unacked();
         if (op.psn0 + op.next - low >= cfg_.window_cap) return;
@@ -163,11 +178,7 @@ void WorkerTransport::pump(Time now, Effects& fx) {
 }
 
 void WorkerTransport::decrease(Time now) {
-  if (!cfg_.aimd || now - last_decrease_ < std::max<Time>(rtt_.srtt(), 1)) return;
-  cwnd_ = std::max(1.0, cwnd_ / 2);
-  if (segmented()) ssthresh_ = cwnd_;
-  last_decrease_ = now;
-  ++st_.decreases;
+  if (cw_.on_loss(now, rtt_.srtt())) ++st_.decreases;
 }
 
 void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
@@ -234,14 +245,12 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
-    // ecn_per_window: an echo for a packet sent before the last decrease
-    // reports congestion that decrease already answered (RFC 3168's CWR).
-    if (!cfg_.ecn_per_window || r.sent > last_decrease_) decrease(now);
+    if (cw_.on_ecn(now, rtt_.srtt(), r.sent)) ++st_.decreases;
   } else if (delayed) {
     ++st_.delayed_acks;
     decrease(now);
-  } else if (cfg_.aimd) {
-    cwnd_ = std::min(cfg_.max_window, cwnd_ + (segmented() && cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_));
+  } else {
+    cw_.on_ack();
   }
   const uint32_t psn = p->h.psn;
   fx.free(p);

@@ -72,6 +72,7 @@
 
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
+#include "host/congestion_window.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
 #include "host/profile.hpp"
@@ -156,9 +157,9 @@ class WorkerTransport {
 
   const WorkerStats& stats() const { return st_; }
   const WorkerConfig& config() const { return cfg_; }
-  double cwnd() const { return cwnd_; }
+  double cwnd() const { return cw_.cwnd(); }
   Time rto() const { return rtt_.timeout(); }
-  double threshold() const { return ssthresh_; }  // P4INC-AOI's AIMD threshold
+  double threshold() const { return cw_.threshold(); }  // P4INC-AOI's AIMD threshold
   // P4INC-AOI: the aggregator index of fragment `psn` (sent and without a result yet), or -1.
   int64_t index_of(uint32_t psn);
   uint32_t next_psn() const { return next_psn_; }
@@ -247,7 +248,7 @@ class WorkerTransport {
   void on_rto(Time now, Effects& fx);
   // The record of `psn` if (psn, dl) is its current retransmission deadline, else nullptr.
   Rec* rto_current(uint32_t psn, Time dl);
-  void decrease(Time now);
+  void decrease(Time now);  // a congestion signal other than an ECN echo
   void detect_losses(Time now, Effects& fx);
   bool segmented() const { return cfg_.segment_size > 0; }
   bool has_result(uint32_t psn);
@@ -265,10 +266,9 @@ class WorkerTransport {
   size_t incomplete_ = 0;
   uint64_t next_op_id_ = 0;
   uint32_t next_psn_ = 0;
-  double cwnd_;
+  CongestionWindow cw_;
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
-  Time last_decrease_ = -kSec;
   Time min_rtt_ = kNever;     // delay signal: the smallest round trip seen
   Time rack_sent_ = -1;       // fast retransmit: first-send time of the latest-sent packet with a result
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
@@ -279,7 +279,6 @@ class WorkerTransport {
   // P4INC-AOI.
   uint32_t horizon_ = 1;            // H: fragments in a row that never share an aggregator
   std::vector<uint32_t> owner_;     // by aggregator of the segment: the last fragment assigned to it
-  double ssthresh_ = 1e18;          // AIMD threshold
   uint32_t sent_hi_ = 0;            // one past the greatest fragment sent
   std::unordered_map<uint32_t, uint32_t> waiting_;  // refused fragment by the fragment whose result it waits for
 };

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
+#include "core/toml_reader.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/auth.hpp"
 
@@ -141,12 +141,10 @@ const Setting& find_setting(const std::string& section, const std::string& key, 
   throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
 }
 
-// A TOML scalar as the text the setters parse.
+// A TOML scalar as the text the setters parse (the reader's rendering: a
+// string unquoted, a number or a boolean as written).
 std::string scalar_text(const toml::node& n, const std::string& where) {
-  if (auto s = n.as_string()) return s->get();
-  if (auto i = n.as_integer()) return std::to_string(i->get());
-  if (auto f = n.as_floating_point()) return fmt::format("{}", f->get());
-  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  if (n.is_string() || n.is_integer() || n.is_floating_point() || n.is_boolean()) return toml_text(n);
   throw RuntimeError(fmt::format("invalid {}: expected a number, a boolean or a string", where));
 }
 
@@ -190,11 +188,13 @@ nlohmann::json CommConfig::to_json() const {
 }
 
 CommConfig CommConfig::from_toml_string(const std::string& text, const std::string& origin, CommConfig base) {
+  // The strict reader's syntax error, as the runtime's error type (the one
+  // the C++ API and the Python package throw).
   toml::table root;
   try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw RuntimeError(fmt::format("{}: {} (line {})", origin, e.description(), e.source().begin.line));
+    root = parse_toml(text, origin);
+  } catch (const ConfigError& e) {
+    throw RuntimeError(e.what());
   }
   // The profile first, whatever the key order: the other keys override its fields.
   if (const auto* p = root["communicator"]["profile"].node()) {

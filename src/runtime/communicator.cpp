@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "control/zebra_layout.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "core/resources.hpp"
 #include "host/float_allreduce.hpp"
 #include "host/sparse.hpp"
@@ -378,7 +378,7 @@ struct Communicator::Impl {
       complete(op, std::make_exception_ptr(RuntimeError(fmt::format("the switch at {} refused the hot set: {}", sw.str(), h.error))));
     } else {
       try {
-        sworker->set_table(control::zebra::heat_table(op->hot, h.from, h.version, joined.job.kv_registers));
+        sworker->set_table(dp::zebra::heat_table(op->hot, h.from, h.version, joined.job.kv_registers));
         op->version = h.version;
         complete(op, nullptr);
       } catch (const std::exception& e) {

@@ -18,12 +18,13 @@
 #include <vector>
 
 #include "runtime/defaults.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::rt {
 
 struct LaunchConfig {
   std::string binary;             // the `ina` executable; empty: /proc/self/exe
-  std::string scheme = "dsa";     // a runtime scheme of the registry (schemes/registry.hpp)
+  std::string scheme{schemes::kDefaultRuntimeScheme};  // a runtime scheme of the registry
   unsigned workers = 2;           // per job (when job_workers is empty)
   unsigned jobs = 1;
   std::vector<unsigned> job_workers;  // one worker count per job (`--workers 3,2`); empty: `workers` each

@@ -36,18 +36,21 @@ size_t RingLayout::rack_of(size_t rank) const {
   throw RuntimeError(fmt::format("layout: rank {} is in no rack", rank));
 }
 
+schemes::AtpTree RingLayout::atp_tree() const {
+  schemes::AtpTreeBuilder build(static_cast<size_t>(ps_id()) + 1);
+  const NodeId root = tor_id(0);
+  const schemes::AtpTreeBuilder::Up up = [&](NodeId tor) { return tor == root ? ps_id() : root; };
+  build.start(ps_id(), n());
+  for (size_t q = 0; q < racks.size(); ++q)  // racks in order: the root's children are racks 1, 2, ...
+    for (uint16_t r : racks[q].ranks) build.leaf(r, tor_id(q), up);
+  return build.finish();
+}
+
 RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
-  TreeJob t;
-  for (uint16_t r : racks.at(rack).ranks) t.direct_mask |= RankBits::bit(r);
-  if (rack == 0) {
-    t.parent = ps_id();
-    t.agg_mask = full_bitmap(static_cast<unsigned>(n()));
-    for (size_t q = 1; q < racks.size(); ++q) t.children.push_back(tor_id(q));
-  } else {
-    t.parent = tor_id(0);
-    t.agg_mask = t.direct_mask;
-  }
-  return t;
+  if (racks.at(rack).ranks.empty()) throw RuntimeError(fmt::format("layout: rack {} has no rank", rack));
+  const schemes::AtpTree t = atp_tree();
+  const schemes::AtpTree::Entry& e = *t.find(tor_id(rack));  // a rank's first hop: on the tree
+  return TreeJob{e.parent, e.subtree, e.direct, e.children};
 }
 
 Endpoint RingLayout::tree_route(size_t rack, NodeId id) const {

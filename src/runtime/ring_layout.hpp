@@ -41,6 +41,7 @@
 #include "host/ring.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/net.hpp"
+#include "schemes/atp_tree.hpp"
 #include "schemes/registry.hpp"
 
 namespace ina::rt {
@@ -73,10 +74,14 @@ struct RingLayout {
   NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
   bool tree() const;                // PS-based INA over racks (atp, dsa)
   size_t rack_of(size_t rank) const;
-  // Tree: rack q's ToR's entry in its program's job table (parent, subtree and
-  // direct ranks, children), and where that ToR sends packets for node `id`:
-  // its own rack's workers and the PS (rack 0) directly, anything else to
-  // the ToR of the rack it lives in (the PS's to the root).
+  // Tree: the aggregation tree (schemes/atp_tree.hpp): every rank's first
+  // hop is its rack's ToR, rack 0's ToR's parent is the PS, every other
+  // ToR's is rack 0's. Rack q's ToR's entry in its program's job table
+  // (parent, subtree and direct ranks, children), and where that ToR sends
+  // packets for node `id`: its own rack's workers and the PS (rack 0)
+  // directly, anything else to the ToR of the rack it lives in (the PS's to
+  // the root).
+  schemes::AtpTree atp_tree() const;
   struct TreeJob {
     NodeId parent = kNoNode;
     RankBits agg_mask, direct_mask;

@@ -1,13 +1,15 @@
 #pragma once
 // `ina switch`: a software switch. Hosts the switch program of one scheme of
 // the registry (schemes/registry.hpp: switchml, atp, dsa, zebra, ps-lite) in a Router UdpEngine
-// and runs the control plane (control.hpp) that admits jobs, so one process
-// serves several jobs at once. A Rina ToR instead serves one ring job of a
-// static layout (SwitchDaemonConfig::layout). Under the isolated policy the aggregator
+// and runs the control plane (control.hpp) that admits jobs
+// (schemes/admission.hpp), so one process serves several jobs at once. A
+// Rina ToR instead serves one ring job of a static layout
+// (SwitchDaemonConfig::layout). Under the isolated policy the aggregator
 // memory is split into `isolated_regions` equal regions, one per live job.
 // A sparse hot-ina scheme (Zebra) also hosts the switch CPU, attached to the
 // program through the engine's internal port, and installs each job's
 // hot-set table once all its workers have sent the same one (control.hpp).
+// The implementation: one file per concept (switch_impl.hpp lists them).
 //
 // Switch threads (SwitchDaemonConfig::threads = T): T shards, each a thread
 // with its own UdpEngine, UDP socket and switch program built by the
@@ -32,6 +34,7 @@
 #include "host/profile.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/udp_engine.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::schemes {
 struct Scheme;
@@ -75,7 +78,7 @@ struct ControlLimits {
 // Sharing the aggregator pool between jobs (the shared-pool schemes, ATP and
 // DSA; docs/runtime.md, "Security"): what a job is admitted with, so that a
 // tenant never holds more than its share whatever its packets say. The
-// switch program applies them (dp::SwitchConfig::job_quota / fair_quota /
+// switch program applies them (dp::PoolShare: job_quota / fair_quota /
 // reclaim_after, dp::SwitchJob's priority range). Protective by default,
 // unlike the simulator's switch, which follows the papers.
 struct ShareLimits {
@@ -109,11 +112,11 @@ struct ShareLimits {
 
 struct SwitchDaemonConfig {
   Endpoint listen = Endpoint::parse("127.0.0.1:7700");  // UDP data and TCP control, same port (0: ephemeral)
-  std::string scheme = "dsa";     // a runtime scheme of the registry, or an alias (e.g. "preemptive")
+  std::string scheme = std::string(schemes::kDefaultRuntimeScheme);  // a runtime scheme of the registry, or an alias
   dp::SwitchConfig program;       // memory, payload, seed
   unsigned isolated_regions = 4;  // isolated policy: at most this many live jobs
   FaultConfig faults;             // applied to everything the switch sends
-  uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on gradients above this receive backlog (0: never)
+  uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on every packet above this receive backlog (0: never; proto/ecn.hpp)
   bool offload = true;            // UDP segmentation offload (EngineConfig::offload)
   bool log = true;                // one line per job event on stderr
   // The switch key (auth.hpp): a join for job J must prove job_key(key, J);

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "proto/ecn.hpp"
 #include "wire/patch.hpp"
 
 namespace ina::rt {
@@ -617,10 +618,7 @@ void UdpEngine::handle_datagram(std::byte* data, size_t len, const sockaddr_in& 
       return;
     }
     to = nodes_.empty() ? nullptr : nodes_.front();
-    if (mark_ecn && (p->h.type == PktType::Data || p->h.type == PktType::KvData) && !(p->h.flags & flag::kEcn)) {
-      p->h.flags |= flag::kEcn;
-      ++st_.ecn_marked;
-    }
+    if (ecn_mark(p->h, mark_ecn)) ++st_.ecn_marked;  // every packet type (proto/ecn.hpp)
   } else {
     if (!same(from, cfg_.gateway.sa)) {
       ++st_.rx_foreign;

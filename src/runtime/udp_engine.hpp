@@ -35,9 +35,10 @@
 //  - Fault injection in the send path: loss, duplication, reordering (the
 //    datagram is held U(0, reorder_delay)) and an extra delay for packets from
 //    or to a chosen node, from a seeded random stream.
-//  - A Router can mark ECN-CE on gradient packets when its socket's receive
-//    backlog exceeds a threshold: the runtime analogue of the simulator's
-//    queue marking, which lets the workers' AIMD window react to a busy switch.
+//  - A Router can mark ECN-CE on every packet it receives while its socket's
+//    receive backlog exceeds a threshold: the runtime analogue of the
+//    simulator's queue marking, under the same rule (proto/ecn.hpp), which
+//    lets the senders' AIMD windows react to a busy switch.
 #include <sys/socket.h>
 #include <sys/uio.h>
 

@@ -36,6 +36,7 @@ std::vector<Scheme> registered() {
     s.engines = star_and_runtime | E::SimNetwork;
     s.collective = Collective::PsIna;
     s.hosts_sparse = true;
+    s.ring_pool = dp::RingMemory::PoolAtp;
     s.paper_payload_bytes = 256;
     s.paper_header_bytes = 50;
     v.push_back(std::move(s));
@@ -52,6 +53,7 @@ std::vector<Scheme> registered() {
     s.engines = star_and_runtime | E::SimNetwork;
     s.collective = Collective::PsIna;  // on a topology: sharded PSes, DSA at the INA switches of each shard's tree
     s.hosts_sparse = true;
+    s.ring_pool = dp::RingMemory::PoolDsa;
     s.paper_payload_bytes = 256;
     s.paper_header_bytes = 50;
     v.push_back(std::move(s));
@@ -185,12 +187,13 @@ std::vector<Scheme> registered() {
   return v;
 }
 
-std::string or_list(const std::vector<std::string>& names) {
+template <class S>
+std::string or_list(const std::vector<S>& names) {
   if (names.empty()) return "none";
-  if (names.size() == 1) return names[0];
+  if (names.size() == 1) return std::string(names[0]);
   std::string out;
-  for (size_t i = 0; i + 1 < names.size(); ++i) out += (i ? ", " : "") + names[i];
-  return out + " or " + names.back();
+  for (size_t i = 0; i + 1 < names.size(); ++i) (out += i ? ", " : "") += names[i];
+  return (out += " or ") += names.back();
 }
 
 }  // namespace
@@ -235,10 +238,10 @@ bool Scheme::answers_to(std::string_view n) const {
 
 std::unique_ptr<dp::SwitchProgram> Scheme::make_switch(dp::SwitchConfig cfg) const {
   if (!factory) throw std::logic_error(fmt::format("scheme {} has no switch program", name));
-  cfg.preempt = preempt;
-  cfg.join_splits = join_splits;
+  cfg.dsa.preempt = preempt;
+  cfg.dsa.join_splits = join_splits;
   auto prog = factory(cfg, name);
-  if (cfg.kv_pool && (!hosts_sparse || !prog->runs_sparse())) {
+  if (cfg.zebra.kv_pool && (!hosts_sparse || !prog->runs_sparse())) {
     std::string can;
     for (const auto& x : all())
       if (x.hosts_sparse) can += (can.empty() ? "" : ", ") + x.name;
@@ -283,6 +286,21 @@ std::vector<std::string> names(Engine e) {
 }
 
 std::string names_text(Engine e) { return or_list(names(e)); }
+
+const Scheme* ring_pool_scheme(std::string_view name) {
+  for (const Scheme& s : all())
+    if (s.ring_pool != dp::RingMemory::Region && s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string_view> ring_pool_names() {
+  std::vector<std::string_view> out;
+  for (const Scheme& s : all())
+    if (s.ring_pool != dp::RingMemory::Region) out.push_back(s.name);
+  return out;
+}
+
+std::string ring_pool_names_text() { return or_list(ring_pool_names()); }
 
 std::string help(Engine e) {
   std::string out;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dataplane/switch.hpp"
+#include "schemes/collective.hpp"
 
 namespace ina::schemes {
 
@@ -36,17 +37,6 @@ const char* to_string(Engine e);  // "the star simulator", "the topology simulat
 
 // Builds the scheme's switch program; `scheme` is the name it reports (SwitchProgram::scheme()).
 using SwitchFactory = std::unique_ptr<dp::SwitchProgram> (*)(const dp::SwitchConfig& cfg, std::string_view scheme);
-
-// The collective a scheme's jobs run on a multi-switch topology (Engine::SimNetwork).
-enum class Collective : uint8_t {
-  None = 0,      // not on multi-switch topologies
-  Ps,            // parameter servers co-located with the workers, one shard each, no INA
-  PsIna,         // PS-based INA: every INA switch on the way to a shard's PS aggregates (ATP, DSA)
-  Ring,          // Ring-AllReduce: ScatterReduce + AllGather over all workers
-  Hierarchical,  // H-AR: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather
-  RingIna,       // Rina: INA racks are abstracted workers of the ring
-};
-const char* to_string(Collective c);
 
 // How a scheme's jobs aggregate sparse <key, value> gradients (Engine::SimSparse).
 enum class Sparse : uint8_t {
@@ -78,9 +68,13 @@ struct Scheme {
   unsigned engines = 0;              // bit set of Engine
   Collective collective = Collective::None;  // what its jobs run on a multi-switch topology
   Sparse sparse = Sparse::None;              // what its jobs do with sparse gradients
-  // Its shared pool can also hold a sparse job's hot values (ours, issue 11
-  // item 7: dp::SwitchConfig::kv_pool; a sparse job beside dense ones, exp::run_sparse's pool).
+  // Its shared pool can also hold a sparse job's hot values (ours:
+  // dp::ZebraConfig::kv_pool; a sparse job beside dense ones, exp::run_sparse's pool).
   bool hosts_sparse = false;
+  // A Rina ToR whose memory is a shared pool (switch.ring_memory = "pool")
+  // can run this scheme's pool policy, named by the scheme's canonical name
+  // (switch.pool_policy): the ToR's RingMemory under it. Region: it cannot.
+  dp::RingMemory ring_pool = dp::RingMemory::Region;
   // The packet its own evaluation uses: values and modelled header bytes (0 =
   // the scenario's). A scenario opts in with switch.packets = "per-scheme".
   // DSA §VII-A: ATP and DSA 306 B (256 + 50), SwitchML 180 B (32 values =
@@ -104,6 +98,9 @@ struct UnknownScheme : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The scheme the runtime's daemons, `ina switch` and `ina train` run unless told otherwise.
+inline constexpr std::string_view kDefaultRuntimeScheme = "dsa";
+
 // Every registered scheme, in registration order.
 const std::vector<Scheme>& all();
 // By name or alias; nullptr if none.
@@ -116,6 +113,14 @@ const Scheme& find(std::string_view name, Engine e);
 std::vector<std::string> names(Engine e);
 // "switchml, atp or dsa" for messages.
 std::string names_text(Engine e);
+// The scheme whose pool policy a Rina ToR's shared pool runs, by canonical
+// name (aliases are not pool policies); nullptr if none.
+const Scheme* ring_pool_scheme(std::string_view name);
+// Canonical names of the schemes a Rina ToR's shared pool can run, in
+// registration order (views of the registry's names, valid for the program).
+std::vector<std::string_view> ring_pool_names();
+// "atp or dsa" for messages.
+std::string ring_pool_names_text();
 // Help text for a --scheme option: one line per scheme engine e runs ("dsa (preemptive): ...").
 std::string help(Engine e);
 

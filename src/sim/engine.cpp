@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/ecmp.hpp"
+#include "proto/ecn.hpp"
 
 #include <fmt/format.h>
 
@@ -317,10 +318,7 @@ inline Time Simulator::admit(Link& l, Packet* p) {
     pool_.put(p);
     return -1;
   }
-  if (backlog > l.ecn_time) {
-    p->h.flags |= flag::kEcn;
-    ++l.st.ecn_marked;
-  }
+  if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
   const uint32_t bytes = wire_bytes(*p);
   if (bytes != l.ser_bytes) {  // a 128-bit division; packets of a link mostly have one size
     l.ser_bytes = bytes;

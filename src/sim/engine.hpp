@@ -160,11 +160,12 @@ class Simulator {
 
   // Topology. Node ids are dense, in order of addition. The simulator owns nodes.
   NodeId add_node(std::unique_ptr<Node> n, bool is_switch);
-  // ECN: links out of a switch mark above their ecn_bytes; links out of a host
+  // ECN: links out of a switch mark every packet above their ecn_bytes
+  // (the rule both engines share: proto/ecn.hpp); links out of a host
   // (its NIC's queue) never do unless this is set before connect() (a NIC
   // does not mark its own queue: DCTCP and DCQCN mark at switch ports).
   void set_host_ecn(bool on) { host_ecn_ = on; }
-  // End-host latency (issue 12 item 2): every packet spends `d` inside the
+  // End-host latency: every packet spends `d` inside the
   // host that sends it (application to NIC) and `d` inside the host that
   // receives it (NIC to application), as a pure delay that limits no rate.
   // Set before connect(): links out of a host and into a host get `d` more

@@ -1,18 +1,11 @@
 // The launcher role of ina-train: switch (+ PS) and workers as child
-// processes on loopback, supervised with bounded waits; then the summary.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/wait.h>
+// processes on loopback, supervised with the runtime's launch steps
+// (runtime/launch_steps.hpp); then the summary.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -23,8 +16,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dataplane/switch.hpp"
+#include "dataplane/zebra.hpp"
 #include "runtime/auth.hpp"
+#include "runtime/launch_steps.hpp"
 #include "runtime/supervisor.hpp"
 #include "schemes/registry.hpp"
 #include "train/train.hpp"
@@ -39,18 +33,11 @@ namespace fs = std::filesystem;
 double now_s() { return static_cast<double>(rt::monotonic_now()) / static_cast<double>(kSec); }
 
 using rt::Child;
-using rt::describe_status;
-using rt::exited_ok;
 using rt::Kind;
 using rt::Supervisor;
 
 // Deadlines here are seconds on the supervisor's monotonic clock.
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
-
-struct Failure {
-  int status;
-  std::string message;
-};
 
 void validate(const TrainConfig& c) {
   if (c.model != "mlp" && c.model != "fortunes")
@@ -68,11 +55,11 @@ void validate(const TrainConfig& c) {
       throw std::runtime_error(fmt::format("--momentum {}: --model fortunes trains with plain SGD (its embedding "
                                            "gradient is sparse); leave --momentum out", c.momentum));
     if (c.dim < 1 || c.dim > 1024) throw std::runtime_error(fmt::format("--dim must be in 1..1024, got {}", c.dim));
-    const uint64_t cap = std::min<uint64_t>(dp::SwitchConfig{}.kv_table_entries, c.memory_bytes / 4);
+    const uint64_t cap = std::min<uint64_t>(dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4);
     if (c.hot_keys > cap)
       throw std::runtime_error(fmt::format("--hot-keys {}: the switch holds at most {} hot keys ({} table entries, "
                                            "--memory / 4 = {} value registers)", c.hot_keys, cap,
-                                           dp::SwitchConfig{}.kv_table_entries, c.memory_bytes / 4));
+                                           dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4));
   } else if (c.backend == "ina") {
     schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
   }
@@ -129,17 +116,12 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   const double deadline = t_start + cfg.timeout_s;
   Supervisor sup;
   const std::string label = ina ? fmt::format("ina/{}", cfg.scheme) : "gloo";
-  auto fail = [&](Failure f) {
+  auto fail = [&](const rt::LaunchFailure& f) {
     std::cerr << "ina-train: " << f.message << "\n";
     if (!sup.all_reaped()) std::cerr << "ina-train: stopping the remaining processes\n";
     sup.stop_all();
     return f.status;
   };
-  auto interrupted = [&]() {
-    const int sig = sup.interrupted();
-    return Failure{128 + sig, fmt::format("interrupted by signal {} ({})", sig, strsignal(sig))};
-  };
-  auto child_failure = [&](const Child& c) { return Failure{1, fmt::format("{} (pid {}) {}", c.name, c.pid, describe_status(c.status))}; };
 
   // 1. ina: the switch (it reports its port through a pipe) and, for atp/dsa, the PS.
   Child* sw = nullptr;
@@ -149,45 +131,16 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   const rt::Key switch_key = rt::random_key();
   const std::vector<std::string> job_env{"INA_JOB_KEY=" + rt::to_hex(rt::job_key(switch_key, 1))};
   if (ina) {
-    int ready[2];
-    if (pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
     std::vector<std::string> a{"switch", "--listen", "127.0.0.1:0", "--policy", cfg.scheme, "--memory",
                                std::to_string(cfg.memory_bytes), "--payload", std::to_string(cfg.payload),
-                               "--regions", "1", "--seed", std::to_string(cfg.seed), "--ready-fd", std::to_string(ready[1]),
+                               "--regions", "1", "--seed", std::to_string(cfg.seed),
                                "--stats-json", (work / "switch.json").string()};
     if (!cfg.verbose) a.push_back("--quiet");
-    sw = &sup.spawn(Kind::Switch, "the switch", 1, 0, ina_exe, a, ready[1], {"INA_SWITCH_KEY=" + rt::to_hex(switch_key)});
-    ::close(ready[1]);
-    std::string line;
-    const double ready_deadline = std::min(deadline, now_s() + 15);
-    for (;;) {
-      bool readable = false;
-      for (Child* c : sup.wait(at(ready_deadline), ready[0], &readable))
-        if (c == sw) {
-          ::close(ready[0]);
-          return fail({1, fmt::format("the switch (pid {}) {} before it was ready", c->pid, describe_status(c->status))});
-        }
-      if (sup.interrupted()) {
-        ::close(ready[0]);
-        return fail(interrupted());
-      }
-      if (readable) {
-        char buf[64];
-        const ssize_t n = ::read(ready[0], buf, sizeof buf);
-        if (n > 0) line.append(buf, static_cast<size_t>(n));
-        if (line.find('\n') != std::string::npos) break;
-        if (n == 0) {
-          ::close(ready[0]);
-          return fail({1, "the switch closed its ready pipe without reporting a port"});
-        }
-      }
-      if (now_s() >= ready_deadline) {
-        ::close(ready[0]);
-        return fail({1, "timed out waiting for the switch to start"});
-      }
-    }
-    ::close(ready[0]);
-    switch_addr = fmt::format("127.0.0.1:{}", std::stoi(line));
+    uint16_t port = 0;
+    if (auto f = rt::start_switch(sup, ina_exe, std::move(a), "switch", 1, 0, at(deadline), sw, port,
+                                  {"INA_SWITCH_KEY=" + rt::to_hex(switch_key)}))
+      return fail(*f);
+    switch_addr = fmt::format("127.0.0.1:{}", port);
     if (schemes::find(cfg.scheme).has_ps) {
       std::vector<std::string> p{"ps", "--switch", switch_addr, "--job", "1", "--workers", std::to_string(cfg.workers)};
       if (!cfg.verbose) p.push_back("--quiet");
@@ -208,51 +161,18 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   }
 
   // 3. Until every worker has exited 0; anything else exiting is a failure.
-  for (;;) {
-    auto reaped = sup.wait(at(deadline));
-    std::stable_sort(reaped.begin(), reaped.end(),
-                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) && !WIFSIGNALED(b->status); });
-    for (Child* c : reaped) {
-      if (!exited_ok(c->status)) return fail(child_failure(*c));
-      if (c->kind == Kind::Switch) return fail({1, fmt::format("the switch (pid {}) exited during training", c->pid)});
-    }
-    if (sup.interrupted()) return fail(interrupted());
-    bool done = true;
-    for (const auto& c : sup.kids())
-      if (c.kind == Kind::Worker && !c.reaped) done = false;
-    if (done) break;
-    if (now_s() >= deadline)
-      return fail({1, fmt::format("timed out after {:.0f} s (--timeout) with workers still running", cfg.timeout_s)});
-  }
+  if (auto f = rt::wait_for_workers(sup, at(deadline), cfg.timeout_s)) return fail(*f);
   // 4. The PS leaves once the switch finishes the job; then stop the switch.
   if (ina) {
-    const double ps_deadline = std::min(deadline, now_s() + 10);
-    for (;;) {
-      bool all = true;
-      for (const auto& c : sup.kids())
-        if (c.kind == Kind::Ps) {
-          if (c.reaped && !exited_ok(c.status)) return fail(child_failure(c));
-          if (!c.reaped) all = false;
-        }
-      if (all) break;
-      if (now_s() >= ps_deadline) return fail({1, "the PS did not exit after the job finished"});
-      sup.wait(at(ps_deadline));
-      if (sup.interrupted()) return fail(interrupted());
-    }
-    kill(sw->pid, SIGTERM);
-    const double sw_deadline = now_s() + 5;
-    while (!sw->reaped && now_s() < sw_deadline) sup.wait(at(sw_deadline));
-    if (!sw->reaped) return fail({1, fmt::format("the switch (pid {}) did not stop on SIGTERM", sw->pid)});
-    if (!exited_ok(sw->status)) return fail(child_failure(*sw));
+    if (auto f = rt::wait_for_ps_exit(sup, at(deadline))) return fail(*f);
+    if (auto f = rt::stop_switches(sup, {sw})) return fail(*f);
   }
   const double wall = now_s() - t_start;
 
   // 5. Reports and summary.
   std::vector<nlohmann::json> reps;
   for (unsigned r = 0; r < cfg.workers; ++r) {
-    const fs::path p = work / fmt::format("rank{}.json", r);
-    std::ifstream in(p);
-    auto rep = nlohmann::json::parse(in, nullptr, false);
+    auto rep = rt::read_json_report((work / fmt::format("rank{}.json", r)).string());
     if (rep.is_discarded()) return fail({1, fmt::format("worker rank {} left no readable report", r)});
     reps.push_back(std::move(rep));
   }
@@ -317,8 +237,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   // The switch's statistics (written when it stopped).
   nlohmann::json switch_stats;
   if (ina) {
-    std::ifstream in(work / "switch.json");
-    switch_stats = nlohmann::json::parse(in, nullptr, false);
+    switch_stats = rt::read_json_report((work / "switch.json").string());
     if (switch_stats.is_discarded()) switch_stats = nullptr;
   }
   if (fortunes && ina) {

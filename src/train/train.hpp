@@ -17,13 +17,14 @@
 #include <vector>
 
 #include "runtime/defaults.hpp"
+#include "schemes/registry.hpp"
 
 namespace ina::train {
 
 struct TrainConfig {
   std::string model = "mlp";     // mlp (Fashion-MNIST) | fortunes (bag of words, sparse embedding gradient)
   std::string backend = "ina";   // ina | gloo
-  std::string scheme = "dsa";    // ina: a scheme of the registry that runs in training
+  std::string scheme = std::string(schemes::kDefaultRuntimeScheme);  // ina: a scheme of the registry that runs in training
   unsigned workers = 2;
   unsigned epochs = 3;
   unsigned batch = 64;           // per worker; the global batch is batch x workers

@@ -1,6 +1,6 @@
 #pragma once
 // IEEE binary16 ("float16") values and Zebra's table-lookup float16 addition
-// (paper §III-E, after NetFC [16]; issue 11). Design, table sizes and the
+// (paper §III-E, after NetFC [16]). Design, table sizes and the
 // error bounds are in docs/zebra.md, "Float16 values and the table adder".
 //
 // A KV value field (32 bits, wire/kv.hpp) carries, under KvArith::Float16Table,

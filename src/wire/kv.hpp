@@ -1,5 +1,5 @@
 #pragma once
-// The sparse <key, value> payload (Zebra, PS-lite-style push; issue 11),
+// The sparse <key, value> payload (Zebra, PS-lite-style push),
 // carried by KvData / KvResult packets after the common 36-byte header.
 //
 // Payload (int32 words, big-endian on the wire like every payload):

@@ -92,7 +92,7 @@ T get_be(const std::byte*& p) {
 }
 
 // The payload's n words, big-endian. The byte swap was ~40 % of the switch
-// thread's time with 32 KB packets (`ina bench switch`, issue 13) as a
+// thread's time with 32 KB packets (`ina bench switch`) as a
 // scalar loop: baseline x86-64 (SSE2) has no byte shuffle, so the loops are
 // also built for SSSE3 and AVX2 (pshufb / vpshufb), chosen at load time by
 // the CPU (GCC's target_clones, an ifunc). Same bytes either way.

@@ -1,5 +1,5 @@
 #pragma once
-// Sparse training workloads (Zebra, issue 11): which parameters (keys) get a
+// Sparse training workloads (Zebra): which parameters (keys) get a
 // non-zero gradient at each worker in each iteration. Two kinds of source:
 //   - synthetic: heavy-tailed key frequencies fitted to the Zebra paper's
 //     Fig. 4 points (OA-, SE-, DeepLight-, NCF- and LSTM-like), sampled per

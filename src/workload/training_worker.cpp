@@ -1,6 +1,6 @@
 #include "workload/training_worker.hpp"
 
-#include "control/dsa_priority.hpp"
+#include "host/dsa_priority.hpp"
 
 namespace ina::workload {
 
@@ -18,8 +18,8 @@ TrainingWorker::TrainingWorker(const TrainingConfig& cfg)
 
 uint32_t TrainingWorker::priority(uint32_t layer, Time now) {
   const double remaining = est_iter_us_ - to_us(now - comm_iter_start_);
-  return control::dsa_priority_field(
-      control::dsa_priority(remaining, cfg_.model.layers(), static_cast<int>(layer), comm_over_comp_));
+  return host::dsa_priority_field(
+      host::dsa_priority(remaining, cfg_.model.layers(), static_cast<int>(layer), comm_over_comp_));
 }
 
 void TrainingWorker::on_start(Time, Effects& fx) { fx.set_timer(cfg_.start, WorkerTransport::kOwnerTimer | kCompute); }

@@ -1,0 +1,97 @@
+#pragma once
+// A sender's congestion window: AIMD with an optional slow start, sans-I/O
+// (no clock, no timers): the sender reports what it saw, with the time and
+// its smoothed RTT, and asks whether one more packet fits. The worker
+// transport, the ring endpoints' shard transfers and the sparse path all
+// keep their window here.
+//
+// Rules:
+//  - the window starts at init_window (at least one packet);
+//  - an acknowledged packet grows it by 1 below the slow-start threshold and
+//    by 1/cwnd at or above it (one packet per window), up to max_window;
+//  - a congestion signal (an ECN echo, a loss, a timeout) halves it (at
+//    least one packet) and sets the threshold to the halved window, unless
+//    the hold-off of the previous decrease is still running: one window's
+//    echoes and losses count once. The hold-off a decrease starts is
+//    max(srtt, floor), the floor holdoff_floor (timeout_holdoff_floor after
+//    a timeout), and Holdoff says when srtt is read and how it compares;
+//  - ecn_per_window: an echo for a packet sent before the last decrease is
+//    ignored (the congestion it reports was answered; RFC 3168's CWR);
+//  - a packet fits if the packets in flight plus it are within the window
+//    (a fractional window rounds down), or with partial_packet if fewer
+//    packets than the window are in flight (it rounds up); always one.
+// A fixed window (adaptive = false) ignores acknowledgements and signals.
+#include <cstdint>
+#include <limits>
+
+#include "core/time.hpp"
+
+namespace ina::host {
+
+struct CongestionWindowConfig {
+  double init_window = 1;   // packets
+  double max_window = 1e6;  // packets
+  double ssthresh = 0;      // slow start below this window (0: none)
+  bool adaptive = true;     // false: the window stays at init_window
+  bool ecn_per_window = false;
+  Time holdoff_floor = 1;          // the hold-off after a decrease is at least this (ps)
+  Time timeout_holdoff_floor = 1;  // the same after a decrease for a timeout
+  enum class Holdoff : uint8_t {
+    // A decrease needs now - last decrease >= max(srtt, floor), srtt as the
+    // signal finds it (the worker transport).
+    AtLeastSrtt,
+    // ... now - last decrease > max(srtt, floor) (the ring endpoints, floor 0).
+    MoreThanSrtt,
+    // ... now - last decrease >= max(srtt, floor), srtt as the last decrease
+    // found it: the hold-off is fixed when it starts (the sparse path).
+    SrttAtDecrease,
+  };
+  Holdoff holdoff = Holdoff::AtLeastSrtt;
+  // A window of w packets admits ceil(w) in flight rather than floor(w) (the ring endpoints).
+  bool partial_packet = false;
+};
+
+class CongestionWindow {
+ public:
+  explicit CongestionWindow(const CongestionWindowConfig& cfg);
+
+  double cwnd() const { return cwnd_; }
+  double threshold() const { return ssthresh_; }
+  bool in_slow_start() const { return cwnd_ < ssthresh_; }
+  Time last_decrease() const { return last_decrease_; }
+  const CongestionWindowConfig& config() const { return cfg_; }
+
+  // Whether a packet may go with `inflight` packets outstanding; `cap`
+  // bounds the window further (a sender's own limit, e.g. a switch region).
+  bool allows(uint64_t inflight, double cap = std::numeric_limits<double>::infinity()) const;
+
+  // One packet acknowledged without a congestion mark.
+  void on_ack();
+  // Congestion signals, at `now` with the sender's smoothed RTT. Each
+  // returns whether the window was halved.
+  bool on_ecn(Time now, Time srtt, Time sent);  // an echo for a packet first sent at `sent`
+  bool on_loss(Time now, Time srtt);            // a loss or another congestion signal (delay, a switch's notice)
+  bool on_timeout(Time now, Time srtt);         // a retransmission timeout
+
+  // Slow start from one packet, until the next decrease or end_slow_start().
+  void restart_slow_start();
+  // Leaves a slow start (if in one), with at least init_window packets.
+  void end_slow_start();
+
+ private:
+  bool decrease(Time now, Time srtt, Time floor);
+
+  CongestionWindowConfig cfg_;
+  double cwnd_;
+  double ssthresh_;
+  Time last_decrease_ = -kSec;
+  Time held_ = 0;  // SrttAtDecrease: the hold-off the last decrease started
+};
+
+// A retransmission timeout after `doublings` exponential backoffs, at most `ceiling`.
+inline Time backed_off_rto(Time rto, unsigned doublings, Time ceiling) {
+  const Time t = rto << doublings;
+  return t < ceiling ? t : ceiling;
+}
+
+}  // namespace ina::host

@@ -1,0 +1,89 @@
+#pragma once
+// The ring endpoint's private parts, shared by its files (not a public
+// header): a compiled step, a shard transfer's send and receive state, the
+// timer kinds and tag helpers. ring.hpp says what each concept does; the
+// files are ring.cpp (the endpoint: ops, steps in order, timers, pulls),
+// ring_plan.cpp (plans), ring_step_compiler.cpp (a rank's stages into
+// steps), ring_transfer.cpp (the reliable shard transfer) and
+// ring_barrier.cpp (the step barrier).
+#include <cstdint>
+#include <vector>
+
+#include "core/deadline_queue.hpp"
+#include "host/congestion_window.hpp"
+#include "host/ring.hpp"
+
+namespace ina::host {
+
+struct RingEndpoint::Step {
+  uint8_t code = 0;          // tag = op << 8 | code
+  size_t stage = 0;
+  bool last_stage = false;
+  // Send (none if !sends).
+  bool sends = false;
+  bool bcast = false;        // Rina agent: through the ToR to the rack (and fwd)
+  bool gather = false;       // AllGather: complete values (kResult), slow start
+  bool pulled = false;       // Rina member: starts when its agent pulls this tag
+  bool pull_first = false;   // Rina agent: pull the rack before sending
+  bool to_tor = false;       // ScatterReduce to the own Rina ToR (paced at the INA rate)
+  bool region_cap = false;   // to a Rina ToR: window capped by its region
+  uint64_t tor_bit = 0;      //   this rank's bit in its rack (agent = bit 0)
+  uint64_t off = 0, len = 0;
+  bool add_local = false;    // own input values
+  int add_recv = -1;         // + values received in that step (index in steps_)
+  bool from_kept = false;    // values from kept_
+  NodeId dst = kNoNode, fwd = kNoNode;
+  std::vector<NodeId> ackers;
+  // Local finish (autonomous final, AllGather start): kept[shard] = local + recv; write if last stage.
+  bool finish = false;
+  int finish_recv = -1;
+  bool write_kept = false;   // write kept [off, off+len) as results (AllGather stage start)
+  // Receive (none if !recvs).
+  bool recvs = false;
+  uint64_t r_off = 0, r_len = 0;
+  NodeId r_src = kNoNode;
+  NodeId r_orig = kNoNode;   // through a ToR's copy: the original sender (in agg_index)
+  bool r_keep = false;       // store for a later send (buffer)
+  bool r_to_kept = false;    // store into kept_
+  bool r_write = false;      // write as results
+  uint64_t r_parts = 0;      // from a Rina ToR: its rack's full bitmap (a shared-pool ToR may send partial sums)
+  int ridx = -1;             // receive ordinal within the op
+};
+
+struct RingEndpoint::Send {
+  size_t step = 0;
+  uint32_t npkts = 0, next = 0, low = 0, acked_pkts = 0;
+  uint64_t all = 0;          // every acker's bit
+  std::vector<uint64_t> acked;
+  std::vector<Time> first_tx, last_tx, deadline;
+  std::vector<uint16_t> retx;
+  uint64_t inflight = 0;
+  uint32_t hi = 0;  // one past the highest packet every acker acknowledged
+  uint32_t fr = 0;  // packets below this were checked for a fast retransmission
+  DeadlineQueue<uint32_t> rto;
+};
+
+struct RingEndpoint::Recv {
+  uint64_t ord = UINT64_MAX;  // global receive ordinal (op * receives per op + ridx)
+  std::vector<int32_t> vals;
+  std::vector<bool> got;
+  std::vector<uint64_t> parts;  // r_parts: the rack bits summed so far, per packet
+  uint32_t count = 0, npkts = 0;
+  Time done_at = kNever;  // when the last packet came (step_log)
+  bool complete() const { return count == npkts; }
+};
+
+namespace ring_detail {
+
+inline constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2, kBarrierTimer = 3;
+
+// The op field of a step tag (see RingEndpoint::tag_of).
+inline uint64_t op_of_tag(uint32_t tag) { return (tag >> 8) & 0xFFFF; }
+
+inline uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint32_t>((len + width - 1) / width); }
+
+// A shard transfer's congestion window (ring_transfer.cpp).
+CongestionWindowConfig transfer_window(const RingConfig& c);
+
+}  // namespace ring_detail
+}  // namespace ina::host

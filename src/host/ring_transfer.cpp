@@ -1,0 +1,360 @@
+// The reliable shard transfer of a ring step: the sender's window
+// (host/congestion_window.hpp), RTO with backoff and fast retransmission,
+// per-packet acknowledgements from every acker; the receiver's per-step
+// buffers, duplicate and early/late handling, and its acknowledgements.
+#include <algorithm>
+#include <memory>
+
+#include "host/ring_detail.hpp"
+
+namespace ina::host {
+
+using namespace ring_detail;
+
+namespace {
+
+constexpr uint32_t kDupThresh = 3;  // later packets complete before an open one is deemed lost
+
+}  // namespace
+
+// A shard transfer's window: AIMD, halved at most once per smoothed RTT
+// (strictly more than srtt since the last decrease), a fractional window
+// admitting its partial packet; slow start only where begin_send starts one.
+CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
+  CongestionWindowConfig w;
+  w.init_window = c.init_window;
+  w.max_window = c.max_window;
+  w.holdoff = CongestionWindowConfig::Holdoff::MoreThanSrtt;
+  w.holdoff_floor = w.timeout_holdoff_floor = 0;
+  w.partial_packet = true;
+  return w;
+}
+
+void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
+
+void RingEndpoint::begin_send(Time now, Effects& fx) {
+  waiting_delay_ = false;
+  const Step& s = steps_[step_];
+  send_ = std::make_unique<Send>();
+  Send& x = *send_;
+  x.step = step_;
+  x.npkts = packets(s.len, cfg_.payload_values);
+  x.all = s.ackers.size() >= 64 ? ~0ULL : (1ULL << s.ackers.size()) - 1;
+  x.acked.assign(x.npkts, 0);
+  x.first_tx.assign(x.npkts, 0);
+  x.last_tx.assign(x.npkts, 0);
+  x.deadline.assign(x.npkts, kNever);
+  x.retx.assign(x.npkts, 0);
+  sending_ = true;
+  log_[step_].send_begin = now;
+  log_[step_].send_pkts = x.npkts;
+  if (s.gather && cfg_.allgather_from_zero && (s.bcast || cfg_.allgather_all_from_zero)) {
+    cw_.restart_slow_start();
+  } else {
+    cw_.end_slow_start();
+  }
+  log_[step_].cwnd = cw_.cwnd();
+  if (s.pull_first) send_pull(now, fx);
+  if (x.npkts == 0) {
+    log_[step_].send_done = now;
+    send_.reset();
+    advance(now, fx);
+    return;
+  }
+  pump(now, fx);
+}
+
+void RingEndpoint::send_pull(Time now, Effects& fx) {
+  const Step& s = steps_[step_];
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingPull;
+  p->h.flags = 0;
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = s.dst;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = 0;
+  p->h.bitmap = 0;
+  p->h.priority = tag_of(step_);
+  p->h.agg_index = 0;
+  p->h.count = 0;
+  ++st_.pulls_sent;
+  fx.send(p);
+  (void)now;
+}
+
+void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx) {
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingData;
+  p->h.flags = static_cast<uint16_t>((s.gather ? flag::kResult : flag::kPartial) | (resend ? flag::kResend : 0));
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = s.dst;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = idx;
+  p->h.bitmap = s.tor_bit;
+  p->h.priority = tag_of(x.step);
+  p->h.agg_index = s.fwd;
+  fill(s, idx, *p);
+  if (!resend) {
+    x.first_tx[idx] = now;
+    ++x.inflight;
+  } else {
+    ++st_.retransmits;
+    if (x.retx[idx] < UINT16_MAX) ++x.retx[idx];
+  }
+  x.last_tx[idx] = now;
+  // Backed off by this packet's resends, or by the endpoint's timeouts since
+  // the last valid sample (RFC 6298 5.5 with Karn's rule: otherwise, when
+  // the floor is below the path's RTT, every packet would time out before it
+  // could give a sample and the estimate would never rise).
+  const auto doublings = static_cast<unsigned>(std::min(std::max<int>(x.retx[idx], backoff_), 6));
+  x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
+  if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+  ++st_.sent;
+  st_.bytes_sent += 4ULL * p->h.count;
+  fx.send(p);
+}
+
+void RingEndpoint::pump(Time now, Effects& fx) {
+  if (!send_) return;
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  double cap = cfg_.max_window;
+  if (s.region_cap && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
+  while (x.next < x.npkts && cw_.allows(x.inflight, cap)) {
+    if (s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
+    if (s.to_tor && cfg_.ina_gbps > 0) {
+      if (now < next_tx_) {
+        // One pending pace timer at a time: every acknowledgement calls
+        // pump, and a timer per call (each re-arming when it fires early)
+        // piled up with the packets, quadratic in the step's size.
+        if (pace_at_ != next_tx_) {
+          fx.set_timer(next_tx_, kPaceTimer);
+          pace_at_ = next_tx_;
+        }
+        return;
+      }
+      const auto gap = static_cast<Time>(8.0 * cfg_.wire_bytes / (cfg_.ina_gbps * 1e9) * kSec);
+      next_tx_ = std::max(now, next_tx_) + gap;
+    }
+    transmit(x.next++, false, now, fx);
+  }
+}
+
+void RingEndpoint::on_rto(Time now, Effects& fx) {
+  if (!send_) return;
+  Send& x = *send_;
+  bool any = false;
+  const Time next = x.rto.expire(
+      now,
+      [&](uint32_t idx, Time at) {
+        if (!send_ || x.acked[idx] == x.all || x.deadline[idx] != at) return;
+        ++st_.timeouts;
+        any = true;
+        transmit(idx, true, now, fx);
+      },
+      [&](uint32_t idx, Time at) { return x.acked[idx] != x.all && x.deadline[idx] == at; });
+  if (next != kNever) arm(next, fx);
+  if (any) {
+    backoff_ = static_cast<uint8_t>(std::min(backoff_ + 1, 6));
+    if (cw_.on_timeout(now, rtt_.srtt())) ++st_.decreases;  // a loss is congestion, as an echo is
+    if (steps_[x.step].pull_first) send_pull(now, fx);  // a member may have missed the pull
+  }
+}
+
+void RingEndpoint::decrease(Time now) {
+  if (cw_.on_loss(now, rtt_.srtt())) ++st_.decreases;
+}
+
+void RingEndpoint::ack(const Packet& d, Effects& fx) {
+  Packet* a = fx.alloc();
+  a->h = d.h;
+  a->h.type = PktType::RingAck;
+  a->h.flags = static_cast<uint16_t>((d.h.has(flag::kEcn) ? flag::kEce : 0) | (d.h.flags & flag::kResult));
+  a->h.src = id();
+  a->h.dst = d.h.src;
+  a->h.rank = static_cast<uint8_t>(cfg_.rank);
+  a->h.bitmap = 0;
+  a->h.count = 0;
+  fx.send(a);
+}
+
+void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  const uint64_t op = op_of_tag(tag);
+  const uint8_t code = static_cast<uint8_t>(tag & 0xFF);
+  size_t si = steps_.size();
+  bool code_known = false;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].code == code && steps_[i].recvs) {
+      code_known = true;
+      if (steps_[i].r_orig == kNoNode || steps_[i].r_orig == p->h.agg_index) si = i;
+    }
+  if (p->h.job != cfg_.job || !code_known || op >= ops_.size()) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  if (si == steps_.size() || p->h.src != steps_[si].r_src) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  const Step& s = steps_[si];
+  const uint32_t npk = packets(s.r_len, cfg_.payload_values);
+  const uint64_t want = std::min<uint64_t>(cfg_.payload_values, s.r_len - std::min<uint64_t>(s.r_len, static_cast<uint64_t>(p->h.psn) * cfg_.payload_values));
+  if (p->h.psn >= npk || p->h.count != want) {
+    ++st_.malformed;
+    fx.free(p);
+    return;
+  }
+  // Receive ordinals (op * receives per op + the step's receive index):
+  // `cur` is the first receive at or after the current step. The current
+  // send may read the receive before it, so the buffers hold cur - 1 up to
+  // cur + kRecvSlots - 2: anything further ahead waits (no acknowledgement).
+  const uint64_t ord = op * nrecv_ + static_cast<uint64_t>(s.ridx);
+  uint64_t cur = UINT64_MAX;
+  if (!done()) {
+    size_t k = op_running_ ? step_ : 0;
+    while (k < steps_.size() && !steps_[k].recvs) ++k;
+    cur = op_ * nrecv_ + (k < steps_.size() ? static_cast<uint64_t>(steps_[k].ridx) : nrecv_);
+  }
+  if (ord < cur) {
+    // A step already received here: the sender missed the acknowledgement.
+    ++st_.late;
+    ack(*p, fx);
+    fx.free(p);
+    return;
+  }
+  if (ord > cur + kRecvSlots - 2) {
+    ++st_.early;
+    fx.free(p);
+    return;
+  }
+  Recv& r = recv_[ord % kRecvSlots];
+  if (r.ord != ord) {
+    r.ord = ord;
+    r.npkts = npk;
+    r.count = 0;
+    r.done_at = kNever;
+    r.got.assign(npk, false);
+    r.parts.assign(s.r_parts ? npk : 0, 0);
+    if (s.r_keep) r.vals.assign(s.r_len, 0);
+    else r.vals.clear();
+  }
+  if (r.got[p->h.psn]) {
+    ++st_.duplicates;
+    ack(*p, fx);
+    fx.free(p);
+    return;
+  }
+  const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
+  std::span<const int32_t> v(p->payload(), p->h.count);
+  bool summed = false;  // v already lies in r.vals
+  if (s.r_parts) {
+    // A Rina ToR's output: the rack's sum, or (shared pool, dataplane/rina.cpp)
+    // partial sums of disjoint member sets. A packet overlapping what is
+    // held is dropped unacknowledged: its members retransmit, and the ToR
+    // sends a retransmission on alone.
+    uint64_t& have = r.parts[p->h.psn];
+    const uint64_t bits = p->h.bitmap.lo();  // rack-local member bits (a rack has <= 64 ranks)
+    if (p->h.bitmap.hi() || bits == 0 || (bits & ~s.r_parts) || (have & bits)) {
+      ++st_.duplicates;
+      fx.free(p);
+      return;
+    }
+    have |= bits;
+    if (have != bits || have != s.r_parts) {  // a partial sum: add it up here
+      if (r.vals.empty()) r.vals.assign(s.r_len, 0);
+      const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
+      for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];
+      if (have != s.r_parts) {
+        fx.free(p);
+        return;
+      }
+      v = std::span<const int32_t>(&*at, p->h.count);
+      summed = true;
+    }
+  }
+  if (s.r_keep && !summed) std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
+  r.got[p->h.psn] = true;
+  ++r.count;
+  ++st_.received;
+  if (s.r_to_kept) std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_));
+  if (s.r_write) ops_[op].io->write_result(off, v);
+  ack(*p, fx);
+  fx.free(p);
+  // A Rina member learns from its agent's broadcast that its earlier sends are done.
+  if (op == op_ && op_running_) skip_pulled_to(si, now);
+  if (r.complete()) {
+    r.done_at = now;
+    advance(now, fx);
+  }
+}
+
+void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
+  const uint32_t tag = p->h.priority;
+  if (!send_ || tag != tag_of(send_->step) || p->h.psn >= send_->npkts) {
+    ++st_.dup_acks;
+    fx.free(p);
+    return;
+  }
+  Send& x = *send_;
+  const Step& s = steps_[x.step];
+  uint64_t bit = 0;
+  for (size_t i = 0; i < s.ackers.size(); ++i)
+    if (s.ackers[i] == p->h.src) bit = 1ULL << i;
+  if (!bit) {
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
+  const uint32_t idx = p->h.psn;
+  const bool ece = p->h.has(flag::kEce);
+  fx.free(p);
+  if (x.acked[idx] & bit) {
+    ++st_.dup_acks;
+    return;
+  }
+  ++st_.acks;
+  x.acked[idx] |= bit;
+  if (x.acked[idx] != x.all) return;
+  --x.inflight;
+  ++x.acked_pkts;
+  if (x.retx[idx] == 0) {
+    rtt_.sample(now - x.first_tx[idx]);
+    backoff_ = 0;
+  }
+  while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;
+  // Fast retransmission: a packet still open when kDupThresh later ones are
+  // complete was lost (acknowledgements of one transfer come back in order
+  // unless a packet or its acknowledgement was lost); sent again once, and
+  // the window halves. Without this only the RTO recovers a loss.
+  x.hi = std::max(x.hi, idx + 1);
+  for (; x.fr + kDupThresh < x.hi; ++x.fr)
+    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0) {
+      ++st_.fast_retransmits;
+      transmit(x.fr, true, now, fx);
+      decrease(now);
+    }
+  if (ece) {
+    ++st_.ece;
+    if (cw_.on_ecn(now, rtt_.srtt(), x.first_tx[idx])) ++st_.decreases;
+  } else {
+    cw_.on_ack();
+  }
+  if (x.acked_pkts == x.npkts) {
+    log_[x.step].send_done = now;
+    send_.reset();
+    advance(now, fx);
+    return;
+  }
+  pump(now, fx);
+}
+
+}  // namespace ina::host

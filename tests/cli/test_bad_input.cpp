@@ -1,0 +1,466 @@
+// Bad input that could crash or mislead: every case must end in a
+// clear error naming the flag or field and the value, before anything runs.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "core/json_depth.hpp"
+#include "core/time.hpp"
+#include "experiment/estimate.hpp"
+#include "experiment/scenario.hpp"
+#include "runtime/launcher.hpp"
+
+namespace fs = std::filesystem;
+using ina_test::run_ina;
+using ina_test::write_file;
+
+namespace {
+
+fs::path dir(const std::string& name) { return ina_test::fresh_dir("bad_" + name); }
+
+bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
+
+// Runs `ina ARGS...` directly (no shell) and returns its exit status and peak RSS in bytes.
+struct Measured {
+  int status = -1;
+  uint64_t peak_rss = 0;
+};
+Measured run_measured(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {INA_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int st = 0;
+  rusage ru{};
+  wait4(pid, &st, 0, &ru);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, static_cast<uint64_t>(ru.ru_maxrss) * 1024};
+}
+
+}  // namespace
+
+// ---- 1. serialization time / physical ranges ------------------------------
+
+TEST(BadInput, TimeConversionsNeverTrap) {
+  EXPECT_EQ(ina::serialization_time(306, 0), ina::kNever);
+  EXPECT_EQ(ina::serialization_time(0, 0), 0);
+  EXPECT_EQ(ina::serialization_time(UINT64_MAX, 1), ina::kNever);  // beyond the range of Time
+  EXPECT_EQ(ina::serialization_time(306, 100'000'000'000ULL), 24480);
+  EXPECT_EQ(ina::from_us(std::numeric_limits<double>::quiet_NaN()), ina::kNever);
+  EXPECT_EQ(ina::from_us(1e300), ina::kNever);
+  EXPECT_EQ(ina::from_ms(-1e300), -ina::kNever);
+  EXPECT_EQ(ina::from_us(2.5), 2'500'000);
+}
+
+TEST(BadInput, SimTinyLinkRateIsAnErrorNotSigfpe) {
+  const auto d = dir("gbps");
+  write_file(d / "slow.toml", "[topology]\nlink_gbps = 1e-12\n");
+  const auto r = run_ina("sim " + (d / "slow.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, (d / "slow.toml").string() +
+                                ": field 'topology.link_gbps': must be in [0.001, 100000] (Gbps: 1 Mbps to 100 Tbps) "
+                                "(value: 1e-12)"))
+      << r.output;
+}
+
+TEST(BadInput, EveryNumericScenarioFieldHasPhysicalBounds) {
+  auto error_of = [](const std::string& key, const std::string& value) {
+    ina::exp::Settings s;
+    try {
+      ina::exp::apply_setting(s, key, value, "--set");
+    } catch (const ina::exp::ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of("topology.rtt_us", "1e9"),
+            "--set: field 'topology.rtt_us': must be in [0.001, 1000000] (microseconds: 1 ns to 1 s) (value: 1e9)");
+  EXPECT_EQ(error_of("topology.queue_kb", "1e12"),
+            "--set: field 'topology.queue_kb': must be in (0, 1000000] (KB per output queue: at most 1 GB) (value: 1e12)");
+  EXPECT_EQ(error_of("run.max_sim_ms", "1e300"),
+            "--set: field 'run.max_sim_ms': must be in (0, 1000000000] (simulated milliseconds: at most ~11.6 days) "
+            "(value: 1e300)");
+  EXPECT_EQ(error_of("workload.send_jitter_us", "inf"), "--set: field 'workload.send_jitter_us': must be finite (value: inf)");
+  EXPECT_EQ(error_of("workload.jobs", "100000"),
+            "--set: field 'workload.jobs': must be in [1, 4096] (at most one job per host) (value: 100000)");
+  EXPECT_EQ(error_of("workload.iterations", "1000000000"), "--set: field 'workload.iterations': must be in [1, 100000] (value: 1000000000)");
+  EXPECT_EQ(error_of("transport.reminder_after", "0"), "--set: field 'transport.reminder_after': must be in [1, 1000] (value: 0)");
+
+  // Cross-field: a queue that cannot hold one packet; a memory without one aggregator.
+  ina::exp::Settings s;
+  s.queue_kb = 0.1;
+  s.ecn_kb = 0;
+  try {
+    ina::exp::validate(s, "t.toml");
+    ADD_FAILURE() << "a 100 B queue was accepted";
+  } catch (const ina::exp::ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "t.toml: field 'topology.queue_kb': a queue must hold one packet (switch.payload_bytes + "
+              "switch.header_bytes = 306 B) (value: 0.1)");
+  }
+}
+
+// ---- 2. a directory or an empty file as the scenario -----------------------
+
+TEST(BadInput, ScenarioDirectoryOrEmptyFileIsAnError) {
+  const auto d = dir("empty");
+  auto r = run_ina("sim " + d.string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "error: " + d.string() + ": is a directory, not a scenario file")) << r.output;
+
+  write_file(d / "empty.toml", "");
+  r = run_ina("sim " + (d / "empty.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, (d / "empty.toml").string() + ": empty scenario file")) << r.output;
+
+  write_file(d / "comments.toml", "# nothing here\n\n   \n");
+  r = run_ina("sim " + (d / "comments.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, (d / "comments.toml").string() + ": empty scenario file")) << r.output;
+  EXPECT_FALSE(has(r.output, "avg_jct_ms")) << "the built-in default must not run";
+}
+
+// ---- 3. allocation sizes ----------------------------------------------------
+
+TEST(BadInput, HugeMemoryIsBoundedNamingTheField) {
+  const auto d = dir("mem");
+  write_file(d / "mem.toml", "[switch]\nmemory_mb = 1e9\n");
+  auto r = run_ina("sim " + (d / "mem.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "field 'switch.memory_mb': must be in (0, 1024] (MiB of aggregator memory: at most 1 GiB) "
+                            "(value: 1000000000)"))
+      << r.output;
+  write_file(d / "part.toml", "[workload]\npartition_mb = 1e6\n");
+  r = run_ina("sim " + (d / "part.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "field 'workload.partition_mb'") && has(r.output, "(value: 1000000)")) << r.output;
+  // switchml: two aggregators per job, checked at load.
+  write_file(d / "iso.toml", "[switch]\nmemory_mb = 0.0005\n[workload]\njobs = 8\n");
+  r = run_ina("sim " + (d / "iso.toml").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "field 'switch.memory_mb': switchml needs 2 aggregators per job: 2 aggregators of 256 B "
+                            "for 8 jobs (value: 0.0005)"))
+      << r.output;
+}
+
+// ---- 4. an unwritable --out ---------------------------------------------------
+
+TEST(BadInput, UnwritableOutIsFoundBeforeTheSimulation) {
+  const auto d = dir("out");
+  write_file(d / "s.toml", "[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.01\n");
+  write_file(d / "file", "x");
+  const std::string out = (d / "file" / "results").string();  // under a regular file: even root cannot create it
+  const auto r = run_ina("sim " + (d / "s.toml").string() + " --out " + out);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "error: --out '" + out + "': cannot create the directory: Not a directory")) << r.output;
+  EXPECT_FALSE(has(r.output, "[1/")) << "no simulation may run";
+}
+
+// ---- 5. resource estimate -------------------------------------------------------
+
+TEST(BadInput, SimRefusesARunBeyondAvailableMemoryNamingTheFields) {
+  const auto d = dir("huge");
+  // 4096 workers with 1 GiB partitions: petabytes of per-packet state.
+  write_file(d / "huge.toml",
+             "[topology]\nhosts = 4096\n[workload]\njobs = 512\nworkers_per_job = 8\npartition_mb = 1024\n"
+             "[run]\nschemes = [\"dsa\"]\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_ina("sim " + (d / "huge.toml").string());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "ina sim: estimate: 1 process, 1 thread, ~")) << r.output;
+  EXPECT_TRUE(has(r.output, (d / "huge.toml").string() + ": estimated peak memory ")) << r.output;
+  EXPECT_TRUE(has(r.output, "exceeds the available memory")) << r.output;
+  EXPECT_TRUE(has(r.output, "largest part: worker transport records")) << r.output;
+  EXPECT_TRUE(has(r.output, "sized by workload.jobs x workload.workers_per_job x (workload.partition_mb or model)"))
+      << r.output;
+  EXPECT_TRUE(has(r.output, "or pass --force")) << r.output;
+}
+
+TEST(BadInput, SimEstimateCountsTheLargestRuns) {
+  ina::exp::Scenario sc = ina::exp::parse_scenario(
+      "[workload]\njobs = 2\nworkers_per_job = 4\n[run]\nschemes = [\"atp\"]\nseeds = [1, 2, 3]\n", "e.toml");
+  const auto one = ina::exp::estimate_sim(sc, 1);
+  const auto three = ina::exp::estimate_sim(sc, 3);
+  const auto run = ina::exp::estimate_run(sc.base, "atp");
+  EXPECT_EQ(one.threads, 1u);
+  EXPECT_EQ(three.threads, 3u);
+  // Three seeds of the same run at once: three times the run, one baseline.
+  EXPECT_EQ(three.total_bytes() - one.total_bytes(), 2 * run.total_bytes());
+  // Model A, 4 MiB partitions of 256 B packets = 16384 packets; 4 live ops; 32 B records; 16 B
+  // deadlines for 4 windows of 196 packets (60 KB / 306 B).
+  EXPECT_EQ(run.parts.front().what, "worker transport records");
+  EXPECT_EQ(run.parts.front().bytes, 8u * 4 * 16384 * 32 + 8u * 4 * 196 * 16);
+}
+
+// The estimate against the real peak RSS of `ina sim`, within kEstimateFactor,
+// for a run dominated by the switch's arrays and one by the workers' records.
+TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
+  const auto d = dir("rss");
+  struct Case {
+    std::string name, toml;
+  };
+  const std::vector<Case> cases = {
+      {"switch", "[switch]\nmemory_mb = 256\n[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.01\n"
+                 "[run]\nschemes = [\"dsa\"]\n"},
+      {"workers", "[topology]\nhosts = 64\n[workload]\njobs = 4\nworkers_per_job = 8\npartition_mb = 2\n"
+                  "[run]\nschemes = [\"atp\"]\n"},
+  };
+  for (const auto& c : cases) {
+    const fs::path f = d / (c.name + ".toml");
+    write_file(f, c.toml);
+    const auto sc = ina::exp::load_scenario_file(f.string());
+    const double estimate = static_cast<double>(ina::exp::estimate_sim(sc, 1).total_bytes());
+    const Measured m = run_measured({"sim", "--quiet", f.string()});
+    ASSERT_EQ(m.status, 0) << c.name;
+    const double real = static_cast<double>(m.peak_rss);
+    EXPECT_LE(estimate, real * ina::exp::kEstimateFactor) << c.name << ": estimate " << estimate << ", peak RSS " << real;
+    EXPECT_GE(estimate, real / ina::exp::kEstimateFactor) << c.name << ": estimate " << estimate << ", peak RSS " << real;
+  }
+}
+
+// ---- 6. sizes and numeric flags of the runtime commands ---------------------
+
+TEST(BadInput, RuntimeSizesMustBeWholeFloats) {
+  auto r = run_ina("run --size 5");
+  EXPECT_EQ(r.status, 105) << r.output;  // CLI11's ValidationError
+  EXPECT_TRUE(has(r.output, "--size: must be a positive multiple of 4 bytes (whole float32 values) up to 17179869184, "
+                            "got '5'"))
+      << r.output;
+  r = run_ina("worker --size 6");
+  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_TRUE(has(r.output, "--size: must be a positive multiple of 4 bytes") && has(r.output, "got '6'")) << r.output;
+  r = run_ina("worker --size 64 --payload 70000");
+  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_TRUE(has(r.output, "--payload") && has(r.output, "70000")) << r.output;
+  r = run_ina("switch --memory 100 --payload 64 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "error: --memory 100 holds no aggregator of --payload 64 values (256 bytes each)")) << r.output;
+  r = run_ina("run --memory 2000000000");
+  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_TRUE(has(r.output, "--memory") && has(r.output, "2000000000")) << r.output;
+  r = run_ina("run --priorities 5,0 --jobs 2");
+  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_TRUE(has(r.output, "--priorities")) << r.output;
+}
+
+// ---- 7. process and memory bound of `ina run` -------------------------------
+
+TEST(BadInput, RunRefusesMoreProcessesThanTheBoundBeforeStartingAny) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_ina("run --workers 64 --jobs 64");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 1) << r.output;
+  const unsigned cpus = ina::online_cpus();
+  EXPECT_TRUE(has(r.output, fmt::format("error: --workers 64 x --jobs 64: 4162 processes (4096 workers, 64 PSes, the "
+                                        "switch and this launcher) exceed the bound of {} (64 per CPU, {} CPUs)",
+                                        64 * cpus, cpus)))
+      << r.output;
+
+  ina::rt::LaunchConfig c;
+  c.workers = 64;
+  c.jobs = 64;
+  const auto e = ina::rt::estimate_launch(c);
+  EXPECT_EQ(e.processes, 4162u);
+  EXPECT_EQ(e.threads, 2u + 64 + 2 * 4096);
+  EXPECT_EQ(e.worker_bytes, ina::rt::kProcessBaseline + 7 * c.size_bytes);
+
+  // Memory: 8 workers of 16 GiB each cannot fit anywhere this test runs.
+  const auto m = run_ina("run --workers 8 --size 17179869184");
+  EXPECT_EQ(m.status, 1) << m.output;
+  EXPECT_TRUE(has(m.output, "error: --workers 8 x --jobs 1 --size 17179869184: estimated memory ")) << m.output;
+  EXPECT_TRUE(has(m.output, "exceeds the available memory")) << m.output;
+}
+
+TEST(BadInput, RunWorkerListMustMatchJobs) {
+  auto r = run_ina("run --workers 3,2 --jobs 3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "error: --workers '3,2' gives 2 worker counts but --jobs is 3: give one count per job"))
+      << r.output;
+  r = run_ina("run --workers 3,x");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "error: --workers: expected N or N1,N2,... with every count in 1..64, got '3,x' (bad count 'x')"))
+      << r.output;
+  r = run_ina("run --workers 0");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "bad count '0'")) << r.output;
+}
+
+// ---- 8. floating-point flags: negative, NaN, infinite ------------------------
+
+TEST(BadInput, FloatingFlagsRejectNegativeNanAndInf) {
+  struct Case {
+    std::string args, flag, value;
+  };
+  const std::vector<Case> cases = {
+      {"switch --ecn-kb -1", "--ecn-kb", "-1"},
+      {"switch --ecn-kb nan", "--ecn-kb", "nan"},
+      {"switch --ecn-kb inf", "--ecn-kb", "inf"},
+      {"switch --loss nan", "--loss", "nan"},
+      {"switch --reorder-us -5", "--reorder-us", "-5"},
+      {"ps --job 1 --workers 2 --min-timeout-ms inf", "--min-timeout-ms", "inf"},
+      {"ps --job 1 --workers 2 --connect-timeout-ms nan", "--connect-timeout-ms", "nan"},
+      {"worker --size 64 --window-kb nan", "--window-kb", "nan"},
+      {"worker --size 64 --delay-us -1", "--delay-us", "-1"},
+      {"run --timeout nan", "--timeout", "nan"},
+      {"run --timeout inf", "--timeout", "inf"},
+      {"run --window-kb -3", "--window-kb", "-3"},
+      {"run --delay-us nan", "--delay-us", "nan"},
+      {"run --duplicate nan", "--duplicate", "nan"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_ina(c.args);
+    EXPECT_EQ(r.status, 105) << c.args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, c.flag + ": ") && has(r.output, "got '" + c.value + "'")) << c.args << "\n" << r.output;
+  }
+  const auto r = run_ina("switch --ecn-kb nan");
+  EXPECT_TRUE(has(r.output, "--ecn-kb: must be a finite number in [0, 1000000] KiB, got 'nan'")) << r.output;
+}
+
+// ---- 9. deeply nested JSON ------------------------------------------------------
+
+TEST(BadInput, JsonDepthScanIgnoresStrings) {
+  EXPECT_EQ(ina::json_nesting_depth("{}"), 1u);
+  EXPECT_EQ(ina::json_nesting_depth(R"({"a": [1, {"b": [[]]}]})"), 5u);
+  EXPECT_EQ(ina::json_nesting_depth(R"({"a": "[[[[{{{{", "b": "\"[[[["})"), 1u);
+  EXPECT_EQ(ina::json_nesting_depth(""), 0u);
+  EXPECT_EQ(ina::json_nesting_depth(std::string(100000, '[')), 100000u);
+  EXPECT_THROW(ina::check_json_depth(std::string(65, '['), ina::kMaxJsonDepth, "x.json"), ina::JsonDepthError);
+  EXPECT_NO_THROW(ina::check_json_depth(std::string(64, '[') + std::string(64, ']'), ina::kMaxJsonDepth, "x.json"));
+  try {
+    ina::check_json_depth("[[[", 2, "ctl");
+  } catch (const ina::JsonDepthError& e) {
+    EXPECT_EQ(std::string(e.what()), "ctl: JSON nested 3 levels deep; the limit is 2");
+  }
+}
+
+TEST(BadInput, PlanGridRefusesDeeplyNestedTopologyBeforeParsing) {
+  const auto d = dir("deep");
+  const fs::path f = d / "deep.json";
+  write_file(f, "{\"nodes\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  const auto r = run_ina("plan grid --topology " + f.string());
+  EXPECT_EQ(r.status, 2) << r.output.substr(0, 400);
+  EXPECT_TRUE(has(r.output, "error: " + f.string() + ": JSON nested 100001 levels deep; the limit is 64")) << r.output.substr(0, 400);
+}
+
+// ---- 10. `ina run --json` on a failure ------------------------------------------
+
+TEST(BadInput, RunWritesItsJsonReportOnFailureNamingTheProcess) {
+  const auto d = dir("runfail");
+  // Occupy a port (UDP and TCP): the switch cannot bind it and exits 1.
+  const int u = socket(AF_INET, SOCK_DGRAM, 0), t = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(u, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(u, reinterpret_cast<sockaddr*>(&a), &len);
+  bind(t, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  const int port = ntohs(a.sin_port);
+  const fs::path json = d / "report.json";
+  const auto r = run_ina(fmt::format("run --port {} --json {} --timeout 20", port, json.string()));
+  close(u);
+  close(t);
+  EXPECT_EQ(r.status, 1) << r.output;
+  ASSERT_TRUE(fs::exists(json)) << r.output;
+  const auto j = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(j.at("ok"), false);
+  const auto& f = j.at("failure");
+  EXPECT_EQ(f.at("kind"), "switch");
+  EXPECT_EQ(f.at("process"), "switch");
+  EXPECT_EQ(f.at("exit_code"), 1);
+  EXPECT_EQ(f.at("exit_status"), 1);
+  EXPECT_TRUE(has(f.at("message").get<std::string>(), "exited with status 1 before it was ready")) << f.dump();
+  EXPECT_EQ(j.at("config").at("workers"), nlohmann::json::array({2}));
+}
+
+// ---- 11. jobs of different sizes; PS counters in the report -----------------
+
+// With jobs of different sizes, DSA's eviction must hand the victim's PS
+// partials with the victim's own worker count (the winner's gives 2 and 129
+// malformed per run); nothing is refused.
+TEST(BadInput, RunJobsOfDifferentSizesReportsPsCounters) {
+  const auto d = dir("sizes");
+  const fs::path json = d / "run.json";
+  const auto r = run_ina("run --scheme dsa --workers 3,2 --size 262144 --iterations 2 --memory 20000 --timeout 60 --json " +
+                         json.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "2 job(s) x 3,2 workers")) << r.output;
+  const auto j = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(j.at("ok"), true);
+  EXPECT_EQ(j.at("config").at("workers"), nlohmann::json::array({3, 2}));
+  ASSERT_EQ(j.at("jobs").size(), 2u);
+  const uint64_t values = 262144 / 4 * 2;  // per worker: 2 iterations of 65536 floats
+  EXPECT_EQ(j["jobs"][0].at("workers").size(), 3u);
+  EXPECT_EQ(j["jobs"][1].at("workers").size(), 2u);
+  EXPECT_EQ(j["jobs"][0].at("verified"), 3 * values);
+  EXPECT_EQ(j["jobs"][1].at("verified"), 2 * values);
+  EXPECT_EQ(j["jobs"][0].at("mismatches"), 0);
+  EXPECT_EQ(j["jobs"][1].at("mismatches"), 0);
+  EXPECT_GT(j["switch"]["switch"].at("preempt_won").get<uint64_t>(), 0u) << "the memory is meant to force preemption";
+  ASSERT_EQ(j.at("ps").size(), 2u);
+  for (const auto& ps : j["ps"]) {
+    EXPECT_EQ(ps.at("outcome"), "finished") << ps.dump();
+    const uint64_t malformed = ps.at("ps").at("malformed").get<uint64_t>();
+    RecordProperty(fmt::format("ps_job{}_malformed", ps.at("job").get<int>()), std::to_string(malformed));
+    EXPECT_EQ(malformed, 0u) << "PS of job " << ps.at("job");
+    EXPECT_EQ(ps.at("ps").at("foreign"), 0) << "PS of job " << ps.at("job");
+  }
+  EXPECT_EQ(j["switch"]["switch"].at("malformed"), 0);
+  for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"})
+    EXPECT_EQ(j["switch"]["switch"].at(k), 0) << k;
+}
+
+// ---- 12. `ina train --help` ------------------------------------------------------
+
+TEST(BadInput, TrainHelpListsTheTrainingOptions) {
+  const auto r = run_ina("train --help");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* opt : {"--backend", "--epochs", "--batch", "--lr", "--workers", "--target-acc"})
+    EXPECT_TRUE(has(r.output, opt)) << opt << "\n" << r.output;
+}
+
+// ---- 12b. the plot's title fits its canvas ------------------------------------------
+
+TEST(BadInput, PlotTitleIsWrappedToTheCanvasWidth) {
+  const auto d = dir("plot");
+  write_file(d / "t.toml",
+             "[scenario]\nname = \"t\"\ntitle = \"DSA Fig. 8 (reduced): average JCT vs number of jobs, DNN A, 8 "
+             "workers/job\"\n[workload]\njobs = 1\nworkers_per_job = 2\npartition_mb = 0.01\n"
+             "[run]\nschemes = [\"dsa\"]\n");
+  const auto r = run_ina("sim --quiet " + (d / "t.toml").string() + " --out " + (d / "out").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream gp(d / "out" / "avg_jct_ms.gp");
+  const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
+  // 480 px wide: at most 55 characters per line (8 px each, 40 px of margin).
+  EXPECT_TRUE(has(script, "set multiplot layout 1,1 title \"DSA Fig. 8 (reduced): average JCT vs number of jobs,\\n"
+                          "DNN A, 8 workers/job: average JCT (ms)\"\n"))
+      << script;
+  EXPECT_TRUE(fs::exists(d / "out" / "avg_jct_ms.png"));
+}

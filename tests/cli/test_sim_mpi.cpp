@@ -1,0 +1,148 @@
+// `mpirun -np 2 ina sim`: a scenario's runs spread over two MPI ranks give
+// the very files a local run gives, and a run that fails on
+// a rank is reported and its siblings' results kept.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+namespace {
+
+using namespace ina_test;
+namespace fs = std::filesystem;
+
+bool have_mpirun() { return run_command("command -v mpirun").status == 0; }
+
+// Two ranks on this machine: shared memory between them (vader), nothing on a network; as root
+// OpenMPI wants both variables; --oversubscribe in case the machine has fewer free slots; no core
+// binding, so that a rank is not stuck on a core another process keeps busy.
+CliResult mpirun_ina(const std::string& args) {
+  return run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe --bind-to none "
+                     "--mca pml ob1 --mca btl self,vader " + std::string(INA_BINARY) + " " + args);
+}
+
+// Every file of the local output but runs.json (wall times, ranks) is byte-identical in `mpi`.
+void expect_same_files(const fs::path& local, const fs::path& mpi) {
+  size_t compared = 0;
+  for (const auto& e : fs::directory_iterator(local)) {
+    const auto name = e.path().filename();
+    if (name == "runs.json") continue;
+    EXPECT_TRUE(fs::exists(mpi / name)) << name;
+    EXPECT_EQ(read_file(e.path()), read_file(mpi / name)) << name << " differs";
+    ++compared;
+  }
+  EXPECT_GE(compared, 3u) << "results.json, results.csv and a plot at least";
+}
+
+// runs.json under MPI: the local runs, in the same order, with the same outcome, each with the rank
+// that ran it; both ranks ran some.
+void expect_same_runs(const fs::path& local, const fs::path& mpi) {
+  const auto a = nlohmann::json::parse(std::ifstream(local / "runs.json"));
+  const auto b = nlohmann::json::parse(std::ifstream(mpi / "runs.json"));
+  ASSERT_EQ(a.size(), b.size());
+  std::set<int> ranks;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(a[i].contains("mpi_rank"));
+    ASSERT_TRUE(b[i].contains("mpi_rank")) << b[i].dump();
+    ranks.insert(b[i]["mpi_rank"].get<int>());
+    for (const char* k : {"series", "scheme", "x", "seed", "ok", "problems", "trace_digest", "metrics", "job_jct_ms"})
+      EXPECT_EQ(a[i][k], b[i][k]) << "run " << i << " field " << k;
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1})) << "both ranks ran runs";
+}
+
+// The scenario `toml` run by `ina sim --out DIR/local` and by two ranks into DIR/mpi.
+struct Sweeps {
+  fs::path dir;
+  CliResult local, mpi;
+};
+Sweeps run_local_and_mpi(const std::string& name, const std::string& toml) {
+  Sweeps s{fresh_dir(name), {}, {}};
+  write_file(s.dir / "s.toml", toml);
+  s.local = run_ina("sim " + (s.dir / "s.toml").string() + " --out " + (s.dir / "local").string());
+  s.mpi = mpirun_ina("sim " + (s.dir / "s.toml").string() + " --out " + (s.dir / "mpi").string());
+  return s;
+}
+
+TEST(SimMpi, TwoRanksWriteTheLocalResultsFiles) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  // 2 schemes x 2 memory sizes x 2 seeds = 8 runs of ~0.2 s each (long
+  // enough that rank 1 is ready before rank 0 has run them all).
+  const auto [d, local, mpi] = run_local_and_mpi("sim_mpi", R"([scenario]
+name = "mpi"
+title = "mpi test"
+[workload]
+jobs = 2
+workers_per_job = 4
+partition_mb = 2
+[run]
+schemes = ["atp", "dsa"]
+seeds = [1, 2]
+[sweep]
+key = "switch.memory_mb"
+values = [0.05, 1]
+[output]
+metrics = ["avg_jct_ms", "utilization"]
+)");
+  ASSERT_EQ(local.status, 0) << local.output;
+  ASSERT_EQ(mpi.status, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("rank 1)"), std::string::npos) << "progress names the rank: " << mpi.output;
+  expect_same_files(d / "local", d / "mpi");
+  expect_same_runs(d / "local", d / "mpi");
+  fs::remove_all(d);
+}
+
+TEST(SimMpi, ARunThatThrowsOnARankIsReportedAndTheOthersAreWritten) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  // faults.fail_rank is simulated for ring schemes only: the run (atp, x = 5) throws when it
+  // starts; (atp, -1), (rar, -1) and (rar, 5) run.
+  const auto [d, local, mpi] = run_local_and_mpi("sim_mpi_fail", R"([scenario]
+name = "mpi-fail"
+title = "mpi failure test"
+[topology]
+kind = "testbed"
+[switch]
+ina = "all"
+[workload]
+jobs = 1
+gradient_mb = 0.5
+iterations = 2
+[faults]
+fail_at_ms = 0.2
+[run]
+schemes = ["atp", "rar"]
+[sweep]
+key = "faults.fail_rank"
+values = [-1, 5]
+[output]
+metrics = ["iteration_ms"]
+)");
+  for (const auto* r : {&local, &mpi}) {
+    EXPECT_EQ(r->status, 3) << r->output;
+    EXPECT_NE(r->output.find("FAILED:  x=5 atp seed 1: error: fail_rank = 5: failures are simulated for ring schemes only"),
+              std::string::npos) << r->output;
+  }
+  const auto results = nlohmann::json::parse(std::ifstream(d / "mpi" / "results.json"));
+  ASSERT_EQ(results.size(), 3u) << results.dump();
+  for (const auto& rec : results)
+    EXPECT_FALSE(rec["scheme"] == "atp" && rec["x"] == 5) << "the run that threw has no record: " << rec.dump();
+  expect_same_files(d / "local", d / "mpi");
+  const auto runs = nlohmann::json::parse(std::ifstream(d / "mpi" / "runs.json"));
+  ASSERT_EQ(runs.size(), 4u);
+  // In (point, scheme) order: (-1, atp), (-1, rar), (5, atp), (5, rar).
+  EXPECT_EQ(runs[2]["scheme"], "atp");
+  EXPECT_EQ(runs[2]["x"], 5);
+  EXPECT_EQ(runs[2]["ok"], false);
+  EXPECT_EQ(runs[2]["threw"], true);
+  EXPECT_TRUE(runs[2].contains("mpi_rank"));
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(runs[i]["ok"], true) << runs[i].dump();
+  fs::remove_all(d);
+}
+
+}  // namespace

@@ -1,0 +1,108 @@
+// ATP's switch program driven directly: collisions, completion through the
+// PS, retransmissions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cluster_fixture.hpp"
+#include "schemes/registry.hpp"
+#include "switch_rig.hpp"
+
+namespace ina::test {
+namespace {
+
+// ---- ATP
+
+TEST(AtpSwitch, CollisionGoesToPs) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 1);
+  add_shared_jobs(*sw);
+  const auto g = ramp(64, 1), h = ramp(64, 2);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, g, 1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 2, 0, 1, 2, 5, h, 1000), 0, fx);  // priorities mean nothing to ATP
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs2);
+  EXPECT_EQ(out[0].h.job, 2);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_EQ(out[0].h.bitmap, 0b10u);
+  EXPECT_EQ(out[0].v, h);
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  EXPECT_EQ(sw->occupied_by(2), 0u);
+  EXPECT_EQ(sw->stats().collisions, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 4);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(50, 1), g1 = ramp(50, -20, 4), g2 = ramp(50, 300, -9);
+  const auto sum = add(add(g0, g1), g2);
+  sw->on_packet(make_data(fx, 1, 12, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 12, 1, 3, 2, g1), 0, fx);
+  EXPECT_TRUE(fx.sent.empty());
+  sw->on_packet(make_data(fx, 1, 12, 2, 3, 3, g2), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u) << "the aggregate goes to the PS only, not to the workers";
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.type, PktType::Data);
+  EXPECT_EQ(out[0].h.bitmap, 0b111u);
+  EXPECT_EQ(out[0].v, sum);
+  EXPECT_EQ(sw->occupied_by(1), 1u) << "kept until the PS ack passes";
+  // A late duplicate of a first transmission: nothing new.
+  sw->on_packet(make_data(fx, 1, 12, 2, 3, 3, g2), 0, fx);
+  for (const auto& s : fx.take()) EXPECT_NE(s.h.type, PktType::Ack);
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  // The PS's ack to the multicast group releases the aggregator and reaches every worker.
+  Packet* a = fx.alloc();
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = 1;
+  a->h.psn = 12;
+  a->h.src = kPs1;
+  a->h.dst = kMulticast;
+  a->h.nworkers = 3;
+  a->h.bitmap = 0b111;
+  a->h.count = 50;
+  std::copy(sum.begin(), sum.end(), a->payload());
+  sw->on_packet(a, 0, fx);
+  expect_multicast(fx.take(), kJob1, 1, 12, sum);
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(sw->stats().released_by_ack, 1u);
+  EXPECT_EQ(sw->stats().completed, 1u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+TEST(AtpSwitch, RetransmissionFlushesItsOwnPartialAndNeverReserves) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 1);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(64, 1), g1 = ramp(64, 1000);
+  // A retransmission finding a free aggregator goes to the PS.
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(sw->occupied(), 0u);
+  // One finding its own task joins it and flushes the partial to the PS.
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.bitmap, 0b011u);
+  EXPECT_EQ(out[0].v, add(g0, g1));
+  EXPECT_EQ(sw->occupied(), 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+}  // namespace
+}  // namespace ina::test
