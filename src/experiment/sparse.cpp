@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -313,7 +314,8 @@ class SparseStar {
 
   // Zebra's hot set (the top keys of the profiled iterations, or Principle
   // 1's size) and its layout over the registers, then one table per hot-set
-  // update: what the workers and the switch classify each iteration's keys by.
+  // update: what the workers classify each iteration's keys by, and the
+  // lists they submit to the switch's agreement (wire_and_admit).
   void rank_hot_keys() {
     if (!ina_) return;
     const unsigned pf = s_.profile_iterations ? s_.profile_first : s_.first_iteration;
@@ -542,7 +544,7 @@ class SparseStar {
   // Every host's link to the switch (the CPU's: no faults, the paper's
   // latency), the routes and multicast groups, and both jobs admitted to the
   // switch's one memory (a pool, or Zebra's hot slots: no region, no window
-  // cap) with the sparse job's switch tables.
+  // cap), and the sparse job's hot-set tables agreed among its workers and installed.
   void wire_and_admit() {
     const unsigned D = s_.dense_workers;
     for (NodeId h = 1; h <= N_ + 1; ++h) sim_.connect(h, 0, s_.link, s_.link);
@@ -557,7 +559,9 @@ class SparseStar {
     if (D > 0) sim_.connect(dense_ps_id_, 0, s_.link, s_.link);
     sim_.build_routes();
     sim_.set_multicast_group(kSparseJob, hc_.workers);
-    schemes::Admission admission(schemes::Admission::config_of(pool_ ? *pool_ : scheme_, sw_->aggregators(), 1));
+    auto cfg = schemes::Admission::config_of(pool_ ? *pool_ : scheme_, sw_->aggregators(), 1);
+    cfg.hot_sets = ina_;  // Zebra's registers, or a shared pool's pinned aggregators, hold the hot-set table
+    schemes::Admission admission(cfg);
     auto admit = [&](uint16_t job, const std::vector<NodeId>& workers, NodeId ps) {
       auto answer = admission.admit({job, workers, ps, std::nullopt});
       if (auto* no = std::get_if<schemes::Admission::Refusal>(&answer))
@@ -571,7 +575,56 @@ class SparseStar {
     dp::SwitchJob j = admit(kSparseJob, hc_.workers, hc_.ps);
     j.zebra.cpu = ina_ ? cpu_id() : kNoNode;
     sw_->add_job(j);
-    for (const auto& t : switch_tables_) sw_->set_sparse_table(kSparseJob, t);
+    for (const auto& t : switch_tables_) agree_and_install(admission, t);
+  }
+
+  // One hot-set round at the switch: every worker submits the list the
+  // control plane gave it, in the runtime's chunks, to the switch's
+  // admission; the agreed keys, from-iteration and version become the
+  // switch's table (with the control plane's layout). A refused chunk or
+  // lists that differ fail the run with the admission's reason.
+  void agree_and_install(schemes::Admission& admission, const dp::zebra::Table& t) {
+    constexpr size_t kChunk = schemes::Admission::kHotChunkKeys;
+    using A = schemes::Admission;
+    auto fail = [&](const std::string& why) {
+      throw std::invalid_argument(fmt::format("sparse run {}: {}", scheme_.name, why));
+    };
+    std::optional<A::HotAgreed> agreed;
+    for (unsigned r = 0; r < N_; ++r) {
+      std::vector<uint64_t> own;
+      if (s_.hot_list) {
+        own = t.hot->keys;
+        s_.hot_list(r, own);
+      }
+      const std::vector<uint64_t>& list = s_.hot_list ? own : t.hot->keys;
+      size_t off = 0;
+      do {
+        const size_t n = std::min(kChunk, list.size() - off);
+        A::HotChunk c{t.from, list.size(), off, {}};
+        c.keys.assign(list.begin() + static_cast<std::ptrdiff_t>(off), list.begin() + static_cast<std::ptrdiff_t>(off + n));
+        off += n;
+        A::HotAnswer a = admission.hot_set(kSparseJob, r, c);
+        if (auto* no = std::get_if<A::Refusal>(&a)) fail(no->reason);
+        if (auto* d = std::get_if<A::HotDisagreed>(&a)) fail(d->reason);
+        if (auto* ok = std::get_if<A::HotAgreed>(&a)) agreed = std::move(*ok);
+      } while (off < list.size());
+    }
+    if (!agreed) throw std::logic_error("sparse run: the hot-set round ended without an answer");
+    if (agreed->keys.size() != t.layout->reg_of.size())
+      fail(fmt::format("the workers agree on {} hot keys, the control plane's layout places {}", agreed->keys.size(),
+                       t.layout->reg_of.size()));
+    // The control plane numbers every hot set, the ones only the workers
+    // take too; the switch's agreement numbers the tables it installed. They
+    // match unless a workers-only update came before this one.
+    if (agreed->version != t.hot->version)
+      fail(fmt::format("the switch agrees on hot-set version {} from iteration {}, the workers number it {} (an "
+                       "earlier update reached the workers only)", agreed->version, agreed->from, t.hot->version));
+    dp::zebra::Table installed{agreed->from,
+                               std::make_shared<const dp::zebra::HotSet>(
+                                   dp::zebra::HotSet::from_ranked(std::move(agreed->keys), agreed->version)),
+                               t.layout};
+    sw_->set_sparse_table(kSparseJob, installed);
+    admission.installed(kSparseJob, agreed->version);
   }
 
   // Runs to the time limit; a run still going then fails, saying where each
@@ -785,6 +838,8 @@ class SparseStar {
   const uint16_t kv_words_;       // a sparse packet's payload words
   sim::Simulator sim_;
   SparseRun out_;
+  // The tables the workers classify by, and the control plane's lists for
+  // the switch's hot-set rounds (each agreed among the workers, then installed).
   std::vector<dp::zebra::Table> worker_tables_, switch_tables_;
   dp::SwitchProgram* sw_ = nullptr;
   host::SparseConfig hc_;

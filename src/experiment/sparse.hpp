@@ -61,6 +61,13 @@ struct SparseSettings {
     bool workers = true, sw = true;
   };
   std::vector<HotUpdate> updates;
+  // Every hot set the switch takes (the first and each update with `sw`)
+  // reaches it as the runtime's do: each worker submits its list to the
+  // switch's admission (schemes::Admission::hot_set) and the agreed list is
+  // installed. The control plane gives every worker the same list; this
+  // hook (tests) may change worker `rank`'s before it is submitted, and
+  // lists that differ fail the run with the admission's reason.
+  std::function<void(unsigned rank, std::vector<uint64_t>& keys)> hot_list;
   // Beyond the paper: the sparse job shares its switch
   // with a dense job. `pool` names a shared-pool scheme (Scheme::hosts_sparse:
   // atp, dsa) whose program runs both; the sparse job's hot values live in

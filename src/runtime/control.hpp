@@ -51,6 +51,7 @@
 
 #include "host/sparse.hpp"
 #include "runtime/auth.hpp"
+#include "schemes/admission.hpp"
 #include "schemes/registry.hpp"
 #include "runtime/net.hpp"
 #include "wire/packet.hpp"
@@ -152,7 +153,7 @@ struct StatsRequest {
   std::string proof;
 };
 struct DoneRequest {};
-inline constexpr size_t kHotSetChunk = 2048;        // keys per hot_set message (well under the 64 KiB line limit)
+inline constexpr size_t kHotSetChunk = schemes::Admission::kHotChunkKeys;  // keys per hot_set message
 inline constexpr uint64_t kMaxHotSet = 1u << 20;    // keys in one hot set
 struct HotSetRequest {
   uint32_t from = 0;

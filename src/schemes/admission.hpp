@@ -171,6 +171,9 @@ class Admission {
   // version the table gets if the caller installs it (then installed()); or
   // Disagreed. Either way the lists are cleared for the next round. A chunk
   // that does not continue its worker's list is refused (nothing changes).
+  // Keys per chunk of a worker's hot-set list (a runtime hot_set message,
+  // well under the control line limit of 64 KiB; the simulator sends the same).
+  static constexpr size_t kHotChunkKeys = 2048;
   struct HotChunk {
     uint32_t from = 0;
     uint64_t total = 0, offset = 0;

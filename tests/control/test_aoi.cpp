@@ -599,8 +599,33 @@ TEST(AoiPlan, PlannerAndValidatorAgreeWhenAJobIsDone) {
                aoi_job(2, {{0, 1}}, 1, 4375 * 0.008, 0, 1.0)};
   PlanOptions o;
   o.inc = false;
-  const Check c = check_schedule(inst, plan_fcfs(inst, o));
-  EXPECT_TRUE(c.ok) << c.errors.front();
+  const Schedule s = plan_fcfs(inst, o);
+  const Check c = check_schedule(inst, s);
+  ASSERT_TRUE(c.ok) << c.errors.front();
+  EXPECT_TRUE(c.errors.empty());
+  // TS 1: job 0 (local, 20 Gb) takes 20 Gbps, 2 x 20 of unit 0's 50 Gbps
+  // switch; X (job 1) gets the 10 Gbps left on a new connection: 9.8 Gb
+  // after ε (Eq. 10: 10 - 0.02 x 10). TS 2: job 2 needs a second connection
+  // on the same pair, so X's rise above 10 is lossy; X is sized to send its
+  // last 10.00001 Gb, (10.00001 - 0.02 x 10) / 0.98 Gbps, and ends in TS 2
+  // with both planner and validator calling it done: no TS 3 for anyone.
+  ASSERT_EQ(s.jobs.size(), 3u);
+  for (const JobPlan& p : s.jobs)
+    if (p.job == 1) {
+      EXPECT_EQ(p.first_ts, 1u);
+      ASSERT_EQ(p.rate_gbps.size(), 2u);
+      EXPECT_DOUBLE_EQ(p.rate_gbps[0], 10);
+      EXPECT_NEAR(p.rate_gbps[1], (19.80001 - 9.8 - 0.02 * 10) / 0.98, 1e-9);
+    }
+  ASSERT_EQ(c.jobs.size(), 3u);
+  const unsigned first[] = {1, 1, 2}, last[] = {1, 2, 2};
+  for (unsigned j = 0; j < 3; ++j) {
+    EXPECT_EQ(c.jobs[j].first_ts, first[j]) << "job " << j;
+    EXPECT_EQ(c.jobs[j].last_ts, last[j]) << "job " << j;
+    EXPECT_DOUBLE_EQ(c.jobs[j].ict_s, last[j]) << "job " << j;  // a = 0: the end of its last TS
+  }
+  EXPECT_EQ(c.last_ts, 2u);
+  EXPECT_DOUBLE_EQ(c.ct_bti_s, 2.0);
 }
 
 TEST(AoiPlan, FcfsTopsUpAJobALaterConnectionMadeLossy) {

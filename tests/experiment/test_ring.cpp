@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
@@ -185,11 +186,22 @@ TEST(Ring, RinaScatterReduceIsCappedAtTheInaRate) {
   EXPECT_LT(line.metrics.at("sync_ms"), ((2 * n - 1) * gap20 + n * ser) * ms_per_ns);
 }
 
+// Rank 0 (h0, under tor0) is an agent when tor0 is INA, else an autonomous
+// worker. Both INA: G = 2 groups; one INA rack: G = 1 + 4 autonomous
+// workers = 5. An agent takes 2G - 1 steps, an autonomous worker 2(G - 1).
 TEST(Ring, RinaOnTheTestbedIsExact) {
-  for (auto [a, b] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
-    const auto g = testbed(a, b);
-    const auto r = exp::run_collective(g, "rina", small());
-    ASSERT_TRUE(r.ok) << a << b << ": " << r.problems;
+  struct Case {
+    bool ina0, ina1;
+    uint64_t steps;
+  };
+  for (const Case c : {Case{true, true, 2 * 2 - 1}, Case{true, false, 2 * 5 - 1}, Case{false, true, 2 * (5 - 1)}}) {
+    SCOPED_TRACE(testing::Message() << c.ina0 << c.ina1);
+    const auto r = exp::run_collective(testbed(c.ina0, c.ina1), "rina", small());
+    ASSERT_TRUE(r.ok) << r.problems;  // includes: every rank wrote all 16384 results
+    EXPECT_EQ(r.verify_errors, 0u);
+    EXPECT_EQ(r.steps, c.steps);
+    EXPECT_EQ(r.retransmits, 0u);  // no faults: nothing to recover
+    EXPECT_EQ(r.dup_received, 0u);
   }
 }
 
@@ -260,12 +272,27 @@ exp::CollectiveSettings lossy(uint64_t seed) {
   return s;
 }
 
+// Steps of rank 0 on half_ina_fat_tree (8 racks of 2, INA on racks 0, 2, 4,
+// 6): RAR over 16 ranks 2(16 - 1); H-AR (k - 1) + 2(R - 1) + (k - 1) with
+// k = 2, R = 8; Rina G = 4 INA groups + 8 autonomous workers = 12, and rank
+// 0 is rack 0's agent: 2G - 1.
+uint64_t half_ina_steps(const std::string& scheme) {
+  if (scheme == "rar") return 2 * (16 - 1);
+  if (scheme == "h-ar") return 1 + 2 * (8 - 1) + 1;
+  return 2 * 12 - 1;
+}
+
 TEST(Ring, SeedsSchemesAndPartialIna) {
   const auto g = half_ina_fat_tree();
   for (uint64_t seed = 1; seed <= 6; ++seed)
     for (const char* scheme : {"rar", "h-ar", "rina"}) {
       const auto r = exp::run_collective(g, scheme, lossy(seed));
-      ASSERT_TRUE(r.ok) << scheme << " seed " << seed << ": " << r.problems;
+      SCOPED_TRACE(testing::Message() << scheme << " seed " << seed);
+      ASSERT_TRUE(r.ok) << r.problems;  // includes: every rank wrote 2 iterations of results
+      EXPECT_EQ(r.verify_errors, 0u);
+      EXPECT_EQ(r.steps, half_ina_steps(scheme));
+      EXPECT_GT(r.retransmits, 0u);  // the injected loss happened and was recovered from
+      EXPECT_GT(r.dup_received, 0u);  // and the duplicates were recognised
     }
 }
 
@@ -281,7 +308,12 @@ TEST(Ring, StepBarrierExactUnderLossDuplicationReordering) {
       s.straggler_k_us = 100;
       s.straggler_sigma_us = 20;
       const auto r = exp::run_collective(g, scheme, s);
-      ASSERT_TRUE(r.ok) << scheme << " seed " << seed << ": " << r.problems;
+      SCOPED_TRACE(testing::Message() << scheme << " seed " << seed);
+      ASSERT_TRUE(r.ok) << r.problems;  // includes: every rank wrote 2 iterations of results
+      EXPECT_EQ(r.verify_errors, 0u);
+      EXPECT_EQ(r.steps, half_ina_steps(scheme));
+      EXPECT_GT(r.retransmits, 0u);
+      EXPECT_GT(r.dup_received, 0u);
     }
 }
 
@@ -293,7 +325,13 @@ TEST(Ring, DragonflyRinaAndRar) {
     s.gradient_mb = 0.05;
     s.loss = 0.01;
     const auto r = exp::run_collective(g, scheme, s);
-    ASSERT_TRUE(r.ok) << scheme << ": " << r.problems;
+    SCOPED_TRACE(scheme);
+    ASSERT_TRUE(r.ok) << r.problems;  // includes: every rank wrote all results
+    EXPECT_EQ(r.verify_errors, 0u);
+    // 36 routers with p = 2 hosts each: RAR over 72 ranks takes 2(72 - 1)
+    // steps; Rina over G = 36 INA racks, 2G - 1 for rank 0's agent.
+    EXPECT_EQ(r.steps, std::string(scheme) == "rar" ? 2u * (72 - 1) : 2u * 36 - 1);
+    EXPECT_GT(r.retransmits, 0u);  // the injected loss happened and was recovered from
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "dataplane/zebra_layout.hpp"
 #include "core/rng.hpp"
@@ -70,15 +71,41 @@ exp::SparseSettings small(const std::string& scheme, unsigned workers = 4) {
 // and nothing leaks (packets, registers, CPU/PS copies).
 TEST(Zebra, ExactUnderLossDuplicationReordering) {
   ZipfSource src(20000, 6, 3, 1500);
+  // What the source pushes, per iteration: pairs, and the union of keys
+  // (the sums every worker must receive).
+  std::vector<uint64_t> pairs(3, 0), union_keys(3, 0);
+  uint64_t all_pairs = 0;
+  for (unsigned it = 0; it < 3; ++it) {
+    std::set<uint64_t> u;
+    for (unsigned w = 0; w < 6; ++w) {
+      const auto ks = src.keys(it, w);
+      pairs[it] += ks.size();
+      u.insert(ks.begin(), ks.end());
+    }
+    union_keys[it] = u.size();
+    all_pairs += pairs[it];
+  }
   for (const char* scheme : {"zebra", "ps-lite"}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(testing::Message() << scheme << " seed " << seed);
       auto s = small(scheme, 6);
       s.seed = seed;
       s.link.loss = s.link.dup = s.link.reorder = 0.01;
       s.cpu_rto = 200 * kUs;
       s.cpu_delay = 20 * kUs;
       exp::SparseRun r;
-      ASSERT_NO_THROW(r = exp::run_sparse(s, src)) << scheme << " seed " << seed;
+      // run_sparse throws on the first wrong or missing sum, or on a leak.
+      ASSERT_NO_THROW(r = exp::run_sparse(s, src));
+      EXPECT_EQ(r.pairs, all_pairs);
+      ASSERT_EQ(r.iters.size(), 3u);
+      for (unsigned it = 0; it < 3; ++it) {
+        EXPECT_EQ(r.iters[it].pairs, pairs[it]) << "iteration " << it;
+        EXPECT_EQ(r.iters[it].union_keys, union_keys[it]) << "iteration " << it;
+      }
+      // The injected faults happened and were recovered from: lost packets
+      // were sent again, and duplicates reached someone who recognised them.
+      EXPECT_GT(r.workers.retransmits, 0u);
+      EXPECT_GT(r.sw.duplicates + r.ps.duplicates + r.workers.dup_results, 0u);
     }
   }
 }
@@ -298,6 +325,38 @@ TEST(Zebra, HotSetUpdateMidTrainingLosesNoGradient) {
   ASSERT_GT(only_new, 0u);
   EXPECT_EQ(skew.sw.kv_to_ps, only_new);
   EXPECT_EQ(skew.sw.kv_aggregated + skew.sw.kv_to_ps, skew.hot_pairs);
+}
+
+// The switch's table comes from its admission's agreement on the workers'
+// hot-set lists: a worker whose list lacks a key, or ranks two keys the other
+// way, makes the run fail with the admission's reason; a worker submitting
+// the control plane's list unchanged runs exactly as without the hook.
+TEST(Zebra, SwitchInstallsOnlyAHotSetEveryWorkerAgreesOn) {
+  ZipfSource src(20000, 4, 2, 1000);
+  auto s = small("zebra");
+  s.iterations = 2;
+  s.hot_keys = 500;
+  const auto plain = exp::run_sparse(s, src);
+  s.hot_list = [](unsigned, std::vector<uint64_t>&) {};
+  const auto same = exp::run_sparse(s, src);
+  EXPECT_EQ(same.sw.kv_aggregated, plain.sw.kv_aggregated);
+  EXPECT_EQ(same.sw.kv_aggregated, plain.hot_pairs);
+  EXPECT_EQ(same.events, plain.events);
+  auto refused = [&](const std::function<void(unsigned, std::vector<uint64_t>&)>& change) -> std::string {
+    s.hot_list = change;
+    try {
+      exp::run_sparse(s, src);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(not refused)";
+  };
+  EXPECT_EQ(refused([](unsigned r, std::vector<uint64_t>& k) { if (r == 2) k.pop_back(); }),
+            "sparse run zebra: the hot-set lists differ: worker rank 2 sent 499 keys from iteration 0, rank 0 500 keys "
+            "from iteration 0");
+  EXPECT_EQ(refused([](unsigned r, std::vector<uint64_t>& k) { if (r == 3) std::swap(k[0], k[1]); }),
+            "sparse run zebra: the hot-set lists differ: worker rank 3 sent 500 keys from iteration 0, rank 0 500 keys "
+            "from iteration 0");
 }
 
 // Measured iterations that start later in training (after profiling ones):
