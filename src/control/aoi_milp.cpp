@@ -953,8 +953,9 @@ std::vector<double> warm_start(const Milp& m, const Instance& inst, const Horizo
   warm.assign(m.md.cost.size(), 0.0);
   warm[m.t_col] = h.ub;
   const PortsByTs P = aoi_state(inst, start, T);
-  for (auto& [pr, pc] : m.pairs)
+  for (auto& [pair, pc] : m.pairs)
     for (unsigned ts = 1; ts <= T; ++ts) {
+      const auto& pr = pair;  // clang 14 lets no lambda capture a structured binding
       auto at = [&](unsigned t) {
         const auto it = P[t].find(pr);
         return it == P[t].end() ? 0 : it->second;
