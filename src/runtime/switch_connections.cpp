@@ -47,6 +47,12 @@ void SwitchDaemon::Impl::close_visitor(Conn& c, const std::string& why) {
     c.ch.send({{"op", "error"}, {"message", why}});
   } catch (const std::exception&) {
   }
+  // Input left unread makes close() send a reset, which can discard the
+  // error line before the peer has read it: take what has arrived (at most
+  // 1 MiB, non-blocking) so that the close is an orderly end of stream.
+  char sink[16 << 10];
+  for (int i = 0; i < 64 && ::recv(c.ch.fd(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
   drop(c, "was closed by a connection limit");
 }
 
