@@ -173,7 +173,7 @@ TEST(CongestionWindow, FixedWindowIgnoresAcksAndSignals) {
   EXPECT_FALSE(w.allows(64));
 }
 
-TEST(CongestionWindow, BackedOffRtoDoublesUpToTheCeiling) {
+TEST(CongestionWindow, BackedOffTimeoutDoublesUpToTheCeiling) {
   EXPECT_EQ(backed_off_rto(100, 0, 1000), 100);
   EXPECT_EQ(backed_off_rto(100, 3, 1000), 800);
   EXPECT_EQ(backed_off_rto(100, 4, 1000), 1000);
