@@ -47,12 +47,6 @@ void SwitchDaemon::Impl::close_visitor(Conn& c, const std::string& why) {
     c.ch.send({{"op", "error"}, {"message", why}});
   } catch (const std::exception&) {
   }
-  // Input left unread makes close() send a reset, which can discard the
-  // error line before the peer has read it: take what has arrived (at most
-  // 1 MiB, non-blocking) so that the close is an orderly end of stream.
-  char sink[16 << 10];
-  for (int i = 0; i < 64 && ::recv(c.ch.fd(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
-  }
   drop(c, "was closed by a connection limit");
 }
 
@@ -248,6 +242,13 @@ void SwitchDaemon::Impl::drop(Conn& c, const std::string& how) {
     }
   }
   engine->unwatch(fd);
+  // Input left unread makes close() send a reset, which can discard an
+  // error line (a refusal, a limit) before the peer has read it: take what
+  // has arrived (at most 1 MiB, non-blocking) so that the close is an
+  // orderly end of stream.
+  char sink[16 << 10];
+  for (int i = 0; i < 64 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
   if (auto it = per_source.find(c.source); it != per_source.end() && --it->second == 0) per_source.erase(it);
   conns.erase(fd);
   resume_accept();
