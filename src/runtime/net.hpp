@@ -149,6 +149,8 @@ class LineChannel {
   int fd() const { return fd_.get(); }
   bool open() const { return static_cast<bool>(fd_); }
   void close() { fd_.reset(); }
+  // The socket, out of the channel (which is closed after).
+  UniqueFd take_fd() { return std::move(fd_); }
 
   // The longest line this channel takes (at most kMaxLine; a longer one
   // throws LineTooLong before more than max_line + 1 bytes of it are held),

@@ -1,5 +1,7 @@
 // The switch's TCP control connections: accepting them within the
 // ControlLimits, reading their lines, answering and closing them.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,7 +49,7 @@ void SwitchDaemon::Impl::close_visitor(Conn& c, const std::string& why) {
     c.ch.send({{"op", "error"}, {"message", why}});
   } catch (const std::exception&) {
   }
-  drop(c, "was closed by a connection limit");
+  drop(c, "was closed by a connection limit", /*told=*/true);
 }
 
 void SwitchDaemon::Impl::pause_accept() {
@@ -58,6 +60,7 @@ void SwitchDaemon::Impl::pause_accept() {
 }
 
 void SwitchDaemon::Impl::resume_accept() {
+  // Lingering connections make room for newcomers (accept_all).
   if (accepting || conns.size() >= limits.max_connections) return;
   engine->watch(listener.get(), EPOLLIN, [this](uint32_t) { accept_all(); });
   accepting = true;
@@ -69,7 +72,8 @@ void SwitchDaemon::Impl::accept_all() {
     // At the limit a newcomer replaces the oldest visitor; with only members
     // left the listener is not watched (no busy loop on a full switch)
     // until one closes.
-    const bool full = conns.size() >= limits.max_connections;
+    bool full = open_connections() >= limits.max_connections;
+    if (full && end_oldest_linger(nullptr)) full = open_connections() >= limits.max_connections;
     if (full && std::none_of(conns.begin(), conns.end(), [](const auto& kv) { return kv.second->job == nullptr; }))
       return pause_accept();
     sockaddr_in from{};
@@ -85,19 +89,21 @@ void SwitchDaemon::Impl::accept_all() {
       // connection limit. Without one (or out of memory) the pending
       // connection stays in the backlog and the listener stays readable, so
       // it is not watched until a connection closes or the next sweep.
-      if ((err == EMFILE || err == ENFILE) && evict_oldest_visitor(nullptr)) continue;
+      if ((err == EMFILE || err == ENFILE) && (end_oldest_linger(nullptr) || evict_oldest_visitor(nullptr))) continue;
       return pause_accept();
     }
     UniqueFd guard(fd);
+    const int one = 1;  // answers go out whole, not held for an acknowledgement
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const uint32_t src = from.sin_addr.s_addr;
-    if (per_source[src] >= limits.max_per_source && !evict_oldest_visitor(&src)) {
+    if (per_source[src] >= limits.max_per_source && !end_oldest_linger(&src) && !evict_oldest_visitor(&src)) {
       ++limit_counts.refused_per_source;
       const std::string why = fmt::format("{{\"op\":\"error\",\"message\":\"too many connections from {} (at most {} "
                                           "from one address)\"}}\n", Endpoint{from}.ip(), limits.max_per_source);
       [[maybe_unused]] auto r = ::send(fd, why.data(), why.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       continue;
     }
-    if (full && conns.size() >= limits.max_connections) evict_oldest_visitor(nullptr);
+    if (full && open_connections() >= limits.max_connections) evict_oldest_visitor(nullptr);
     auto c = std::make_unique<Conn>();
     c->ch = LineChannel(std::move(guard));
     c->peer = Endpoint{from};
@@ -137,6 +143,10 @@ void SwitchDaemon::Impl::sweep() {
       ++limit_counts.timed_out;
       reject(*it->second, fmt::format("a control line incomplete for {:.1f} s", to_ms(limits.visitor_timeout) / 1000));
     }
+  std::vector<int> over;
+  for (const auto& [fd, l] : lingering)
+    if (now >= l.until) over.push_back(fd);
+  for (int fd : over) end_linger(fd);
   resume_accept();
   log_limits(now);
 }
@@ -228,11 +238,12 @@ void SwitchDaemon::Impl::reject(Conn& c, const std::string& why) {
     c.ch.send({{"op", "error"}, {"message", why}});
   } catch (const std::exception&) {
   }
-  drop(c, "was rejected");
+  drop(c, "was rejected", /*told=*/true);
 }
 
-// Closes a connection; a member leaving a live job that is not finished aborts it.
-void SwitchDaemon::Impl::drop(Conn& c, const std::string& how) {
+// Closes a connection; a member leaving a live job that is not finished
+// aborts it. One `told` why (an error line) lingers until the peer has read it.
+void SwitchDaemon::Impl::drop(Conn& c, const std::string& how, bool told) {
   const int fd = c.ch.fd();
   if (Job* j = c.job) {
     if (live(*j)) {
@@ -242,16 +253,74 @@ void SwitchDaemon::Impl::drop(Conn& c, const std::string& how) {
     }
   }
   engine->unwatch(fd);
-  // Input left unread makes close() send a reset, which can discard an
-  // error line (a refusal, a limit) before the peer has read it: take what
-  // has arrived (at most 1 MiB, non-blocking) so that the close is an
-  // orderly end of stream.
-  char sink[16 << 10];
-  for (int i = 0; i < 64 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  if (told) {
+    linger(c);
+  } else if (auto it = per_source.find(c.source); it != per_source.end() && --it->second == 0) {
+    per_source.erase(it);
   }
-  if (auto it = per_source.find(c.source); it != per_source.end() && --it->second == 0) per_source.erase(it);
   conns.erase(fd);
   resume_accept();
+}
+
+// A socket closed with input unread, or input still arriving, sends a reset,
+// and a reset can make the peer's stack discard the error line it has not
+// read yet. So a connection told why is half-closed instead (the peer reads
+// the line, then the end of stream) and its input is read and discarded
+// until the peer closes, for at most kLingerTime and kLingerBytes: then it is
+// closed whatever the peer does. It still counts against the connection
+// limits, and is the first to go when a newcomer needs room.
+void SwitchDaemon::Impl::linger(Conn& c) {
+  static constexpr Time kLingerTime = 2 * kSec;
+  Lingering l;
+  l.fd = c.ch.take_fd();
+  l.source = c.source;
+  l.until = monotonic_now() + std::min(kLingerTime, limits.visitor_timeout);
+  const int fd = l.fd.get();
+  ::shutdown(fd, SHUT_WR);
+  lingering.emplace(fd, std::move(l));
+  engine->watch(fd, EPOLLIN, [this, fd](uint32_t) { on_lingering(fd); });
+  on_lingering(fd);
+}
+
+void SwitchDaemon::Impl::on_lingering(int fd) {
+  static constexpr size_t kLingerBytes = 256 << 10;
+  auto it = lingering.find(fd);
+  if (it == lingering.end()) return;
+  char sink[16 << 10];
+  for (;;) {
+    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0) {
+      it->second.discarded += static_cast<size_t>(n);
+      if (it->second.discarded <= kLingerBytes) continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      return;
+    }
+    return end_linger(fd);  // the peer closed, failed, or sent too much
+  }
+}
+
+void SwitchDaemon::Impl::end_linger(int fd) {
+  auto it = lingering.find(fd);
+  if (it == lingering.end()) return;
+  engine->unwatch(fd);
+  if (auto s = per_source.find(it->second.source); s != per_source.end() && --s->second == 0) per_source.erase(s);
+  lingering.erase(it);
+  resume_accept();
+}
+
+// Room for a newcomer: the oldest lingering connection (of `source`, or of
+// any address) is closed. False if there is none.
+bool SwitchDaemon::Impl::end_oldest_linger(const uint32_t* source) {
+  int oldest = -1;
+  Time until = 0;
+  for (const auto& [fd, l] : lingering)
+    if ((!source || l.source == *source) && (oldest < 0 || l.until < until)) {
+      oldest = fd;
+      until = l.until;
+    }
+  if (oldest < 0) return false;
+  end_linger(oldest);
+  return true;
 }
 
 std::string SwitchDaemon::Impl::describe(const Conn& c) {

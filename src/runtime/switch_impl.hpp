@@ -96,6 +96,15 @@ struct SwitchDaemon::Impl {
   Endpoint endpoint;
   std::atomic<bool> stopping{false};
   std::unordered_map<int, std::unique_ptr<Conn>> conns;
+  // Connections closed with a reason (an error line), half-closed until the
+  // peer has read it: see linger().
+  struct Lingering {
+    UniqueFd fd;
+    uint32_t source = 0;
+    Time until = 0;
+    size_t discarded = 0;
+  };
+  std::unordered_map<int, Lingering> lingering;
   std::map<uint16_t, std::unique_ptr<Job>> jobs;
   // Regions, node ids, window caps, who may join, hot-set agreement.
   std::optional<schemes::Admission> admission;
@@ -158,7 +167,12 @@ struct SwitchDaemon::Impl {
   void flush(Conn& c);
   void send(Conn& c, const nlohmann::json& m);
   void reject(Conn& c, const std::string& why);
-  void drop(Conn& c, const std::string& how);
+  void drop(Conn& c, const std::string& how, bool told = false);
+  void linger(Conn& c);
+  void on_lingering(int fd);
+  void end_linger(int fd);
+  bool end_oldest_linger(const uint32_t* source);
+  size_t open_connections() const { return conns.size() + lingering.size(); }
   static std::string describe(const Conn& c);
 
   // switch_jobs.cpp

@@ -130,7 +130,7 @@ nlohmann::json SwitchDaemon::Impl::stats() const {
       {"threads", shards.size()}, {"shards", per},
       {"jobs", {{"live", live}, {"pending", pending}, {"finished", jobs_finished}, {"aborted", jobs_aborted},
                 {"aggregators_freed_at_teardown", freed_at_teardown}}},
-      {"control", {{"connections", conns.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures},
+      {"control", {{"connections", conns.size()}, {"lingering", lingering.size()}, {"rejected", joins_rejected}, {"auth_failures", auth_failures},
                    {"refused_per_source", limit_counts.refused_per_source}, {"evicted", limit_counts.evicted},
                    {"timed_out", limit_counts.timed_out}, {"oversized_lines", limit_counts.oversized},
                    {"accept_pauses", limit_counts.accept_pauses}, {"accept_failures", limit_counts.accept_failures},

@@ -452,6 +452,39 @@ TEST(ControlLimits, UnfinishedLongLinesAreClosedAndMemoryStaysBounded) {
   EXPECT_EQ(st["control"]["oversized_lines"], kConns + 1) << st["control"];
 }
 
+// A peer whose line was refused and that goes on sending before it reads:
+// its later bytes arrive at a socket the switch has given up on. Closed
+// outright, that socket answers them with a reset, and a reset discards
+// whatever of the reason is still queued at either end; the switch
+// half-closes and discards them instead, so the peer reads the reason and
+// then an orderly end of stream. Catches: a refusal ended by a reset.
+TEST(ControlLimits, ARefusedPeerStillSendingReadsTheReasonThenTheEnd) {
+  InProcessSwitch sw(limited_switch());
+  UniqueFd fd = raw_connect(sw.d.endpoint());
+  const std::string line((9 << 10), 'a');
+  ASSERT_EQ(::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // refused by now
+  const std::string more((32 << 10), 'b');
+  ASSERT_EQ(::send(fd.get(), more.data(), more.size(), MSG_NOSIGNAL), static_cast<ssize_t>(more.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the switch's answer to them has arrived
+  std::string got;
+  ssize_t n;
+  char buf[4096];
+  while ((n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) got.append(buf, static_cast<size_t>(n));
+  const int err = n < 0 ? errno : 0;
+  EXPECT_NE(got.find("control message longer than 8192 bytes"), std::string::npos) << got.substr(0, 300);
+  EXPECT_EQ(n, 0) << "not an orderly end of stream: " << errno_text(err);
+  int so_error = 0;
+  socklen_t len = sizeof so_error;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
+  EXPECT_EQ(so_error, 0) << "the switch reset the connection: " << errno_text(so_error);
+  fd.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto c = operator_stats(sw.d.endpoint())["control"];
+  EXPECT_EQ(c["lingering"], 0u) << "a connection the peer closed still lingers: " << c;
+  EXPECT_EQ(c["oversized_lines"], 1u) << c;
+}
+
 // Idle and slow connections time out: one that sends nothing, one that
 // trickles a request without ever finishing its line, and a member whose
 // line stays incomplete. Catches: connections held open for as long as the
