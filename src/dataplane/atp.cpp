@@ -23,6 +23,24 @@
 //    pass was its own task's (register `retired_`) came after the result:
 //    dropped, since reserving would hold an aggregator nobody completes.
 //
+// A task split by the pool (ours): a packet that goes around its
+// aggregator (held by another task, or refused by the job's quota), a
+// partial evicted or flushed, or one a PS fetches, leaves the switch while
+// the rest of its task may still arrive. Those later packets can find the
+// aggregator free and reserve it, and that aggregate would wait forever for
+// the ranks that went around (until the workers' retransmission timeout):
+// in a tree, every collision could cost an RTO although nothing was lost.
+// So the switch records which ranks of the task left it: a bypass record,
+// in a register table indexed by a second hash of the task (two registers,
+// key and rank bits, one access per pass). A task reserving an aggregator
+// takes its record: those ranks count as aggregated elsewhere (register
+// `elsewhere_`), the aggregate is complete without them and goes up
+// without them (its bitmap says what it holds; the parent or PS holds the
+// rest), and a late copy of one of them is a duplicate. A record is dropped
+// when its task reserves, or when the task's result passes. A record
+// overwritten by another task's before its own task reserved is counted
+// (bypass_overwritten): that task can stall until a retransmission.
+//
 // Sharing the pool between tenants (ours; off unless configured, see
 // PoolShare::job_quota and reclaim_after): a first transmission of a job
 // holding its quota of aggregators takes none, and goes to the PS as a
@@ -35,6 +53,9 @@
 // the aggregator free or foreign and go to the PS); then the packet finds
 // the aggregator free. In hardware the reclaim is a swap, as DSA's
 // eviction: a second pass (resubmits).
+#include <utility>
+
+#include "core/rng.hpp"
 #include "dataplane/switch.hpp"
 
 namespace ina::dp {
@@ -43,7 +64,8 @@ namespace {
 class AtpSwitch final : public SwitchProgram {
  public:
   AtpSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0) {
+      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0), elsewhere_(n_), bypass_key_(n_, 0),
+        bypass_ranks_(n_) {
     host_sparse_in_pool();
   }
 
@@ -64,26 +86,32 @@ class AtpSwitch final : public SwitchProgram {
         send_to_ps(p, j, flag::kPartial, fx);
         return;
       }
-      if (!(a.bitmap & p->h.bitmap)) {
+      if (!((a.bitmap | elsewhere_[i]) & p->h.bitmap)) {
         accumulate(i, *p);
-        if (full(i, j)) { complete(i, p, j, fx); return; }
+        if (done(i, j)) { complete(i, p, j, fx); return; }
       } else {
         ++st_.duplicates;
       }
       if (!resend) { fx.free(p); return; }
       load_into(i, *p);  // a retransmission means the task is stuck: flush it to the PS
+      record_gone(key, p->h.bitmap | elsewhere_[i]);
       release(i);
       send_to_ps(p, j, flag::kPartial, fx);
       return;
     }
     if (a.key != 0 && reclaimable(i, j)) {
       ++st_.resubmits;
-      const bool done = complete_[i];
+      const bool was_complete = complete_[i];
       const SwitchJob* holder = nullptr;
+      const RankBits gone = elsewhere_[i];
       Packet* r = reclaim(i, fx, holder);
       complete_[i] = 0;
-      if (r && done) fx.free(r);  // the PS has the complete aggregate
-      else if (r) send_to_ps(r, *holder, flag::kPartial | flag::kEvicted, fx);
+      if (r && was_complete) {
+        fx.free(r);  // the PS has the complete aggregate
+      } else if (r) {
+        record_gone(key_of(r->h.job, r->h.psn), r->h.bitmap | gone);
+        send_to_ps(r, *holder, flag::kPartial | flag::kEvicted, fx);
+      }
     }
     if (a.key == 0 && !resend) {
       if (tree && retired_[i] == key) {  // its result passed here already
@@ -93,16 +121,19 @@ class AtpSwitch final : public SwitchProgram {
       }
       if (!may_take(j, i)) {  // the job holds its quota of aggregators
         ++st_.quota_refused;
+        record_gone(key, p->h.bitmap);
         send_to_ps(p, j, flag::kCollision, fx);
         return;
       }
       reserve(i, *p);
       complete_[i] = 0;
-      if (full(i, j)) { complete(i, p, j, fx); return; }
+      elsewhere_[i] = take_record(key) & ~p->h.bitmap;
+      if (done(i, j)) { complete(i, p, j, fx); return; }
       fx.free(p);
       return;
     }
     if (a.key != 0) ++st_.collisions;
+    record_gone(key, p->h.bitmap);
     send_to_ps(p, j, flag::kCollision, fx);
   }
 
@@ -114,10 +145,40 @@ class AtpSwitch final : public SwitchProgram {
     send_to_ps(p, j, flag::kPartial, fx);
   }
 
-  void result_passed(uint32_t i, uint64_t key) override { retired_[i] = key; }
+  // Every rank the switch owes is in the aggregate or went around it.
+  bool done(uint32_t i, const SwitchJob& j) { return (agg(i).bitmap | elsewhere_[i]) == owed(j); }
+
+  uint32_t record_of(uint64_t key) const { return static_cast<uint32_t>(mix(key, 0x9e3779b97f4a7c15ull) % n_); }
+  // Ranks `ranks` of task `key` left this switch without its aggregator.
+  void record_gone(uint64_t key, RankBits ranks) {
+    const uint32_t r = record_of(key);
+    if (bypass_key_[r] == key) {
+      bypass_ranks_[r] |= ranks;
+      return;
+    }
+    if (bypass_key_[r] != 0) ++st_.bypass_overwritten;
+    bypass_key_[r] = key;
+    bypass_ranks_[r] = ranks;
+  }
+  // The ranks of task `key` that went around, taken out of the table.
+  RankBits take_record(uint64_t key) {
+    const uint32_t r = record_of(key);
+    if (bypass_key_[r] != key) return {};
+    bypass_key_[r] = 0;
+    return std::exchange(bypass_ranks_[r], RankBits{});
+  }
+
+  void result_passed(uint32_t i, uint64_t key) override {
+    retired_[i] = key;
+    if (const uint32_t r = record_of(key); bypass_key_[r] == key) bypass_key_[r] = 0;
+  }
+  void fetched(uint32_t i, uint64_t key, RankBits ranks) override { record_gone(key, ranks | elsewhere_[i]); }
 
   std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
   std::vector<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)
+  std::vector<RankBits> elsewhere_;  // register: ranks of the held task that went around this switch
+  std::vector<uint64_t> bypass_key_;     // bypass records (by a second hash of the task): the task, 0 = none
+  std::vector<RankBits> bypass_ranks_;   // and its ranks that left the switch without its aggregator
 };
 
 }  // namespace

@@ -125,6 +125,10 @@ struct SwitchStats {
   uint64_t downgrades = 0;     // aggregator priority halved
   uint64_t resubmits = 0;      // second pipeline passes
   uint64_t duplicates = 0;     // deduplicated by the bitmap
+  // ATP: a record of a task's contributions that left this switch without
+  // its aggregator, overwritten before the task reserved one here (that task
+  // can then complete only through a retransmission).
+  uint64_t bypass_overwritten = 0;
   uint64_t stale = 0;          // packets for a finished phase (isolated) or, in a tree, a task whose result already passed, dropped
   uint64_t resend_served = 0;  // retransmissions answered from a completed slot
   uint64_t fetches = 0, fetch_hits = 0;

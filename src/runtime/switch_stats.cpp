@@ -10,7 +10,7 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
   return {{"data_in", s.data_in}, {"aggregated", s.aggregated}, {"completed", s.completed}, {"to_ps", s.to_ps},
           {"collisions", s.collisions}, {"preempt_won", s.preempt_won}, {"preempt_lost", s.preempt_lost},
           {"downgrades", s.downgrades}, {"resubmits", s.resubmits}, {"duplicates", s.duplicates},
-          {"stale", s.stale}, {"resend_served", s.resend_served}, {"fetches", s.fetches},
+          {"stale", s.stale}, {"bypass_overwritten", s.bypass_overwritten}, {"resend_served", s.resend_served}, {"fetches", s.fetches},
           {"fetch_hits", s.fetch_hits}, {"acks_multicast", s.acks_multicast},
           {"released_by_ack", s.released_by_ack}, {"overflow", s.overflow}, {"malformed", s.malformed},
           {"forwarded", s.forwarded}, {"foreign_data", s.foreign_data}, {"foreign_ack", s.foreign_ack},

@@ -40,6 +40,76 @@ TEST(AtpSwitch, CollisionGoesToPs) {
   EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
+// A task split by a collision: job 1's rank 0 finds the one aggregator
+// held by job 2 and goes to the PS; job 2's result frees it; ranks 1 and 2
+// arrive and reserve it. The switch remembers that rank 0 went around: the
+// aggregate of ranks 1 and 2 is complete without it and goes to the PS,
+// which holds rank 0 already (no timeout needed), and a late copy of rank 0
+// is not added twice. Catches: a split task that waits for an RTO.
+TEST(AtpSwitch, ATaskSplitByACollisionCompletesWithoutTheRankThatWentAround) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 1);
+  add_shared_jobs(*sw);
+  const auto g0 = ramp(64, 1), g1 = ramp(64, -20, 4), g2 = ramp(64, 300, -9), h = ramp(64, 2);
+  sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, h), 0, fx);  // job 2 holds the aggregator
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_TRUE(out[0].h.has(flag::kCollision));
+  EXPECT_EQ(out[0].h.bitmap, 0b001u);
+  sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, ramp(64, 9)), 0, fx);  // job 2 completes
+  ASSERT_EQ(fx.take().size(), 1u);
+  Packet* a = fx.alloc();  // job 2's result passes: the aggregator is free
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = 2;
+  a->h.psn = 7;
+  a->h.src = kPs2;
+  a->h.dst = kMulticast;
+  a->h.nworkers = 2;
+  a->h.bitmap = 0b11;
+  a->h.count = 64;
+  sw->on_packet(a, 0, fx);
+  fx.take();
+  EXPECT_EQ(sw->occupied(), 0u);
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1), 0, fx);
+  EXPECT_TRUE(fx.take().empty());
+  EXPECT_EQ(sw->occupied_by(1), 1u);
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0), 0, fx);  // a late copy of rank 0: already at the PS
+  EXPECT_TRUE(fx.take().empty());
+  sw->on_packet(make_data(fx, 1, 3, 2, 3, 3, g2), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u) << "the aggregate of the ranks that met here goes to the PS";
+  EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_TRUE(out[0].h.has(flag::kPartial));
+  EXPECT_EQ(out[0].h.bitmap, 0b110u);
+  EXPECT_EQ(out[0].v, add(g1, g2));
+  const auto& st = sw->stats();
+  EXPECT_EQ(st.completed, 2u);
+  EXPECT_EQ(st.duplicates, 1u);
+  EXPECT_EQ(st.bypass_overwritten, 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
+// Two tasks go around the same aggregator while it is held, and their
+// bypass records would share a slot: the second overwrites the first and is
+// counted. With one aggregator every record shares one slot of the table
+// (its size is the pool's).
+TEST(AtpSwitch, AnOverwrittenBypassRecordIsCounted) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 1);
+  add_shared_jobs(*sw);
+  sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, ramp(64, 2)), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, ramp(64, 1)), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, ramp(64, 1)), 0, fx);  // the same task: one record
+  EXPECT_EQ(sw->stats().bypass_overwritten, 0u);
+  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, ramp(64, 1)), 0, fx);  // another task
+  EXPECT_EQ(sw->stats().bypass_overwritten, 1u);
+  EXPECT_EQ(fx.take().size(), 3u);
+  EXPECT_EQ(sw->stats().collisions, 3u);
+}
+
 TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
   FakeEffects fx;
   auto sw = make_sw("atp", 4);
@@ -92,12 +162,22 @@ TEST(AtpSwitch, RetransmissionFlushesItsOwnPartialAndNeverReserves) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].h.dst, kPs1);
   EXPECT_EQ(sw->occupied(), 0u);
-  // One finding its own task joins it and flushes the partial to the PS.
+  // One finding its own task flushes the partial to the PS. Rank 1 is at
+  // the PS already (its first retransmission went there, and the switch
+  // recorded it): the partial carries rank 0 alone.
   sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g0), 0, fx);
   sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
   out = fx.take();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].h.dst, kPs1);
+  EXPECT_EQ(out[0].h.bitmap, 0b001u);
+  EXPECT_EQ(out[0].v, g0);
+  EXPECT_EQ(sw->occupied(), 0u);
+  // With nothing gone around, a retransmission joins its task and flushes both.
+  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, g0), 0, fx);
+  sw->on_packet(make_data(fx, 1, 4, 1, 3, 2, g1, 0, flag::kResend), 0, fx);
+  out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].h.bitmap, 0b011u);
   EXPECT_EQ(out[0].v, add(g0, g1));
   EXPECT_EQ(sw->occupied(), 0u);

@@ -604,6 +604,42 @@ TEST(PsCollective, ExactOnDragonflyLeafSpineAndAFile) {
     }
 }
 
+// ATP over aggregation trees whose shards collide in the switches' shared
+// pools (0.25 MiB per worker, the simulator's 5 MiB pools, every ToR INA):
+// nothing is lost, so no worker may wait for a retransmission timeout. A
+// task split by a collision (a rank's packet went around an aggregator that
+// the task's other packets reserved later) used to wait for the RTO: 8, 96
+// and 64 retransmissions on these three trees.
+TEST(PsCollective, AtpTasksSplitByCollisionsInATreeNeedNoTimeout) {
+  topo::Graph testbed =
+      topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/testbed.json").graph;
+  topo::Graph leaf_spine =
+      topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/leaf-spine-2x4x4.json").graph;
+  topo::Graph ft = *topo::generate("fat-tree:4");
+  for (topo::Graph* g : {&testbed, &leaf_spine, &ft})
+    for (topo::NodeId v : g->switches()) {
+      const std::string& n = g->node(v).name;
+      g->set_ina(v, n.rfind("tor", 0) == 0 || n.rfind("leaf", 0) == 0 || n.rfind("edge", 0) == 0, 100);
+    }
+  struct Case {
+    const topo::Graph* g;
+    int n;
+  };
+  for (const Case c : {Case{&testbed, 8}, Case{&leaf_spine, 16}, Case{&ft, 16}}) {
+    SCOPED_TRACE(c.g->name);
+    exp::CollectiveSettings s;
+    s.gradient_mb = 0.25;
+    const Outcome x = run(*c.g, "atp", c.n, s);
+    expect_clean(x);
+    EXPECT_GT(collisions(x), 0u) << "no collision: the case this test is for did not occur";
+    uint64_t overwritten = 0;
+    for (const auto& [id, st] : x.d.switches) overwritten += st.bypass_overwritten;
+    EXPECT_EQ(overwritten, 0u);
+    EXPECT_EQ(x.r.retransmits, 0u);
+    EXPECT_EQ(x.r.timeouts, 0u);
+  }
+}
+
 // Jobs beyond 64 workers (worker bitmaps are RankBits, 128 ranks): the
 // dragonfly 4,9,2 with every one of its 72 hosts a worker, every router INA
 // (ATP) or none (PS). Ranks 64-71 live in the bitmaps' second word; a PS or
