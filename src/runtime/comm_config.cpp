@@ -1,6 +1,7 @@
 // CommConfig: validation and loading from TOML and INA_* environment
 // variables. One table of settings serves both sources, so a key and its
 // variable cannot drift apart.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -259,6 +260,10 @@ CommConfig CommConfig::from_env(CommConfig base) {
   for (const auto& s : kSettings)
     if (const char* v = std::getenv(s.env)) s.set(base, v, s.env);
   return base;
+}
+
+double window_packets(double kb, size_t datagram_bytes) {
+  return std::max(1.0, std::floor(kb * 1024 / static_cast<double>(datagram_bytes)));
 }
 
 }  // namespace ina

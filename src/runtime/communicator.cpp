@@ -214,9 +214,8 @@ struct Communicator::Impl {
 
   // The initial and largest send windows in packets of `pkt_bytes`.
   std::pair<double, double> windows(size_t pkt_bytes) const {
-    const double b = static_cast<double>(pkt_bytes);
-    const double init = std::max(1.0, std::floor(cfg.window_kb * 1024 / b));
-    return {init, std::max(init, std::floor(cfg.max_window_kb * 1024 / b))};
+    const double init = window_packets(cfg.window_kb, pkt_bytes);
+    return {init, std::max(init, window_packets(cfg.max_window_kb, pkt_bytes))};
   }
 
   std::string where() const {

@@ -63,6 +63,14 @@ struct NonFiniteError : RuntimeError {
 enum class ScaleMode { Agree, Fixed };
 enum class ReduceOp { Sum, Average };
 
+// A worker's initial send window (DSA §III-D: 60 KB), in bytes whatever the
+// datagram size: the simulator's 196 packets of 306 B. Counted in packets
+// instead, it would be 1.6 MB of 8 KiB datagrams, past the queues of the
+// emulated clusters' links.
+inline constexpr double kDefaultWindowKb = 60;
+// A window of `kb` KiB in packets of `datagram_bytes` bytes (at least one).
+double window_packets(double kb, size_t datagram_bytes);
+
 struct CommConfig {
   std::string switch_addr = "127.0.0.1:7700";  // `ina switch` (UDP data and TCP control)
   std::string bind_ip;          // local UDP address; empty: the one that reaches the switch
@@ -77,7 +85,7 @@ struct CommConfig {
   uint32_t priority = 1u << 16; // DSA preemption priority of this worker's packets (higher wins)
   ScaleMode scale_mode = ScaleMode::Agree;
   double fixed_scale = 0;       // ScaleMode::Fixed
-  double window_kb = 60;        // initial send window (DSA §III-D: 60 KB)
+  double window_kb = kDefaultWindowKb;  // initial send window
   double max_window_kb = 8192;
   // The engine profile (host/profile.hpp) these four come from: `runtime` by
   // default; key `profile` / INA_PROFILE selects another one first, and the

@@ -22,6 +22,7 @@
 #include "host/ring.hpp"
 #include "host/ring_failover.hpp"
 #include "host/profile.hpp"
+#include "runtime/communicator.hpp"
 #include "host/ps.hpp"
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
@@ -211,7 +212,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   for (size_t q = 0; q < L.racks.size(); ++q) w.switches.push_back(L.tor_id(q));
   w.payload_values = L.payload;
   w.min_rto = std::max(w.min_rto, cfg.min_rto);
-  if (cfg.window_kb > 0) w.init_window = std::max(1.0, cfg.window_kb * 1000 / (4.0 * L.payload + 50));
+  w.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
   host::WorkerNode node(w);
   node.set_id(w.self);
   auto tensor = std::make_shared<host::SyntheticTensor>(mix(cfg.seed, 0x7a11 + L.job), cfg.rank, static_cast<unsigned>(n));
@@ -241,6 +242,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
                         {"bytes", cfg.bytes}, {"iterations", cfg.iterations}, {"verified", tensor->checked()},
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
                         {"iteration_seconds", iters}, {"done", node.completed() >= cfg.iterations},
+                        {"initial_window_packets", node.transport().config().init_window},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", {{"retransmits", st.retransmits}}}, {"worker", worker_stats_json(st)},
@@ -726,7 +728,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   rc.region = L.region();
   rc.allgather_from_zero = ina;
   rc.min_rto = cfg.min_rto;
-  if (cfg.window_kb > 0) rc.init_window = std::max(1.0, cfg.window_kb * 1000 / (4.0 * L.payload + 50));
+  rc.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
   rc.seed = mix(cfg.seed, cfg.rank);
   host::RingEndpoint ep(std::move(rc));
   ep.set_id(RingLayout::worker_id(cfg.rank));
@@ -773,6 +775,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
                         {"bytes", cfg.bytes}, {"iterations", cfg.iterations}, {"verified", tensor->checked()},
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
                         {"iteration_seconds", iters}, {"done", ep.done()}, {"steps_per_allreduce", host::ring_steps(ep.config().stages, ep.config().rank)},
+                        {"initial_window_packets", ep.config().init_window},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", ring_stats_json(st)}, {"engine", eng.stats().to_json()},

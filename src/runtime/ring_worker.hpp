@@ -71,7 +71,7 @@ struct RingWorkerConfig {
   std::string report;        // JSON report file ("" = none)
   double timeout_s = 300;
   Time min_rto = 5 * kMs;    // the ring transport's RTO floor (loopback processes get descheduled for ms)
-  double window_kb = 0;      // initial send window (0: host::RingConfig's, 196 packets)
+  double window_kb = 0;      // initial send window (0: kDefaultWindowKb, in bytes whatever the payload)
   bool log = true;
   // Failures (Rina §IV-C; ring schemes RAR and Rina, see "Failures" above).
   double fail_detect_ms = 0; // > 0: heartbeats; a rank whose heartbeat has not changed for this long has failed

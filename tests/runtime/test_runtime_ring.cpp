@@ -92,6 +92,7 @@ TEST_P(RingOverUdp, ExactAndNothingLeftAfterTheJob) {
     EXPECT_EQ(w["packets_in_use"], 0) << "rank " << w["rank"];
     EXPECT_EQ(w["stats"]["transport"]["foreign"], 0);
     EXPECT_EQ(w["stats"]["transport"]["malformed"], 0);
+    EXPECT_EQ(w["initial_window_packets"], 210) << "60 KB of 292-byte datagrams, rank " << w["rank"];
     lost += w["stats"]["engine"]["fault_lost"].get<uint64_t>();
     duplicated += w["stats"]["engine"]["fault_duplicated"].get<uint64_t>();
     reordered += w["stats"]["engine"]["fault_reordered"].get<uint64_t>();
@@ -198,6 +199,10 @@ TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
       EXPECT_EQ(w["packets_in_use"], 0) << "rank " << r;
       EXPECT_EQ(w["stats"]["transport"]["foreign"], 0);
       EXPECT_EQ(w["stats"]["transport"]["malformed"], 0);
+      // The 60 KB window in bytes: 210 datagrams of 36 + 4 x 64 bytes (not
+      // the simulator's 196 packets, whatever their size: 1.6 MB of 8 KiB
+      // datagrams, which overflowed the emulated cluster's queues).
+      EXPECT_EQ(w["initial_window_packets"], 210) << "rank " << r;
       retransmits += w["stats"]["worker"]["retransmits"].get<uint64_t>();
     }
     const auto& ps = job["workers"][4];
