@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@ struct RinaArgs {
   ina::control::rina::TimeParams tp{.gradient_mb = 0};  // gradient_mb 0: the BOM's pure bandwidth only
   uint32_t packet_bytes = 256;
   bool vs_sim = false;
+  std::string atp_pool = "hashed";  // --vs-sim: PS-based INA's pool (exp::CollectiveSettings::atp_pool)
   std::vector<std::string> schemes = {"ps", "atp", "rar", "h-ar", "rina"};
   uint64_t seed = 1;
 };
@@ -74,6 +76,8 @@ std::vector<SimRow> bom_vs_sim(const topo::Graph& g, const std::vector<topo::Nod
   st.link_delay_us = tp.link_delay_us;
   st.init_window_kb = tp.window_kb;
   st.ina_gbps = tp.ina_gbps;
+  st.rina_transport = tp.rina_transport == host::RinaTransport::Aimd ? "aimd" : "paper";
+  st.atp_pool = a.atp_pool;
   st.straggler_sigma_us = tp.straggler_sigma_us;
   st.straggler_k_us = tp.straggler_k_us;
   std::vector<SimRow> rows;
@@ -315,8 +319,17 @@ Runner register_plan_rina(CLI::App& plan) {
       ->check(Finite(0, 1e6, false, "microseconds"));
   r->add_option("--window-kb", rargs->tp.window_kb, "transport window (default 60, the ring's initial window)")
       ->check(Finite(0, 1e6, true, "KB"));
-  r->add_option("--ina-gbps", rargs->tp.ina_gbps, "Rina: members' rate to an INA ToR (default 0: line rate)")
+  r->add_option("--ina-gbps", rargs->tp.ina_gbps,
+                "Rina: members' rate to an INA ToR (default 0: 20, the paper's full speed, with --rina-transport "
+                "paper; not paced with aimd)")
       ->check(Finite(0, 1e6, false, "Gbps"));
+  r->add_option("--rina-transport", rargs->tp.rina_transport,
+                "Rina's transport: paper (default; §IV-C: paced ScatterReduce, AllGather from one packet) or aimd "
+                "(the plain ring AIMD, unpaced unless --ina-gbps)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, host::RinaTransport>{{"paper", host::RinaTransport::Paper},
+                                                     {"aimd", host::RinaTransport::Aimd}},
+          CLI::ignore_case));
   r->add_option("--straggler-sigma-us", rargs->tp.straggler_sigma_us, "Eq. 1: per-send delay ~ N(k/N, sigma^2), sigma")
       ->check(Finite(0, 1e6, false, "microseconds"));
   r->add_option("--straggler-k-us", rargs->tp.straggler_k_us, "Eq. 1: its k")->check(Finite(0, 1e9, false, "microseconds"));
@@ -326,6 +339,10 @@ Runner register_plan_rina(CLI::App& plan) {
   r->add_option("--schemes", rargs->schemes, "--vs-sim: schemes to compare (default ps,atp,rar,h-ar,rina)")
       ->delimiter(',');
   r->add_option("--seed", rargs->seed, "--vs-sim: simulator seed (default 1)");
+  r->add_option("--atp-pool", rargs->atp_pool,
+                "--vs-sim: ATP's aggregator pool, hashed (default: Hash(job, PSN), shards collide) or contiguous "
+                "(a region per PS shard, the Rina paper's no-memory-bottleneck setting)")
+      ->check(CLI::IsMember({"hashed", "contiguous"}));
   return [r, rargs] { return r->parsed() ? guarded([&] { return run_rina(*rargs, *r); }) : -1; };
 }
 

@@ -1,9 +1,12 @@
 #include "cluster/cluster.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "schemes/admission.hpp"
 
 namespace ina::cluster {
 
@@ -185,16 +188,46 @@ ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<std::vector
 
 bool ShardedPsCluster::runs_program(NodeId v) const { return std::binary_search(ina_.begin(), ina_.end(), v); }
 
+void ShardedPsCluster::provision(const schemes::Scheme& scheme, const Provision& p) {
+  // The addressing changes the scheme's memory rule only where its jobs share a pool.
+  const bool regions = schemes::memory_of(scheme, p.pool) != schemes::memory_of(scheme);
+  pool_ = regions ? dp::PoolAddressing::Contiguous : dp::PoolAddressing::Hashed;
+  window_cap_ = 0;
+  if (regions) {
+    const schemes::Admission a(schemes::Admission::config_of(scheme, p.fewest_aggregators,
+                                                             static_cast<unsigned>(shards()), 1, pool_));
+    if (const std::string e = a.memory_error(); !e.empty()) throw std::invalid_argument(e);
+    window_cap_ = a.window_cap();
+  }
+  ina_gbps_ = p.ina_gbps;
+}
+
 std::unique_ptr<dp::SwitchProgram> ShardedPsCluster::make_switch(const schemes::Scheme& scheme, NodeId sw,
                                                                  const dp::SwitchConfig& cfg) const {
   if (!runs_program(sw)) throw std::logic_error(fmt::format("ShardedPsCluster: node {} is not an INA switch", sw));
-  auto prog = scheme.make_switch(cfg);
+  dp::SwitchConfig c = cfg;
+  c.pool = pool_;
+  auto prog = scheme.make_switch(c);
+  // Contiguous: shard k's region on this switch, from the one admission rule.
+  std::optional<schemes::Admission> regions;
+  if (pool_ == dp::PoolAddressing::Contiguous) {
+    regions.emplace(schemes::Admission::config_of(scheme, prog->aggregators(), static_cast<unsigned>(shards()), 1,
+                                                  pool_));
+    if (const std::string e = regions->memory_error(); !e.empty()) throw std::invalid_argument(e);
+  }
   for (size_t k = 0; k < trees_.size(); ++k) {
     const ShardTree& t = trees_[k];
     dp::SwitchJob j;
     j.job = job_of(k);
     j.workers = jobs_[job_index_[k]];
     j.ps = t.ps;
+    if (regions) {
+      auto answer = regions->admit({j.job, j.workers, j.ps, std::nullopt});
+      if (auto* no = std::get_if<schemes::Admission::Refusal>(&answer)) throw std::invalid_argument(no->reason);
+      const schemes::Admission::Grant& g = std::get<schemes::Admission::Grant>(answer);
+      j.region_offset = g.region_offset;
+      j.region_size = g.region_size;
+    }
     if (const ShardTree::Entry* e = t.find(sw); e && e->parent != kNoNode) {
       j.parent = e->parent;
       j.agg_mask = e->subtree;
@@ -218,7 +251,14 @@ host::WorkerConfig ShardedPsCluster::worker(size_t shard, size_t rank, host::Wor
   w.aggregator = t.first.at(rank);
   w.ps = t.ps;
   w.switches = ina_;  // a result passing an INA switch leaves it as that switch's packet
-  w.window_cap = 0;
+  w.window_cap = window_cap_;
+  if (ina_gbps_ > 0 && runs_program(w.aggregator)) {
+    // The host's share of the rate: its transports (shards of its job) whose first hop is an INA switch.
+    const size_t first = first_.at(job_index_[shard]);
+    size_t to_ina = 0;
+    for (size_t k = first; k < first + workers.size(); ++k) to_ina += runs_program(trees_[k].first.at(rank));
+    w.rate_gbps = ina_gbps_ / static_cast<double>(to_ina);
+  }
   return w;
 }
 

@@ -145,13 +145,37 @@ class ShardedPsCluster {
   const std::vector<NodeId>& ina_switches() const { return ina_; }
   bool runs_program(NodeId v) const;
 
+  // How the INA switches are provisioned for `scheme` (the Rina paper's
+  // §VI-A4: INA switches without a memory bottleneck, aggregating as fast as Rina's).
+  struct Provision {
+    // Contiguous, for a scheme whose jobs share a pool (schemes::memory_of):
+    // every INA switch gives shard k the k-th of shards() equal contiguous
+    // regions of its aggregators (schemes::Admission, Memory::Regions, one
+    // pool) and every transport's window is capped at the region of the
+    // switch with the fewest aggregators (`fewest_aggregators`), so no two
+    // tasks meet at an aggregator. Hashed (or another scheme): the scheme's own memory.
+    dp::PoolAddressing pool = dp::PoolAddressing::Hashed;
+    size_t fewest_aggregators = 0;
+    // > 0: a host paces what it sends to INA switches at this rate in all,
+    // as a Rina member paces what it sends to its INA ToR (host/ring.hpp),
+    // split equally over its transports whose first hop is an INA switch.
+    double ina_gbps = 0;
+  };
+  // Applies to the programs and transports made from then on (throws
+  // std::invalid_argument if the regions do not fit).
+  void provision(const schemes::Scheme& scheme, const Provision& p);
+  // The window cap provision() gave every transport (0: none).
+  uint32_t window_cap() const { return window_cap_; }
+
   // The scheme's program for INA switch `sw`: every shard registered with
-  // its tree level here (a shard whose tree misses `sw`: no parent), every
+  // its tree level here (a shard whose tree misses `sw`: no parent), and its
+  // region with a contiguous pool (cfg.pool is the provisioned one), every
   // other INA switch a peer.
   std::unique_ptr<dp::SwitchProgram> make_switch(const schemes::Scheme& scheme, NodeId sw,
                                                  const dp::SwitchConfig& cfg) const;
   // Worker `rank` (of the shard's job)'s transport for `shard` over `base`:
-  // gradients to its first hop on the tree, results accepted from the PS and every INA switch.
+  // gradients to its first hop on the tree, results accepted from the PS and
+  // every INA switch, the provisioned window cap and pacing rate.
   host::WorkerConfig worker(size_t shard, size_t rank, host::WorkerConfig base = {}) const;
   // The PS of `shard` over `base`; its reminder fetches from the INA switches of the tree.
   host::PsConfig ps(size_t shard, host::PsConfig base = {}) const;
@@ -161,6 +185,9 @@ class ShardedPsCluster {
   std::vector<size_t> first_, job_index_;
   std::vector<NodeId> ina_;
   std::vector<ShardTree> trees_;
+  dp::PoolAddressing pool_ = dp::PoolAddressing::Hashed;  // provision(): the INA switches' addressing
+  uint32_t window_cap_ = 0;
+  double ina_gbps_ = 0;
 };
 
 }  // namespace ina::cluster

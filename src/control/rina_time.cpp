@@ -26,6 +26,7 @@ struct Transfer {
   double start = 0;         // offset before the packets leave (Rina's pull)
   uint64_t packets = 0;
   bool slow_start = false;
+  double window = 0;        // packets (0: the transport window W)
   bool paced = false;       // Rina members -> ToR at ina_gbps
 };
 
@@ -43,6 +44,7 @@ class Model {
   }
 
   double wire() const { return b_; }
+  double window() const { return w_; }
   uint64_t packets(uint64_t values) const { return (values + p_.payload_values - 1) / p_.payload_values; }
   std::vector<ArcId> path(NodeId a, NodeId b) const { return a == b ? std::vector<ArcId>{} : routing_.path(a, b); }
 
@@ -69,7 +71,7 @@ class Model {
     const double s = 8 * b_ / rate;
     bw = static_cast<double>(t.packets - 1) * s;
     const auto P = static_cast<double>(t.packets);
-    double sent = 0, at = 0, win = t.slow_start ? 1 : w_;
+    double sent = 0, at = 0, win = t.slow_start ? 1 : t.window > 0 ? t.window : w_;
     for (;;) {
       if (win * s >= t.rtt || sent + win >= P) return t.start + at + (P - 1 - sent) * s + t.rtt;
       sent += win;
@@ -88,7 +90,7 @@ class Model {
       for (const Transfer& t : st.transfers) {
         double rate = std::numeric_limits<double>::infinity();
         for (const ArcId a : t.arcs) rate = std::min(rate, g_.arc_gbps(a) * 1e9 / load[a]);
-        if (t.paced && p_.ina_gbps > 0) rate = std::min(rate, p_.ina_gbps * 1e9);
+        if (t.paced && rina_pace_gbps(p_) > 0) rate = std::min(rate, rina_pace_gbps(p_) * 1e9);
         double bw = 0;
         const double x = transfer_time(t, rate, bw);
         if (x > worst) {
@@ -209,7 +211,7 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
     f.t0 = -1;
     f.rate = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < f.t.arcs.size(); ++i) f.rate = std::min(f.rate, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.load[i]);
-    if (f.t.paced && p.ina_gbps > 0) f.rate = std::min(f.rate, p.ina_gbps * 1e9);
+    if (f.t.paced && rina_pace_gbps(p) > 0) f.rate = std::min(f.rate, rina_pace_gbps(p) * 1e9);
     f.dur = m.transfer_time(f.t, f.rate, f.bw);
   }
   const size_t n = workers.size();
@@ -355,6 +357,10 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       f.t.slow_start = true;
     } else {
       to_group({}, from, gr[(i + 1) % G]);
+      if (r && p.rina_transport == host::RinaTransport::Paper) {
+        if (s < x.members.size()) f.t.slow_start = true;  // this member's first
+        else f.t.window = std::max(m.window(), static_cast<double>(pk) + 1);  // its first's slow start went on
+      }
     }
     return add(std::move(f));
   };
@@ -512,6 +518,8 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
 }
 
 }  // namespace
+
+double rina_pace_gbps(const TimeParams& p) { return host::rina_pace_gbps(p.ina_gbps, p.rina_transport); }
 
 double expected_max_normal(int n) {
   if (n < 1) throw BomError(fmt::format("expected_max_normal: n must be >= 1, got {}", n));

@@ -40,9 +40,15 @@
 //    additive increase over one collective is ignored): if W b / r >= R the
 //    window covers the pipe and the transfer takes (P - 1) b / r + R;
 //    otherwise it sends W packets per round trip;
-//  - the first AllGather send of a Rina rack (its agent's) starts from one
-//    packet and doubles per round trip (§IV-C "starts from zero", slow
-//    start) until the window covers the pipe; later sends use the window;
+//  - Rina's transport (host::RinaTransport, as the simulator's endpoints):
+//    "paper": a Rina rack's ScatterReduce is paced at ina_gbps, 0 meaning
+//    host::kRinaFullSpeedGbps (20); each INA rack worker's first AllGather
+//    send (the agent's broadcast, each member's first forward) starts from
+//    one packet and doubles per round trip (§IV-C "starts from zero", slow
+//    start) until the window covers the pipe; a member's later AllGather
+//    send goes on with the window its slow start reached (1 + its packets).
+//    "aimd": paced only if ina_gbps > 0; only the agent's broadcast is
+//    slow-started; later sends use the window;
 //  - a Rina ScatterReduce step starts with the agent's pull (agent -> ToR
 //    -> members, two links of an acknowledgement-sized packet) before the
 //    members' packets reach the ToR.
@@ -92,6 +98,7 @@
 #include <vector>
 
 #include "control/rina_bom.hpp"
+#include "host/ring.hpp"
 #include "schemes/collective.hpp"
 #include "topo/graph.hpp"
 
@@ -104,7 +111,8 @@ struct TimeParams {
   uint32_t ack_bytes = 64;       // acknowledgement / pull on the wire (the simulator's minimum packet)
   double link_delay_us = 1;      // propagation per link
   double window_kb = 60;         // transport window (the ring's initial window)
-  double ina_gbps = 0;           // Rina: members' rate to the ToR (0: line rate)
+  double ina_gbps = 0;           // Rina: members' rate to the ToR (0: see rina_transport)
+  host::RinaTransport rina_transport = host::RinaTransport::Paper;
   double straggler_sigma_us = 0;  // Eq. 1: per-send delay ~ N(k / N, sigma^2)
   double straggler_k_us = 0;
 };
@@ -124,6 +132,9 @@ struct TimeResult {
   int sharing_rounds = 0;
   bool sharing_converged = true;
 };
+
+// The rate Rina's members pace their ScatterReduce to the ToR at (Gbps; 0: not paced).
+double rina_pace_gbps(const TimeParams& p);
 
 // Throws BomError for a bad job (as the BOM), a collective it has no model
 // for (None), bad parameters, or H-AR with unequal racks.

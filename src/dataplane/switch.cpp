@@ -88,6 +88,7 @@ void SwitchProgram::validate_job(const SwitchJob& j) const {
   if (j.priority_min > j.priority_max)
     throw std::invalid_argument(fmt::format("switch: job {} has an empty priority range {}..{}", j.job,
                                             j.priority_min, j.priority_max));
+  if (cfg_.pool == PoolAddressing::Contiguous) check_region(j, 1);  // index_of addresses the job's region only
   check_job(j);
 }
 
@@ -246,6 +247,8 @@ int SwitchProgram::task_type(uint16_t job, uint32_t psn) const {
 const SwitchJob* SwitchProgram::job_of(uint16_t job) const { return job < jobs_.size() ? jobs_[job].get() : nullptr; }
 
 uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {
+  // Contiguous: the job's own region (validate_job checked it), PSN mod its size.
+  if (cfg_.pool == PoolAddressing::Contiguous) return j.region_offset + psn % j.region_size;
   // Hash(JobID, PSN): stands in for the switch's CRC unit.
   return static_cast<uint32_t>(splitmix64(key_of(j.job, psn)) % n_);
 }

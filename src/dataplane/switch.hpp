@@ -67,6 +67,13 @@ struct PoolShare {
   Time reclaim_after = 0;
 };
 
+// Where a shared-pool program (ATP, DSA) keeps task (job, PSN).
+enum class PoolAddressing : uint8_t {
+  Hashed,      // Hash(job, PSN) over the whole pool: tasks of different jobs may collide (the papers')
+  Contiguous,  // a contiguous region per job (SwitchJob::region_offset/size): region_offset + PSN % region_size
+               // (the Rina paper's §V allocation; schemes::Admission gives the regions)
+};
+
 // What a switch program is built with: the fields every program reads, and
 // one member per scheme with that scheme's own settings, declared beside its
 // program (a program reads only its own). Which program (scheme) is not part
@@ -78,6 +85,7 @@ struct SwitchConfig {
   uint64_t seed = 1;
   bool track_tasks = false;       // record per-task preemption outcomes (task_types(); DSA's task types)
   PoolShare share;                // shared-pool programs (ATP, DSA)
+  PoolAddressing pool = PoolAddressing::Hashed;  // shared-pool programs: Contiguous needs a region per job
   DsaConfig dsa;                  // dsa.hpp
   GridConfig grid;                // grid.hpp
   RinaConfig rina;                // rina.hpp

@@ -20,6 +20,10 @@
 #include "host/ring_record.hpp"
 #include "topo/graph.hpp"
 
+namespace ina::sim {
+struct TraceRecord;
+}  // namespace ina::sim
+
 namespace ina::exp {
 
 struct CollectiveSettings {
@@ -37,7 +41,10 @@ struct CollectiveSettings {
   double reorder_delay_us = 5;    // a reordered packet is held ~U(0, this) extra
   double memory_mb = 5;           // aggregator memory per INA switch (MiB)
   std::map<std::string, double> switch_memory_mb;  // per-switch memory (MiB) by switch name, overriding memory_mb
-  double ina_gbps = 0;            // INA aggregation rate cap (Rina's "full speed"; 0 = line rate)
+  // INA aggregation rate cap (Rina's "full speed"): Rina members pace their
+  // ScatterReduce to the ToR at it. 0: under rina_transport "paper",
+  // host::kRinaFullSpeedGbps (20, the paper's Tofino-1 figure); under "aimd", no pacing.
+  double ina_gbps = 0;
   double init_window_kb = 60;
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;      //   its k (mean k/N per ring step)
@@ -45,6 +52,12 @@ struct CollectiveSettings {
   // Rina §IV-C's AllGather slow start: "agent" (the agent's broadcast only,
   // the default) or "rack" (every AllGather send of an INA rack's workers).
   std::string rina_allgather_start = "agent";
+  // Rina §IV-C's transport (host::RinaTransport): "paper" (the default: paced
+  // ScatterReduce with its window carried over and its growth stopping at
+  // full speed, every INA rack worker's AllGather starting from one packet)
+  // or "aimd" (the plain AIMD transport every ring scheme has, unpaced unless
+  // ina_gbps > 0; AllGather slow start only as rina_allgather_start says).
+  std::string rina_transport = "paper";
   double max_sim_ms = 60000;
   // Failures (Rina §IV-C; ring schemes): at `fail_at_ms` the worker of job
   // 0 with rank `fail_rank` stops (-1: none). `fail_detect_ms` later the
@@ -64,7 +77,13 @@ struct CollectiveSettings {
   // a Rina ToR can run (schemes::ring_pool_names(): atp or dsa).
   std::string ring_memory = "region";
   std::string pool_policy = "atp";
+  // PS-based INA's shared pool (ATP, DSA; cluster::ShardedPsCluster::Provision):
+  // "hashed" (Hash(job, PSN) over the pool) or "contiguous" (a region per PS shard).
+  std::string atp_pool = "hashed";
   std::vector<uint32_t> job_priority;     // pool + dsa: per job (empty: 1 each)
+  // Ring families: the simulator's trace sink (sim::Simulator::set_trace;
+  // the golden traces), or none.
+  std::vector<sim::TraceRecord>* trace = nullptr;
 };
 
 struct CollectiveResult {

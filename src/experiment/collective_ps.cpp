@@ -256,7 +256,14 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   const bool ina = scheme.collective == schemes::Collective::PsIna;
   std::vector<std::vector<NodeId>> jobs;
   for (const auto& job : pl.jobs) jobs.emplace_back(job.begin(), job.end());
-  const cluster::ShardedPsCluster cl(g, jobs, ina);
+  cluster::ShardedPsCluster cl(g, jobs, ina);
+  if (s.atp_pool != "hashed" && s.atp_pool != "contiguous")
+    throw std::invalid_argument(fmt::format("atp_pool = '{}' (hashed or contiguous)", s.atp_pool));
+  cluster::ShardedPsCluster::Provision prov;
+  prov.pool = s.atp_pool == "contiguous" ? dp::PoolAddressing::Contiguous : dp::PoolAddressing::Hashed;
+  prov.fewest_aggregators = smallest_memory_bytes(s, g, cl.ina_switches()) / (4ULL * s.payload_values);
+  prov.ina_gbps = s.ina_gbps;
+  cl.provision(scheme, prov);
   const size_t hosts_n = cl.shards();  // host i holds the PS of shard i
   const auto elems = static_cast<uint64_t>(std::llround(s.gradient_mb * workload::kMiB / 4));
   for (const auto& job : jobs)

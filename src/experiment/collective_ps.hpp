@@ -13,8 +13,10 @@
 // other stays on the host. Ps: every switch only forwards. PsIna: the graph's
 // INA switches run the scheme's program and aggregate along each shard's
 // tree (cluster::ShardTree, dataplane/switch.hpp); DSA's workers stamp Eq. 1
-// priorities. `straggler_*` and `fail_*` do not apply (ignored); `ina_gbps`
-// neither (the switches aggregate at line rate). PsFamilyDetail's per-host
+// priorities. `atp_pool` and `ina_gbps` provision the INA switches
+// (cluster::ShardedPsCluster::Provision): a contiguous region per shard, and
+// hosts pacing what they send to INA switches at ina_gbps, as Rina's members
+// do toward their ToR. `straggler_*` and `fail_*` do not apply (ignored). PsFamilyDetail's per-host
 // vectors are by the cluster's shard index (job 0's ranks, then job 1's, ...).
 #include <cstdint>
 #include <functional>

@@ -120,6 +120,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     }
 
   sim::Simulator sim(s.seed, s.payload_values, s.header_bytes);
+  if (s.trace) sim.set_trace(s.trace);
   std::vector<dp::SwitchProgram*> switches;
   std::vector<const sim::Forwarder*> idle;
   auto forwarder = [&] {
@@ -150,7 +151,8 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
               if (std::find(J.racks[q].begin(), J.racks[q].end(), static_cast<uint16_t>(r)) != J.racks[q].end())
                 c.allgather_all_from_zero = J.tors[q] != kNoNode && J.racks[q].size() >= 2;
           }
-          c.ina_gbps = ina ? s.ina_gbps : 0;
+          c.rina_transport = s.rina_transport == "aimd" ? host::RinaTransport::Aimd : host::RinaTransport::Paper;
+          c.ina_gbps = ina ? host::rina_pace_gbps(s.ina_gbps, c.rina_transport) : 0;
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
           c.straggler_mean = static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs);
           c.straggler_sigma = static_cast<Time>(s.straggler_sigma_us * kUs);

@@ -199,6 +199,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.placement = s.placement;
   c.ring_memory = s.ring_memory;
   c.pool_policy = s.pool_policy;
+  c.atp_pool = s.atp_pool;
   if (!s.job_priorities.empty()) {
     for (auto v : split(s.job_priorities, ',')) {
       while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
@@ -234,6 +235,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.straggler_k_us = s.straggler_k_us;
   c.step_barrier = s.step_barrier;
   c.rina_allgather_start = s.rina_allgather_start;
+  c.rina_transport = s.rina_transport;
   c.max_sim_ms = s.max_sim_ms;
   c.fail_rank = s.fail_rank;
   c.fail_at_ms = s.fail_at_ms;

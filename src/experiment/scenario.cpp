@@ -105,6 +105,7 @@ const std::vector<Field>& settings_fields() {
       {"switch.ina_gbps", &Settings::ina_gbps, between(0, 100000, "Gbps; 0 = line rate")},
       {"switch.ring_memory", &Settings::ring_memory, one_of({"region", "pool"})},
       {"switch.pool_policy", &Settings::pool_policy, one_of(schemes::ring_pool_names())},
+      {"atp.pool", &Settings::atp_pool, one_of({"hashed", "contiguous"})},
       {"switch.segments", &Settings::segments},
       {"workload.model", &Settings::model,
        one_of({"A", "B", "mixed", "ResNet50", "VGG16", "InceptionV3", "ResNet101", "BERT-base"})},
@@ -126,6 +127,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.straggler_k_us", &Settings::straggler_k_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.step_barrier", &Settings::step_barrier},
       {"workload.rina_allgather_start", &Settings::rina_allgather_start, one_of({"agent", "rack"})},
+      {"workload.rina_transport", &Settings::rina_transport, one_of({"paper", "aimd"})},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
@@ -547,6 +549,9 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
     fail(origin, "topology.host_ecn",
          "applies to multi-switch topologies; the star's NICs never mark (switch ports do)",
          "true");
+  if (s.atp_pool != "hashed")
+    fail(origin, "atp.pool", "applies to the sharded PSes of PS-based INA on multi-switch topologies, not the star",
+         s.atp_pool);
   if (!s.segments.empty()) {
     for (const auto& name : scheme_names)
       if (!schemes::find(name).segments)

@@ -57,6 +57,8 @@ struct Settings {
   double ina_gbps = 0;                 // switch.ina_gbps (network kinds): INA aggregation rate cap (Rina's "full speed"); 0 = line rate
   std::string ring_memory = "region";  // switch.ring_memory (network kinds, Rina): region (per job, §V) | pool (shared)
   std::string pool_policy = "atp";     // switch.pool_policy (ring_memory = pool): atp | dsa
+  std::string atp_pool = "hashed";     // atp.pool (network kinds, PS-based INA: atp, dsa): hashed (one pool,
+                                       //   Hash(job, PSN)) | contiguous (a region per PS shard, Rina §V, §VI-A4)
   std::string segments;                // switch.segments (star, schemes with segments: p4inc-aoi): "M1:S1,M2:S2,..."
                                        //   each job's segment <MemID, Size> in aggregators (non-overlapping, within
                                        //   the array); "" = the array split equally among the jobs in order
@@ -82,6 +84,7 @@ struct Settings {
   double straggler_k_us = 0;           // workload.straggler_k_us (network kinds): its k
   bool step_barrier = false;           // workload.step_barrier (ring schemes): a job-wide barrier per ring step (host/ring.hpp)
   std::string rina_allgather_start = "agent";  // workload.rina_allgather_start (rina): agent | rack (§IV-C's AllGather slow start)
+  std::string rina_transport = "paper";        // workload.rina_transport (rina): paper | aimd (exp::CollectiveSettings)
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)

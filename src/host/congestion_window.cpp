@@ -13,9 +13,9 @@ bool CongestionWindow::allows(uint64_t inflight, double cap) const {
   return cfg_.partial_packet ? n < w : n + 1 <= w;
 }
 
-void CongestionWindow::on_ack() {
-  if (!cfg_.adaptive) return;
-  cwnd_ = std::min(cfg_.max_window, cwnd_ + (cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_));
+void CongestionWindow::on_ack(double ceiling) {
+  if (!cfg_.adaptive || cwnd_ >= ceiling) return;
+  cwnd_ = std::min({cfg_.max_window, ceiling, cwnd_ + (cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_)});
 }
 
 bool CongestionWindow::on_ecn(Time now, Time srtt, Time sent) {

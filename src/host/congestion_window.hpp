@@ -8,7 +8,10 @@
 // Rules:
 //  - the window starts at init_window (at least one packet);
 //  - an acknowledged packet grows it by 1 below the slow-start threshold and
-//    by 1/cwnd at or above it (one packet per window), up to max_window;
+//    by 1/cwnd at or above it (one packet per window), up to max_window and
+//    up to a ceiling the sender may give with the acknowledgement (a paced
+//    sender's full speed: the window covering its rate over one RTT,
+//    window_covering below); a window at or above that ceiling stays;
 //  - a congestion signal (an ECN echo, a loss, a timeout) halves it (at
 //    least one packet) and sets the threshold to the halved window, unless
 //    the hold-off of the previous decrease is still running: one window's
@@ -65,8 +68,9 @@ class CongestionWindow {
   // bounds the window further (a sender's own limit, e.g. a switch region).
   bool allows(uint64_t inflight, double cap = std::numeric_limits<double>::infinity()) const;
 
-  // One packet acknowledged without a congestion mark.
-  void on_ack();
+  // One packet acknowledged without a congestion mark; the window grows to
+  // at most `ceiling` packets (and never shrinks for it).
+  void on_ack(double ceiling = std::numeric_limits<double>::infinity());
   // Congestion signals, at `now` with the sender's smoothed RTT. Each
   // returns whether the window was halved.
   bool on_ecn(Time now, Time srtt, Time sent);  // an echo for a packet first sent at `sent`
@@ -87,6 +91,14 @@ class CongestionWindow {
   Time last_decrease_ = -kSec;
   Time held_ = 0;  // SrttAtDecrease: the hold-off the last decrease started
 };
+
+// The window (packets of `wire_bytes`) that keeps a sender paced at `gbps`
+// busy over one round trip `rtt`: gbps x rtt / packet size. Window growth
+// beyond it adds queueing, not rate (Rina §IV-C: "ceasing window expansion
+// upon reaching full speed").
+inline double window_covering(double gbps, Time rtt, double wire_bytes) {
+  return gbps * 1e9 * static_cast<double>(rtt) / static_cast<double>(kSec) / (8.0 * wire_bytes);
+}
 
 // A retransmission timeout after `doublings` exponential backoffs, at most `ceiling`.
 inline Time backed_off_rto(Time rto, unsigned doublings, Time ceiling) {

@@ -54,9 +54,11 @@
 // Transport: every shard transfer is reliable on its own: a window of
 // packets (AIMD: halved at most once per RTT on an ECN echo or a loss, a
 // loss seen by RTO or by kDupThresh = 3 later packets completing first, which
-// also resends the packet at once; starting at init_window; AllGather sends start
-// from one packet and grow by slow start until the first echo, as Rina
-// §IV-C lets AllGather start from zero), per-packet acknowledgements from
+// also resends the packet at once; starting at init_window, one window per
+// endpoint, carried from step to step and op to op; AllGather sends may
+// start from one packet and grow by slow start until the first echo, as
+// Rina §IV-C lets AllGather start from zero: which ones, RinaTransport
+// below), per-packet acknowledgements from
 // every receiver the transfer has (a broadcast is done when the rack members
 // and the next group have it), retransmission on an EWMA RTO with backoff
 // (core/rtt_estimator.hpp, the worker transport's estimator), and packets
@@ -148,6 +150,36 @@ std::vector<uint16_t> upstream_of(const std::vector<RingStage>& stages, uint16_t
 // Ring steps one op takes at `rank` (sends + the INA rack's extra steps).
 uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank);
 
+// Rina §IV-C's congestion control, for a Rina rack's sends (ScatterReduce
+// to the own INA ToR, the rack's AllGather sends); autonomous workers, RAR
+// and H-AR never see it.
+enum class RinaTransport : uint8_t {
+  // The paper's: ScatterReduce at "full speed" (paced at ina_gbps, which
+  // the simulator's experiment layer and the time model set by
+  // rina_pace_gbps below), the window carried over from step to step, AIMD
+  // on echoes and losses, its growth stopping where it covers ina_gbps x
+  // srtt ("ceasing window expansion upon reaching full speed"; no ceiling
+  // when not paced); AllGather "starts from zero": every INA rack worker's first
+  // AllGather send of an op starts from one packet in slow start (the
+  // agent's broadcast and each member's first forward), and its later
+  // AllGather sends in that op continue that window (allgather_all_from_zero
+  // still restarts every one).
+  Paper,
+  // The endpoint's plain AIMD: paced only if ina_gbps > 0, growth up to
+  // max_window, and AllGather slow start only where allgather_from_zero /
+  // allgather_all_from_zero say.
+  Aimd,
+};
+// "Full speed" of Rina §IV-C, footnote 1: a Tofino-1 with 100G ports
+// aggregates at about 20 Gbps.
+inline constexpr double kRinaFullSpeedGbps = 20;
+// The rate a Rina rack's members pace their ScatterReduce to the ToR at
+// (Gbps; 0: not paced): `ina_gbps` if set, else full speed under Paper.
+inline double rina_pace_gbps(double ina_gbps, RinaTransport t) {
+  if (ina_gbps > 0) return ina_gbps;
+  return t == RinaTransport::Paper ? kRinaFullSpeedGbps : 0;
+}
+
 struct RingConfig {
   uint16_t job = 1;
   uint16_t rank = 0;
@@ -164,6 +196,7 @@ struct RingConfig {
   bool allgather_from_zero = false;
   bool allgather_all_from_zero = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
+  RinaTransport rina_transport = RinaTransport::Paper;
   uint32_t wire_bytes = 306;      // per full packet, for pacing
   Time min_rto = 200 * kUs;
   Time max_rto = 2 * kSec;  // above any queueing delay a link can build (4 MB at 100 Mbit/s: 335 ms)
@@ -233,6 +266,7 @@ class RingEndpoint final : public Node {
   const RingStats& stats() const { return st_; }
   const std::vector<RingStepRecord>& step_log() const { return log_; }
   const RingConfig& config() const { return cfg_; }
+  double cwnd() const { return cw_.cwnd(); }  // the transport's window now (packets)
   // Where an unfinished endpoint waits (op, step, its send and receive progress), for reports.
   std::string describe() const;
 
@@ -257,6 +291,7 @@ class RingEndpoint final : public Node {
   void arm_report(Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
   void decrease(Time now);
+  double growth_ceiling(const Step& s) const;
   void skip_pulled_to(size_t target, Time now);
   void end_step(Time now);
   void send_pull(Time now, Effects& fx);

@@ -23,6 +23,8 @@ struct RingEndpoint::Step {
   bool sends = false;
   bool bcast = false;        // Rina agent: through the ToR to the rack (and fwd)
   bool gather = false;       // AllGather: complete values (kResult), slow start
+  bool rack_gather = false;  //   an INA rack worker's (RinaTransport::Paper: its window continues)
+  bool rack_gather_first = false;  //   ... its first of the op (Paper: from one packet, slow start)
   bool pulled = false;       // Rina member: starts when its agent pulls this tag
   bool pull_first = false;   // Rina agent: pull the rack before sending
   bool to_tor = false;       // ScatterReduce to the own Rina ToR (paced at the INA rate)
@@ -84,6 +86,8 @@ inline uint32_t packets(uint64_t len, uint16_t width) { return static_cast<uint3
 
 // A shard transfer's congestion window (ring_transfer.cpp).
 CongestionWindowConfig transfer_window(const RingConfig& c);
+// The time between two paced packets of `wire_bytes` at `gbps` (ring_transfer.cpp).
+Time pace_gap(double gbps, uint32_t wire_bytes);
 
 }  // namespace ring_detail
 }  // namespace ina::host

@@ -192,6 +192,8 @@ void RingEndpoint::build_steps() {
         x.gather = true;
         if (s % k == pos) {
           x.sends = true;
+          x.rack_gather = ina;
+          x.rack_gather_first = ina && s == pos;
           shard(q + 1 + G - s, x.off, x.len);
           if (s == 0) x.from_kept = true;
           else x.add_recv = static_cast<int>(steps_.size()) - 1;

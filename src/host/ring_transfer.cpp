@@ -3,6 +3,7 @@
 // per-packet acknowledgements from every acker; the receiver's per-step
 // buffers, duplicate and early/late handling, and its acknowledgements.
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "host/ring_detail.hpp"
@@ -32,6 +33,18 @@ CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
 
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
+// RinaTransport::Paper: a paced ScatterReduce send to the own ToR stops
+// growing its window where it covers the pacing rate over the smoothed RTT.
+double RingEndpoint::growth_ceiling(const Step& s) const {
+  if (cfg_.rina_transport != RinaTransport::Paper || !s.to_tor || cfg_.ina_gbps <= 0 || rtt_.srtt() <= 0)
+    return std::numeric_limits<double>::infinity();
+  return window_covering(cfg_.ina_gbps, rtt_.srtt(), cfg_.wire_bytes);
+}
+
+Time ring_detail::pace_gap(double gbps, uint32_t wire_bytes) {
+  return static_cast<Time>(8.0 * wire_bytes / (gbps * 1e9) * kSec);
+}
+
 void RingEndpoint::begin_send(Time now, Effects& fx) {
   waiting_delay_ = false;
   const Step& s = steps_[step_];
@@ -48,9 +61,11 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   sending_ = true;
   log_[step_].send_begin = now;
   log_[step_].send_pkts = x.npkts;
-  if (s.gather && cfg_.allgather_from_zero && (s.bcast || cfg_.allgather_all_from_zero)) {
+  const bool paper = cfg_.rina_transport == RinaTransport::Paper;
+  if (s.gather && ((cfg_.allgather_from_zero && (s.bcast || cfg_.allgather_all_from_zero)) ||
+                   (paper && s.rack_gather_first))) {
     cw_.restart_slow_start();
-  } else {
+  } else if (!(paper && s.rack_gather)) {
     cw_.end_slow_start();
   }
   log_[step_].cwnd = cw_.cwnd();
@@ -139,8 +154,7 @@ void RingEndpoint::pump(Time now, Effects& fx) {
         }
         return;
       }
-      const auto gap = static_cast<Time>(8.0 * cfg_.wire_bytes / (cfg_.ina_gbps * 1e9) * kSec);
-      next_tx_ = std::max(now, next_tx_) + gap;
+      next_tx_ = std::max(now, next_tx_) + pace_gap(cfg_.ina_gbps, cfg_.wire_bytes);
     }
     transmit(x.next++, false, now, fx);
   }
@@ -346,7 +360,7 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
     ++st_.ece;
     if (cw_.on_ecn(now, rtt_.srtt(), x.first_tx[idx])) ++st_.decreases;
   } else {
-    cw_.on_ack();
+    cw_.on_ack(growth_ceiling(s));
   }
   if (x.acked_pkts == x.npkts) {
     log_[x.step].send_done = now;

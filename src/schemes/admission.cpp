@@ -21,18 +21,23 @@ Memory memory_of(const Scheme& s) {
   return Memory::Pool;
 }
 
+Memory memory_of(const Scheme& s, dp::PoolAddressing pool) {
+  return pool == dp::PoolAddressing::Contiguous && shares_pool(s) ? Memory::Regions : memory_of(s);
+}
+
 bool shares_pool(const Scheme& s) {
   return s.factory && memory_of(s) == Memory::Pool && !s.routed && s.sparse == Sparse::None &&
          s.collective != Collective::RingIna;
 }
 
-Admission::Config Admission::config_of(const Scheme& s, size_t aggregators, unsigned regions, unsigned shards) {
+Admission::Config Admission::config_of(const Scheme& s, size_t aggregators, unsigned regions, unsigned shards,
+                                       dp::PoolAddressing pool) {
   Config c;
-  c.memory = memory_of(s);
+  c.memory = memory_of(s, pool);
   c.aggregators = aggregators;
   c.shards = shards;
   c.regions = regions;
-  c.pools = c.memory == Memory::Regions ? 2 : 1;  // isolated slots keep a shadow copy (two pools)
+  c.pools = s.isolated ? 2 : 1;  // isolated slots keep a shadow copy (two pools); a contiguous pool's do not
   c.has_ps = s.has_ps;
   c.scheme = s.name;
   c.policy = s.policy;

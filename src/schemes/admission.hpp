@@ -28,7 +28,8 @@ struct Scheme;
 // How a switch's aggregators are given to its jobs.
 enum class Memory : uint8_t {
   Pool,      // one pool shared by every job (ATP, DSA, Zebra): no region, no window cap
-  Regions,   // equal isolated regions, one per live job (SwitchML; a ring job's share on a ToR)
+  Regions,   // equal isolated regions, one per live job (SwitchML; a ring job's share on a ToR;
+             //   a contiguous shared pool, dp::PoolAddressing::Contiguous)
   Segments,  // a segment <MemID, Size> per job, given or the equal split (P4INC-AOI): no window cap
 };
 const char* to_string(Memory m);
@@ -36,6 +37,10 @@ const char* to_string(Memory m);
 // The memory rule of a scheme's jobs: Regions if isolated, Segments if it
 // has segments, else Pool.
 Memory memory_of(const Scheme& s);
+// The same for a switch whose shared pool is addressed `pool`: a scheme whose
+// jobs share a pool (shares_pool) gets Regions, one pool each (no shadow
+// copy: config_of's pools = 1), when the pool is Contiguous.
+Memory memory_of(const Scheme& s, dp::PoolAddressing pool);
 // Its jobs share one pool of dense aggregators that any job may fill
 // (ATP and DSA): a dense switch program, no regions or segments, not routed,
 // not sparse, not a ring's ToR.
@@ -70,8 +75,10 @@ class Admission {
     std::string scheme, policy;
     bool hot_sets = false;
   };
-  // Memory, pools, has_ps, hot_sets and the texts from the registry; sizes from the caller.
-  static Config config_of(const Scheme& s, size_t aggregators, unsigned regions, unsigned shards = 1);
+  // Memory, pools, has_ps, hot_sets and the texts from the registry; sizes
+  // from the caller; `pool`: how the switch addresses a shared pool (memory_of).
+  static Config config_of(const Scheme& s, size_t aggregators, unsigned regions, unsigned shards = 1,
+                          dp::PoolAddressing pool = dp::PoolAddressing::Hashed);
 
   explicit Admission(Config cfg);
 

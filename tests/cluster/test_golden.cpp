@@ -2,7 +2,8 @@
 // jobs of 3 and 2 workers, a few packets, one targeted drop) run in the
 // simulator with its trace sink on, compared event by event (every delivery
 // and timer: time, node, type, job, PSN, src -> dst, rank, bitmap, flags)
-// with the committed trace under tests/golden/<scheme>.trace. Any change of
+// with the committed trace under tests/golden/<scheme>.trace (and Rina's
+// ring collective on a small topology, rina_paper.trace). Any change of
 // protocol behaviour, timing or event order shows up as the first differing
 // line.
 //
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "cluster_fixture.hpp"
+#include "experiment/collective.hpp"
+#include "topo/graph.hpp"
 
 namespace ina::test {
 namespace {
@@ -32,6 +35,10 @@ const char* type_name(PktType t) {
     case PktType::GradRequest: return "GradRequest";
     case PktType::Reminder: return "Reminder";
     case PktType::RateSync: return "RateSync";
+    case PktType::RingData: return "RingData";
+    case PktType::RingAck: return "RingAck";
+    case PktType::RingPull: return "RingPull";
+    case PktType::RingBarrier: return "RingBarrier";
   }
   return "?";
 }
@@ -235,6 +242,30 @@ TEST(GoldenTrace, Grid) {
   ASSERT_NE(drop, nullptr);
   EXPECT_EQ(drop->dropped, 1);
   compare_with_golden("grid", render(trace));
+}
+
+// Rina under its default transport (host::RinaTransport::Paper): the
+// testbed (scenarios/rina/testbed.json) with tor0 INA, 6 workers, 0.0015
+// MiB each (G = 3 groups: tor0's rack of 4, then h4 and h5 autonomous;
+// shards of 2 packets). The rack's ScatterReduce is paced at 20 Gbps (122.4 ns a
+// packet) and each rack worker's first AllGather send starts from one
+// packet. A run of the packet simulator (exp::run_collective), not a
+// Cluster. Regenerate as the others.
+TEST(GoldenTrace, RinaPaper) {
+  topo::Graph g = topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/testbed.json").graph;
+  for (const topo::NodeId s : g.switches()) g.set_ina(s, g.node(s).name == "tor0", g.node(s).name == "tor0" ? 100 : 0);
+  exp::CollectiveSettings s;
+  s.workers_per_job = {6};
+  s.gradient_mb = 0.0015;
+  s.max_sim_ms = 100;
+  ASSERT_EQ(s.rina_transport, "paper");  // the default
+  std::vector<sim::TraceRecord> trace;
+  s.trace = &trace;
+  const exp::CollectiveResult r = exp::run_collective(g, "rina", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.steps, 2u * 3 - 1);
+  EXPECT_EQ(trace.size(), r.events);
+  compare_with_golden("rina_paper", render(trace));
 }
 
 // The trace sink sees exactly what digest() folds: one record per delivery

@@ -46,13 +46,15 @@ struct Pair {
   double model = 0, sim = 0;
 };
 
-Pair compare(const Case& c, double mb) {
+Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTransport::Paper) {
   std::vector<topo::NodeId> workers = c.g.hosts();
   workers.resize(static_cast<size_t>(c.workers));
   rina::TimeParams p;
   p.gradient_mb = mb;
+  p.rina_transport = t;
   exp::CollectiveSettings s;
   s.gradient_mb = mb;
+  s.rina_transport = t == host::RinaTransport::Aimd ? "aimd" : "paper";
   s.workers_per_job = {c.workers};
   s.max_sim_ms = 2000;
   const auto r = exp::run_collective(with_ina(c.g, c.ina), c.scheme, s);
@@ -105,18 +107,23 @@ TEST(RinaTime, ModelWithinFivePercentOfTheSimulator) {
 // Rina with the ToR's AllGather copy (Fig. 8, host/ring.hpp): a shard for
 // an INA rack goes to its ToR, which copies it to every member; the agent's
 // step-0 send (slow-started) also feeds its own rack; later AllGather sends
-// rotate over the rack's members; 2G - 1 steps. Testbed with both ToRs
-// (model 19.60, simulator 19.24 Gbps) and leaf-spine with all leaves
-// (12.43, 12.23) at 0.25 MiB.
+// rotate over the rack's members; 2G - 1 steps. Both transports
+// (host::RinaTransport): "aimd", unpaced, testbed with both ToRs (model
+// 19.60, simulator 19.24 Gbps) and leaf-spine with all leaves (12.43,
+// 12.23) at 0.25 MiB; "paper", ScatterReduce paced at 20 Gbps and every INA
+// rack worker's first AllGather send slow-started (testbed 10.25, 10.29).
 TEST(RinaTime, RinaWithinFivePercentOfTheSimulator) {
   const topo::Graph tb = file("testbed.json");
   const topo::Graph ls = file("leaf-spine-2x4x4.json");
   const std::vector<Case> cs = {{"testbed rina (both ToRs)", tb, 8, tb.tor_switches(), "rina"},
                                 {"leaf-spine rina (leaves)", ls, 16, ls.tor_switches(), "rina"}};
-  for (const Case& c : cs) {
-    const Pair p = compare(c, 0.25);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
-  }
+  for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd})
+    for (const Case& c : cs) {
+      const Pair p = compare(c, 0.25, t);
+      EXPECT_NEAR(p.model / p.sim, 1.0, 0.05)
+          << c.what << (t == host::RinaTransport::Paper ? " paper" : " aimd") << ": model " << p.model
+          << " Gbps, simulator " << p.sim;
+    }
 }
 
 // The groups' steps differ here (tor0: a 4-member INA rack beside four
@@ -131,16 +138,20 @@ TEST(RinaTime, RinaWithinFivePercentOfTheSimulator) {
 // arrived (fat-tree: the six AllGather steps after the slow-started one take
 // ~50 us, a step sum would charge 6 x 15.3 us). The model is a per-worker
 // dependency graph with time-overlap sharing, averaged as the simulator:
-// 14.67 and 7.66 Gbps.
+// 14.67 and 7.66 Gbps (transport "aimd"); under "paper" the fat-tree's
+// members slow-start their first AllGather forward too (4.56, 4.56).
 TEST(RinaTime, RinaUnequalStepsWithinFivePercentOfTheSimulator) {
   const topo::Graph tb = file("testbed.json");
   const topo::Graph ft = *topo::generate("fat-tree:4");
   const std::vector<Case> cs = {{"testbed rina (tor0)", tb, 8, {tb.tor_switches()[0]}, "rina"},
                                 {"fat-tree:4 rina (edge)", ft, 16, ft.tor_switches(), "rina"}};
-  for (const Case& c : cs) {
-    const Pair p = compare(c, 0.25);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
-  }
+  for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd})
+    for (const Case& c : cs) {
+      const Pair p = compare(c, 0.25, t);
+      EXPECT_NEAR(p.model / p.sim, 1.0, 0.05)
+          << c.what << (t == host::RinaTransport::Paper ? " paper" : " aimd") << ": model " << p.model
+          << " Gbps, simulator " << p.sim;
+    }
 }
 
 // Testbed, tor0 only (G = 5: the rack h0-h3, then h4..h7 autonomous),
@@ -159,6 +170,7 @@ TEST(RinaTime, RinaUnequalStepsWithinFivePercentOfTheSimulator) {
 // The agent finishes when its broadcast is acknowledged, the autonomous
 // worker after the rack (rank 4) about a quarter later: the simulator's
 // throughput, the mean of the workers' rates, is not 8 S over the last one.
+// Transport "aimd" (unpaced), where these numbers were measured.
 TEST(RinaTime, RinaWorkersFinishWhenTheModelSays) {
   const topo::Graph tb = file("testbed.json");
   const std::vector<topo::NodeId> ina = {tb.tor_switches()[0]};
@@ -167,11 +179,13 @@ TEST(RinaTime, RinaWorkersFinishWhenTheModelSays) {
   exp::CollectiveSettings s;
   s.gradient_mb = 0.25;
   s.workers_per_job = {8};
+  s.rina_transport = "aimd";
   const auto r = exp::run_collective(with_ina(tb, ina), "rina", s);
   ASSERT_TRUE(r.ok) << r.problems;
   ASSERT_EQ(r.step_log.size(), 8u);
   rina::TimeParams p;
   p.gradient_mb = 0.25;
+  p.rina_transport = host::RinaTransport::Aimd;
   const auto m = rina::allreduce_time(tb, workers, ina, schemes::Collective::RingIna, p);
   ASSERT_EQ(m.worker_s.size(), 8u);
   EXPECT_TRUE(m.sharing_converged) << m.sharing_rounds << " rounds";
@@ -228,6 +242,7 @@ TEST(RinaTime, StragglersLengthenRarFarMoreThanRina) {
       s.seed = seed;
       s.straggler_sigma_us = sig;
       s.straggler_k_us = N * 20;
+      s.rina_transport = "aimd";  // the table's transport (RAR has none)
       const auto r = exp::run_collective(g, scheme, s);
       EXPECT_TRUE(r.ok) << scheme << ": " << r.problems;
       sum += r.iteration_ms * 1000;

@@ -139,10 +139,13 @@ TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
 //     2n (gap20 - ser) = 16384 * 97.92 ns = 1.60432 ms if SR ran at exactly
 //     100 Gbps; uncapped SR is a little below line rate (measured 1.5005 ms,
 //     -6.5 %; the 60 KB window vs the ack path's RTT, inferred): 10 %.
+// Under rina_transport "aimd", where ina_gbps = 0 does not pace ("paper"
+// would pace at its 20 Gbps full speed).
 TEST(Ring, RinaScatterReduceIsCappedAtTheInaRate) {
   auto run = [](double gbps) {
     auto s = small(4);
     s.ina_gbps = gbps;
+    s.rina_transport = "aimd";
     const auto r = exp::run_collective(testbed(true, true), "rina", s);
     EXPECT_TRUE(r.ok) << gbps << ": " << r.problems;
     EXPECT_EQ(r.retransmits, 0u) << gbps;  // retransmissions are not paced
@@ -168,7 +171,8 @@ TEST(Ring, RinaScatterReduceIsCappedAtTheInaRate) {
 
   // switch.ina_gbps reaches the endpoints through the scenario layer: bound
   // (1) holds there too (it does not depend on the scenario's 2.5 us links),
-  // and without the cap the same point ends before that bound.
+  // and without the cap (workload.rina_transport = "aimd", switch.ina_gbps
+  // = 0) the same point ends before that bound.
   exp::Settings sc;
   sc.topology_kind = "testbed";
   sc.jobs = 1;
@@ -178,6 +182,7 @@ TEST(Ring, RinaScatterReduceIsCappedAtTheInaRate) {
   sc.ina_gbps = 20;
   const exp::RunOutput capped = exp::run_point(sc, "rina", 1);
   sc.ina_gbps = 0;
+  sc.rina_transport = "aimd";
   const exp::RunOutput line = exp::run_point(sc, "rina", 1);
   ASSERT_TRUE(capped.ok && line.ok) << capped.problems << line.problems;
   std::printf("scenario layer: 20 Gbps %.6f ms, uncapped %.6f ms\n", capped.metrics.at("sync_ms"),

@@ -36,6 +36,28 @@ TEST(CongestionWindow, AdditiveIncreaseIsOnePacketPerWindowUpToMaxWindow) {
   EXPECT_DOUBLE_EQ(w.cwnd(), 4.4);  // 4.25 + 1/4.25 capped
 }
 
+// A paced sender's ceiling (Rina §IV-C, "ceasing window expansion upon
+// reaching full speed"): growth stops exactly at it; a window already above
+// it stays there (the ceiling never shrinks it), and a decrease still halves.
+TEST(CongestionWindow, GrowthStopsAtTheCeilingTheSenderGives) {
+  const double full = window_covering(20, 1 * kUs, 306);  // 20 Gbps x 1 us / 2448 bits
+  EXPECT_DOUBLE_EQ(full, 20e9 * 1e-6 / 2448);
+  CongestionWindow w(window(8));
+  w.on_ack(full);
+  EXPECT_DOUBLE_EQ(w.cwnd(), 8.125);
+  w.on_ack(full);
+  EXPECT_EQ(w.cwnd(), full);  // 8.125 + 1/8.125 = 8.248 > 8.170
+  w.on_ack(full);
+  EXPECT_EQ(w.cwnd(), full);
+  w.on_ack();  // no ceiling: additive increase goes on
+  EXPECT_GT(w.cwnd(), full);
+  CongestionWindow above(window(12));
+  above.on_ack(full);
+  EXPECT_EQ(above.cwnd(), 12);
+  EXPECT_TRUE(above.on_loss(0, 0));
+  EXPECT_EQ(above.cwnd(), 6);
+}
+
 TEST(CongestionWindow, SlowStartBelowTheThresholdAndTheThresholdIsTheHalvedWindow) {
   auto c = window(6);
   c.ssthresh = 8;

@@ -1,0 +1,203 @@
+// Rina §IV-C's transport at one ring endpoint (host::RinaTransport), no
+// simulator: rank 1, a member of an INA rack {0, 1} under ToR kTor, in a
+// Rina ring of three groups (the rack, then autonomous ranks 2 and 3). The
+// test plays the ToR (pulls, acknowledgements, the rack's AllGather copies),
+// rank 2's acknowledgements and the timers. The member's steps: ScatterReduce
+// 0 and 1 to the ToR, its rack's own shard (step 2), the agent's broadcast
+// received (3), AllGather step 0 received (4), AllGather step 1 sent by this
+// member to rank 2 (5), its first AllGather send.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "host/congestion_window.hpp"
+#include "host/ring.hpp"
+#include "host/tensor_io.hpp"
+#include "fake_effects.hpp"
+
+namespace ina {
+namespace {
+
+constexpr NodeId kR0 = 1, kR1 = 2, kR2 = 3, kR3 = 4, kTor = 10;
+constexpr uint64_t kPkts = 64;                // packets per shard
+constexpr uint64_t kElems = 3 * 64 * kPkts;  // three shards of 64 packets of 64 values
+
+struct Member {
+  explicit Member(host::RinaTransport t, double ina_gbps, Time ack_delay = 1 * kUs) : delay(ack_delay) {
+    host::RingConfig c;
+    c.rank = 1;
+    c.nodes = {kR0, kR1, kR2, kR3};
+    c.stages = host::plan_rina({{0, 1}, {2}, {3}}, {kTor, kNoNode, kNoNode}, kElems)[1];
+    c.init_window = 4;
+    c.allgather_from_zero = true;  // as both engines set it for Rina (the agent's broadcast)
+    c.rina_transport = t;
+    c.ina_gbps = ina_gbps;
+    c.wire_bytes = 306;
+    ep = std::make_unique<host::RingEndpoint>(c);
+    ep->set_id(kR1);
+    ep->submit(std::make_shared<host::SyntheticTensor>(7, 1, 4), kElems);
+    ep->on_start(0, fx);
+    fx.advance(0, [&](uint64_t tok, Time at) { ep->on_timer(tok, at, fx); });  // the op's start
+  }
+
+  uint32_t tag(uint8_t code) const { return code; }  // epoch 0, op 0
+
+  // The ToR copies the agent's pull of step `code` to this member.
+  void pull(uint8_t code) {
+    Packet* p = fx.alloc();
+    p->h = Header{};
+    p->h.type = PktType::RingPull;
+    p->h.job = 1;
+    p->h.src = kTor;
+    p->h.dst = kR1;
+    p->h.priority = tag(code);
+    ep->on_packet(p, fx.now(), fx);
+  }
+
+  // Runs the current send to its end: every data packet is acknowledged by
+  // `acker` `delay` after it left; pace timers fire when due. Records each
+  // data packet's send time in `sent_at`.
+  void run_send(size_t step, NodeId acker) {
+    std::vector<std::pair<Time, Header>> acks;  // due time, the data packet's header
+    for (;;) {
+      for (const auto& s : fx.take())
+        if (s.h.type == PktType::RingData) {
+          sent_at.push_back(fx.now());
+          acks.emplace_back(fx.now() + delay, s.h);
+        }
+      if (ep->step_log()[step].send_done != kNever) return;
+      const Time next_ack = acks.empty() ? kNever : acks.front().first;
+      if (fx.next_timer() < next_ack) {
+        fx.advance(fx.next_timer(), [&](uint64_t tok, Time at) { ep->on_timer(tok, at, fx); });
+        continue;
+      }
+      ASSERT_NE(next_ack, kNever) << "the send stalled";
+      fx.advance(next_ack, [&](uint64_t tok, Time at) { ep->on_timer(tok, at, fx); });
+      const Header d = acks.front().second;
+      acks.erase(acks.begin());
+      Packet* a = fx.alloc();
+      a->h = d;
+      a->h.type = PktType::RingAck;
+      a->h.flags = 0;
+      a->h.src = acker;
+      a->h.dst = kR1;
+      a->h.count = 0;
+      ep->on_packet(a, fx.now(), fx);
+    }
+  }
+
+  // The ToR's copy of shard [off, off + len) of AllGather step `code`, first sent by `orig`.
+  void deliver(uint8_t code, NodeId orig, uint64_t off) {
+    for (uint32_t psn = 0; psn < kPkts; ++psn) {
+      Packet* p = fx.alloc();
+      p->h = Header{};
+      p->h.type = PktType::RingData;
+      p->h.flags = flag::kResult;
+      p->h.job = 1;
+      p->h.src = kTor;
+      p->h.dst = kR1;
+      p->h.psn = psn;
+      p->h.priority = tag(code);
+      p->h.agg_index = orig;
+      p->h.count = 64;
+      for (uint16_t i = 0; i < 64; ++i) p->payload()[i] = static_cast<int32_t>(off + psn * 64 + i);
+      ep->on_packet(p, fx.now(), fx);
+    }
+    for (auto& s : fx.take())  // drop this member's acknowledgements, keep what it sends
+      if (s.h.type != PktType::RingAck) fx.sent.push_back(std::move(s));
+  }
+
+  Time delay;
+  test::FakeEffects fx{256};
+  std::unique_ptr<host::RingEndpoint> ep;
+  std::vector<Time> sent_at;
+};
+
+// The ScatterReduce window is the endpoint's: step 1 starts with the window
+// step 0 ended with, under both transports (neither restarts it per step),
+// and it did grow in step 0 (4 packets -> more), so the equality is not the
+// initial window's.
+TEST(RinaTransport, ScatterReduceWindowCarriesOverToTheNextStep) {
+  for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd}) {
+    Member m(t, 1000);  // paced far above what 1 us of RTT needs: the ceiling stays out of the way
+    m.pull(0);
+    m.run_send(0, kTor);
+    const double end0 = m.ep->cwnd();
+    EXPECT_GT(end0, 4.5);
+    m.pull(1);
+    ASSERT_NE(m.ep->step_log()[1].send_begin, kNever);
+    EXPECT_EQ(m.ep->step_log()[1].cwnd, end0);
+    EXPECT_EQ(m.ep->step_log()[0].cwnd, 4.0);
+  }
+}
+
+// Paper: the window stops growing where it covers the paced rate over the
+// smoothed RTT (every acknowledgement 1 us after its packet: srtt = 1 us):
+// 20 Gbps x 1 us / 306 B = 8.17 packets. The plain AIMD grows past it
+// (from 4, 64 acknowledgements at 1/cwnd each: ~11.9).
+TEST(RinaTransport, PaperStopsWindowGrowthAtFullSpeed) {
+  const double full = host::window_covering(20, 1 * kUs, 306);
+  EXPECT_NEAR(full, 8.1699, 1e-4);
+  Member paper(host::RinaTransport::Paper, 20);
+  paper.pull(0);
+  paper.run_send(0, kTor);
+  EXPECT_EQ(paper.ep->cwnd(), full);
+  Member aimd(host::RinaTransport::Aimd, 20);
+  aimd.pull(0);
+  aimd.run_send(0, kTor);
+  EXPECT_GT(aimd.ep->cwnd(), 11.5);
+}
+
+// "Full speed" (footnote 1: 20 Gbps) is the pacing rate when none is set
+// under Paper; the ScatterReduce packets then leave exactly 8 x 306 B /
+// 20 Gbps = 122.4 ns apart (the first window's 4; the next wait for an
+// acknowledgement). Under Aimd an unset rate does not pace: the window's 4
+// packets leave at once.
+TEST(RinaTransport, PaperPacesScatterReduceAtTwentyGbpsByDefault) {
+  EXPECT_EQ(host::rina_pace_gbps(0, host::RinaTransport::Paper), 20.0);
+  EXPECT_EQ(host::rina_pace_gbps(0, host::RinaTransport::Aimd), 0.0);
+  EXPECT_EQ(host::rina_pace_gbps(35, host::RinaTransport::Paper), 35.0);
+  Member paper(host::RinaTransport::Paper, host::rina_pace_gbps(0, host::RinaTransport::Paper));
+  paper.pull(0);
+  paper.run_send(0, kTor);
+  ASSERT_EQ(paper.sent_at.size(), kPkts);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(paper.sent_at[i] - paper.sent_at[i - 1], 122400) << "packet " << i;  // ps
+  Member aimd(host::RinaTransport::Aimd, host::rina_pace_gbps(0, host::RinaTransport::Aimd));
+  aimd.pull(0);
+  aimd.run_send(0, kTor);
+  ASSERT_EQ(aimd.sent_at.size(), kPkts);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(aimd.sent_at[i], aimd.sent_at[0]);
+}
+
+// AllGather "starts from zero": under Paper this member's first AllGather
+// send (step 5, to rank 2) starts from one packet in slow start; under Aimd
+// (allgather_from_zero covers the agent's broadcast only) it inherits the
+// ScatterReduce window.
+TEST(RinaTransport, PaperAllGatherStartsFromOnePacket) {
+  for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd}) {
+    Member m(t, 1000);
+    for (uint8_t code = 0; code < 3; ++code) {
+      m.pull(code);
+      m.run_send(code, kTor);
+    }
+    const double sr_end = m.ep->cwnd();
+    ASSERT_GT(sr_end, 4.0);
+    // The agent's broadcast of the rack's shard (1), then AllGather step 0 from rank 3 (shard 0).
+    m.deliver(3, kR0, 1 * 64 * kPkts);
+    m.deliver(3, kR3, 0);
+    ASSERT_NE(m.ep->step_log()[5].send_begin, kNever);
+    const auto data = m.ep->step_log()[5];
+    if (t == host::RinaTransport::Paper) {
+      EXPECT_EQ(data.cwnd, 1.0);
+    } else {
+      EXPECT_EQ(data.cwnd, sr_end);
+    }
+    m.run_send(5, kR2);
+    EXPECT_EQ(m.ep->stats().timeouts, 0u);
+    if (t == host::RinaTransport::Paper) EXPECT_EQ(m.ep->cwnd(), 1.0 + kPkts);  // slow start: +1 per acknowledgement
+  }
+}
+
+}  // namespace
+}  // namespace ina
