@@ -121,7 +121,7 @@ int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
   const size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   if (ran == 0) {
-    fprintf(stderr, "error: no benchmark in suite '%s' (suites: sim, plan, allreduce, switch, udpio, quant, fp16)\n", suite.c_str());
+    fprintf(stderr, "error: no benchmark in suite '%s' (suites: sim, plan, allreduce, ringstep, switch, udpio, quant, fp16)\n", suite.c_str());
     return 2;
   }
   return 0;

@@ -298,8 +298,8 @@ int main(int argc, char** argv) {
 
   std::string suite;
   std::vector<std::string> bench_args;
-  auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce, switch, udpio, quant, fp16");
-  bench->add_option("suite", suite, "benchmark suite: sim, plan, allreduce, switch (what one ina switch serves), udpio (kernel UDP I/O methods: mmsg, gso, io_uring), quant (the communicator's float/int32 quantizer) or fp16 (float16 table-addition error)")->required();
+  auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce, ringstep, switch, udpio, quant, fp16");
+  bench->add_option("suite", suite, "benchmark suite: sim, plan, allreduce, ringstep (a ring step's host overhead and its fluctuation, Rina Eq. 1), switch (what one ina switch serves), udpio (kernel UDP I/O methods: mmsg, gso, io_uring), quant (the communicator's float/int32 quantizer) or fp16 (float16 table-addition error)")->required();
   bench->add_option("args", bench_args, "extra Google Benchmark flags (after --)");
   bool vs_ns3 = false;
   std::string vs_ns3_json;

@@ -770,12 +770,18 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
     leaks.push_back(fmt::format("{} of {} result values written", tensor->checked(), expected));
   nlohmann::json iters = nlohmann::json::array();
   for (size_t k = 0; k < ep.op_end().size(); ++k) iters.push_back(to_ms(ep.op_end()[k] - ep.op_start()[k]) / 1000);
+  // The last allreduce's steps: each from when it became current to its end
+  // (the per-step time of Rina Eq. 1, O + C, as this host saw it).
+  nlohmann::json step_seconds = nlohmann::json::array();
+  for (const host::RingStepRecord& r : ep.step_log())
+    if (r.current != kNever && r.done != kNever) step_seconds.push_back(to_ms(r.done - r.current) / 1000);
   const auto& st = ep.stats();
   nlohmann::json rep = {{"scheme", L.scheme}, {"job", L.job}, {"rank", cfg.rank}, {"workers", n},
                         {"bytes", cfg.bytes}, {"iterations", cfg.iterations}, {"verified", tensor->checked()},
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
                         {"iteration_seconds", iters}, {"done", ep.done()}, {"steps_per_allreduce", host::ring_steps(ep.config().stages, ep.config().rank)},
                         {"initial_window_packets", ep.config().init_window},
+                        {"step_seconds", step_seconds},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", ring_stats_json(st)}, {"engine", eng.stats().to_json()},

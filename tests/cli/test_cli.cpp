@@ -424,3 +424,25 @@ TEST(CliSet, SetWinsOverAnOverlay) {
   EXPECT_NE(bad.output.find("field 'run.max_sim_ms'"), std::string::npos) << bad.output;
   fs::remove_all(d);
 }
+
+// Every suite `ina bench` names has its benchmarks in the binary. A suite is
+// a file that only registers itself (a static initializer): linked from a
+// static library without --whole-archive it is silently left out, and the
+// suite runs nothing (allreduce kept only its sparse cases, ringstep none).
+TEST(Cli, EveryBenchSuiteHasItsBenchmarks) {
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"sim", {"sim/"}},
+      {"plan", {"plan/"}},
+      {"allreduce", {"allreduce/ina_dsa/", "allreduce/ina_atp/", "allreduce/gloo/", "allreduce/sparse_zebra/"}},
+      {"ringstep", {"ringstep/rar/workers:4/", "ringstep/rar/workers:8/"}},
+      {"switch", {"switch/"}},
+      {"udpio", {"udpio/"}},
+      {"quant", {"quant/"}},
+      {"fp16", {"fp16/"}},
+  };
+  for (const auto& [suite, names] : expected) {
+    const CliResult r = run("bench " + suite + " -- --benchmark_list_tests=true");
+    EXPECT_EQ(r.status, 0) << suite << ": " << r.output;
+    for (const auto& n : names) EXPECT_NE(("\n" + r.output).find("\n" + n), std::string::npos) << suite << " lacks " << n << ":\n" << r.output;
+  }
+}
