@@ -30,9 +30,9 @@
 // aggregator free and reserve it, and that aggregate would wait forever for
 // the ranks that went around (until the workers' retransmission timeout):
 // in a tree, every collision could cost an RTO although nothing was lost.
-// So the switch records which ranks of the task left it: a bypass record,
-// in a register table indexed by a second hash of the task (two registers,
-// key and rank bits, one access per pass). A task reserving an aggregator
+// So the switch records which ranks of the task left it: a bypass record
+// (key and rank bits) in one of two register tables, each indexed by its own
+// hash of the task (Records below). A task reserving an aggregator
 // takes its record: those ranks count as aggregated elsewhere (register
 // `elsewhere_`), the aggregate is complete without them and goes up
 // without them (its bitmap says what it holds; the parent or PS holds the
@@ -53,6 +53,7 @@
 // the aggregator free or foreign and go to the PS); then the packet finds
 // the aggregator free. In hardware the reclaim is a swap, as DSA's
 // eviction: a second pass (resubmits).
+#include <array>
 #include <utility>
 
 #include "core/rng.hpp"
@@ -64,8 +65,7 @@ namespace {
 class AtpSwitch final : public SwitchProgram {
  public:
   AtpSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0), elsewhere_(n_), bypass_key_(n_, 0),
-        bypass_ranks_(n_) {
+      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0), elsewhere_(n_) {
     host_sparse_in_pool();
   }
 
@@ -148,37 +148,58 @@ class AtpSwitch final : public SwitchProgram {
   // Every rank the switch owes is in the aggregate or went around it.
   bool done(uint32_t i, const SwitchJob& j) { return (agg(i).bitmap | elsewhere_[i]) == owed(j); }
 
-  uint32_t record_of(uint64_t key) const { return static_cast<uint32_t>(mix(key, 0x9e3779b97f4a7c15ull) % n_); }
-  // Ranks `ranks` of task `key` left this switch without its aggregator.
+  // Bypass records: two register tables of the pool's size, each indexed by
+  // its own hash of the task (two choices: a record is lost only when both
+  // of its slots hold other tasks' records). A pass reads and writes each
+  // table once, the first before the second.
+  struct Records {
+    std::vector<uint64_t> key;   // the task, 0 = none
+    std::vector<RankBits> ranks; // its ranks that left the switch without its aggregator
+    uint64_t salt;
+    Records(size_t n, uint64_t salt) : key(n, 0), ranks(n), salt(salt) {}
+    uint32_t slot(uint64_t k) const { return static_cast<uint32_t>(mix(k, salt) % key.size()); }
+  };
+  // Ranks `ranks` of task `key` left this switch without its aggregator:
+  // added to its record in the first table if that slot is its own or free,
+  // else in the second; with neither, the second's record is overwritten.
   void record_gone(uint64_t key, RankBits ranks) {
-    const uint32_t r = record_of(key);
-    if (bypass_key_[r] == key) {
-      bypass_ranks_[r] |= ranks;
-      return;
+    for (Records* t : {&records_[0], &records_[1]}) {
+      const uint32_t r = t->slot(key);
+      if (t->key[r] == key) {
+        t->ranks[r] |= ranks;
+        return;
+      }
+      if (t->key[r] == 0 || t == &records_[1]) {
+        if (t->key[r] != 0) ++st_.bypass_overwritten;
+        t->key[r] = key;
+        t->ranks[r] = ranks;
+        return;
+      }
     }
-    if (bypass_key_[r] != 0) ++st_.bypass_overwritten;
-    bypass_key_[r] = key;
-    bypass_ranks_[r] = ranks;
   }
-  // The ranks of task `key` that went around, taken out of the table.
+  // The ranks of task `key` that went around (both tables: a task may hold a
+  // record in each), taken out.
   RankBits take_record(uint64_t key) {
-    const uint32_t r = record_of(key);
-    if (bypass_key_[r] != key) return {};
-    bypass_key_[r] = 0;
-    return std::exchange(bypass_ranks_[r], RankBits{});
+    RankBits gone;
+    for (Records& t : records_)
+      if (const uint32_t r = t.slot(key); t.key[r] == key) {
+        t.key[r] = 0;
+        gone |= std::exchange(t.ranks[r], RankBits{});
+      }
+    return gone;
   }
 
   void result_passed(uint32_t i, uint64_t key) override {
     retired_[i] = key;
-    if (const uint32_t r = record_of(key); bypass_key_[r] == key) bypass_key_[r] = 0;
+    for (Records& t : records_)
+      if (const uint32_t r = t.slot(key); t.key[r] == key) t.key[r] = 0;
   }
   void fetched(uint32_t i, uint64_t key, RankBits ranks) override { record_gone(key, ranks | elsewhere_[i]); }
 
   std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
   std::vector<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)
   std::vector<RankBits> elsewhere_;  // register: ranks of the held task that went around this switch
-  std::vector<uint64_t> bypass_key_;     // bypass records (by a second hash of the task): the task, 0 = none
-  std::vector<RankBits> bypass_ranks_;   // and its ranks that left the switch without its aggregator
+  std::array<Records, 2> records_{Records(n_, 0x9e3779b97f4a7c15ull), Records(n_, 0xc2b2ae3d27d4eb4full)};
 };
 
 }  // namespace

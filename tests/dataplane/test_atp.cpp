@@ -92,22 +92,45 @@ TEST(AtpSwitch, ATaskSplitByACollisionCompletesWithoutTheRankThatWentAround) {
   EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
-// Two tasks go around the same aggregator while it is held, and their
-// bypass records would share a slot: the second overwrites the first and is
-// counted. With one aggregator every record shares one slot of the table
-// (its size is the pool's).
-TEST(AtpSwitch, AnOverwrittenBypassRecordIsCounted) {
+// Tasks go around the same aggregator while it is held. With one
+// aggregator both record tables have one slot: the first task's record takes
+// the first table, the second's the second, and the third overwrites the
+// second's (counted); the first task's record survives, the second's is gone.
+TEST(AtpSwitch, AThirdBypassRecordOverwritesTheSecondTablesAndIsCounted) {
   FakeEffects fx;
   auto sw = make_sw("atp", 1);
   add_shared_jobs(*sw);
-  sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, ramp(64, 2)), 0, fx);
-  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, ramp(64, 1)), 0, fx);
-  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, ramp(64, 1)), 0, fx);  // the same task: one record
+  const auto g = ramp(64, 1);
+  sw->on_packet(make_data(fx, 2, 7, 0, 2, 4, ramp(64, 2)), 0, fx);  // job 2 holds the aggregator
+  sw->on_packet(make_data(fx, 1, 3, 0, 3, 1, g), 0, fx);
+  sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g), 0, fx);  // the same task: one record
+  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, g), 0, fx);  // the second table
   EXPECT_EQ(sw->stats().bypass_overwritten, 0u);
-  sw->on_packet(make_data(fx, 1, 4, 0, 3, 1, ramp(64, 1)), 0, fx);  // another task
+  sw->on_packet(make_data(fx, 1, 5, 0, 3, 1, g), 0, fx);  // overwrites task 4's record
   EXPECT_EQ(sw->stats().bypass_overwritten, 1u);
-  EXPECT_EQ(fx.take().size(), 3u);
-  EXPECT_EQ(sw->stats().collisions, 3u);
+  EXPECT_EQ(fx.take().size(), 4u);
+  EXPECT_EQ(sw->stats().collisions, 4u);
+  // Job 2 completes and its result passes: the aggregator is free.
+  sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, ramp(64, 9)), 0, fx);
+  fx.take();
+  Packet* a = fx.alloc();
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = 2;
+  a->h.psn = 7;
+  a->h.src = kPs2;
+  a->h.dst = kMulticast;
+  a->h.nworkers = 2;
+  a->h.bitmap = 0b11;
+  a->h.count = 64;
+  sw->on_packet(a, 0, fx);
+  fx.take();
+  // Task 3's rank 2 completes it without ranks 0 and 1 (its record held).
+  sw->on_packet(make_data(fx, 1, 3, 2, 3, 3, g), 0, fx);
+  auto out = fx.take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.bitmap, 0b100u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
 TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
