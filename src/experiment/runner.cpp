@@ -52,6 +52,13 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["hops"] = static_cast<double>(r.hops);
   m["ecn_marks_host"] = static_cast<double>(r.ecn_marks_host);
   m["ecn_marks_switch"] = static_cast<double>(r.ecn_marks_switch);
+  // Training throughput in the Rina paper's units (§VI-A3: images, or BERT's
+  // question-answer pairs, per second over all workers): the model's batch
+  // per worker per iteration. Only for a model at full size: a scaled
+  // gradient keeps the full compute time, so its iteration is not the model's.
+  if (const workload::DnnModel* dnn = workload::find_dnn_model(s.model);
+      dnn && s.gradient_mb == 0 && s.gradient_scale == 1 && r.iteration_ms > 0)
+    m["samples_per_s"] = dnn->batch * static_cast<double>(run.settings.workers_per_job.at(0)) / (r.iteration_ms / 1000);
   // Several jobs (ring collectives) or Rina's shared pool: per job, and the ToRs' pool activity.
   if (run.settings.workers_per_job.size() > 1 || run.settings.ring_memory != "region") {
     for (size_t j = 0; j < r.job_throughput_gbps.size(); ++j) {

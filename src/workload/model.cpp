@@ -60,11 +60,11 @@ const std::vector<DnnModel>& dnn_models() {
   constexpr double kFlops = 14e12;
   auto ms = [&](double fwd_flops, int batch) { return 3 * fwd_flops * batch / kFlops * 1e3; };
   static const std::vector<DnnModel> models = {
-      {"ResNet50", 25'557'032, ms(2 * 3.8e9, 64)},
-      {"VGG16", 138'357'544, ms(2 * 15.3e9, 64)},
-      {"InceptionV3", 23'851'784, ms(2 * 5.0e9, 64)},
-      {"ResNet101", 44'549'160, ms(2 * 7.6e9, 64)},
-      {"BERT-base", 110'000'000, ms(2 * 110e6 * 384, 12)},
+      {"ResNet50", 25'557'032, ms(2 * 3.8e9, 64), 64},
+      {"VGG16", 138'357'544, ms(2 * 15.3e9, 64), 64},
+      {"InceptionV3", 23'851'784, ms(2 * 5.0e9, 64), 64},
+      {"ResNet101", 44'549'160, ms(2 * 7.6e9, 64), 64},
+      {"BERT-base", 110'000'000, ms(2 * 110e6 * 384, 12), 12},
   };
   return models;
 }

@@ -44,6 +44,7 @@ struct DnnModel {
   std::string_view name;
   uint64_t parameters;
   double compute_ms;  // per iteration (forward + backward of one batch)
+  int batch;          // samples per worker per iteration (images; BERT: question-answer pairs)
   double gradient_mib() const { return static_cast<double>(parameters) * 4 / static_cast<double>(kMiB); }
 };
 const std::vector<DnnModel>& dnn_models();
