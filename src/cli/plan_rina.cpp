@@ -241,6 +241,11 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
     }
     j["groups"] = rr.groups.size();
     j["ring_steps"] = rr.ring_steps;
+    // Each group in ring order: its top switch (or the autonomous worker), agent and members (§IV-D above the ToR).
+    j["group_list"] = ojson::array();
+    for (const auto& grp : rr.groups)
+      j["group_list"].push_back({{"sender", g.node(grp.sender).name}, {"agent", g.node(grp.agent).name},
+                                 {"members", names(grp.members)}});
     j["deployment_order"] = names(order);
     if (a.vs_sim) {
       j["vs_sim"] = ojson::array();

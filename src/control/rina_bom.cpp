@@ -130,13 +130,13 @@ PsInaResult ps_ina_throughput(const Graph& g, const std::vector<NodeId>& workers
   return r;
 }
 
-RinaResult rina_throughput(const Graph& g, const std::vector<NodeId>& workers, const std::vector<NodeId>& ina) {
+RinaResult rina_throughput(const Graph& g, const std::vector<NodeId>& workers, const std::vector<NodeId>& ina,
+                           Aggregation levels) {
   check_job(g, workers);
   const std::vector<bool> mask = ina_mask(g, ina);
-  {
-    const Tree t = bfs_tree(g, workers.front());
-    check_reach(g, t, workers, workers.front());
-  }
+  const NodeId root = workers.front();
+  const Tree t = bfs_tree(g, root);
+  check_reach(g, t, workers, root);
   // Each worker's ToR: its first switch neighbour.
   auto tor_of = [&](NodeId w) {
     for (const auto& e : g.neighbors(w))
@@ -145,33 +145,77 @@ RinaResult rina_throughput(const Graph& g, const std::vector<NodeId>& workers, c
   };
   std::vector<int> rack_workers(g.num_nodes(), 0);
   for (const NodeId w : workers) ++rack_workers[tor_of(w)];
-  std::vector<int> group_of_tor(g.num_nodes(), -1);
+
+  // Above the ToR: each worker's top switch, the outermost non-ToR INA
+  // switch with >= 2 downstream units on the tree (kNoNode: none).
+  std::vector<NodeId> top(g.num_nodes(), topo::kNoNode);
+  std::vector<bool> is_worker(g.num_nodes(), false);
+  for (const NodeId w : workers) is_worker[w] = true;
+  std::vector<int> flows;
+  if (levels == Aggregation::Tree) {
+    flows = uplink_flows(g, t, is_worker, mask, root);
+    std::vector<int> below(g.num_nodes(), 0);
+    for (const NodeId v : t.order)
+      if (v != root) below[t.parent[v]] += flows[v];
+    for (const NodeId v : t.order) {  // BFS order: a parent before its children
+      if (v == root) continue;
+      const NodeId p = t.parent[v];
+      if (p != root && top[p] != topo::kNoNode) top[v] = top[p];
+      else if (!g.is_host(v) && mask[v] && rack_workers[v] == 0 && below[v] >= 2) top[v] = v;
+    }
+  }
+  // The nearest INA ancestor of v on the tree, inside the group topped at `up`.
+  auto ina_above = [&](NodeId v, NodeId up) {
+    NodeId a = t.parent[v];
+    while (a != up && !mask[a]) a = t.parent[a];
+    return a;
+  };
+
+  std::vector<int> group_of(g.num_nodes(), -1);  // by top switch or ToR
   RinaResult r;
   for (const NodeId w : workers) {
     const NodeId tor = tor_of(w);
-    if (mask[tor] && rack_workers[tor] >= 2) {
-      if (group_of_tor[tor] < 0) {
-        group_of_tor[tor] = static_cast<int>(r.groups.size());
-        r.groups.push_back({tor, w, {}});
-      }
-      r.groups[group_of_tor[tor]].members.push_back(w);
-    } else {
-      r.groups.push_back({w, w, {w}});
+    NodeId key = topo::kNoNode;
+    if (top[w] != topo::kNoNode) key = top[w];
+    else if (mask[tor] && rack_workers[tor] >= 2) key = tor;
+    if (key == topo::kNoNode) {
+      r.groups.push_back({w, w, {w}, {}});
+      continue;
     }
+    if (group_of[key] < 0) {
+      group_of[key] = static_cast<int>(r.groups.size());
+      r.groups.push_back({key, w, {}, {}});
+    }
+    Group& grp = r.groups[group_of[key]];
+    grp.members.push_back(w);
+    if (key == tor && top[w] == topo::kNoNode) grp.hops.push_back({w, tor});
+  }
+  // A group above the ToR: every member and every INA switch with a worker
+  // below sends to its nearest INA ancestor, leaves first (reverse BFS order).
+  for (auto it = t.order.rbegin(); it != t.order.rend(); ++it) {
+    const NodeId v = *it;
+    if (v == root || top[v] == topo::kNoNode || top[v] == v) continue;
+    const bool unit = g.is_host(v) ? is_worker[v] : mask[v] && flows[v] > 0;
+    if (unit) r.groups[group_of[top[v]]].hops.push_back({v, ina_above(v, top[v])});
   }
   const size_t G = r.groups.size();
   r.ring_steps = 2 * static_cast<int>(G - 1);
   std::vector<int> crossings(g.num_arcs(), 0);
+  const topo::Routing routing(g);
   for (const Group& grp : r.groups)
-    if (grp.sender != grp.agent)
-      for (const NodeId m : grp.members)
-        for (const auto& e : g.neighbors(m))
-          if (e.peer == grp.sender) ++crossings[e.arc];
-  if (G > 1) {
-    const topo::Routing routing(g);
+    for (const Hop& h : grp.hops) {
+      bool adjacent = false;
+      for (const auto& e : g.neighbors(h.from))
+        if (e.peer == h.to) {
+          ++crossings[e.arc];
+          adjacent = true;
+        }
+      if (!adjacent)
+        for (const ArcId a : routing.path(h.from, h.to)) ++crossings[a];
+    }
+  if (G > 1)
     for (size_t i = 0; i < G; ++i)
       for (const ArcId a : routing.path(r.groups[i].sender, r.groups[(i + 1) % G].agent)) ++crossings[a];
-  }
   r.gbps = std::numeric_limits<double>::infinity();
   for (ArcId a = 0; a < g.num_arcs(); ++a) {
     if (crossings[a] == 0) continue;

@@ -194,6 +194,9 @@ struct Flow {
   NodeId sender = topo::kNoNode;                 // the worker whose step start starts it
   std::vector<std::pair<size_t, double>> recv;  // receiving worker, its last packet's one-way latency
   std::vector<double> load;                      // per arc of t.arcs: transfers sharing it (time-weighted)
+  std::vector<ArcId> extra;                      // a copy more on this arc, per entry (a tree above the ToR: one
+                                                 //   transmission per hop, several hops over one arc)
+  std::vector<double> copies;                    // per arc of t.arcs: 1 + its entries in `extra`
   double t0 = -1, dur = 0, bw = 0, rate = 0;    // its sender's step start; time to the last acknowledgement
   double bw_before = 0;                          // bandwidth time on the chain before t0
 };
@@ -262,7 +265,8 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
 
 void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::vector<NodeId>& workers,
                const std::vector<NodeId>& ina, uint64_t elems, TimeResult& out) {
-  const RinaResult rr = rina_throughput(g, workers, ina);
+  // The groups above the ToR too (rina_bom.hpp, Aggregation::Tree), as the simulator runs them.
+  const RinaResult rr = rina_throughput(g, workers, ina, Aggregation::Tree);
   const auto& gr = rr.groups;
   const size_t G = gr.size(), n = workers.size();
   out.groups = static_cast<int>(G);
@@ -274,14 +278,67 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
   auto add = [&](Flow f) {
     dedup(f.t.arcs);
     f.load.assign(f.t.arcs.size(), 1);
+    for (const ArcId a : f.extra)
+      f.load[static_cast<size_t>(std::lower_bound(f.t.arcs.begin(), f.t.arcs.end(), a) - f.t.arcs.begin())] += 1;
+    f.copies = f.load;
     flows.push_back(std::move(f));
     return static_cast<int>(flows.size() - 1);
+  };
+  // A member's way up its group's tree to the top (an INA rack: member ->
+  // ToR; above the ToR, Group::hops: member -> level -> ... -> top), and the
+  // top's copy down to it (the same hops, reversed).
+  std::map<NodeId, NodeId> up_of;
+  for (const Group& x : gr)
+    for (const Hop& h : x.hops) up_of[h.from] = h.to;
+  auto up = [&](NodeId w, NodeId top) {
+    std::vector<ArcId> a;
+    for (NodeId v = w; v != top;) {
+      const auto it = up_of.find(v);
+      const NodeId nxt = it == up_of.end() ? top : it->second;
+      append(a, m.path(v, nxt));
+      v = nxt;
+    }
+    return a;
+  };
+  auto down = [&](NodeId top, NodeId w) {
+    std::vector<std::vector<ArcId>> legs;
+    for (NodeId v = w; v != top;) {
+      const auto it = up_of.find(v);
+      const NodeId nxt = it == up_of.end() ? top : it->second;
+      legs.push_back(m.path(nxt, v));
+      v = nxt;
+    }
+    std::vector<ArcId> a;
+    for (auto it = legs.rbegin(); it != legs.rend(); ++it) append(a, *it);
+    return a;
+  };
+  // A group above the ToR sends one transmission per hop of its tree (up in
+  // ScatterReduce, copies down in AllGather): an arc several hops cross
+  // carries that many copies of the transfer.
+  auto above = [&](const Group& x) {
+    for (const Hop& h : x.hops)
+      if (!g.is_host(h.from) || m.path(h.from, h.to).size() > 1) return true;
+    return false;
+  };
+  auto legs = [&](const Group& x, bool downward, NodeId skip) {
+    std::vector<std::vector<ArcId>> out;
+    for (const Hop& h : x.hops)
+      if (h.from != skip) out.push_back(downward ? m.path(h.to, h.from) : m.path(h.from, h.to));
+    return out;
+  };
+  auto extras = [](const std::vector<std::vector<ArcId>>& tx) {
+    std::map<ArcId, int> n;
+    for (const auto& t : tx)
+      for (const ArcId a : t) ++n[a];
+    std::vector<ArcId> out;
+    for (const auto& [a, c] : n) out.insert(out.end(), static_cast<size_t>(c - 1), a);
+    return out;
   };
   auto pull = [&](const Group& x) {
     double worst = 0;
     for (const NodeId w : x.members) {
       double t = 0;
-      for (const ArcId a : m.path(x.agent, x.sender)) t += m.small_hop(a);
+      for (const ArcId a : up(x.agent, x.sender)) t += m.small_hop(a);
       for (const ArcId a : m.path(x.sender, w)) t += m.small_hop(a);
       if (w != x.agent) worst = std::max(worst, t);
     }
@@ -298,13 +355,18 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     if (rack(x)) {
       double first_rtt = 0, first_fwd = 0;
       for (const NodeId w : x.members) {
-        const auto a = m.path(w, x.sender);
+        const auto a = up(w, x.sender);
         append(f.t.arcs, a);
         first_rtt = std::max(first_rtt, m.rtt(a));
         first_fwd = std::max(first_fwd, m.fwd(a));
       }
       const auto on = m.path(x.sender, to);
       append(f.t.arcs, on);
+      if (above(x)) {
+        auto tx = legs(x, false, topo::kNoNode);
+        tx.push_back(on);
+        f.extra = extras(tx);
+      }
       f.t.rtt = first_rtt + m.rtt(on);
       f.t.start = pull(x);
       f.t.paced = true;
@@ -332,7 +394,15 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       f.t.rtt = std::max(f.t.rtt, m.rtt(via));
       f.recv.emplace_back(index.at(w), m.fwd(via));
     };
+    std::vector<std::vector<ArcId>> tx;  // transmissions, when a group above the ToR is involved
+    bool tree = false;
     auto to_group = [&](const std::vector<ArcId>& head, NodeId at, const Group& y) {
+      tx.push_back(m.path(at, rack(y) ? y.sender : y.agent));
+      if (rack(y)) {
+        auto d = legs(y, true, topo::kNoNode);
+        tx.insert(tx.end(), d.begin(), d.end());
+        tree = tree || above(y);
+      }
       std::vector<ArcId> a = head;
       if (!rack(y)) {
         append(a, m.path(at, y.agent));
@@ -341,19 +411,28 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       append(a, m.path(at, y.sender));
       for (const NodeId w : y.members) {
         std::vector<ArcId> b = a;
-        append(b, m.path(y.sender, w));
+        append(b, down(y.sender, w));
         reach(b, w);
       }
     };
     if (r && s == 0) {
-      const auto up = m.path(from, x.sender);
+      const auto own_up = up(from, x.sender);
+      for (NodeId v = from; v != x.sender;) {
+        const auto it = up_of.find(v);
+        const NodeId nxt = it == up_of.end() ? x.sender : it->second;
+        tx.push_back(m.path(v, nxt));
+        v = nxt;
+      }
+      auto d = legs(x, true, from);
+      tx.insert(tx.end(), d.begin(), d.end());
+      tree = tree || above(x);
       for (const NodeId w : x.members)
         if (w != from) {
-          std::vector<ArcId> b = up;
-          append(b, m.path(x.sender, w));
+          std::vector<ArcId> b = own_up;
+          append(b, down(x.sender, w));
           reach(b, w);
         }
-      if (G > 1) to_group(up, x.sender, gr[(i + 1) % G]);
+      if (G > 1) to_group(own_up, x.sender, gr[(i + 1) % G]);
       f.t.slow_start = true;
     } else {
       to_group({}, from, gr[(i + 1) % G]);
@@ -362,6 +441,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         else f.t.window = std::max(m.window(), static_cast<double>(pk) + 1);  // its first's slow start went on
       }
     }
+    if (tree) f.extra = extras(tx);
     return add(std::move(f));
   };
   auto ag_steps = [&](const Group& x) { return rack(x) ? std::max<size_t>(G - 1, 1) : G - 1; };
@@ -410,7 +490,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       const Flow& x = flows[f];
       const double b = x.t0 + x.t.start;
       span[f] = {b, std::max(b + 8 * m.wire() / x.rate, x.t0 + x.dur - x.t.rtt)};
-      load[f].assign(x.t.arcs.size(), 1);
+      load[f] = x.copies;
     }
     // Overlaps on each arc, its flows in order of their first packet.
     for (auto& on : on_arc) {
@@ -420,8 +500,8 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         for (size_t j = i + 1; j < on.size() && span[on[j].first].first < e0; ++j) {
           const auto [b1, e1] = span[on[j].first];
           const double o = std::min(e0, e1) - b1;
-          load[on[i].first][on[i].second] += o / (e0 - b0);
-          load[on[j].first][on[j].second] += o / (e1 - b1);
+          load[on[i].first][on[i].second] += flows[on[j].first].copies[on[j].second] * o / (e0 - b0);
+          load[on[j].first][on[j].second] += flows[on[i].first].copies[on[i].second] * o / (e1 - b1);
         }
       }
     }

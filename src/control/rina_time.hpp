@@ -58,7 +58,12 @@
 //  - H-AR: k - 1 in-rack steps of S / k, 2 (R - 1) steps of S / (k R)
 //    among the R ranks of the same position in each rack (k such rings at
 //    once), k - 1 in-rack AllGather steps of S / k (every rack the same k);
-//  - Rina (the paper's Fig. 7 / Fig. 8 behaviour, as host/ring.hpp): G - 1
+//  - Rina (the paper's Fig. 7 / Fig. 8 behaviour, as host/ring.hpp; the
+//    groups of rina_throughput, Aggregation::Tree, as the simulator runs
+//    them; a group above the ToR (§IV-D) moves its ScatterReduce up its
+//    tree, Group::hops, and its AllGather copies down the same hops, one
+//    transmission per hop: an arc several hops cross carries that many
+//    copies of the transfer, in its own rate and in the others' load): G - 1
 //    ScatterReduce steps of S / G (an INA rack: every member -> ToR, one
 //    aggregate on to the next group's agent; an autonomous worker: to the
 //    next group), one more step for INA racks (members -> ToR -> their

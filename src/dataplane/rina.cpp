@@ -24,6 +24,34 @@
 //    others; the members' acknowledgements are collected here into one
 //    (see "AllGather" below).
 //
+// Levels above the ToR (Rina §IV-D, control/rina_bom.hpp): a group whose
+// top switch is above the ToR. The top's entry is a rack of the whole group
+// (RingPull as above, one copy per member); below it, a level (an entry
+// naming SwitchJob::parent: an INA ToR,
+// or an INA switch between) aggregates the ScatterReduce shards of its own
+// ranks (RinaJob::rack, each with its bit in the group's packets,
+// RinaJob::bits) and of the levels below it (SwitchJob::children, each
+// partial carrying RinaJob::child_bits) in its region, and sends one partial
+// up to its parent, onward node unchanged; the top takes children's
+// partials as it takes its own members' packets (Lemma 2: each child is one
+// sender). The top's acknowledgement from the onward node goes to the
+// members that send to it directly and to each child, which frees its slot
+// and passes it down the same way. A level passes its agent's RingPull up
+// to its parent (the top copies it to the group). A retransmission that
+// finds a level's slot complete goes up again marked as a resend, so the
+// top serves the sum again. A level frees a complete sum whose parent's
+// acknowledgement was lost when a later task of the job meets its slot (a
+// later step's packet, or the agent's broadcast of the group's shard): the
+// ranks skip their pulled steps once the agent moves on (host/ring.hpp) and
+// would never resend it, and the agent moves on only after the top had
+// every part of it. AllGather goes down the same tree: the top
+// copies a shard for the group to the members no child covers and to each
+// child, a level (from its parent: the sender in agg_index, rows by
+// RinaJob::upstream, the group's agent first) to its own ranks and
+// children, never back to the agent its own broadcast; each level gathers
+// its ranks' and children's acknowledgements into one for its parent, the
+// top into one for the sender. Levels use the job's region (no shared pool).
+//
 // Reliability without switch timers: members keep at most `region` packets
 // past their lowest unacknowledged one, so a slot is reused for psn + size
 // only after psn's sum was acknowledged. A retransmission that finds the
@@ -131,7 +159,19 @@ class RinaSwitch final : public SwitchProgram {
   size_t max_workers() const override { return kMaxRingWorkers; }
 
   void check_job(const SwitchJob& j) const override {
-    if (j.rina.rack.size() == 1 || j.rina.rack.size() > 64)
+    const bool level = j.parent != kNoNode;
+    if (j.rina.child_bits.size() != j.children.size())
+      throw std::invalid_argument(fmt::format("switch: job {} has {} children but {} child bit sets", j.job,
+                                              j.children.size(), j.rina.child_bits.size()));
+    if ((level || !j.children.empty()) && pool())
+      throw std::invalid_argument(fmt::format("switch: job {} aggregates in levels, which need a region, not a pool", j.job));
+    if (level) {
+      if (j.rina.bits.size() != j.rina.rack.size() || j.rina.rack.size() > 64 || j.rina.rack.size() + j.children.size() == 0)
+        throw std::invalid_argument(fmt::format("switch: job {} level needs a bit per rank (at most 64) and a sender", j.job));
+      for (const uint8_t b : j.rina.bits)
+        if (b >= 64) throw std::invalid_argument(fmt::format("switch: job {} level bit {} beyond 64", j.job, b));
+    }
+    if ((j.rina.rack.size() == 1 && !level) || j.rina.rack.size() > 64)
       throw std::invalid_argument(fmt::format("switch: job {} rack has {} ranks (2..64, or none: forward only)", j.job,
                                               j.rina.rack.size()));
     for (size_t i = 0; i < j.rina.rack.size(); ++i) {
@@ -141,8 +181,9 @@ class RinaSwitch final : public SwitchProgram {
       if (i && j.rina.rack[i] <= j.rina.rack[i - 1])
         throw std::invalid_argument(fmt::format("switch: job {} rack ranks must ascend (agent first)", j.job));
     }
-    for (uint16_t u : j.rina.upstream)
-      if (u >= j.workers.size() || std::find(j.rina.rack.begin(), j.rina.rack.end(), u) != j.rina.rack.end())
+    for (size_t i = level ? 1 : 0; i < j.rina.upstream.size(); ++i)  // a level's first row: the group's agent
+      if (const uint16_t u = j.rina.upstream[i];
+          u >= j.workers.size() || std::find(j.rina.rack.begin(), j.rina.rack.end(), u) != j.rina.rack.end())
         throw std::invalid_argument(fmt::format("switch: job {} upstream rank {} is not another rack's", j.job, u));
     if (j.rina.upstream.size() > 64)
       throw std::invalid_argument(fmt::format("switch: job {} has {} upstream ranks (at most 64)", j.job, j.rina.upstream.size()));
@@ -163,6 +204,19 @@ class RinaSwitch final : public SwitchProgram {
     const bool from_member = local >= 0 && j.workers[p->h.rank] == src;
     switch (p->h.type) {
       case PktType::RingPull:
+        if (j.parent != kNoNode) {  // a level: the agent's pull goes up to the group's top
+          if (!from_member && child_index(j, src) < 0) return drop(p, st_.foreign_data, fx);
+          p->h.src = id();
+          p->h.dst = j.parent;
+          fx.send(p);
+          return;
+        }
+        if (const int c = child_index(j, src); c >= 0 && !j.rina.rack.empty() && p->h.rank == j.rina.rack[0] &&
+                                              (j.rina.child_bits[static_cast<size_t>(c)] & 1)) {
+          p->h.src = id();
+          replicate(p, j, 1, kNoNode, fx);
+          return;
+        }
         if (!from_member || local != 0) return drop(p, st_.foreign_data, fx);
         if (pool()) advance_mark(j, p->h.priority);
         p->h.src = id();
@@ -171,14 +225,22 @@ class RinaSwitch final : public SwitchProgram {
       case PktType::RingData:
         if (p->h.count == 0 || p->h.count > width_) return drop(p, st_.malformed, fx);
         if (p->h.has(flag::kResult)) {
+          if (j.parent != kNoNode) {  // a level: the shard copied down from its parent
+            if (src != j.parent) return drop(p, st_.foreign_data, fx);
+            return gather(p, j, -1, fx);
+          }
           // AllGather: the own agent's broadcast, or another group's shard for this rack.
           if (p->h.rank >= j.workers.size() || j.workers[p->h.rank] != src || (local >= 0 && local != 0))
             return drop(p, st_.foreign_data, fx);
           if (pool() && local == 0) advance_mark(j, p->h.priority);
           return gather(p, j, local, fx);
         }
-        if (!from_member) return drop(p, st_.foreign_data, fx);
-        if (p->h.bitmap != RankBits::bit(local)) return drop(p, st_.foreign_data, fx);
+        if (const int c = child_index(j, src); c >= 0) {
+          if (p->h.bitmap != RankBits(j.rina.child_bits[static_cast<size_t>(c)])) return drop(p, st_.foreign_data, fx);
+        } else {
+          if (!from_member) return drop(p, st_.foreign_data, fx);
+          if (p->h.bitmap != bit_of(j, local)) return drop(p, st_.foreign_data, fx);
+        }
         if (p->h.agg_index >= kNoNode || !member(j, static_cast<NodeId>(p->h.agg_index)))
           return drop(p, st_.foreign_forward, fx);
         ++st_.data_in;
@@ -208,6 +270,39 @@ class RinaSwitch final : public SwitchProgram {
     for (size_t i = 0; i < j.rina.rack.size(); ++i)
       if (j.rina.rack[i] == rank) return static_cast<int>(i);
     return -1;
+  }
+  static int child_index(const SwitchJob& j, NodeId n) {
+    for (size_t i = 0; i < j.children.size(); ++i)
+      if (j.children[i] == n) return static_cast<int>(i);
+    return -1;
+  }
+  // A rack rank's bit in the group's packets, and every bit this switch's sum holds.
+  static RankBits bit_of(const SwitchJob& j, int local) {
+    return RankBits::bit(j.parent != kNoNode ? j.rina.bits[static_cast<size_t>(local)] : static_cast<unsigned>(local));
+  }
+  static RankBits all_bits(const SwitchJob& j) {
+    if (j.parent == kNoNode && j.children.empty()) return full_bitmap(static_cast<unsigned>(j.rina.rack.size()));
+    RankBits all;
+    for (size_t i = 0; i < j.rina.rack.size(); ++i) all |= bit_of(j, static_cast<int>(i));
+    for (const uint64_t b : j.rina.child_bits) all |= RankBits(b);
+    return all;
+  }
+  // Where a ScatterReduce acknowledgement goes: the rack ranks that send here
+  // (a top: those no child covers) and the children.
+  void send_down(Packet* p, const SwitchJob& j, Effects& fx) {
+    if (j.children.empty()) return replicate(p, j, 0, kNoNode, fx);
+    uint64_t covered = 0;
+    for (const uint64_t b : j.rina.child_bits) covered |= b;
+    std::vector<NodeId> to;
+    for (size_t i = 0; i < j.rina.rack.size(); ++i)
+      if (j.parent != kNoNode || !(covered >> i & 1)) to.push_back(j.workers[j.rina.rack[i]]);
+    to.insert(to.end(), j.children.begin(), j.children.end());
+    for (size_t k = 0; k < to.size(); ++k) {
+      Packet* c = k + 1 == to.size() ? p : clone(*p, fx);
+      c->h.dst = to[k];
+      fx.send(c);
+    }
+    ++st_.acks_multicast;
   }
 
   // A copy of p to the rack members from `first` on (1: all but the agent)
@@ -248,12 +343,19 @@ class RinaSwitch final : public SwitchProgram {
     fx.send(p);
   }
 
-  void send_sum(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx) {
+  // The slot's sum on to the onward node, or from a level up to its parent
+  // (onward node in agg_index; `resend`: the top serves its sum again).
+  void send_sum(uint32_t i, Packet* p, const SwitchJob& j, Effects& fx, bool resend = false) {
     load_into(i, *p);
     p->h.type = PktType::RingData;
     p->h.flags = static_cast<uint16_t>(flag::kPartial | (p->h.flags & flag::kEcn));
-    p->h.rank = static_cast<uint8_t>(j.rina.rack[0]);
+    if (!j.rina.rack.empty()) p->h.rank = static_cast<uint8_t>(j.rina.rack[0]);
     p->h.dst = fwd_[i];
+    if (j.parent != kNoNode) {
+      p->h.dst = j.parent;
+      p->h.agg_index = fwd_[i];
+      if (resend) p->h.flags |= flag::kResend;
+    }
     fx.send(p);
   }
 
@@ -261,12 +363,13 @@ class RinaSwitch final : public SwitchProgram {
     const uint64_t k = key(*p);
     const uint32_t i = slot(j, p->h.psn);
     Agg& a = agg(i);
-    const RankBits all = full_bitmap(static_cast<unsigned>(j.rina.rack.size()));
+    const RankBits all = all_bits(j);
+    retire_older(j, i, k);
     if (a.key == k) {
       if (complete_[i]) {
         if (!p->h.has(flag::kResend)) return drop(p, st_.duplicates, fx);
         ++st_.resend_served;  // the onward node may have lost the sum
-        send_sum(i, p, j, fx);
+        send_sum(i, p, j, fx, true);
         return;
       }
       if (a.bitmap & p->h.bitmap) return drop(p, st_.duplicates, fx);
@@ -291,23 +394,37 @@ class RinaSwitch final : public SwitchProgram {
     send_sum(i, p, j, fx);
   }
 
+  // A level's sum in slot i older than task k whose parent's
+  // acknowledgement was lost: the group is at a later step (k: a packet of
+  // it), which its agent reaches only once the top had every part of the
+  // older one; the ranks skip their pulled steps on the agent's next pull
+  // or broadcast and never resend it, so it is done.
+  void retire_older(const SwitchJob& j, uint32_t i, uint64_t k) {
+    if (j.parent == kNoNode || !complete_[i] || agg(i).key == 0 || agg(i).key >= k) return;
+    freed_[i] = agg(i).key;
+    release(i);
+    complete_[i] = 0;
+    ++st_.stale;
+  }
+
   void on_ack(Packet* p, const SwitchJob& j, Effects& fx) {
     const uint64_t k = key(*p);
     const uint32_t i = slot(j, p->h.psn);
     Agg& a = agg(i);
+    const bool level = j.parent != kNoNode;
     if (a.key == k && complete_[i]) {
-      if (p->h.src != fwd_[i]) return drop(p, st_.foreign_ack, fx);
+      if (p->h.src != (level ? j.parent : fwd_[i])) return drop(p, st_.foreign_ack, fx);
       release(i);
       complete_[i] = 0;
       freed_[i] = k;
       ++st_.released_by_ack;
-    } else if (!finished(i, k) || !member(j, p->h.src)) {
+    } else if (!finished(i, k) || !(level ? p->h.src == j.parent : member(j, p->h.src))) {
       return drop(p, st_.foreign_ack, fx);
     }
-    // To the rack (again, for a repeated acknowledgement: a member may have missed it).
+    // To the rack and the levels below (again, for a repeated acknowledgement: a member may have missed it).
     p->h.flags &= flag::kEce;
     p->h.src = id();
-    replicate(p, j, 0, kNoNode, fx);
+    send_down(p, j, fx);
   }
 
   // ---- shared pool (see the header) --------------------------------------
@@ -456,12 +573,24 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   void gather(Packet* p, const SwitchJob& j, int local, Effects& fx) {
-    const NodeId from = p->h.src;
-    const bool own = local == 0;  // the agent's broadcast
-    const int row = ag_row(j, p->h.rank, own);
-    if (row < 0) return drop(p, st_.foreign_data, fx);
+    const bool level = j.parent != kNoNode;
+    // A level: the original sender is in agg_index (its parent set it), its
+    // rows are `upstream` (the group's agent first); the agent's own
+    // broadcast needs no copy back to it.
+    const NodeId from = level ? static_cast<NodeId>(p->h.agg_index) : p->h.src;
+    const int lrow = level ? ag_row(j, p->h.rank, false) - 1 : -1;
+    const bool own = level ? lrow == 0 : local == 0;  // the agent's broadcast
+    const int row = level ? lrow : ag_row(j, p->h.rank, own);
+    if (row < 0 || (level && from >= kNoNode)) return drop(p, st_.foreign_data, fx);
+    // The agent's broadcast of the group's shard ends its ScatterReduce: the
+    // level's own-shard step's sum for this packet number is done.
+    if (level && own && !pool()) retire_older(j, slot(j, p->h.psn), key(*p));
+    int skip = level ? -1 : 0;  // the rack index that has the shard already (the agent)
+    if (level && own)
+      for (size_t i = 0; i < j.rina.rack.size(); ++i)
+        if (j.rina.bits[i] == 0) skip = static_cast<int>(i);
     NodeId onward = kNoNode;
-    if (own && p->h.agg_index != kNoNode) {
+    if (!level && own && p->h.agg_index != kNoNode) {
       onward = static_cast<NodeId>(p->h.agg_index);
       if (p->h.agg_index > kNoNode || (!member(j, onward) && !is_peer_switch(onward)))
         return drop(p, st_.foreign_forward, fx);
@@ -478,20 +607,27 @@ class RinaSwitch final : public SwitchProgram {
       ack->h.type = PktType::RingAck;
       ack->h.flags = flag::kResult;
       ack->h.src = id();
-      ack->h.dst = from;
+      ack->h.dst = level ? j.parent : from;
       ack->h.count = 0;
       ++st_.stale;
       fx.send(ack);
     } else if (a.key == 0) {
       a.key = k;
-      a.bits = own ? 1 : 0;  // the agent has its own shard
+      a.bits = own && skip >= 0 ? 1 : 0;  // the agent has its own shard (its bit is 0 in the group)
       a.ece = 0;
     } else {
       return drop(p, st_.collisions, fx);  // beyond the sender's window: impossible for an honest sender
     }
     std::vector<NodeId> to;
-    if (copy)
-      for (size_t i = own ? 1 : 0; i < j.rina.rack.size(); ++i) to.push_back(j.workers[j.rina.rack[i]]);
+    if (copy) {
+      // The rack ranks this switch copies to (a top with levels: those no child covers), then the children.
+      uint64_t covered = 0;
+      if (!level)
+        for (const uint64_t b : j.rina.child_bits) covered |= b;
+      for (size_t i = 0; i < j.rina.rack.size(); ++i)
+        if (static_cast<int>(i) != (own ? skip : -1) && !(covered >> i & 1)) to.push_back(j.workers[j.rina.rack[i]]);
+      to.insert(to.end(), j.children.begin(), j.children.end());
+    }
     if (onward != kNoNode) {
       Packet* c = to.empty() ? p : clone(*p, fx);
       c->h.dst = onward;
@@ -509,25 +645,30 @@ class RinaSwitch final : public SwitchProgram {
     ++st_.acks_multicast;
   }
 
+  // A member's acknowledgement of a shard copy (its bit), or a child's for
+  // its part of the group (its bits); when every bit is in, one goes to the
+  // sender, or from a level to its parent.
   void gather_ack(Packet* p, const SwitchJob& j, int local, Effects& fx) {
-    if (local < 0 || j.workers[p->h.rank] != p->h.src || p->h.agg_index >= kNoNode)
+    const bool level = j.parent != kNoNode;
+    const int child = child_index(j, p->h.src);
+    if ((child < 0 && (local < 0 || j.workers[p->h.rank] != p->h.src)) || p->h.agg_index >= kNoNode)
       return drop(p, st_.foreign_ack, fx);
     const auto from = static_cast<NodeId>(p->h.agg_index);
-    // The sender's rank: the own agent, or an upstream rank whose node is `from`.
+    // The sender's rank: the own agent, or an upstream rank whose node is `from` (a level: its upstream list).
     int row = -1;
-    if (from == j.workers[j.rina.rack[0]]) row = 0;
+    if (!level && from == j.workers[j.rina.rack[0]]) row = 0;
     for (size_t i = 0; row < 0 && i < j.rina.upstream.size(); ++i)
-      if (j.workers[j.rina.upstream[i]] == from) row = static_cast<int>(i) + 1;
+      if (j.workers[j.rina.upstream[i]] == from) row = static_cast<int>(i) + (level ? 0 : 1);
     if (row < 0) return drop(p, st_.foreign_ack, fx);
     const uint64_t k = key(*p);
     AgSlot& a = ag_slot(j, row, p->h.psn);
     if (a.key != k) return drop(p, st_.duplicates, fx);  // a repeated acknowledgement
-    a.bits |= 1ULL << local;
+    a.bits |= child >= 0 ? j.rina.child_bits[static_cast<size_t>(child)] : bit_of(j, local).lo();
     a.ece |= p->h.has(flag::kEce) ? 1 : 0;
-    if (a.bits != full_bitmap(static_cast<unsigned>(j.rina.rack.size()))) return fx.free(p);
+    if (RankBits(a.bits) != all_bits(j)) return fx.free(p);
     p->h.flags = static_cast<uint16_t>(flag::kResult | (a.ece ? flag::kEce : 0));
     p->h.src = id();
-    p->h.dst = from;
+    p->h.dst = level ? j.parent : from;
     a.freed = k;
     a.key = 0;
     ++st_.released_by_ack;

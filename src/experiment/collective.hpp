@@ -48,6 +48,11 @@ struct CollectiveSettings {
   double init_window_kb = 60;
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;      //   its k (mean k/N per ring step)
+  // Rina Eq. 1's O: a host's fixed cost per gradient send (protocol, memory
+  // movement), independent of N: before each ring step's send, and once per
+  // allreduce in the PS family (a worker sends its gradient once). `ina bench
+  // ringstep` measures it on this machine's runtime.
+  double step_overhead_us = 0;
   bool step_barrier = false;      // ring schemes: a job-wide barrier per ring step (host/ring.hpp; Eq. 1's model)
   // Rina §IV-C's AllGather slow start: "agent" (the agent's broadcast only,
   // the default) or "rack" (every AllGather send of an INA rack's workers).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "experiment/collective.hpp"
+#include "host/ring.hpp"
 #include "schemes/registry.hpp"
 #include "sim/network.hpp"
 
@@ -47,5 +48,9 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
 // RAR, H-AR and Rina (host/ring.hpp, dataplane/rina.cpp).
 CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                  const CollectiveSettings& s);
+// Each ring job's plan (plan[rank] = its stages) exactly as run_ring_family
+// makes it (racks, INA ToRs, Rina's groups above the ToR), for the estimate.
+std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const topo::Graph& g, const schemes::Scheme& scheme,
+                                                                  const sim::Placement& pl, double gradient_mb);
 
 }  // namespace ina::exp::detail

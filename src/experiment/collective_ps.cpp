@@ -343,7 +343,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       hp.len = len[j];
       hp.data_seed = j ? mix(data_seed, j) : data_seed;  // each job its own gradients (job 0's as with one job)
       hp.iterations = s.iterations;
-      hp.compute = from_ms(s.compute_ms);
+      hp.compute = from_ms(s.compute_ms) + static_cast<Time>(s.step_overhead_us * kUs);
       hp.header_bytes = s.header_bytes;
       if (scheme.eq1_priority) {
         // Eq. 1's T and Comm/Comp from the host's own link, as TrainingWorker estimates them.

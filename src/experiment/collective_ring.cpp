@@ -1,12 +1,14 @@
 // RAR, H-AR and Rina jobs on a multi-switch topology (experiment/collective.hpp).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <variant>
 
 #include <fmt/format.h>
 
+#include "control/rina_bom.hpp"
 #include "dataplane/switch.hpp"
 #include "experiment/collective_impl.hpp"
 #include "host/ring.hpp"
@@ -21,6 +23,19 @@ namespace ina::exp::detail {
 
 namespace {
 
+// One switch's entry for a group above the ToR (Rina §IV-D): the group's
+// top, or a level below it (dataplane/rina.hpp).
+struct RinaLevel {
+  NodeId sw = kNoNode;
+  NodeId parent = kNoNode;        // a level: the switch above
+  std::vector<uint16_t> rack;     // the top: the group's ranks; a level: the ranks sending to it
+  std::vector<uint8_t> bits;      // a level: each rack rank's bit in the group
+  std::vector<NodeId> children;   // levels below it
+  std::vector<uint64_t> child_bits;
+  RankBits subtree;               // a level: the job ranks below it (SwitchJob::agg_mask)
+  uint16_t top_agent = 0;         // the group's agent (lowest rank)
+};
+
 // One ring job: its racks (rank order), their ToRs (kNoNode: not INA), its plan and nodes.
 struct RingJob {
   uint16_t id = 1;
@@ -31,9 +46,122 @@ struct RingJob {
   std::vector<host::RingEndpoint*> eps;
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors;
   std::vector<size_t> alive;  // ranks that did not fail
+  std::vector<RinaLevel> levels;  // groups above the ToR: their tops and levels
+  std::vector<bool> merged;       // by rank: in a group above the ToR
 };
 
+// Rina's groups above the ToR (control/rina_bom.hpp, Aggregation::Tree,
+// the job's ranks in order and the graph's INA switches): merges them into
+// the job's plan and keeps each switch's entry (J.levels) and the merged
+// ranks (J.merged). A job whose groups are all racks (INA only at ToRs)
+// keeps its plan.
+void merge_groups_above_tor(const topo::Graph& g, RingJob& J) {
+  namespace rina = control::rina;
+  std::vector<topo::NodeId> workers(J.nodes.begin(), J.nodes.end());
+  const rina::RinaResult rr = rina::rina_throughput(g, workers, g.ina_switches(), rina::Aggregation::Tree);
+  J.merged.assign(J.nodes.size(), false);
+  auto rank_of = [&](topo::NodeId n) {
+    return static_cast<uint16_t>(std::find(workers.begin(), workers.end(), n) - workers.begin());
+  };
+  for (const rina::Group& grp : rr.groups) {
+    if (grp.hops.empty() || g.is_host(grp.sender)) continue;
+    bool above = false;  // a rack's group has its members' hops only, all to its ToR
+    for (const rina::Hop& h : grp.hops) above = above || !g.is_host(h.from);
+    if (!above) {
+      std::vector<topo::NodeId> tors;
+      for (const auto m : grp.members) tors.push_back(g.neighbors(m)[0].peer);
+      above = std::any_of(tors.begin(), tors.end(), [&](topo::NodeId t) { return t != grp.sender; });
+    }
+    if (!above) continue;
+    std::vector<uint16_t> ranks;
+    for (const auto m : grp.members) ranks.push_back(rank_of(m));
+    std::sort(ranks.begin(), ranks.end());
+    auto bit = [&](uint16_t r) { return static_cast<uint8_t>(std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin()); };
+    std::vector<NodeId> entry(ranks.size(), static_cast<NodeId>(grp.sender));
+    // Each switch of the group's tree: its level (the top first).
+    std::vector<RinaLevel> lv{RinaLevel{static_cast<NodeId>(grp.sender), kNoNode, ranks, {}, {}, {}, {}}};
+    auto level = [&](topo::NodeId sw) -> RinaLevel& {
+      for (auto& l : lv)
+        if (l.sw == sw) return l;
+      lv.push_back(RinaLevel{static_cast<NodeId>(sw), kNoNode, {}, {}, {}, {}, {}});
+      return lv.back();
+    };
+    std::map<topo::NodeId, uint64_t> below;  // group bits under each switch (hops come leaves first)
+    std::map<topo::NodeId, RankBits> below_ranks;
+    for (const rina::Hop& h : grp.hops) {
+      if (g.is_host(h.from)) {
+        const uint16_t r = rank_of(h.from);
+        entry[bit(r)] = static_cast<NodeId>(h.to);
+        below[h.to] |= 1ULL << bit(r);
+        below_ranks[h.to] |= RankBits::bit(r);
+        if (h.to != grp.sender) {
+          RinaLevel& l = level(h.to);
+          l.rack.push_back(r);
+          l.bits.push_back(bit(r));
+        }
+      } else {
+        level(h.from).parent = static_cast<NodeId>(h.to);
+        level(h.from).subtree = below_ranks[h.from];
+        RinaLevel& up = level(h.to);
+        up.children.push_back(static_cast<NodeId>(h.from));
+        up.child_bits.push_back(below[h.from]);
+        below[h.to] |= below[h.from];
+        below_ranks[h.to] |= below_ranks[h.from];
+      }
+    }
+    for (auto& l : lv) l.top_agent = ranks[0];
+    for (auto& l : lv) {  // ranks ascend in a level's rack (their bits with them)
+      if (l.parent == kNoNode) continue;
+      std::vector<std::pair<uint16_t, uint8_t>> rb;
+      for (size_t i = 0; i < l.bits.size(); ++i) rb.push_back({l.rack[i], l.bits[i]});
+      std::sort(rb.begin(), rb.end());
+      for (size_t i = 0; i < rb.size(); ++i) {
+        l.rack[i] = rb[i].first;
+        l.bits[i] = rb[i].second;
+      }
+    }
+    host::merge_rina_group(J.plan, ranks, static_cast<NodeId>(grp.sender), entry);
+    for (const uint16_t r : ranks) J.merged[r] = true;
+    J.levels.insert(J.levels.end(), lv.begin(), lv.end());
+  }
+}
+
+// Job J's ranks (`hosts`, in rank order), its racks and their INA ToRs, and
+// its plan, with Rina's groups above the ToR merged in.
+void shape_job(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
+               const std::vector<topo::NodeId>& hosts, uint64_t elems, RingJob& J) {
+  const bool ina = scheme.collective == schemes::Collective::RingIna;
+  const size_t n = hosts.size();
+  // Racks of the job, in rank order (both placements keep a rack's ranks contiguous).
+  int last_rack = -1;
+  for (size_t r = 0; r < n; ++r) {
+    const int rk = pl.rack_of.at(hosts[r]);
+    if (rk != last_rack) {
+      J.racks.emplace_back();
+      const topo::NodeId tor = g.neighbors(hosts[r])[0].peer;
+      J.tors.push_back(ina && g.is_ina(tor) ? static_cast<NodeId>(tor) : kNoNode);
+      last_rack = rk;
+    }
+    J.racks.back().push_back(static_cast<uint16_t>(r));
+    J.nodes.push_back(static_cast<NodeId>(hosts[r]));
+  }
+  J.plan = schemes::ring_plan(scheme, n, J.racks, J.tors, elems);
+  if (ina && n >= 2) merge_groups_above_tor(g, J);
+}
+
 }  // namespace
+
+std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const topo::Graph& g, const schemes::Scheme& scheme,
+                                                                  const sim::Placement& pl, double gradient_mb) {
+  const auto elems = static_cast<uint64_t>(gradient_mb * static_cast<double>(workload::kMiB) / 4);
+  std::vector<std::vector<std::vector<host::RingStage>>> out;
+  for (const auto& hosts : pl.jobs) {
+    RingJob J;
+    shape_job(g, scheme, pl, hosts, elems, J);
+    out.push_back(std::move(J.plan));
+  }
+  return out;
+}
 
 CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                  const CollectiveSettings& s) {
@@ -68,25 +196,18 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     const size_t n = hosts.size();
     if (n > kMaxRingWorkers)
       throw std::invalid_argument(fmt::format("{}: job {} has {} workers, at most {}", scheme.name, k, n, kMaxRingWorkers));
-    // Racks of the job, in rank order (both placements keep a rack's ranks contiguous).
-    int last_rack = -1;
-    for (size_t r = 0; r < n; ++r) {
-      const int rk = pl.rack_of.at(hosts[r]);
-      if (rk != last_rack) {
-        J.racks.emplace_back();
-        const topo::NodeId tor = g.neighbors(hosts[r])[0].peer;
-        J.tors.push_back(ina && g.is_ina(tor) ? static_cast<NodeId>(tor) : kNoNode);
-        last_rack = rk;
-      }
-      J.racks.back().push_back(static_cast<uint16_t>(r));
-      J.nodes.push_back(static_cast<NodeId>(hosts[r]));
-      who[hosts[r]] = {static_cast<int>(k), static_cast<int>(r)};
-    }
-    J.plan = make_plan(n, J.racks, J.tors);
+    shape_job(g, scheme, pl, hosts, elems, J);
+    for (size_t r = 0; r < n; ++r) who[hosts[r]] = {static_cast<int>(k), static_cast<int>(r)};
+    if (s.fail_rank >= 0 && !J.levels.empty())
+      throw std::invalid_argument(fmt::format("fail_rank = {}: a Rina group above the ToR cannot lose a worker "
+                                              "(not modelled)", s.fail_rank));
+    auto merged_rack = [&](size_t r) { return !J.merged.empty() && J.merged[J.racks[r][0]]; };
     for (size_t r = 0; r < J.racks.size(); ++r)
-      if (J.tors[r] != kNoNode && J.racks[r].size() >= 2 &&
+      if (J.tors[r] != kNoNode && J.racks[r].size() >= 2 && !merged_rack(r) &&
           std::find(ina_tors.begin(), ina_tors.end(), J.tors[r]) == ina_tors.end())
         ina_tors.push_back(J.tors[r]);
+    for (const RinaLevel& l : J.levels)
+      if (std::find(ina_tors.begin(), ina_tors.end(), l.sw) == ina_tors.end()) ina_tors.push_back(l.sw);
     J.eps.assign(n, nullptr);
     J.tensors.resize(n);
     for (size_t r = 0; r < n; ++r) J.alive.push_back(r);
@@ -150,11 +271,13 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
             for (size_t q = 0; q < J.racks.size(); ++q)
               if (std::find(J.racks[q].begin(), J.racks[q].end(), static_cast<uint16_t>(r)) != J.racks[q].end())
                 c.allgather_all_from_zero = J.tors[q] != kNoNode && J.racks[q].size() >= 2;
+            if (!J.merged.empty() && J.merged[static_cast<size_t>(r)]) c.allgather_all_from_zero = true;
           }
           c.rina_transport = s.rina_transport == "aimd" ? host::RinaTransport::Aimd : host::RinaTransport::Paper;
           c.ina_gbps = ina ? host::rina_pace_gbps(s.ina_gbps, c.rina_transport) : 0;
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
-          c.straggler_mean = static_cast<Time>(s.straggler_k_us / static_cast<double>(n) * kUs);
+          // Eq. 1 per step: O (fixed) + C's fluctuation around k/N.
+          c.straggler_mean = static_cast<Time>((s.straggler_k_us / static_cast<double>(n) + s.step_overhead_us) * kUs);
           c.straggler_sigma = static_cast<Time>(s.straggler_sigma_us * kUs);
           c.step_barrier = s.step_barrier;
           // Job 0 keeps the single-job seeds (results of one job do not change).
@@ -174,8 +297,27 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         sw->set_id(static_cast<NodeId>(v));
         for (size_t k = 0; k < jobs.size(); ++k) {
           const RingJob& J = jobs[k];
+          for (const RinaLevel& l : J.levels) {
+            if (l.sw != static_cast<NodeId>(v)) continue;
+            dp::SwitchJob sj = grants[k].switch_job();
+            sj.rina.priority = s.job_priority.empty() ? 1 : s.job_priority[k];
+            sj.rina.rack = l.rack;
+            sj.parent = l.parent;
+            sj.agg_mask = l.subtree;
+            sj.children = l.children;
+            sj.rina.child_bits = l.child_bits;
+            // The group's top (RinaLevel of the same group, no parent) has the agent first.
+            const uint16_t agent = l.parent != kNoNode ? l.top_agent : l.rack[0];
+            sj.rina.upstream = host::upstream_of(J.plan[agent], agent);
+            if (l.parent != kNoNode) {
+              sj.rina.bits = l.bits;
+              sj.rina.upstream.insert(sj.rina.upstream.begin(), agent);  // a level's rows: the agent's broadcast first
+            }
+            sw->add_job(sj);
+          }
           for (size_t r = 0; r < J.racks.size(); ++r) {
             if (J.tors[r] != static_cast<NodeId>(v) || J.racks[r].size() < 2) continue;
+            if (!J.merged.empty() && J.merged[J.racks[r][0]]) continue;
             dp::SwitchJob sj = grants[k].switch_job();
             sj.rina.priority = s.job_priority.empty() ? 1 : s.job_priority[k];
             sj.rina.rack = J.racks[r];

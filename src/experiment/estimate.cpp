@@ -5,11 +5,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <optional>
 
+#include "experiment/collective_impl.hpp"
+#include "experiment/estimate_ring.hpp"
 #include "experiment/network_point.hpp"
 #include "experiment/runner.hpp"
+#include "sim/network.hpp"
 #include "wire/packet.hpp"
+#include "workload/model.hpp"
 
 namespace ina::exp {
 namespace {
@@ -21,10 +27,15 @@ constexpr double kMiBytes = 1 << 20;
 //  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
 constexpr uint64_t kAggBytes = 32 + 4;
-//  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, done 1, padded; counted
-//    per packet of the live ops, an upper bound: the transport keeps records of the packets in
-//    flight only (a ring per op); the measured peak RSS is still within the factor;
-constexpr uint64_t kRecBytes = 32;
+//  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, slot, prev, gap_mark
+//    (4 each), padded to 40, and its done bit. An op's records are a ring over its packets
+//    [lowest not done, next to send), doubled when full (at least 64): a window's span while
+//    every packet comes back within about an RTT. A packet that waits for a retransmission
+//    timeout (a loss) holds the ring's low end while the window moves on: an RTO (1 ms or more)
+//    is many windows, so then the ring spans the op up to its end, and the ops after it open
+//    theirs: every live op's packets (measured: faults.loss = 0.001 on the 4 x 8 ATP star
+//    grows the rings to 36 MiB, about 4 whole ops per worker; without loss they stay at 64).
+constexpr uint64_t kRecBytes = 40;
 //  - its DeadlineQueue entry: (deadline, psn), padded;
 constexpr uint64_t kDeadlineBytes = 16;
 //  - host::ParameterServer: Entry (~64 B), the psn -> slot hash node (~48 B), the free list;
@@ -35,6 +46,8 @@ constexpr uint64_t kOpsPerIteration = 4;  // workload::dsa_model: 2 layers x 2 p
 constexpr uint64_t kLiveIterations = 2;
 //  - sim::Link with its RNG and a WireFifo of at least 64 (time, packet) pairs;
 constexpr uint64_t kLinkBytes = 1536;
+//  - dp::RinaSwitch's AllGather slot: key, member bits, freed key (8 each), ece, padded;
+constexpr uint64_t kGatherSlotBytes = 32;
 //  - a node object (training worker, PS) besides the state counted above;
 constexpr uint64_t kNodeBytes = 4096;
 //  - the simulator's event heap reservation (65536 events of 32 B);
@@ -67,12 +80,39 @@ std::string Estimate::summary() const {
 }
 
 // A collective on a multi-switch topology (network_point.hpp): its tensors
-// are synthetic (no storage); memory is the switches' aggregators (every
-// switch counted as INA: an upper bound), the packets in flight (four windows
-// per worker: shards out and in, acks, retransmissions; at most what the
-// queues hold), the links and the nodes.
-static Estimate estimate_network_run(const Settings& s) {
-  const topo::Graph g = build_topology(s, "estimate");
+// are synthetic (no storage); memory is the switches' aggregators, the
+// packets in flight (four windows per worker: shards out and in, acks,
+// retransmissions; at most what the queues hold), the links and the nodes,
+// and for the ring family (RAR, H-AR, Rina) the endpoints' buffers, sized by
+// the gradient (estimate_ring.hpp).
+namespace {
+
+// Each ring job's plan (by rank) on the run's graph and placement: the run's own (collective_ring.cpp).
+std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const NetworkRun& nr, const schemes::Scheme& scheme) {
+  const topo::Graph& g = nr.graph;
+  const CollectiveSettings& c = nr.settings;
+  std::vector<int> sizes = c.workers_per_job;
+  if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
+  const sim::Placement pl = c.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
+  return detail::ring_plans(g, scheme, pl, c.gradient_mb);
+}
+
+}  // namespace
+
+static Estimate estimate_network_run(const Settings& s, const std::string& scheme_name) {
+  const schemes::Scheme* spec = schemes::lookup(scheme_name);
+  const bool ring = spec && (spec->collective == schemes::Collective::Ring ||
+                             spec->collective == schemes::Collective::Hierarchical ||
+                             spec->collective == schemes::Collective::RingIna);
+  std::optional<NetworkRun> nr;
+  if (ring) {
+    try {
+      nr.emplace(network_run(s, *spec, 1, "estimate"));
+    } catch (const std::exception&) {
+      // The run reports the problem itself; the estimate falls back to the generic model.
+    }
+  }
+  const topo::Graph g = nr ? nr->graph : build_topology(s, "estimate");
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
   const uint64_t wire = payload + static_cast<uint64_t>(s.header_bytes);
   const uint64_t workers =
@@ -83,19 +123,49 @@ static Estimate estimate_network_run(const Settings& s) {
   const uint64_t in_flight = std::min(workers * 4 * window, queued) + kPoolSlab;
   const uint64_t stride = (sizeof(Packet) + payload + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
   const uint64_t aggs = static_cast<uint64_t>(std::floor(s.memory_mb * kMiBytes / static_cast<double>(payload)));
+  // Every switch counted as INA (an upper bound), but for a ring scheme
+  // whose run is known: its INA switches, none for RAR and H-AR.
+  uint64_t ina_switches = g.switches().size();
+  RingBuffers ring_bytes;
+  uint64_t gather_slots = 0;
+  if (nr) {
+    ina_switches = spec->collective == schemes::Collective::RingIna ? nr->ina.size() : 0;
+    const auto plans = ring_plans(*nr, *spec);
+    const uint64_t region = aggs / std::max<uint64_t>(1, plans.size());
+    for (const auto& plan : plans) {
+      const RingBuffers b = ring_buffers(plan, static_cast<uint64_t>(std::max(1, s.iterations)),
+                                         static_cast<uint16_t>(payload / 4));
+      ring_bytes.values += b.values;
+      ring_bytes.records += b.records;
+      // A Rina ToR's AllGather slots (per job): a row for its agent and one
+      // per rank of the upstream group, a region wide.
+      if (!plan.empty())
+        for (const host::RingStage& st : plan.front())
+          for (size_t i = 0; i < st.groups.size(); ++i)
+            if (st.groups[i].ina()) {
+              const size_t G = st.groups.size();
+              const uint64_t rows = 1 + (G > 1 ? st.groups[(i + G - 1) % G].ranks.size() : 0);
+              gather_slots += rows * region * kGatherSlotBytes;
+            }
+    }
+  }
   Estimate e;
   e.parts = {
-      {"switch aggregators", "switch.memory_mb x switches", g.switches().size() * aggs * (kAggBytes + payload)},
+      {"switch aggregators", "switch.memory_mb x INA switches", ina_switches * aggs * (kAggBytes + payload) + gather_slots},
       {"packet pool", "workload.workers x transport.init_window_kb, topology.queue_kb",
        ceil_div(in_flight, kPoolSlab) * kPoolSlab * stride},
       {"links, nodes and events", "topology", links * kLinkBytes + g.num_nodes() * kNodeBytes + kHeapBytes},
+      {"ring shard buffers", "workers x (workload.model or gradient_mb) x workload.gradient_scale / groups per ring",
+       ring_bytes.values},
+      {"ring transfer records", "workers x shard / switch.payload_bytes", ring_bytes.records},
   };
+  std::erase_if(e.parts, [](const MemoryPart& p) { return p.bytes == 0; });
   std::stable_sort(e.parts.begin(), e.parts.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   return e;
 }
 
 Estimate estimate_run(const Settings& given, const std::string& scheme) {
-  if (is_network(given)) return estimate_network_run(given);
+  if (is_network(given)) return estimate_network_run(given, scheme);
   const schemes::Scheme* spec = schemes::lookup(scheme);  // the registry's roles, never the name
   const Settings s = spec ? packets_for(given, *spec) : given;  // the packet the run will use
   const uint64_t payload = static_cast<uint64_t>(s.payload_bytes);
@@ -111,12 +181,23 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   // Packets a worker has in flight: its initial window, grown by AIMD about twofold.
   const uint64_t window = std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 / wire));
 
+  // A packet can wait for a retransmission timeout in a lossy run, and a
+  // preempted task (DSA and its strawmen) for the PS's result: its op's
+  // ring then spans the op (see kRecBytes).
+  const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
+  const bool waits = lossy || tracks;
   uint64_t recs = 0, rto = 0, tasks = 0, ps = 0;
   for (uint64_t j = 1; j <= jobs; ++j) {
     const auto wpj = static_cast<uint64_t>(per_job[j - 1]);
     const char model = s.model == "mixed" ? (j % 2 ? 'A' : 'B') : s.model[0];
     const uint64_t pkts = ceil_div(partition_bytes(model, s.partition_mb), payload);  // per partition
-    recs += wpj * live_ops * pkts * kRecBytes;
+    // Rings of the ops in flight: the op being sent and the one finishing,
+    // each about twice the initial window (AIMD growth), or the whole op when
+    // packets wait; with loss every live op's (measured: 2 ops' worth of
+    // rings bound DSA's preemptions, 4 the lossy runs).
+    const uint64_t ring = waits ? std::bit_ceil(std::max<uint64_t>(pkts, 64))
+                                : std::bit_ceil(std::max<uint64_t>(std::min(pkts, 2 * window), 64));
+    recs += wpj * (lossy ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;
     if (tracks) tasks += ops * pkts;  // one byte per (job, PSN)
@@ -135,8 +216,10 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
 
   Estimate e;
   e.parts = {
-      {"worker transport records", "workload.jobs x workload.workers_per_job x (workload.partition_mb or model) "
-                                   "/ switch.payload_bytes x min(workload.iterations, 2)",
+      {"worker transport records",
+       waits ? "workload.jobs x workload.workers_per_job x (workload.partition_mb or model) / switch.payload_bytes x "
+               "min(workload.iterations, 2)"
+             : "workload.jobs x workload.workers_per_job x transport.init_window_kb",
        recs + rto},
       // P4INC-AOI's shadow copy is a second set of value registers (and its id).
       {"switch aggregators", "switch.memory_mb", aggs * (kAggBytes + payload) * (spec && spec->segments ? 2 : 1)},

@@ -2,15 +2,18 @@
 // Resource estimate of `ina sim` before anything runs: processes, threads and
 // peak memory, derived from the sizes of the data structures a run allocates
 // (switch register arrays, per-packet worker transport records, PS entries,
-// the packet pool, links and events). `ina sim` prints it and refuses to start
-// when it exceeds the machine's available memory (/proc/meminfo MemAvailable)
-// unless --force.
+// the packet pool, links and events; on multi-switch topologies, the ring
+// endpoints' shard buffers, from the job's plan: estimate_ring.hpp). `ina sim`
+// prints it and refuses to start when it exceeds the machine's available
+// memory (/proc/meminfo MemAvailable) unless --force.
 //
 // Accuracy: the estimate is an upper-leaning model, not a measurement. On the
-// runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays or
-// by the workers' per-packet records) it is within a factor of 2 of the
-// measured peak RSS (getrusage ru_maxrss of the `ina sim` process), which is
-// the documented tolerance (kEstimateFactor).
+// runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays,
+// by the workers' per-packet records with and without loss, or by a ring
+// collective's shard buffers) it is within a factor of 2 of the measured peak
+// RSS (getrusage ru_maxrss of the `ina sim` process), which is the documented
+// tolerance (kEstimateFactor). PS-family collectives on multi-switch
+// topologies count every switch's aggregators and no per-worker state.
 #include <cstdint>
 #include <string>
 #include <vector>

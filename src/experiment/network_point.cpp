@@ -233,6 +233,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.init_window_kb = s.init_window_kb;
   c.straggler_sigma_us = s.straggler_sigma_us;
   c.straggler_k_us = s.straggler_k_us;
+  c.step_overhead_us = s.step_overhead_us;
   c.step_barrier = s.step_barrier;
   c.rina_allgather_start = s.rina_allgather_start;
   c.rina_transport = s.rina_transport;

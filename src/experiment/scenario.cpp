@@ -125,6 +125,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.gradient_scale", &Settings::gradient_scale, positive_up_to(1, "a fraction of the gradient")},
       {"workload.straggler_sigma_us", &Settings::straggler_sigma_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.straggler_k_us", &Settings::straggler_k_us, between(0, 1e8, "microseconds: at most 100 s")},
+      {"workload.step_overhead_us", &Settings::step_overhead_us, between(0, 1e8, "microseconds: at most 100 s")},
       {"workload.step_barrier", &Settings::step_barrier},
       {"workload.rina_allgather_start", &Settings::rina_allgather_start, one_of({"agent", "rack"})},
       {"workload.rina_transport", &Settings::rina_transport, one_of({"paper", "aimd"})},

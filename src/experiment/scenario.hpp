@@ -82,6 +82,7 @@ struct Settings {
   double gradient_scale = 1;           // workload.gradient_scale (network kinds): simulate gradient x this (a faster, smaller run)
   double straggler_sigma_us = 0;       // workload.straggler_sigma_us (network kinds): per-chunk time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;           // workload.straggler_k_us (network kinds): its k
+  double step_overhead_us = 0;         // workload.step_overhead_us (network kinds): Rina Eq. 1's O (CollectiveSettings)
   bool step_barrier = false;           // workload.step_barrier (ring schemes): a job-wide barrier per ring step (host/ring.hpp)
   std::string rina_allgather_start = "agent";  // workload.rina_allgather_start (rina): agent | rack (§IV-C's AllGather slow start)
   std::string rina_transport = "paper";        // workload.rina_transport (rina): paper | aimd (exp::CollectiveSettings)

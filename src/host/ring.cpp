@@ -210,6 +210,11 @@ void RingEndpoint::end_step(Time now) {
     rec.recv_done = r.done_at;
   }
   rec.done = now;
+  // The receives this step read (its send's partial, its finish's) are dead:
+  // a slot's next receive is kRecvSlots ordinals later. Their values go now,
+  // so an endpoint holds the shards it has yet to read, not kRecvSlots.
+  for (const int used : {s.add_recv, s.finish ? s.finish_recv : -1})
+    if (used >= 0) std::vector<int32_t>().swap(recv_[slot(op_, static_cast<size_t>(used))].vals);
   ++st_.steps;
   ++step_;
   if (step_ < log_.size()) log_[step_].current = now;

@@ -42,6 +42,13 @@
 // holding the same rack shard in every rack, and an AllGather ring inside
 // each rack.
 //
+// A Rina group above the ToR (§IV-D, merge_rina_group): its top switch is
+// RingGroup::tor, and each rank sends its ScatterReduce shards to (and has
+// them acknowledged by, and receives AllGather copies from) its entry
+// switch, a level below the top that aggregates its part first
+// (dataplane/rina.cpp); the pull and AllGather shards for the group go to
+// the top.
+//
 // Rina's data path (dataplane/rina.cpp): the agent sends a RingPull with
 // the step's tag to its ToR, which copies it to the rack; every member
 // (the agent too) then streams its shard to the ToR, addressed onward to
@@ -114,7 +121,11 @@ namespace ina::host {
 
 struct RingGroup {
   std::vector<uint16_t> ranks;  // one rank (autonomous) or a Rina rack, agent (lowest rank) first
-  NodeId tor = kNoNode;         // the rack's INA ToR (Rina); kNoNode: autonomous
+  NodeId tor = kNoNode;         // the group's top INA switch: the rack's ToR, or one above (Rina §IV-D); kNoNode: autonomous
+  // Above the ToR: per rank (as `ranks`), the INA switch it sends its
+  // ScatterReduce shards to and has them acknowledged by (its own INA ToR,
+  // a level below `tor`, see dataplane/rina.cpp, or `tor`). Empty: `tor` for all.
+  std::vector<NodeId> entry;
   bool ina() const { return tor != kNoNode; }
 };
 
@@ -141,6 +152,13 @@ std::vector<std::vector<RingStage>> plan_rar(size_t n, uint64_t elems);
 // autonomous workers). A rack of one rank is autonomous whatever its ToR.
 std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint16_t>>& racks,
                                               const std::vector<NodeId>& tors, uint64_t elems);
+// Rina above the ToR (§IV-D): the groups of `plan` (identical at every rank)
+// whose ranks all lie in `ranks` become one group at the position of the
+// first, `ranks` (ascending) with top switch `top` and per-rank entry
+// switches `entry` (as RingGroup::entry). std::invalid_argument if a merged
+// group is not wholly inside `ranks` or the group would exceed 64 ranks.
+void merge_rina_group(std::vector<std::vector<RingStage>>& plan, std::vector<uint16_t> ranks, NodeId top,
+                      std::vector<NodeId> entry);
 // H-AR: every rack must have the same number of ranks (std::invalid_argument otherwise).
 std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems);
 // The ranks that send AllGather shards to `rank`'s group in its Rina stage

@@ -51,6 +51,32 @@ std::vector<std::vector<RingStage>> plan_rina(const std::vector<std::vector<uint
   return std::vector<std::vector<RingStage>>(n, std::vector<RingStage>{st});
 }
 
+void merge_rina_group(std::vector<std::vector<RingStage>>& plan, std::vector<uint16_t> ranks, NodeId top,
+                      std::vector<NodeId> entry) {
+  if (ranks.size() < 2 || ranks.size() > 64 || entry.size() != ranks.size() || top == kNoNode)
+    throw std::invalid_argument(fmt::format("rina: a merged group needs 2..64 ranks, one entry each and a top switch"));
+  if (!std::is_sorted(ranks.begin(), ranks.end()))
+    throw std::invalid_argument("rina: a merged group's ranks must ascend (agent first)");
+  auto inside = [&](uint16_t r) { return std::binary_search(ranks.begin(), ranks.end(), r); };
+  for (auto& stages : plan)
+    for (auto& st : stages) {
+      std::vector<RingGroup> out;
+      bool placed = false;
+      for (auto& g : st.groups) {
+        const size_t in = static_cast<size_t>(std::count_if(g.ranks.begin(), g.ranks.end(), inside));
+        if (in == 0) {
+          out.push_back(std::move(g));
+          continue;
+        }
+        if (in != g.ranks.size())
+          throw std::invalid_argument(fmt::format("rina: a group with rank {} is only partly in the merged group", g.ranks[0]));
+        if (!placed) out.push_back(RingGroup{ranks, top, entry});
+        placed = true;
+      }
+      st.groups = std::move(out);
+    }
+}
+
 std::vector<std::vector<RingStage>> plan_hierarchical(const std::vector<std::vector<uint16_t>>& racks, uint64_t elems) {
   if (racks.empty()) throw std::invalid_argument("h-ar: no racks");
   const size_t k = racks[0].size();

@@ -59,8 +59,12 @@ void RingEndpoint::build_steps() {
     auto ag_entry = [&](const RingGroup& g) { return g.ina() ? g.tor : nodes.at(g.ranks[0]); };
     auto ag_sender = [&](const RingGroup& g, size_t s) { return ag_sender_of(g, s, nodes); };
     uint64_t my_bit = 0;
+    NodeId my_entry = mine.tor;  // where this rank's ScatterReduce shards go (RingGroup::entry)
     for (size_t i = 0; i < mine.ranks.size(); ++i)
-      if (mine.ranks[i] == me) my_bit = 1ULL << i;
+      if (mine.ranks[i] == me) {
+        my_bit = 1ULL << i;
+        if (!mine.entry.empty()) my_entry = mine.entry[i];
+      }
     if (code + 2 * G + 1 > 256) throw std::invalid_argument("ring: too many steps per op (step codes are 8 bits)");
     const uint8_t base = code;
     // Barrier codes (step_barrier): the codes in which some rank of this
@@ -95,9 +99,9 @@ void RingEndpoint::build_steps() {
         if (ina) {
           x.to_tor = x.region_cap = true;
           x.tor_bit = my_bit;
-          x.dst = mine.tor;
+          x.dst = my_entry;
           x.fwd = next_entry;
-          x.ackers = {mine.tor};
+          x.ackers = {my_entry};
           x.pull_first = agent;
           x.pulled = !agent;
         } else {
@@ -127,9 +131,9 @@ void RingEndpoint::build_steps() {
         f.add_recv = agent ? last_recv : -1;
         f.to_tor = f.region_cap = true;
         f.tor_bit = my_bit;
-        f.dst = mine.tor;
+        f.dst = my_entry;
         f.fwd = nodes.at(mine.ranks[0]);  // back to the agent
-        f.ackers = {mine.tor};
+        f.ackers = {my_entry};
         f.pull_first = agent;
         f.pulled = !agent;
         if (agent) {
@@ -176,7 +180,7 @@ void RingEndpoint::build_steps() {
         o.recvs = true;
         o.r_off = own_off;
         o.r_len = own_len;
-        o.r_src = mine.tor;
+        o.r_src = my_entry;
         o.r_orig = nodes.at(mine.ranks[0]);
         o.r_to_kept = !last;
         o.r_write = last;
@@ -216,7 +220,7 @@ void RingEndpoint::build_steps() {
           x.recvs = true;
           shard(q + G - s, x.r_off, x.r_len);
           if (ina) {
-            x.r_src = mine.tor;
+            x.r_src = my_entry;  // the switch right above: the top, or a level copying down from it
             x.r_orig = ag_sender(prev, s);
           } else {
             x.r_src = ag_sender(prev, s);

@@ -213,14 +213,29 @@ TEST(BadInput, SimEstimateCountsTheLargestRuns) {
   EXPECT_EQ(three.threads, 3u);
   // Three seeds of the same run at once: three times the run, one baseline.
   EXPECT_EQ(three.total_bytes() - one.total_bytes(), 2 * run.total_bytes());
-  // Model A, 4 MiB partitions of 256 B packets = 16384 packets; 4 live ops; 32 B records; 16 B
-  // deadlines for 4 windows of 196 packets (60 KB / 306 B).
-  EXPECT_EQ(run.parts.front().what, "worker transport records");
-  EXPECT_EQ(run.parts.front().bytes, 8u * 4 * 16384 * 32 + 8u * 4 * 196 * 16);
+  // Model A, 4 MiB partitions of 256 B packets = 16384 packets. Without loss:
+  // 2 record rings per worker of 512 (twice the 196-packet window, 60 KB /
+  // 306 B, to a power of two) 40 B records and their done bits; 16 B deadlines
+  // for 4 windows.
+  const auto records = [](const ina::exp::Estimate& e) {
+    for (const auto& p : e.parts)
+      if (p.what == "worker transport records") return p.bytes;
+    return uint64_t{0};
+  };
+  EXPECT_EQ(records(run), 8u * 2 * 512 * 321 / 8 + 8u * 4 * 196 * 16);
+  // With loss a packet waits for a retransmission timeout: each of the 4 live
+  // ops' rings spans its 16384 packets.
+  ina::exp::Settings lossy = sc.base;
+  lossy.loss = 0.001;
+  const auto l = ina::exp::estimate_run(lossy, "atp");
+  EXPECT_EQ(l.parts.front().what, "worker transport records");
+  EXPECT_EQ(records(l), 8u * 4 * 16384 * 321 / 8 + 8u * 4 * 196 * 16);
 }
 
 // The estimate against the real peak RSS of `ina sim`, within kEstimateFactor,
-// for a run dominated by the switch's arrays and one by the workers' records.
+// for a run dominated by the switch's arrays, one without loss (the workers'
+// record rings about a window), one with loss (rings of whole ops) and a ring
+// collective on a fat-tree (its endpoints' shard buffers).
 TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
   const auto d = dir("rss");
   struct Case {
@@ -231,6 +246,10 @@ TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
                  "[run]\nschemes = [\"dsa\"]\n"},
       {"workers", "[topology]\nhosts = 64\n[workload]\njobs = 4\nworkers_per_job = 8\npartition_mb = 2\n"
                   "[run]\nschemes = [\"atp\"]\n"},
+      {"lossy", "[topology]\nhosts = 64\n[workload]\njobs = 4\nworkers_per_job = 8\npartition_mb = 8\n"
+                "[faults]\nloss = 0.001\n[run]\nschemes = [\"atp\"]\n"},
+      {"ring", "[topology]\nkind = \"fat-tree\"\nk = 4\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n"
+               "gradient_scale = 0.125\n[run]\nschemes = [\"h-ar\"]\n"},
   };
   for (const auto& c : cases) {
     const fs::path f = d / (c.name + ".toml");

@@ -149,9 +149,23 @@ TEST(RinaBom, LeafSpineRinaGroupsAndRing) {
   EXPECT_EQ(g.node(one.groups[1].agent).name, "h4");
   EXPECT_EQ(one.ring_steps, 8);
   EXPECT_DOUBLE_EQ(one.gbps, 100.0);
-  // Both leaves: G = 2. Spines are not ToRs: making them INA changes nothing.
+  // Both leaves: G = 2.
   EXPECT_EQ(rina::rina_throughput(g, workers, ids(g, {"leaf0", "leaf1"})).groups.size(), 2u);
-  EXPECT_EQ(rina::rina_throughput(g, workers, ids(g, {"spine0", "spine1"})).groups.size(), 8u);
+  // Spines above regular leaves (§IV-D). BFS tree from h0: leaf0 <- {spine0
+  // <- leaf1 <- h4..h7, spine1 (nothing below)}. spine0 has leaf1's 4
+  // workers below (Lemma 1: 4 units) and merges them: h0..h3 autonomous +
+  // {h4..h7} (sender spine0, agent h4, each member -> spine0 through leaf1)
+  // = 5 groups; leaf1 -> spine0 carries the 4 members' shards -> 25.
+  const auto spines = rina::rina_throughput(g, workers, ids(g, {"spine0", "spine1"}));
+  ASSERT_EQ(spines.groups.size(), 5u);
+  EXPECT_EQ(g.node(spines.groups[4].sender).name, "spine0");
+  EXPECT_EQ(g.node(spines.groups[4].agent).name, "h4");
+  EXPECT_EQ(names(g, spines.groups[4].members), (std::vector<std::string>{"h4", "h5", "h6", "h7"}));
+  EXPECT_EQ(spines.groups[4].hops.size(), 4u);
+  EXPECT_DOUBLE_EQ(spines.gbps, 25.0);
+  EXPECT_EQ(g.arc_name(spines.bottleneck), "leaf1->spine0");
+  // The ToR-only grouping (the simulator's data plane) ignores the spines.
+  EXPECT_EQ(rina::rina_throughput(g, workers, ids(g, {"spine0", "spine1"}), rina::Aggregation::Tor).groups.size(), 8u);
   // A one-worker rack stays autonomous: workers h0, h4, h5, leaf0 INA -> 3 groups.
   EXPECT_EQ(rina::rina_throughput(g, ids(g, {"h0", "h4", "h5"}), ids(g, {"leaf0"})).groups.size(), 3u);
 }
@@ -175,23 +189,107 @@ TEST(RinaBom, InterleavedRingIsRelievedByAbstractedWorkers) {
 }
 
 TEST(RinaBom, FatTreeRinaChainShrinksWithEachReplacementInPlannerOrder) {
-  // Fat-tree k=4, all 16 hosts work. The ring is bottleneck-free (§III-A), so
-  // the BOM gives B0 at every step; each of the first 8 replacements (the
-  // 2-worker edges) merges a rack: G = 16, 15, ..., 8; the rest leave G at 8.
+  // Fat-tree k=4, all 16 hosts work; deployment order (FatTreeOrder below):
+  // edge0..edge7, agg0, core0, agg2, agg4, agg6, agg1, agg3, agg5, agg7,
+  // core1..core3. The workers' tree from h0: edge0 <- {h1, agg0 <- {edge1,
+  // core0 <- {agg2 <- {edge2, edge3}, agg4 <- {edge4, edge5}, agg6 <- {edge6,
+  // edge7}}}} (agg1, core1..3, agg3/5/7 have no worker below).
+  //  n <= 8: each edge merges its rack: G = 16 - n; the ring is
+  //    bottleneck-free (§III-A): B0 = 100.
+  //  n = 9 (agg0): agg0 is no ToR and has 7 units below (edge1 + core0's 6
+  //    INA edges) -> groups {h0, h1} (edge0) and {h2..h15} (agg0, agent h2):
+  //    G = 2, 2 ring steps. edge2..edge7 send their racks' partials to agg0
+  //    over the shortest paths, which ECMP splits 3 / 3 over core0 and core1:
+  //    core0 -> agg0 carries 3 -> 100 / 3.
+  //  n = 10 (core0, inside agg0's group: Lemma 2, it aggregates first): the
+  //    6 edges send to core0, each pod's 2 edges over its agg: agg2 -> core0
+  //    carries 2 -> 50; core0 -> agg0 one. G stays 2 (agg0 is outermost).
+  //  n = 11, 12 (agg2, agg4): agg4 -> core0, then agg6 -> core0, carry 2 -> 50.
+  //  n = 13 (agg6): every hop of the tree carries one partial -> 100.
+  //  n > 13: switches with no worker below: no change.
+  // So the chain shrinks with every replacement up to agg0 and then stays;
+  // the bandwidth dips at agg0 (a funnel until core0, agg2/4/6 aggregate
+  // below it): Fig. 11's "every replacement helps" is not a bandwidth claim.
   const Graph g = ina::topo::fat_tree(4);
   const auto workers = g.hosts();
   const auto order = rina::deployment_order(g, workers);
   ASSERT_EQ(order.size(), 20u);
+  auto expected_gbps = [](size_t n) { return n <= 8 ? 100.0 : n == 9 ? 100.0 / 3 : n <= 12 ? 50.0 : 100.0; };
   for (size_t n = 0; n <= order.size(); ++n) {
-    const auto r = rina::rina_throughput(g, workers, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n)});
-    EXPECT_DOUBLE_EQ(r.gbps, 100.0) << n;
-    EXPECT_EQ(r.groups.size(), n <= 8 ? 16 - n : 8u) << n;
+    const std::vector<NodeId> ina(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
+    const auto r = rina::rina_throughput(g, workers, ina);
+    const size_t G = n <= 8 ? 16 - n : 2u;
+    EXPECT_DOUBLE_EQ(r.gbps, expected_gbps(n)) << n;
+    EXPECT_EQ(r.groups.size(), G) << n;
+    EXPECT_EQ(r.ring_steps, static_cast<int>(2 * (G - 1))) << n;
+    // The ToR-only grouping stays at the 8 racks.
+    EXPECT_EQ(rina::rina_throughput(g, workers, ina, rina::Aggregation::Tor).groups.size(), n <= 8 ? 16 - n : 8u) << n;
   }
   // PS-based INA along the same order, PS = h0 (a worker; it aggregates
   // locally): edge0 -> h0 carries h1 + agg0's 14 = 15 at 0 switches; at 8
   // (40 %) agg0 -> edge0 carries edge1 + core0's 6 = 7.
   EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {}).gbps, 100.0 / 15);
   EXPECT_DOUBLE_EQ(rina::ps_ina_throughput(g, workers, {order.begin(), order.begin() + 8}).gbps, 100.0 / 7);
+}
+
+TEST(RinaBom, FatTreeGroupAboveTheTorsAndItsTree) {
+  const Graph g = ina::topo::fat_tree(4);
+  const auto workers = g.hosts();
+  const auto edges = ids(g, {"edge0", "edge1", "edge2", "edge3", "edge4", "edge5", "edge6", "edge7"});
+  auto with = [&](std::vector<std::string> more) {
+    auto ina = edges;
+    for (const NodeId s : ids(g, more)) ina.push_back(s);
+    return rina::rina_throughput(g, workers, ina);
+  };
+  // agg0: the ring is edge0's rack (agent h0) -> agg0's group (agent h2).
+  // Its tree: 14 members -> their edges, edge1..edge7 -> agg0 = 21 hops.
+  const auto a = with({"agg0"});
+  ASSERT_EQ(a.groups.size(), 2u);
+  EXPECT_EQ(g.node(a.groups[0].sender).name, "edge0");
+  EXPECT_EQ(names(g, a.groups[0].members), (std::vector<std::string>{"h0", "h1"}));
+  EXPECT_EQ(g.node(a.groups[1].sender).name, "agg0");
+  EXPECT_EQ(g.node(a.groups[1].agent).name, "h2");
+  EXPECT_EQ(a.groups[1].members.size(), 14u);
+  EXPECT_EQ(a.groups[1].hops.size(), 21u);
+  int to_agg0 = 0;
+  for (const auto& h : a.groups[1].hops) to_agg0 += g.node(h.to).name == "agg0";
+  EXPECT_EQ(to_agg0, 7);
+  // + core0: the 6 edges of pods 1-3 send to core0, core0 to agg0 (22 hops).
+  const auto c = with({"agg0", "core0"});
+  ASSERT_EQ(c.groups.size(), 2u);
+  EXPECT_EQ(c.groups[1].hops.size(), 22u);
+  std::map<std::string, int> into;
+  for (const auto& h : c.groups[1].hops)
+    if (!g.is_host(h.from)) ++into[g.node(h.to).name];
+  EXPECT_EQ(into, (std::map<std::string, int>{{"agg0", 2}, {"core0", 6}}));
+  // core0 alone above the edges: it is the outermost, with 6 units: groups
+  // edge0 {h0,h1}, edge1 {h2,h3}, core0 {h4..h15} (agent h4) -> G = 3.
+  const auto k = with({"core0"});
+  ASSERT_EQ(k.groups.size(), 3u);
+  EXPECT_EQ(g.node(k.groups[2].sender).name, "core0");
+  EXPECT_EQ(g.node(k.groups[2].agent).name, "h4");
+  EXPECT_EQ(k.ring_steps, 4);
+  // agg2 alone: pod 1's two INA edges are 2 units -> one group {h4..h7}: G = 7.
+  const auto p = with({"agg2"});
+  ASSERT_EQ(p.groups.size(), 7u);
+  EXPECT_EQ(g.node(p.groups[2].sender).name, "agg2");
+  EXPECT_EQ(names(g, p.groups[2].members), (std::vector<std::string>{"h4", "h5", "h6", "h7"}));
+  // Without INA edges, agg2 has pod 1's 4 workers below (regular edges pass
+  // them on, Lemma 1): one group of 4 members, each sending through its edge.
+  const auto bare = rina::rina_throughput(g, workers, ids(g, {"agg2"}));
+  ASSERT_EQ(bare.groups.size(), 13u);
+  EXPECT_EQ(bare.groups[4].members.size(), 4u);
+  EXPECT_EQ(bare.groups[4].hops.size(), 4u);
+  EXPECT_DOUBLE_EQ(bare.gbps, 50.0);  // edge2 -> agg2 carries h4's and h5's shards
+}
+
+TEST(RinaBom, AnInaSwitchAboveOneUnitFormsNoGroup) {
+  // One spine, leaves with 3, 2, 2 hosts; workers h0 (leaf0) and h5 (leaf2):
+  // spine0 has one unit below (h5): no group, G = 2.
+  const Graph g = ina::topo::leaf_spine(1, 3, 7, 100);
+  const auto r = rina::rina_throughput(g, ids(g, {"h0", "h5"}), ids(g, {"spine0"}));
+  EXPECT_EQ(r.groups.size(), 2u);
+  EXPECT_TRUE(r.groups[1].hops.empty());
 }
 
 // ---- Deployment order --------------------------------------------------------
@@ -247,6 +345,18 @@ TEST(RinaCli, JsonReportsBothThroughputsAndTheOrder) {
   EXPECT_EQ(j.at("deployment_order").size(), 20u);
   EXPECT_EQ(j.at("deployment_order")[8].get<std::string>(), "agg0");
   EXPECT_EQ(j.at("ina").size(), 8u);
+  EXPECT_EQ(j.at("group_list").size(), 8u);
+  EXPECT_EQ(j.at("group_list")[1].at("sender").get<std::string>(), "edge1");
+  EXPECT_EQ(j.at("group_list")[1].at("members"), (nlohmann::json{"h2", "h3"}));
+
+  // One switch more (agg0, above the other 7 racks): edge0's rack and agg0's group of 14.
+  const auto nine = nlohmann::json::parse(ina_test::run_ina("plan rina --topology fat-tree:4 --ina-count 9 --json").output);
+  EXPECT_EQ(nine.at("groups").get<int>(), 2);
+  EXPECT_EQ(nine.at("ring_steps").get<int>(), 2);
+  EXPECT_EQ(nine.at("group_list")[1].at("sender").get<std::string>(), "agg0");
+  EXPECT_EQ(nine.at("group_list")[1].at("agent").get<std::string>(), "h2");
+  EXPECT_EQ(nine.at("group_list")[1].at("members").size(), 14u);
+  EXPECT_NEAR(nine.at("rina_bom_gbps").get<double>(), 100.0 / 3, 1e-6);
 
   const auto named = ina_test::run_ina("plan rina --topology fat-tree:4 --workers 8 --ina edge0,edge1 --json");
   ASSERT_EQ(named.status, 0) << named.output;

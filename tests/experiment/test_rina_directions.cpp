@@ -1,8 +1,9 @@
 // The paper's incremental-deployment direction for Rina (§IV-D, §VI-C,
 // docs/results/rina.md "Fig. 11") on the k = 4 fat-tree, through the
 // scenario layer: INA ToRs shorten the ring (2G - 1 steps per phase pair)
-// and raise throughput over RAR; switches above the ToRs change nothing,
-// since Rina aggregates at ToRs only.
+// and raise throughput over RAR; INA switches above the ToRs merge the
+// racks below them into one group (control/rina_bom.hpp) and shorten it
+// further.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,11 +38,15 @@ TEST(RinaDirections, InaTorsShortenTheChainAndBeatRarOnTheFatTree) {
   EXPECT_EQ(tors.metrics.at("steps"), 15);
   // Measured 6.27 vs 4.66 Gbps (1.35x; docs/results/rina.md has the sweep).
   EXPECT_GT(tors.metrics.at("throughput_gbps"), 1.2 * none.metrics.at("throughput_gbps"));
-  // The agg and core switches becoming INA-capable does not change Rina's run.
+  // Every switch INA: agg0 (above edge1 and, through core0, pods 1-3) tops
+  // one group {h2..h15} beside edge0's rack: G = 2, 3 steps. Shards of S/2 =
+  // 131072 values = 2048 packets of 306 B; every worker sends its 2
+  // ScatterReduce shards, only the 2 agents an AllGather shard (their
+  // broadcast): (2 + 2/16) x 626688 B. Measured sync 1.023 ms vs 1.331 ms.
   EXPECT_EQ(all.metrics.at("ina_switches"), 20);
-  EXPECT_EQ(all.metrics.at("steps"), tors.metrics.at("steps"));
-  EXPECT_EQ(all.metrics.at("bytes_per_worker"), tors.metrics.at("bytes_per_worker"));
-  EXPECT_DOUBLE_EQ(all.metrics.at("sync_ms"), tors.metrics.at("sync_ms"));
+  EXPECT_EQ(all.metrics.at("steps"), 3);
+  EXPECT_EQ(all.metrics.at("bytes_per_worker"), (2 + 2.0 / 16) * 2048 * 306);
+  EXPECT_LT(all.metrics.at("sync_ms"), 0.8 * tors.metrics.at("sync_ms"));
 }
 
 }  // namespace

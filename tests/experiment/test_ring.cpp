@@ -8,6 +8,7 @@
 #include <string>
 
 #include "experiment/collective.hpp"
+#include "ring_settings.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
 #include "host/ring.hpp"
@@ -35,12 +36,7 @@ topo::Graph fat_tree4(bool ina_tors) {
   return g;
 }
 
-exp::CollectiveSettings small(double mb = 0.0625) {
-  exp::CollectiveSettings s;
-  s.gradient_mb = mb;
-  s.max_sim_ms = 2000;
-  return s;
-}
+exp::CollectiveSettings small(double mb = 0.0625) { return test::small_ring(mb); }
 
 TEST(Ring, RarIsExactOnAFatTree) {
   const auto g = fat_tree4(false);
@@ -701,5 +697,23 @@ TEST(Ring, RinaRackWideAllGatherSlowStartRemovesTheToRMarks) {
   s.rina_allgather_start = "all";
   EXPECT_THROW((void)exp::run_collective(fat_tree4(true), "rina", s), std::invalid_argument);
 }
+// Rina Eq. 1's O (workload.step_overhead_us): a fixed host cost before each
+// ring step's send. RAR over 8 ranks is a chain of 2(N - 1) = 14 steps, each
+// waiting for its predecessor's shard, so O = 50 us lengthens the allreduce
+// by 14 x 50 us = 700 us (every rank's steps are delayed alike; the
+// transfers themselves do not change). Catches: O ignored, or charged once.
+TEST(Ring, StepOverheadLengthensTheChainByStepsTimesO) {
+  const auto g = fat_tree4(false);
+  auto s = small();
+  s.workers_per_job = {8};
+  const auto base = exp::run_collective(g, "rar", s);
+  s.step_overhead_us = 50;
+  const auto slow = exp::run_collective(g, "rar", s);
+  ASSERT_TRUE(base.ok && slow.ok) << base.problems << slow.problems;
+  EXPECT_EQ(slow.steps, 14u);
+  EXPECT_NEAR(slow.sync_ms - base.sync_ms, 14 * 0.050, 0.005) << base.sync_ms << " -> " << slow.sync_ms;
+  EXPECT_EQ(slow.bytes_per_worker, base.bytes_per_worker);
+}
+
 }  // namespace
 }  // namespace ina

@@ -1,0 +1,166 @@
+// Rina's levels above the ToR (dataplane/rina.cpp, "Levels above the ToR"):
+// a level aggregates its ranks' ScatterReduce shards and sends one partial
+// to its parent; the top takes it as one sender, and acknowledgements and
+// AllGather copies go back down the same tree. Two switch programs driven
+// by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "dataplane/switch.hpp"
+#include "fake_effects.hpp"
+#include "schemes/registry.hpp"
+
+namespace ina {
+namespace {
+
+using test::FakeEffects;
+using test::Sent;
+
+constexpr NodeId kLevel = 100, kTop = 200;
+
+// Job 1, ranks 0..4 on nodes 1..5. One group: ranks {0, 1, 2} (agent 0),
+// rank 0 sending straight to the top, ranks 1 and 2 through the level (an
+// INA ToR): group bits 1 and 2. The next group is rank 3 (node 4), the
+// previous one rank 4 (node 5).
+struct Tree {
+  Tree() {
+    dp::SwitchConfig c;
+    c.memory_bytes = 4 * 256ULL;
+    level = schemes::find("rina").make_switch(c);
+    top = schemes::find("rina").make_switch(c);
+    level->set_id(kLevel);
+    top->set_id(kTop);
+    level->add_peer(kTop);
+    top->add_peer(kLevel);
+    dp::SwitchJob j;
+    j.job = 1;
+    j.workers = {1, 2, 3, 4, 5};
+    j.region_offset = 0;
+    j.region_size = 4;
+    dp::SwitchJob l = j;
+    l.parent = kTop;
+    l.agg_mask = RankBits(0b110);
+    l.rina.rack = {1, 2};
+    l.rina.bits = {1, 2};
+    l.rina.upstream = {0, 4};  // the agent's broadcast, then the previous group
+    level->add_job(l);
+    dp::SwitchJob t = j;
+    t.children = {kLevel};
+    t.rina.child_bits = {0b110};
+    t.rina.rack = {0, 1, 2};
+    t.rina.upstream = {4};
+    top->add_job(t);
+  }
+  static Packet* make(FakeEffects& fx, PktType type, NodeId src, NodeId dst, uint8_t rank, uint64_t bits,
+                      const std::vector<int32_t>& v, uint16_t flags) {
+    Packet* p = fx.alloc();
+    p->h = Header{};
+    p->h.type = type;
+    p->h.flags = flags;
+    p->h.job = 1;
+    p->h.src = src;
+    p->h.dst = dst;
+    p->h.rank = rank;
+    p->h.nworkers = 5;
+    p->h.psn = 7;
+    p->h.bitmap = bits;
+    p->h.agg_index = 4;  // onward: the next group's agent
+    p->h.count = static_cast<uint16_t>(v.size());
+    std::copy(v.begin(), v.end(), p->payload());
+    return p;
+  }
+  std::vector<Sent> to(dp::SwitchProgram& sw, Packet* p) {
+    sw.on_packet(p, 0, fx);
+    return fx.settle("on_packet");
+  }
+  std::vector<Sent> to(dp::SwitchProgram& sw, const Sent& s) {
+    Packet* p = make(fx, s.h.type, s.h.src, s.h.dst, s.h.rank, s.h.bitmap.lo(), s.v, s.h.flags);
+    p->h = s.h;
+    return to(sw, p);
+  }
+  FakeEffects fx;
+  std::unique_ptr<dp::SwitchProgram> level, top;
+};
+
+std::vector<NodeId> dsts(const std::vector<Sent>& out) {
+  std::vector<NodeId> d;
+  for (const auto& s : out) d.push_back(s.h.dst);
+  return d;
+}
+
+// ScatterReduce: ranks 1 and 2 (values 10.. and 100..) -> the level -> one
+// partial (bits 0b110) up to the top; with rank 0's (1000..) the top sends
+// the group's sum (bits 0b111) to node 4. The onward acknowledgement frees
+// the top's slot and goes to rank 0 and the level, which frees its slot and
+// copies it to ranks 1 and 2. A partial claiming other bits is refused.
+TEST(RinaLevelSwitch, LevelSumsItsRanksAndTheTopTakesItAsOneSender) {
+  Tree t;
+  const uint16_t data = flag::kPartial;
+  EXPECT_TRUE(t.to(*t.level, Tree::make(t.fx, PktType::RingData, 2, kLevel, 1, 0b010, {10, 11}, data)).empty());
+  const auto up = t.to(*t.level, Tree::make(t.fx, PktType::RingData, 3, kLevel, 2, 0b100, {100, 101}, data));
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].h.src, kLevel);
+  EXPECT_EQ(up[0].h.dst, kTop);
+  EXPECT_EQ(up[0].h.bitmap, RankBits(0b110));
+  EXPECT_EQ(up[0].h.agg_index, 4u);
+  EXPECT_EQ(up[0].v, (std::vector<int32_t>{110, 112}));
+  EXPECT_EQ(t.level->occupied(), 1u);
+
+  // A forged partial from the level with a bit it does not own: dropped.
+  Sent forged = up[0];
+  forged.h.bitmap = RankBits(0b111);
+  EXPECT_TRUE(t.to(*t.top, forged).empty());
+  EXPECT_EQ(t.top->stats().foreign_data, 1u);
+
+  EXPECT_TRUE(t.to(*t.top, up[0]).empty());
+  const auto on = t.to(*t.top, Tree::make(t.fx, PktType::RingData, 1, kTop, 0, 0b001, {1000, 1000}, data));
+  ASSERT_EQ(on.size(), 1u);
+  EXPECT_EQ(on[0].h.dst, 4u);
+  EXPECT_EQ(on[0].h.src, kTop);
+  EXPECT_EQ(on[0].h.bitmap, RankBits(0b111));
+  EXPECT_EQ(on[0].v, (std::vector<int32_t>{1110, 1112}));
+
+  const auto down = t.to(*t.top, Tree::make(t.fx, PktType::RingAck, 4, kTop, 3, 0, {}, 0));
+  EXPECT_EQ(dsts(down), (std::vector<NodeId>{1, kLevel}));
+  EXPECT_EQ(t.top->occupied(), 0u);
+  const auto members = t.to(*t.level, down[1]);
+  EXPECT_EQ(dsts(members), (std::vector<NodeId>{2, 3}));
+  EXPECT_EQ(t.level->occupied(), 0u);
+}
+
+// AllGather: the previous group's shard (rank 4, node 5) reaches the top,
+// which copies it to rank 0 and the level; the level copies it to ranks 1
+// and 2 (src: the level, agg_index: the sender). The level acknowledges up
+// once both have; the top acknowledges to node 5 once rank 0 and the level have.
+TEST(RinaLevelSwitch, AllGatherGoesDownTheTreeAndIsAcknowledgedOnce) {
+  Tree t;
+  const uint16_t result = flag::kResult;
+  auto shard = Tree::make(t.fx, PktType::RingData, 5, kTop, 4, 0, {7, 8}, result);
+  const auto first = t.to(*t.top, shard);
+  EXPECT_EQ(dsts(first), (std::vector<NodeId>{1, kLevel}));
+  const auto second = t.to(*t.level, first[1]);
+  ASSERT_EQ(dsts(second), (std::vector<NodeId>{2, 3}));
+  for (const auto& s : second) {
+    EXPECT_EQ(s.h.src, kLevel);
+    EXPECT_EQ(s.h.agg_index, 5u);
+    EXPECT_EQ(s.v, (std::vector<int32_t>{7, 8}));
+  }
+  auto ack = [&](NodeId from, uint8_t rank, NodeId at) {
+    Packet* a = Tree::make(t.fx, PktType::RingAck, from, at, rank, 0, {}, result);
+    a->h.agg_index = 5;
+    return a;
+  };
+  EXPECT_TRUE(t.to(*t.level, ack(2, 1, kLevel)).empty());
+  const auto level_ack = t.to(*t.level, ack(3, 2, kLevel));
+  ASSERT_EQ(dsts(level_ack), (std::vector<NodeId>{kTop}));
+  EXPECT_TRUE(t.to(*t.top, level_ack[0]).empty());
+  const auto done = t.to(*t.top, ack(1, 0, kTop));
+  ASSERT_EQ(dsts(done), (std::vector<NodeId>{5}));
+  EXPECT_TRUE(done[0].h.has(flag::kResult));
+}
+
+}  // namespace
+}  // namespace ina
