@@ -102,6 +102,7 @@ void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult
   for (size_t l = 0; l < sim.link_count(); ++l) {
     const sim::Link& k = sim.link(static_cast<uint32_t>(l));
     (g.is_host(k.from) ? out.ecn_marks_host : out.ecn_marks_switch) += k.st.ecn_marked;
+    out.queue_drops += k.st.drop_queue;
   }
 }
 

@@ -49,6 +49,22 @@ TEST(Ring, RarIsExactOnAFatTree) {
   // 2(N-1) steps of S/N: 16384 values, shards of 2048 = 32 packets of 64
   // values; 14 * 32 packets of 256 B payload + 50 B header.
   EXPECT_EQ(r.bytes_per_worker, 14.0 * 32 * (256 + 50));
+  EXPECT_EQ(r.queue_drops, 0u);
+}
+
+// Queue drops are counted: with 2 KB queues (six packets) and a 60 KB
+// window, drop-tail drops at the senders' own NICs, and every retransmission
+// then answers a loss. Catches: a lossless claim that never looked.
+TEST(Ring, QueueDropsAreCountedAndRecovered) {
+  const auto g = fat_tree4(false);
+  auto s = small();
+  s.workers_per_job = {8};
+  s.queue_kb = 2;
+  const auto r = exp::run_collective(g, "rar", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_GT(r.queue_drops, 0u);
+  EXPECT_GE(r.retransmits, r.queue_drops);
 }
 
 // ECN marks at switch ports, never in a host's own NIC queue. On the
