@@ -39,6 +39,9 @@ const char* type_name(PktType t) {
     case PktType::RingAck: return "RingAck";
     case PktType::RingPull: return "RingPull";
     case PktType::RingBarrier: return "RingBarrier";
+    case PktType::KvData: return "KvData";
+    case PktType::KvAck: return "KvAck";
+    case PktType::KvResult: return "KvResult";
   }
   return "?";
 }
