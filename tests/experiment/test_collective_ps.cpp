@@ -606,10 +606,11 @@ TEST(PsCollective, ExactOnDragonflyLeafSpineAndAFile) {
 
 // ATP over aggregation trees whose shards collide in the switches' shared
 // pools (0.25 MiB per worker, the simulator's 5 MiB pools, every ToR INA):
-// nothing is lost, so no worker may wait for a retransmission timeout. A
-// task split by a collision (a rank's packet went around an aggregator that
-// the task's other packets reserved later) used to wait for the RTO: 8, 96
-// and 64 retransmissions on these three trees.
+// nothing is lost, so no worker may wait for a retransmission timeout.
+// Catches: a task split by a collision (a rank's packet went around an
+// aggregator that the task's other packets reserved later) waiting for the
+// RTO; without the switch's bypass records, 8, 96 and 64 retransmissions on
+// these three trees.
 TEST(PsCollective, AtpTasksSplitByCollisionsInATreeNeedNoTimeout) {
   topo::Graph testbed =
       topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/testbed.json").graph;
