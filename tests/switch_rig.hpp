@@ -3,6 +3,7 @@
 // programs, the PS and the worker: two jobs on one switch (job 1: workers 1,
 // 2, 3 with PS 10; job 2: workers 4, 5 with PS 11), and the check of a
 // result multicast.
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -40,6 +41,24 @@ inline void add_shared_jobs(dp::SwitchProgram& sw) {
   j2.workers = kJob2;
   j2.ps = kPs2;
   sw.add_job(j2);
+}
+
+// Job `job`'s PS `ps` sending the result of task `psn` to its multicast
+// group: an Ack with the complete values, every rank in its bitmap.
+inline Packet* ps_result(FakeEffects& fx, uint16_t job, uint32_t psn, NodeId ps, uint8_t nworkers,
+                         const std::vector<int32_t>& values) {
+  Packet* a = fx.alloc();
+  a->h.type = PktType::Ack;
+  a->h.flags = flag::kResult;
+  a->h.job = job;
+  a->h.psn = psn;
+  a->h.src = ps;
+  a->h.dst = kMulticast;
+  a->h.nworkers = nworkers;
+  a->h.bitmap = full_bitmap(nworkers);
+  a->h.count = static_cast<uint16_t>(values.size());
+  std::copy(values.begin(), values.end(), a->payload());
+  return a;
 }
 
 inline void expect_multicast(const std::vector<Sent>& out, const std::vector<NodeId>& workers, uint16_t job, uint32_t psn,

@@ -60,17 +60,7 @@ TEST(AtpSwitch, ATaskSplitByACollisionCompletesWithoutTheRankThatWentAround) {
   EXPECT_EQ(out[0].h.bitmap, 0b001u);
   sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, ramp(64, 9)), 0, fx);  // job 2 completes
   ASSERT_EQ(fx.take().size(), 1u);
-  Packet* a = fx.alloc();  // job 2's result passes: the aggregator is free
-  a->h.type = PktType::Ack;
-  a->h.flags = flag::kResult;
-  a->h.job = 2;
-  a->h.psn = 7;
-  a->h.src = kPs2;
-  a->h.dst = kMulticast;
-  a->h.nworkers = 2;
-  a->h.bitmap = 0b11;
-  a->h.count = 64;
-  sw->on_packet(a, 0, fx);
+  sw->on_packet(ps_result(fx, 2, 7, kPs2, 2, ramp(64, 11)), 0, fx);  // job 2's result passes: the aggregator is free
   fx.take();
   EXPECT_EQ(sw->occupied(), 0u);
   sw->on_packet(make_data(fx, 1, 3, 1, 3, 2, g1), 0, fx);
@@ -113,17 +103,7 @@ TEST(AtpSwitch, AThirdBypassRecordOverwritesTheSecondTablesAndIsCounted) {
   // Job 2 completes and its result passes: the aggregator is free.
   sw->on_packet(make_data(fx, 2, 7, 1, 2, 5, ramp(64, 9)), 0, fx);
   fx.take();
-  Packet* a = fx.alloc();
-  a->h.type = PktType::Ack;
-  a->h.flags = flag::kResult;
-  a->h.job = 2;
-  a->h.psn = 7;
-  a->h.src = kPs2;
-  a->h.dst = kMulticast;
-  a->h.nworkers = 2;
-  a->h.bitmap = 0b11;
-  a->h.count = 64;
-  sw->on_packet(a, 0, fx);
+  sw->on_packet(ps_result(fx, 2, 7, kPs2, 2, ramp(64, 11)), 0, fx);
   fx.take();
   // Task 3's rank 2 completes it without ranks 0 and 1 (its record held).
   sw->on_packet(make_data(fx, 1, 3, 2, 3, 3, g), 0, fx);
@@ -155,18 +135,7 @@ TEST(AtpSwitch, CompletionGoesToPsAndAggregatorWaitsForPsAck) {
   for (const auto& s : fx.take()) EXPECT_NE(s.h.type, PktType::Ack);
   EXPECT_EQ(sw->occupied_by(1), 1u);
   // The PS's ack to the multicast group releases the aggregator and reaches every worker.
-  Packet* a = fx.alloc();
-  a->h.type = PktType::Ack;
-  a->h.flags = flag::kResult;
-  a->h.job = 1;
-  a->h.psn = 12;
-  a->h.src = kPs1;
-  a->h.dst = kMulticast;
-  a->h.nworkers = 3;
-  a->h.bitmap = 0b111;
-  a->h.count = 50;
-  std::copy(sum.begin(), sum.end(), a->payload());
-  sw->on_packet(a, 0, fx);
+  sw->on_packet(ps_result(fx, 1, 12, kPs1, 3, sum), 0, fx);
   expect_multicast(fx.take(), kJob1, 1, 12, sum);
   EXPECT_EQ(sw->occupied(), 0u);
   EXPECT_EQ(sw->stats().released_by_ack, 1u);
