@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "bench_launch.hpp"
 #include "runtime/launcher.hpp"
 #include "schemes/registry.hpp"
 
@@ -103,15 +104,9 @@ void BM_Ina(benchmark::State& state, const char* scheme) {
     cfg.payload = 8192;
     cfg.timeout_s = 120;
     cfg.json_out = (dir / "run.json").string();
-    std::ostringstream log;
-    const int rc = ina::rt::launch(cfg, log);
-    std::ifstream in(cfg.json_out);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (rc != 0 || j.is_discarded() || !j.value("ok", false)) {
-      state.SkipWithError(("ina run failed (status " + std::to_string(rc) + "): " + tail(log.str())).c_str());
-      break;
-    }
-    const double s = j.at("jobs").at(0).at("allreduce_seconds").get<double>();
+    const auto j = ina::bench::launch_summary(cfg, state);
+    if (!j) break;
+    const double s = j->at("jobs").at(0).at("allreduce_seconds").get<double>();
     state.SetIterationTime(s);
     seconds += s;
     allreduces += kIterations;

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_launch.hpp"
 #include "runtime/launcher.hpp"
 
 namespace {
@@ -54,16 +55,10 @@ void BM_RingStep(benchmark::State& state) {
     cfg.payload = kRingStepPayload;
     cfg.timeout_s = 120;
     cfg.json_out = (dir / "run.json").string();
-    std::ostringstream log;
-    const int rc = ina::rt::launch(cfg, log);
-    std::ifstream in(cfg.json_out);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (rc != 0 || j.is_discarded() || !j.value("ok", false)) {
-      state.SkipWithError(("ina run failed: " + log.str().substr(0, 400)).c_str());
-      break;
-    }
+    const auto j = ina::bench::launch_summary(cfg, state);
+    if (!j) break;
     double slowest = 0;
-    for (const auto& w : j.at("jobs").at(0).at("workers")) {
+    for (const auto& w : j->at("jobs").at(0).at("workers")) {
       for (const auto& s : w.at("step_seconds")) steps.push_back(s.get<double>() * 1e6);
       slowest = std::max(slowest, w.at("allreduce_seconds").get<double>());
     }
