@@ -11,6 +11,8 @@
 //    The slot keeps the sum until that node acknowledges it.
 //  - RingAck from that node: frees the slot, remembers the freed key, and
 //    copies the acknowledgement to the rack (the members slide their window).
+//    Its refusal or resume (kBusy: the receiver's buffers are full) frees
+//    nothing and goes to the rack the same way (relay_busy).
 //  - Membership (Rina §IV-C): after a failure the control plane registers
 //    the job again with a new epoch and the survivors' ranks (the rack
 //    without a failed member; no rack at all when the agent failed: the
@@ -248,6 +250,7 @@ class RinaSwitch final : public SwitchProgram {
         aggregate(p, j, fx);
         return;
       case PktType::RingAck:
+        if (p->h.has(flag::kBusy)) return relay_busy(p, j, local, fx);
         if (p->h.has(flag::kResult)) return gather_ack(p, j, local, fx);
         if (pool()) return pool_ack(p, j, fx);
         on_ack(p, j, fx);
@@ -423,6 +426,40 @@ class RinaSwitch final : public SwitchProgram {
     }
     // To the rack and the levels below (again, for a repeated acknowledgement: a member may have missed it).
     p->h.flags &= flag::kEce;
+    p->h.src = id();
+    send_down(p, j, fx);
+  }
+
+  // A receiver's refusal or resume (host/ring_transfer.cpp, receiver flow
+  // control) goes where the acknowledgement of that packet would, and
+  // changes no slot: the refused sum stays held until it is acknowledged,
+  // and the members' resends after the resume find it complete and have it
+  // served again. ScatterReduce: from the onward node (a level: from its
+  // parent) down to the rack and the levels below; AllGather: from a member
+  // or a child to the shard's sender (a level: to its parent).
+  void relay_busy(Packet* p, const SwitchJob& j, int local, Effects& fx) {
+    const bool level = j.parent != kNoNode;
+    p->h.flags &= flag::kBusy | flag::kResume | flag::kResult;
+    if (p->h.has(flag::kResult)) {
+      const bool from_rack = local >= 0 && j.workers[p->h.rank] == p->h.src;
+      if ((!from_rack && child_index(j, p->h.src) < 0) || p->h.agg_index >= kNoNode) return drop(p, st_.foreign_ack, fx);
+      const auto from = static_cast<NodeId>(p->h.agg_index);
+      if (!level && !member(j, from)) return drop(p, st_.foreign_ack, fx);
+      p->h.src = id();
+      p->h.dst = level ? j.parent : from;
+      fx.send(p);
+      return;
+    }
+    // From whom the acknowledgement would be taken (on_ack, pool_ack).
+    bool from_onward = member(j, p->h.src);
+    if (level) {
+      from_onward = p->h.src == j.parent;
+    } else if (!pool()) {
+      const uint64_t k = key(*p);
+      const uint32_t i = slot(j, p->h.psn);
+      from_onward = agg(i).key == k && complete_[i] ? p->h.src == fwd_[i] : finished(i, k) && from_onward;
+    }
+    if (!from_onward) return drop(p, st_.foreign_ack, fx);
     p->h.src = id();
     send_down(p, j, fx);
   }

@@ -110,6 +110,7 @@ struct CollectiveResult {
   uint64_t hops = 0, events = 0;   // simulator work
   uint64_t ecn_marks_host = 0;     // packets ECN-marked in a host's NIC queue (only with host_ecn)
   uint64_t ecn_marks_switch = 0;   //   and at switch egress ports
+  uint64_t refused = 0;            // ring data packets a receiver refused (kBusy: its buffers held earlier steps)
   uint64_t queue_drops = 0;        // packets a full queue dropped (drop-tail, any link): a run without is lossless
   int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
   // Per job (ring families): mean throughput per worker and sync time, as above.

@@ -397,6 +397,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, mine / s.iterations);
       out.retransmits += e->stats().retransmits;
       out.timeouts += e->stats().timeouts;
+      out.refused += e->stats().early;
       out.fast_retransmits += e->stats().fast_retransmits;
       out.dup_received += e->stats().duplicates;
       out.verify_errors += J.tensors[r]->mismatches();

@@ -50,6 +50,7 @@ void RingEndpoint::reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::ve
   kept_.clear();
   build_steps();
   recv_.assign(kRecvSlots, Recv{});
+  refused_.clear();
   send_.reset();  // its RTO entries die with it; a stale RTO timer finds no send
   sending_ = op_running_ = waiting_delay_ = delay_done_ = false;
   ++timer_gen_;  // pending delay timers are void
@@ -126,6 +127,7 @@ void RingEndpoint::advance(Time now, Effects& fx) {
       ++completed_;
       ++op_;
       released_ = reported_ = 0;
+      resume_refused(fx);
       if (op_ < ops_.size()) {
         waiting_delay_ = true;
         fx.set_timer(now + ops_[op_].start_after, kDelayTimer | (++timer_gen_ << 8));
@@ -197,6 +199,7 @@ void RingEndpoint::advance(Time now, Effects& fx) {
     }
     end_step(now);
     sending_ = false;
+    resume_refused(fx);
   }
 }
 
@@ -255,6 +258,10 @@ void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
     }
     delay_done_ = true;
     advance(now, fx);
+    return;
+  }
+  if (kind == kPersistTimer) {
+    if ((token >> 8) == persist_gen_) on_persist(now, fx);
     return;
   }
   if (kind == kPaceTimer) {

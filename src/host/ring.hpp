@@ -71,8 +71,10 @@
 // (core/rtt_estimator.hpp, the worker transport's estimator), and packets
 // to a Rina ToR kept within its region. Receivers keep a bitmap per step:
 // duplicates are counted and acknowledged again, never added twice; packets
-// of a step more than six receives ahead are dropped unacknowledged (the
-// ring's coupling keeps neighbours closer than that in practice). Optional per-step straggler delay
+// of a step more than six receives ahead are refused (kBusy): the sender
+// holds them, neither lost nor timed, until the receiver's resume (or a
+// persist-timer probe) says they fit (an unpaced rank runs that far ahead
+// of a paced INA rack). Optional per-step straggler delay
 // (Rina Eq. 1): before sending a step, a worker waits N(k/N, sigma^2) (>= 0).
 //
 // Optional step barrier (RingConfig::step_barrier; Rina §III-A: "each round
@@ -230,6 +232,11 @@ struct RingConfig {
 struct RingStats {
   uint64_t sent = 0, retransmits = 0, timeouts = 0, fast_retransmits = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
   uint64_t received = 0, duplicates = 0, early = 0, late = 0;  // data packets
+  // Receiver flow control: `early` packets were refused with kBusy; resumes
+  // sent for them; as a sender, refusals received, probes sent while held.
+  // `resent_refused`: a refused packet sent again (a probe or after a
+  // resume), not a retransmission.
+  uint64_t resumes_sent = 0, busy = 0, probes = 0, resent_refused = 0;
   uint64_t pulls_sent = 0, pulls = 0;
   uint64_t steps = 0;           // sends started (incl. Rina's rack-only broadcast)
   uint64_t bytes_sent = 0;      // payload bytes of data packets (first transmissions and resends)
@@ -297,7 +304,7 @@ class RingEndpoint final : public Node {
   void advance(Time now, Effects& fx);
   void begin_send(Time now, Effects& fx);
   void pump(Time now, Effects& fx);
-  void transmit(uint32_t idx, bool resend, Time now, Effects& fx);
+  void transmit(uint32_t idx, bool resend, Time now, Effects& fx, bool refused = false);
   void fill(const Step& s, uint32_t idx, Packet& p);
   void on_data(Packet* p, Time now, Effects& fx);
   void on_ack(Packet* p, Time now, Effects& fx);
@@ -308,6 +315,13 @@ class RingEndpoint final : public Node {
   void send_barrier(uint64_t seq, bool release, NodeId dst, Effects& fx);
   void arm_report(Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
+  void on_busy(uint32_t idx, uint64_t bit, bool resume, Time now, Effects& fx);
+  void on_persist(Time now, Effects& fx);
+  void unpark(Time now, Effects& fx);
+  void unpark_one(uint32_t idx, Time now, Effects& fx);
+  void refuse(const Packet& d, uint64_t ord, Effects& fx);
+  void resume_refused(Effects& fx);
+  uint64_t recv_floor() const;
   void decrease(Time now);
   double growth_ceiling(const Step& s) const;
   void skip_pulled_to(size_t target, Time now);
@@ -341,6 +355,15 @@ class RingEndpoint final : public Node {
   size_t slot(uint64_t op, size_t step) const;
   std::vector<int32_t> kept_;
   uint64_t kept_off_ = 0;
+  // Receiver flow control: refused packets to answer with a resume once
+  // their receive ordinal fits the buffers (one per sender and ordinal).
+  struct Refused {
+    uint64_t ord;
+    Header h;  // the refused packet's header
+  };
+  static constexpr size_t kMaxRefused = 64;
+  std::vector<Refused> refused_;
+  uint64_t persist_gen_ = 0;
   RttEstimator rtt_;
   CongestionWindow cw_;
   uint8_t backoff_ = 0;  // RTO doublings since the last valid RTT sample

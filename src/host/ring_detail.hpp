@@ -63,6 +63,16 @@ struct RingEndpoint::Send {
   uint32_t hi = 0;  // one past the highest packet every acker acknowledged
   uint32_t fr = 0;  // packets below this were checked for a fast retransmission
   DeadlineQueue<uint32_t> rto;
+  // Receiver flow control: packets an acker refused (kBusy), neither in
+  // flight nor timed; while some acker holds the transfer (its bit in
+  // `held`), nothing new goes out. Its resume, or its acknowledgement of
+  // anything (a probe), clears its bit; then the parked packets go again.
+  // parked[i]: 0, kParked (held), or kReleased (to go again: pump sends
+  // these first, from `redo` on).
+  std::vector<uint8_t> parked;
+  uint32_t nparked = 0, released = 0, redo = 0;
+  uint64_t held = 0;
+  uint8_t probes = 0;  // persist-timer doublings since the transfer was held
 };
 
 struct RingEndpoint::Recv {
@@ -77,7 +87,10 @@ struct RingEndpoint::Recv {
 
 namespace ring_detail {
 
-inline constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2, kBarrierTimer = 3;
+// Send::parked states.
+inline constexpr uint8_t kParked = 1, kReleased = 2;
+
+inline constexpr uint64_t kRtoTimer = 0, kPaceTimer = 1, kDelayTimer = 2, kBarrierTimer = 3, kPersistTimer = 4;
 
 // The op field of a step tag (see RingEndpoint::tag_of).
 inline uint64_t op_of_tag(uint32_t tag) { return (tag >> 8) & 0xFFFF; }

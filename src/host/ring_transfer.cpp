@@ -58,6 +58,7 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   x.last_tx.assign(x.npkts, 0);
   x.deadline.assign(x.npkts, kNever);
   x.retx.assign(x.npkts, 0);
+  x.parked.assign(x.npkts, 0);
   sending_ = true;
   log_[step_].send_begin = now;
   log_[step_].send_pkts = x.npkts;
@@ -99,7 +100,7 @@ void RingEndpoint::send_pull(Time now, Effects& fx) {
   (void)now;
 }
 
-void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx) {
+void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx, bool refused) {
   Send& x = *send_;
   const Step& s = steps_[x.step];
   Packet* p = fx.alloc();
@@ -118,6 +119,11 @@ void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx) {
   if (!resend) {
     x.first_tx[idx] = now;
     ++x.inflight;
+  } else if (refused) {
+    // Refused, not lost: not a retransmission. The refusal answered the
+    // earlier copy, so an acknowledgement answers this one: a valid sample.
+    ++st_.resent_refused;
+    x.first_tx[idx] = now;
   } else {
     ++st_.retransmits;
     if (x.retx[idx] < UINT16_MAX) ++x.retx[idx];
@@ -141,8 +147,8 @@ void RingEndpoint::pump(Time now, Effects& fx) {
   const Step& s = steps_[x.step];
   double cap = cfg_.max_window;
   if (s.region_cap && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
-  while (x.next < x.npkts && cw_.allows(x.inflight, cap)) {
-    if (s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
+  while (!x.held && (x.released || x.next < x.npkts) && cw_.allows(x.inflight, cap)) {
+    if (!x.released && s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
     if (s.to_tor && cfg_.ina_gbps > 0) {
       if (now < next_tx_) {
         // One pending pace timer at a time: every acknowledgement calls
@@ -155,6 +161,11 @@ void RingEndpoint::pump(Time now, Effects& fx) {
         return;
       }
       next_tx_ = std::max(now, next_tx_) + pace_gap(cfg_.ina_gbps, cfg_.wire_bytes);
+    }
+    if (x.released) {  // refused packets first, in order, under the window and the pace
+      while (x.parked[x.redo] != kReleased) ++x.redo;
+      unpark_one(x.redo, now, fx);
+      continue;
     }
     transmit(x.next++, false, now, fx);
   }
@@ -198,6 +209,60 @@ void RingEndpoint::ack(const Packet& d, Effects& fx) {
   fx.send(a);
 }
 
+// Receive ordinals (op * receives per op + the step's receive index): the
+// first receive at or after the current step. The current send may read
+// the receive before it, so the buffers hold recv_floor() - 1 up to
+// recv_floor() + kRecvSlots - 2; a packet further ahead is refused.
+uint64_t RingEndpoint::recv_floor() const {
+  if (done()) return UINT64_MAX;
+  size_t k = op_running_ ? step_ : 0;
+  while (k < steps_.size() && !steps_[k].recvs) ++k;
+  return op_ * nrecv_ + (k < steps_.size() ? static_cast<uint64_t>(steps_[k].ridx) : nrecv_);
+}
+
+// Receiver flow control. A sender may run several steps ahead of this
+// receiver (an unpaced rank ahead of a paced INA rack, a slow receiver);
+// its packets of a receive beyond the buffers are refused with a kBusy
+// acknowledgement, so it holds the transfer instead of taking the refusal
+// for a loss (a timeout, a halved window, a doubled RTO). When the
+// receive fits, one kBusy | kResume per refused (sender, ordinal) tells it
+// to go on. Through a Rina ToR both go the acknowledgements' way
+// (dataplane/rina.cpp relays them and frees nothing). A lost resume costs
+// the sender a persist timer's probe, not a timeout.
+void RingEndpoint::refuse(const Packet& d, uint64_t ord, Effects& fx) {
+  ++st_.early;
+  Packet* a = fx.alloc();
+  a->h = d.h;
+  a->h.type = PktType::RingAck;
+  a->h.flags = static_cast<uint16_t>(flag::kBusy | (d.h.flags & flag::kResult));
+  a->h.src = id();
+  a->h.dst = d.h.src;
+  a->h.rank = static_cast<uint8_t>(cfg_.rank);
+  a->h.bitmap = 0;
+  a->h.count = 0;
+  const bool known = std::any_of(refused_.begin(), refused_.end(), [&](const Refused& r) {
+    return r.ord == ord && r.h.src == d.h.src && r.h.agg_index == d.h.agg_index;
+  });
+  if (!known && refused_.size() < kMaxRefused) refused_.push_back({ord, a->h});
+  fx.send(a);
+}
+
+void RingEndpoint::resume_refused(Effects& fx) {
+  if (refused_.empty()) return;
+  const uint64_t cur = recv_floor();
+  std::erase_if(refused_, [&](const Refused& r) {
+    if (cur != UINT64_MAX && r.ord > cur + kRecvSlots - 2) return false;
+    if (r.ord >= cur) {  // fits now (a receive already done is acknowledged when it comes again)
+      Packet* a = fx.alloc();
+      a->h = r.h;
+      a->h.flags = static_cast<uint16_t>(r.h.flags | flag::kResume);
+      ++st_.resumes_sent;
+      fx.send(a);
+    }
+    return true;
+  });
+}
+
 void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   const uint32_t tag = p->h.priority;
   const uint64_t op = op_of_tag(tag);
@@ -227,17 +292,8 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
-  // Receive ordinals (op * receives per op + the step's receive index):
-  // `cur` is the first receive at or after the current step. The current
-  // send may read the receive before it, so the buffers hold cur - 1 up to
-  // cur + kRecvSlots - 2: anything further ahead waits (no acknowledgement).
   const uint64_t ord = op * nrecv_ + static_cast<uint64_t>(s.ridx);
-  uint64_t cur = UINT64_MAX;
-  if (!done()) {
-    size_t k = op_running_ ? step_ : 0;
-    while (k < steps_.size() && !steps_[k].recvs) ++k;
-    cur = op_ * nrecv_ + (k < steps_.size() ? static_cast<uint64_t>(steps_[k].ridx) : nrecv_);
-  }
+  const uint64_t cur = recv_floor();
   if (ord < cur) {
     // A step already received here: the sender missed the acknowledgement.
     ++st_.late;
@@ -246,7 +302,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     return;
   }
   if (ord > cur + kRecvSlots - 2) {
-    ++st_.early;
+    refuse(*p, ord, fx);
     fx.free(p);
     return;
   }
@@ -311,6 +367,73 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   }
 }
 
+// An acker refused packet idx (kBusy), or has room again (kBusy | kResume).
+void RingEndpoint::on_busy(uint32_t idx, uint64_t bit, bool resume, Time now, Effects& fx) {
+  Send& x = *send_;
+  if (resume) {
+    if (x.held & bit) {
+      x.held &= ~bit;
+      if (!x.held) unpark(now, fx);
+    }
+    return;
+  }
+  ++st_.busy;
+  if (x.acked[idx] & bit) return;
+  if (x.parked[idx] == kReleased) {  // a stale refusal: held again
+    --x.released;
+  } else if (!x.parked[idx]) {
+    ++x.nparked;
+    --x.inflight;
+    x.deadline[idx] = kNever;  // its RTO entry is void
+  }
+  x.parked[idx] = kParked;
+  if (!x.held) {
+    x.probes = 0;
+    fx.set_timer(now + rtt_.timeout(), kPersistTimer | (++persist_gen_ << 8));
+  }
+  x.held |= bit;
+}
+
+// The receiver has room: the parked packets go again (pump sends them
+// before new ones, under the window and the pace), then new ones.
+void RingEndpoint::unpark(Time now, Effects& fx) {
+  Send& x = *send_;
+  ++persist_gen_;  // the pending probe is void
+  for (uint32_t i = x.low; i < x.npkts; ++i)
+    if (x.parked[i] == kParked) {
+      x.parked[i] = kReleased;
+      ++x.released;
+    }
+  x.redo = x.low;
+  pump(now, fx);
+}
+
+// Parked packet idx goes again (not a retransmission).
+void RingEndpoint::unpark_one(uint32_t idx, Time now, Effects& fx) {
+  Send& x = *send_;
+  if (x.parked[idx] == kReleased) --x.released;
+  x.parked[idx] = 0;
+  --x.nparked;
+  ++x.inflight;
+  transmit(idx, true, now, fx, true);
+}
+
+// Held with no resume (lost, or the acker does not send one): the lowest
+// parked packet goes again as a probe, the persist interval doubling up to
+// max_rto; an acknowledgement of it is a resume, a refusal parks it again.
+void RingEndpoint::on_persist(Time now, Effects& fx) {
+  if (!send_ || !send_->held) return;
+  Send& x = *send_;
+  uint32_t i = x.low;
+  while (i < x.npkts && x.parked[i] != kParked) ++i;
+  if (i < x.npkts) {
+    ++st_.probes;
+    unpark_one(i, now, fx);
+  }
+  x.probes = static_cast<uint8_t>(std::min(x.probes + 1, 6));
+  fx.set_timer(now + backed_off_rto(rtt_.timeout(), x.probes, cfg_.max_rto), kPersistTimer | (++persist_gen_ << 8));
+}
+
 void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   const uint32_t tag = p->h.priority;
   if (!send_ || tag != tag_of(send_->step) || p->h.psn >= send_->npkts) {
@@ -330,13 +453,25 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   }
   const uint32_t idx = p->h.psn;
   const bool ece = p->h.has(flag::kEce);
+  const bool busy = p->h.has(flag::kBusy), resume = p->h.has(flag::kResume);
   fx.free(p);
+  if (busy) return on_busy(idx, bit, resume, now, fx);
   if (x.acked[idx] & bit) {
     ++st_.dup_acks;
     return;
   }
   ++st_.acks;
   x.acked[idx] |= bit;
+  if (x.acked[idx] == x.all && x.parked[idx]) {  // an earlier copy's
+    if (x.parked[idx] == kReleased) --x.released;
+    x.parked[idx] = 0;
+    --x.nparked;
+    ++x.inflight;
+  }
+  if (x.held & bit) {  // an acker that refused has room again
+    x.held &= ~bit;
+    if (!x.held) unpark(now, fx);
+  }
   if (x.acked[idx] != x.all) return;
   --x.inflight;
   ++x.acked_pkts;

@@ -73,7 +73,13 @@ constexpr uint16_t kLast = 1 << 9;       // KV: the last packet of its stream (t
 // fragment that used this packet's aggregator (agg_index) before it; the
 // switch refuses the packet as an asynchronous error.
 constexpr uint16_t kBehind = 1 << 10;
-constexpr uint16_t kAll = (1 << 11) - 1;
+// Ring receiver flow control (host/ring_transfer.cpp): a RingAck with kBusy
+// says the receiver refused the packet (its receive buffers hold earlier
+// steps still); the sender holds the transfer. kBusy | kResume says the
+// receiver has room again: the sender sends what it held and goes on.
+constexpr uint16_t kBusy = 1 << 11;
+constexpr uint16_t kResume = 1 << 12;
+constexpr uint16_t kAll = (1 << 13) - 1;
 // Wire only, never in kAll: the datagram ends in an 8-byte tag that
 // authenticates it (the runtime's optional datagram authentication,
 // runtime/datagram_tag.hpp). The runtime engine verifies and strips the tag

@@ -162,5 +162,73 @@ TEST(RinaLevelSwitch, AllGatherGoesDownTheTreeAndIsAcknowledgedOnce) {
   EXPECT_TRUE(done[0].h.has(flag::kResult));
 }
 
+// Receiver flow control (host/ring_transfer.cpp): node 4 refuses the
+// group's sum (kBusy). The refusal goes down the tree as an
+// acknowledgement would, but frees nothing: both slots still hold their
+// sums, so rank 0's resend after the resume is served from the top, and
+// the real acknowledgement frees both. A refusal from a node that is not
+// the onward one (or, at the level, not from its parent) is dropped.
+// AllGather: rank 1's refusal of a shard copy goes up to the top and on to
+// the sender (node 5), and the other acknowledgements still collect into one.
+TEST(RinaLevelSwitch, ARefusalGoesTheAcknowledgementsWayAndFreesNothing) {
+  Tree t;
+  const uint16_t data = flag::kPartial;
+  EXPECT_TRUE(t.to(*t.level, Tree::make(t.fx, PktType::RingData, 2, kLevel, 1, 0b010, {10, 11}, data)).empty());
+  const auto up = t.to(*t.level, Tree::make(t.fx, PktType::RingData, 3, kLevel, 2, 0b100, {100, 101}, data));
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_TRUE(t.to(*t.top, up[0]).empty());
+  const auto on = t.to(*t.top, Tree::make(t.fx, PktType::RingData, 1, kTop, 0, 0b001, {1000, 1000}, data));
+  ASSERT_EQ(dsts(on), (std::vector<NodeId>{4}));
+
+  EXPECT_TRUE(t.to(*t.top, Tree::make(t.fx, PktType::RingAck, 5, kTop, 4, 0, {}, flag::kBusy)).empty());
+  EXPECT_EQ(t.top->stats().foreign_ack, 1u) << "node 5 is not where the sum went";
+  const auto busy = t.to(*t.top, Tree::make(t.fx, PktType::RingAck, 4, kTop, 3, 0, {}, flag::kBusy));
+  ASSERT_EQ(dsts(busy), (std::vector<NodeId>{1, kLevel}));
+  EXPECT_EQ(busy[0].h.flags, flag::kBusy);
+  EXPECT_EQ(busy[0].h.src, kTop);
+  EXPECT_EQ(t.top->occupied(), 1u);
+  const auto busy_members = t.to(*t.level, busy[1]);
+  EXPECT_EQ(dsts(busy_members), (std::vector<NodeId>{2, 3}));
+  EXPECT_EQ(t.level->occupied(), 1u);
+  Sent forged = busy[1];
+  forged.h.src = 4;
+  EXPECT_TRUE(t.to(*t.level, forged).empty());
+  EXPECT_EQ(t.level->stats().foreign_ack, 1u);
+
+  const auto resume = t.to(*t.top, Tree::make(t.fx, PktType::RingAck, 4, kTop, 3, 0, {}, flag::kBusy | flag::kResume));
+  ASSERT_EQ(dsts(resume), (std::vector<NodeId>{1, kLevel}));
+  EXPECT_EQ(resume[0].h.flags, flag::kBusy | flag::kResume);
+  const auto served =
+      t.to(*t.top, Tree::make(t.fx, PktType::RingData, 1, kTop, 0, 0b001, {1000, 1000}, data | flag::kResend));
+  ASSERT_EQ(dsts(served), (std::vector<NodeId>{4}));
+  EXPECT_EQ(served[0].v, (std::vector<int32_t>{1110, 1112}));
+  const auto down = t.to(*t.top, Tree::make(t.fx, PktType::RingAck, 4, kTop, 3, 0, {}, 0));
+  EXPECT_EQ(dsts(down), (std::vector<NodeId>{1, kLevel}));
+  EXPECT_EQ(t.top->occupied(), 0u);
+  EXPECT_EQ(dsts(t.to(*t.level, down[1])), (std::vector<NodeId>{2, 3}));
+  EXPECT_EQ(t.level->occupied(), 0u);
+
+  const uint16_t result = flag::kResult;
+  const auto first = t.to(*t.top, Tree::make(t.fx, PktType::RingData, 5, kTop, 4, 0, {7, 8}, result));
+  ASSERT_EQ(dsts(first), (std::vector<NodeId>{1, kLevel}));
+  ASSERT_EQ(dsts(t.to(*t.level, first[1])), (std::vector<NodeId>{2, 3}));
+  auto ack = [&](NodeId from, uint8_t rank, NodeId at, uint16_t flags) {
+    Packet* a = Tree::make(t.fx, PktType::RingAck, from, at, rank, 0, {}, static_cast<uint16_t>(result | flags));
+    a->h.agg_index = 5;
+    return a;
+  };
+  const auto refused = t.to(*t.level, ack(2, 1, kLevel, flag::kBusy));
+  ASSERT_EQ(dsts(refused), (std::vector<NodeId>{kTop}));
+  const auto to_sender = t.to(*t.top, refused[0]);
+  ASSERT_EQ(dsts(to_sender), (std::vector<NodeId>{5}));
+  EXPECT_EQ(to_sender[0].h.flags, result | flag::kBusy);
+  EXPECT_EQ(to_sender[0].h.src, kTop);
+  EXPECT_TRUE(t.to(*t.level, ack(2, 1, kLevel, 0)).empty());
+  const auto level_ack = t.to(*t.level, ack(3, 2, kLevel, 0));
+  ASSERT_EQ(dsts(level_ack), (std::vector<NodeId>{kTop}));
+  EXPECT_TRUE(t.to(*t.top, level_ack[0]).empty());
+  ASSERT_EQ(dsts(t.to(*t.top, ack(1, 0, kTop, 0))), (std::vector<NodeId>{5}));
+}
+
 }  // namespace
 }  // namespace ina

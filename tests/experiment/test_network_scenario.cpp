@@ -136,6 +136,30 @@ TEST(NetworkScenario, PercentRuleGivesThePapersCounts) {
       EXPECT_NE(std::find(tors.begin(), tors.end(), v), tors.end()) << scheme << " " << g.node(v).name;
 }
 
+// Fig. 10's fat-tree at 50 % INA under the paper's settings (ResNet50 at
+// 1/64, INA at 20 Gbps): the INA racks' members are paced at 20 Gbps, the
+// autonomous workers send at 100 Gbps and run several steps ahead of the
+// agents they send to, past those receivers' buffers. Nothing is lost, so
+// nothing may wait for a timeout: the receivers refuse (kBusy) and resume
+// their senders. Without the refusal the same run has hundreds of RTOs.
+TEST(NetworkScenario, PacedRinaRacksRefuseRanksAheadWithoutTimeouts) {
+  Settings s;
+  s.topology_kind = "fat-tree";
+  s.jobs = 1;
+  s.model = "ResNet50";
+  s.gradient_scale = 1.0 / 64;
+  s.ina_percent = 50;
+  s.ina_gbps = 20;
+  s.max_sim_ms = 2000;
+  const RunOutput r = run_point(s, "rina", 1);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_EQ(r.metrics.at("verify_errors"), 0);
+  EXPECT_EQ(r.metrics.at("queue_drops"), 0);
+  EXPECT_EQ(r.metrics.at("refused_packets"), 1560) << "the case this test is for: receivers refusing ranks ahead";
+  EXPECT_EQ(r.metrics.at("timeouts"), 0);
+  EXPECT_EQ(r.metrics.at("retransmits"), 0);
+}
+
 Settings testbed(const std::string& ina) {
   Settings s;
   s.topology_kind = "testbed";

@@ -110,5 +110,136 @@ TEST(RingTransport, TimeoutsBackOffTheNextPacketsUntilAValidSample) {
   EXPECT_EQ(r.ep->stats().timeouts, 5u);
 }
 
+// Receiver flow control, the sender's side: rank 1 refuses packets 0-3
+// (kBusy: its buffers still hold earlier steps). They are parked, not lost:
+// no RTO fires for them, the window keeps its size and nothing new goes out
+// until rank 1 has room. The persist timer sends one probe; the resume
+// sends the rest again and the transfer goes on.
+TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
+  Rank0 r;
+  ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  const size_t mark = r.fx.sent.size();
+  auto busy = [&](uint32_t psn, uint16_t extra, Time now) {
+    Packet* a = r.fx.alloc();
+    a->h = r.fx.sent.at(psn).h;
+    a->h.type = PktType::RingAck;
+    a->h.flags = static_cast<uint16_t>(flag::kBusy | extra);
+    a->h.src = kR1;
+    a->h.dst = kR0;
+    a->h.rank = 1;
+    a->h.count = 0;
+    r.ep->on_packet(a, now, r.fx);
+  };
+  for (uint32_t k = 0; k < 4; ++k) busy(k, 0, 20 * kUs);
+  EXPECT_EQ(r.ep->stats().busy, 4u);
+  // The RTO (200 us) and the persist timer (the same interval from the
+  // first refusal, 220 us) fire: no timeout, one probe (packet 0).
+  r.fx.advance(400 * kUs, [&](uint64_t tok, Time at) { r.ep->on_timer(tok, at, r.fx); });
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+  EXPECT_EQ(r.ep->stats().decreases, 0u);
+  EXPECT_EQ(r.ep->stats().probes, 1u);
+  EXPECT_EQ(r.data_psns(mark), (std::vector<uint32_t>{0}));
+  // The probe is refused too; then rank 1 has room: its resume sends
+  // 1, 2 and 3 again (0 is parked again and goes too), nothing else yet.
+  busy(0, 0, 410 * kUs);
+  const size_t mark2 = r.fx.sent.size();
+  busy(0, flag::kResume, 420 * kUs);
+  EXPECT_EQ(r.data_psns(mark2), (std::vector<uint32_t>{0, 1, 2, 3}));
+  for (uint32_t k = 0; k < 4; ++k) r.ack(k, 430 * kUs);
+  // Four acknowledgements: the window of 4 grew
+  // to 5, so five new packets follow; no timeout, no decrease ever.
+  EXPECT_EQ(r.data_psns(mark2), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  r.fx.advance(600 * kUs, [&](uint64_t tok, Time at) { r.ep->on_timer(tok, at, r.fx); });
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+  EXPECT_EQ(r.ep->stats().decreases, 0u);
+  EXPECT_EQ(r.ep->stats().probes, 1u) << "a probe after the resume";
+}
+
+// Receiver flow control, the receiver's side: rank 1 gets a packet of op 3
+// while it is at op 0. A two-rank ring op receives twice (ScatterReduce
+// step code 0, AllGather step code 2), so op 3's AllGather shard is receive
+// ordinal 7, and rank 1's buffers hold ordinals up to 6. It answers kBusy,
+// keeps nothing, and sends kBusy | kResume for it as soon as the packet
+// fits: when its first receive is done (ordinal 1 current, room up to 7).
+// Rank 0 runs for real; the two exchange packets directly.
+TEST(RingTransport, AReceiverRefusesAPacketTooFarAheadAndResumesItsSender) {
+  auto make = [](uint16_t rank) {
+    host::RingConfig c;
+    c.rank = rank;
+    c.nodes = {kR0, kR1};
+    c.stages = host::plan_rar(2, 2 * 64 * 4)[rank];
+    c.min_rto = 200 * kUs;
+    auto ep = std::make_unique<host::RingEndpoint>(c);
+    ep->set_id(rank ? kR1 : kR0);
+    for (int op = 0; op < 5; ++op) ep->submit(std::make_shared<host::SyntheticTensor>(7, rank, 2), 2 * 64 * 4);
+    return ep;
+  };
+  auto e0 = make(0), e1 = make(1);
+  test::FakeEffects f0{64}, f1{64};
+  e1->on_start(0, f1);
+  f1.advance(0, [&](uint64_t tok, Time at) { e1->on_timer(tok, at, f1); });
+  // Rank 0's AllGather packet 0 of op 3 (a copy of rank 1's first packet's header, changed).
+  const auto first = f1.take();
+  ASSERT_FALSE(first.empty());
+  constexpr uint32_t kOp3AllGather = (3u << 8) | 2;
+  Packet* early = f1.alloc();
+  early->h = first[0].h;
+  early->h.flags = flag::kResult;
+  early->h.src = kR0;
+  early->h.dst = kR1;
+  early->h.rank = 0;
+  early->h.priority = kOp3AllGather;
+  std::fill_n(early->payload(), early->h.count, 1);
+  e1->on_packet(early, 1 * kUs, f1);
+  const auto reply = f1.take();
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_EQ(reply[0].h.type, PktType::RingAck);
+  EXPECT_EQ(reply[0].h.flags, flag::kBusy | flag::kResult);
+  EXPECT_EQ(reply[0].h.dst, kR0);
+  EXPECT_EQ(reply[0].h.priority, kOp3AllGather);
+  EXPECT_EQ(e1->stats().early, 1u);
+  EXPECT_EQ(e1->stats().received, 0u);
+  // Rank 0 starts and gets rank 1's first packets.
+  e0->on_start(0, f0);
+  for (const auto& s : first) {
+    Packet* p = f0.alloc();
+    p->h = s.h;
+    std::copy(s.v.begin(), s.v.end(), p->payload());
+    e0->on_packet(p, 1 * kUs, f0);
+  }
+  std::vector<test::Sent> resumes;
+  Time now = 1 * kUs;
+  for (int round = 0; round < 10000 && !(e0->done() && e1->done()); ++round) {
+    now += 1 * kUs;
+    f0.advance(now, [&](uint64_t tok, Time at) { e0->on_timer(tok, at, f0); });
+    f1.advance(now, [&](uint64_t tok, Time at) { e1->on_timer(tok, at, f1); });
+    for (const auto& s : f1.take()) {
+      if (s.h.type == PktType::RingAck && (s.h.flags & flag::kResume)) {
+        resumes.push_back(s);
+        EXPECT_EQ(e1->op(), 0u);
+        EXPECT_EQ(e1->step_log()[0].recv_pkts, 4u) << "sent before the first receive was done";
+        EXPECT_EQ(e1->step_log()[2].done, kNever) << "sent after the AllGather receive, not when the first fit";
+      }
+      Packet* p = f0.alloc();
+      p->h = s.h;
+      std::copy(s.v.begin(), s.v.end(), p->payload());
+      e0->on_packet(p, now, f0);
+    }
+    for (const auto& s : f0.take()) {
+      Packet* p = f1.alloc();
+      p->h = s.h;
+      std::copy(s.v.begin(), s.v.end(), p->payload());
+      e1->on_packet(p, now, f1);
+    }
+  }
+  ASSERT_TRUE(e0->done() && e1->done()) << e0->describe() << " / " << e1->describe();
+  ASSERT_EQ(resumes.size(), 1u);
+  EXPECT_EQ(resumes[0].h.flags, flag::kBusy | flag::kResume | flag::kResult);
+  EXPECT_EQ(resumes[0].h.priority, reply[0].h.priority);
+  EXPECT_EQ(resumes[0].h.psn, reply[0].h.psn);
+  EXPECT_EQ(e1->stats().resumes_sent, 1u);
+  EXPECT_EQ(e0->stats().timeouts + e1->stats().timeouts, 0u);
+}
+
 }  // namespace
 }  // namespace ina
