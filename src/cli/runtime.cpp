@@ -663,7 +663,7 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--fail-at-op", c.fail_at_op, "with --fail-rank: inside this op (0-based)")->check(CLI::Range(0, 65535));
   r->add_option("--fail-detect-ms", c.fail_detect_ms, "with --fail-rank: a rank silent this long has failed")
       ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
-  r->add_option("--ina-racks", c.ina_racks, "rina: the racks whose ToR is an INA switch, e.g. 0,1, or none (default: every rack)");
+  r->add_option("--ina-racks", c.ina_racks, "rina, atp, dsa: the racks whose ToR is an INA switch, e.g. 0,1, or none (rina only) (default: every rack)");
   r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();

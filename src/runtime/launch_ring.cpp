@@ -1,6 +1,6 @@
 // `ina run` for a static layout (ring_layout.hpp): one job of `ina
 // ring-worker`s on loopback — a ring scheme, with Rina's INA ToRs, or ATP over
-// racks, with a ToR switch per rack and a PS behind rack 0's. The launcher
+// racks, with a ToR switch per INA rack and a PS above the root's. The launcher
 // plans the layout with every socket already bound, starts the ToRs, then the
 // PS and the ranks, waits for them, and checks every report and every ToR.
 #include <fcntl.h>
@@ -31,7 +31,7 @@ namespace {
 // one layout every process reads holds real addresses before anyone starts.
 struct RingPlan {
   RingLayout L;
-  bool tree = false;                   // ATP over racks: every ToR aggregates, a PS behind rack 0's
+  bool tree = false;                   // ATP over racks: every INA ToR aggregates, a PS above the root's
   UniqueFd ps_sock;                    // the PS's (tree)
   std::vector<UniqueFd> socks;         // rank r's
   std::vector<DataAndControl> tor_socks;  // rack q's ToR (serving racks only)
@@ -59,7 +59,6 @@ RingPlan plan_ring(const Run& run) {
   L.racks = split_racks(cfg.workers, cfg.racks, ina_rack_list(cfg));
   p.tree = L.tree();
   if (p.tree) {
-    for (auto& rk : L.racks) rk.ina = true;
     p.ps_sock = bind_udp(Endpoint::parse("127.0.0.1:0"), 8 << 20);
     L.ps = local_endpoint(p.ps_sock.get());
   }

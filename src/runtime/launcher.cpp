@@ -250,7 +250,7 @@ void validate(const LaunchConfig& c) {
       throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty())
-      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and --racks to atp and dsa, not to "
+      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and to atp and dsa, not to "
                                      "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }
@@ -259,10 +259,14 @@ void validate(const LaunchConfig& c) {
     throw RuntimeError(fmt::format("--scheme {}: --workers must be in 2..{}, got {}", c.scheme, kMaxRingWorkers, c.workers));
   if (c.delay_job || !c.priorities.empty() || c.window_kb > 0)
     throw RuntimeError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
-  if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna)
-    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina has INA racks, not {}{}", c.ina_racks, c.scheme,
-                                   s.collective == schemes::Collective::PsIna ? " (ATP over racks runs at every ToR)" : ""));
-  (void)split_racks(c.workers, c.racks, ina_rack_list(c));  // throws naming --racks / --ina-racks
+  if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna && s.collective != schemes::Collective::PsIna)
+    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina and PS-based INA over racks (atp, dsa) have INA "
+                                   "racks, not {}", c.ina_racks, c.scheme));
+  const std::vector<unsigned> ina = ina_rack_list(c);
+  (void)split_racks(c.workers, c.racks, ina);  // throws naming --racks / --ina-racks
+  if (s.collective == schemes::Collective::PsIna && ina.empty())
+    throw RuntimeError(fmt::format("--ina-racks {}: --scheme {} over racks needs at least one INA rack (the root of its "
+                                   "aggregation tree)", c.ina_racks, c.scheme));
 }
 
 }  // namespace

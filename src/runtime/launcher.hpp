@@ -47,8 +47,9 @@ struct LaunchConfig {
   bool verbose = false;           // children log their events
   bool force = false;             // start beyond the process bound or the memory estimate (never beyond RLIMIT_NPROC)
   // Ring schemes (rar, h-ar, rina; one job): the workers in `racks` equal
-  // racks of consecutive ranks; Rina: the racks listed in `ina_racks` ("0,1";
-  // "none"; empty: every rack) have an INA ToR, one `ina switch` each. The
+  // racks of consecutive ranks; Rina, and ATP / DSA over racks (at least
+  // one): the racks listed in `ina_racks` ("0,1"; "none"; empty: every rack)
+  // have an INA ToR, one `ina switch` each. The
   // workers are `ina ring-worker`s reading a generated layout
   // (runtime/ring_layout.hpp) and talking to each other and their ToR directly.
   unsigned racks = 1;

@@ -1,5 +1,6 @@
 #include "runtime/ring_layout.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 
@@ -25,7 +26,7 @@ bool is_layout_scheme(const schemes::Scheme& s) {
 bool RingLayout::tree() const { return scheme_info().collective == schemes::Collective::PsIna; }
 
 bool RingLayout::serving_tor(size_t rack) const {
-  if (tree()) return true;  // ATP at every ToR
+  if (tree()) return racks.at(rack).ina;  // ATP at every INA ToR
   return scheme_info().collective == schemes::Collective::RingIna && racks.at(rack).ina && racks[rack].ranks.size() >= 2;
 }
 
@@ -36,30 +37,48 @@ size_t RingLayout::rack_of(size_t rank) const {
   throw RuntimeError(fmt::format("layout: rank {} is in no rack", rank));
 }
 
+size_t RingLayout::root_rack() const {
+  for (size_t q = 0; q < racks.size(); ++q)
+    if (racks[q].ina) return q;
+  throw RuntimeError("layout: ATP over racks needs at least one INA rack");
+}
+
 schemes::AtpTree RingLayout::atp_tree() const {
   schemes::AtpTreeBuilder build(static_cast<size_t>(ps_id()) + 1);
-  const NodeId root = tor_id(0);
+  const NodeId root = tor_id(root_rack());
   const schemes::AtpTreeBuilder::Up up = [&](NodeId tor) { return tor == root ? ps_id() : root; };
   build.start(ps_id(), n());
-  for (size_t q = 0; q < racks.size(); ++q)  // racks in order: the root's children are racks 1, 2, ...
-    for (uint16_t r : racks[q].ranks) build.leaf(r, tor_id(q), up);
+  for (size_t q = 0; q < racks.size(); ++q)  // racks in order: the root's children are the later INA racks
+    for (uint16_t r : racks[q].ranks) build.leaf(r, racks[q].ina ? tor_id(q) : ps_id(), up);
   return build.finish();
 }
 
 RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
   if (racks.at(rack).ranks.empty()) throw RuntimeError(fmt::format("layout: rack {} has no rank", rack));
+  if (!racks[rack].ina) throw RuntimeError(fmt::format("layout: rack {} has no INA ToR: it is on no tree", rack));
   const schemes::AtpTree t = atp_tree();
   const schemes::AtpTree::Entry& e = *t.find(tor_id(rack));  // a rank's first hop: on the tree
   return TreeJob{e.parent, e.subtree, e.direct, e.children};
 }
 
 Endpoint RingLayout::tree_route(size_t rack, NodeId id) const {
-  if (id == ps_id()) return rack == 0 ? *ps : *racks.at(0).sw;
+  const size_t root = root_rack();
+  if (id == ps_id()) return rack == root ? *ps : *racks.at(root).sw;
   for (size_t q = 0; q < racks.size(); ++q)
-    if (id == tor_id(q)) return *racks[q].sw;
+    if (id == tor_id(q)) {
+      if (!racks[q].sw) throw RuntimeError(fmt::format("layout: racks[{}] has no switch to route to", q));
+      return *racks[q].sw;
+    }
   const size_t rank = static_cast<size_t>(id) - 1;
   const size_t home = rack_of(rank);
-  return home == rack ? workers.at(rank) : *racks.at(home).sw;
+  return home == rack || !racks.at(home).ina ? workers.at(rank) : *racks.at(home).sw;
+}
+
+Endpoint RingLayout::ps_route(NodeId id) const {
+  const size_t root = root_rack();
+  if (id >= worker_id(0) && id <= worker_id(n() - 1) && !racks.at(rack_of(static_cast<size_t>(id) - 1)).ina)
+    return workers.at(static_cast<size_t>(id) - 1);
+  return *racks.at(root).sw;
 }
 
 std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const {
@@ -163,9 +182,11 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   for (size_t r = 0; r < n; ++r)
     if (seen[r] < 0) throw bad("racks", j["racks"], fmt::format("rank {} is in no rack", r));
   if (L.tree()) {
+    // A tree's racks are INA unless they say otherwise; at least one must be (the root).
     for (size_t q = 0; q < L.racks.size(); ++q)
-      if (j["racks"][q].contains("ina") && !L.racks[q].ina)
-        throw bad(fmt::format("racks[{}].ina", q), j["racks"][q]["ina"], "ATP over racks aggregates at every ToR");
+      if (!j["racks"][q].contains("ina")) L.racks[q].ina = true;
+    if (std::none_of(L.racks.begin(), L.racks.end(), [](const RingRack& k) { return k.ina; }))
+      throw bad("racks", j["racks"], "ATP over racks needs at least one INA rack (\"ina\": true): the root of its tree");
     if (!j.contains("ps") || !j["ps"].is_string())
       throw bad("ps", j.value("ps", nlohmann::json()), "PS-based INA over racks needs its PS's \"ip:port\"");
     try {

@@ -16,13 +16,19 @@
 // from --listen). Node ids are static: rank r is r + 1, rack q's ToR N + 1 + q.
 //
 // The same layout runs ATP or DSA over racks (PS-based INA, collective PsIna;
-// `ina run --scheme atp|dsa --racks R`): every rack's ToR is an INA switch of one
-// aggregation tree, a PS in rack 0 (field "ps", node id N + 1 + R). Rack 0's
-// ToR is the root: it aggregates its own ranks and the other ToRs' partial
-// sums and sends them to the PS; rack q's ToR aggregates rack q's ranks and
-// sends to the root. Results go back down the tree (dataplane/switch.hpp).
-// Packets between racks go ToR to ToR: a worker's datagrams all go to its
-// ToR, the PS's to the root (tree_route()).
+// `ina run --scheme atp|dsa --racks R [--ina-racks LIST]`): the ToRs of the
+// INA racks ("ina" absent means true here; at least one) are the INA
+// switches of one aggregation tree (schemes/atp_tree.hpp), with a PS (field
+// "ps", node id N + 1 + R). The first INA rack's ToR is the root: it
+// aggregates its own ranks and the other INA ToRs' partial sums and sends
+// them to the PS; every other INA rack's ToR aggregates its rack's ranks and
+// sends to the root. A rank in a rack without INA sends straight to the PS
+// (its first hop, as in the simulator's trees). Results go back down the
+// tree: the PS passes each to its children (the root) and to the ranks that
+// skip every switch, a switch to its children and its own ranks
+// (dataplane/switch.hpp). Packets between racks go ToR to ToR: an INA
+// rack's worker's datagrams all go to its ToR, the PS's to the root or to a
+// rank whose first hop it is (tree_route(), ps_route()).
 //
 // Optional "datagram_salt" (64 hex digits): every datagram of the job is
 // tagged (runtime/datagram_tag.hpp) under datagram_key(job_key(J), salt).
@@ -53,7 +59,7 @@ bool is_layout_scheme(const schemes::Scheme& s);
 
 struct RingRack {
   std::vector<uint16_t> ranks;
-  bool ina = false;                 // the rack's ToR is an INA switch (Rina)
+  bool ina = false;                 // the rack's ToR is an INA switch (Rina, a tree)
   std::optional<Endpoint> sw;       // its `ina switch` (when it serves the job)
 };
 
@@ -64,7 +70,7 @@ struct RingLayout {
   uint64_t memory_bytes = 5'000'000;
   std::vector<Endpoint> workers;    // by rank
   std::vector<RingRack> racks;      // ring order
-  std::optional<Endpoint> ps;       // PS-based INA (atp): the PS, in rack 0
+  std::optional<Endpoint> ps;       // PS-based INA (atp): the PS
   std::optional<Key> datagram_salt; // every datagram tagged under datagram_key(job_key(job), salt)
 
   size_t n() const { return workers.size(); }
@@ -74,13 +80,16 @@ struct RingLayout {
   NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
   bool tree() const;                // PS-based INA over racks (atp, dsa)
   size_t rack_of(size_t rank) const;
-  // Tree: the aggregation tree (schemes/atp_tree.hpp): every rank's first
-  // hop is its rack's ToR, rack 0's ToR's parent is the PS, every other
-  // ToR's is rack 0's. Rack q's ToR's entry in its program's job table
-  // (parent, subtree and direct ranks, children), and where that ToR sends
-  // packets for node `id`: its own rack's workers and the PS (rack 0)
-  // directly, anything else to the ToR of the rack it lives in (the PS's to
-  // the root).
+  // Tree: the aggregation tree (schemes/atp_tree.hpp): a rank's first hop
+  // is its rack's ToR if that rack is INA, else the PS; the root's (the
+  // first INA rack's ToR) parent is the PS, every other INA ToR's is the root.
+  // Rack q's ToR's entry in its program's job table (parent, subtree and
+  // direct ranks, children; q must be INA), and where that ToR sends packets
+  // for node `id`: its own rack's workers directly, the PS directly from the
+  // root and through the root from the others, a worker of another INA rack
+  // through that rack's ToR (a rank whose first hop is the PS gets nothing
+  // from a switch: its own address). ps_route(): where the PS sends them: a
+  // rank whose first hop is the PS directly, anything else to the root.
   schemes::AtpTree atp_tree() const;
   struct TreeJob {
     NodeId parent = kNoNode;
@@ -88,8 +97,10 @@ struct RingLayout {
     std::vector<NodeId> children;
   };
   TreeJob tree_job(size_t rack) const;
+  size_t root_rack() const;         // tree: the first INA rack
   Endpoint tree_route(size_t rack, NodeId id) const;
-  // Rack q's ToR aggregates for this job: an INA rack of a Rina job with at least two ranks.
+  Endpoint ps_route(NodeId id) const;
+  // Rack q's ToR aggregates for this job: an INA rack of a tree, or of a Rina job with at least two ranks.
   bool serving_tor(size_t rack) const;
   // Aggregators the job has in a serving ToR (its whole memory): memory / (4 * payload).
   uint32_t region() const { return static_cast<uint32_t>(memory_bytes / (4ULL * payload)); }

@@ -40,6 +40,7 @@ namespace fs = std::filesystem;
 nlohmann::json ring_stats_json(const host::RingStats& s) {
   return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"timeouts", s.timeouts}, {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks},
           {"dup_acks", s.dup_acks}, {"received", s.received}, {"duplicates", s.duplicates}, {"early", s.early},
+          {"resumes_sent", s.resumes_sent}, {"busy", s.busy}, {"probes", s.probes}, {"resent_refused", s.resent_refused},
           {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"steps", s.steps},
           {"bytes_sent", s.bytes_sent}, {"malformed", s.malformed}, {"foreign", s.foreign}};
 }
@@ -186,7 +187,8 @@ nlohmann::json worker_stats_json(const host::WorkerStats& s) {
 }
 
 // ATP over racks: one worker (host::WorkerNode, the simulator's) whose
-// datagrams all go to its rack's ToR.
+// datagrams all go to its first hop on the tree: its rack's ToR, or the PS
+// in a rack without INA.
 int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std::optional<DatagramKey>& tag_key) {
   const size_t n = L.n();
   const std::string who = fmt::format("ina ring-worker {} job {} rank {}", L.scheme, L.job, cfg.rank);
@@ -196,8 +198,9 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   ec.mode = EngineMode::Host;
   ec.payload_values = L.payload;
   ec.faults = cfg.faults;
+  const schemes::AtpTree tree = L.atp_tree();
   ec.bind = L.workers[cfg.rank];
-  ec.gateway = *L.racks[rack].sw;
+  ec.gateway = L.racks[rack].ina ? *L.racks[rack].sw : *L.ps;
   use_datagram_key(ec, tag_key);
   UdpEngine eng(ec, cfg.udp_fd >= 0 ? UniqueFd(cfg.udp_fd) : UniqueFd());
   use_datagram_key(eng, L.job, tag_key);
@@ -207,9 +210,9 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   w.rank = static_cast<uint8_t>(cfg.rank);
   w.nworkers = static_cast<uint8_t>(n);
   w.self = RingLayout::worker_id(cfg.rank);
-  w.aggregator = L.tor_id(rack);
+  w.aggregator = tree.first.at(cfg.rank);
   w.ps = L.ps_id();
-  for (size_t q = 0; q < L.racks.size(); ++q) w.switches.push_back(L.tor_id(q));
+  w.switches = tree.switches;  // as the simulator's trees: a result passing an INA switch leaves it as that switch's
   w.payload_values = L.payload;
   w.min_rto = std::max(w.min_rto, cfg.min_rto);
   w.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
@@ -243,6 +246,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
                         {"iteration_seconds", iters}, {"done", node.completed() >= cfg.iterations},
                         {"initial_window_packets", node.transport().config().init_window},
+                        {"first_hop", w.aggregator},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", {{"retransmits", st.retransmits}}}, {"worker", worker_stats_json(st)},
@@ -259,43 +263,97 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   return leaks.empty() ? 0 : 1;
 }
 
-// ATP over racks: the PS (host::ParameterServer), behind the root ToR.
+// The PS's results down the tree (ATP over racks). In the simulator the PS's
+// result (addressed to the job's multicast group) follows the engine's
+// multicast tree to every worker, freeing aggregators at the INA switches it
+// passes; the runtime has no such tree, so each result goes down the
+// aggregation tree as a parent's: a copy addressed to each of the PS's
+// children (the root ToR, which frees its aggregator and passes it on:
+// dataplane/switch.cpp) and one to each rank whose first hop is the PS.
+class DownTheTree final : public Effects {
+ public:
+  DownTheTree(const schemes::AtpTree& t, const std::vector<NodeId>& workers) {
+    const schemes::AtpTree::Entry& e = *t.find(t.ps);
+    to_ = e.children;
+    for (size_t r = 0; r < workers.size(); ++r)
+      if (e.direct.test(static_cast<unsigned>(r))) to_.push_back(workers[r]);
+  }
+  Effects* in = nullptr;
+  Packet* alloc() override { return in->alloc(); }
+  void free(Packet* p) override { in->free(p); }
+  void set_timer(Time at, uint64_t token) override { in->set_timer(at, token); }
+  void send(Packet* p) override {
+    if (p->h.dst != kMulticast) return in->send(p);
+    for (size_t k = 0; k + 1 < to_.size(); ++k) {
+      Packet* c = in->alloc();
+      c->h = p->h;
+      std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+      c->h.dst = to_[k];
+      in->send(c);
+    }
+    p->h.dst = to_.back();  // the tree has a root: never empty
+    in->send(p);
+  }
+
+ private:
+  std::vector<NodeId> to_;  // the PS's children, then its direct ranks
+};
+
+// ATP over racks: the PS (host::ParameterServer), above the root ToR, with
+// its own link to every rank whose first hop it is (a rack without INA).
 int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L, const std::optional<DatagramKey>& tag_key) {
   const std::string who = fmt::format("ina ring-worker {} job {} PS", L.scheme, L.job);
+  const schemes::AtpTree tree = L.atp_tree();
   EngineConfig ec;
-  ec.mode = EngineMode::Host;
+  ec.mode = EngineMode::Router;  // the root ToR, and the ranks whose first hop it is
   ec.payload_values = L.payload;
   ec.faults = cfg.faults;
   ec.bind = *L.ps;
-  ec.gateway = *L.racks[0].sw;
   use_datagram_key(ec, tag_key);
   UdpEngine eng(ec, cfg.udp_fd >= 0 ? UniqueFd(cfg.udp_fd) : UniqueFd());
   use_datagram_key(eng, L.job, tag_key);
+  for (size_t r = 0; r < L.n(); ++r) eng.set_route(RingLayout::worker_id(r), L.ps_route(RingLayout::worker_id(r)));
+  for (NodeId sw : tree.switches) eng.set_route(sw, L.ps_route(sw));
+  eng.add_relay(*L.racks[L.root_rack()].sw);  // it forwards the INA racks' packets with their senders' ids
   host::PsConfig pc;
   host::profile("runtime").apply(pc);
   pc.job = L.job;
   for (size_t r = 0; r < L.n(); ++r) pc.workers.push_back(RingLayout::worker_id(r));
   pc.sw = kNoNode;
-  for (size_t q = 0; q < L.racks.size(); ++q) pc.more_switches.push_back(L.tor_id(q));  // the reminder fetches from every ToR
+  pc.more_switches = tree.switches;  // the reminder fetches from every INA ToR (as the simulator's trees)
   pc.payload_values = L.payload;
   // Every completion goes down the tree: a child ToR frees a task's
   // aggregator only when the result passes it as its parent's (a unicast from
   // the PS to one waiting worker is only forwarded there).
   pc.targeted_known_results = false;
   host::ParameterServer ps(pc);
-  // The PS behind a counter of the retransmitted gradients that reach it: a
-  // retransmission, like a duplicate, can come after its task's result.
-  struct CountResends final : Node {
-    explicit CountResends(Node& n) : inner(n) {}
+  // The PS behind a counter of the retransmitted gradients that reach it (a
+  // retransmission, like a duplicate, can come after its task's result) and
+  // of the gradients straight from the ranks whose first hop it is, its
+  // results going down the tree.
+  struct OnTree final : Node {
+    OnTree(Node& n, const schemes::AtpTree& t, const std::vector<NodeId>& workers)
+        : inner(n), down(t, workers), direct(t.find(t.ps)->direct) {}
     void on_packet(Packet* p, Time now, Effects& fx) override {
-      resends += p->h.type == PktType::Data && p->h.has(flag::kResend);
-      inner.on_packet(p, now, fx);
+      const bool data = p->h.type == PktType::Data;
+      resends += data && p->h.has(flag::kResend);
+      from_direct += data && p->h.rank < kRankBits && p->h.src == RingLayout::worker_id(p->h.rank) && direct.test(p->h.rank);
+      down.in = &fx;
+      inner.on_packet(p, now, down);
     }
-    void on_timer(uint64_t token, Time now, Effects& fx) override { inner.on_timer(token, now, fx); }
-    void on_start(Time now, Effects& fx) override { inner.on_start(now, fx); }
+    void on_timer(uint64_t token, Time now, Effects& fx) override {
+      down.in = &fx;
+      inner.on_timer(token, now, down);
+    }
+    void on_start(Time now, Effects& fx) override {
+      down.in = &fx;
+      inner.on_start(now, down);
+    }
     Node& inner;
-    uint64_t resends = 0;
-  } counted(ps);
+    DownTheTree down;
+    RankBits direct;
+    uint64_t resends = 0, from_direct = 0;
+  } counted(ps, tree, pc.workers);
   ps.set_id(L.ps_id());
   counted.set_id(L.ps_id());
   eng.add_node(counted);
@@ -319,6 +377,7 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L, const std::opt
   const auto& st = ps.stats();
   nlohmann::json rep = {{"scheme", L.scheme}, {"job", L.job}, {"role", "ps"}, {"leaks", leaks}, {"left_by_late_copies", late},
                         {"entries", ps.entries()}, {"resends_in", counted.resends},
+                        {"data_from_direct_ranks", counted.from_direct},
                         {"stats", {{"ps", {{"data_in", st.data_in}, {"completions", st.completions},
                                            {"duplicates", st.duplicates}, {"timeout_reminders", st.timeout_reminders},
                                            {"worker_reminders", st.worker_reminders}, {"fetches", st.fetches},

@@ -57,13 +57,13 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
 }
 
 // ATP over racks (ring_layout.hpp): this ToR's level of the aggregation
-// tree, every other ToR a peer, routes toward each node's rack.
+// tree, every other INA ToR a peer, routes toward each node's rack.
 void SwitchDaemon::Impl::tree_job(RingLayout L) {
   const size_t q = cfg.rack;
   for (size_t o = 0; o < L.racks.size(); ++o)
-    if (o != q && !L.racks[o].sw)
+    if (o != q && L.racks[o].ina && !L.racks[o].sw)
       throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
-                                     "every other rack's ToR", cfg.layout, o, q));
+                                     "every other INA rack's ToR", cfg.layout, o, q));
   const RingLayout::TreeJob t = L.tree_job(q);
   dp::SwitchJob sj;
   sj.job = L.job;
@@ -76,14 +76,14 @@ void SwitchDaemon::Impl::tree_job(RingLayout L) {
   try {
     program->add_job(sj);
     for (size_t o = 0; o < L.racks.size(); ++o)
-      if (o != q) program->add_peer(L.tor_id(o));
+      if (o != q && L.racks[o].ina) program->add_peer(L.tor_id(o));
   } catch (const std::invalid_argument& e) {
     throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
   }
   for (size_t r = 0; r < L.n(); ++r) engine->set_route(RingLayout::worker_id(r), L.tree_route(q, RingLayout::worker_id(r)));
   engine->set_route(L.ps_id(), L.tree_route(q, L.ps_id()));
   for (size_t o = 0; o < L.racks.size(); ++o)
-    if (o != q) {
+    if (o != q && L.racks[o].ina) {
       engine->set_route(L.tor_id(o), *L.racks[o].sw);
       engine->add_relay(*L.racks[o].sw);  // it forwards its rack's packets (and the PS's) with their senders' ids
     }

@@ -176,9 +176,10 @@ TEST(RingOverUdpShape, RinaWithoutInaIsRarAndInaShortensTheChain) {
 // reordering; no timer or packet left at any rank; no aggregator or PS entry
 // left without faults (a late copy may leave one with duplication or
 // reordering, as in the simulator). Every task's
-// result comes down the tree through rack 1's ToR (its tree_results; tasks =
-// 131072 B / 256 B per packet x 2 allreduces), and every task is completed at
-// the PS (ATP sends each aggregate there).
+// result comes down the tree from the PS through rack 0's ToR and on
+// through rack 1's (their tree_results; tasks = 131072 B / 256 B per packet x
+// 2 allreduces), and every task is completed at the PS (ATP sends each
+// aggregate there); no rank sends to the PS directly.
 TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
   const std::pair<std::string, bool> cases[] = {{"atp", false}, {"atp", true}, {"dsa", false}, {"dsa", true}};
   for (const auto& [scheme, faults] : cases) {
@@ -203,11 +204,13 @@ TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
       // the simulator's 196 packets, whatever their size: 1.6 MB of 8 KiB
       // datagrams, which overflowed the emulated cluster's queues).
       EXPECT_EQ(w["initial_window_packets"], 210) << "rank " << r;
+      EXPECT_EQ(w["first_hop"], 5 + r / 2) << "rank " << r;  // its rack's ToR: node id N + 1 + rack
       retransmits += w["stats"]["worker"]["retransmits"].get<uint64_t>();
     }
     const auto& ps = job["workers"][4];
     EXPECT_EQ(ps["role"], "ps");
     EXPECT_EQ(ps["leaks"].size(), 0u) << ps["leaks"];
+    EXPECT_EQ(ps["data_from_direct_ranks"], 0);
     // A late copy (duplicated or held back) may leave a PS entry or a ToR
     // aggregator after every result is in, as in the simulator; without such
     // faults nothing may stay.
@@ -229,18 +232,81 @@ TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
       EXPECT_EQ(s["switch"]["foreign_forward"], 0);
       EXPECT_EQ(s["switch"]["malformed"], 0);
     }
-    // Every task's result came down through rack 1's ToR (none bypassed it: its
-    // aggregators would stay held), and every task completed at the PS; more
-    // than once only for tasks retransmitted on a timeout (a loaded host's
-    // loopback: no fault needed), exactly once in a run without any.
+    // Every task's result came down from the PS to the root (rack 0's ToR)
+    // and on through rack 1's ToR (none bypassed it: its aggregators would
+    // stay held), and every task completed at the PS; more than once only for
+    // tasks retransmitted on a timeout (a loaded host's loopback: no fault
+    // needed), exactly once in a run without any.
+    const uint64_t root = j["switches"][0]["switch"]["tree_results"].get<uint64_t>();
     const uint64_t down = j["switches"][1]["switch"]["tree_results"].get<uint64_t>();
     const uint64_t at_ps = ps["stats"]["ps"]["completions"].get<uint64_t>();
+    EXPECT_GE(root, tasks);
     EXPECT_GE(down, tasks);
     EXPECT_GE(at_ps, tasks);
-    EXPECT_EQ(j["switches"][0]["switch"]["tree_results"], 0);  // the root's results come from the PS
     if (retransmits == 0 && ps["stats"]["ps"]["timeout_reminders"] == 0) {
+      EXPECT_EQ(root, tasks);
       EXPECT_EQ(down, tasks);
       EXPECT_EQ(at_ps, tasks);
+    }
+  }
+}
+
+// ATP over racks where only some ToRs are INA (Rina's testbed, Fig. 12:
+// one INA ToR): `ina run --scheme atp|dsa --racks 2 --ina-racks Q` starts an
+// `ina switch` in rack Q only, the root of the tree; the other rack's ranks
+// send straight to the PS (their first hop, node id N + 1 + R = 7), whose
+// results go to them directly and to the root, addressed to it. Exact with
+// the INA rack first or second and under 1 % loss, duplication and
+// reordering. Without faults or retransmissions the counts are exact: each
+// rank sends one gradient per task (tasks = 131072 B / 256 B per packet x 2
+// allreduces), so the PS gets 2 x tasks from the two PS-direct ranks and the
+// root ToR 2 x tasks from its own two; every result passes the root once
+// (tree_results) and goes to its two ranks (acks_multicast).
+TEST(PsInaOverRacks, OneInaRackTheOtherSendsStraightToThePs) {
+  struct Case {
+    std::string scheme, ina;
+    bool faults;
+  };
+  const Case cases[] = {{"atp", "0", false}, {"atp", "1", false}, {"dsa", "0", false}, {"atp", "0", true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.scheme + " --ina-racks " + c.ina + (c.faults ? " 1 % faults" : " no faults"));
+    Out o;
+    const auto j = run_ring({c.scheme, 4, 2, c.ina, c.faults}, c.scheme + "_one" + c.ina + (c.faults ? "_f" : ""), &o);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_TRUE(j["ok"].get<bool>()) << j["problems"] << o.text;
+    const auto& job = j["jobs"][0];
+    EXPECT_EQ(job["mismatches"], 0);
+    EXPECT_EQ(job["verified"].get<uint64_t>(), uint64_t{131072 / 4} * 2 * 4);
+    ASSERT_EQ(job["workers"].size(), 5u);
+    const unsigned ina_rack = c.ina == "0" ? 0 : 1;
+    const uint64_t tasks = 131072 / 256 * 2;
+    uint64_t retransmits = 0;
+    for (unsigned r = 0; r < 4; ++r) {
+      const auto& w = job["workers"][r];
+      EXPECT_TRUE(w["done"].get<bool>());
+      EXPECT_EQ(w["pending_timers"], 0) << "rank " << r;
+      EXPECT_EQ(w["packets_in_use"], 0) << "rank " << r;
+      EXPECT_EQ(w["stats"]["transport"]["foreign"], 0) << "rank " << r;
+      EXPECT_EQ(w["first_hop"], r / 2 == ina_rack ? 5 + ina_rack : 7) << "rank " << r;  // its INA ToR, else the PS
+      retransmits += w["stats"]["worker"]["retransmits"].get<uint64_t>();
+    }
+    const auto& ps = job["workers"][4];
+    EXPECT_EQ(ps["leaks"].size(), 0u) << ps["leaks"];
+    EXPECT_EQ(ps["stats"]["ps"]["foreign"], 0);
+    ASSERT_EQ(j["switches"].size(), 1u);  // the INA rack's only
+    const auto& sw = j["switches"][0]["switch"];
+    EXPECT_EQ(sw["foreign_data"], 0);
+    EXPECT_EQ(sw["foreign_ack"], 0);
+    const uint64_t direct = ps["data_from_direct_ranks"].get<uint64_t>();
+    EXPECT_GE(direct, 2 * tasks);
+    EXPECT_GE(sw["tree_results"].get<uint64_t>(), tasks);
+    if (!c.faults && retransmits == 0 && ps["stats"]["ps"]["timeout_reminders"] == 0) {
+      EXPECT_EQ(direct, 2 * tasks);
+      EXPECT_EQ(sw["data_in"], 2 * tasks);
+      EXPECT_EQ(sw["tree_results"], tasks);
+      EXPECT_EQ(sw["acks_multicast"], 2 * tasks);
+      EXPECT_EQ(ps["stats"]["ps"]["completions"], tasks);
+      EXPECT_EQ(j["switches"][0]["occupied"], 0);
     }
   }
 }
@@ -540,10 +606,11 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   const Out e = ina({"run", "--scheme", "switchml", "--workers", "4", "--racks", "2"}, 20);  // no PS tree, no ring
   EXPECT_EQ(e.status, 1) << e.text;
   EXPECT_NE(e.text.find("--racks"), std::string::npos) << e.text;
-  const Out e2 = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2", "--ina-racks", "0"}, 20);
+  // ATP over racks takes --ina-racks (PsInaOverRacks.OneInaRack...), but needs a root.
+  const Out e2 = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2", "--ina-racks", "none"}, 20);
   EXPECT_EQ(e2.status, 1) << e2.text;
-  EXPECT_NE(e2.text.find("--ina-racks 0"), std::string::npos) << e2.text;
-  EXPECT_NE(e2.text.find("every ToR"), std::string::npos) << e2.text;
+  EXPECT_NE(e2.text.find("--ina-racks none"), std::string::npos) << e2.text;
+  EXPECT_NE(e2.text.find("at least one INA rack"), std::string::npos) << e2.text;
   const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
   EXPECT_EQ(f.status, 1) << f.text;
@@ -581,12 +648,22 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
   const Out c2 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
   EXPECT_EQ(c2.status, 1) << c2.text;
   EXPECT_NE(c2.text.find("the same address as workers[1]"), std::string::npos) << c2.text;
+  // A tree needs a root: at least one INA rack (a rack without "ina" is one).
   std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:3",
-    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "ina": false},
     {"ranks": [1], "ina": false, "switch": "127.0.0.1:8"}]})";
   const Out c3 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
   EXPECT_EQ(c3.status, 1) << c3.text;
-  EXPECT_NE(c3.text.find("racks[1].ina"), std::string::npos) << c3.text;
+  EXPECT_NE(c3.text.find(layout.string()), std::string::npos) << c3.text;
+  EXPECT_NE(c3.text.find("field 'racks' = [{\"ina\":false,\"ranks\":[0]}"), std::string::npos) << c3.text;
+  EXPECT_NE(c3.text.find("at least one INA rack"), std::string::npos) << c3.text;
+  // A rack that is INA needs its switch's address; one without INA does not.
+  std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:3",
+    "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "ina": false}, {"ranks": [1]}]})";
+  const Out c4 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
+  EXPECT_EQ(c4.status, 1) << c4.text;
+  EXPECT_NE(c4.text.find("racks[1].switch"), std::string::npos) << c4.text;
+  EXPECT_EQ(c4.text.find("racks[0].switch"), std::string::npos) << c4.text;
   std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
   const Out d = ina({"ring-worker", "--layout", layout.string(), "--ps", "--size", "64", "--barrier", bar.string()}, 20);

@@ -98,7 +98,7 @@ rt::RingLayout racks_layout(std::vector<std::vector<uint16_t>> racks) {
   size_t n = 0;
   for (const auto& r : racks) n += r.size();
   for (size_t r = 0; r < n; ++r) L.workers.push_back(rt::Endpoint::parse(fmt::format("127.0.0.1:{}", 40001 + r)));
-  for (auto& r : racks) L.racks.push_back(rt::RingRack{std::move(r), false, std::nullopt});
+  for (auto& r : racks) L.racks.push_back(rt::RingRack{std::move(r), true, std::nullopt});  // every ToR INA
   return L;
 }
 
@@ -106,7 +106,7 @@ rt::RingLayout racks_layout(std::vector<std::vector<uint16_t>> racks) {
 // Nodes: ranks 1..6, ToRs 7, 8, 9, the PS 10. Rack 0's ToR is the root.
 TEST(AtpTree, RuntimeRacksAreOneLevelUnderRackZero) {
   rt::RingLayout L = racks_layout({{0, 1}, {2, 3}, {4, 5}});
-  L.racks = rt::split_racks(6, 3, {});  // what `ina run --racks 3` lays out
+  L.racks = rt::split_racks(6, 3, {0, 1, 2});  // what `ina run --racks 3` lays out
   ASSERT_EQ(L.racks[1].ranks, (std::vector<uint16_t>{2, 3}));
   ASSERT_TRUE(L.tree());
   ASSERT_EQ(L.tor_id(0), 7);
