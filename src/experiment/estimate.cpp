@@ -13,6 +13,7 @@
 #include "experiment/estimate_ring.hpp"
 #include "experiment/network_point.hpp"
 #include "experiment/runner.hpp"
+#include "host/profile.hpp"
 #include "sim/network.hpp"
 #include "wire/packet.hpp"
 #include "workload/model.hpp"
@@ -80,21 +81,65 @@ std::string Estimate::summary() const {
 }
 
 // A collective on a multi-switch topology (network_point.hpp): its tensors
-// are synthetic (no storage); memory is the switches' aggregators, the
+// are synthetic (no storage); memory is the INA switches' aggregators, the
 // packets in flight (four windows per worker: shards out and in, acks,
-// retransmissions; at most what the queues hold), the links and the nodes,
-// and for the ring family (RAR, H-AR, Rina) the endpoints' buffers, sized by
-// the gradient (estimate_ring.hpp).
+// retransmissions; at most what the queues hold), the links and the nodes;
+// for the PS family (PS, ATP, ...) the hosts' worker transports and PS
+// deadlines (ps_hosts), and for the ring family (RAR, H-AR, Rina) the
+// endpoints' buffers, sized by the gradient (estimate_ring.hpp).
 namespace {
 
-// Each ring job's plan (by rank) on the run's graph and placement: the run's own (collective_ring.cpp).
-std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const NetworkRun& nr, const schemes::Scheme& scheme) {
+// The run's placement of its jobs (collective.cpp, run_collective).
+sim::Placement placement(const NetworkRun& nr) {
   const topo::Graph& g = nr.graph;
   const CollectiveSettings& c = nr.settings;
   std::vector<int> sizes = c.workers_per_job;
   if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
-  const sim::Placement pl = c.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
-  return detail::ring_plans(g, scheme, pl, c.gradient_mb);
+  return c.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
+}
+
+// Each ring job's plan (by rank) on the run's graph and placement: the run's own (collective_ring.cpp).
+std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const NetworkRun& nr, const schemes::Scheme& scheme) {
+  return detail::ring_plans(nr.graph, scheme, placement(nr), nr.settings.gradient_mb);
+}
+
+// The PS family's hosts (collective_ps.cpp, ShardHost): per job of N
+// workers, each host runs N worker transports (one per PS shard, each with
+// 1/N of the host's initial window) and the PS of its own shard.
+//  - A transport's records: a ring of about twice its window (at least 64
+//    records, kRecBytes and a done bit each) and the RTO deadlines of a few
+//    windows, as on the star (estimate_run).
+//  - A PS's reminder deadlines (host::ParameterServer: one DeadlineQueue
+//    entry per merged packet, dropped only when it expires, so the queue
+//    holds every merge of the last timeout, at least ps_min_timeout): the
+//    packets its host's link brings in one ps_min_timeout, of which about
+//    half are the shard's gradients (the other half the other shards'
+//    results), at most every worker's packets of the shard. Its open
+//    entries (the packets the workers' windows have in flight) are small beside them.
+struct PsHosts {
+  uint64_t transports = 0, ps = 0;
+};
+
+PsHosts ps_hosts(const NetworkRun& nr, uint64_t wire) {
+  const topo::Graph& g = nr.graph;
+  const CollectiveSettings& c = nr.settings;
+  const uint64_t elems = static_cast<uint64_t>(std::llround(c.gradient_mb * kMiBytes / 4));
+  const uint64_t width = std::max<uint64_t>(1, c.payload_values);
+  const double timeout_s = static_cast<double>(host::kPaperProfile.ps_min_timeout) / static_cast<double>(kSec);
+  PsHosts out;
+  for (const auto& job : placement(nr).jobs) {
+    const uint64_t n = std::max<size_t>(1, job.size());
+    const double window = std::max(1.0, c.init_window_kb * 1000 / static_cast<double>(wire) / static_cast<double>(n));
+    const uint64_t ring = std::bit_ceil(std::max<uint64_t>(64, static_cast<uint64_t>(std::ceil(2 * window))));
+    out.transports += n * n * (ring * (kRecBytes * 8 + 1) / 8 + static_cast<uint64_t>(4 * window) * kDeadlineBytes);
+    const uint64_t merges = n * ceil_div(ceil_div(elems, n), width);  // per op, at the PS
+    for (const topo::NodeId v : job) {
+      const double gbps = g.neighbors(v).empty() ? 0 : g.arc_gbps(g.neighbors(v).front().arc);
+      const auto in_timeout = static_cast<uint64_t>(gbps * 1e9 / 8 / static_cast<double>(wire) * timeout_s / 2);
+      out.ps += std::min(merges, in_timeout) * kDeadlineBytes;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -104,8 +149,10 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   const bool ring = spec && (spec->collective == schemes::Collective::Ring ||
                              spec->collective == schemes::Collective::Hierarchical ||
                              spec->collective == schemes::Collective::RingIna);
+  const bool ps_family =
+      spec && (spec->collective == schemes::Collective::Ps || spec->collective == schemes::Collective::PsIna);
   std::optional<NetworkRun> nr;
-  if (ring) {
+  if (ring || ps_family) {
     try {
       nr.emplace(network_run(s, *spec, 1, "estimate"));
     } catch (const std::exception&) {
@@ -123,13 +170,24 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   const uint64_t in_flight = std::min(workers * 4 * window, queued) + kPoolSlab;
   const uint64_t stride = (sizeof(Packet) + payload + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
   const uint64_t aggs = static_cast<uint64_t>(std::floor(s.memory_mb * kMiBytes / static_cast<double>(payload)));
-  // Every switch counted as INA (an upper bound), but for a ring scheme
-  // whose run is known: its INA switches, none for RAR and H-AR.
-  uint64_t ina_switches = g.switches().size();
+  // Every switch counted as INA (an upper bound), but for a scheme whose
+  // run is known: its INA switches (switch.ina), none for PS, RAR and H-AR;
+  // each with its own memory (switch_memory_mb).
+  uint64_t switch_bytes = g.switches().size() * aggs * (kAggBytes + payload);
   RingBuffers ring_bytes;
+  PsHosts ps_bytes;
   uint64_t gather_slots = 0;
-  if (nr) {
-    ina_switches = spec->collective == schemes::Collective::RingIna ? nr->ina.size() : 0;
+  if (nr && (spec->collective == schemes::Collective::PsIna || spec->collective == schemes::Collective::RingIna)) {
+    switch_bytes = 0;
+    for (const topo::NodeId v : nr->ina) {
+      const double mb = switch_memory_mb(nr->settings, nr->graph, v);
+      switch_bytes += static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload))) * (kAggBytes + payload);
+    }
+  } else if (nr) {
+    switch_bytes = 0;
+  }
+  if (nr && ps_family) ps_bytes = ps_hosts(*nr, wire);
+  if (nr && ring) {
     const auto plans = ring_plans(*nr, *spec);
     const uint64_t region = aggs / std::max<uint64_t>(1, plans.size());
     for (const auto& plan : plans) {
@@ -151,7 +209,9 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   }
   Estimate e;
   e.parts = {
-      {"switch aggregators", "switch.memory_mb x INA switches", ina_switches * aggs * (kAggBytes + payload) + gather_slots},
+      {"switch aggregators", "switch.memory_mb x INA switches", switch_bytes + gather_slots},
+      {"PS reminder deadlines", "workers x topology.link_gbps", ps_bytes.ps},
+      {"worker transport records", "workers x workers x transport.init_window_kb", ps_bytes.transports},
       {"packet pool", "workload.workers x transport.init_window_kb, topology.queue_kb",
        ceil_div(in_flight, kPoolSlab) * kPoolSlab * stride},
       {"links, nodes and events", "topology", links * kLinkBytes + g.num_nodes() * kNodeBytes + kHeapBytes},

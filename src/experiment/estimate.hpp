@@ -2,18 +2,29 @@
 // Resource estimate of `ina sim` before anything runs: processes, threads and
 // peak memory, derived from the sizes of the data structures a run allocates
 // (switch register arrays, per-packet worker transport records, PS entries,
-// the packet pool, links and events; on multi-switch topologies, the ring
-// endpoints' shard buffers, from the job's plan: estimate_ring.hpp). `ina sim`
-// prints it and refuses to start when it exceeds the machine's available
-// memory (/proc/meminfo MemAvailable) unless --force.
+// the packet pool, links and events; on multi-switch topologies, the run's
+// INA switches only (switch.ina), the PS family's hosts (worker transports,
+// PS reminder deadlines) and the ring endpoints' buffers, from the job's
+// compiled steps: estimate_ring.hpp). `ina sim` prints it and refuses to
+// start when it exceeds the machine's available memory (/proc/meminfo
+// MemAvailable) unless --force.
 //
 // Accuracy: the estimate is an upper-leaning model, not a measurement. On the
 // runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays,
 // by the workers' per-packet records with and without loss, or by a ring
 // collective's shard buffers) it is within a factor of 2 of the measured peak
 // RSS (getrusage ru_maxrss of the `ina sim` process), which is the documented
-// tolerance (kEstimateFactor). PS-family collectives on multi-switch
-// topologies count every switch's aggregators and no per-worker state.
+// tolerance (kEstimateFactor). On scenarios/rina (one run each, `switch.ina_count`
+// and `workload.gradient_scale` set; estimate vs peak RSS, 2026-11-28):
+//   fig11 fat-tree k = 4, 16 workers, full-size ResNet50 (97.5 MiB per worker):
+//     RAR 429 vs 379 MiB, H-AR 1.8 GiB vs 1727 MiB, Rina 8 INA ToRs 625 vs 570,
+//     Rina 4 INA ToRs 504 vs 424; PS 30.6 vs 27.5, ATP 8 INA 76.3 vs 73.3;
+//   the same at 1/16: RAR 50.1 vs 34.5, Rina 8 INA 119 vs 118, PS 30.6 vs 22.3;
+//   testbed (2 racks x 4), full size: RAR 426 vs 334, H-AR 829 vs 654, Rina 2
+//     INA ToRs 587 vs 572, 1 INA ToR 541 vs 394; PS 24.7 vs 19.9, ATP 36.2 vs 29.2.
+// So 1-45 % above, never below. The fixed parts (the 16 MiB baseline, the
+// packet pool's slabs) weigh most on small runs; a rank that runs ahead of
+// the ring (estimate_ring.hpp, kRingAhead) on rings of few INA racks.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -229,6 +229,8 @@ struct RingConfig {
   uint64_t seed = 1;
 };
 
+struct RingFootprint;  // host/ring_footprint.hpp
+
 struct RingStats {
   uint64_t sent = 0, retransmits = 0, timeouts = 0, fast_retransmits = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
   uint64_t received = 0, duplicates = 0, early = 0, late = 0;  // data packets
@@ -294,6 +296,8 @@ class RingEndpoint final : public Node {
   double cwnd() const { return cw_.cwnd(); }  // the transport's window now (packets)
   // Where an unfinished endpoint waits (op, step, its send and receive progress), for reports.
   std::string describe() const;
+  // The buffers this endpoint's compiled steps hold (host/ring_footprint.hpp).
+  RingFootprint footprint(uint64_t ahead, uint64_t ops) const;
 
  private:
   struct Send;

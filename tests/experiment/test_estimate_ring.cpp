@@ -8,36 +8,62 @@ namespace ina {
 namespace {
 
 // RAR over 4 ranks, 1024 values: shards of 256 values (4 packets of 64).
-// Per op a rank receives 3 ScatterReduce shards (kept) and 3 AllGather
-// shards (the first two kept: it forwards them), so 6 receives; its kept
-// range is one shard; its largest send is one shard.
-TEST(EstimateRing, RarSlotsKeepTheShardsOfTheReceivesThatLandInThem) {
+// A rank's op: 3 ScatterReduce receives (each kept until the next step's
+// send or the finish reads it) and 3 AllGather receives (the first two kept
+// until the next step forwards them). At its step 1 it holds the shard its
+// send reads and the one arriving, and with one receive ahead
+// (kRingAhead) the next one too: 3 buffers of 256 values, not the 8 receive
+// slots; plus its kept shard (256).
+TEST(EstimateRing, RarCountsTheReceivesARankHoldsAtOnce) {
+  ASSERT_EQ(exp::kRingAhead, 1u);
   const auto plan = host::plan_rar(4, 1024);
   const auto one = exp::ring_buffers(plan, 1, 64);
-  // Op 0: receives 0..5 in slots 0..5, values in slots 0..4; + the kept shard.
-  EXPECT_EQ(one.values, 4u * (5 * 256 * 4 + 256 * 4));
-  // A 64-bit bitmap word per used slot (4 packets) and 4 send records of 34 B.
-  EXPECT_EQ(one.records, 4u * (6 * 8 + 4 * 34));
-  // Op 1's receives land in slots 6, 7, 0, 1, 2, 3: slots 6 and 7 get shards too.
-  const auto two = exp::ring_buffers(plan, 2, 64);
-  EXPECT_EQ(two.values, 4u * (7 * 256 * 4 + 256 * 4));
-  EXPECT_EQ(two.records, 4u * (8 * 8 + 4 * 34));
-  // Op 2's land in slots 4, 5, ...: from then on every slot holds a shard,
-  // and the pattern repeats within 8 ops, so more ops hold no more.
-  EXPECT_EQ(exp::ring_buffers(plan, 3, 64).values, 4u * (8 * 256 * 4 + 256 * 4));
-  EXPECT_EQ(exp::ring_buffers(plan, 100, 64).values, 4u * (8 * 256 * 4 + 256 * 4));
+  EXPECT_EQ(one.values, 4u * 4 * (3 * 256 + 256));
+  // Per rank: 6 receive slots with a 64-bit bitmap word (4 packets), and a
+  // 4-packet send of 35 B records.
+  EXPECT_EQ(one.records, 4u * (6 * 8 + 4 * 35));
+  // More ops hold no more values at once (the slots' bitmaps: all 8 used).
+  const auto many = exp::ring_buffers(plan, 100, 64);
+  EXPECT_EQ(many.values, one.values);
+  EXPECT_EQ(many.records, 4u * (8 * 8 + 4 * 35));
+  // Without running ahead: 2 per rank.
+  EXPECT_EQ(exp::ring_buffers(plan, 1, 64, 0).values, 4u * 4 * (2 * 256 + 256));
 }
 
-// H-AR over 2 racks of 2, 1024 values: the rack ReduceScatter's shard (512
-// values) is received once per op and kept at every rank; the ring across
-// racks (2 groups over 512 values) receives 256-value shards.
-TEST(EstimateRing, HierarchicalKeepsTheRackShard) {
-  const auto plan = host::plan_hierarchical({{0, 1}, {2, 3}}, 1024);
+// Rina, 2 INA racks of 2 ({0, 1} under ToR 10, {2, 3} under ToR 11), 1024
+// values: 2 groups, shards of 512 values (8 packets). Each agent keeps the
+// other rack's ScatterReduce partial until its final send adds it (1 buffer
+// of 512); the ToR's complete shard goes to the kept range and the AllGather
+// shard is written, neither buffered; a member keeps no received values.
+// Every rank's kept range is its rack's shard (512).
+TEST(EstimateRing, RinaCountsOnePartialPerAgent) {
+  const auto plan = host::plan_rina({{0, 1}, {2, 3}}, {10, 11}, 1024);
   const auto b = exp::ring_buffers(plan, 1, 64);
-  // Per rank: slot 0 the rack shard (512), slot 1 the cross-rack ScatterReduce
-  // shard (256); the cross-rack AllGather and the rack AllGather receives are
-  // not forwarded (not kept); kept range: the rack shard (512).
-  EXPECT_EQ(b.values, 4u * (512 * 4 + 256 * 4 + 512 * 4));
+  EXPECT_EQ(b.values, 4u * (2 * 512 + 4 * 512));
+  // Agents: 3 receives of 8 packets (a bitmap word each, 8 B rack bits per
+  // packet on the 2 from a ToR) and 8-packet sends; members: 2 receives
+  // without rack bits, 8-packet sends.
+  EXPECT_EQ(b.records, 2u * (3 * 8 + 2 * 8 * 8 + 8 * 35) + 2u * (2 * 8 + 8 * 35));
+  // The ranks of INA groups count kRinaAhead (0), not kRingAhead: with two
+  // ops and senders up to six receives ahead, an agent's op-1 partial
+  // (receive ordinal 3) could arrive while it still holds op 0's: 2 buffers.
+  ASSERT_EQ(exp::kRinaAhead, 0u);
+  EXPECT_EQ(exp::ring_buffers(plan, 2, 64).values, b.values);
+  EXPECT_EQ(exp::ring_buffers(plan, 2, 64, exp::kRingAhead, 6).values, 4u * (2 * 1024 + 4 * 512));
+}
+
+// H-AR over 2 racks of 2, 1024 values. A rank's op: step 0 receives the
+// rack ReduceScatter's shard (512 values, kept), step 1 finishes with it
+// (receiving nothing itself); step 2 receives the cross-rack ScatterReduce
+// shard (256, kept), step 3 finishes with it; the cross-rack and rack
+// AllGather receives are not kept. At step 1 the rank holds the rack shard
+// and, as the first receive at or after its step, the cross-rack shard may
+// be arriving: 768 values, running ahead or not (the one after it is not
+// kept); kept range the rack shard (512).
+TEST(EstimateRing, HierarchicalHoldsTheRackShardAndTheNextOne) {
+  const auto plan = host::plan_hierarchical({{0, 1}, {2, 3}}, 1024);
+  EXPECT_EQ(exp::ring_buffers(plan, 1, 64).values, 4u * 4 * (768 + 512));
+  EXPECT_EQ(exp::ring_buffers(plan, 1, 64, 0).values, 4u * 4 * (768 + 512));
 }
 
 }  // namespace

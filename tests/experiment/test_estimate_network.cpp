@@ -1,0 +1,51 @@
+// The memory estimate of PS-family runs on multi-switch topologies
+// (experiment/estimate.hpp): the run's INA switches only, and the hosts'
+// worker transports and PS deadlines.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "experiment/estimate.hpp"
+
+namespace ina {
+namespace {
+
+uint64_t part(const exp::Estimate& e, const std::string& what) {
+  for (const auto& p : e.parts)
+    if (p.what == what) return p.bytes;
+  return 0;
+}
+
+// The testbed (2 racks x 4 workers, 100 Gbps links), one job of 8, a 1 MiB
+// gradient (262144 values), 256 B payloads + 50 B headers (306 B).
+exp::Settings testbed(const std::string& extra) {
+  return exp::parse_scenario("[topology]\nkind = \"testbed\"\n[switch]\nmemory_mb = 5\n" + extra +
+                                 "[workload]\njobs = 1\ngradient_mb = 1\n[run]\nschemes = [\"ps\"]\n",
+                             "e.toml")
+      .base;
+}
+
+// Plain PS: no switch runs a program, so no aggregators at all (the
+// estimate counted 5 MiB of aggregators on each of the testbed's switches).
+TEST(EstimateNetwork, PsCountsNoSwitchAggregators) {
+  const exp::Estimate e = exp::estimate_run(testbed(""), "ps");
+  EXPECT_EQ(part(e, "switch aggregators"), 0u);
+  // Each PS's reminder deadlines (16 B per merged packet): its shard is
+  // 262144 / 8 = 32768 values = 512 packets from each of 8 workers, 4096
+  // merges per op, fewer than its link brings in 1 ms (100 Gbps / 306 B,
+  // half of it gradients: 20424); 8 PSes.
+  EXPECT_EQ(part(e, "PS reminder deadlines"), 8u * 4096 * 16);
+  // 8 hosts x 8 transports, each 1/8 of the 60 KB window (24.5 packets):
+  // a ring of 64 records (40 B and a done bit) and 98 deadlines of 16 B.
+  EXPECT_EQ(part(e, "worker transport records"), 64u * (64 * 321 / 8 + 98 * 16));
+}
+
+// ATP with one INA switch (the planner's first): that switch's aggregators
+// only, 5 MiB / 256 B = 20480 of 256 B values + 36 B state.
+TEST(EstimateNetwork, PsInaCountsTheRunsInaSwitchesOnly) {
+  const exp::Estimate e = exp::estimate_run(testbed("ina_count = 1\n"), "atp");
+  EXPECT_EQ(part(e, "switch aggregators"), 20480u * (256 + 36));
+}
+
+}  // namespace
+}  // namespace ina
