@@ -75,6 +75,7 @@ std::vector<SimRow> bom_vs_sim(const topo::Graph& g, const std::vector<topo::Nod
   st.header_bytes = tp.header_bytes;
   st.link_delay_us = tp.link_delay_us;
   st.init_window_kb = tp.window_kb;
+  st.ecn_kb = tp.ecn_kb;
   st.ina_gbps = tp.ina_gbps;
   st.rina_transport = tp.rina_transport == host::RinaTransport::Aimd ? "aimd" : "paper";
   st.atp_pool = a.atp_pool;

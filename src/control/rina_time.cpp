@@ -20,6 +20,58 @@ double straggler_step_s(const TimeParams& p, double workers, int senders) {
   return (p.straggler_k_us / workers + p.straggler_sigma_us * expected_max_normal(senders)) * 1e-6;
 }
 
+// The queues one Rina transfer meets and leaves (Model::transfer_time).
+// An episode is one transfer's bytes in flight through a port over [from,
+// to) (absolute time), with its round trip without queues.
+struct Episode {
+  double from = 0, to = 0, bytes = 0, rtt = 0;
+};
+
+// Per arc (port): the flows' episodes there (flow, episode).
+using Standing = std::vector<std::vector<std::pair<size_t, Episode>>>;
+
+struct Queues {
+  const Graph* g = nullptr;
+  const Standing* standing = nullptr;  // the last schedule's episodes
+  size_t self = 0;                     // this transfer's flow (its own episodes are not the others')
+  const std::vector<std::vector<ArcId>>* ways = nullptr;  // sender -> receiver, the data's arcs in order
+  double t0 = 0;                  // the transfer's start (its sender's step), from the last schedule
+  ArcId neck = 0;                 // its bottleneck port
+  bool has_neck = false;
+  double copies = 1;              // its copies through that port
+  bool own = false;               // its window beyond the pipe waits at that port (not paced below its share)
+  bool marks = false;             // that port marks ECN (a switch's egress)
+  double w0 = 0;                  // window at the start (0: the transport's window)
+  // Results.
+  double w_end = 0;               // window at the end
+  std::vector<Episode> mine;      // its bytes in flight through the port (times from the transfer's start)
+
+  // Port a's queue at t (bytes): what the others (and `bytes` more, of
+  // round trip `rtt`) keep in flight through it beyond its bandwidth-delay
+  // product over the longest of their round trips.
+  double queue_at(ArcId a, double t, double bytes = 0, double rtt = 0) const {
+    for (const auto& [h, e] : (*standing)[a])
+      if (h != self && e.from <= t && t < e.to) {
+        bytes += e.bytes;
+        rtt = std::max(rtt, e.rtt);
+      }
+    return std::max(0.0, bytes - g->arc_gbps(a) * 1e9 / 8 * rtt);
+  }
+  double wait_at(ArcId a, double t) const { return queue_at(a, t) / (g->arc_gbps(a) * 1e9 / 8); }
+  // Queueing delay (s) on its slowest way: the data's ports and the
+  // acknowledgements' (the reverse arcs); or the reverse arcs only (the
+  // agent's pull, down the members' ways).
+  double delay_at(double t, bool back_only = false) const {
+    double d = 0;
+    for (const auto& way : *ways) {
+      double w = 0;
+      for (const ArcId a : way) w += (back_only ? 0 : wait_at(a, t)) + wait_at(a ^ 1u, t);
+      d = std::max(d, w);
+    }
+    return d;
+  }
+};
+
 struct Transfer {
   std::vector<ArcId> arcs;  // every arc the packets cross (deduplicated)
   double rtt = 0;           // first packet out .. its acknowledgement back (the longest receiver)
@@ -77,6 +129,96 @@ class Model {
       sent += win;
       at += t.rtt;
       if (t.slow_start) win *= 2;
+    }
+  }
+
+  // The same, round trip by round trip, with the queues the transfer meets
+  // (Rina; see Queues and the header). A round sends the window (a window
+  // beyond the pipe at the rate: the round takes its time on the
+  // bottleneck); its round trip grows by the queueing delay on its slowest
+  // way, when the round starts and when the last packet leaves (the agent's
+  // pull too, on its way down). Its bytes in flight through its bottleneck
+  // port (copies x the round's packets; from its first acknowledgement on,
+  // a round trip in, what they add, at most the packets left) go to the
+  // port with the others'. Where the port marks (a switch's) and its queue
+  // passes ecn_kb, the echo comes back a round trip and the threshold's
+  // delay later and halves the window there (slow start ends; an echo
+  // within a round trip of the last halving is not one more), which then
+  // grows by a packet a round trip. The window at the end and its episodes
+  // (from the transfer's start) go to `q`.
+  double transfer_time(const Transfer& t, double rate, double& bw, Queues& q) const {
+    double win = t.slow_start ? 1 : t.window > 0 ? t.window : q.w0 > 0 ? q.w0 : w_;
+    q.mine.clear();
+    q.w_end = win;
+    if (t.packets == 0) return 0;
+    const double s = 8 * b_ / rate;
+    bw = static_cast<double>(t.packets - 1) * s;
+    const auto P = static_cast<double>(t.packets);
+    const double K = p_.ecn_kb * 1000, Bps = q.has_neck ? g_.arc_gbps(q.neck) * 1e9 / 8 : 0;
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    // The agent's pull (a paced ScatterReduce's start) waits in the queues on its way down.
+    const double start = t.start + (t.paced && t.start > 0 ? q.delay_at(q.t0, true) : 0);
+    double sent = 0, at = 0, echo_at = kNone, cut = -kNone;
+    bool ss = t.slow_start;
+    for (;;) {
+      if (echo_at <= at) {
+        win = std::max(1.0, win / 2);
+        ss = false;
+        cut = at;
+        echo_at = kNone;
+      }
+      const double now = q.t0 + start + at;
+      const double R = t.rtt + q.delay_at(now), pipe = R / s;
+      const double rest = P - sent, n = std::min(win, rest);
+      const double dur = std::max(R, n * s);
+      const double grow = ss ? n : n / win;
+      if (q.has_neck) {
+        // In flight through its port (paced below its share, no more than
+        // the pace's pipe): the round's packets, and from its first
+        // acknowledgement on (a round trip later) what they add, up to the
+        // packets left; the port's queue with the others'.
+        auto held = [&](double k) { return q.copies * b_ * (q.own ? k : std::min(k, pipe)); };
+        const double h0 = held(n), h1 = held(std::min(win + grow, rest));
+        const double drain = rest <= win ? q.queue_at(q.neck, now + std::min(R, dur), dur > R ? h1 : h0, t.rtt) / Bps : 0;
+        if (dur > R) {
+          q.mine.push_back({start + at, start + at + R, h0, t.rtt});
+          q.mine.push_back({start + at + R, start + at + dur + drain, h1, t.rtt});
+        } else {
+          q.mine.push_back({start + at, start + at + dur + drain, h0, t.rtt});
+        }
+        if (q.marks && K > 0 && echo_at == kNone) {
+          // The first moment of the round the port passes the threshold: its
+          // start, its own acknowledgements' return, another's round starting.
+          std::vector<double> when = {now};
+          if (dur > R) when.push_back(now + R);
+          for (const auto& [h, e] : (*q.standing)[q.neck])
+            if (h != q.self && e.from > now && e.from < now + dur) when.push_back(e.from);
+          std::sort(when.begin(), when.end());
+          for (const double w : when)
+            if (q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt) > K) {
+              const double back = w - q.t0 - start + R + K / Bps;
+              if (back - cut > R) echo_at = back;
+              break;
+            }
+        }
+      }
+      // An echo within the round halves the window there: the round ends
+      // with the packets it sent by then.
+      if (echo_at > at && echo_at < at + dur) {
+        const double part = (echo_at - at) / dur;
+        sent += n * part;
+        win += grow * part;
+        at = echo_at;
+        continue;
+      }
+      if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
+        q.w_end = win + grow;
+        const double last = at + (n - 1) * s;
+        return start + last + t.rtt + q.delay_at(q.t0 + start + last);
+      }
+      sent += n;
+      at += dur;
+      win += grow;
     }
   }
 
@@ -199,6 +341,10 @@ struct Flow {
   std::vector<double> copies;                    // per arc of t.arcs: 1 + its entries in `extra`
   double t0 = -1, dur = 0, bw = 0, rate = 0;    // its sender's step start; time to the last acknowledgement
   double bw_before = 0;                          // bandwidth time on the chain before t0
+  std::vector<std::vector<ArcId>> routes;        // each sender -> receiver way (in order; acknowledgements come back on it)
+  std::vector<size_t> neck;                      // indices into t.arcs: the ports its rate is the share of
+  int prev = -1;                                 // its sender's previous flow (the window carries over)
+  Queues q;
 };
 
 struct WorkerStep {
@@ -209,14 +355,57 @@ struct WorkerStep {
 // each worker's completion and (bw) the bandwidth part on its chain.
 std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g, const std::vector<NodeId>& workers,
                              const std::vector<std::vector<WorkerStep>>& plan, std::vector<Flow>& flows,
-                             std::vector<double>& bw) {
-  for (Flow& f : flows) {
-    f.t0 = -1;
-    f.rate = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < f.t.arcs.size(); ++i) f.rate = std::min(f.rate, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.load[i]);
+                             const Standing& standing, std::vector<double>& bw) {
+  // The rates and times first, every flow with the others' queues of the
+  // last schedule (their episodes) and its sender's window from it.
+  std::vector<double> w_end(flows.size());
+  for (size_t i = 0; i < flows.size(); ++i) w_end[i] = flows[i].q.w_end;
+  for (size_t fi = 0; fi < flows.size(); ++fi) {
+    Flow& f = flows[fi];
+    double share = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < f.t.arcs.size(); ++i) share = std::min(share, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.load[i]);
+    f.rate = share;
     if (f.t.paced && rina_pace_gbps(p) > 0) f.rate = std::min(f.rate, rina_pace_gbps(p) * 1e9);
-    f.dur = m.transfer_time(f.t, f.rate, f.bw);
+    // Its bottleneck ports: on each of its ways the first arc its rate is
+    // the share of (the queue forms there; the arcs after it see no more
+    // than that rate; a sender's own link when it is one of them).
+    f.neck.clear();
+    for (const auto& way : f.routes)
+      for (const ArcId a : way) {
+        const size_t i = static_cast<size_t>(std::lower_bound(f.t.arcs.begin(), f.t.arcs.end(), a) - f.t.arcs.begin());
+        if (g.arc_gbps(a) * 1e9 / f.load[i] <= share * (1 + 1e-9)) {
+          if (std::find(f.neck.begin(), f.neck.end(), i) == f.neck.end()) f.neck.push_back(i);
+          break;
+        }
+      }
+    Queues& q = f.q;
+    q.g = &g;
+    q.standing = &standing;
+    q.self = fi;
+    q.ways = &f.routes;
+    q.t0 = std::max(f.t0, 0.0);
+    q.w0 = f.prev >= 0 ? w_end[static_cast<size_t>(f.prev)] : 0;
+    q.own = f.rate >= share * (1 - 1e-9);  // paced below its share, the excess waits at the sender
+    q.has_neck = false;
+    q.copies = 1;
+    q.marks = false;
+    // Its bottleneck port: of the tied ones, where the others keep the most in flight.
+    double most = -1;
+    for (const size_t i : f.neck) {
+      double sum = 0;
+      for (const auto& [h, e] : standing[f.t.arcs[i]])
+        if (h != fi) sum += e.bytes * (e.to - e.from);
+      if (sum > most) {
+        most = sum;
+        q.neck = f.t.arcs[i];
+        q.has_neck = true;
+        q.copies = f.copies[i];
+        q.marks = !g.is_host(g.arc_from(q.neck));
+      }
+    }
+    f.dur = m.transfer_time(f.t, f.rate, f.bw, q);
   }
+  for (Flow& f : flows) f.t0 = -1;
   const size_t n = workers.size();
   std::vector<size_t> at(n, 0);
   std::vector<double> cur(n, 0);
@@ -354,13 +543,15 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     f.sender = x.agent;
     if (rack(x)) {
       double first_rtt = 0, first_fwd = 0;
+      const auto on = m.path(x.sender, to);
       for (const NodeId w : x.members) {
         const auto a = up(w, x.sender);
         append(f.t.arcs, a);
         first_rtt = std::max(first_rtt, m.rtt(a));
         first_fwd = std::max(first_fwd, m.fwd(a));
+        f.routes.push_back(a);
+        append(f.routes.back(), on);
       }
-      const auto on = m.path(x.sender, to);
       append(f.t.arcs, on);
       if (above(x)) {
         auto tx = legs(x, false, topo::kNoNode);
@@ -375,6 +566,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       f.t.arcs = m.path(x.agent, to);
       f.t.rtt = m.rtt(f.t.arcs);
       f.recv = {{index.at(to), m.fwd(f.t.arcs)}};
+      f.routes = {f.t.arcs};
     }
     return add(std::move(f));
   };
@@ -393,6 +585,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       append(f.t.arcs, via);
       f.t.rtt = std::max(f.t.rtt, m.rtt(via));
       f.recv.emplace_back(index.at(w), m.fwd(via));
+      f.routes.push_back(via);
     };
     std::vector<std::vector<ArcId>> tx;  // transmissions, when a group above the ToR is involved
     bool tree = false;
@@ -481,11 +674,40 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     for (size_t ai = 0; ai < flows[f].t.arcs.size(); ++ai) on_arc[flows[f].t.arcs[ai]].emplace_back(f, ai);
   std::vector<std::pair<double, double>> span(flows.size());
   std::vector<std::vector<double>> load(flows.size());
+  // Each sender's flows in its steps' order: the window carries over.
+  for (size_t w = 0; w < n; ++w) {
+    int last = -1;
+    for (const WorkerStep& st : plan[w])
+      if (st.send >= 0 && flows[static_cast<size_t>(st.send)].sender == workers[w]) {
+        Flow& f = flows[static_cast<size_t>(st.send)];
+        if (f.prev < 0 && last != st.send) f.prev = last;
+        last = st.send;
+      }
+  }
+  // Standing queues of the last schedule (Queues), for the next one.
+  Standing standing(g.num_arcs());
+  auto stand = [&] {
+    for (auto& v : standing) v.clear();
+    for (size_t f = 0; f < flows.size(); ++f) {
+      const Flow& x = flows[f];
+      if (x.t0 < 0) continue;
+      for (const size_t i : x.neck)
+        for (const Episode& e : x.q.mine)
+          standing[x.t.arcs[i]].push_back({f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt}});
+    }
+  };
+  std::vector<double> dur_before(flows.size(), -1);
   constexpr int kMaxRounds = 200;
   out.sharing_converged = false;
   for (int iter = 0; iter < kMaxRounds; ++iter) {
     out.sharing_rounds = iter + 1;
-    done = schedule(m, p, g, workers, plan, flows, bw);
+    done = schedule(m, p, g, workers, plan, flows, standing, bw);
+    stand();
+    double moved = 0;  // the queues' effect: flows' times moved (s)
+    for (size_t f = 0; f < flows.size(); ++f) {
+      moved = std::max(moved, std::abs(flows[f].dur - dur_before[f]));
+      dur_before[f] = flows[f].dur;
+    }
     for (size_t f = 0; f < flows.size(); ++f) {
       const Flow& x = flows[f];
       const double b = x.t0 + x.t.start;
@@ -513,12 +735,12 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         change = std::max(change, std::abs(next - l));
         l = next;
       }
-    if (change < 1e-6) {
+    if (change < 1e-6 && moved < 1e-12) {
       out.sharing_converged = true;
       break;
     }
   }
-  done = schedule(m, p, g, workers, plan, flows, bw);
+  done = schedule(m, p, g, workers, plan, flows, standing, bw);
   // Eq. 1's straggler term: G - 1 ScatterReduce steps (every worker sends),
   // the INA racks' step (their members), G - 1 AllGather steps (G senders).
   double strag = 0;

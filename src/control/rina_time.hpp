@@ -96,9 +96,28 @@
 // (each worker waits only for its neighbour) lets part of the delays
 // overlap, so it is an upper bound there.
 //
-// The PS and ring transports of the simulator are assumed loss-free here
-// (no retransmission, no ECN back-off); see docs/results/rina_bom.md for
-// where that holds.
+// Rina's queues (the dependency graph's flows, transfer by transfer and
+// round trip by round trip, iterated with the sharing above): a port's
+// queue is what the transfers bottlenecked there keep in flight beyond its
+// bandwidth-delay product (a transfer's bottleneck: the first arc of each
+// of its ways whose share sets its rate; its sender's own link if that is
+// one; at a copying switch each branch's port, with copies x its packets;
+// a paced sender holds the excess itself). Other transfers meet that queue
+// as delay (bytes / capacity) on their ways: in their round trips, their
+// acknowledgements and the agent's pull. E.g. an autonomous worker's
+// fixed window into a group above the ToR whose top copies every packet 4
+// times: a quarter of a port, 143 KB waiting in the spine's ports, behind
+// which the group's ScatterReduce step's pull or last acknowledgements
+// come down (leaf-spine, INA spine0: that step 50 us against 37). A
+// switch's port marks ECN above ecn_kb (the simulator's threshold; ports of
+// switches only): the echo comes back a round trip later and halves the
+// sender's window there (once a round trip; slow start ends; additive
+// increase after), and the window a sender ends a transfer with is the one
+// its next transfer starts with (an autonomous worker halved by its first
+// fan-out sends its next shards at half the window).
+// The PS, RAR and H-AR transports are assumed loss-free and ECN-free (no
+// retransmission, no back-off, no queueing delay); see
+// docs/results/rina_bom.md for where that holds.
 #include <cstdint>
 #include <vector>
 
@@ -116,6 +135,7 @@ struct TimeParams {
   uint32_t ack_bytes = 64;       // acknowledgement / pull on the wire (the simulator's minimum packet)
   double link_delay_us = 1;      // propagation per link
   double window_kb = 60;         // transport window (the ring's initial window)
+  double ecn_kb = 100;           // Rina: a switch port marks ECN above this backlog (KB of 1000 B; 0: never)
   double ina_gbps = 0;           // Rina: members' rate to the ToR (0: see rina_transport)
   host::RinaTransport rina_transport = host::RinaTransport::Paper;
   double straggler_sigma_us = 0;  // Eq. 1: per-send delay ~ N(k / N, sigma^2)
