@@ -479,7 +479,8 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--tcp-fd", sw->tcp_fd, "adopt this listening TCP control socket on the same port (used by `ina run`)");
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
   s->add_option("--layout", sw->layout, "ring schemes (Rina): the job's static layout (JSON; runtime/ring_layout.hpp)");
-  s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout")->check(CLI::Range(0, 255));
+  s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout; R + a (R racks): "
+                                    "the layout's aggregation[a], an INA switch above racks (rina)")->check(CLI::Range(0, 511));
   // Control-plane limits (switch_daemon.hpp ControlLimits; docs/runtime.md, Security).
   s->add_option("--max-connections", sw->max_connections,
                 "control connections at once; at the limit a newcomer replaces the oldest one that has not joined a "
@@ -664,6 +665,8 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--fail-detect-ms", c.fail_detect_ms, "with --fail-rank: a rank silent this long has failed")
       ->capture_default_str()->check(Finite(0, 1e6, true, "milliseconds"));
   r->add_option("--ina-racks", c.ina_racks, "rina, atp, dsa: the racks whose ToR is an INA switch, e.g. 0,1, or none (rina only) (default: every rack)");
+  r->add_option("--rina-above", c.rina_above, "rina: one INA switch above these racks, e.g. 0,1 (Rina IV-D): their ranks "
+                                              "are one group, each INA ToR below it aggregating its rack first");
   r->add_option("--timeout", c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();

@@ -1,7 +1,6 @@
 // RAR, H-AR and Rina jobs on a multi-switch topology (experiment/collective.hpp).
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <variant>
@@ -13,6 +12,7 @@
 #include "experiment/collective_impl.hpp"
 #include "host/ring.hpp"
 #include "host/ring_failover.hpp"
+#include "host/rina_levels.hpp"
 #include "schemes/admission.hpp"
 #include "schemes/registry.hpp"
 #include "schemes/ring_plan.hpp"
@@ -22,19 +22,6 @@
 namespace ina::exp::detail {
 
 namespace {
-
-// One switch's entry for a group above the ToR (Rina §IV-D): the group's
-// top, or a level below it (dataplane/rina.hpp).
-struct RinaLevel {
-  NodeId sw = kNoNode;
-  NodeId parent = kNoNode;        // a level: the switch above
-  std::vector<uint16_t> rack;     // the top: the group's ranks; a level: the ranks sending to it
-  std::vector<uint8_t> bits;      // a level: each rack rank's bit in the group
-  std::vector<NodeId> children;   // levels below it
-  std::vector<uint64_t> child_bits;
-  RankBits subtree;               // a level: the job ranks below it (SwitchJob::agg_mask)
-  uint16_t top_agent = 0;         // the group's agent (lowest rank)
-};
 
 // One ring job: its racks (rank order), their ToRs (kNoNode: not INA), its plan and nodes.
 struct RingJob {
@@ -46,7 +33,7 @@ struct RingJob {
   std::vector<host::RingEndpoint*> eps;
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors;
   std::vector<size_t> alive;  // ranks that did not fail
-  std::vector<RinaLevel> levels;  // groups above the ToR: their tops and levels
+  std::vector<host::RinaLevel> levels;  // groups above the ToR: their tops and levels
   std::vector<bool> merged;       // by rank: in a group above the ToR
 };
 
@@ -75,54 +62,14 @@ void merge_groups_above_tor(const topo::Graph& g, RingJob& J) {
     if (!above) continue;
     std::vector<uint16_t> ranks;
     for (const auto m : grp.members) ranks.push_back(rank_of(m));
-    std::sort(ranks.begin(), ranks.end());
-    auto bit = [&](uint16_t r) { return static_cast<uint8_t>(std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin()); };
-    std::vector<NodeId> entry(ranks.size(), static_cast<NodeId>(grp.sender));
-    // Each switch of the group's tree: its level (the top first).
-    std::vector<RinaLevel> lv{RinaLevel{static_cast<NodeId>(grp.sender), kNoNode, ranks, {}, {}, {}, {}}};
-    auto level = [&](topo::NodeId sw) -> RinaLevel& {
-      for (auto& l : lv)
-        if (l.sw == sw) return l;
-      lv.push_back(RinaLevel{static_cast<NodeId>(sw), kNoNode, {}, {}, {}, {}, {}});
-      return lv.back();
-    };
-    std::map<topo::NodeId, uint64_t> below;  // group bits under each switch (hops come leaves first)
-    std::map<topo::NodeId, RankBits> below_ranks;
-    for (const rina::Hop& h : grp.hops) {
-      if (g.is_host(h.from)) {
-        const uint16_t r = rank_of(h.from);
-        entry[bit(r)] = static_cast<NodeId>(h.to);
-        below[h.to] |= 1ULL << bit(r);
-        below_ranks[h.to] |= RankBits::bit(r);
-        if (h.to != grp.sender) {
-          RinaLevel& l = level(h.to);
-          l.rack.push_back(r);
-          l.bits.push_back(bit(r));
-        }
-      } else {
-        level(h.from).parent = static_cast<NodeId>(h.to);
-        level(h.from).subtree = below_ranks[h.from];
-        RinaLevel& up = level(h.to);
-        up.children.push_back(static_cast<NodeId>(h.from));
-        up.child_bits.push_back(below[h.from]);
-        below[h.to] |= below[h.from];
-        below_ranks[h.to] |= below_ranks[h.from];
-      }
-    }
-    for (auto& l : lv) l.top_agent = ranks[0];
-    for (auto& l : lv) {  // ranks ascend in a level's rack (their bits with them)
-      if (l.parent == kNoNode) continue;
-      std::vector<std::pair<uint16_t, uint8_t>> rb;
-      for (size_t i = 0; i < l.bits.size(); ++i) rb.push_back({l.rack[i], l.bits[i]});
-      std::sort(rb.begin(), rb.end());
-      for (size_t i = 0; i < rb.size(); ++i) {
-        l.rack[i] = rb[i].first;
-        l.bits[i] = rb[i].second;
-      }
-    }
-    host::merge_rina_group(J.plan, ranks, static_cast<NodeId>(grp.sender), entry);
-    for (const uint16_t r : ranks) J.merged[r] = true;
-    J.levels.insert(J.levels.end(), lv.begin(), lv.end());
+    std::vector<host::RinaHop> hops;
+    for (const rina::Hop& h : grp.hops)
+      hops.push_back(g.is_host(h.from) ? host::RinaHop{true, rank_of(h.from), kNoNode, static_cast<NodeId>(h.to)}
+                                       : host::RinaHop{false, 0, static_cast<NodeId>(h.from), static_cast<NodeId>(h.to)});
+    host::RinaGroupTree t = host::rina_group_tree(std::move(ranks), static_cast<NodeId>(grp.sender), hops);
+    host::merge_rina_group(J.plan, t.ranks, t.top, t.entry);
+    for (const uint16_t r : t.ranks) J.merged[r] = true;
+    J.levels.insert(J.levels.end(), t.levels.begin(), t.levels.end());
   }
 }
 
@@ -206,7 +153,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       if (J.tors[r] != kNoNode && J.racks[r].size() >= 2 && !merged_rack(r) &&
           std::find(ina_tors.begin(), ina_tors.end(), J.tors[r]) == ina_tors.end())
         ina_tors.push_back(J.tors[r]);
-    for (const RinaLevel& l : J.levels)
+    for (const host::RinaLevel& l : J.levels)
       if (std::find(ina_tors.begin(), ina_tors.end(), l.sw) == ina_tors.end()) ina_tors.push_back(l.sw);
     J.eps.assign(n, nullptr);
     J.tensors.resize(n);
@@ -297,22 +244,11 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
         sw->set_id(static_cast<NodeId>(v));
         for (size_t k = 0; k < jobs.size(); ++k) {
           const RingJob& J = jobs[k];
-          for (const RinaLevel& l : J.levels) {
+          for (const host::RinaLevel& l : J.levels) {
             if (l.sw != static_cast<NodeId>(v)) continue;
             dp::SwitchJob sj = grants[k].switch_job();
             sj.rina.priority = s.job_priority.empty() ? 1 : s.job_priority[k];
-            sj.rina.rack = l.rack;
-            sj.parent = l.parent;
-            sj.agg_mask = l.subtree;
-            sj.children = l.children;
-            sj.rina.child_bits = l.child_bits;
-            // The group's top (RinaLevel of the same group, no parent) has the agent first.
-            const uint16_t agent = l.parent != kNoNode ? l.top_agent : l.rack[0];
-            sj.rina.upstream = host::upstream_of(J.plan[agent], agent);
-            if (l.parent != kNoNode) {
-              sj.rina.bits = l.bits;
-              sj.rina.upstream.insert(sj.rina.upstream.begin(), agent);  // a level's rows: the agent's broadcast first
-            }
+            host::rina_level_job(l, J.plan, sj);
             sw->add_job(sj);
           }
           for (size_t r = 0; r < J.racks.size(); ++r) {

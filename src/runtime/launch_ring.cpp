@@ -34,7 +34,7 @@ struct RingPlan {
   bool tree = false;                   // ATP over racks: every INA ToR aggregates, a PS above the root's
   UniqueFd ps_sock;                    // the PS's (tree)
   std::vector<UniqueFd> socks;         // rank r's
-  std::vector<DataAndControl> tor_socks;  // rack q's ToR (serving racks only)
+  std::vector<DataAndControl> tor_socks;  // switch q's: rack q's ToR (serving racks only), then the switch above racks
   std::string layout;                  // the layout file
   Key switch_key{};
   fs::path key_file;                   // the switch key, for the ToRs
@@ -66,12 +66,18 @@ RingPlan plan_ring(const Run& run) {
     p.socks.push_back(bind_udp(Endpoint::parse("127.0.0.1:0"), 4 << 20));
     L.workers.push_back(local_endpoint(p.socks.back().get()));
   }
-  // Each ToR's sockets too: a ToR forwards to the next rack's.
-  p.tor_socks.resize(L.racks.size());
-  for (size_t q = 0; q < L.racks.size(); ++q)
-    if (L.serving_tor(q)) {
+  // Rina above the ToR (--rina-above): one INA switch above those racks.
+  if (!cfg.rina_above.empty()) {
+    RingAggregation a;
+    for (unsigned q : parse_rack_list("--rina-above", cfg.rina_above)) a.racks.push_back(q);
+    L.aggregation.push_back(std::move(a));
+  }
+  // Each switch's sockets too: a ToR forwards to the next rack's.
+  p.tor_socks.resize(L.switch_count());
+  for (size_t q = 0; q < L.switch_count(); ++q)
+    if (L.serving_switch(q)) {
       p.tor_socks[q] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 8 << 20);
-      L.racks[q].sw = local_endpoint(p.tor_socks[q].udp.get());
+      (q < L.racks.size() ? L.racks[q].sw : L.aggregation[q - L.racks.size()].sw) = local_endpoint(p.tor_socks[q].udp.get());
     }
   // Datagram tags: this run's salt in the layout; every process derives the key from it and the job's key.
   if (cfg.datagram_auth) L.datagram_salt = random_key();
@@ -89,8 +95,8 @@ RingPlan plan_ring(const Run& run) {
 std::optional<Failure> start_tors(Run& run, RingPlan& p, std::vector<Tor>& tors) {
   const LaunchConfig& cfg = run.cfg;
   const RingLayout& L = p.L;
-  for (size_t q = 0; q < L.racks.size(); ++q) {
-    if (!L.serving_tor(q)) continue;
+  for (size_t q = 0; q < L.switch_count(); ++q) {
+    if (!L.serving_switch(q)) continue;
     Child* sw = nullptr;
     uint16_t port = 0;
     const int udp = p.tor_socks[q].udp.get(), tcp = p.tor_socks[q].tcp.get();
@@ -99,13 +105,15 @@ std::optional<Failure> start_tors(Run& run, RingPlan& p, std::vector<Tor>& tors)
     std::vector<std::string> sw_args{"switch", "--key-file", p.key_file.string(), "--udp-fd", std::to_string(udp), "--tcp-fd",
                                      std::to_string(tcp), "--policy", L.scheme, "--layout", p.layout, "--rack", std::to_string(q)};
     if (cfg.datagram_auth) sw_args.push_back("--datagram-auth");
-    auto f = start_run_switch(run.sup, cfg, std::move(sw_args), fmt::format("switch of rack {}", q), static_cast<unsigned>(q),
-                              run.deadline, sw, port);
+    const std::string name = q < L.racks.size() ? fmt::format("switch of rack {}", q)
+                                                 : fmt::format("switch above racks {}", fmt::join(L.aggregation[q - L.racks.size()].racks, ","));
+    auto f = start_run_switch(run.sup, cfg, std::move(sw_args), name, static_cast<unsigned>(q), run.deadline, sw, port);
     p.tor_socks[q] = {};
     if (f) return f;
-    if (port != L.racks[q].sw->port())
-      return Failure{1, fmt::format("the {} reports port {}, not the {} it was given", sw->name, port, L.racks[q].sw->port()), sw};
-    tors.push_back({sw, *L.racks[q].sw});
+    const Endpoint addr = *L.switch_addr(q);
+    if (port != addr.port())
+      return Failure{1, fmt::format("the {} reports port {}, not the {} it was given", sw->name, port, addr.port()), sw};
+    tors.push_back({sw, addr});
   }
   return std::nullopt;
 }
@@ -303,6 +311,8 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
   for (size_t q = 0; q < L.racks.size(); ++q)
     rack_text += fmt::format("{}rack {}: ranks {}..{}{}", q ? ", " : "", q, L.racks[q].ranks.front(), L.racks[q].ranks.back(),
                              L.serving_tor(q) ? fmt::format(" + INA switch {}", L.racks[q].sw->str()) : "");
+  for (const auto& a : L.aggregation)
+    rack_text += fmt::format("; INA switch {} above racks {}", a.sw->str(), fmt::join(a.racks, ","));
   out << fmt::format("ina run: {}, {} workers in {} rack(s) ({}), {} allreduces of {}, payload {} values, loss {}, "
                      "duplicate {}, reorder {}\n",
                      L.scheme, cfg.workers, L.racks.size(), rack_text, cfg.iterations, mib(cfg.size_bytes), cfg.payload,
@@ -348,7 +358,7 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
   out << fmt::format("wall time {:.2f} s\n", res.wall);
   nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", res.wall}, {"noise_datagrams", res.noise},
                       {"config", {{"scheme", L.scheme}, {"workers", cfg.workers}, {"racks", cfg.racks}, {"ina_racks", cfg.ina_racks},
-                                  {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
+                                  {"rina_above", cfg.rina_above}, {"size_bytes", cfg.size_bytes}, {"iterations", cfg.iterations}, {"payload", cfg.payload},
                                   {"memory_bytes", cfg.memory_bytes}, {"loss", cfg.loss}, {"duplicate", cfg.duplicate},
                                   {"reorder", cfg.reorder}, {"seed", cfg.seed}, {"fail_rank", cfg.fail_rank},
                                   {"fail_at_op", cfg.fail_at_op}, {"fail_detect_ms", cfg.fail_detect_ms}}},

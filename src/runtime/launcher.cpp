@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,21 +75,7 @@ std::vector<unsigned> ina_rack_list(const LaunchConfig& c) {
     return v;
   }
   if (c.ina_racks == "none") return v;
-  size_t at = 0;
-  for (;;) {
-    const size_t comma = c.ina_racks.find(',', at);
-    const std::string part = c.ina_racks.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    unsigned q = 0;
-    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), q);
-    if (part.empty() || ec != std::errc{} || p != part.data() + part.size())
-      throw RuntimeError(fmt::format("--ina-racks: expected rack numbers like 0,1 or 'none', got '{}' (bad entry '{}')",
-                                     c.ina_racks, part));
-    if (std::find(v.begin(), v.end(), q) != v.end())
-      throw RuntimeError(fmt::format("--ina-racks '{}' names rack {} twice", c.ina_racks, q));
-    v.push_back(q);
-    if (comma == std::string::npos) return v;
-    at = comma + 1;
-  }
+  return parse_rack_list("--ina-racks", c.ina_racks);
 }
 
 Run::Run(const LaunchConfig& c, std::ostream& o)
@@ -249,8 +234,8 @@ void validate(const LaunchConfig& c) {
     if (const std::string why = why_not_threaded(s, uses_layout(c)); !why.empty())
       throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
   if (!uses_layout(c)) {
-    if (c.racks != 1 || !c.ina_racks.empty())
-      throw RuntimeError(fmt::format("--racks / --ina-racks apply to the ring schemes ({}) and to atp and dsa, not to "
+    if (c.racks != 1 || !c.ina_racks.empty() || !c.rina_above.empty())
+      throw RuntimeError(fmt::format("--racks / --ina-racks / --rina-above apply to the ring schemes ({}) and to atp and dsa, not to "
                                      "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }
@@ -264,6 +249,23 @@ void validate(const LaunchConfig& c) {
                                    "racks, not {}", c.ina_racks, c.scheme));
   const std::vector<unsigned> ina = ina_rack_list(c);
   (void)split_racks(c.workers, c.racks, ina);  // throws naming --racks / --ina-racks
+  if (!c.rina_above.empty()) {
+    if (s.collective != schemes::Collective::RingIna)
+      throw RuntimeError(fmt::format("--rina-above {}: only --scheme rina has INA switches above the ToR, not {}", c.rina_above,
+                                     c.scheme));
+    if (c.fail_rank >= 0)
+      throw RuntimeError(fmt::format("--fail-rank {} with --rina-above {}: a group above the ToR cannot lose a worker "
+                                     "(not handled, as in the simulator)", c.fail_rank, c.rina_above));
+    const std::vector<unsigned> above = parse_rack_list("--rina-above", c.rina_above);
+    for (unsigned q : above)
+      if (q >= c.racks)
+        throw RuntimeError(fmt::format("--rina-above names rack {}, which does not exist (--racks {}: racks 0..{})", q, c.racks,
+                                       c.racks - 1));
+    const size_t ranks = above.size() * (c.workers / c.racks);
+    if (ranks < 2 || ranks > 64)
+      throw RuntimeError(fmt::format("--rina-above {}: a group above the ToR needs 2..64 ranks below its switch, these racks "
+                                     "hold {}", c.rina_above, ranks));
+  }
   if (s.collective == schemes::Collective::PsIna && ina.empty())
     throw RuntimeError(fmt::format("--ina-racks {}: --scheme {} over racks needs at least one INA rack (the root of its "
                                    "aggregation tree)", c.ina_racks, c.scheme));

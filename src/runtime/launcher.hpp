@@ -54,6 +54,10 @@ struct LaunchConfig {
   // (runtime/ring_layout.hpp) and talking to each other and their ToR directly.
   unsigned racks = 1;
   std::string ina_racks;
+  // Rina above the ToR (§IV-D): one INA switch above the racks listed here
+  // ("0,1"; empty: none), the layout's "aggregation" entry; their ranks are
+  // one group, each INA ToR below it a level that aggregates its rack first.
+  std::string rina_above;
   // Ring schemes that survive a failure (rar, rina; Rina §IV-C): rank
   // `fail_rank` stops for good inside op `fail_at_op` (`ina ring-worker
   // --crash-at-op`); every rank watches heartbeats (--fail-detect-ms) and the

@@ -1,6 +1,7 @@
 #include "runtime/ring_layout.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <stdexcept>
 
@@ -28,6 +29,36 @@ bool RingLayout::tree() const { return scheme_info().collective == schemes::Coll
 bool RingLayout::serving_tor(size_t rack) const {
   if (tree()) return racks.at(rack).ina;  // ATP at every INA ToR
   return scheme_info().collective == schemes::Collective::RingIna && racks.at(rack).ina && racks[rack].ranks.size() >= 2;
+}
+
+const std::optional<Endpoint>& RingLayout::switch_addr(size_t s) const {
+  return s < racks.size() ? racks[s].sw : aggregation.at(s - racks.size()).sw;
+}
+
+bool RingLayout::serving_switch(size_t s) const { return s < racks.size() ? serving_tor(s) : s < switch_count(); }
+
+bool RingLayout::under_aggregation(size_t rack) const {
+  for (const auto& a : aggregation)
+    if (std::find(a.racks.begin(), a.racks.end(), rack) != a.racks.end()) return true;
+  return false;
+}
+
+std::vector<host::RinaGroupTree> RingLayout::rina_groups() const {
+  std::vector<host::RinaGroupTree> out;
+  for (size_t a = 0; a < aggregation.size(); ++a) {
+    const NodeId top = switch_id(racks.size() + a);
+    std::vector<uint16_t> ranks;
+    std::vector<host::RinaHop> hops;  // leaves first: every rank's hop, then each serving ToR's up
+    for (size_t q : aggregation[a].racks)
+      for (uint16_t r : racks.at(q).ranks) {
+        ranks.push_back(r);
+        hops.push_back({true, r, kNoNode, serving_tor(q) ? tor_id(q) : top});
+      }
+    for (size_t q : aggregation[a].racks)
+      if (serving_tor(q)) hops.push_back({false, 0, tor_id(q), top});
+    out.push_back(host::rina_group_tree(std::move(ranks), top, hops));
+  }
+  return out;
 }
 
 size_t RingLayout::rack_of(size_t rank) const {
@@ -89,7 +120,9 @@ std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const
     tors.push_back(serving_tor(q) ? tor_id(q) : kNoNode);
   }
   if (tree()) return {};  // no ring: a tree
-  return schemes::ring_plan(scheme_info(), n(), rk, tors, elems);
+  auto plan = schemes::ring_plan(scheme_info(), n(), rk, tors, elems);
+  for (const host::RinaGroupTree& t : rina_groups()) host::merge_rina_group(plan, t.ranks, t.top, t.entry);
+  return plan;
 }
 
 nlohmann::json RingLayout::to_json() const {
@@ -100,9 +133,70 @@ nlohmann::json RingLayout::to_json() const {
   nlohmann::json out = {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes},
                         {"workers", w}, {"racks", r}};
   if (ps) out["ps"] = ps->str();
+  if (!aggregation.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : aggregation)
+      a.push_back({{"racks", e.racks}, {"switch", e.sw ? nlohmann::json(e.sw->str()) : nlohmann::json()}});
+    out["aggregation"] = a;
+  }
   if (datagram_salt) out["datagram_salt"] = to_hex(*datagram_salt);
   return out;
 }
+
+namespace {
+
+// "aggregation" (ring_layout.hpp): Rina's switches above racks.
+template <class Bad>
+void read_aggregation(RingLayout& L, const nlohmann::json& j, const Bad& bad, bool need_switches) {
+  const auto& v = j["aggregation"];
+  if (L.scheme_info().collective != schemes::Collective::RingIna)
+    throw bad("aggregation", v, fmt::format("only rina has INA switches above the ToR (Rina IV-D), not {}", L.scheme));
+  if (!v.is_array() || v.empty())
+    throw bad("aggregation", v, "expected a non-empty list of {\"switch\": \"ip:port\", \"racks\": [...]}");
+  std::vector<int> under(L.racks.size(), -1);
+  for (size_t a = 0; a < v.size(); ++a) {
+    const auto& e = v[a];
+    const std::string f = fmt::format("aggregation[{}]", a);
+    if (!e.is_object()) throw bad(f, e, "expected {\"switch\": \"ip:port\"|null, \"racks\": [...]}");
+    for (const auto& [k, x] : e.items())
+      if (k != "racks" && k != "switch") throw bad(f + "." + k, x, "unknown field");
+    RingAggregation ag;
+    if (!e.contains("racks") || !e["racks"].is_array() || e["racks"].empty())
+      throw bad(f + ".racks", e.value("racks", nlohmann::json()), "expected a non-empty list of rack indices");
+    size_t ranks = 0;
+    for (const auto& x : e["racks"]) {
+      if (!x.is_number_unsigned() || x.get<uint64_t>() >= L.racks.size())
+        throw bad(f + ".racks", e["racks"], fmt::format("no such rack: {} (the layout has racks 0..{})", x.dump(),
+                                                        L.racks.size() - 1));
+      const auto q = x.get<size_t>();
+      if (under[q] >= 0)
+        throw bad(f + ".racks", e["racks"], fmt::format("rack {} is already under aggregation[{}]", q, under[q]));
+      under[q] = static_cast<int>(a);
+      ag.racks.push_back(q);
+      ranks += L.racks[q].ranks.size();
+    }
+    if (ranks < 2 || ranks > 64)
+      throw bad(f + ".racks", e["racks"], fmt::format("a group above the ToR needs 2..64 ranks below it, these racks hold {}", ranks));
+    if (e.contains("switch") && !e["switch"].is_null()) {
+      if (!e["switch"].is_string()) throw bad(f + ".switch", e["switch"], "expected \"ip:port\" or null");
+      try {
+        ag.sw = Endpoint::parse(e["switch"].get<std::string>());
+      } catch (const RuntimeError& err) {
+        throw bad(f + ".switch", e["switch"], err.what());
+      }
+      for (size_t r = 0; r < L.n(); ++r)
+        if (L.workers[r] == *ag.sw) throw bad(f + ".switch", e["switch"], fmt::format("the same address as workers[{}]", r));
+      for (size_t q = 0; q < L.racks.size(); ++q)
+        if (L.racks[q].sw && *L.racks[q].sw == *ag.sw)
+          throw bad(f + ".switch", e["switch"], fmt::format("the same address as racks[{}].switch", q));
+    } else if (need_switches) {
+      throw bad(f + ".switch", e.value("switch", nlohmann::json()), "give this INA switch's \"ip:port\"");
+    }
+    L.aggregation.push_back(std::move(ag));
+  }
+}
+
+}  // namespace
 
 RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& where, bool need_switches) {
   auto bad = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
@@ -111,7 +205,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
     if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps" &&
-        k != "datagram_salt")
+        k != "datagram_salt" && k != "aggregation")
       throw bad(k, v, "unknown field");
   auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
     if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
@@ -213,6 +307,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
       throw bad("datagram_salt", v, what);
     }
   }
+  if (j.contains("aggregation")) read_aggregation(L, j, bad, need_switches);
   for (size_t q = 0; q < L.racks.size(); ++q)
     if (need_switches && L.serving_tor(q) && !L.racks[q].sw)
       throw bad(fmt::format("racks[{}].switch", q), j["racks"][q].value("switch", nlohmann::json()),
@@ -259,6 +354,23 @@ std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<un
     out[q].ina = true;
   }
   return out;
+}
+
+std::vector<unsigned> parse_rack_list(const std::string& flag, const std::string& text) {
+  std::vector<unsigned> v;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    unsigned q = 0;
+    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), q);
+    if (part.empty() || ec != std::errc{} || p != part.data() + part.size())
+      throw RuntimeError(fmt::format("{}: expected rack numbers like 0,1, got '{}' (bad entry '{}')", flag, text, part));
+    if (std::find(v.begin(), v.end(), q) != v.end()) throw RuntimeError(fmt::format("{} '{}' names rack {} twice", flag, text, q));
+    v.push_back(q);
+    if (comma == std::string::npos) return v;
+    at = comma + 1;
+  }
 }
 
 }  // namespace ina::rt

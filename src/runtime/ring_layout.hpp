@@ -30,6 +30,17 @@
 // rack's worker's datagrams all go to its ToR, the PS's to the root or to a
 // rank whose first hop it is (tree_route(), ps_route()).
 //
+// Rina above the ToR (§IV-D), optional "aggregation" (rina only):
+//   "aggregation": [{"switch": "127.0.0.1:7800", "racks": [0, 1]}, ...]
+// each an INA switch above the racks it lists (each rack under one switch at
+// most; 2..64 ranks below it), node id N + 1 + R + a for entry a. Its racks'
+// ranks are one group (host::merge_rina_group, at the position of its first
+// rack): a rack whose ToR serves the job (serving_tor()) is a level below it
+// (its ToR aggregates the rack and sends one partial up), any other rack's
+// ranks send to it directly (host/rina_levels.hpp, as the simulator builds
+// the BOM's groups). `ina switch --layout FILE --rack R + a` is that switch.
+// A failure is not handled in such a layout (refused, as in the simulator).
+//
 // Optional "datagram_salt" (64 hex digits): every datagram of the job is
 // tagged (runtime/datagram_tag.hpp) under datagram_key(job_key(J), salt).
 // `ina run --datagram-auth` draws it for each run, as a switch does for a job
@@ -44,6 +55,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/rina_levels.hpp"
 #include "host/ring.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/net.hpp"
@@ -63,6 +75,12 @@ struct RingRack {
   std::optional<Endpoint> sw;       // its `ina switch` (when it serves the job)
 };
 
+// An INA switch above racks (Rina §IV-D): the racks (indices, in the order given) and its address.
+struct RingAggregation {
+  std::vector<size_t> racks;
+  std::optional<Endpoint> sw;       // its `ina switch` (may be null in a switch's copy, as a rack's)
+};
+
 struct RingLayout {
   uint16_t job = 1;
   std::string scheme;               // canonical registry name
@@ -71,6 +89,7 @@ struct RingLayout {
   std::vector<Endpoint> workers;    // by rank
   std::vector<RingRack> racks;      // ring order
   std::optional<Endpoint> ps;       // PS-based INA (atp): the PS
+  std::vector<RingAggregation> aggregation;  // rina: INA switches above racks
   std::optional<Key> datagram_salt; // every datagram tagged under datagram_key(job_key(job), salt)
 
   size_t n() const { return workers.size(); }
@@ -79,6 +98,16 @@ struct RingLayout {
   NodeId tor_id(size_t rack) const { return static_cast<NodeId>(n() + 1 + rack); }
   NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
   bool tree() const;                // PS-based INA over racks (atp, dsa)
+  // The switches of the layout by index: rack q's ToR (q < R), then aggregation[s - R].
+  size_t switch_count() const { return racks.size() + aggregation.size(); }
+  NodeId switch_id(size_t s) const { return static_cast<NodeId>(n() + 1 + s); }
+  const std::optional<Endpoint>& switch_addr(size_t s) const;
+  bool serving_switch(size_t s) const;  // a serving ToR, or a switch above racks
+  // Rina above the ToR: each aggregation entry's group, its entries and its
+  // switches' levels (host::rina_group_tree), in the order of "aggregation".
+  std::vector<host::RinaGroupTree> rina_groups() const;
+  // Whether rack q is under a switch above (its ranks are in a group above the ToR).
+  bool under_aggregation(size_t rack) const;
   size_t rack_of(size_t rank) const;
   // Tree: the aggregation tree (schemes/atp_tree.hpp): a rank's first hop
   // is its rack's ToR if that rack is INA, else the PS; the root's (the
@@ -104,7 +133,8 @@ struct RingLayout {
   bool serving_tor(size_t rack) const;
   // Aggregators the job has in a serving ToR (its whole memory): memory / (4 * payload).
   uint32_t region() const { return static_cast<uint32_t>(memory_bytes / (4ULL * payload)); }
-  // Every rank's stages (host::plan_rar / plan_hierarchical / plan_rina by the scheme's collective).
+  // Every rank's stages (host::plan_rar / plan_hierarchical / plan_rina by
+  // the scheme's collective), with the groups above the ToR merged in.
   std::vector<std::vector<host::RingStage>> plan(uint64_t elems) const;
 
   nlohmann::json to_json() const;
@@ -119,5 +149,8 @@ struct RingLayout {
 // indices) have an INA ToR. Throws RuntimeError naming --racks / --ina-racks
 // and the value when racks do not divide n or a rack index does not exist.
 std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<unsigned>& ina_racks);
+
+// A list of rack numbers like "0,1" (distinct); throws RuntimeError naming `flag` and the bad entry.
+std::vector<unsigned> parse_rack_list(const std::string& flag, const std::string& text);
 
 }  // namespace ina::rt

@@ -752,6 +752,10 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
     throw RuntimeError(fmt::format("{}: {} does not survive a failure (ring schemes whose plan does: rar, rina){}",
                                    fmt::join(given, " "), L.scheme,
                                    L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
+  if (failover && !L.aggregation.empty())
+    throw RuntimeError(fmt::format("{}: the layout {} has INA switches above the ToR (field 'aggregation'): a group above "
+                                   "the ToR cannot lose a worker (not handled, as in the simulator)", fmt::join(given, " "),
+                                   cfg.layout));
   if (failover && n < 3)
     throw RuntimeError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
   const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);
@@ -771,10 +775,10 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   use_datagram_key(eng, L.job, tag_key);
   for (size_t r = 0; r < n; ++r)
     if (r != cfg.rank) eng.set_route(RingLayout::worker_id(r), L.workers[r]);
-  for (size_t q = 0; q < L.racks.size(); ++q)
-    if (L.serving_tor(q)) {
-      eng.set_route(L.tor_id(q), *L.racks[q].sw);
-      eng.add_relay(*L.racks[q].sw);  // a ToR forwards sums and broadcasts with their sender's id
+  for (size_t q = 0; q < L.switch_count(); ++q)  // the ToRs, and any INA switch above them
+    if (L.serving_switch(q)) {
+      eng.set_route(L.switch_id(q), *L.switch_addr(q));
+      eng.add_relay(*L.switch_addr(q));  // a switch forwards sums and broadcasts with their sender's id
     }
 
   const bool ina = L.scheme_info().collective == schemes::Collective::RingIna;

@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 
+#include "host/rina_levels.hpp"
 #include "runtime/switch_impl.hpp"
 
 namespace ina::rt {
@@ -13,9 +14,13 @@ namespace ina::rt {
 void SwitchDaemon::Impl::static_job(RingLayout L) {
   if (schemes::lookup(L.scheme) != &scheme)
     throw RuntimeError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
-  if (cfg.rack >= L.racks.size())
-    throw RuntimeError(fmt::format("--rack {}: the layout {} has racks 0..{}", cfg.rack, cfg.layout, L.racks.size() - 1));
-  if (!L.serving_tor(cfg.rack))
+  const size_t R = L.racks.size();
+  if (cfg.rack >= L.switch_count())
+    throw RuntimeError(fmt::format("--rack {}: the layout {} has racks 0..{}{}", cfg.rack, cfg.layout, R - 1,
+                                   L.aggregation.empty() ? std::string()
+                                                         : fmt::format(" and switches above racks {}..{} (aggregation)", R,
+                                                                       L.switch_count() - 1)));
+  if (!L.serving_switch(cfg.rack))
     throw RuntimeError(fmt::format("--rack {}: in the layout {} that rack's ToR does not aggregate (no INA, or one rank)",
                                    cfg.rack, cfg.layout));
   if (L.payload != cfg.program.payload_values)
@@ -24,7 +29,7 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   if (L.region() > program->aggregators())
     throw RuntimeError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                    L.memory_bytes, cfg.program.memory_bytes));
-  program->set_id(L.tor_id(cfg.rack));
+  program->set_id(L.switch_id(cfg.rack));
   if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
     for (auto& sh : shards) sh->engine->set_datagram_key(L.job, datagram_key(job_key(cfg.key, L.job), *L.datagram_salt));
   if (L.tree()) return tree_job(std::move(L));
@@ -34,8 +39,20 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
     sj.workers.push_back(RingLayout::worker_id(r));
     engine->set_route(RingLayout::worker_id(r), L.workers[r]);
   }
-  sj.rina.rack = L.racks[cfg.rack].ranks;
-  sj.rina.upstream = host::upstream_of(L.plan(1)[sj.rina.rack.at(0)], sj.rina.rack.at(0));  // who sends AllGather shards here
+  // A switch of a group above the ToR (a ToR below it, or the switch above)
+  // takes its level's entry (host/rina_levels.hpp, as the simulator); a
+  // rack's own ToR its rack.
+  const host::RinaLevel* level = nullptr;
+  const std::vector<host::RinaGroupTree> groups = L.rina_groups();
+  for (const auto& t : groups)
+    for (const auto& l : t.levels)
+      if (l.sw == L.switch_id(cfg.rack)) level = &l;
+  if (level) {
+    host::rina_level_job(*level, L.plan(1), sj);
+  } else {
+    sj.rina.rack = L.racks[cfg.rack].ranks;
+    sj.rina.upstream = host::upstream_of(L.plan(1)[sj.rina.rack.at(0)], sj.rina.rack.at(0));  // who sends AllGather shards here
+  }
   sj.region_offset = 0;
   sj.region_size = L.region();
   try {
@@ -43,15 +60,16 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   } catch (const std::invalid_argument& e) {
     throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
   }
-  for (size_t q = 0; q < L.racks.size(); ++q)
-    if (q != cfg.rack && L.serving_tor(q)) {
-      if (!L.racks[q].sw)
-        throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
-                                       "every other INA rack's ToR", cfg.layout, q, cfg.rack));
-      program->add_peer(L.tor_id(q));
-      // The agent's AllGather broadcast goes on to the next rack's ToR with the agent's id.
-      engine->set_route(L.tor_id(q), *L.racks[q].sw);
-      engine->add_relay(*L.racks[q].sw);
+  for (size_t q = 0; q < L.switch_count(); ++q)
+    if (q != cfg.rack && L.serving_switch(q)) {
+      if (!L.switch_addr(q))
+        throw RuntimeError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
+                                       "switch of the job", cfg.layout,
+                                       q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
+      program->add_peer(L.switch_id(q));
+      // The agent's AllGather broadcast goes on to the next group's switch with the agent's id.
+      engine->set_route(L.switch_id(q), *L.switch_addr(q));
+      engine->add_relay(*L.switch_addr(q));
     }
   layout = std::move(L);
 }
@@ -105,6 +123,10 @@ void SwitchDaemon::Impl::reconfigure(Conn& c, const ReconfigureRequest& r) {
   }
   if (r.job != layout->job)
     throw RuntimeError(fmt::format("reconfigure: field 'job' = {}: this switch serves job {}", r.job, layout->job));
+  if (!layout->aggregation.empty())
+    throw RuntimeError(fmt::format("reconfigure: the layout {} has INA switches above the ToR (field 'aggregation'): a "
+                                   "failure is not handled there (its group's levels would need re-planning, as in the "
+                                   "simulator, which refuses it too)", cfg.layout));
   const dp::SwitchJob* old = program->job(layout->job);
   if (!old) throw RuntimeError(fmt::format("reconfigure: job {} is not registered", layout->job));
   const std::vector<NodeId> workers(r.workers.begin(), r.workers.end());
