@@ -21,6 +21,7 @@
 #include "runtime/control.hpp"
 #include "runtime/ring_layout.hpp"
 #include "runtime/switch_daemon.hpp"
+#include "runtime_fixture.hpp"
 #include "test_keys.hpp"
 
 namespace {
@@ -248,14 +249,7 @@ TEST(RuntimeRinaLevels, BadOptionsAndAFailureAreRefusedByName) {
 TEST(RuntimeRinaLevels, SwitchAboveRefusesReconfigure) {
   const fs::path layout = tmp("reconf_layout.json");
   std::ofstream(layout) << layout_json().dump();
-  ina::rt::SwitchDaemonConfig c;
-  c.listen = ina::rt::Endpoint::parse("127.0.0.1:0");
-  c.scheme = "rina";
-  c.program.memory_bytes = 1 << 20;
-  c.program.payload_values = 64;
-  c.key = ina::test::test_switch_key();
-  c.has_key = true;
-  c.log = false;
+  ina::rt::SwitchDaemonConfig c = ina::test::switch_config("rina");
   c.layout = layout.string();
   c.rack = 2;  // aggregation[0]
   ina::rt::SwitchDaemon d(c);

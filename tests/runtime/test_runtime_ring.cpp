@@ -25,6 +25,7 @@
 #include "runtime/control.hpp"
 #include "runtime/ring_worker.hpp"
 #include "runtime/switch_daemon.hpp"
+#include "runtime_fixture.hpp"
 #include "test_keys.hpp"
 
 namespace {
@@ -508,14 +509,7 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
   std::ofstream(layout) << R"({"job": 3, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6"],
     "racks": [{"ranks": [0, 1, 2], "ina": true, "switch": "127.0.0.1:7"}, {"ranks": [3, 4, 5], "ina": true, "switch": "127.0.0.1:8"}]})";
-  ina::rt::SwitchDaemonConfig c;
-  c.listen = ina::rt::Endpoint::parse("127.0.0.1:0");
-  c.scheme = "rina";
-  c.program.memory_bytes = 1 << 20;
-  c.program.payload_values = 64;
-  c.key = ina::test::test_switch_key();
-  c.has_key = true;
-  c.log = false;
+  ina::rt::SwitchDaemonConfig c = ina::test::switch_config("rina");
   c.layout = layout.string();
   c.rack = 0;
   ina::rt::SwitchDaemon d(c);
