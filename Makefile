@@ -9,9 +9,8 @@ FUZZ_SECONDS ?= 60
 # Debug info of the build (CMakeLists.txt's INA_DEBUG_INFO): line tables only
 # by default (backtraces with file:line; about 40 % less compile time per file
 # than -g; `make test` from a fresh clone must stay within 10 minutes on 2
-# cores). Scripts
-# that read variables with gdb (docs/results/rina/ecn_links.py) need
-# `make build DEBUG_INFO=-g` (which rebuilds everything).
+# cores). Reading variables with gdb needs `make build DEBUG_INFO=-g`
+# (which rebuilds everything).
 DEBUG_INFO ?= -g1
 
 .PHONY: setup configure build demo test bench fuzz clean

@@ -136,6 +136,8 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
            {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
            {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s}, {"cpu_s", p.cpu_s},
            {"peak_rss_mb", static_cast<double>(p.peak_rss) / (1 << 20)}, {"metrics", p.out->metrics}};
+    for (const auto& l : p.out->marked_links)
+      run["links"].push_back({{"link", l.link}, {"ecn_marks", l.ecn_marks}, {"queue_drops", l.queue_drops}});
     if (p.threw) run["threw"] = true;  // no metrics, no record in results.json
     if (p.rank >= 0) run["mpi_rank"] = p.rank;
     if (quiet) return;

@@ -31,9 +31,11 @@ constexpr auto kPoll = std::chrono::milliseconds(1);  // waiting ranks poll: Ope
 // A run's outcome as rank 0 receives it. CBOR keeps every double's bits (NaN included), so the
 // metrics rank 0 averages are those the run produced.
 std::string encode(size_t index, const exp::RunResult& r) {
-  const nlohmann::json j = {{"i", index}, {"ok", r.out.ok}, {"problems", r.out.problems}, {"metrics", r.out.metrics},
+  nlohmann::json j = {{"i", index}, {"ok", r.out.ok}, {"problems", r.out.problems}, {"metrics", r.out.metrics},
                             {"jct", r.out.job_jct_ms}, {"digest", r.out.digest}, {"wall_s", r.wall_s}, {"cpu_s", r.cpu_s},
-                            {"peak_rss", r.peak_rss}, {"error", r.error}};
+                            {"peak_rss", r.peak_rss}, {"error", r.error}, {"links", nlohmann::json::array()}};
+  nlohmann::json& links = j["links"];
+  for (const auto& l : r.out.marked_links) links.push_back({l.link, l.ecn_marks, l.queue_drops});
   const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -51,6 +53,8 @@ exp::RunResult decode(const std::string& data, size_t* index) {
   r.cpu_s = j.at("cpu_s").get<double>();
   r.peak_rss = j.at("peak_rss").get<uint64_t>();
   r.error = j.at("error").get<std::string>();
+  for (const auto& l : j.at("links"))
+    r.out.marked_links.push_back({l.at(0).get<std::string>(), l.at(1).get<uint64_t>(), l.at(2).get<uint64_t>()});
   return r;
 }
 

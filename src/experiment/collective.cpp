@@ -103,6 +103,9 @@ void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult
     const sim::Link& k = sim.link(static_cast<uint32_t>(l));
     (g.is_host(k.from) ? out.ecn_marks_host : out.ecn_marks_switch) += k.st.ecn_marked;
     out.queue_drops += k.st.drop_queue;
+    if (k.st.ecn_marked || k.st.drop_queue)
+      out.marked_links.push_back({fmt::format("{}->{}", g.node(k.from).name, g.node(k.to).name), k.st.ecn_marked,
+                                  k.st.drop_queue});
   }
 }
 

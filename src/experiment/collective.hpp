@@ -91,6 +91,12 @@ struct CollectiveSettings {
   std::vector<sim::TraceRecord>* trace = nullptr;
 };
 
+// A link's ECN marks and queue drops in a run ("from->to" by node names).
+struct LinkMarks {
+  std::string link;
+  uint64_t ecn_marks = 0, queue_drops = 0;
+};
+
 struct CollectiveResult {
   bool ok = true;
   std::string problems;            // unfinished workers, wrong sums, leaks, refusals
@@ -112,6 +118,7 @@ struct CollectiveResult {
   uint64_t ecn_marks_switch = 0;   //   and at switch egress ports
   uint64_t refused = 0;            // ring data packets a receiver refused (kBusy: its buffers held earlier steps)
   uint64_t queue_drops = 0;        // packets a full queue dropped (drop-tail, any link): a run without is lossless
+  std::vector<LinkMarks> marked_links;  // every link with a mark or a drop, in link order
   int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
   // Per job (ring families): mean throughput per worker and sync time, as above.
   std::vector<double> job_throughput_gbps, job_sync_ms;

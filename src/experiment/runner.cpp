@@ -54,6 +54,7 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["ecn_marks_switch"] = static_cast<double>(r.ecn_marks_switch);
   m["queue_drops"] = static_cast<double>(r.queue_drops);
   m["refused_packets"] = static_cast<double>(r.refused);
+  out.marked_links = r.marked_links;
   // Training throughput in the Rina paper's units (§VI-A3: images, or BERT's
   // question-answer pairs, per second over all workers): the model's batch
   // per worker per iteration. Only for a model at full size: a scaled

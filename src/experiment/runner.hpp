@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "experiment/collective.hpp"
 #include "experiment/results.hpp"
 #include "experiment/scenario.hpp"
 #include "schemes/registry.hpp"
@@ -20,6 +21,7 @@ struct RunOutput {
   bool ok = true;
   std::string problems;  // why !ok: unfinished workers, wrong results, leaks
   uint64_t digest = 0;
+  std::vector<LinkMarks> marked_links;  // network kinds: links with ECN marks or queue drops (runs.json "links")
 };
 
 // A star point runs the star simulator; a point on a multi-switch topology

@@ -158,6 +158,15 @@ TEST(NetworkScenario, PacedRinaRacksRefuseRanksAheadWithoutTimeouts) {
   EXPECT_EQ(r.metrics.at("refused_packets"), 1560) << "the case this test is for: receivers refusing ranks ahead";
   EXPECT_EQ(r.metrics.at("timeouts"), 0);
   EXPECT_EQ(r.metrics.at("retransmits"), 0);
+  // The per-link counters (runs.json "links") add up to the run's totals.
+  double marks = 0;
+  for (const auto& l : r.marked_links) {
+    EXPECT_NE(l.link.find("->"), std::string::npos) << l.link;
+    EXPECT_GT(l.ecn_marks + l.queue_drops, 0u) << l.link;
+    marks += static_cast<double>(l.ecn_marks);
+  }
+  EXPECT_GT(marks, 0) << "no marks: the counters were not exercised";
+  EXPECT_EQ(marks, r.metrics.at("ecn_marks_switch") + r.metrics.at("ecn_marks_host"));
 }
 
 Settings testbed(const std::string& ina) {
