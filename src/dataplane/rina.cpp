@@ -2,7 +2,13 @@
 // one abstracted worker of a ring.
 //
 //  - RingPull from the rack's agent: copied to every other rack member (the
-//    "data pull message" ②, multicast at the last hop).
+//    "data pull message" ②, multicast at the last hop). A late member's
+//    answer (host/ring.hpp: RingPull | kBusy, it cannot begin the step yet;
+//    | kResume, it has begun it now) sets or clears its bit in the job's
+//    register (the step tag and the late members). The rack hears when the
+//    step turns held (the first late member: RingPull | kBusy) and when no
+//    member holds it any more (| kResume; again for each such answer, which
+//    comes again when the agent pulls again: someone missed the word).
 //  - RingData partials from the rack's members (③): summed in the job's
 //    contiguous region (§V: no hashing, no collisions), slot = offset +
 //    psn % size, keyed by (step tag, psn). When every rack member's bit is
@@ -147,6 +153,7 @@ class RinaSwitch final : public SwitchProgram {
       for (const auto& a : it->second) c += a.key != 0;
       ag_.erase(it);
     }
+    late_.erase(j.job);
     return c;
   }
 
@@ -212,6 +219,10 @@ class RinaSwitch final : public SwitchProgram {
           p->h.dst = j.parent;
           fx.send(p);
           return;
+        }
+        if (p->h.has(flag::kBusy)) {  // a late member's answer
+          if (local <= 0 || (!from_member && child_index(j, src) < 0)) return drop(p, st_.foreign_data, fx);
+          return gather_answer(p, j, local, fx);
         }
         if (const int c = child_index(j, src); c >= 0 && !j.rina.rack.empty() && p->h.rank == j.rina.rack[0] &&
                                               (j.rina.child_bits[static_cast<size_t>(c)] & 1)) {
@@ -428,6 +439,26 @@ class RinaSwitch final : public SwitchProgram {
     p->h.flags &= flag::kEce;
     p->h.src = id();
     send_down(p, j, fx);
+  }
+
+  // A late member's answer for step tag t (the top; a level passes it up):
+  // its bit in the job's register set (late) or cleared (begun); a later
+  // tag resets the register, an earlier one is stale. The rack (agent
+  // included) hears when t turns held and whenever no member holds it.
+  void gather_answer(Packet* p, const SwitchJob& j, int local, Effects& fx) {
+    const uint64_t t = static_cast<uint64_t>(p->h.priority) + 1;
+    Late& b = late_[j.job];
+    if (b.tag && ((b.tag - 1) >> 24) != (t - 1) >> 24) b = Late{};  // held from another membership epoch
+    if (t < b.tag) return fx.free(p);  // an answer of a step the rack has left
+    if (t > b.tag) b = Late{t, 0};
+    const bool begun = p->h.has(flag::kResume), was_held = b.bits != 0;
+    if (begun) b.bits &= ~(1ULL << local);
+    else b.bits |= 1ULL << local;
+    if (begun ? b.bits != 0 : was_held) return fx.free(p);
+    p->h.flags = static_cast<uint16_t>(flag::kBusy | (begun ? flag::kResume : 0));
+    p->h.src = id();
+    p->h.rank = static_cast<uint8_t>(j.rina.rack[0]);
+    replicate(p, j, 0, kNoNode, fx);
   }
 
   // A receiver's refusal or resume (host/ring_transfer.cpp, receiver flow
@@ -716,6 +747,11 @@ class RinaSwitch final : public SwitchProgram {
   std::vector<NodeId> fwd_;
   std::vector<uint64_t> freed_;
   std::map<uint16_t, std::vector<AgSlot>> ag_;  // by job: rows of acknowledgement slots
+  struct Late {
+    uint64_t tag = 0;   // step tag + 1 (0: none)
+    uint64_t bits = 0;  // rack indices late for it
+  };
+  std::map<uint16_t, Late> late_;  // by job: the late members' register
   // Shared pool: per aggregator the task's step tag, the priority it holds
   // it with (DSA), the last task that left it incomplete and the last one
   // completed there; per job the step register.

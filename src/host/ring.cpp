@@ -54,7 +54,7 @@ void RingEndpoint::reconfigure(std::vector<NodeId> nodes, uint16_t rank, std::ve
   send_.reset();  // its RTO entries die with it; a stale RTO timer finds no send
   sending_ = op_running_ = waiting_delay_ = delay_done_ = false;
   ++timer_gen_;  // pending delay timers are void
-  pulled_tag_ = 0;
+  pulled_tag_ = late_tag_ = held_tag_ = 0;
   released_ = reported_ = 0;
   ++barrier_gen_;  // a pending report's resend timer is void
   gathering_ = restart_op * barrier_codes_.size();
@@ -321,26 +321,44 @@ void RingEndpoint::skip_pulled_to(size_t target, Time now) {
 
 void RingEndpoint::on_pull(Packet* p, Time now, Effects& fx) {
   const uint32_t tag = p->h.priority;
-  // Only a member's own ToR copies its agent's pull.
+  const bool word = p->h.has(flag::kBusy), resumed = p->h.has(flag::kResume);  // the ToR's word on a late member
+  // Only a member's own ToR copies its agent's pull; the ToR's word goes to the whole rack.
   bool ok = false;
   for (const auto& st : cfg_.stages)
     for (const auto& g : st.groups)
       if (g.ina() && g.tor == p->h.src && std::find(g.ranks.begin(), g.ranks.end(), cfg_.rank) != g.ranks.end() &&
-          g.ranks[0] != cfg_.rank)
+          (word || g.ranks[0] != cfg_.rank))
         ok = true;
   fx.free(p);
   if (!ok) {
     ++st_.foreign;
     return;
   }
+  if (word) return on_rack_word(tag, resumed, now, fx);
   ++st_.pulls;
   pulled_tag_ = std::max(pulled_tag_, tag + 1);
-  if (!op_running_ || op_of_tag(tag) != op_) return;
-  // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
-  size_t target = step_;
-  while (target < steps_.size() && tag_of(target) < tag) ++target;
-  skip_pulled_to(target, now);
-  advance(now, fx);
+  if (op_running_ && op_of_tag(tag) == op_) {
+    // The agent moved on: every earlier pulled step is done (its aggregate was acknowledged).
+    size_t target = step_;
+    while (target < steps_.size() && tag_of(target) < tag) ++target;
+    skip_pulled_to(target, now);
+    advance(now, fx);
+  }
+  // Late: this member has not begun the pulled step (an earlier step or op
+  // still runs here, or its straggler delay): it says so now, and again
+  // when it begins (begin_send). A pull of a step begun after that: the
+  // second answer again (the agent pulls again while the rack is held).
+  const auto code = static_cast<uint8_t>(tag & 0xFF);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].code != code || !steps_[i].pulled) continue;
+    const bool begun = op_of_tag(tag) < op_ || (op_of_tag(tag) == op_ && op_running_ && (i < step_ || (i == step_ && send_)));
+    if (!begun) {
+      late_tag_ = tag + 1;
+      answer_pull(tag, steps_[i].dst, false, fx);
+    } else if (late_tag_ == tag + 1) {
+      answer_pull(tag, steps_[i].dst, true, fx);
+    }
+  }
 }
 
 }  // namespace ina::host

@@ -69,7 +69,18 @@
 // every receiver the transfer has (a broadcast is done when the rack members
 // and the next group have it), retransmission on an EWMA RTO with backoff
 // (core/rtt_estimator.hpp, the worker transport's estimator), and packets
-// to a Rina ToR kept within its region. Receivers keep a bitmap per step:
+// to a Rina ToR kept within its region. Late members: a Rina rack's
+// ScatterReduce packet waits in its ToR's slot until every member's has
+// come, and a member may get its agent's pull before it can begin the step
+// (it still finishes an earlier step, e.g. the previous op's AllGather send,
+// which the agent has no part in). Such a member answers the pull "late"
+// (RingPull | kBusy to its ToR) and "begun" (| kResume) when it begins; the
+// ToR tells the rack when the step turns held and when no member holds it
+// any more (dataplane/rina.cpp). While held, a sender's RTO in that step is
+// no loss: the packet is timed again (no retransmission, no window or RTO
+// change) and the agent pulls again (a lost word or answer is recovered by
+// the answer to that pull); once released, the packets are timed afresh.
+// Receivers keep a bitmap per step:
 // duplicates are counted and acknowledged again, never added twice; packets
 // of a step more than six receives ahead are refused (kBusy): the sender
 // holds them, neither lost nor timed, until the receiver's resume (or a
@@ -240,6 +251,11 @@ struct RingStats {
   // resume), not a retransmission.
   uint64_t resumes_sent = 0, busy = 0, probes = 0, resent_refused = 0;
   uint64_t pulls_sent = 0, pulls = 0;
+  // A late Rina member's answers to a pull (late, then begun); the ToR's
+  // words taken (a late member holds the current step, then no longer);
+  // `held_rtos`: packets whose RTO came while the step was held (timed
+  // again, not a loss).
+  uint64_t answers_sent = 0, rack_words = 0, held_rtos = 0;
   uint64_t steps = 0;           // sends started (incl. Rina's rack-only broadcast)
   uint64_t bytes_sent = 0;      // payload bytes of data packets (first transmissions and resends)
   uint64_t stale_epoch = 0;     // dropped: a packet of an earlier membership (after a failure)
@@ -331,6 +347,8 @@ class RingEndpoint final : public Node {
   void skip_pulled_to(size_t target, Time now);
   void end_step(Time now);
   void send_pull(Time now, Effects& fx);
+  void answer_pull(uint32_t tag, NodeId tor, bool begun, Effects& fx);
+  void on_rack_word(uint32_t tag, bool resumed, Time now, Effects& fx);
   void ack(const Packet& p, Effects& fx);
   uint32_t tag_of(size_t step) const;
   void arm(Time at, Effects& fx);
@@ -376,6 +394,8 @@ class RingEndpoint final : public Node {
   uint64_t timer_gen_ = 0;
   Time armed_at_ = kNever;
   uint32_t pulled_tag_ = 0;  // Rina member: highest step tag pulled + 1 (0: none)
+  uint32_t late_tag_ = 0;    // Rina member: the step tag + 1 it answered late to (0: none)
+  uint32_t held_tag_ = 0;    // Rina rack: the step tag + 1 the ToR says a late member holds (0: none)
   uint64_t nrecv_ = 0;       // receiving steps per op
   uint8_t epoch_ = 0;        // membership epoch: the tag's top 8 bits
   bool crashed_ = false;

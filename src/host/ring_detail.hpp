@@ -27,6 +27,7 @@ struct RingEndpoint::Step {
   bool rack_gather_first = false;  //   ... its first of the op (Paper: from one packet, slow start)
   bool pulled = false;       // Rina member: starts when its agent pulls this tag
   bool pull_first = false;   // Rina agent: pull the rack before sending
+  bool rack_step = false;    // a Rina rack's ScatterReduce step (a late member may hold it)
   bool to_tor = false;       // ScatterReduce to the own Rina ToR (paced at the INA rate)
   bool region_cap = false;   // to a Rina ToR: window capped by its region
   uint64_t tor_bit = 0;      //   this rank's bit in its rack (agent = bit 0)
@@ -73,6 +74,10 @@ struct RingEndpoint::Send {
   uint32_t nparked = 0, released = 0, redo = 0;
   uint64_t held = 0;
   uint8_t probes = 0;  // persist-timer doublings since the transfer was held
+  // A Rina rack's ScatterReduce step a late member holds (the ToR's word):
+  // the ToR keeps this sender's packets for that member's, so their RTO is
+  // not a loss.
+  bool rack_held = false;
 };
 
 struct RingEndpoint::Recv {

@@ -103,6 +103,7 @@ void RingEndpoint::build_steps() {
           x.fwd = next_entry;
           x.ackers = {my_entry};
           x.pull_first = agent;
+          x.rack_step = true;
           x.pulled = !agent;
         } else {
           x.dst = next_entry;
@@ -135,6 +136,7 @@ void RingEndpoint::build_steps() {
         f.fwd = nodes.at(mine.ranks[0]);  // back to the agent
         f.ackers = {my_entry};
         f.pull_first = agent;
+        f.rack_step = true;
         f.pulled = !agent;
         if (agent) {
           f.recvs = true;

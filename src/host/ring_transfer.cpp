@@ -71,6 +71,8 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   }
   log_[step_].cwnd = cw_.cwnd();
   if (s.pull_first) send_pull(now, fx);
+  else if (s.pulled && late_tag_ == tag_of(step_) + 1) answer_pull(tag_of(step_), s.dst, true, fx);  // begun now
+  x.rack_held = s.rack_step && held_tag_ == tag_of(step_) + 1;
   if (x.npkts == 0) {
     log_[step_].send_done = now;
     send_.reset();
@@ -98,6 +100,54 @@ void RingEndpoint::send_pull(Time now, Effects& fx) {
   ++st_.pulls_sent;
   fx.send(p);
   (void)now;
+}
+
+// A late Rina member's answer to the pull of step `tag`: it cannot begin
+// the step yet, or (`begun`) it has begun it now. Through its entry switch
+// to its group's top, which tells the rack (dataplane/rina.cpp).
+void RingEndpoint::answer_pull(uint32_t tag, NodeId tor, bool begun, Effects& fx) {
+  Packet* p = fx.alloc();
+  p->h.type = PktType::RingPull;
+  p->h.flags = static_cast<uint16_t>(flag::kBusy | (begun ? flag::kResume : 0));
+  p->h.job = cfg_.job;
+  p->h.src = id();
+  p->h.dst = tor;
+  p->h.rank = static_cast<uint8_t>(cfg_.rank);
+  p->h.nworkers = static_cast<uint8_t>(cfg_.nodes.size());
+  p->h.psn = 0;
+  p->h.bitmap = 0;
+  p->h.priority = tag;
+  p->h.agg_index = 0;
+  p->h.count = 0;
+  ++st_.answers_sent;
+  fx.send(p);
+}
+
+// The ToR's word: a late member holds step `tag` (kept for a step this
+// rank has yet to begin), or (`resumed`) no member holds it any more: the
+// wait for the members' packets is over, this sender's open packets are
+// timed afresh from now.
+void RingEndpoint::on_rack_word(uint32_t tag, bool resumed, Time now, Effects& fx) {
+  const bool current = send_ && tag == tag_of(send_->step) && steps_[send_->step].rack_step;
+  if (!resumed) {
+    held_tag_ = tag + 1;
+    if (current && !send_->rack_held) {
+      ++st_.rack_words;
+      send_->rack_held = true;
+    }
+    return;
+  }
+  if (held_tag_ == tag + 1) held_tag_ = 0;
+  if (!current || !send_->rack_held) return;
+  Send& x = *send_;
+  ++st_.rack_words;
+  x.rack_held = false;
+  for (uint32_t idx = x.low; idx < x.next; ++idx) {
+    if (x.acked[idx] == x.all || x.parked[idx]) continue;
+    const auto doublings = static_cast<unsigned>(std::min<int>(x.retx[idx], 6));
+    x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
+    if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+  }
 }
 
 void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx, bool refused) {
@@ -174,17 +224,29 @@ void RingEndpoint::pump(Time now, Effects& fx) {
 void RingEndpoint::on_rto(Time now, Effects& fx) {
   if (!send_) return;
   Send& x = *send_;
-  bool any = false;
+  bool any = false, held = false;
   const Time next = x.rto.expire(
       now,
       [&](uint32_t idx, Time at) {
         if (!send_ || x.acked[idx] == x.all || x.deadline[idx] != at) return;
+        if (x.rack_held) {
+          // A late member holds the step: the ToR keeps this packet for
+          // the member's, so it is not lost. Timed again; the agent's pull
+          // goes again (below): its answer recovers a lost word.
+          ++st_.held_rtos;
+          held = true;
+          const auto doublings = static_cast<unsigned>(std::min<int>(std::max<int>(x.retx[idx], backoff_), 6));
+          x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
+          if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+          return;
+        }
         ++st_.timeouts;
         any = true;
         transmit(idx, true, now, fx);
       },
       [&](uint32_t idx, Time at) { return x.acked[idx] != x.all && x.deadline[idx] == at; });
   if (next != kNever) arm(next, fx);
+  if (held && !any && steps_[x.step].pull_first) send_pull(now, fx);
   if (any) {
     backoff_ = static_cast<uint8_t>(std::min(backoff_ + 1, 6));
     if (cw_.on_timeout(now, rtt_.srtt())) ++st_.decreases;  // a loss is congestion, as an echo is

@@ -41,7 +41,7 @@ nlohmann::json ring_stats_json(const host::RingStats& s) {
   return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"timeouts", s.timeouts}, {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks},
           {"dup_acks", s.dup_acks}, {"received", s.received}, {"duplicates", s.duplicates}, {"early", s.early},
           {"resumes_sent", s.resumes_sent}, {"busy", s.busy}, {"probes", s.probes}, {"resent_refused", s.resent_refused},
-          {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"steps", s.steps},
+          {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"pull_answers_sent", s.answers_sent}, {"rack_words", s.rack_words}, {"held_rtos", s.held_rtos}, {"steps", s.steps},
           {"bytes_sent", s.bytes_sent}, {"malformed", s.malformed}, {"foreign", s.foreign}};
 }
 
