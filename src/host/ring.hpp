@@ -194,7 +194,10 @@ enum class RinaTransport : uint8_t {
   // AllGather send of an op starts from one packet in slow start (the
   // agent's broadcast and each member's first forward), and its later
   // AllGather sends in that op continue that window (allgather_all_from_zero
-  // still restarts every one).
+  // still restarts every one). Every send of an INA rack worker goes at
+  // most at its NIC's rate (nic_gbps), its growth stopping where it covers
+  // that rate: DCQCN's rate limiter never sends faster than the link, so
+  // the worker's window does not queue (or drop) behind its own NIC.
   Paper,
   // The endpoint's plain AIMD: paced only if ina_gbps > 0, growth up to
   // max_window, and AllGather slow start only where allgather_from_zero /
@@ -227,6 +230,9 @@ struct RingConfig {
   bool allgather_from_zero = false;
   bool allgather_all_from_zero = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
+  // The host's link rate (Gbps; 0: unknown). Under RinaTransport::Paper an
+  // INA rack worker paces its sends at most at it (pace_rate).
+  double nic_gbps = 0;
   RinaTransport rina_transport = RinaTransport::Paper;
   uint32_t wire_bytes = 306;      // per full packet, for pacing
   Time min_rto = 200 * kUs;
@@ -344,6 +350,7 @@ class RingEndpoint final : public Node {
   uint64_t recv_floor() const;
   void decrease(Time now);
   double growth_ceiling(const Step& s) const;
+  double pace_rate(const Step& s) const;
   void skip_pulled_to(size_t target, Time now);
   void end_step(Time now);
   void send_pull(Time now, Effects& fx);

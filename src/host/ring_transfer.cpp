@@ -33,12 +33,25 @@ CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
 
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
-// RinaTransport::Paper: a paced ScatterReduce send to the own ToR stops
-// growing its window where it covers the pacing rate over the smoothed RTT.
+// The rate a send is paced at (Gbps; 0: not paced): a ScatterReduce send
+// to the own ToR at ina_gbps; under RinaTransport::Paper an INA rack
+// worker's sends (to its ToR, its AllGather sends) at most at its NIC's
+// rate, as DCQCN's rate limiter sends ("full speed"), so its window never
+// queues behind its own NIC.
+double RingEndpoint::pace_rate(const Step& s) const {
+  double r = s.to_tor && cfg_.ina_gbps > 0 ? cfg_.ina_gbps : 0;
+  if (cfg_.rina_transport == RinaTransport::Paper && cfg_.nic_gbps > 0 && (s.to_tor || s.rack_gather || s.bcast))
+    r = r > 0 ? std::min(r, cfg_.nic_gbps) : cfg_.nic_gbps;
+  return r;
+}
+
+// RinaTransport::Paper: a paced send stops growing its window where it
+// covers the pacing rate over the smoothed RTT.
 double RingEndpoint::growth_ceiling(const Step& s) const {
-  if (cfg_.rina_transport != RinaTransport::Paper || !s.to_tor || cfg_.ina_gbps <= 0 || rtt_.srtt() <= 0)
+  const double rate = pace_rate(s);
+  if (cfg_.rina_transport != RinaTransport::Paper || rate <= 0 || rtt_.srtt() <= 0)
     return std::numeric_limits<double>::infinity();
-  return window_covering(cfg_.ina_gbps, rtt_.srtt(), cfg_.wire_bytes);
+  return window_covering(rate, rtt_.srtt(), cfg_.wire_bytes);
 }
 
 Time ring_detail::pace_gap(double gbps, uint32_t wire_bytes) {
@@ -199,7 +212,7 @@ void RingEndpoint::pump(Time now, Effects& fx) {
   if (s.region_cap && cfg_.region) cap = std::min(cap, static_cast<double>(cfg_.region));
   while (!x.held && (x.released || x.next < x.npkts) && cw_.allows(x.inflight, cap)) {
     if (!x.released && s.region_cap && cfg_.region && x.next >= x.low + cfg_.region) break;
-    if (s.to_tor && cfg_.ina_gbps > 0) {
+    if (const double rate = pace_rate(s); rate > 0) {
       if (now < next_tx_) {
         // One pending pace timer at a time: every acknowledgement calls
         // pump, and a timer per call (each re-arming when it fires early)
@@ -210,7 +223,7 @@ void RingEndpoint::pump(Time now, Effects& fx) {
         }
         return;
       }
-      next_tx_ = std::max(now, next_tx_) + pace_gap(cfg_.ina_gbps, cfg_.wire_bytes);
+      next_tx_ = std::max(now, next_tx_) + pace_gap(rate, cfg_.wire_bytes);
     }
     if (x.released) {  // refused packets first, in order, under the window and the pace
       while (x.parked[x.redo] != kReleased) ++x.redo;
