@@ -188,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Runtime, Steering, ::testing::Values(2u, 3u),
 // other shards to share its port; with it, steering works as with --listen.
 TEST(Threads, HandedOverSocketNeedsReuseport) {
   {
-    UniqueFd u = bind_udp(Endpoint::parse("127.0.0.1:0"), 1 << 20);
-    UniqueFd t = listen_tcp(local_endpoint(u.get()));
+    // A port free for both (a UDP port's number may be held by a TCP socket).
+    auto [u, t] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 1 << 20);
     SwitchDaemonConfig c = threaded("dsa", 2);
     c.udp_fd = u.release();
     c.tcp_fd = t.release();
@@ -200,8 +200,7 @@ TEST(Threads, HandedOverSocketNeedsReuseport) {
       EXPECT_NE(std::string(e.what()).find("bound without SO_REUSEPORT"), std::string::npos) << e.what();
     }
   }
-  UniqueFd u = bind_udp(Endpoint::parse("127.0.0.1:0"), 1 << 20, true);
-  UniqueFd t = listen_tcp(local_endpoint(u.get()));
+  auto [u, t] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 1 << 20, true);
   SwitchDaemonConfig c = threaded("dsa", 2);
   const Endpoint at = local_endpoint(u.get());
   c.udp_fd = u.release();
