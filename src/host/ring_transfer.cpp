@@ -155,12 +155,23 @@ void RingEndpoint::on_rack_word(uint32_t tag, bool resumed, Time now, Effects& f
   Send& x = *send_;
   ++st_.rack_words;
   x.rack_held = false;
-  for (uint32_t idx = x.low; idx < x.next; ++idx) {
-    if (x.acked[idx] == x.all || x.parked[idx]) continue;
-    const auto doublings = static_cast<unsigned>(std::min<int>(x.retx[idx], 6));
-    x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
-    if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
-  }
+  for (uint32_t idx = x.low; idx < x.next; ++idx)
+    if (x.acked[idx] != x.all && !x.parked[idx]) time_packet(idx, std::min<unsigned>(x.retx[idx], 6), now, fx);
+}
+
+// Packet idx's RTO from now, the estimator's timeout doubled n times.
+void RingEndpoint::time_packet(uint32_t idx, unsigned n, Time now, Effects& fx) {
+  Send& x = *send_;
+  x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), n, cfg_.max_rto);
+  if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+}
+
+// Backed off by the packet's resends, or by the endpoint's timeouts since
+// the last valid sample (RFC 6298 5.5 with Karn's rule: otherwise, when
+// the floor is below the path's RTT, every packet would time out before it
+// could give a sample and the estimate would never rise).
+unsigned RingEndpoint::doublings(uint32_t idx) const {
+  return static_cast<unsigned>(std::min(std::max<int>(send_->retx[idx], backoff_), 6));
 }
 
 void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx, bool refused) {
@@ -192,13 +203,7 @@ void RingEndpoint::transmit(uint32_t idx, bool resend, Time now, Effects& fx, bo
     if (x.retx[idx] < UINT16_MAX) ++x.retx[idx];
   }
   x.last_tx[idx] = now;
-  // Backed off by this packet's resends, or by the endpoint's timeouts since
-  // the last valid sample (RFC 6298 5.5 with Karn's rule: otherwise, when
-  // the floor is below the path's RTT, every packet would time out before it
-  // could give a sample and the estimate would never rise).
-  const auto doublings = static_cast<unsigned>(std::min(std::max<int>(x.retx[idx], backoff_), 6));
-  x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
-  if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+  time_packet(idx, doublings(idx), now, fx);
   ++st_.sent;
   st_.bytes_sent += 4ULL * p->h.count;
   fx.send(p);
@@ -248,9 +253,7 @@ void RingEndpoint::on_rto(Time now, Effects& fx) {
           // goes again (below): its answer recovers a lost word.
           ++st_.held_rtos;
           held = true;
-          const auto doublings = static_cast<unsigned>(std::min<int>(std::max<int>(x.retx[idx], backoff_), 6));
-          x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), doublings, cfg_.max_rto);
-          if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
+          time_packet(idx, doublings(idx), now, fx);
           return;
         }
         ++st_.timeouts;
@@ -445,13 +448,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
 // An acker refused packet idx (kBusy), or has room again (kBusy | kResume).
 void RingEndpoint::on_busy(uint32_t idx, uint64_t bit, bool resume, Time now, Effects& fx) {
   Send& x = *send_;
-  if (resume) {
-    if (x.held & bit) {
-      x.held &= ~bit;
-      if (!x.held) unpark(now, fx);
-    }
-    return;
-  }
+  if (resume) return end_hold(bit, now, fx);
   ++st_.busy;
   if (x.acked[idx] & bit) return;
   if (x.parked[idx] == kReleased) {  // a stale refusal: held again
@@ -483,13 +480,27 @@ void RingEndpoint::unpark(Time now, Effects& fx) {
   pump(now, fx);
 }
 
-// Parked packet idx goes again (not a retransmission).
-void RingEndpoint::unpark_one(uint32_t idx, Time now, Effects& fx) {
+// Acker `bit` has room again (its resume, or an acknowledgement from it):
+// once no acker holds the transfer, the parked packets go again.
+void RingEndpoint::end_hold(uint64_t bit, Time now, Effects& fx) {
+  Send& x = *send_;
+  if (!(x.held & bit)) return;
+  x.held &= ~bit;
+  if (!x.held) unpark(now, fx);
+}
+
+// Parked packet idx is in flight again (sent again, or its earlier copy acknowledged).
+void RingEndpoint::unpark_state(uint32_t idx) {
   Send& x = *send_;
   if (x.parked[idx] == kReleased) --x.released;
   x.parked[idx] = 0;
   --x.nparked;
   ++x.inflight;
+}
+
+// Parked packet idx goes again (not a retransmission).
+void RingEndpoint::unpark_one(uint32_t idx, Time now, Effects& fx) {
+  unpark_state(idx);
   transmit(idx, true, now, fx, true);
 }
 
@@ -537,16 +548,8 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   }
   ++st_.acks;
   x.acked[idx] |= bit;
-  if (x.acked[idx] == x.all && x.parked[idx]) {  // an earlier copy's
-    if (x.parked[idx] == kReleased) --x.released;
-    x.parked[idx] = 0;
-    --x.nparked;
-    ++x.inflight;
-  }
-  if (x.held & bit) {  // an acker that refused has room again
-    x.held &= ~bit;
-    if (!x.held) unpark(now, fx);
-  }
+  if (x.acked[idx] == x.all && x.parked[idx]) unpark_state(idx);  // an earlier copy's
+  end_hold(bit, now, fx);  // an acker that refused has room again
   if (x.acked[idx] != x.all) return;
   --x.inflight;
   ++x.acked_pkts;
