@@ -421,19 +421,27 @@ class RinaSwitch final : public SwitchProgram {
     ++st_.stale;
   }
 
+  // Whether p (an acknowledgement, a refusal or a resume of task p) comes
+  // from the node that answers for the slot's sum: the node the sum went
+  // to (a level: its parent) while the slot holds it; once it is finished,
+  // any job member (a repeated acknowledgement; a level: its parent).
+  bool from_onward(const Packet& p, const SwitchJob& j) const {
+    const uint64_t k = key(p);
+    const uint32_t i = slot(j, p.h.psn);
+    const bool level = j.parent != kNoNode;
+    if (const_cast<RinaSwitch*>(this)->agg(i).key == k && complete_[i]) return p.h.src == (level ? j.parent : fwd_[i]);
+    return finished(i, k) && (level ? p.h.src == j.parent : member(j, p.h.src));
+  }
+
   void on_ack(Packet* p, const SwitchJob& j, Effects& fx) {
+    if (!from_onward(*p, j)) return drop(p, st_.foreign_ack, fx);
     const uint64_t k = key(*p);
     const uint32_t i = slot(j, p->h.psn);
-    Agg& a = agg(i);
-    const bool level = j.parent != kNoNode;
-    if (a.key == k && complete_[i]) {
-      if (p->h.src != (level ? j.parent : fwd_[i])) return drop(p, st_.foreign_ack, fx);
+    if (agg(i).key == k && complete_[i]) {
       release(i);
       complete_[i] = 0;
       freed_[i] = k;
       ++st_.released_by_ack;
-    } else if (!finished(i, k) || !(level ? p->h.src == j.parent : member(j, p->h.src))) {
-      return drop(p, st_.foreign_ack, fx);
     }
     // To the rack and the levels below (again, for a repeated acknowledgement: a member may have missed it).
     p->h.flags &= flag::kEce;
@@ -482,15 +490,7 @@ class RinaSwitch final : public SwitchProgram {
       return;
     }
     // From whom the acknowledgement would be taken (on_ack, pool_ack).
-    bool from_onward = member(j, p->h.src);
-    if (level) {
-      from_onward = p->h.src == j.parent;
-    } else if (!pool()) {
-      const uint64_t k = key(*p);
-      const uint32_t i = slot(j, p->h.psn);
-      from_onward = agg(i).key == k && complete_[i] ? p->h.src == fwd_[i] : finished(i, k) && from_onward;
-    }
-    if (!from_onward) return drop(p, st_.foreign_ack, fx);
+    if (!(pool() ? member(j, p->h.src) : from_onward(*p, j))) return drop(p, st_.foreign_ack, fx);
     p->h.src = id();
     send_down(p, j, fx);
   }

@@ -27,12 +27,8 @@ using schemes::Admission;
 
 // The Rina testbed (Fig. 12): tor0 (h0..h3) and tor1 (h4..h7), both INA, 100 Gbps links.
 topo::Graph testbed() {
-  topo::Graph g;
-  g.name = "rina-testbed";
-  const auto t0 = g.add_switch("tor0", true, 100);
-  const auto t1 = g.add_switch("tor1", true, 100);
-  for (int i = 0; i < 8; ++i) g.add_link(g.add_host("h" + std::to_string(i)), i < 4 ? t0 : t1, 100);
-  g.add_link(t0, t1, 100);
+  topo::Graph g = topo::rina_testbed();
+  for (const topo::NodeId t : g.tor_switches()) g.set_ina(t, true, 100);
   return g;
 }
 
