@@ -128,6 +128,12 @@ double switch_memory_mb(const CollectiveSettings& s, const topo::Graph& g, topo:
   return it == s.switch_memory_mb.end() ? s.memory_mb : it->second;
 }
 
+sim::Placement detail::job_placement(const topo::Graph& g, const CollectiveSettings& s) {
+  std::vector<int> sizes = s.workers_per_job;
+  if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());  // one job on every host
+  return sim::place_jobs(g, sizes, s.placement);
+}
+
 CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_name, const CollectiveSettings& s) {
   const schemes::Scheme& scheme = schemes::find(scheme_name, schemes::Engine::SimNetwork);
   for (const auto& [name, mb] : s.switch_memory_mb) {
@@ -135,10 +141,7 @@ CollectiveResult run_collective(const topo::Graph& g, const std::string& scheme_
     if (!v || g.is_host(*v))
       throw std::invalid_argument(fmt::format("switch_memory_mb names '{}', which is not a switch of {}", name, g.name));
   }
-  std::vector<int> sizes = s.workers_per_job;
-  if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
-  const sim::Placement pl =
-      s.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
+  const sim::Placement pl = detail::job_placement(g, s);
   switch (scheme.collective) {
     case schemes::Collective::Ps:
     case schemes::Collective::PsIna:

@@ -42,6 +42,8 @@ uint64_t smallest_memory_bytes(const CollectiveSettings& s, const topo::Graph& g
 // ok and problems ("; "-joined).
 void set_problems(CollectiveResult& out, const std::vector<std::string>& problems);
 
+// The jobs' hosts by rank (workers_per_job = {0}: one job on every host), as every run places them.
+sim::Placement job_placement(const topo::Graph& g, const CollectiveSettings& s);
 // PS (co-located, sharded over the workers) and PS-based INA (ATP over the topology).
 CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                const CollectiveSettings& s);

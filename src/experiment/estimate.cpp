@@ -89,14 +89,8 @@ std::string Estimate::summary() const {
 // endpoints' buffers, sized by the gradient (estimate_ring.hpp).
 namespace {
 
-// The run's placement of its jobs (collective.cpp, run_collective).
-sim::Placement placement(const NetworkRun& nr) {
-  const topo::Graph& g = nr.graph;
-  const CollectiveSettings& c = nr.settings;
-  std::vector<int> sizes = c.workers_per_job;
-  if (sizes.size() == 1 && sizes[0] == 0) sizes[0] = static_cast<int>(g.hosts().size());
-  return c.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
-}
+// The run's placement of its jobs (the run's own, collective.cpp).
+sim::Placement placement(const NetworkRun& nr) { return detail::job_placement(nr.graph, nr.settings); }
 
 // Each ring job's plan (by rank) on the run's graph and placement: the run's own (collective_ring.cpp).
 std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const NetworkRun& nr, const schemes::Scheme& scheme) {

@@ -125,7 +125,7 @@ std::vector<topo::NodeId> job_workers(const Settings& s, const topo::Graph& g, c
   const int n = workers_per_job(s, g, origin);
   const std::vector<int> sizes(static_cast<size_t>(std::max(1, s.jobs)), n);
   try {
-    const auto pl = s.placement == "interleaved" ? sim::place_interleaved(g, sizes) : sim::place_rack_packed(g, sizes);
+    const auto pl = sim::place_jobs(g, sizes, s.placement);
     std::vector<topo::NodeId> all;
     for (const auto& j : pl.jobs) all.insert(all.end(), j.begin(), j.end());
     return all;

@@ -68,6 +68,10 @@ Placement place_rack_packed(const topo::Graph& g, const std::vector<int>& worker
   return pl;
 }
 
+Placement place_jobs(const topo::Graph& g, const std::vector<int>& workers_per_job, const std::string& policy) {
+  return policy == "interleaved" ? place_interleaved(g, workers_per_job) : place_rack_packed(g, workers_per_job);
+}
+
 Placement place_interleaved(const topo::Graph& g, const std::vector<int>& workers_per_job) {
   Placement pl = place_rack_packed(g, workers_per_job);  // checks the sizes, sets rack_of
   std::vector<size_t> want;

@@ -55,6 +55,8 @@ Placement place_rack_packed(const topo::Graph& g, const std::vector<int>& worker
 // racks of 4 hosts get 2 hosts in every rack. A job's ranks follow rack
 // order, so its ranks in a rack are contiguous. Too few hosts: as above.
 Placement place_interleaved(const topo::Graph& g, const std::vector<int>& workers_per_job);
+// The placement `policy` names (workload.placement): "interleaved", else rack-packed.
+Placement place_jobs(const topo::Graph& g, const std::vector<int>& workers_per_job, const std::string& policy);
 
 // Adds every node of g to `sim` in id order, made by make(v) (a switch
 // gets is_switch = true), connects every link of g with link(l) (the
