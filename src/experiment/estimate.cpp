@@ -209,7 +209,7 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
       {"packet pool", "workload.workers x transport.init_window_kb, topology.queue_kb",
        ceil_div(in_flight, kPoolSlab) * kPoolSlab * stride},
       {"links, nodes and events", "topology", links * kLinkBytes + g.num_nodes() * kNodeBytes + kHeapBytes},
-      {"ring shard buffers", "workers x (workload.model or gradient_mb) x workload.gradient_scale / groups per ring",
+      {"ring shard buffers", "workers (a few records per shard held, whatever its size)",
        ring_bytes.values},
       {"ring transfer records", "workers x shard / switch.payload_bytes", ring_bytes.records},
   };

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "host/ring_footprint.hpp"
+#include "host/value_store.hpp"
 
 namespace ina::exp {
 
@@ -24,7 +25,9 @@ RingBuffers ring_buffers(const std::vector<std::vector<host::RingStage>>& plan, 
     } catch (const std::invalid_argument&) {
       continue;  // a rank the endpoint refuses: the run reports it
     }
-    b.values += 4 * (f.held_values + f.kept_values);
+    // The simulator's gradients have a basis (host::SyntheticTensor), so a
+    // buffer is a few records (host/value_store.hpp), not its values.
+    b.values += host::kValueRecordBytes * kRecordsPerBuffer * (f.held_buffers + 1);
     b.records += f.slot_bytes + host::kRingSendRecordBytes * f.send_packets;
   }
   return b;

@@ -11,18 +11,14 @@
 // current one have). Each ring step waits for the previous step's shard and
 // acknowledgements, so a predecessor runs at most one step ahead before the
 // ring's coupling holds it (more only when a rank stalls while the others
-// go on, up to flow control's six). Summed over a ring the gaps cancel: at
-// any moment the ranks hold about the buffers of `ahead` 0 (a rank ahead of
-// its predecessor holds one fewer). The peak RSS is above that live peak:
-// the allocator keeps pages of freed shard buffers (glibc serves blocks
-// below its mmap threshold, raised to a freed shard's size, from the heap),
-// measured up to about half a shard per rank (RAR on the k = 4 fat-tree,
-// full-size ResNet50: peak RSS ~50 MiB above the live heap's peak). So an
-// autonomous rank (RAR, H-AR, a Rina worker outside an INA rack) counts one
-// receive ahead (kRingAhead), which covers that. A rank of a Rina group
-// (paced to its ToR, its steps coupled through it) counts none
-// (kRinaAhead): measured, the count at 0 is already at or above the run's
-// peak RSS there. The measurements: experiment/estimate.hpp.
+// go on, up to flow control's six). An autonomous rank (RAR, H-AR, a Rina
+// worker outside an INA rack) counts one receive ahead (kRingAhead), a rank
+// of a Rina group (paced to its ToR, its steps coupled through it) none
+// (kRinaAhead). The simulator's values are SyntheticTensor sums, so each
+// buffer, and the kept range, holds a few records whatever its size
+// (host/value_store.hpp): one per run of packets with the same contributors,
+// more while packets arrive out of order or as a Rina ToR's partial sums;
+// kRecordsPerBuffer covers those. The measurements: experiment/estimate.hpp.
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +30,8 @@ namespace ina::exp {
 // rank and at a rank of a Rina group (host::ring_footprint's `ahead`).
 inline constexpr uint64_t kRingAhead = 1;
 inline constexpr uint64_t kRinaAhead = 0;
+// Records a held buffer or the kept range is counted at.
+inline constexpr uint64_t kRecordsPerBuffer = 16;
 
 struct RingBuffers {
   uint64_t values = 0;   // receive buffers held at once and the kept ranges, every rank

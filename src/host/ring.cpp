@@ -138,20 +138,28 @@ void RingEndpoint::advance(Time now, Effects& fx) {
     if (!sending_ && !send_) {
       if (s.finish || s.write_kept) {
         auto& io = *ops_[op_].io;
-        std::vector<int32_t> v(s.len);
-        if (s.finish) {
-          if (s.stage == 0) io.read_gradient(s.off, v);
-          else std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_), s.len, v.begin());
-          if (s.finish_recv >= 0) {
-            const auto& in = recv_[slot(op_, static_cast<size_t>(s.finish_recv))];
-            for (uint64_t i = 0; i < s.len; ++i) v[i] += in.vals[i];
-          }
-          std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_));
-        } else {
-          std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(s.off - kept_off_), s.len, v.begin());
-        }
+        const auto basis = io.basis();
         const bool ag_follows = cfg_.stages[s.stage].kind != RingStage::Kind::ReduceScatter;
-        if (s.last_stage && (s.write_kept || ag_follows)) io.write_result(s.off, v);
+        // In pieces, so a large shard needs no second copy of itself.
+        constexpr uint64_t kPiece = 1 << 16;
+        std::vector<int32_t> v(std::min(s.len, kPiece)), in;
+        for (uint64_t at = 0; at < s.len; at += kPiece) {
+          const std::span<int32_t> piece(v.data(), std::min(kPiece, s.len - at));
+          const uint64_t off = s.off + at;
+          if (s.finish) {
+            if (s.stage == 0) io.read_gradient(off, piece);
+            else kept_.read(off - kept_off_, piece);
+            if (s.finish_recv >= 0) {
+              in.resize(piece.size());
+              recv_[slot(op_, static_cast<size_t>(s.finish_recv))].vals.read(at, in);
+              for (size_t i = 0; i < piece.size(); ++i) piece[i] += in[i];
+            }
+            kept_.write(off - kept_off_, piece, basis);
+          } else {
+            kept_.read(off - kept_off_, piece);
+          }
+          if (s.last_stage && (s.write_kept || ag_follows)) io.write_result(off, piece);
+        }
       }
       if (s.sends) {
         // The straggler delay runs from the moment the step is current, in
@@ -217,7 +225,7 @@ void RingEndpoint::end_step(Time now) {
   // a slot's next receive is kRecvSlots ordinals later. Their values go now,
   // so an endpoint holds the shards it has yet to read, not kRecvSlots.
   for (const int used : {s.add_recv, s.finish ? s.finish_recv : -1})
-    if (used >= 0) std::vector<int32_t>().swap(recv_[slot(op_, static_cast<size_t>(used))].vals);
+    if (used >= 0) recv_[slot(op_, static_cast<size_t>(used))].vals.clear();
   ++st_.steps;
   ++step_;
   if (step_ < log_.size()) log_[step_].current = now;
@@ -229,19 +237,22 @@ void RingEndpoint::fill(const Step& s, uint32_t idx, Packet& p) {
   p.h.count = cnt;
   std::span<int32_t> v(p.payload(), cnt);
   if (s.from_kept) {
-    std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_), cnt, v.begin());
+    kept_.read(off - kept_off_, v);
   } else if (s.add_local) {
     if (s.stage == 0) ops_[op_].io->read_gradient(off, v);
-    else std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_), cnt, v.begin());
+    else kept_.read(off - kept_off_, v);
   } else {
     std::fill(v.begin(), v.end(), 0);
   }
   if (s.add_recv >= 0) {
     const auto& r = recv_[slot(op_, static_cast<size_t>(s.add_recv))];
     const uint64_t base = static_cast<uint64_t>(idx) * cfg_.payload_values;
-    for (uint16_t i = 0; i < cnt; ++i) {
-      if (s.add_local || s.from_kept) v[i] += r.vals[base + i];
-      else v[i] = r.vals[base + i];
+    if (s.add_local || s.from_kept) {
+      scratch_.resize(cnt);
+      r.vals.read(base, scratch_);
+      for (uint16_t i = 0; i < cnt; ++i) v[i] += scratch_[i];
+    } else {
+      r.vals.read(base, v);
     }
   }
 }

@@ -128,6 +128,7 @@
 #include "host/congestion_window.hpp"
 #include "host/ring_record.hpp"
 #include "host/tensor_io.hpp"
+#include "host/value_store.hpp"
 #include "proto/node.hpp"
 
 namespace ina::host {
@@ -386,7 +387,8 @@ class RingEndpoint final : public Node {
   // kRecvSlots, and the complete shards a stage left (its output range).
   static constexpr uint64_t kRecvSlots = 8;
   size_t slot(uint64_t op, size_t step) const;
-  std::vector<int32_t> kept_;
+  ValueStore kept_;
+  std::vector<int32_t> scratch_;  // one packet of received values
   uint64_t kept_off_ = 0;
   // Receiver flow control: refused packets to answer with a resume once
   // their receive ordinal fits the buffers (one per sender and ordinal).

@@ -82,7 +82,7 @@ struct RingEndpoint::Send {
 
 struct RingEndpoint::Recv {
   uint64_t ord = UINT64_MAX;  // global receive ordinal (op * receives per op + ridx)
-  std::vector<int32_t> vals;
+  ValueStore vals;  // from s.r_off on
   std::vector<bool> got;
   std::vector<uint64_t> parts;  // r_parts: the rack bits summed so far, per packet
   uint32_t count = 0, npkts = 0;

@@ -240,7 +240,7 @@ void RingEndpoint::build_steps() {
   if (!barrier_codes_.empty()) barrier_codes_.pop_back();  // the op's last step: nothing in the op follows it
   if (kept_lo < kept_hi) {
     kept_off_ = kept_lo;
-    kept_.assign(kept_hi - kept_lo, 0);
+    kept_.assign(kept_hi - kept_lo, kept_lo);
   }
 }
 

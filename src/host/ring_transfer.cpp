@@ -392,7 +392,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     r.done_at = kNever;
     r.got.assign(npk, false);
     r.parts.assign(s.r_parts ? npk : 0, 0);
-    if (s.r_keep) r.vals.assign(s.r_len, 0);
+    if (s.r_keep) r.vals.assign(s.r_len, s.r_off);
     else r.vals.clear();
   }
   if (r.got[p->h.psn]) {
@@ -403,6 +403,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   }
   const uint64_t off = s.r_off + static_cast<uint64_t>(p->h.psn) * cfg_.payload_values;
   std::span<const int32_t> v(p->payload(), p->h.count);
+  const auto basis = ops_[op].io->basis();
   bool summed = false;  // v already lies in r.vals
   if (s.r_parts) {
     // A Rina ToR's output: the rack's sum, or (shared pool, dataplane/rina.cpp)
@@ -418,22 +419,23 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
     }
     have |= bits;
     if (have != bits || have != s.r_parts) {  // a partial sum: add it up here
-      if (r.vals.empty()) r.vals.assign(s.r_len, 0);
-      const auto at = r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off);
-      for (uint16_t i = 0; i < p->h.count; ++i) at[i] += v[i];
+      if (r.vals.empty()) r.vals.assign(s.r_len, s.r_off);
+      r.vals.add(off - s.r_off, v, basis);
       if (have != s.r_parts) {
         fx.free(p);
         return;
       }
-      v = std::span<const int32_t>(&*at, p->h.count);
+      scratch_.resize(p->h.count);
+      r.vals.read(off - s.r_off, scratch_);
+      v = scratch_;
       summed = true;
     }
   }
-  if (s.r_keep && !summed) std::copy(v.begin(), v.end(), r.vals.begin() + static_cast<std::ptrdiff_t>(off - s.r_off));
+  if (s.r_keep && !summed) r.vals.write(off - s.r_off, v, basis);
   r.got[p->h.psn] = true;
   ++r.count;
   ++st_.received;
-  if (s.r_to_kept) std::copy(v.begin(), v.end(), kept_.begin() + static_cast<std::ptrdiff_t>(off - kept_off_));
+  if (s.r_to_kept) kept_.write(off - kept_off_, v, basis);
   if (s.r_write) ops_[op].io->write_result(off, v);
   ack(*p, fx);
   fx.free(p);

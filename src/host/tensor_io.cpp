@@ -39,11 +39,7 @@ SyntheticTensor::SyntheticTensor(uint64_t stream, unsigned rank, unsigned nworke
   tri_ = static_cast<int64_t>(nworkers) * (nworkers + 1) / 2;
 }
 
-// A multiplicative (Weyl) sequence: one multiply per value, different for
-// every stream and index, cheap enough to check every result value.
-int32_t SyntheticTensor::a(uint64_t i) const {
-  return static_cast<int32_t>(((stream_ + i) * 0x9E3779B97F4A7C15ULL) >> 52) - 2048;
-}
+int32_t SyntheticTensor::a(uint64_t i) const { return AffineBasis{stream_}.at(i); }
 
 void SyntheticTensor::set_contributors(const std::vector<unsigned>& ranks) {
   c_sum_ = 0;

@@ -4,15 +4,26 @@
 // writes results as they arrive, and may read a result back to answer a PS
 // that needs it after the worker already finished (the reminder mechanism).
 #include <cstdint>
-#include <vector>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace ina::host {
 
+// SyntheticTensor's per-index values a(i) of one stream: its gradients, and
+// every sum of them, are a(i) * A + C (host/value_store.hpp keeps them so).
+// A multiplicative (Weyl) sequence: one multiply per value, different for
+// every stream and index, cheap enough to check every result value.
+struct AffineBasis {
+  uint64_t stream = 0;
+  int32_t at(uint64_t i) const { return static_cast<int32_t>(((stream + i) * 0x9E3779B97F4A7C15ULL) >> 52) - 2048; }
+};
+
 class TensorIO {
  public:
   virtual ~TensorIO() = default;
+  // The basis this tensor's values are affine in, if it has one.
+  virtual std::optional<AffineBasis> basis() const { return std::nullopt; }
   virtual void read_gradient(uint64_t offset, std::span<int32_t> out) = 0;
   virtual void write_result(uint64_t offset, std::span<const int32_t> in) = 0;
   virtual void read_result(uint64_t offset, std::span<int32_t> out) = 0;
@@ -54,6 +65,7 @@ class SyntheticTensor final : public TensorIO {
   void read_gradient(uint64_t off, std::span<int32_t> out) override;
   void write_result(uint64_t off, std::span<const int32_t> in) override;
   void read_result(uint64_t off, std::span<int32_t> out) override;
+  std::optional<AffineBasis> basis() const override { return AffineBasis{stream_}; }
   int32_t expected(uint64_t i) const;
   // From now on results are the sum of these ranks' gradients only (a
   // failure excluded the others); the count of checked values restarts.
