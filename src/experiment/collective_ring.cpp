@@ -223,6 +223,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           c.rina_transport = s.rina_transport == "aimd" ? host::RinaTransport::Aimd : host::RinaTransport::Paper;
           c.ina_gbps = ina ? host::rina_pace_gbps(s.ina_gbps, c.rina_transport) : 0;
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);
+          c.ack_wire_bytes = sim.wire_bytes(uint16_t{0});
           c.nic_gbps = g.ingress_gbps(v);  // a host's one link
           // Eq. 1 per step: O (fixed) + C's fluctuation around k/N.
           c.straggler_mean = static_cast<Time>((s.straggler_k_us / static_cast<double>(n) + s.step_overhead_us) * kUs);

@@ -198,7 +198,9 @@ enum class RinaTransport : uint8_t {
   // still restarts every one). Every send of an INA rack worker goes at
   // most at its NIC's rate (nic_gbps), its growth stopping where it covers
   // that rate: DCQCN's rate limiter never sends faster than the link, so
-  // the worker's window does not queue (or drop) behind its own NIC.
+  // the worker's window does not queue (or drop) behind its own NIC. The
+  // acknowledgements it sends meanwhile share the link: each delays its
+  // next packet by its own wire time.
   Paper,
   // The endpoint's plain AIMD: paced only if ina_gbps > 0, growth up to
   // max_window, and AllGather slow start only where allgather_from_zero /
@@ -236,6 +238,7 @@ struct RingConfig {
   double nic_gbps = 0;
   RinaTransport rina_transport = RinaTransport::Paper;
   uint32_t wire_bytes = 306;      // per full packet, for pacing
+  uint32_t ack_wire_bytes = 64;   // per acknowledgement (a minimum frame), for pacing at the NIC's rate
   Time min_rto = 200 * kUs;
   Time max_rto = 2 * kSec;  // above any queueing delay a link can build (4 MB at 100 Mbit/s: 335 ms)
   // Straggler model (Rina Eq. 1): before each step's send, wait ~ N(mean, sigma^2), at least 0.
@@ -361,7 +364,7 @@ class RingEndpoint final : public Node {
   void send_pull(Time now, Effects& fx);
   void answer_pull(uint32_t tag, NodeId tor, bool begun, Effects& fx);
   void on_rack_word(uint32_t tag, bool resumed, Time now, Effects& fx);
-  void ack(const Packet& p, Effects& fx);
+  void ack(const Packet& p, Time now, Effects& fx);
   uint32_t tag_of(size_t step) const;
   void arm(Time at, Effects& fx);
 

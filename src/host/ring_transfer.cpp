@@ -274,7 +274,12 @@ void RingEndpoint::decrease(Time now) {
   if (cw_.on_loss(now, rtt_.srtt())) ++st_.decreases;
 }
 
-void RingEndpoint::ack(const Packet& d, Effects& fx) {
+void RingEndpoint::ack(const Packet& d, Time now, Effects& fx) {
+  // A send paced at the NIC's rate leaves room on the link for this one.
+  if (send_ && cfg_.nic_gbps > 0) {
+    if (const double rate = pace_rate(steps_[send_->step]); rate >= cfg_.nic_gbps)
+      next_tx_ = std::max(now, next_tx_) + pace_gap(rate, cfg_.ack_wire_bytes);
+  }
   Packet* a = fx.alloc();
   a->h = d.h;
   a->h.type = PktType::RingAck;
@@ -375,7 +380,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   if (ord < cur) {
     // A step already received here: the sender missed the acknowledgement.
     ++st_.late;
-    ack(*p, fx);
+    ack(*p, now, fx);
     fx.free(p);
     return;
   }
@@ -397,7 +402,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   }
   if (r.got[p->h.psn]) {
     ++st_.duplicates;
-    ack(*p, fx);
+    ack(*p, now, fx);
     fx.free(p);
     return;
   }
@@ -437,7 +442,7 @@ void RingEndpoint::on_data(Packet* p, Time now, Effects& fx) {
   ++st_.received;
   if (s.r_to_kept) kept_.write(off - kept_off_, v, basis);
   if (s.r_write) ops_[op].io->write_result(off, v);
-  ack(*p, fx);
+  ack(*p, now, fx);
   fx.free(p);
   // A Rina member learns from its agent's broadcast that its earlier sends are done.
   if (op == op_ && op_running_) skip_pulled_to(si, now);

@@ -212,8 +212,10 @@ class Simulator {
   bool idle() const { return heap_.empty(); }
 
   PacketPool& pool() { return pool_; }
-  uint32_t wire_bytes(const Packet& p) const {
-    const uint32_t b = header_bytes_ + 4u * p.h.count;
+  uint32_t wire_bytes(const Packet& p) const { return wire_bytes(p.h.count); }
+  // A packet of `count` values on the wire: header, values, at least a minimum frame.
+  uint32_t wire_bytes(uint16_t count) const {
+    const uint32_t b = header_bytes_ + 4u * count;
     return b < min_packet_bytes_ ? min_packet_bytes_ : b;
   }
 

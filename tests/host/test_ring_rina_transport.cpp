@@ -24,7 +24,8 @@ constexpr uint64_t kPkts = 64;                // packets per shard
 constexpr uint64_t kElems = 3 * 64 * kPkts;  // three shards of 64 packets of 64 values
 
 struct Member {
-  explicit Member(host::RinaTransport t, double ina_gbps, Time ack_delay = 1 * kUs) : delay(ack_delay) {
+  explicit Member(host::RinaTransport t, double ina_gbps, Time ack_delay = 1 * kUs, double nic_gbps = 0)
+      : delay(ack_delay) {
     host::RingConfig c;
     c.rank = 1;
     c.nodes = {kR0, kR1, kR2, kR3};
@@ -34,6 +35,7 @@ struct Member {
     c.rina_transport = t;
     c.ina_gbps = ina_gbps;
     c.wire_bytes = 306;
+    c.nic_gbps = nic_gbps;
     ep = std::make_unique<host::RingEndpoint>(c);
     ep->set_id(kR1);
     ep->submit(std::make_shared<host::SyntheticTensor>(7, 1, 4), kElems);
@@ -87,20 +89,26 @@ struct Member {
     }
   }
 
+  // The ToR's copy of packet `psn` of AllGather step `step_tag`, first sent by `orig`.
+  Packet* copy(uint32_t step_tag, NodeId orig, uint32_t psn) {
+    Packet* p = fx.alloc();
+    p->h = Header{};
+    p->h.type = PktType::RingData;
+    p->h.flags = flag::kResult;
+    p->h.job = 1;
+    p->h.src = kTor;
+    p->h.dst = kR1;
+    p->h.psn = psn;
+    p->h.priority = step_tag;
+    p->h.agg_index = orig;
+    p->h.count = 64;
+    return p;
+  }
+
   // The ToR's copy of shard [off, off + len) of AllGather step `code`, first sent by `orig`.
   void deliver(uint8_t code, NodeId orig, uint64_t off) {
     for (uint32_t psn = 0; psn < kPkts; ++psn) {
-      Packet* p = fx.alloc();
-      p->h = Header{};
-      p->h.type = PktType::RingData;
-      p->h.flags = flag::kResult;
-      p->h.job = 1;
-      p->h.src = kTor;
-      p->h.dst = kR1;
-      p->h.psn = psn;
-      p->h.priority = tag(code);
-      p->h.agg_index = orig;
-      p->h.count = 64;
+      Packet* p = copy(tag(code), orig, psn);
       for (uint16_t i = 0; i < 64; ++i) p->payload()[i] = static_cast<int32_t>(off + psn * 64 + i);
       ep->on_packet(p, fx.now(), fx);
     }
@@ -168,6 +176,26 @@ TEST(RinaTransport, PaperPacesScatterReduceAtTwentyGbpsByDefault) {
   aimd.run_send(0, kTor);
   ASSERT_EQ(aimd.sent_at.size(), kPkts);
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ(aimd.sent_at[i], aimd.sent_at[0]);
+}
+
+// An INA rack worker paced at its NIC's rate (20 Gbps here, below the
+// 1000 Gbps INA rate) that acknowledges a packet meanwhile sends its next
+// data packet the acknowledgement's 64 B later: 306 B + 64 B at 20 Gbps =
+// 148 ns after the previous one, not 122.4 ns, so data and acknowledgements
+// together stay within the link. The packets after it keep 122.4 ns.
+TEST(RinaTransport, PacedAtTheNicRateAnAcknowledgementTakesItsShareOfTheLink) {
+  Member m(host::RinaTransport::Paper, 1000, 1 * kUs, 20);
+  m.ep->submit(std::make_shared<host::SyntheticTensor>(8, 1, 4), kElems);
+  m.pull(0);
+  // The first packet of the next op's broadcast from the agent, early (a
+  // receive this member's buffers take): the member acknowledges it at once.
+  m.ep->on_packet(m.copy((1u << 8) | 3, kR0, 0), m.fx.now(), m.fx);  // op 1, step 3
+  m.run_send(0, kTor);
+  ASSERT_EQ(m.sent_at.size(), kPkts);
+  EXPECT_EQ(m.sent_at[1] - m.sent_at[0], 148000);  // ps
+  EXPECT_EQ(m.sent_at[2] - m.sent_at[1], 122400);
+  EXPECT_EQ(m.sent_at[3] - m.sent_at[2], 122400);
+  EXPECT_EQ(m.ep->stats().received, 1u);
 }
 
 // AllGather "starts from zero": under Paper this member's first AllGather
