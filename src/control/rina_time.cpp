@@ -25,6 +25,7 @@ double straggler_step_s(const TimeParams& p, double workers, int senders) {
 // to) (absolute time), with its round trip without queues.
 struct Episode {
   double from = 0, to = 0, bytes = 0, rtt = 0;
+  double queued = 0;  // bytes waiting at the port as such (a slow-start round's burst), beside `bytes` in flight
 };
 
 // Per arc (port): the flows' episodes there (flow, episode).
@@ -42,6 +43,8 @@ struct Queues {
   bool own = false;               // its window beyond the pipe waits at that port (not paced below its share)
   bool marks = false;             // that port marks ECN (a switch's egress)
   double w0 = 0;                  // window at the start (0: the transport's window)
+  double alone = 0;               // its rate with its ports to itself (bits/s; the acknowledgement clock's fastest)
+  double line = 0;                // its sender's link (bits/s): a burst leaves no faster
   // Results.
   double w_end = 0;               // window at the end
   std::vector<Episode> mine;      // its bytes in flight through the port (times from the transfer's start)
@@ -49,13 +52,23 @@ struct Queues {
   // Port a's queue at t (bytes): what the others (and `bytes` more, of
   // round trip `rtt`) keep in flight through it beyond its bandwidth-delay
   // product over the longest of their round trips.
-  double queue_at(ArcId a, double t, double bytes = 0, double rtt = 0) const {
+  // Plus the bursts waiting there (Episode::queued; `queued` more).
+  double queue_at(ArcId a, double t, double bytes = 0, double rtt = 0, double queued = 0) const {
     for (const auto& [h, e] : (*standing)[a])
       if (h != self && e.from <= t && t < e.to) {
         bytes += e.bytes;
+        queued += e.queued;
         rtt = std::max(rtt, e.rtt);
       }
-    return std::max(0.0, bytes - g->arc_gbps(a) * 1e9 / 8 * rtt);
+    return std::max(0.0, bytes - g->arc_gbps(a) * 1e9 / 8 * rtt) + queued;
+  }
+  // Port a's rate (bytes/s) the others' bytes in flight leave free at t
+  // (each sends its bytes in flight a round trip).
+  double spare_at(ArcId a, double t) const {
+    double used = 0;
+    for (const auto& [h, e] : (*standing)[a])
+      if (h != self && e.from <= t && t < e.to && e.rtt > 0) used += e.bytes / e.rtt;
+    return std::max(0.0, g->arc_gbps(a) * 1e9 / 8 - used);
   }
   double wait_at(ArcId a, double t) const { return queue_at(a, t) / (g->arc_gbps(a) * 1e9 / 8); }
   // Queueing delay (s) on its slowest way: the data's ports and the
@@ -158,20 +171,38 @@ class Model {
     constexpr double kNone = std::numeric_limits<double>::infinity();
     // The agent's pull (a paced ScatterReduce's start) waits in the queues on its way down.
     const double start = t.start + (t.paced && t.start > 0 ? q.delay_at(q.t0, true) : 0);
-    double sent = 0, at = 0, echo_at = kNone, cut = -kNone;
+    // hold: the hold-off after a halving, the round trip the sender had
+    // measured when the echo came (the round it came in).
+    double sent = 0, at = 0, echo_at = kNone, cut = -kNone, hold = 0, last_R = 0;
     bool ss = t.slow_start;
     for (;;) {
       if (echo_at <= at) {
         win = std::max(1.0, win / 2);
         ss = false;
         cut = at;
+        hold = last_R;
         echo_at = kNone;
       }
       const double now = q.t0 + start + at;
-      const double R = t.rtt + q.delay_at(now), pipe = R / s;
+      // A slow-start round is clocked by the previous round's
+      // acknowledgements: they come back at the rate the port serves its
+      // packets (what the others' bytes in flight leave free, at least its
+      // share, at most its rate alone), and each lets two packets go.
+      double sr = s;
+      if (ss && q.has_neck) {
+        const double free_bps = 8 * q.spare_at(q.neck, now) / q.copies;
+        sr = 8 * b_ / std::clamp(free_bps, rate, std::max(rate, q.alone));
+      }
+      const double R = t.rtt + q.delay_at(now), pipe = R / sr;
       const double rest = P - sent, n = std::min(win, rest);
-      const double dur = std::max(R, n * s);
+      const double dur = std::max(R, n * sr);
+      last_R = R;
       const double grow = ss ? n : n / win;
+      // Below the pipe the round leaves as a burst, two packets per
+      // acknowledgement (no faster than its sender's link): the port holds
+      // what arrives beyond its rate, most when the burst ends.
+      const double sb = ss && q.line > 0 ? std::max(8 * b_ / q.line, sr / 2) : sr;
+      const double burst = ss ? q.copies * b_ * std::max(0.0, n * (1 - sb / sr) - std::max(0.0, n - pipe)) : 0;
       if (q.has_neck) {
         // In flight through its port (paced below its share, no more than
         // the pace's pipe): the round's packets, and from its first
@@ -186,18 +217,23 @@ class Model {
         } else {
           q.mine.push_back({start + at, start + at + dur + drain, h0, t.rtt});
         }
+        // The burst's queue: a triangle (up while it leaves, down until the
+        // port has served it) as its peak over the half of it above half.
+        if (burst > 0) q.mine.push_back({start + at + n * sb / 2, start + at + n * (sb + sr) / 2, 0, t.rtt, burst});
         if (q.marks && K > 0 && echo_at == kNone) {
           // The first moment of the round the port passes the threshold: its
-          // start, its own acknowledgements' return, another's round starting.
+          // start, its burst's end, its own acknowledgements' return, another's
+          // round starting.
           std::vector<double> when = {now};
+          if (burst > 0) when.push_back(now + n * sb);
           if (dur > R) when.push_back(now + R);
           for (const auto& [h, e] : (*q.standing)[q.neck])
             if (h != q.self && e.from > now && e.from < now + dur) when.push_back(e.from);
           std::sort(when.begin(), when.end());
           for (const double w : when)
-            if (q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt) > K) {
-              const double back = w - q.t0 - start + R + K / Bps;
-              if (back - cut > R) echo_at = back;
+            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == now + n * sb ? burst : 0); Q > K) {
+              const double back = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
+              if (back - cut > hold) echo_at = back;
               break;
             }
         }
@@ -213,7 +249,7 @@ class Model {
       }
       if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
         q.w_end = win + grow;
-        const double last = at + (n - 1) * s;
+        const double last = at + (n - 1) * sr;
         return start + last + t.rtt + q.delay_at(q.t0 + start + last);
       }
       sent += n;
@@ -388,6 +424,9 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
     q.own = f.rate >= share * (1 - 1e-9);  // paced below its share, the excess waits at the sender
     q.has_neck = false;
     q.copies = 1;
+    q.alone = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < f.t.arcs.size(); ++i) q.alone = std::min(q.alone, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.copies[i]);
+    q.line = f.routes.empty() || f.routes[0].empty() ? 0 : g.arc_gbps(f.routes[0][0]) * 1e9;
     q.marks = false;
     // Its bottleneck port: of the tied ones, where the others keep the most in flight.
     double most = -1;
@@ -693,7 +732,8 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       if (x.t0 < 0) continue;
       for (const size_t i : x.neck)
         for (const Episode& e : x.q.mine)
-          standing[x.t.arcs[i]].push_back({f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt}});
+          standing[x.t.arcs[i]].push_back({f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
+                                                 e.queued / x.q.copies * x.copies[i]}});
     }
   };
   std::vector<double> dur_before(flows.size(), -1);

@@ -114,7 +114,15 @@
 // sender's window there (once a round trip; slow start ends; additive
 // increase after), and the window a sender ends a transfer with is the one
 // its next transfer starts with (an autonomous worker halved by its first
-// fan-out sends its next shards at half the window).
+// fan-out sends its next shards at half the window). A slow-start round is
+// clocked by the acknowledgements: they come back at the rate the port
+// serves the transfer (what the others' bytes in flight leave free, at least
+// its share, at most its rate alone), two packets leave per acknowledgement
+// (no faster than the sender's link), and what arrives beyond the port's
+// rate waits there (the burst, a queue with the others' for delay and ECN).
+// An echo comes back a round trip after the mark, not before the threshold's
+// delay; the hold-off after a halving is the round trip of the round the echo
+// came in.
 // The PS, RAR and H-AR transports are assumed loss-free and ECN-free (no
 // retransmission, no back-off, no queueing delay); see
 // docs/results/rina_bom.md for where that holds.

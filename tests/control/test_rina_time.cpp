@@ -158,15 +158,13 @@ TEST(RinaTime, RinaUnequalStepsWithinFivePercentOfTheSimulator) {
 // simulator runs them): fat-tree k = 4, the 8 edges plus the deployment
 // order's next switches. With agg0, core0 (and agg2, agg4) the group
 // {h2..h15} aggregates through its edges and core0 into agg0: G = 2, 3
-// steps (model 7.28, simulator 7.20 Gbps at 0.25 MiB, "paper"); with agg6
-// too every hop of the tree carries one copy (7.56, 7.67). Not asserted:
-// agg0 alone (model 5.93, simulator 4.99, +18.9 %): agg0 copies both
+// steps (model 7.24, simulator 7.20 Gbps at 0.25 MiB, "paper"); with agg6
+// too every hop of the tree carries one copy (7.52, 7.67). Not asserted:
+// agg0 alone (model 5.41, simulator 4.99, +8.4 %): agg0 copies both
 // groups' slow-started AllGather broadcasts through its core ports, the
 // queue there passes the ECN threshold (1306 marks) and h2's window halves
-// twice (to about 25); the model's queues and ECN halve it later and less
-// (to 51): it sends a slow-start round at the bottleneck's rate after the
-// last, where the sender sends two packets per returning acknowledgement
-// (docs/results/rina_bom.md).
+// twice; the model halves it once at the same time, and its queue drains
+// later than the simulator's (docs/results/rina_bom.md).
 TEST(RinaTime, RinaAboveTheTorWithinFivePercentOfTheSimulator) {
   const topo::Graph ft = *topo::generate("fat-tree:4");
   auto with = [&](std::vector<std::string> more) {
