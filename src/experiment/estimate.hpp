@@ -16,15 +16,15 @@
 // RSS (getrusage ru_maxrss of the `ina sim` process), which is the documented
 // tolerance (kEstimateFactor). On scenarios/rina (one run each, `switch.ina_count`
 // and `workload.gradient_scale` set; estimate vs peak RSS, 2026-11-28):
-//   fig11 fat-tree k = 4, 16 workers, full-size ResNet50 (97.5 MiB per worker):
-//     RAR 429 vs 379 MiB, H-AR 1.8 GiB vs 1727 MiB, Rina 8 INA ToRs 625 vs 570,
-//     Rina 4 INA ToRs 504 vs 424; PS 30.6 vs 27.5, ATP 8 INA 76.3 vs 73.3;
-//   the same at 1/16: RAR 50.1 vs 34.5, Rina 8 INA 119 vs 118, PS 30.6 vs 22.3;
-//   testbed (2 racks x 4), full size: RAR 426 vs 334, H-AR 829 vs 654, Rina 2
-//     INA ToRs 587 vs 572, 1 INA ToR 541 vs 394; PS 24.7 vs 19.9, ATP 36.2 vs 29.2.
-// So 1-45 % above, never below. The fixed parts (the 16 MiB baseline, the
-// packet pool's slabs) weigh most on small runs; a rank that runs ahead of
-// the ring (estimate_ring.hpp, kRingAhead) on rings of few INA racks.
+//   fig10_full_resnet50, fat-tree k = 4, 16 workers, full-size ResNet50
+//     (97.5 MiB per worker): RAR 38.7 vs 36 MiB, H-AR 132.6 vs 128, Rina 50 %
+//     81.3 vs 69, Rina 100 % 263.7 vs 239; PS 30.6 vs 27.5, ATP 8 INA 76.3 vs 73.3;
+//   testbed (2 racks x 4), full size: Rina 1 INA ToR 53.9 vs 44, 2 INA ToRs
+//     99.5 vs 88; PS 24.7 vs 19.9, ATP 36.2 vs 29.2.
+// So 4-24 % above, never below. The ring endpoints' values are records
+// (host/value_store.hpp), so their send records and receive bitmaps weigh
+// most there; the fixed parts (the 16 MiB baseline, the packet pool's
+// slabs) weigh most on small runs.
 #include <cstdint>
 #include <string>
 #include <vector>
