@@ -152,7 +152,7 @@ void RingEndpoint::advance(Time now, Effects& fx) {
             if (s.finish_recv >= 0) {
               in.resize(piece.size());
               recv_[slot(op_, static_cast<size_t>(s.finish_recv))].vals.read(at, in);
-              for (size_t i = 0; i < piece.size(); ++i) piece[i] += in[i];
+              for (size_t i = 0; i < piece.size(); ++i) piece[i] = wrap_add(piece[i], in[i]);
             }
             kept_.write(off - kept_off_, piece, basis);
           } else {
@@ -250,7 +250,7 @@ void RingEndpoint::fill(const Step& s, uint32_t idx, Packet& p) {
     if (s.add_local || s.from_kept) {
       scratch_.resize(cnt);
       r.vals.read(base, scratch_);
-      for (uint16_t i = 0; i < cnt; ++i) v[i] += scratch_[i];
+      for (uint16_t i = 0; i < cnt; ++i) v[i] = wrap_add(v[i], scratch_[i]);
     } else {
       r.vals.read(base, v);
     }

@@ -42,10 +42,9 @@ void ValueStore::carve(uint64_t lo, uint64_t hi) {
     const uint64_t start = prev->first, end = start + prev->second.len;
     if (end > lo) {
       if (end > hi) {  // prev covers [lo, hi) and more: keep its tail
-        Seg tail = prev->second;
-        tail.len = end - hi;
-        if (!tail.affine)
-          tail.raw.assign(prev->second.raw.begin() + static_cast<std::ptrdiff_t>(hi - start), prev->second.raw.end());
+        const Seg& s = prev->second;
+        Seg tail{.len = end - hi, .affine = s.affine, .stream = s.stream, .A = s.A, .C = s.C, .raw = {}};
+        if (!tail.affine) tail.raw.assign(s.raw.begin() + static_cast<std::ptrdiff_t>(hi - start), s.raw.end());
         segs_.emplace(hi, std::move(tail));
       }
       prev->second.len = lo - start;
@@ -68,6 +67,20 @@ void ValueStore::carve(uint64_t lo, uint64_t hi) {
   }
 }
 
+// `b` continues `a`: a takes it. Plain runs grow the longer one's values, so
+// packets written in order into a long run copy only themselves.
+void ValueStore::join(Seg& a, Seg& b) {
+  if (!a.affine) {
+    if (a.raw.size() >= b.raw.size()) {
+      a.raw.insert(a.raw.end(), b.raw.begin(), b.raw.end());
+    } else {
+      b.raw.insert(b.raw.begin(), a.raw.begin(), a.raw.end());
+      a.raw.swap(b.raw);
+    }
+  }
+  a.len += b.len;
+}
+
 // Merges the record at `it` with its neighbours where they continue each other.
 void ValueStore::merge_at(std::map<uint64_t, Seg>::iterator it) {
   auto same = [](const Seg& a, const Seg& b) {
@@ -76,16 +89,14 @@ void ValueStore::merge_at(std::map<uint64_t, Seg>::iterator it) {
   if (it != segs_.begin()) {
     auto prev = std::prev(it);
     if (prev->first + prev->second.len == it->first && same(prev->second, it->second)) {
-      if (!prev->second.affine) prev->second.raw.insert(prev->second.raw.end(), it->second.raw.begin(), it->second.raw.end());
-      prev->second.len += it->second.len;
+      join(prev->second, it->second);
       segs_.erase(it);
       it = prev;
     }
   }
   auto next = std::next(it);
   if (next != segs_.end() && it->first + it->second.len == next->first && same(it->second, next->second)) {
-    if (!it->second.affine) it->second.raw.insert(it->second.raw.end(), next->second.raw.begin(), next->second.raw.end());
-    it->second.len += next->second.len;
+    join(it->second, next->second);
     segs_.erase(next);
   }
 }
@@ -93,6 +104,13 @@ void ValueStore::merge_at(std::map<uint64_t, Seg>::iterator it) {
 void ValueStore::write(uint64_t pos, std::span<const int32_t> v, const std::optional<AffineBasis>& basis) {
   if (v.empty()) return;
   if (layout_ == Layout::Unset) layout_ = basis ? Layout::Records : Layout::Flat;
+  if (layout_ == Layout::Records && !basis) {  // a tensor without a basis from now on: plain values
+    std::vector<int32_t> all(len_);
+    read(0, all);
+    segs_.clear();
+    flat_.swap(all);
+    layout_ = Layout::Flat;
+  }
   if (layout_ == Layout::Flat) {
     if (flat_.empty()) flat_.assign(len_, 0);
     std::memcpy(flat_.data() + pos, v.data(), v.size_bytes());
@@ -139,8 +157,7 @@ void ValueStore::write(uint64_t pos, std::span<const int32_t> v, const std::opti
 void ValueStore::add(uint64_t pos, std::span<const int32_t> v, const std::optional<AffineBasis>& basis) {
   std::vector<int32_t> sum(v.size());
   read(pos, sum);
-  for (size_t k = 0; k < v.size(); ++k)
-    sum[k] = static_cast<int32_t>(static_cast<uint32_t>(sum[k]) + static_cast<uint32_t>(v[k]));
+  for (size_t k = 0; k < v.size(); ++k) sum[k] = wrap_add(sum[k], v[k]);
   write(pos, sum, basis);
 }
 

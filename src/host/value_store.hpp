@@ -13,7 +13,8 @@
 //
 // The first write decides the layout: with a basis the store keeps records
 // (and plain runs where a write does not fit); without one, one flat array
-// as any buffer would. The simulator runs every rank of a datacenter in one
+// as any buffer would, and a later write without a basis turns records into
+// that array. The simulator runs every rank of a datacenter in one
 // process, where this is what makes a full-size gradient fit; a runtime
 // worker with real tensors keeps the flat array.
 #include <cstdint>
@@ -25,6 +26,11 @@
 #include "host/tensor_io.hpp"
 
 namespace ina::host {
+
+// Sum of two values modulo 2^32, as int32 registers add (no signed overflow).
+inline int32_t wrap_add(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+}
 
 // A record's heap bytes: the record, its key and a map node's links.
 inline constexpr uint64_t kValueRecordBytes = 112;
@@ -57,6 +63,7 @@ class ValueStore {
   enum class Layout : uint8_t { Unset, Flat, Records };
   void carve(uint64_t lo, uint64_t hi);
   void merge_at(std::map<uint64_t, Seg>::iterator it);
+  static void join(Seg& a, Seg& b);
   static bool fits(const Seg& s, uint64_t first, std::span<const int32_t> v);
   uint64_t len_ = 0, base_ = 0;
   Layout layout_ = Layout::Unset;

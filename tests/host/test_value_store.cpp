@@ -142,6 +142,41 @@ TEST(ValueStore, MatchesAPlainArrayUnderRandomWritesAndAdds) {
   }
 }
 
+// A store holding records that gets a write without a basis (the next op's
+// tensor has none) becomes the flat array, every value kept.
+TEST(ValueStore, AWriteWithoutABasisTurnsRecordsIntoTheFlatArray) {
+  const size_t len = 300;
+  const auto g = gradient(2, 3, kBase, len);
+  ValueStore s;
+  s.assign(len, kBase);
+  s.write(0, g, AffineBasis{kStream});
+  ASSERT_EQ(s.records(), 1u);
+  std::vector<int32_t> v(10, -5);
+  s.write(100, v, std::nullopt);
+  auto want = g;
+  std::fill_n(want.begin() + 100, 10, -5);
+  EXPECT_EQ(read_all(s), want);
+  EXPECT_EQ(s.records(), 0u);
+  EXPECT_EQ(s.bytes(), 4u * len);
+}
+
+// A long plain run overwritten packet by packet keeps every value and its
+// pieces join again into one run.
+TEST(ValueStore, APlainRunOverwrittenPacketByPacketStaysExact) {
+  const size_t len = 4096;
+  std::vector<int32_t> noise(len);
+  std::mt19937 rng(3);
+  for (auto& x : noise) x = static_cast<int32_t>(rng());
+  ValueStore s;
+  s.assign(len, kBase);
+  s.write(0, noise, AffineBasis{kStream});
+  ASSERT_EQ(s.records(), 1u);  // one plain run
+  for (auto& x : noise) x = static_cast<int32_t>(rng());
+  for (size_t at = 0; at < len; at += 64) s.write(at, std::span(noise).subspan(at, 64), AffineBasis{kStream});
+  EXPECT_EQ(read_all(s), noise);
+  EXPECT_EQ(s.records(), 1u);
+}
+
 // Without a basis (a real tensor) the store is one flat array.
 TEST(ValueStore, WithoutABasisItIsAFlatArray) {
   ValueStore s;
