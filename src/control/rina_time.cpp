@@ -225,13 +225,14 @@ class Model {
           // start, its burst's end, its own acknowledgements' return, another's
           // round starting.
           std::vector<double> when = {now};
-          if (burst > 0) when.push_back(now + n * sb);
+          const double burst_end = now + n * sb;  // one value: compared for equality below
+          if (burst > 0) when.push_back(burst_end);
           if (dur > R) when.push_back(now + R);
           for (const auto& [h, e] : (*q.standing)[q.neck])
             if (h != q.self && e.from > now && e.from < now + dur) when.push_back(e.from);
           std::sort(when.begin(), when.end());
           for (const double w : when)
-            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == now + n * sb ? burst : 0); Q > K) {
+            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0); Q > K) {
               const double back = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
               if (back - cut > hold) echo_at = back;
               break;

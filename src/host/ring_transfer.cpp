@@ -275,11 +275,10 @@ void RingEndpoint::decrease(Time now) {
 }
 
 void RingEndpoint::ack(const Packet& d, Time now, Effects& fx) {
-  // A send paced at the NIC's rate leaves room on the link for this one.
-  if (send_ && cfg_.nic_gbps > 0) {
-    if (const double rate = pace_rate(steps_[send_->step]); rate >= cfg_.nic_gbps)
-      next_tx_ = std::max(now, next_tx_) + pace_gap(rate, cfg_.ack_wire_bytes);
-  }
+  // A send paced at the NIC's rate (RinaTransport::Paper) leaves room on the link for this one.
+  if (send_ && cfg_.nic_gbps > 0 && cfg_.rina_transport == RinaTransport::Paper &&
+      pace_rate(steps_[send_->step]) >= cfg_.nic_gbps)
+    next_tx_ = std::max(now, next_tx_) + pace_gap(cfg_.nic_gbps, cfg_.ack_wire_bytes);
   Packet* a = fx.alloc();
   a->h = d.h;
   a->h.type = PktType::RingAck;
