@@ -269,7 +269,7 @@ struct WorkerCmd {
 
 struct RingWorkerCmd {
   rt::RingWorkerConfig c;
-  double min_rto_ms = 5;
+  double min_rto_ms = static_cast<double>(rt::RingWorkerConfig{}.min_rto) / static_cast<double>(kMs);
   bool quiet = false;
   FaultFlags faults;
 
@@ -536,6 +536,9 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e5, true, "milliseconds"));
   rwk->add_option("--window-kb", rw->c.window_kb, "initial send window (default: 196 packets)")
       ->check(Finite(0, 1e6, true, "KB"));
+  rwk->add_option("--nic-gbps", rw->c.nic_gbps,
+                  "this worker's link rate: a Rina worker of an INA rack paces at most at it (default: unknown, not paced)")
+      ->check(Finite(0, 1e4, true, "Gbit/s"));
   rwk->add_option("--fail-detect-ms", rw->c.fail_detect_ms,
                   "rar, rina: survive a rank's failure: heartbeats in --barrier; a rank silent this long has failed, and "
                   "the lowest surviving rank re-plans the job (ring_worker.hpp)")

@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <string>
 
+#include "host/profile.hpp"
 #include "runtime/udp_engine.hpp"
 
 namespace ina::rt {
@@ -70,8 +71,14 @@ struct RingWorkerConfig {
   std::string barrier;       // directory for the start and end barriers
   std::string report;        // JSON report file ("" = none)
   double timeout_s = 300;
-  Time min_rto = 5 * kMs;    // the ring transport's RTO floor (loopback processes get descheduled for ms)
+  // The ring transport's RTO floor: the runtime profile's, as every other
+  // runtime transport's (processes sharing cores get descheduled for ms).
+  Time min_rto = host::kRuntimeProfile.min_rto;
   double window_kb = 0;      // initial send window (0: kDefaultWindowKb, in bytes whatever the payload)
+  // This worker's link rate (Gbit/s; 0: unknown). Given, a Rina worker of an
+  // INA rack paces what it sends at most at it, as in the simulator
+  // (host::RingConfig::nic_gbps): its window does not queue behind its own link.
+  double nic_gbps = 0;
   bool log = true;
   // Failures (Rina §IV-C; ring schemes RAR and Rina, see "Failures" above).
   double fail_detect_ms = 0; // > 0: heartbeats; a rank whose heartbeat has not changed for this long has failed

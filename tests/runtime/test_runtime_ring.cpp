@@ -605,6 +605,10 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   EXPECT_EQ(e2.status, 1) << e2.text;
   EXPECT_NE(e2.text.find("--ina-racks none"), std::string::npos) << e2.text;
   EXPECT_NE(e2.text.find("at least one INA rack"), std::string::npos) << e2.text;
+  const Out g = ina({"ring-worker", "--layout", "l.json", "--rank", "0", "--size", "64", "--barrier", "b", "--nic-gbps", "-1"}, 20);
+  EXPECT_NE(g.status, 0) << g.text;
+  EXPECT_NE(g.text.find("--nic-gbps"), std::string::npos) << g.text;
+  EXPECT_NE(g.text.find("-1"), std::string::npos) << g.text;
   const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
   EXPECT_EQ(f.status, 1) << f.text;
