@@ -94,6 +94,7 @@ struct SwitchCmd {
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0, threads = 1;
   double ecn_kb = 512;
+  double port_mbit = 0, uplink_mbit = 0, port_ecn_kb = 100;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
   unsigned max_connections = 0, max_per_source = rt::ControlLimits{}.max_per_source;
   double control_timeout_ms = to_ms(rt::ControlLimits{}.visitor_timeout);
@@ -121,6 +122,9 @@ struct SwitchCmd {
     c.threads = threads;
     c.faults = faults.config();
     c.ecn_backlog_bytes = static_cast<uint64_t>(ecn_kb * 1024);
+    c.port_gbps = port_mbit / 1000;
+    c.uplink_gbps = uplink_mbit / 1000;
+    c.port_ecn_bytes = static_cast<uint64_t>(port_ecn_kb * 1024);
     c.offload = !no_offload;
     c.datagram_auth = datagram_auth;
     c.log = !quiet;
@@ -463,6 +467,14 @@ Runner register_runtime(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1u, rt::kMaxSwitchThreads));
   s->add_option("--ecn-kb", sw->ecn_kb, "mark ECN on every packet received above this receive backlog (0: never)")
       ->capture_default_str()->check(Finite(0, 1e6, false, "KiB"));
+  s->add_option("--port-mbit", sw->port_mbit,
+                "with --layout, a ToR: the rate of its links to its rack's workers; their emulated egress queues mark "
+                "ECN above --port-ecn-kb, for links that mark nothing themselves (0: no such marking)")
+      ->check(Finite(0, 1e7, false, "Mbit/s"));
+  s->add_option("--uplink-mbit", sw->uplink_mbit, "with --port-mbit: the rate of the ToR's uplink (every other destination)")
+      ->check(Finite(0, 1e7, false, "Mbit/s"));
+  s->add_option("--port-ecn-kb", sw->port_ecn_kb, "with --port-mbit: the emulated egress queues' ECN threshold")
+      ->capture_default_str()->check(Finite(0, 1e6, true, "KiB"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--no-offload", sw->no_offload,
               "send and receive one datagram per system-call message (no UDP_SEGMENT / UDP_GRO segmentation offload)");

@@ -3,7 +3,9 @@
 // (flag::kEcn) on every packet it admits, whatever the packet's type. The
 // simulator's queue is a link's backlog above its ECN threshold
 // (sim::Simulator::admit), the runtime's the switch process's socket
-// receive backlog above ecn_backlog_bytes (rt::UdpEngine, Router mode).
+// receive backlog above ecn_backlog_bytes (rt::UdpEngine, Router mode) and,
+// where the links mark nothing (the emulated cluster), a ToR's emulated
+// egress port queues above their threshold (UdpEngine::set_egress_port).
 //
 // Why every packet: a switch's ECN (RED / DCTCP thresholds on an egress
 // queue) marks the IP header of whatever sits in the queue; it does not parse
@@ -21,8 +23,9 @@
 // so a CE mark on another RateSync (GRID's, dataplane/grid.cpp) reads as
 // that notice at the worker: it halves the window and waits for the RTO
 // instead of resending at once. The runtime marks at the switch's receive
-// side, which a switch's own RateSync never crosses; the simulator marks a
-// switch's egress port, which it does.
+// side, which a switch's own RateSync never crosses (its emulated egress
+// ports, set only for Rina's ToRs, would); the simulator marks a switch's
+// egress port, which it does.
 //
 // Returns whether the queue marked the packet (each engine counts these in
 // its ecn_marked: packets the queue marked, a packet already CE included).

@@ -117,6 +117,12 @@ struct SwitchDaemonConfig {
   unsigned isolated_regions = 4;  // isolated policy: at most this many live jobs
   FaultConfig faults;             // applied to everything the switch sends
   uint64_t ecn_backlog_bytes = 512 << 10;  // mark CE on every packet above this receive backlog (0: never; proto/ecn.hpp)
+  // A ToR of a static layout: the rates of its ports to its rack's workers
+  // and of its uplink (every other destination), whose emulated egress
+  // queues mark CE above port_ecn_bytes (UdpEngine::set_egress_port), for
+  // links that mark nothing themselves. 0: no such marking.
+  double port_gbps = 0, uplink_gbps = 0;
+  uint64_t port_ecn_bytes = 100 << 10;
   bool offload = true;            // UDP segmentation offload (EngineConfig::offload)
   bool log = true;                // one line per job event on stderr
   // The switch key (auth.hpp): a join for job J must prove job_key(key, J);

@@ -32,6 +32,12 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   program->set_id(L.switch_id(cfg.rack));
   if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
     for (auto& sh : shards) sh->engine->set_datagram_key(L.job, datagram_key(job_key(cfg.key, L.job), *L.datagram_salt));
+  if (cfg.port_gbps > 0 && cfg.rack < L.racks.size())
+    for (auto& sh : shards) {
+      for (const uint16_t r : L.racks[cfg.rack].ranks) sh->engine->set_egress_port(RingLayout::worker_id(r), cfg.port_gbps);
+      sh->engine->set_egress_default(cfg.uplink_gbps);
+      sh->engine->set_egress_ecn(cfg.port_ecn_bytes);
+    }
   if (L.tree()) return tree_job(std::move(L));
   dp::SwitchJob sj;
   sj.job = L.job;

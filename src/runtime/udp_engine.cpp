@@ -344,12 +344,39 @@ long UdpEngine::next_tx_slot() {
   return static_cast<long>(i);
 }
 
+void UdpEngine::set_egress_port(NodeId dst, double gbps) {
+  if (egress_of_.size() <= dst) egress_of_.resize(static_cast<size_t>(dst) + 1, 0);
+  if (egress_of_[dst] == 0) {
+    egress_of_[dst] = static_cast<int32_t>(egress_.size());
+    egress_.push_back({});
+  }
+  egress_[static_cast<size_t>(egress_of_[dst])].bytes_per_s = gbps * 1e9 / 8;
+}
+void UdpEngine::set_egress_default(double gbps) { egress_[0].bytes_per_s = gbps * 1e9 / 8; }
+void UdpEngine::set_egress_ecn(uint64_t ecn_bytes) { egress_ecn_ = ecn_bytes; }
+
+bool UdpEngine::egress_congested(NodeId dst, size_t datagram_bytes) {
+  if (egress_ecn_ == 0 || cfg_.mode != EngineMode::Router) return false;
+  Egress& e = egress_[dst < egress_of_.size() ? static_cast<size_t>(egress_of_[dst]) : 0];
+  if (e.bytes_per_s <= 0) return false;
+  const Time now = clock();
+  e.backlog = std::max(0.0, e.backlog - static_cast<double>(now - e.at) / static_cast<double>(kSec) * e.bytes_per_s);
+  e.at = now;
+  const bool congested = e.backlog > static_cast<double>(egress_ecn_);
+  constexpr size_t kLinkOverhead = 8 + 20 + 14;  // UDP, IPv4, Ethernet headers
+  e.backlog += static_cast<double>(datagram_bytes + kLinkOverhead);
+  if (congested) ++st_.ecn_marked;
+  return congested;
+}
+
 long UdpEngine::enqueue_tx(const Packet& p, const sockaddr_in& to, bool flush) {
   const long slot = next_tx_slot();
   if (slot < 0) return -1;
   const auto i = static_cast<size_t>(slot);
   std::byte* d = txbuf_.data() + i * slot_bytes_;
   size_t len = encode(p, std::span<std::byte>(d, slot_bytes_));
+  mcast_ecn_ = p.h.has(flag::kEcn);
+  if (egress_congested(p.h.dst, len + tag_bytes_)) set_wire_flags(d, wire_flags(d) | flag::kEcn);
   if (tag_bytes_) {
     const DatagramKey* k = key_of(p.h.job);
     if (!k) {  // its key went while it was held back (fault injection's delay)
@@ -376,6 +403,9 @@ void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
   std::byte* h = txbuf_.data() + i * slot_bytes_;
   std::memcpy(h, txbuf_.data() + of * slot_bytes_, kHeaderBytes);
   set_wire_dst(h, dst);
+  // Its own port's mark, not the first copy's.
+  const bool ce = mcast_ecn_ || egress_congested(dst, txq_[of].len);
+  set_wire_flags(h, static_cast<uint16_t>((wire_flags(h) & ~flag::kEcn) | (ce ? flag::kEcn : 0)));
   // Its own tag (the header differs), from the payload state the first copy left.
   if (tag_bytes_) put_tag(h + kHeaderBytes, finish_tag(mcast_state_, h));
   txq_.push_back({to, txq_[of].len, false, static_cast<uint32_t>(of)});

@@ -158,6 +158,17 @@ class UdpEngine final : public Effects {
   // switch that relays its hosts' packets (Rina's ToR forwards a rack's sum
   // and the agent's broadcast with the sender's id), as a Host trusts its gateway.
   void add_relay(const Endpoint& from);
+  // Router: the switch's egress ports as a switch's queues see them, for
+  // networks whose links mark no ECN themselves (the emulated cluster's
+  // kernel has no marking qdisc). A datagram to `dst` joins the backlog of
+  // dst's port (set_egress_port), or of the port every other destination
+  // shares (set_egress_default: the uplink), drained at the port's rate;
+  // one that finds more than `ecn_bytes` there leaves marked CE
+  // (proto/ecn.hpp), as a switch's egress queue above its threshold marks.
+  // A rate of 0 marks nothing on that port; ecn_bytes 0 none at all.
+  void set_egress_port(NodeId dst, double gbps);
+  void set_egress_default(double gbps);
+  void set_egress_ecn(uint64_t ecn_bytes);
   // With datagram_tags: the key of `job`'s datagrams (both directions).
   // Without a key, the job's datagrams are neither sent (tx_no_key) nor
   // accepted (rx_bad_tag).
@@ -307,6 +318,17 @@ class UdpEngine final : public Effects {
   std::unordered_map<uint16_t, DatagramKey> tag_keys_;        // datagram_tags: keys by job
   size_t tag_bytes_ = 0;                                      // kTagBytes with datagram_tags, else 0
   SipHash24 mcast_state_{0, 0};  // the payload state of the multicast datagram being copied (enqueue_copy)
+  bool mcast_ecn_ = false;       // that datagram's CE before its own port's mark
+  // Emulated egress ports (set_egress_port): [0] the default port.
+  struct Egress {
+    double bytes_per_s = 0;
+    double backlog = 0;  // bytes
+    Time at = 0;         // when `backlog` was last drained
+  };
+  std::vector<Egress> egress_{Egress{}};
+  std::vector<int32_t> egress_of_;  // by destination node id: its port in egress_ (0: the default)
+  uint64_t egress_ecn_ = 0;
+  bool egress_congested(NodeId dst, size_t datagram_bytes);
 
   EngineStats st_;
 };

@@ -28,11 +28,13 @@ class Keep final : public Node {
  public:
   void on_packet(Packet* p, Time, Effects& fx) override {
     psns.push_back(p->h.psn);
+    ce.push_back(p->h.has(flag::kEcn));
     values.emplace_back(p->values().begin(), p->values().end());
     fx.free(p);
   }
   void on_timer(uint64_t, Time, Effects&) override {}
   std::vector<uint32_t> psns;
+  std::vector<bool> ce;  // CE marked, by arrival
   std::vector<std::vector<int32_t>> values;
 };
 
@@ -389,4 +391,58 @@ TEST(UdpMulticast, CopiesThatFindTheQueueFullAreEachCounted) {
   EXPECT_EQ(h.nodes[1].psns, std::vector<uint32_t>{0});
   EXPECT_TRUE(h.nodes[2].psns.empty());
   EXPECT_EQ(g.router->packets_in_use() + h.router->packets_in_use(), 0u);
+}
+
+// ------------------------------------------------- emulated egress ECN
+
+// A ToR's emulated egress queues (UdpEngine::set_egress_port): each port's
+// backlog counts what was sent to it (836-byte datagrams, 878 bytes on the
+// link) and drains at the port's rate, here so slow that nothing drains
+// during the test; a datagram that finds more than 2000 bytes there leaves
+// marked CE. Hosts 10 and 11 have a port each, host 12 the default port at
+// rate 0 (no marking). Multicast copies share one encoding: each copy gets
+// its own port's mark, not the first copy's. So at 10 and 11 results 0-2
+// find 0, 878 and 1756 bytes and leave unmarked, 3 and 4 find 2634 and 3512
+// and leave marked; 12 gets none marked. Catches: a mark by the total
+// instead of the port, the first copy's mark copied to the others, a
+// marking default port.
+TEST(UdpEgressEcn, EachPortMarksAboveItsOwnBacklog) {
+  Group g;
+  g.router->set_group(1, {10, 11, 12});
+  g.router->set_egress_port(10, 1e-12);
+  g.router->set_egress_port(11, 1e-12);
+  g.router->set_egress_ecn(2000);
+  EXPECT_EQ(g.send(5), 5u);
+  ASSERT_TRUE(g.pump_all(15));
+  const std::vector<bool> want{false, false, false, true, true};
+  EXPECT_EQ(g.nodes[0].ce, want);
+  EXPECT_EQ(g.nodes[1].ce, want);
+  EXPECT_EQ(g.nodes[2].ce, std::vector<bool>(5, false));
+  EXPECT_EQ(g.router->stats().ecn_marked, 4u);
+  for (unsigned h = 0; h < 3; ++h)
+    for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(g.nodes[h].values[i], payload_of(i, kCount)) << "host " << h;
+}
+
+// Without a threshold (the default) nothing is marked, and a packet that
+// came in marked keeps its mark on every copy.
+TEST(UdpEgressEcn, OffByDefaultAndAnArrivingMarkIsKept) {
+  Group g;
+  g.router->set_group(1, {10, 11, 12});
+  g.router->set_egress_port(10, 1e-12);
+  EXPECT_EQ(g.send(5), 5u);
+  ASSERT_TRUE(g.pump_all(15));
+  for (unsigned h = 0; h < 3; ++h) EXPECT_EQ(g.nodes[h].ce, std::vector<bool>(5, false)) << "host " << h;
+  Group m;
+  m.router->set_group(1, {10, 11, 12});
+  m.router->set_egress_port(10, 1e-12);
+  m.router->set_egress_ecn(1 << 20);
+  m.router->invoke(m.sw, [&](Time, Effects& fx) {
+    Packet* p = fx.alloc();
+    p->h = data(0, 0, kMulticast, kCount);
+    p->h.type = PktType::Ack;
+    p->h.flags = flag::kResult | flag::kEcn;
+    EXPECT_TRUE(fx.multicast(p));
+  });
+  ASSERT_TRUE(m.pump_all(3));
+  for (unsigned h = 0; h < 3; ++h) EXPECT_EQ(m.nodes[h].ce, std::vector<bool>{true}) << "host " << h;
 }
