@@ -404,7 +404,7 @@ void UdpEngine::enqueue_copy(size_t of, NodeId dst, const sockaddr_in& to) {
   std::memcpy(h, txbuf_.data() + of * slot_bytes_, kHeaderBytes);
   set_wire_dst(h, dst);
   // Its own port's mark, not the first copy's.
-  const bool ce = mcast_ecn_ || egress_congested(dst, txq_[of].len);
+  const bool ce = egress_congested(dst, txq_[of].len) || mcast_ecn_;  // the copy joins its port's backlog either way
   set_wire_flags(h, static_cast<uint16_t>((wire_flags(h) & ~flag::kEcn) | (ce ? flag::kEcn : 0)));
   // Its own tag (the header differs), from the payload state the first copy left.
   if (tag_bytes_) put_tag(h + kHeaderBytes, finish_tag(mcast_state_, h));

@@ -445,4 +445,20 @@ TEST(UdpEgressEcn, OffByDefaultAndAnArrivingMarkIsKept) {
   });
   ASSERT_TRUE(m.pump_all(3));
   for (unsigned h = 0; h < 3; ++h) EXPECT_EQ(m.nodes[h].ce, std::vector<bool>{true}) << "host " << h;
+  // A marked copy still joins its port's backlog: with a 1000-byte
+  // threshold, host 11's next result (after one 878-byte copy) is unmarked,
+  // the one after that (1756 bytes queued) marked.
+  m.router->set_egress_port(11, 1e-12);
+  m.router->set_egress_ecn(1000);
+  m.router->invoke(m.sw, [&](Time, Effects& fx) {
+    for (uint32_t i = 1; i <= 3; ++i) {
+      Packet* p = fx.alloc();
+      p->h = data(i, 0, kMulticast, kCount);
+      p->h.type = PktType::Ack;
+      p->h.flags = flag::kResult | (i == 1 ? flag::kEcn : 0);
+      EXPECT_TRUE(fx.multicast(p));
+    }
+  });
+  ASSERT_TRUE(m.pump_all(12));
+  EXPECT_EQ(m.nodes[1].ce, (std::vector<bool>{true, true, false, true}));
 }
