@@ -252,12 +252,16 @@ host::WorkerConfig ShardedPsCluster::worker(size_t shard, size_t rank, host::Wor
   w.ps = t.ps;
   w.switches = ina_;  // a result passing an INA switch leaves it as that switch's packet
   w.window_cap = window_cap_;
-  if (ina_gbps_ > 0 && runs_program(w.aggregator)) {
-    // The host's share of the rate: its transports (shards of its job) whose first hop is an INA switch.
-    const size_t first = first_.at(job_index_[shard]);
-    size_t to_ina = 0;
-    for (size_t k = first; k < first + workers.size(); ++k) to_ina += runs_program(trees_[k].first.at(rank));
-    w.rate_gbps = ina_gbps_ / static_cast<double>(to_ina);
+  if (ina_gbps_ > 0 && !t.switches.empty() && workers.size() > 1) {
+    // One rate for every member of a shard whose tree aggregates in a switch:
+    // ina_gbps over the N - 1 shards a host sends on the wire (its own
+    // shard's PS is itself). A member faster than the others gains nothing
+    // (the shard's results come at its slowest member's rate), and its lead
+    // waits at the aggregator or the PS, a queue no switch marks: its window
+    // and with it its RTT grow until its RTO fires with nothing lost. So the
+    // PS's own rank, and a rank whose path to the PS crosses no INA switch,
+    // go at the rate of the ranks that send to an INA switch.
+    w.rate_gbps = ina_gbps_ / static_cast<double>(workers.size() - 1);
   }
   return w;
 }

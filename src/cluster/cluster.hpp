@@ -156,9 +156,11 @@ class ShardedPsCluster {
     // tasks meet at an aggregator. Hashed (or another scheme): the scheme's own memory.
     dp::PoolAddressing pool = dp::PoolAddressing::Hashed;
     size_t fewest_aggregators = 0;
-    // > 0: a host paces what it sends to INA switches at this rate in all,
-    // as a Rina member paces what it sends to its INA ToR (host/ring.hpp),
-    // split equally over its transports whose first hop is an INA switch.
+    // > 0: a host paces what it sends over aggregation trees at this rate
+    // in all, as a Rina member paces what it sends to its INA ToR
+    // (host/ring.hpp): each transport of a shard whose tree has an INA
+    // switch at ina_gbps / (N - 1), N the job's workers (worker() says why
+    // every member of such a shard goes at that one rate).
     double ina_gbps = 0;
   };
   // Applies to the programs and transports made from then on (throws
