@@ -136,6 +136,13 @@ std::vector<std::string> write_results(const std::string& dir, const Scenario& s
 
   std::vector<std::string> written = {json_path.string(), csv_path.string()};
   for (const auto& metric : sc.metrics) {
+    // A metric no run has (samples_per_s of a scaled gradient) gets no plot;
+    // the tables say "no results" for it, and the other files still matter.
+    const bool any = std::any_of(records.begin(), records.end(), [&](const Record& r) {
+      const auto it = r.metrics.find(metric);
+      return it != r.metrics.end() && std::isfinite(it->second);
+    });
+    if (!any) continue;
     const fs::path png = base / (metric + ".png");
     plot_metric(png.string(), sc, records, metric);
     written.push_back(png.string());

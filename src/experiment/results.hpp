@@ -19,7 +19,8 @@ struct Record {
 // Writes DIR/results.json (a JSON array of records: {"series", "scheme", "x",
 // "seeds", <metric>: value, ...}), DIR/results.csv (one row per record, one
 // column per metric, union of metric names) and, for each metric named in
-// sc.metrics, DIR/<metric>.png. Creates DIR. Returns the files written.
+// sc.metrics that some record has, DIR/<metric>.png. Creates DIR. Returns
+// the files written.
 std::vector<std::string> write_results(const std::string& dir, const Scenario& sc,
                                        const std::vector<Record>& records);
 

@@ -372,6 +372,20 @@ TEST(Results, FormatTable) {
   EXPECT_EQ(header.size(), row1.size());
 }
 
+// A metric of output.metrics that no record has (samples_per_s for a scaled
+// gradient) gets no PNG, and the results and the other plots are written.
+TEST(Results, AMetricNoRecordHasGetsNoPlot) {
+  TempDir tmp;
+  Scenario sc = parse_scenario(kValid, "demo.toml");
+  sc.metrics = {"avg_jct_ms", "samples_per_s"};
+  const std::vector<Record> records = {{"all-A", "atp", 2.0, 1, {{"avg_jct_ms", 3.0}}}};
+  const auto files = write_results((tmp.path / "out").string(), sc, records);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_TRUE(fs::exists(tmp.path / "out" / "avg_jct_ms.png"));
+  EXPECT_FALSE(fs::exists(tmp.path / "out" / "samples_per_s.png"));
+  EXPECT_TRUE(fs::exists(tmp.path / "out" / "results.csv"));
+}
+
 TEST(Results, WritesJsonCsvAndPng) {
   TempDir tmp;
   Scenario sc = parse_scenario(kValid, "demo.toml");
