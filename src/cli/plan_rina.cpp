@@ -327,7 +327,7 @@ Runner register_plan_rina(CLI::App& plan) {
       ->check(Finite(0, 1e6, true, "KB"));
   r->add_option("--ina-gbps", rargs->tp.ina_gbps,
                 "Rina: members' rate to an INA ToR (default 0: 20, the paper's full speed, with --rina-transport "
-                "paper; not paced with aimd)")
+                "paper; not paced with aimd); PS-based INA: each host's rate over the aggregation trees (0: not paced)")
       ->check(Finite(0, 1e6, false, "Gbps"));
   r->add_option("--rina-transport", rargs->tp.rina_transport,
                 "Rina's transport: paper (default; §IV-C: paced ScatterReduce, AllGather from one packet) or aimd "

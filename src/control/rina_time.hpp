@@ -84,6 +84,9 @@
 //    tree by multicast (each arc once per shard). The round takes the
 //    busiest arc's bytes / capacity (the transports of all shards keep it
 //    busy: a fluid model) plus the longest worker -> PS -> worker latency.
+//    With ina_gbps > 0 and a shard's tree through an INA switch, every
+//    transport is paced at ina_gbps / (N - 1), as cluster::ShardedPsCluster
+//    paces them: the round takes at least a shard's wire bytes at that rate.
 //
 // Straggler term (Eq. 1): before each send a worker waits
 // ~ N(k / N, sigma^2); a step whose n senders all wait costs
@@ -144,7 +147,7 @@ struct TimeParams {
   double link_delay_us = 1;      // propagation per link
   double window_kb = 60;         // transport window (the ring's initial window)
   double ecn_kb = 100;           // Rina: a switch port marks ECN above this backlog (KB of 1000 B; 0: never)
-  double ina_gbps = 0;           // Rina: members' rate to the ToR (0: see rina_transport)
+  double ina_gbps = 0;           // Rina: members' rate to the ToR (0: see rina_transport); PS-based INA: each host's rate over the trees
   host::RinaTransport rina_transport = host::RinaTransport::Paper;
   double straggler_sigma_us = 0;  // Eq. 1: per-send delay ~ N(k / N, sigma^2)
   double straggler_k_us = 0;
