@@ -274,12 +274,14 @@ struct WorkerCmd {
 struct RingWorkerCmd {
   rt::RingWorkerConfig c;
   double min_rto_ms = static_cast<double>(rt::RingWorkerConfig{}.min_rto) / static_cast<double>(kMs);
+  double delay_target_ms = static_cast<double>(rt::RingWorkerConfig{}.delay_target) / static_cast<double>(kMs);
   bool quiet = false;
   FaultFlags faults;
 
   int run() {
     c.faults = faults.config();
     c.min_rto = from_ms(min_rto_ms);
+    c.delay_target = from_ms(delay_target_ms);
     c.log = !quiet;
     try {
       return rt::run_ring_worker(c);
@@ -546,6 +548,9 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e6, true, "seconds"));
   rwk->add_option("--min-rto-ms", rw->min_rto_ms, "floor of the retransmission timeout")->capture_default_str()
       ->check(Finite(0, 1e5, true, "milliseconds"));
+  rwk->add_option("--delay-target-ms", rw->delay_target_ms,
+                  "queueing delay that halves the window as an ECN echo would (0: off)")
+      ->capture_default_str()->check(Finite(0, 1e5, false, "milliseconds"));
   rwk->add_option("--window-kb", rw->c.window_kb, "initial send window (default: 196 packets)")
       ->check(Finite(0, 1e6, true, "KB"));
   rwk->add_option("--nic-gbps", rw->c.nic_gbps,

@@ -17,7 +17,8 @@ RingEndpoint::RingEndpoint(RingConfig cfg)
     : cfg_(std::move(cfg)),
       rng_(mix(cfg_.seed, 0x21a9ULL + cfg_.rank)),
       rtt_(cfg_.min_rto, cfg_.max_rto),
-      cw_(transfer_window(cfg_)) {
+      cw_(transfer_window(cfg_)),
+      delay_(cfg_.delay_target) {
   if (cfg_.rank >= cfg_.nodes.size()) throw std::invalid_argument("ring: rank beyond the job's nodes");
   if (cfg_.payload_values == 0) throw std::invalid_argument("ring: payload_values must be positive");
   build_steps();

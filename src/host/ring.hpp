@@ -126,6 +126,7 @@
 #include "core/rng.hpp"
 #include "core/rtt_estimator.hpp"
 #include "host/congestion_window.hpp"
+#include "host/delay_signal.hpp"
 #include "host/ring_record.hpp"
 #include "host/tensor_io.hpp"
 #include "host/value_store.hpp"
@@ -241,6 +242,9 @@ struct RingConfig {
   uint32_t ack_wire_bytes = 64;   // per acknowledgement (a minimum frame), for pacing at the NIC's rate
   Time min_rto = 200 * kUs;
   Time max_rto = 2 * kSec;  // above any queueing delay a link can build (4 MB at 100 Mbit/s: 335 ms)
+  // Queueing delay that halves the window as an ECN echo would
+  // (host/delay_signal.hpp; 0: off, as in the simulator, whose switches mark).
+  Time delay_target = 0;
   // Straggler model (Rina Eq. 1): before each step's send, wait ~ N(mean, sigma^2), at least 0.
   Time straggler_mean = 0, straggler_sigma = 0;
   // Deterministic straggler schedule (tests): if not empty, the delay before
@@ -254,6 +258,7 @@ struct RingFootprint;  // host/ring_footprint.hpp
 
 struct RingStats {
   uint64_t sent = 0, retransmits = 0, timeouts = 0, fast_retransmits = 0, acks = 0, dup_acks = 0, ece = 0, decreases = 0;
+  uint64_t delayed = 0;  // acknowledgements whose round trip was a delay signal (delay_target)
   uint64_t received = 0, duplicates = 0, early = 0, late = 0;  // data packets
   // Receiver flow control: `early` packets were refused with kBusy; resumes
   // sent for them; as a sender, refusals received, probes sent while held.
@@ -404,6 +409,7 @@ class RingEndpoint final : public Node {
   uint64_t persist_gen_ = 0;
   RttEstimator rtt_;
   CongestionWindow cw_;
+  DelaySignal delay_;  // delay_target (off at 0)
   uint8_t backoff_ = 0;  // RTO doublings since the last valid RTT sample
   Time next_tx_ = 0;
   Time pace_at_ = kNever;  // the pending pace timer's time (kNever: none)

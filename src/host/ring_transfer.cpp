@@ -559,8 +559,10 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   if (x.acked[idx] != x.all) return;
   --x.inflight;
   ++x.acked_pkts;
+  bool delayed = false;
   if (x.retx[idx] == 0) {
     rtt_.sample(now - x.first_tx[idx]);
+    delayed = delay_.sample(now - x.first_tx[idx]);
     backoff_ = 0;
   }
   while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;
@@ -578,6 +580,9 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   if (ece) {
     ++st_.ece;
     if (cw_.on_ecn(now, rtt_.srtt(), x.first_tx[idx])) ++st_.decreases;
+  } else if (delayed) {
+    ++st_.delayed;
+    decrease(now);
   } else {
     cw_.on_ack(growth_ceiling(s));
   }

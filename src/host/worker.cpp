@@ -25,7 +25,7 @@ CongestionWindowConfig window_config(const WorkerConfig& cfg) {
 }  // namespace
 
 WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
-    : cfg_(cfg), cw_(window_config(cfg)), rtt_(cfg.min_rto, cfg.max_rto) {
+    : cfg_(cfg), cw_(window_config(cfg)), rtt_(cfg.min_rto, cfg.max_rto), delay_(cfg.delay_target) {
   if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
@@ -240,8 +240,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     const Time rtt = now - r.sent;
     rtt_.sample(rtt);
     rack_sent_ = std::max(rack_sent_, r.sent);
-    min_rtt_ = std::min(min_rtt_, rtt);
-    delayed = cfg_.delay_target > 0 && rtt > min_rtt_ + cfg_.delay_target;
+    delayed = delay_.sample(rtt);
   }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;

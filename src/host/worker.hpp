@@ -73,6 +73,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "host/congestion_window.hpp"
+#include "host/delay_signal.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
 #include "host/profile.hpp"
@@ -269,7 +270,7 @@ class WorkerTransport {
   CongestionWindow cw_;
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
-  Time min_rtt_ = kNever;     // delay signal: the smallest round trip seen
+  DelaySignal delay_;         // delay_target (off at 0)
   Time rack_sent_ = -1;       // fast retransmit: first-send time of the latest-sent packet with a result
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
   bool pace_armed_ = false;

@@ -41,7 +41,7 @@ nlohmann::json ring_stats_json(const host::RingStats& s) {
   return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"timeouts", s.timeouts}, {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks},
           {"dup_acks", s.dup_acks}, {"received", s.received}, {"duplicates", s.duplicates}, {"early", s.early},
           {"resumes_sent", s.resumes_sent}, {"busy", s.busy}, {"probes", s.probes}, {"resent_refused", s.resent_refused},
-          {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"pull_answers_sent", s.answers_sent}, {"rack_words", s.rack_words}, {"held_rtos", s.held_rtos}, {"steps", s.steps},
+          {"late", s.late}, {"pulls_sent", s.pulls_sent}, {"pulls", s.pulls}, {"pull_answers_sent", s.answers_sent}, {"rack_words", s.rack_words}, {"held_rtos", s.held_rtos}, {"delayed", s.delayed}, {"steps", s.steps},
           {"bytes_sent", s.bytes_sent}, {"malformed", s.malformed}, {"foreign", s.foreign}};
 }
 
@@ -791,6 +791,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   rc.region = L.region();
   rc.allgather_from_zero = ina;
   rc.min_rto = cfg.min_rto;
+  rc.delay_target = cfg.delay_target;
   rc.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
   rc.nic_gbps = cfg.nic_gbps;
   // On the link a datagram also carries its UDP, IPv4 and Ethernet headers.

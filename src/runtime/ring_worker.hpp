@@ -74,6 +74,10 @@ struct RingWorkerConfig {
   // The ring transport's RTO floor: the runtime profile's, as every other
   // runtime transport's (processes sharing cores get descheduled for ms).
   Time min_rto = host::kRuntimeProfile.min_rto;
+  // Queueing delay that halves the window (host/delay_signal.hpp): the
+  // runtime profile's, as the workers' (tc-shaped links and kernel bridges
+  // mark no ECN). 0: off.
+  Time delay_target = host::kRuntimeProfile.delay_target;
   double window_kb = 0;      // initial send window (0: kDefaultWindowKb, in bytes whatever the payload)
   // This worker's link rate (Gbit/s; 0: unknown). Given, a Rina worker of an
   // INA rack paces what it sends at most at it, as in the simulator

@@ -16,8 +16,9 @@ namespace {
 constexpr NodeId kR0 = 1, kR1 = 2;
 
 struct Rank0 {
-  Rank0() {
+  explicit Rank0(Time delay_target = 0) {
     host::RingConfig c;
+    c.delay_target = delay_target;
     c.rank = 0;
     c.nodes = {kR0, kR1};
     c.stages = host::plan_rar(2, 2 * 64 * 16)[0];  // shards of 16 packets of 64 values
@@ -76,6 +77,28 @@ TEST(RingTransport, ThreeLaterAcknowledgementsResendALostPacketAtOnce) {
   r.ack(4, t);  // a fourth later acknowledgement: packet 0 is not sent a third time
   EXPECT_EQ(r.ep->stats().fast_retransmits, 1u);
   EXPECT_EQ(r.ep->stats().retransmits, 1u);
+}
+
+// The delay signal (host/delay_signal.hpp; the runtime's, over links that
+// mark no ECN): packets 0-3 leave at 0; acknowledgements after 10 and 20 us
+// set the smallest round trip (10 us), one after 200 us is 190 us above it,
+// past the 100 us target: the window halves as for an ECN echo, once (the
+// next, 205 us, falls in the hold-off). Off (target 0) the same sequence
+// halves nothing.
+TEST(RingTransport, ARoundTripFarAboveTheSmallestHalvesTheWindow) {
+  for (const Time target : {Time{0}, 100 * kUs}) {
+    Rank0 r(target);
+    ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+    r.ack(0, 10 * kUs);
+    r.ack(1, 20 * kUs);
+    EXPECT_EQ(r.ep->stats().delayed, 0u);
+    r.ack(2, 200 * kUs);
+    r.ack(3, 205 * kUs);
+    EXPECT_EQ(r.ep->stats().delayed, target ? 2u : 0u) << target;
+    EXPECT_EQ(r.ep->stats().decreases, target ? 1u : 0u) << target;
+    EXPECT_EQ(r.ep->stats().ece, 0u);
+    EXPECT_EQ(r.ep->stats().retransmits, 0u);
+  }
 }
 
 // RFC 6298 5.5 with Karn's rule: when the floor (200 us) is below the path's
