@@ -263,14 +263,32 @@ class Model {
   // Sum of the steps' slowest transfers.
   void run(const std::vector<Step>& steps, int n_workers, TimeResult& out) const {
     for (const Step& st : steps) {
-      std::map<ArcId, int> load;
+      // A transfer's packets load its arcs, and its acknowledgements (one
+      // per packet, ack_bytes against b) the reverse arcs for the part of
+      // its sending they overlap: they start a round trip after its first
+      // packet, so a shard sent within a round trip leaves no
+      // acknowledgement beside the data (fraction 1 - R / its time at the
+      // share without them).
+      std::map<ArcId, double> data;
       for (const Transfer& t : st.transfers)
-        for (const ArcId a : t.arcs) ++load[a];
+        for (const ArcId a : t.arcs) data[a] += 1;
+      auto share = [&](const Transfer& t, const std::map<ArcId, double>& load) {
+        double rate = std::numeric_limits<double>::infinity();
+        for (const ArcId a : t.arcs) rate = std::min(rate, g_.arc_gbps(a) * 1e9 / load.at(a));
+        if (t.paced && rina_pace_gbps(p_) > 0) rate = std::min(rate, rina_pace_gbps(p_) * 1e9);
+        return rate;
+      };
+      std::map<ArcId, double> load = data;
+      for (const Transfer& t : st.transfers) {
+        if (t.packets < 2) continue;
+        const double sending = static_cast<double>(t.packets - 1) * 8 * b_ / share(t, data);
+        const double overlap = std::max(0.0, 1 - t.rtt / sending);
+        for (const ArcId a : t.arcs)
+          if (data.count(a ^ 1u)) load[a ^ 1u] += overlap * p_.ack_bytes / b_;
+      }
       double worst = 0, worst_bw = 0;
       for (const Transfer& t : st.transfers) {
-        double rate = std::numeric_limits<double>::infinity();
-        for (const ArcId a : t.arcs) rate = std::min(rate, g_.arc_gbps(a) * 1e9 / load[a]);
-        if (t.paced && rina_pace_gbps(p_) > 0) rate = std::min(rate, rina_pace_gbps(p_) * 1e9);
+        const double rate = share(t, load);
         double bw = 0;
         const double x = transfer_time(t, rate, bw);
         if (x > worst) {
