@@ -79,8 +79,8 @@ struct RingWorkerConfig {
   // runtime profile's 10 ms: in a ring, delay-controlled senders share links
   // (an autonomous rank's shard and an INA rack's sum into its agent), whose
   // standing queue sits near the target, and round trips of the target plus
-  // its spread reached the 20 ms RTO floor (emulated cluster, one INA ToR:
-  // 0, 20 and 20 spurious RTOs in three runs at 10 ms, none in five at 4).
+  // its spread must stay below the 20 ms RTO floor (at 10 ms they reached
+  // it: docs/results/rina.md, Fig. 12 on the emulated cluster).
   Time delay_target = 4 * kMs;
   double window_kb = 0;      // initial send window (0: kDefaultWindowKb, in bytes whatever the payload)
   // This worker's link rate (Gbit/s; 0: unknown). Given, a Rina worker of an
