@@ -838,10 +838,10 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
   const size_t n = workers.size();
   std::vector<double> bytes(g.num_arcs(), 0);
   double latency = 0;
-  bool paced = false;  // some shard's tree has an INA switch, and the hosts pace (ina_gbps)
+  bool ina_tree = false;  // some shard's tree has an INA switch
+  const double wire = static_cast<double>(m.packets(max_shard(elems, n))) * m.wire();  // a shard's bytes
   for (size_t k = 0; k < n; ++k) {
     const NodeId ps = workers[k];
-    const double wire = static_cast<double>(m.packets(max_shard(elems, n))) * m.wire();
     auto up = [&](NodeId from) {
       for (const ArcId a : m.path(from, ps)) {
         const NodeId v = g.arc_to(a);
@@ -856,7 +856,7 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
       double lat = 0;  // the gradient up and the result back down the same links
       for (NodeId x = workers[r]; x != ps;) {
         const NodeId y = up(x);
-        paced = paced || (y != ps && m.params().ina_gbps > 0);
+        ina_tree = ina_tree || y != ps;
         segs.emplace(std::make_pair(x, y), true);
         lat += m.rtt(m.path(x, y));
         x = y;
@@ -875,10 +875,8 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
   }
   double busiest = 0;
   for (ArcId a = 0; a < g.num_arcs(); ++a) busiest = std::max(busiest, 8 * bytes[a] / (g.arc_gbps(a) * 1e9));
-  if (paced && n > 1) {  // every transport of a tree with an INA switch at ina_gbps / (N - 1)
-    const double shard_wire = static_cast<double>(m.packets(max_shard(elems, n))) * m.wire();
-    busiest = std::max(busiest, 8 * shard_wire / (m.params().ina_gbps * 1e9 / static_cast<double>(n - 1)));
-  }
+  if (ina_tree && m.params().ina_gbps > 0 && n > 1)  // every transport of such a tree at ina_gbps / (N - 1)
+    busiest = std::max(busiest, 8 * wire / (m.params().ina_gbps * 1e9 / static_cast<double>(n - 1)));
   out.bandwidth_s = busiest;
   out.transfer_s = busiest + latency;
   out.steps = 1;

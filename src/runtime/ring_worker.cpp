@@ -795,9 +795,8 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   rc.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
   rc.nic_gbps = cfg.nic_gbps;
   // On the link a datagram also carries its UDP, IPv4 and Ethernet headers.
-  constexpr uint32_t kLinkOverhead = 8 + 20 + 14;
-  rc.wire_bytes = static_cast<uint32_t>(kHeaderBytes + 4u * L.payload + kLinkOverhead);
-  rc.ack_wire_bytes = static_cast<uint32_t>(kHeaderBytes + kLinkOverhead);
+  rc.wire_bytes = static_cast<uint32_t>(kHeaderBytes + 4u * L.payload + kLinkOverheadBytes);
+  rc.ack_wire_bytes = static_cast<uint32_t>(kHeaderBytes + kLinkOverheadBytes);
   rc.seed = mix(cfg.seed, cfg.rank);
   host::RingEndpoint ep(std::move(rc));
   ep.set_id(RingLayout::worker_id(cfg.rank));

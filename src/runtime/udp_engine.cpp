@@ -363,8 +363,7 @@ bool UdpEngine::egress_congested(NodeId dst, size_t datagram_bytes) {
   e.backlog = std::max(0.0, e.backlog - static_cast<double>(now - e.at) / static_cast<double>(kSec) * e.bytes_per_s);
   e.at = now;
   const bool congested = e.backlog > static_cast<double>(egress_ecn_);
-  constexpr size_t kLinkOverhead = 8 + 20 + 14;  // UDP, IPv4, Ethernet headers
-  e.backlog += static_cast<double>(datagram_bytes + kLinkOverhead);
+  e.backlog += static_cast<double>(datagram_bytes + kLinkOverheadBytes);
   if (congested) ++st_.ecn_marked;
   return congested;
 }

@@ -60,6 +60,10 @@
 
 namespace ina::rt {
 
+// What a datagram carries on an Ethernet link besides its payload: its
+// UDP, IPv4 and Ethernet headers.
+inline constexpr uint32_t kLinkOverheadBytes = 8 + 20 + 14;
+
 struct FaultConfig {
   double loss = 0;            // probability a datagram is dropped
   double duplicate = 0;       // probability a datagram is sent twice
