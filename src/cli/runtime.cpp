@@ -554,7 +554,7 @@ Runner register_runtime(CLI::App& app) {
   rwk->add_option("--window-kb", rw->c.window_kb, "initial send window (default: 196 packets)")
       ->check(Finite(0, 1e6, true, "KB"));
   rwk->add_option("--nic-gbps", rw->c.nic_gbps,
-                  "this worker's link rate: a Rina worker of an INA rack paces at most at it (default: unknown, not paced)")
+                  "this worker's link rate: under the paper's transport every ring worker paces at most at it (default: unknown, not paced)")
       ->check(Finite(0, 1e4, true, "Gbit/s"));
   rwk->add_option("--fail-detect-ms", rw->c.fail_detect_ms,
                   "rar, rina: survive a rank's failure: heartbeats in --barrier; a rank silent this long has failed, and "

@@ -93,6 +93,8 @@ struct Transfer {
   bool slow_start = false;
   double window = 0;        // packets (0: the transport window W)
   bool paced = false;       // Rina members -> ToR at ina_gbps
+  NodeId from = topo::kNoNode;  // RAR / H-AR: its sender (the window carries over to its next step)
+  std::vector<ArcId> route;     // RAR / H-AR: its arcs in order
 };
 
 struct Step {
@@ -113,6 +115,10 @@ class Model {
   double window() const { return w_; }
   uint64_t packets(uint64_t values) const { return (values + p_.payload_values - 1) / p_.payload_values; }
   std::vector<ArcId> path(NodeId a, NodeId b) const { return a == b ? std::vector<ArcId>{} : routing_.path(a, b); }
+  // A multicast copy's way (topo::Routing::tree_path).
+  std::vector<ArcId> tree_path(NodeId a, NodeId b) const {
+    return a == b ? std::vector<ArcId>{} : routing_.tree_path(a, b);
+  }
 
   // One packet out along `arcs` (in order) and an acknowledgement back.
   double rtt(const std::vector<ArcId>& arcs) const {
@@ -262,6 +268,8 @@ class Model {
 
   // Sum of the steps' slowest transfers.
   void run(const std::vector<Step>& steps, int n_workers, TimeResult& out) const {
+    const Standing none(g_.num_arcs());
+    std::map<NodeId, double> window, next_window;  // per sender, in packets
     for (const Step& st : steps) {
       // A transfer's packets load its arcs, and its acknowledgements (one
       // per packet, ack_bytes against b) the reverse arcs for the part of
@@ -290,12 +298,43 @@ class Model {
       for (const Transfer& t : st.transfers) {
         const double rate = share(t, load);
         double bw = 0;
-        const double x = transfer_time(t, rate, bw);
+        double x = 0;
+        if (t.from == topo::kNoNode) {
+          x = transfer_time(t, rate, bw);
+        } else {
+          // Its window from its sender's last step, grown and halved by ECN
+          // round by round at its bottleneck port (the first of its ways at
+          // its share), where this step's transfers through that port queue
+          // alike (copies).
+          Queues q;
+          const std::vector<std::vector<ArcId>> ways = {t.route};
+          q.g = &g_;
+          q.standing = &none;
+          q.ways = &ways;
+          double neck = std::numeric_limits<double>::infinity();
+          for (const ArcId a : t.route)
+            if (const double c = g_.arc_gbps(a) * 1e9 / load.at(a); c < neck * (1 - 1e-9)) {
+              neck = c;
+              q.neck = a;
+            }
+          q.has_neck = !t.route.empty();
+          q.copies = q.has_neck ? data.at(q.neck) : 1;
+          q.own = true;
+          q.marks = q.has_neck && !g_.is_host(g_.arc_from(q.neck));
+          const auto w = window.find(t.from);
+          q.w0 = w == window.end() ? 0 : w->second;
+          q.alone = rate;
+          q.line = q.has_neck ? g_.arc_gbps(t.route.front()) * 1e9 : 0;
+          x = transfer_time(t, rate, bw, q);
+          next_window[t.from] = q.w_end;
+        }
         if (x > worst) {
           worst = x;
           worst_bw = bw;
         }
       }
+      for (const auto& [v, w] : next_window) window[v] = w;
+      next_window.clear();
       out.transfer_s += worst;
       out.bandwidth_s += worst_bw;
       if (st.senders > 0 && (p_.straggler_sigma_us > 0 || p_.straggler_k_us > 0))
@@ -338,6 +377,8 @@ Step ring_step(const Model& m, const std::vector<std::vector<NodeId>>& rings, ui
       Transfer t;
       t.arcs = m.path(ring[i], ring[(i + 1) % ring.size()]);
       t.rtt = m.rtt(t.arcs);
+      t.from = ring[i];
+      t.route = t.arcs;
       dedup(t.arcs);
       t.packets = pk;
       st.transfers.push_back(std::move(t));
@@ -863,12 +904,17 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
       }
       latency = std::max(latency, lat);
     }
+    // The result down: the PS multicasts to the ranks it aggregates
+    // directly (its multicast tree's ways), an INA switch down the arcs its
+    // children's aggregates came up.
     std::vector<bool> down(g.num_arcs(), false);
     for (const auto& [seg, unused] : segs) {
       for (const ArcId a : m.path(seg.first, seg.second)) {
         bytes[a] += wire;
-        down[a ^ 1u] = true;
+        if (seg.second != ps || !g.is_host(seg.first)) down[a ^ 1u] = true;
       }
+      if (seg.second == ps && g.is_host(seg.first))
+        for (const ArcId a : m.tree_path(ps, seg.first)) down[a] = true;
     }
     for (ArcId a = 0; a < g.num_arcs(); ++a)
       if (down[a]) bytes[a] += wire;
@@ -926,9 +972,16 @@ TimeResult allreduce_time(const Graph& g, const std::vector<NodeId>& workers, co
       (void)rina_throughput(g, workers, ina);
       m.run(har_steps(m, g, workers, elems, out), static_cast<int>(workers.size()), out);
       break;
-    case schemes::Collective::RingIna:
+    case schemes::Collective::RingIna: {
+      // With no INA group Rina's steps are RAR's (the simulator runs the same ones).
+      const auto groups = rina_throughput(g, workers, ina, Aggregation::Tree).groups;
+      if (std::none_of(groups.begin(), groups.end(), [](const Group& x) { return x.sender != x.agent; })) {
+        m.run(rar_steps(m, workers, elems, out), static_cast<int>(workers.size()), out);
+        break;
+      }
       rina_time(m, p, g, workers, ina, elems, out);
       return out;
+    }
     case schemes::Collective::Ps: ps_round(m, g, workers, {}, elems, out); break;
     case schemes::Collective::PsIna: ps_round(m, g, workers, ina, elems, out); break;
     default: throw BomError(fmt::format("no time model for collective '{}'", schemes::to_string(c)));

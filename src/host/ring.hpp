@@ -184,8 +184,8 @@ std::vector<uint16_t> upstream_of(const std::vector<RingStage>& stages, uint16_t
 uint64_t ring_steps(const std::vector<RingStage>& stages, uint16_t rank);
 
 // Rina §IV-C's congestion control, for a Rina rack's sends (ScatterReduce
-// to the own INA ToR, the rack's AllGather sends); autonomous workers, RAR
-// and H-AR never see it.
+// to the own INA ToR, the rack's AllGather sends); of it, autonomous
+// workers, RAR and H-AR see only the NIC's rate limit (below).
 enum class RinaTransport : uint8_t {
   // The paper's: ScatterReduce at "full speed" (paced at ina_gbps, which
   // the simulator's experiment layer and the time model set by
@@ -196,12 +196,13 @@ enum class RinaTransport : uint8_t {
   // AllGather send of an op starts from one packet in slow start (the
   // agent's broadcast and each member's first forward), and its later
   // AllGather sends in that op continue that window (allgather_all_from_zero
-  // still restarts every one). Every send of an INA rack worker goes at
-  // most at its NIC's rate (nic_gbps), its growth stopping where it covers
-  // that rate: DCQCN's rate limiter never sends faster than the link, so
-  // the worker's window does not queue (or drop) behind its own NIC. The
-  // acknowledgements it sends meanwhile share the link: each delays its
-  // next packet by its own wire time.
+  // still restarts every one). Every send of every worker (an INA rack's,
+  // an autonomous one's, RAR's and H-AR's, which run over the same NICs)
+  // goes at most at its NIC's rate (nic_gbps), its growth stopping where it
+  // covers that rate: DCQCN's rate limiter never sends faster than the
+  // link, so the worker's window does not queue (or drop) behind its own
+  // NIC, nor do the acknowledgements it sends. Those share the link: each
+  // delays its next packet by its own wire time.
   Paper,
   // The endpoint's plain AIMD: paced only if ina_gbps > 0, growth up to
   // max_window, and AllGather slow start only where allgather_from_zero /
@@ -234,8 +235,8 @@ struct RingConfig {
   bool allgather_from_zero = false;
   bool allgather_all_from_zero = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
-  // The host's link rate (Gbps; 0: unknown). Under RinaTransport::Paper an
-  // INA rack worker paces its sends at most at it (pace_rate).
+  // The host's link rate (Gbps; 0: unknown). Under RinaTransport::Paper a
+  // worker paces its sends at most at it (pace_rate).
   double nic_gbps = 0;
   RinaTransport rina_transport = RinaTransport::Paper;
   uint32_t wire_bytes = 306;      // per full packet, for pacing

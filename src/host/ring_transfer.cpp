@@ -34,13 +34,13 @@ CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
 // The rate a send is paced at (Gbps; 0: not paced): a ScatterReduce send
-// to the own ToR at ina_gbps; under RinaTransport::Paper an INA rack
-// worker's sends (to its ToR, its AllGather sends) at most at its NIC's
-// rate, as DCQCN's rate limiter sends ("full speed"), so its window never
-// queues behind its own NIC.
+// to the own ToR at ina_gbps; under RinaTransport::Paper every send at
+// most at the NIC's rate, as DCQCN's rate limiter sends ("full speed"),
+// so no window queues behind its own NIC (and the acknowledgements the
+// worker sends do not wait behind it).
 double RingEndpoint::pace_rate(const Step& s) const {
   double r = s.to_tor && cfg_.ina_gbps > 0 ? cfg_.ina_gbps : 0;
-  if (cfg_.rina_transport == RinaTransport::Paper && cfg_.nic_gbps > 0 && (s.to_tor || s.rack_gather || s.bcast))
+  if (cfg_.rina_transport == RinaTransport::Paper && cfg_.nic_gbps > 0)
     r = r > 0 ? std::min(r, cfg_.nic_gbps) : cfg_.nic_gbps;
   return r;
 }

@@ -136,9 +136,10 @@ std::vector<int> bfs_to(const Graph& g, NodeId to, const std::vector<bool>& allo
 
 // Walks down a BFS distance field from `from` to `to`; among equal-cost next
 // hops (in adjacency order), picks one by a hash of (from, to, node):
-// ecmp_index, the simulator's choice too.
+// ecmp_index, the simulator's choice too; or, with `first`, the first of
+// them (the simulator's multicast tree).
 std::vector<ArcId> walk(const Graph& g, const std::vector<int>& dist, NodeId from, NodeId to,
-                        const std::vector<bool>& allowed) {
+                        const std::vector<bool>& allowed, bool first = false) {
   std::vector<ArcId> path;
   std::vector<ArcId> next;
   for (NodeId v = from; v != to;) {
@@ -149,7 +150,7 @@ std::vector<ArcId> walk(const Graph& g, const std::vector<int>& dist, NodeId fro
       if (e.peer != to && g.is_host(e.peer)) continue;
       next.push_back(e.arc);
     }
-    const ArcId arc = next[ecmp_index(from, to, v, next.size())];
+    const ArcId arc = next[first ? 0 : ecmp_index(from, to, v, next.size())];
     path.push_back(arc);
     v = g.arc_to(arc);
   }
@@ -172,6 +173,14 @@ std::vector<ArcId> Routing::path(NodeId from, NodeId to) const {
     throw TopologyError(
         fmt::format("no path from '{}' to '{}'", g_->node(from).name, g_->node(to).name));
   return walk(*g_, dist, from, to, {});
+}
+
+std::vector<ArcId> Routing::tree_path(NodeId from, NodeId to) const {
+  const auto& dist = dist_to(to);
+  if (dist.at(from) == kUnreachable)
+    throw TopologyError(
+        fmt::format("no path from '{}' to '{}'", g_->node(from).name, g_->node(to).name));
+  return walk(*g_, dist, from, to, {}, true);
 }
 
 std::optional<std::vector<ArcId>> Routing::path_within(NodeId from, NodeId to, const std::vector<bool>& allowed) const {

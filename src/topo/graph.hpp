@@ -116,6 +116,10 @@ class Routing {
   // The path from `from` to `to` as arcs (empty if from == to). Throws
   // TopologyError if `to` is unreachable.
   std::vector<ArcId> path(NodeId from, NodeId to) const;
+  // The path a multicast copy takes from `from` to `to`: the first
+  // equal-cost next hop (in adjacency order) at every node, as the packet
+  // simulator's multicast tree replicates (sim::Simulator::multicast_from).
+  std::vector<ArcId> tree_path(NodeId from, NodeId to) const;
   // Shortest path using only arcs with allowed[arc] (same tie-breaking);
   // std::nullopt if there is none.
   std::optional<std::vector<ArcId>> path_within(NodeId from, NodeId to, const std::vector<bool>& allowed) const;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -235,7 +236,8 @@ TEST(Ecmp, SimulatorPathIsTopoRoutingPath) {
 // edge0 multicasts to all 16 hosts. The tree takes the first candidate (the
 // lowest link id) at every switch: edge0 -> agg0 -> core0 -> agg2/agg4/agg6,
 // down to every edge switch and host: 29 nodes, 28 link crossings, one copy
-// per host, nothing over agg1 or any other core.
+// per host, nothing over agg1 or any other core; topo::Routing::tree_path
+// gives each copy's way.
 TEST(Ecmp, MulticastIsTheFirstCandidateTree) {
   FatTree f;
   std::vector<NodeId> members;
@@ -253,6 +255,18 @@ TEST(Ecmp, MulticastIsTheFirstCandidateTree) {
     EXPECT_FALSE(reached.contains(f.id(unused))) << unused;
   for (const char* used : {"agg0", "core0", "agg2", "agg4", "agg6"}) EXPECT_EQ(reached[f.id(used)], 1) << used;
   EXPECT_EQ(f.sim.pool().in_use(), 0u);
+  // topo::Routing::tree_path is a copy's way: the union of tree_path(edge0,
+  // h) over the members is this tree, link by link.
+  const topo::Routing routing(f.g);
+  std::set<std::pair<NodeId, NodeId>> tree;
+  for (const NodeId h : members)
+    for (const topo::ArcId a : routing.tree_path(f.id("edge0"), h))
+      tree.emplace(static_cast<NodeId>(f.g.arc_from(a)), static_cast<NodeId>(f.g.arc_to(a)));
+  EXPECT_EQ(tree.size(), 28u);
+  for (size_t li = 0; li < f.sim.link_count(); ++li) {
+    const auto& l = f.sim.link(static_cast<uint32_t>(li));
+    EXPECT_EQ(l.st.packets, tree.contains({l.from, l.to}) ? 1u : 0u) << f.g.node(l.from).name << " -> " << f.g.node(l.to).name;
+  }
 }
 
 }  // namespace

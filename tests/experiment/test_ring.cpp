@@ -69,13 +69,15 @@ TEST(Ring, QueueDropsAreCountedAndRecovered) {
 
 // ECN marks at switch ports, never in a host's own NIC queue. On the
 // testbed every link carries one RAR flow per direction, so a 400 KB window
-// (above the 100 KB threshold) builds a queue only at the sender's NIC:
-// nothing may be marked, and the run is the ECN-off run to the
-// nanosecond. With host_ecn (the model before) the NICs mark each step's
-// start burst (docs/results/rina.md: on the fat-tree that cost RAR 2.4x).
+// (above the 100 KB threshold), unpaced (the aimd transport; the paper's
+// paces every send at the NIC's rate and queues nothing there), builds a
+// queue only at the sender's NIC: nothing may be marked, and the run is
+// the ECN-off run to the nanosecond. With host_ecn the NICs mark each
+// step's start burst (docs/results/rina.md: on the fat-tree that cost RAR 2.4x).
 TEST(Ring, NicsDoNotEcnMarkTheirOwnQueue) {
   auto s = small(4);
   s.init_window_kb = 400;
+  s.rina_transport = "aimd";
   const auto r = exp::run_collective(testbed(false, false), "rar", s);
   ASSERT_TRUE(r.ok) << r.problems;
   EXPECT_EQ(r.ecn_marks_host, 0u);
