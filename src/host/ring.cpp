@@ -277,8 +277,15 @@ void RingEndpoint::on_timer(uint64_t token, Time now, Effects& fx) {
     return;
   }
   if (kind == kPaceTimer) {
-    if (now == pace_at_) pace_at_ = kNever;  // the pending one (an older one leaves it armed)
+    // The pending one (an older one leaves it armed). A timer that fires
+    // late (a real clock) keeps the pace's schedule: pump sends from its
+    // due time, not from now.
+    if (now >= pace_at_) {
+      pace_due_ = pace_at_;
+      pace_at_ = kNever;
+    }
     pump(now, fx);
+    pace_due_ = kNever;
     return;
   }
   if (kind == kBarrierTimer) {

@@ -414,6 +414,7 @@ class RingEndpoint final : public Node {
   uint8_t backoff_ = 0;  // RTO doublings since the last valid RTT sample
   Time next_tx_ = 0;
   Time pace_at_ = kNever;  // the pending pace timer's time (kNever: none)
+  Time pace_due_ = kNever;  // while the pace timer runs pump: its due time
   uint64_t timer_gen_ = 0;
   Time armed_at_ = kNever;
   uint32_t pulled_tag_ = 0;  // Rina member: highest step tag pulled + 1 (0: none)

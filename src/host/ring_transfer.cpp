@@ -15,6 +15,7 @@ using namespace ring_detail;
 namespace {
 
 constexpr uint32_t kDupThresh = 3;  // later packets complete before an open one is deemed lost
+constexpr Time kPaceCatchUp = 8;    // gaps a late pace timer may make up
 
 }  // namespace
 
@@ -228,7 +229,12 @@ void RingEndpoint::pump(Time now, Effects& fx) {
         }
         return;
       }
-      next_tx_ = std::max(now, next_tx_) + pace_gap(rate, cfg_.wire_bytes);
+      // On a late pace timer the schedule holds for up to kPaceCatchUp
+      // gaps: the packets due meanwhile leave now, as a rate limiter's
+      // bucket would let them (a simulated timer is never late).
+      const Time gap = pace_gap(rate, cfg_.wire_bytes);
+      const bool late = pace_due_ != kNever && now - next_tx_ < kPaceCatchUp * gap;
+      next_tx_ = (late ? next_tx_ : std::max(now, next_tx_)) + gap;
     }
     if (x.released) {  // refused packets first, in order, under the window and the pace
       while (x.parked[x.redo] != kReleased) ++x.redo;
