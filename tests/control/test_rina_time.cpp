@@ -75,11 +75,12 @@ Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTranspo
 // docs/results/rina_bom.md): ATP unpaced over hashed pools, our previous
 // settings (the model's fluid bound is 32-90 % above the simulator: testbed
 // 67.31 vs 50.95, fat-tree 56.31 vs 29.59, leaf-spine 63.19 vs 41.21 Gbps;
-// ATP as the paper provisions it is asserted below), H-AR on the testbed (+15 %: its four
-// inter-rack rings share one link, their windows cycle under ECN there and
-// the link runs below its rate, which the model's fixed window ignores),
-// PS on the fat-tree and the leaf-spine
-// (+28 % and +6 %: incast queues and ECN back-off at the hosts' downlinks).
+// ATP as the paper provisions it is asserted below), H-AR on the testbed
+// (+9.9 %: its four inter-rack rings share one link and their windows cycle
+// under ECN there; +2.2 % at 97.5 MiB), PS on the fat-tree and the
+// leaf-spine (+19.9 % and +13.5 %: the busiest port's bytes are the
+// simulator's, but incast and ECN back-off at the hosts' downlinks leave it
+// idle; +5.0 % and +5.9 % at 97.5 MiB).
 std::vector<Case> cases() {
   const topo::Graph tb = file("testbed.json");
   const topo::Graph ls = file("leaf-spine-2x4x4.json");
