@@ -14,7 +14,8 @@
 // identical transfers the simulator's RingEndpoint, which waits per worker,
 // is paced the same).
 // Rina: a dependency graph over the workers, as the simulator's endpoints
-// (host/ring_step_compiler.cpp) run it. A worker's step starts when its previous step is
+// (host/ring_step_compiler.cpp) run it (with no INA group its steps are
+// RAR's, and so is its model). A worker's step starts when its previous step is
 // done: its own send fully acknowledged and its incoming shard fully
 // received (its last packet's arrival: the transfer's end minus the
 // acknowledgement's way back). So an INA rack's AllGather step s + 1, sent
@@ -44,10 +45,14 @@
 //  - R = the first packet's round trip: per link of the path, store and
 //    forward of one packet (b / capacity) plus the propagation delay, and
 //    back per link an acknowledgement (ack_bytes / capacity + delay);
-//  - a window of W packets (window_kb; the transport's initial window,
-//    additive increase over one collective is ignored): if W b / r >= R the
-//    window covers the pipe and the transfer takes (P - 1) b / r + R;
-//    otherwise it sends W packets per round trip;
+//  - a window of W packets (window_kb, the transport's initial window): if
+//    W b / r >= R the window covers the pipe and the transfer takes
+//    (P - 1) b / r + R; otherwise it sends W packets per round trip. RAR
+//    and H-AR carry each sender's window from step to step, as the
+//    endpoints do, round by round as Rina's transfers below: it grows by a
+//    packet a round trip and halves on an echo from its bottleneck port (a
+//    switch's egress marks), where the step's transfers through that port
+//    queue alike;
 //  - Rina's transport (host::RinaTransport, as the simulator's endpoints):
 //    "paper": a Rina rack's ScatterReduce is paced at ina_gbps, 0 meaning
 //    host::kRinaFullSpeedGbps (20); each INA rack worker's first AllGather
@@ -89,7 +94,9 @@
 //    S / N to each other PS along the shard's tree (ATP: to the first INA
 //    switch on its shortest path, which sends one aggregate on to the
 //    next INA switch or the PS, Lemma 2), the result back down the same
-//    tree by multicast (each arc once per shard). The round takes the
+//    tree by multicast (each arc once per shard; the PS's own copies along
+//    its multicast tree, the first equal-cost next hop at each switch, as
+//    the simulator replicates: topo::Routing::tree_path). The round takes the
 //    busiest arc's bytes / capacity (the transports of all shards keep it
 //    busy: a fluid model) plus the longest worker -> PS -> worker latency.
 //    With ina_gbps > 0 and a shard's tree through an INA switch, every
@@ -134,11 +141,13 @@
 // An echo comes back a round trip after the mark, not before the threshold's
 // delay; the hold-off after a halving is the round trip of the round the echo
 // came in.
-// The PS, RAR and H-AR transports are assumed loss-free and ECN-free (no
-// retransmission, no back-off, no queueing delay; PS's fluid round counts
-// no acknowledgements); see docs/results/rina_bom.md for where that holds
-// (not for H-AR's inter-rack rings sharing one link: there the windows
-// cycle under ECN and the link runs at ~85 % of what the model gives).
+// The transports are assumed loss-free; PS's fluid round has no ECN
+// back-off and no queueing delay (the simulator's busiest port idles after
+// its senders' back-offs: docs/results/rina_bom.md); RAR's and H-AR's
+// windows halve on ECN but meet no queue of others. Under the aimd
+// transport the simulator's unpaced ring workers queue their windows at
+// their own NICs, which the model ignores (H-AR's inter-rack rings on the
+// testbed then run their shared link at ~85 % of what it gives).
 #include <cstdint>
 #include <vector>
 
