@@ -909,11 +909,12 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
     // children's aggregates came up.
     std::vector<bool> down(g.num_arcs(), false);
     for (const auto& [seg, unused] : segs) {
+      const bool direct = seg.second == ps && g.is_host(seg.first);  // a rank the PS aggregates itself
       for (const ArcId a : m.path(seg.first, seg.second)) {
         bytes[a] += wire;
-        if (seg.second != ps || !g.is_host(seg.first)) down[a ^ 1u] = true;
+        if (!direct) down[a ^ 1u] = true;
       }
-      if (seg.second == ps && g.is_host(seg.first))
+      if (direct)
         for (const ArcId a : m.tree_path(ps, seg.first)) down[a] = true;
     }
     for (ArcId a = 0; a < g.num_arcs(); ++a)

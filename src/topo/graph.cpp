@@ -167,21 +167,17 @@ const std::vector<int>& Routing::dist_to(NodeId to) const {
 
 int Routing::hops(NodeId from, NodeId to) const { return dist_to(to).at(from); }
 
-std::vector<ArcId> Routing::path(NodeId from, NodeId to) const {
+std::vector<ArcId> Routing::walk_to(NodeId from, NodeId to, bool first) const {
   const auto& dist = dist_to(to);
   if (dist.at(from) == kUnreachable)
     throw TopologyError(
         fmt::format("no path from '{}' to '{}'", g_->node(from).name, g_->node(to).name));
-  return walk(*g_, dist, from, to, {});
+  return walk(*g_, dist, from, to, {}, first);
 }
 
-std::vector<ArcId> Routing::tree_path(NodeId from, NodeId to) const {
-  const auto& dist = dist_to(to);
-  if (dist.at(from) == kUnreachable)
-    throw TopologyError(
-        fmt::format("no path from '{}' to '{}'", g_->node(from).name, g_->node(to).name));
-  return walk(*g_, dist, from, to, {}, true);
-}
+std::vector<ArcId> Routing::path(NodeId from, NodeId to) const { return walk_to(from, to, false); }
+
+std::vector<ArcId> Routing::tree_path(NodeId from, NodeId to) const { return walk_to(from, to, true); }
 
 std::optional<std::vector<ArcId>> Routing::path_within(NodeId from, NodeId to, const std::vector<bool>& allowed) const {
   const auto dist = bfs_to(*g_, to, allowed);

@@ -126,6 +126,8 @@ class Routing {
 
  private:
   const std::vector<int>& dist_to(NodeId to) const;
+  // path (first = false) or tree_path (first = true).
+  std::vector<ArcId> walk_to(NodeId from, NodeId to, bool first) const;
   const Graph* g_;
   mutable std::unordered_map<NodeId, std::vector<int>> dist_;
 };

@@ -175,8 +175,8 @@ TEST(RinaTime, RingsAtTheNicRateWithinFivePercentOfTheSimulator) {
 // at each switch to the first equal-cost next hop towards each member
 // (sim::Simulator::multicast_from), not back up the uploads' hashed ways.
 // On the k = 4 fat-tree (16 workers, 24 MiB) the busiest port is
-// agg6->edge6: 37 shards of 6144 packets of 306 B (69 562 368 B, counted on
-// the simulator's link): 23 uploads to h12 and h13 by ECMP and the results
+// agg6->edge6: 37 shards of 6144 packets of 306 B (69 562 368 B, the
+// simulator's sim::LinkStats::bytes there, printed once by a scratch build): 23 uploads to h12 and h13 by ECMP and the results
 // of all 14 other PSes down pod 3's trees. With the results on the uploads'
 // ways reversed the model's busiest port held 34 shards (model 39.28 Gbps
 // against the simulator's 34.19; 36.10 now).
