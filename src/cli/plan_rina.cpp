@@ -323,6 +323,10 @@ Runner register_plan_rina(CLI::App& plan) {
   r->add_option("--header-bytes", rargs->tp.header_bytes, "header bytes per packet (default 50)")->capture_default_str();
   r->add_option("--link-delay-us", rargs->tp.link_delay_us, "propagation delay per link (default 1)")
       ->check(Finite(0, 1e6, false, "microseconds"));
+  r->add_option("--ecn-kb", rargs->tp.ecn_kb,
+                "a switch port marks ECN above this backlog, KB (default 100, the scenarios' topology.ecn_kb; 0: "
+                "never): the model's Rina and ring queues, and --vs-sim's simulator")
+      ->check(Finite(0, 1e6, false, "KB"));
   r->add_option("--window-kb", rargs->tp.window_kb, "transport window (default 60, the ring's initial window)")
       ->check(Finite(0, 1e6, true, "KB"));
   r->add_option("--ina-gbps", rargs->tp.ina_gbps,

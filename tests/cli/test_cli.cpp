@@ -376,6 +376,27 @@ TEST(CliConsistency, RinaVsSimPrintsItsHeader) {
   EXPECT_EQ(r.output.rfind(header, 0), 0u) << r.output;
 }
 
+TEST(CliConsistency, RinaEcnThresholdReachesTheModelAndTheSimulator) {
+  // Rina's members mark at the fat-tree's ports at the default 100 KB: the
+  // model and the simulator both give other rates without marks, and a
+  // threshold no queue reaches is the same as none (0).
+  auto rates = [](const std::string& ecn) {
+    const auto r = run("plan rina --topology fat-tree:4 --ina-count 4 --gradient-mb 1 --vs-sim --schemes rina --json" + ecn);
+    EXPECT_EQ(r.status, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    return std::make_pair(j.at("vs_sim").at(0).at("bom_gbps").get<double>(),
+                          j.at("vs_sim").at(0).at("sim_gbps").get<double>());
+  };
+  const auto marks = rates(""), never = rates(" --ecn-kb 0"), unreached = rates(" --ecn-kb 1000000");
+  EXPECT_EQ(never, unreached);
+  EXPECT_NE(marks.first, never.first);
+  EXPECT_NE(marks.second, never.second);
+  EXPECT_EQ(marks, rates(" --ecn-kb 100"));
+  const auto bad = run("plan rina --topology fat-tree:4 --gradient-mb 1 --ecn-kb -1");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("--ecn-kb"), std::string::npos) << bad.output;
+}
+
 TEST(CliConsistency, MemoryInMiBEverywhereAndSwitchHelpListsOnlyItsSchemes) {
   // --memory-mb is MiB (as switch.memory_mb): 0.0001 MiB = 105 bytes, too small for one aggregator.
   auto r = run("run --memory-mb 0.0001");
