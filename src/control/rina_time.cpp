@@ -45,6 +45,7 @@ struct Queues {
   double w0 = 0;                  // window at the start (0: the transport's window)
   double alone = 0;               // its rate with its ports to itself (bits/s; the acknowledgement clock's fastest)
   double line = 0;                // its sender's link (bits/s): a burst leaves no faster
+  bool window_paced = false;      // its sender paces at its window's rate over the round trip (host::window_pace_gbps)
   // Results.
   double w_end = 0;               // window at the end
   std::vector<Episode> mine;      // its bytes in flight through the port (times from the transfer's start)
@@ -202,13 +203,16 @@ class Model {
       }
       const double R = t.rtt + q.delay_at(now), pipe = R / sr;
       const double rest = P - sent, n = std::min(win, rest);
-      const double dur = std::max(R, n * sr);
+      // A window-paced sender spaces the round's packets at its window's
+      // rate over the round trip (no closer than the port serves them).
+      const double sp = q.window_paced ? std::max(sr, 8 * b_ / (host::window_pace_gbps(win, R, b_, ss) * 1e9)) : sr;
+      const double dur = std::max(R, n * sp);
       last_R = R;
       const double grow = ss ? n : n / win;
       // Below the pipe the round leaves as a burst, two packets per
       // acknowledgement (no faster than its sender's link): the port holds
       // what arrives beyond its rate, most when the burst ends.
-      const double sb = ss && q.line > 0 ? std::max(8 * b_ / q.line, sr / 2) : sr;
+      const double sb = ss && q.line > 0 ? std::max({8 * b_ / q.line, sr / 2, sp}) : sp;
       const double burst = ss ? q.copies * b_ * std::max(0.0, n * (1 - sb / sr) - std::max(0.0, n - pipe)) : 0;
       if (q.has_neck) {
         // In flight through its port (paced below its share, no more than
@@ -257,7 +261,7 @@ class Model {
       }
       if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
         q.w_end = win + grow;
-        const double last = at + (n - 1) * sr;
+        const double last = at + (n - 1) * sp;
         return start + last + t.rtt + q.delay_at(q.t0 + start + last);
       }
       sent += n;
@@ -325,6 +329,7 @@ class Model {
           q.w0 = w == window.end() ? 0 : w->second;
           q.alone = rate;
           q.line = q.has_neck ? g_.arc_gbps(t.route.front()) * 1e9 : 0;
+          q.window_paced = p_.rina_transport == host::RinaTransport::Paper;
           x = transfer_time(t, rate, bw, q);
           next_window[t.from] = q.w_end;
         }
@@ -488,6 +493,7 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
     q.alone = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < f.t.arcs.size(); ++i) q.alone = std::min(q.alone, g.arc_gbps(f.t.arcs[i]) * 1e9 / f.copies[i]);
     q.line = f.routes.empty() || f.routes[0].empty() ? 0 : g.arc_gbps(f.routes[0][0]) * 1e9;
+    q.window_paced = p.rina_transport == host::RinaTransport::Paper;
     q.marks = false;
     // Its bottleneck port: of the tied ones, where the others keep the most in flight.
     double most = -1;

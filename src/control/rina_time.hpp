@@ -60,6 +60,8 @@
 //    one packet and doubles per round trip (§IV-C "starts from zero", slow
 //    start) until the window covers the pipe; a member's later AllGather
 //    send goes on with the window its slow start reached (1 + its packets).
+//    every ring sender's packets are spaced at its window's rate over the
+//    round trip (host::window_pace_gbps), no closer than its share.
 //    "aimd": paced only if ina_gbps > 0; only the agent's broadcast is
 //    slow-started; later sends use the window;
 //  - a Rina ScatterReduce step starts with the agent's pull (agent -> ToR
@@ -126,7 +128,7 @@
 // fixed window into a group above the ToR whose top copies every packet 4
 // times: a quarter of a port, 143 KB waiting in the spine's ports, behind
 // which the group's ScatterReduce step's pull or last acknowledgements
-// come down (leaf-spine, INA spine0: that step 50 us against 37). A
+// come down (leaf-spine, INA spine0: that step 45 us against 37). A
 // switch's port marks ECN above ecn_kb (the simulator's threshold; ports of
 // switches only): the echo comes back a round trip later and halves the
 // sender's window there (once a round trip; slow start ends; additive
@@ -136,7 +138,7 @@
 // clocked by the acknowledgements: they come back at the rate the port
 // serves the transfer (what the others' bytes in flight leave free, at least
 // its share, at most its rate alone), two packets leave per acknowledgement
-// (no faster than the sender's link), and what arrives beyond the port's
+// (no faster than the sender's link, nor its window's pace), and what arrives beyond the port's
 // rate waits there (the burst, a queue with the others' for delay and ECN).
 // An echo comes back a round trip after the mark, not before the threshold's
 // delay; the hold-off after a halving is the round trip of the round the echo

@@ -100,6 +100,15 @@ inline double window_covering(double gbps, Time rtt, double wire_bytes) {
   return gbps * 1e9 * static_cast<double>(rtt) / static_cast<double>(kSec) / (8.0 * wire_bytes);
 }
 
+// The rate (Gbps) a sender paces a window of `cwnd` packets of `wire_bytes`
+// at over its smoothed RTT (`srtt_s` seconds): cwnd x wire / srtt times
+// Linux's TCP pacing gains, 2 in slow start (tcp_pacing_ss_ratio, 200 %)
+// and 1.2 after (tcp_pacing_ca_ratio, 120 %). Both the ring endpoints
+// (RinaTransport::Paper) and the Rina time model use it.
+inline double window_pace_gbps(double cwnd, double srtt_s, double wire_bytes, bool slow_start) {
+  return (slow_start ? 2.0 : 1.2) * cwnd * 8.0 * wire_bytes / srtt_s / 1e9;
+}
+
 // A retransmission timeout after `doublings` exponential backoffs, at most `ceiling`.
 inline Time backed_off_rto(Time rto, unsigned doublings, Time ceiling) {
   const Time t = rto << doublings;

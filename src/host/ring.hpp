@@ -236,7 +236,8 @@ struct RingConfig {
   bool allgather_all_from_zero = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
   // The host's link rate (Gbps; 0: unknown). Under RinaTransport::Paper a
-  // worker paces its sends at most at it (pace_rate).
+  // worker paces its sends at its window's rate over the smoothed RTT, at
+  // most at this one (RingEndpoint::pace_rate).
   double nic_gbps = 0;
   RinaTransport rina_transport = RinaTransport::Paper;
   uint32_t wire_bytes = 306;      // per full packet, for pacing
@@ -364,6 +365,7 @@ class RingEndpoint final : public Node {
   uint64_t recv_floor() const;
   void decrease(Time now);
   double growth_ceiling(const Step& s) const;
+  double link_rate(const Step& s) const;
   double pace_rate(const Step& s) const;
   void skip_pulled_to(size_t target, Time now);
   void end_step(Time now);

@@ -34,22 +34,36 @@ CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
 
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
-// The rate a send is paced at (Gbps; 0: not paced): a ScatterReduce send
+// The rate a send's link allows (Gbps; 0: no limit): a ScatterReduce send
 // to the own ToR at ina_gbps; under RinaTransport::Paper every send at
 // most at the NIC's rate, as DCQCN's rate limiter sends ("full speed"),
 // so no window queues behind its own NIC (and the acknowledgements the
 // worker sends do not wait behind it).
-double RingEndpoint::pace_rate(const Step& s) const {
+double RingEndpoint::link_rate(const Step& s) const {
   double r = s.to_tor && cfg_.ina_gbps > 0 ? cfg_.ina_gbps : 0;
   if (cfg_.rina_transport == RinaTransport::Paper && cfg_.nic_gbps > 0)
     r = r > 0 ? std::min(r, cfg_.nic_gbps) : cfg_.nic_gbps;
   return r;
 }
 
+// The rate a send is paced at (Gbps; 0: not paced). Under Paper, once the
+// RTT is sampled, also the window's rate: DCQCN's senders leave at a rate,
+// never a window's burst, so the window's pace (window_pace_gbps), at most
+// link_rate. A window sent at the NIC's rate instead arrives at a
+// shared port as a burst whenever its acknowledgements bunch up behind the
+// reverse direction's data, and the port marks below its
+// bandwidth-delay product.
+double RingEndpoint::pace_rate(const Step& s) const {
+  const double link = link_rate(s);
+  if (cfg_.rina_transport != RinaTransport::Paper || link <= 0 || rtt_.srtt() <= 0) return link;
+  const double srtt_s = static_cast<double>(rtt_.srtt()) / static_cast<double>(kSec);
+  return std::min(link, window_pace_gbps(cw_.cwnd(), srtt_s, cfg_.wire_bytes, cw_.in_slow_start()));
+}
+
 // RinaTransport::Paper: a paced send stops growing its window where it
-// covers the pacing rate over the smoothed RTT.
+// covers the link's rate over the smoothed RTT.
 double RingEndpoint::growth_ceiling(const Step& s) const {
-  const double rate = pace_rate(s);
+  const double rate = link_rate(s);
   if (cfg_.rina_transport != RinaTransport::Paper || rate <= 0 || rtt_.srtt() <= 0)
     return std::numeric_limits<double>::infinity();
   return window_covering(rate, rtt_.srtt(), cfg_.wire_bytes);

@@ -311,13 +311,13 @@ TEST(RinaTime, RinaAboveTheTorWithinFivePercentOfTheSimulator) {
 // (leaf-spine, 16 workers, INA spine0, or leaf1 and spine0: h0..h3
 // autonomous, spine0's group {h4..h15}, G = 5), 0.25 MiB, "paper". h3, the
 // last autonomous worker, sends its AllGather shards with its fixed window
-// (200 packets) into spine0, which copies each packet to 4 members per
-// leaf: its rate is a quarter of a spine port, the rest of its window
-// (4 x 117 packets, 143 KB) waits in spine0's ports to leaf1..3. The
-// group's ScatterReduce step running then has its pull or its last
-// acknowledgements come down those ports: 50.3 us in the simulator against
-// 37.2 us for the others (spine0 only). A model without the ports' queues
-// gives +8.6 % and +5.4 %; with them (control/rina_time.hpp) -0.6 % and -2.3 %.
+// (200 packets, paced at 1.2 windows per round trip) into spine0, which
+// copies each packet to 4 members per leaf: its rate is a quarter of a
+// spine port, and what it sends beyond that waits in spine0's ports to
+// leaf1..3. The group's ScatterReduce step running then has its pull or
+// its last acknowledgements come down those ports: 45.4 us in the
+// simulator against 37.2 us for the others (spine0 only). The model has
+// those ports' queues (control/rina_time.hpp): +1.2 % and -1.9 %.
 TEST(RinaTime, RinaGroupThroughRegularLeavesWithinFivePercentOfTheSimulator) {
   const topo::Graph ls = file("leaf-spine-2x4x4.json");
   const topo::NodeId spine0 = ls.at("spine0", "test"), leaf1 = ls.at("leaf1", "test");
@@ -341,7 +341,7 @@ TEST(RinaTime, RinaGroupThroughRegularLeavesWithinFivePercentOfTheSimulator) {
   ASSERT_EQ(agent[1].code, 1);
   const double first = static_cast<double>(agent[0].done - agent[0].current) / kUs;
   const double second = static_cast<double>(agent[1].done - agent[1].current) / kUs;
-  EXPECT_GT(second - first, 10.0) << first << " us, then " << second << " us";
+  EXPECT_GT(second - first, 5.0) << first << " us, then " << second << " us";
   EXPECT_GT(r.ecn_marks_switch, 0u);
 }
 

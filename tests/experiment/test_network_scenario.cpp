@@ -155,7 +155,7 @@ TEST(NetworkScenario, PacedRinaRacksRefuseRanksAheadWithoutTimeouts) {
   ASSERT_TRUE(r.ok) << r.problems;
   EXPECT_EQ(r.metrics.at("verify_errors"), 0);
   EXPECT_EQ(r.metrics.at("queue_drops"), 0);
-  EXPECT_EQ(r.metrics.at("refused_packets"), 1560) << "the case this test is for: receivers refusing ranks ahead";
+  EXPECT_EQ(r.metrics.at("refused_packets"), 1040) << "the case this test is for: receivers refusing ranks ahead";
   EXPECT_EQ(r.metrics.at("timeouts"), 0);
   EXPECT_EQ(r.metrics.at("retransmits"), 0);
   // The per-link counters (runs.json "links") add up to the run's totals.

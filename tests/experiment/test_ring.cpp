@@ -630,7 +630,7 @@ TEST(RingFailureAgreement, TwoObserversWithDifferentViewsNeverBothActOnDifferent
 
 // Failures (Rina §IV-C) on the testbed with both ToRs INA (racks {0..3},
 // {4..7}, agents 0 and 4), 3 allreduces with compute time between them. The
-// worker fails inside the second allreduce (the middle of its measured
+// worker fails inside the second allreduce (a quarter into its measured
 // time); after the detection delay every survivor restarts it under the new
 // plan. Every survivor's results of ops 1 and 2 are checked against the
 // survivors' sum (run_collective's checks: exact, all written, no
@@ -650,7 +650,9 @@ void expect_survives(const FailCase& c) {
   const auto whole = exp::run_collective(testbed(c.ina0, c.ina1), c.scheme, s);
   ASSERT_TRUE(whole.ok) << whole.problems;
   s.fail_rank = c.fail_rank;
-  s.fail_at_ms = 1.5 * whole.iteration_ms;  // inside op 1: op 0 stays done
+  // Inside op 1 (op 0 stays done): a quarter into it by the mean, as the
+  // ops under 0.5 % loss differ in length.
+  s.fail_at_ms = 1.25 * whole.iteration_ms;
   s.fail_detect_ms = 0.02;
   const auto r = exp::run_collective(testbed(c.ina0, c.ina1), c.scheme, s);
   ASSERT_TRUE(r.ok) << c.scheme << " fail " << c.fail_rank << ": " << r.problems;

@@ -178,6 +178,26 @@ TEST(RinaTransport, PaperPacesScatterReduceAtTwentyGbpsByDefault) {
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ(aimd.sent_at[i], aimd.sent_at[0]);
 }
 
+// Once an acknowledgement has given an RTT sample, Paper paces at the
+// window's rate over it (host::window_pace_gbps: 1.2 windows per round trip
+// outside slow start), below the 1000 Gbps INA rate: the first window's 4
+// packets leave 8 x 306 B / 1000 Gbps = 2.448 ns apart; packet 4 goes with
+// packet 0's acknowledgement (srtt 1 us, cwnd 4 + 1/4) and packet 5 a pace
+// of 1 us / (1.2 x 4.25) = 196.078 ns after it. Aimd paces at the INA rate only.
+TEST(RinaTransport, PaperPacesAtTheWindowsRateOnceTheRttIsKnown) {
+  EXPECT_DOUBLE_EQ(host::window_pace_gbps(4.25, 1e-6, 306, false), 1.2 * 4.25 * 8 * 306 / 1e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(host::window_pace_gbps(4.25, 1e-6, 306, true), 2 * 4.25 * 8 * 306 / 1e-6 / 1e9);
+  for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd}) {
+    Member m(t, 1000);
+    m.pull(0);
+    m.run_send(0, kTor);
+    ASSERT_EQ(m.sent_at.size(), kPkts);
+    for (size_t i = 1; i < 4; ++i) EXPECT_EQ(m.sent_at[i] - m.sent_at[i - 1], 2448) << "packet " << i;  // ps
+    EXPECT_EQ(m.sent_at[4], 1 * kUs);
+    EXPECT_EQ(m.sent_at[5] - m.sent_at[4], t == host::RinaTransport::Paper ? 196078 : 2448);
+  }
+}
+
 // A pace timer that fires late (the runtime's clock; never the
 // simulator's) keeps the pace's schedule: at 20 Gbps with every timer
 // 300 ns late, packets 1-3 of the first window are all due by the time the
