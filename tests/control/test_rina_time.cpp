@@ -147,15 +147,15 @@ TEST(RinaTime, HarFatTreeWithinFivePercentOfTheSimulator) {
   EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << "model " << p.model << " Gbps, simulator " << p.sim;
 }
 
-// RAR and H-AR under the paper's transport (every send at most at the
-// NIC's rate, as DCQCN's rate limiter sends: no window queues behind its
-// own NIC, nor the acknowledgements the worker sends) at 8 MiB, the
-// windows carried from step to step: testbed RAR 37.86 model vs 37.37
-// simulator, H-AR 26.75 / 26.38; fat-tree H-AR 23.80 / 23.77; leaf-spine
-// H-AR 26.42 / 25.94 Gbps. Unpaced (the ring workers before), the
-// simulator's windows grew without bound behind the NICs and the
-// acknowledgements waited there: 34.77 and 25.23 on the testbed (+8.9 and
-// +6.0 %). Not asserted: fat-tree RAR at 8 MiB (+9.2 %: its windows still
+// RAR and H-AR under the paper's transport (every send paced at its
+// window's rate, at most at the NIC's, as DCQCN's rate limiter sends: no
+// window queues behind its own NIC, nor the acknowledgements the worker
+// sends) at 8 MiB, the windows carried from step to step: testbed RAR
+// 37.86 model vs 37.47 simulator, H-AR 26.75 / 27.30; fat-tree H-AR
+// 23.80 / 23.65; leaf-spine H-AR 26.42 / 25.86 Gbps. Unpaced, the
+// simulator's windows grow without bound behind the NICs and the
+// acknowledgements wait there: 34.77 and 25.23 on the testbed (+8.9 and
+// +6.0 %). Not asserted: fat-tree RAR at 8 MiB (+8.7 %: its windows still
 // grow towards the pipe; +3.3 % at the paper's 97.5 MiB, docs/results/rina_bom.md).
 TEST(RinaTime, RingsAtTheNicRateWithinFivePercentOfTheSimulator) {
   const topo::Graph tb = file("testbed.json");
