@@ -60,7 +60,7 @@
 //    one packet and doubles per round trip (§IV-C "starts from zero", slow
 //    start) until the window covers the pipe; a member's later AllGather
 //    send goes on with the window its slow start reached (1 + its packets).
-//    every ring sender's packets are spaced at its window's rate over the
+//    Every ring sender's packets are spaced at its window's rate over the
 //    round trip (host::window_pace_gbps), no closer than its share.
 //    "aimd": paced only if ina_gbps > 0; only the agent's broadcast is
 //    slow-started; later sends use the window;
@@ -138,8 +138,9 @@
 // clocked by the acknowledgements: they come back at the rate the port
 // serves the transfer (what the others' bytes in flight leave free, at least
 // its share, at most its rate alone), two packets leave per acknowledgement
-// (no faster than the sender's link, nor its window's pace), and what arrives beyond the port's
-// rate waits there (the burst, a queue with the others' for delay and ECN).
+// (no faster than the sender's link, nor its window's pace), and what
+// arrives beyond the port's rate waits there (the burst, a queue with the
+// others' for delay and ECN).
 // An echo comes back a round trip after the mark, not before the threshold's
 // delay; the hold-off after a halving is the round trip of the round the echo
 // came in.
