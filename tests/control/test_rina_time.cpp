@@ -47,15 +47,17 @@ struct Pair {
 };
 
 Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTransport::Paper, double ina_gbps = 0,
-             const std::string& atp_pool = "hashed") {
+             const std::string& atp_pool = "hashed", double link_delay_us = 1) {
   std::vector<topo::NodeId> workers = c.g.hosts();
   workers.resize(static_cast<size_t>(c.workers));
   rina::TimeParams p;
   p.gradient_mb = mb;
   p.rina_transport = t;
   p.ina_gbps = ina_gbps;
+  p.link_delay_us = link_delay_us;
   exp::CollectiveSettings s;
   s.gradient_mb = mb;
+  s.link_delay_us = link_delay_us;
   s.ina_gbps = ina_gbps;
   s.atp_pool = atp_pool;
   s.rina_transport = t == host::RinaTransport::Aimd ? "aimd" : "paper";
@@ -167,6 +169,26 @@ TEST(RinaTime, RingsAtTheNicRateWithinFivePercentOfTheSimulator) {
                                 {"leaf-spine h-ar", ls, 16, {}, "h-ar"}};
   for (const Case& c : cs) {
     const Pair p = compare(c, 8);
+    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  }
+}
+
+// The testbed at the scenarios' 2.5 us per link (topology.rtt_us = 10),
+// 4 MiB, the paper's transport, its rings paced at their windows' rate
+// (host::window_pace_gbps): H-AR 18.85 model vs 18.62 simulator, RAR 17.58
+// / 17.92, Rina with tor0 12.27 / 12.31 Gbps. Paced at the NIC's rate
+// only, H-AR's inter-rack windows left as bursts whenever their
+// acknowledgements bunched up behind the reverse direction's data, and
+// tor0 <-> tor1 marked with less than its pipe in flight: 15.20 Gbps in
+// the simulator, the model +24.6 %.
+TEST(RinaTime, RingsAtTheScenariosLinkDelayWithinFivePercentOfTheSimulator) {
+  const topo::Graph tb = file("testbed.json");
+  const topo::NodeId tor0 = tb.at("tor0", "test");
+  const std::vector<Case> cs = {{"testbed h-ar", tb, 8, {}, "h-ar"},
+                                {"testbed rar", tb, 8, {}, "rar"},
+                                {"testbed rina (tor0)", tb, 8, {tor0}, "rina"}};
+  for (const Case& c : cs) {
+    const Pair p = compare(c, 4, host::RinaTransport::Paper, 0, "hashed", 2.5);
     EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
   }
 }
