@@ -183,6 +183,16 @@ class Model {
     // measured when the echo came (the round it came in).
     double sent = 0, at = 0, echo_at = kNone, cut = -kNone, hold = 0, last_R = 0;
     bool ss = t.slow_start;
+    // A window-paced sender's window grows no further than it covers its
+    // link's rate over the round trip, and never shrinks for that
+    // (RingEndpoint::growth_ceiling, host::window_covering).
+    const double pace_cap = t.paced ? rina_pace_gbps(p_) * 1e9 : 0;
+    const double link_bps = pace_cap > 0 && (q.line <= 0 || pace_cap < q.line) ? pace_cap : q.line;
+    auto grown = [&](double w, double by, double R) {
+      if (!q.window_paced || link_bps <= 0) return w + by;
+      const double ceiling = link_bps * R / (8 * b_);
+      return w >= ceiling ? w : std::min(w + by, ceiling);
+    };
     for (;;) {
       if (echo_at <= at) {
         win = std::max(1.0, win / 2);
@@ -220,7 +230,7 @@ class Model {
         // acknowledgement on (a round trip later) what they add, up to the
         // packets left; the port's queue with the others'.
         auto held = [&](double k) { return q.copies * b_ * (q.own ? k : std::min(k, pipe)); };
-        const double h0 = held(n), h1 = held(std::min(win + grow, rest));
+        const double h0 = held(n), h1 = held(std::min(grown(win, grow, R), rest));
         const double drain = rest <= win ? q.queue_at(q.neck, now + std::min(R, dur), dur > R ? h1 : h0, t.rtt) / Bps : 0;
         if (dur > R) {
           q.mine.push_back({start + at, start + at + R, h0, t.rtt});
@@ -255,18 +265,18 @@ class Model {
       if (echo_at > at && echo_at < at + dur) {
         const double part = (echo_at - at) / dur;
         sent += n * part;
-        win += grow * part;
+        win = grown(win, grow * part, R);
         at = echo_at;
         continue;
       }
       if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
-        q.w_end = win + grow;
+        q.w_end = grown(win, grow, R);
         const double last = at + (n - 1) * sp;
         return start + last + t.rtt + q.delay_at(q.t0 + start + last);
       }
       sent += n;
       at += dur;
-      win += grow;
+      win = grown(win, grow, R);
     }
   }
 
@@ -735,10 +745,9 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       f.t.slow_start = true;
     } else {
       to_group({}, from, gr[(i + 1) % G]);
-      if (r && p.rina_transport == host::RinaTransport::Paper) {
-        if (s < x.members.size()) f.t.slow_start = true;  // this member's first
-        else f.t.window = std::max(m.window(), static_cast<double>(pk) + 1);  // its first's slow start went on
-      }
+      // A member's first AllGather send starts from one packet; its later
+      // ones go on with the window its previous send ended with (Flow::prev).
+      if (r && p.rina_transport == host::RinaTransport::Paper && s < x.members.size()) f.t.slow_start = true;
     }
     if (tree) f.extra = extras(tx);
     return add(std::move(f));
@@ -876,6 +885,22 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
   out.gbps = rate_sum / static_cast<double>(n);
 }
 
+// The share of its capacity a port keeps busy under window-limited streams
+// that halve together when its queue passes `threshold` bytes, its
+// bandwidth-delay product `pipe` bytes (the streams' round trip without
+// queues). Their windows' sum W grows by one packet per stream per round
+// trip from (pipe + threshold) / 2 to pipe + threshold; below the pipe the
+// port sends W per round trip, above it at its rate while the round trip
+// grows with the queue. Over one cycle: 3/4 (pipe + threshold)^2 /
+// (pipe^2 + pipe threshold + threshold^2); 1 with a threshold at or above
+// the pipe, 3/4 with none (the synchronized sawtooth of TCP with a buffer
+// of `threshold`).
+double synchronized_utilization(double pipe, double threshold) {
+  if (threshold >= pipe) return 1;
+  const double top = pipe + threshold;
+  return 0.75 * top * top / (pipe * pipe + pipe * threshold + threshold * threshold);
+}
+
 // PS and PS-based INA: one fluid round (see the header).
 void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers, const std::vector<NodeId>& ina,
               uint64_t elems, TimeResult& out) {
@@ -927,11 +952,24 @@ void ps_round(const Model& m, const Graph& g, const std::vector<NodeId>& workers
       if (down[a]) bytes[a] += wire;
   }
   double busiest = 0;
-  for (ArcId a = 0; a < g.num_arcs(); ++a) busiest = std::max(busiest, 8 * bytes[a] / (g.arc_gbps(a) * 1e9));
-  if (ina_tree && m.params().ina_gbps > 0 && n > 1)  // every transport of such a tree at ina_gbps / (N - 1)
+  ArcId neck = 0;
+  for (ArcId a = 0; a < g.num_arcs(); ++a)
+    if (const double t = 8 * bytes[a] / (g.arc_gbps(a) * 1e9); t > busiest) {
+      busiest = t;
+      neck = a;
+    }
+  // Where the busiest port is a switch's, which marks ECN, the streams
+  // through it halve together (their results, which acknowledge them, come
+  // back together), and it idles for part of each cycle.
+  double busy = busiest;
+  if (!g.is_host(g.arc_from(neck)) && m.params().ecn_kb > 0)
+    busy /= synchronized_utilization(g.arc_gbps(neck) * 1e9 / 8 * latency, m.params().ecn_kb * 1000);
+  if (ina_tree && m.params().ina_gbps > 0 && n > 1) {  // every transport of such a tree at ina_gbps / (N - 1)
     busiest = std::max(busiest, 8 * wire / (m.params().ina_gbps * 1e9 / static_cast<double>(n - 1)));
+    busy = std::max(busy, busiest);
+  }
   out.bandwidth_s = busiest;
-  out.transfer_s = busiest + latency;
+  out.transfer_s = busy + latency;
   out.steps = 1;
   out.groups = static_cast<int>(n);
 }

@@ -59,9 +59,12 @@
 //    send (the agent's broadcast, each member's first forward) starts from
 //    one packet and doubles per round trip (§IV-C "starts from zero", slow
 //    start) until the window covers the pipe; a member's later AllGather
-//    send goes on with the window its slow start reached (1 + its packets).
-//    Every ring sender's packets are spaced at its window's rate over the
-//    round trip (host::window_pace_gbps), no closer than its share.
+//    send goes on with the window its previous send ended with. Every ring
+//    sender's packets are spaced at its window's rate over the round trip
+//    (host::window_pace_gbps), no closer than its share, and its window
+//    grows no further than it covers its link's rate (the NIC's; a paced
+//    ScatterReduce's, ina_gbps) over the round trip, as the endpoint's
+//    growth ceiling (host::window_covering).
 //    "aimd": paced only if ina_gbps > 0; only the agent's broadcast is
 //    slow-started; later sends use the window;
 //  - a Rina ScatterReduce step starts with the agent's pull (agent -> ToR
@@ -101,6 +104,12 @@
 //    the simulator replicates: topo::Routing::tree_path). The round takes the
 //    busiest arc's bytes / capacity (the transports of all shards keep it
 //    busy: a fluid model) plus the longest worker -> PS -> worker latency.
+//    A busiest arc out of a switch marks ECN; the streams through it halve
+//    together, and it is busy a share of the time: with the pipe P its
+//    capacity x that latency and the threshold K = ecn_kb below it,
+//    3/4 (P + K)^2 / (P^2 + P K + K^2) (their summed window cycles between
+//    (P + K) / 2 and P + K; 3/4 with no threshold, the synchronized
+//    sawtooth), otherwise 1; bandwidth_s stays bytes / capacity.
 //    With ina_gbps > 0 and a shard's tree through an INA switch, every
 //    transport is paced at ina_gbps / (N - 1), as cluster::ShardedPsCluster
 //    paces them: the round takes at least a shard's wire bytes at that rate.
@@ -144,10 +153,12 @@
 // An echo comes back a round trip after the mark, not before the threshold's
 // delay; the hold-off after a halving is the round trip of the round the echo
 // came in.
-// The transports are assumed loss-free; PS's fluid round has no ECN
-// back-off and no queueing delay (the simulator's busiest port idles after
-// its senders' back-offs: docs/results/rina_bom.md); RAR's and H-AR's
-// windows halve on ECN but meet no queue of others. Under the aimd
+// The transports are assumed loss-free; PS's fluid round has no queueing
+// delay and its streams halve in step (docs/results/rina_bom.md); RAR's
+// and H-AR's windows halve on ECN but meet no queue of others, nor the one
+// a receiving host's own window keeps at its NIC, which the
+// acknowledgements it sends wait behind (the simulator's ceiling follows
+// the smoothed round trip, which that queue lengthens). Under the aimd
 // transport the simulator's unpaced ring workers queue their windows at
 // their own NICs, which the model ignores (H-AR's inter-rack rings on the
 // testbed then run their shared link at ~85 % of what it gives).
