@@ -141,9 +141,9 @@ TEST(RinaTime, HarAcknowledgementsTakeTheirShareOfTheLinks) {
 
 // H-AR on the fat-tree (k = 4, 16 workers, racks of 2) at 8 MiB: its two
 // in-rack steps are as above, its 14 inter-rack steps share the
-// aggregation and core links. Model 22.96, simulator 22.35 Gbps (+2.7 %;
-// without the acknowledgements 24.45, +9.4 %; at the paper's 97.5 MiB
-// 24.27 against 22.91, +5.9 %: docs/results/rina_bom.md).
+// aggregation and core links. Model 23.76, simulator 23.65 Gbps (+0.5 %;
+// at the paper's 97.5 MiB 25.04 against 23.38, +7.1 %:
+// docs/results/rina_bom.md).
 TEST(RinaTime, HarFatTreeWithinFivePercentOfTheSimulator) {
   const Case c{"fat-tree:4 h-ar", *topo::generate("fat-tree:4"), 16, {}, "h-ar"};
   const Pair p = compare(c, 8);
@@ -154,8 +154,8 @@ TEST(RinaTime, HarFatTreeWithinFivePercentOfTheSimulator) {
 // window's rate, at most at the NIC's, as DCQCN's rate limiter sends: no
 // window queues behind its own NIC, nor the acknowledgements the worker
 // sends) at 8 MiB, the windows carried from step to step: testbed RAR
-// 37.86 model vs 37.47 simulator, H-AR 26.75 / 27.30; fat-tree H-AR
-// 23.80 / 23.65; leaf-spine H-AR 26.42 / 25.86 Gbps. Unpaced, the
+// 37.86 model vs 37.47 simulator, H-AR 27.12 / 27.30; fat-tree H-AR
+// 23.76 / 23.65; leaf-spine H-AR 26.42 / 25.86 Gbps. Unpaced, the
 // simulator's windows grow without bound behind the NICs and the
 // acknowledgements wait there: 34.77 and 25.23 on the testbed (+8.9 and
 // +6.0 %). Not asserted: fat-tree RAR at 8 MiB (+8.7 %: its windows still
@@ -177,7 +177,7 @@ TEST(RinaTime, RingsAtTheNicRateWithinFivePercentOfTheSimulator) {
 // The testbed at the scenarios' 2.5 us per link (topology.rtt_us = 10),
 // 4 MiB, the paper's transport, its rings paced at their windows' rate
 // (host::window_pace_gbps): H-AR 18.85 model vs 18.62 simulator, RAR 17.58
-// / 17.92, Rina with tor0 12.27 / 12.31 Gbps. Paced at the NIC's rate
+// / 17.92, Rina with tor0 12.34 / 12.31 Gbps. Paced at the NIC's rate
 // only, H-AR's inter-rack windows left as bursts whenever their
 // acknowledgements bunched up behind the reverse direction's data, and
 // tor0 <-> tor1 marked with less than its pipe in flight: 15.20 Gbps in
