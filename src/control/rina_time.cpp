@@ -113,7 +113,6 @@ class Model {
 
   const TimeParams& params() const { return p_; }
   double wire() const { return b_; }
-  double window() const { return w_; }
   uint64_t packets(uint64_t values) const { return (values + p_.payload_values - 1) / p_.payload_values; }
   std::vector<ArcId> path(NodeId a, NodeId b) const { return a == b ? std::vector<ArcId>{} : routing_.path(a, b); }
   // A multicast copy's way (topo::Routing::tree_path).
@@ -184,14 +183,12 @@ class Model {
     double sent = 0, at = 0, echo_at = kNone, cut = -kNone, hold = 0, last_R = 0;
     bool ss = t.slow_start;
     // A window-paced sender's window grows no further than it covers its
-    // link's rate over the round trip, and never shrinks for that
-    // (RingEndpoint::growth_ceiling, host::window_covering).
-    const double pace_cap = t.paced ? rina_pace_gbps(p_) * 1e9 : 0;
-    const double link_bps = pace_cap > 0 && (q.line <= 0 || pace_cap < q.line) ? pace_cap : q.line;
+    // link's rate over the round trip (RingEndpoint::growth_ceiling; the
+    // covering window as host::window_covering, R in seconds).
+    const double link_gbps = host::ring_link_gbps(t.paced, rina_pace_gbps(p_), q.line / 1e9, p_.rina_transport);
     auto grown = [&](double w, double by, double R) {
-      if (!q.window_paced || link_bps <= 0) return w + by;
-      const double ceiling = link_bps * R / (8 * b_);
-      return w >= ceiling ? w : std::min(w + by, ceiling);
+      if (!q.window_paced || link_gbps <= 0) return w + by;
+      return host::grow_to_ceiling(w, by, link_gbps * 1e9 * R / (8 * b_));
     };
     for (;;) {
       if (echo_at <= at) {

@@ -15,7 +15,7 @@ bool CongestionWindow::allows(uint64_t inflight, double cap) const {
 
 void CongestionWindow::on_ack(double ceiling) {
   if (!cfg_.adaptive || cwnd_ >= ceiling) return;
-  cwnd_ = std::min({cfg_.max_window, ceiling, cwnd_ + (cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_)});
+  cwnd_ = std::min(cfg_.max_window, grow_to_ceiling(cwnd_, cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_, ceiling));
 }
 
 bool CongestionWindow::on_ecn(Time now, Time srtt, Time sent) {

@@ -24,6 +24,7 @@
 //    (a fractional window rounds down), or with partial_packet if fewer
 //    packets than the window are in flight (it rounds up); always one.
 // A fixed window (adaptive = false) ignores acknowledgements and signals.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -107,6 +108,12 @@ inline double window_covering(double gbps, Time rtt, double wire_bytes) {
 // (RinaTransport::Paper) and the Rina time model use it.
 inline double window_pace_gbps(double cwnd, double srtt_s, double wire_bytes, bool slow_start) {
   return (slow_start ? 2.0 : 1.2) * cwnd * 8.0 * wire_bytes / srtt_s / 1e9;
+}
+
+// A window grown by `by` packets, at most to `ceiling`; one at or above the
+// ceiling stays (CongestionWindow::on_ack; the Rina time model).
+inline double grow_to_ceiling(double cwnd, double by, double ceiling) {
+  return cwnd >= ceiling ? cwnd : std::min(cwnd + by, ceiling);
 }
 
 // A retransmission timeout after `doublings` exponential backoffs, at most `ceiling`.

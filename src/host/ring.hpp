@@ -117,6 +117,7 @@
 // ignores a second report, and drops reports ahead of the barrier it
 // gathers; releases already applied are dropped as duplicates; barrier
 // packets carry the epoch in their tag (other epochs are stale).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -217,6 +218,15 @@ inline constexpr double kRinaFullSpeedGbps = 20;
 inline double rina_pace_gbps(double ina_gbps, RinaTransport t) {
   if (ina_gbps > 0) return ina_gbps;
   return t == RinaTransport::Paper ? kRinaFullSpeedGbps : 0;
+}
+// The rate a ring send's link allows (Gbps; 0: no limit): a ScatterReduce
+// send to the own ToR at ina_gbps; under Paper every send at most at the
+// NIC's rate (nic_gbps; 0: unknown), as DCQCN's rate limiter sends ("full
+// speed"). RingEndpoint::link_rate and the Rina time model.
+inline double ring_link_gbps(bool to_tor, double ina_gbps, double nic_gbps, RinaTransport t) {
+  double r = to_tor && ina_gbps > 0 ? ina_gbps : 0;
+  if (t == RinaTransport::Paper && nic_gbps > 0) r = r > 0 ? std::min(r, nic_gbps) : nic_gbps;
+  return r;
 }
 
 struct RingConfig {

@@ -34,16 +34,11 @@ CongestionWindowConfig ring_detail::transfer_window(const RingConfig& c) {
 
 void RingEndpoint::arm(Time at, Effects& fx) { fx.set_timer(at, kRtoTimer); }
 
-// The rate a send's link allows (Gbps; 0: no limit): a ScatterReduce send
-// to the own ToR at ina_gbps; under RinaTransport::Paper every send at
-// most at the NIC's rate, as DCQCN's rate limiter sends ("full speed"),
-// so no window queues behind its own NIC (and the acknowledgements the
-// worker sends do not wait behind it).
+// The rate a send's link allows (ring_link_gbps): under Paper no window
+// queues behind its own NIC (and the acknowledgements the worker sends do
+// not wait behind it).
 double RingEndpoint::link_rate(const Step& s) const {
-  double r = s.to_tor && cfg_.ina_gbps > 0 ? cfg_.ina_gbps : 0;
-  if (cfg_.rina_transport == RinaTransport::Paper && cfg_.nic_gbps > 0)
-    r = r > 0 ? std::min(r, cfg_.nic_gbps) : cfg_.nic_gbps;
-  return r;
+  return ring_link_gbps(s.to_tor, cfg_.ina_gbps, cfg_.nic_gbps, cfg_.rina_transport);
 }
 
 // The rate a send is paced at (Gbps; 0: not paced). Under Paper, once the
