@@ -43,11 +43,13 @@ struct Queues {
   bool own = false;               // its window beyond the pipe waits at that port (not paced below its share)
   bool marks = false;             // that port marks ECN (a switch's egress)
   double w0 = 0;                  // window at the start (0: the transport's window)
+  double r0 = 0;                  // its sender's smoothed round trip at the start (s; 0: none yet)
   double alone = 0;               // its rate with its ports to itself (bits/s; the acknowledgement clock's fastest)
   double line = 0;                // its sender's link (bits/s): a burst leaves no faster
   bool window_paced = false;      // its sender paces at its window's rate over the round trip (host::window_pace_gbps)
   // Results.
   double w_end = 0;               // window at the end
+  double r_end = 0;               // round trip of its last round (its sender's smoothed round trip after)
   std::vector<Episode> mine;      // its bytes in flight through the port (times from the transfer's start)
 
   // Port a's queue at t (bytes): what the others (and `bytes` more, of
@@ -170,6 +172,7 @@ class Model {
     double win = t.slow_start ? 1 : t.window > 0 ? t.window : q.w0 > 0 ? q.w0 : w_;
     q.mine.clear();
     q.w_end = win;
+    q.r_end = q.r0;
     if (t.packets == 0) return 0;
     const double s = 8 * b_ / rate;
     bw = static_cast<double>(t.packets - 1) * s;
@@ -218,9 +221,19 @@ class Model {
       const double grow = ss ? n : n / win;
       // Below the pipe the round leaves as a burst, two packets per
       // acknowledgement (no faster than its sender's link): the port holds
-      // what arrives beyond its rate, most when the burst ends.
-      const double sb = ss && q.line > 0 ? std::max({8 * b_ / q.line, sr / 2, sp}) : sp;
-      const double burst = ss ? q.copies * b_ * std::max(0.0, n * (1 - sb / sr) - std::max(0.0, n - pipe)) : 0;
+      // what arrives beyond its rate, most when the burst ends. A carried
+      // window's first round is paced over the round trip its sender last
+      // measured (before any acknowledgement of this transfer): over a
+      // shorter way than this one's, faster than the port serves it.
+      double sb = sp, served = sr;
+      if (ss && q.line > 0) {
+        sb = std::max({8 * b_ / q.line, sr / 2, sp});
+      } else if (q.window_paced && !ss && sent == 0 && q.r0 > 0 && q.line > 0 && q.has_neck) {
+        // (the port's reverse traffic, acknowledgements, starts a round trip later)
+        sb = std::max(8 * b_ / q.line, 8 * b_ / (host::window_pace_gbps(win, q.r0, b_, false) * 1e9));
+        served = 8 * b_ * q.copies / (g_.arc_gbps(q.neck) * 1e9);
+      }
+      const double burst = sb < served ? q.copies * b_ * std::max(0.0, n * (1 - sb / served) - std::max(0.0, n - pipe)) : 0;
       if (q.has_neck) {
         // In flight through its port (paced below its share, no more than
         // the pace's pipe): the round's packets, and from its first
@@ -268,6 +281,7 @@ class Model {
       }
       if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
         q.w_end = grown(win, grow, R);
+        q.r_end = R;
         const double last = at + (n - 1) * sp;
         return start + last + t.rtt + q.delay_at(q.t0 + start + last);
       }
@@ -281,6 +295,7 @@ class Model {
   void run(const std::vector<Step>& steps, int n_workers, TimeResult& out) const {
     const Standing none(g_.num_arcs());
     std::map<NodeId, double> window, next_window;  // per sender, in packets
+    std::map<NodeId, double> srtt, next_srtt;      // per sender, its last round trip (s)
     for (const Step& st : steps) {
       // A transfer's packets load its arcs, and its acknowledgements (one
       // per packet, ack_bytes against b) the reverse arcs for the part of
@@ -334,11 +349,14 @@ class Model {
           q.marks = q.has_neck && !g_.is_host(g_.arc_from(q.neck));
           const auto w = window.find(t.from);
           q.w0 = w == window.end() ? 0 : w->second;
+          const auto r = srtt.find(t.from);
+          q.r0 = r == srtt.end() ? 0 : r->second;
           q.alone = rate;
           q.line = q.has_neck ? g_.arc_gbps(t.route.front()) * 1e9 : 0;
           q.window_paced = p_.rina_transport == host::RinaTransport::Paper;
           x = transfer_time(t, rate, bw, q);
           next_window[t.from] = q.w_end;
+          next_srtt[t.from] = q.r_end;
         }
         if (x > worst) {
           worst = x;
@@ -346,7 +364,9 @@ class Model {
         }
       }
       for (const auto& [v, w] : next_window) window[v] = w;
+      for (const auto& [v, r] : next_srtt) srtt[v] = r;
       next_window.clear();
+      next_srtt.clear();
       out.transfer_s += worst;
       out.bandwidth_s += worst_bw;
       if (st.senders > 0 && (p_.straggler_sigma_us > 0 || p_.straggler_k_us > 0))
