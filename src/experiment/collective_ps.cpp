@@ -285,6 +285,9 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   profile.apply(wbase);
   wbase.payload_values = s.payload_values;
   wbase.wire_bytes = static_cast<uint32_t>(pkt_bytes);
+  // Under Rina's paper transport every host's NIC paces as DCQCN's does, the
+  // PS family's senders too (the ring endpoints: host::RingConfig).
+  wbase.window_paced = s.rina_transport == "paper";
   host::PsConfig pbase;
   profile.apply(pbase);
   pbase.payload_values = s.payload_values;
@@ -332,6 +335,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       hp.n = n;
       hp.first_shard = cl.first_shard(j);
       host::WorkerConfig w = wbase;
+      w.nic_gbps = g.arc_gbps(g.neighbors(v).front().arc);
       // The host's initial window, shared by its N shard streams.
       w.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes / n);
       if (hooks.worker) hooks.worker(w);  // the hook last: it may override init_window too

@@ -203,7 +203,10 @@ enum class RinaTransport : uint8_t {
   // covers that rate: DCQCN's rate limiter never sends faster than the
   // link, so the worker's window does not queue (or drop) behind its own
   // NIC, nor do the acknowledgements it sends. Those share the link: each
-  // delays its next packet by its own wire time.
+  // delays its next packet by its own wire time. The PS family's senders on
+  // the same NICs pace at their window's rate too, without the ceiling
+  // (host::WorkerConfig::window_paced, which the simulator's collectives
+  // set under "paper").
   Paper,
   // The endpoint's plain AIMD: paced only if ina_gbps > 0, growth up to
   // max_window, and AllGather slow start only where allgather_from_zero /

@@ -160,7 +160,8 @@ void WorkerTransport::pump(Time now, Effects& fx) {
         const uint32_t low = send_op_ == first_open_ ? op.psn0 + op.low : lowest_unacked();
         if (op.psn0 + op.next - low >= cfg_.window_cap) return;
       }
-      if (cfg_.rate_gbps > 0) {
+      const double pace = pace_gbps();
+      if (pace > 0) {
         if (now < next_tx_) {
           if (!pace_armed_) {
             pace_armed_ = true;
@@ -168,13 +169,21 @@ void WorkerTransport::pump(Time now, Effects& fx) {
           }
           return;
         }
-        const double gap_ps = cfg_.wire_bytes * 8.0 / cfg_.rate_gbps * 1000.0;  // bits / (Gbit/s) = ns
+        const double gap_ps = cfg_.wire_bytes * 8.0 / pace * 1000.0;  // bits / (Gbit/s) = ns
         next_tx_ = std::max(next_tx_, now) + static_cast<Time>(gap_ps);
       }
       send_data(op, op.next, now, fx, false);
       ++op.next;
     } while (op.next < op.npkts);
   }
+}
+
+double WorkerTransport::pace_gbps() const {
+  if (cfg_.rate_gbps > 0) return cfg_.rate_gbps;
+  if (!cfg_.window_paced || rtt_.srtt() <= 0) return 0;  // (no round trip measured yet: the window alone)
+  const double srtt_s = static_cast<double>(rtt_.srtt()) / static_cast<double>(kSec);
+  const double w = window_pace_gbps(cw_.cwnd(), srtt_s, cfg_.wire_bytes, cw_.in_slow_start());
+  return cfg_.nic_gbps > 0 ? std::min(w, cfg_.nic_gbps) : w;
 }
 
 void WorkerTransport::decrease(Time now) {

@@ -105,6 +105,13 @@ struct WorkerConfig {
   bool ecn_per_window = false;
   uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
   double rate_gbps = 0;         // pacing: planned sending rate (GRID); 0 = window-limited only
+  // Without a planned rate: pace first transmissions at the window's rate
+  // over the smoothed RTT, at most at nic_gbps (host::window_pace_gbps, as a
+  // DCQCN NIC's rate limiter sends a rate, never a window's burst; the ring
+  // endpoints under the Rina paper transport pace alike). Off: a window's
+  // packets leave as fast as the acknowledgements open it.
+  bool window_paced = false;
+  double nic_gbps = 0;          // the host's link (0: no cap)
   uint32_t wire_bytes = 306;    // bytes per full packet on the wire, for pacing
   // Defaults: the `paper` profile (host/profile.hpp).
   Time min_rto = kPaperProfile.min_rto;
@@ -250,6 +257,7 @@ class WorkerTransport {
   // The record of `psn` if (psn, dl) is its current retransmission deadline, else nullptr.
   Rec* rto_current(uint32_t psn, Time dl);
   void decrease(Time now);  // a congestion signal other than an ECN echo
+  double pace_gbps() const;  // the rate first transmissions are spaced at (0: not paced)
   void detect_losses(Time now, Effects& fx);
   bool segmented() const { return cfg_.segment_size > 0; }
   bool has_result(uint32_t psn);

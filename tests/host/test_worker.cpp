@@ -92,6 +92,55 @@ TEST(Worker, SendsGradientPacketsOfTheStream) {
   EXPECT_TRUE(w.tx.busy());
 }
 
+// A window-paced worker (a DCQCN NIC's rate limiter) spaces its first
+// transmissions at 1.2 x cwnd x wire / srtt once it has a round trip, at
+// most at nic_gbps. 4-packet window out at t = 0 (no round trip yet); the
+// results of psn 0 and 1 at 10 us: srtt 10 us, cwnd 4 + 1/4 = 4.25 when
+// psn 4 leaves, so psn 5 waits srtt / (1.2 x 4.25) = 1960.784 ns on the
+// pacing timer, where an unpaced worker sends both at once.
+TEST(Worker, WindowPacedSpacesFirstTransmissionsAtTheWindowsRate) {
+  auto run = [](bool paced, double nic_gbps) {
+    host::WorkerConfig c = WorkerRig::config();
+    c.init_window = 4;
+    c.wire_bytes = 306;
+    c.window_paced = paced;
+    c.nic_gbps = nic_gbps;
+    FakeEffects fx;
+    host::WorkerTransport tx(c);
+    auto io = std::make_shared<host::VectorTensor>(ramp(64 * 20, 3));
+    tx.submit(io, 64 * 20);
+    tx.pump(0, fx);
+    EXPECT_EQ(fx.take().size(), 4u);
+    fx.timers.clear();
+    for (uint32_t psn = 0; psn < 2; ++psn) {
+      Packet* a = fx.alloc();
+      a->h.type = PktType::Ack;
+      a->h.flags = flag::kResult;
+      a->h.job = 1;
+      a->h.psn = psn;
+      a->h.src = kSw;
+      a->h.dst = kJob1[1];
+      a->h.nworkers = 3;
+      a->h.bitmap = 0b111;
+      a->h.count = 64;
+      tx.on_packet(a, 10 * kUs, fx);
+    }
+    std::vector<Time> pace_timers;
+    for (const auto& [at, token] : fx.timers)
+      if (token == host::WorkerTransport::kPaceTimer) pace_timers.push_back(at);
+    return std::make_pair(fx.take().size(), pace_timers);
+  };
+  const auto [sent, timers] = run(true, 100);
+  EXPECT_EQ(sent, 1u);
+  EXPECT_EQ(timers, std::vector<Time>{10 * kUs + 1'960'784});
+  const auto [sent_nic, timers_nic] = run(true, 1);  // the NIC's 1 Gbps: 2448 ns a packet
+  EXPECT_EQ(sent_nic, 1u);
+  EXPECT_EQ(timers_nic, std::vector<Time>{10 * kUs + 2'448'000});
+  const auto [sent_unpaced, timers_unpaced] = run(false, 100);
+  EXPECT_EQ(sent_unpaced, 2u);
+  EXPECT_TRUE(timers_unpaced.empty());
+}
+
 TEST(Worker, AcksAreValidatedAndAssembled) {
   WorkerRig w;
   w.tx.submit(w.io, 100);
