@@ -23,7 +23,8 @@ namespace {
 // ====================================================================
 
 struct WorkerRig {
-  explicit WorkerRig(bool fast_retransmit = false) : tx(config(fast_retransmit)) {
+  explicit WorkerRig(bool fast_retransmit = false) : WorkerRig(config(fast_retransmit)) {}
+  explicit WorkerRig(const host::WorkerConfig& c) : tx(c) {
     grad = ramp(100, -500, 7);
     io = std::make_shared<host::VectorTensor>(grad);
   }
@@ -105,30 +106,16 @@ TEST(Worker, WindowPacedSpacesFirstTransmissionsAtTheWindowsRate) {
     c.wire_bytes = 306;
     c.window_paced = paced;
     c.nic_gbps = nic_gbps;
-    FakeEffects fx;
-    host::WorkerTransport tx(c);
-    auto io = std::make_shared<host::VectorTensor>(ramp(64 * 20, 3));
-    tx.submit(io, 64 * 20);
-    tx.pump(0, fx);
-    EXPECT_EQ(fx.take().size(), 4u);
-    fx.timers.clear();
-    for (uint32_t psn = 0; psn < 2; ++psn) {
-      Packet* a = fx.alloc();
-      a->h.type = PktType::Ack;
-      a->h.flags = flag::kResult;
-      a->h.job = 1;
-      a->h.psn = psn;
-      a->h.src = kSw;
-      a->h.dst = kJob1[1];
-      a->h.nworkers = 3;
-      a->h.bitmap = 0b111;
-      a->h.count = 64;
-      tx.on_packet(a, 10 * kUs, fx);
-    }
+    WorkerRig w(c);
+    w.tx.submit(std::make_shared<host::VectorTensor>(ramp(64 * 20, 3)), 64 * 20);
+    w.tx.pump(0, w.fx);
+    EXPECT_EQ(w.fx.take().size(), 4u);
+    w.fx.timers.clear();
+    for (uint32_t psn = 0; psn < 2; ++psn) w.tx.on_packet(w.ack(psn, ramp(64, psn)), 10 * kUs, w.fx);
     std::vector<Time> pace_timers;
-    for (const auto& [at, token] : fx.timers)
+    for (const auto& [at, token] : w.fx.timers)
       if (token == host::WorkerTransport::kPaceTimer) pace_timers.push_back(at);
-    return std::make_pair(fx.take().size(), pace_timers);
+    return std::make_pair(w.fx.take().size(), pace_timers);
   };
   const auto [sent, timers] = run(true, 100);
   EXPECT_EQ(sent, 1u);
