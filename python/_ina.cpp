@@ -195,6 +195,14 @@ PYBIND11_MODULE(_ina, m) {
            py::arg("array"), py::arg("op") = "sum", py::keep_alive<0, 1>())
       .def("allreduce_sparse_float", &sparse<float>, py::arg("keys"), py::arg("values"), py::arg("op"), py::arg("key_space"))
       .def("allreduce_sparse_int32", &sparse<int32_t>, py::arg("keys"), py::arg("values"), py::arg("op"), py::arg("key_space"))
+      .def("set_hot_keys",
+           [](ina::Communicator& c, py::array_t<uint64_t, py::array::c_style> ranked) {
+             if (ranked.ndim() != 1) throw py::value_error("set_hot_keys: keys must be a 1-D array");
+             std::span<const uint64_t> k(ranked.data(), static_cast<size_t>(ranked.size()));
+             py::gil_scoped_release nogil;
+             return c.set_hot_keys(k);
+           },
+           py::arg("ranked"))
       .def("close", [](ina::Communicator& c) {
         py::gil_scoped_release nogil;
         c.close();

@@ -129,6 +129,18 @@ class Communicator:
             return self._c.allreduce_sparse_float(keys, values, op, key_space)
         raise TypeError(f"allreduce_sparse: expected float32 or int32 values, got {values.dtype}")
 
+    def set_hot_keys(self, ranked):
+        """Zebra: the job's hot set from the next sparse op on; returns the switch table's version.
+
+        ranked: uint64 keys, hottest first (at most the switch's table). A collective: every worker
+        calls it at the same point of its ops with the same list. Returns 0 (and does nothing) on a
+        scheme without a hot-set table; a switch that refuses the list raises ina.Error with its reason.
+        """
+        keys = _keys(ranked, "set_hot_keys")
+        if len(set(keys.tolist())) != keys.size:
+            raise ArgumentError("set_hot_keys: a key appears twice in the ranked list")
+        return self._c.set_hot_keys(keys)
+
     def abandon(self):
         """Leaves the job without closing: the switch aborts it at once (for a failing process). Idempotent."""
         _open.discard(self._c)
@@ -176,7 +188,7 @@ class Communicator:
         self.close()
 
 
-def _keys(keys):
+def _keys(keys, what="allreduce_sparse"):
     """keys as a uint64 array; non-integer or negative keys raise ArgumentError (numpy would truncate or wrap them)."""
     import numpy as np
 
@@ -184,11 +196,11 @@ def _keys(keys):
     if k.size == 0:  # a rank with no keys this iteration (numpy makes [] float64)
         return np.empty(0, np.uint64)
     if k.dtype.kind not in "ui":
-        raise ArgumentError(f"allreduce_sparse: keys must be integers (uint64), got dtype {k.dtype}"
+        raise ArgumentError(f"{what}: keys must be integers (uint64), got dtype {k.dtype}"
                             + (": float keys would be truncated" if k.dtype.kind == "f" else ""))
     if k.dtype.kind == "i" and k.size and k.min() < 0:
         i = int(np.argmax(k < 0))
-        raise ArgumentError(f"allreduce_sparse: keys must be >= 0, got {int(k[i])} at index {i}")
+        raise ArgumentError(f"{what}: keys must be >= 0, got {int(k[i])} at index {i}")
     return k.astype(np.uint64, copy=False)
 
 

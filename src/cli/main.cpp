@@ -169,7 +169,9 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
     std::ofstream(runs_file) << nlohmann::json(runs).dump(1) << "\n";
     std::cout << "wrote " << runs_file << " (every run: seed, per-job JCT, all metrics, trace digest, wall and CPU time, peak memory)\n";
   }
-  for (const auto& f : failures) std::cerr << "FAILED: " << f << "\n";
+  // One write per line: cerr is unbuffered, and a line written in pieces
+  // interleaves with stdout's where both go to one pipe (mpirun's).
+  for (const auto& f : failures) std::cerr << ("FAILED: " + f + "\n") << std::flush;
   return failures.empty() ? 0 : 3;
 }
 

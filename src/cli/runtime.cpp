@@ -222,10 +222,11 @@ struct PsCmd {
 };
 
 struct WorkerCmd {
-  std::string config, sw, scale, key_file;
+  std::string config, sw, scale, key_file, hot_keys;
   unsigned job = 0, rank = 0, workers = 0, payload = 0, priority = 0;
-  uint64_t size = 0, seed = 1;
-  unsigned iterations = 1;
+  uint64_t size = 0, seed = 1, hot_set_size = 0;
+  unsigned iterations = 1, hot_iterations = 1;
+  bool sparse = false;
   double window_kb = 0;
   std::string report;
   bool quiet = false, datagram_auth = false;
@@ -262,6 +263,10 @@ struct WorkerCmd {
     w.seed = seed;
     w.report = report;
     w.log = !quiet;
+    w.sparse = sparse;
+    w.hot_set_size = hot_set_size;
+    w.hot_iterations = hot_iterations;
+    w.hot_keys_file = hot_keys;
     try {
       return rt::run_worker_app(w);
     } catch (const rt::RuntimeError& e) {
@@ -645,6 +650,14 @@ Runner register_runtime(CLI::App& app) {
   w->add_option("--iterations", wk->iterations, "allreduces to run")->capture_default_str()->check(CLI::Range(1, 1000000));
   w->add_option("--seed", wk->seed, "gradient seed (the same on every worker of a job)");
   w->add_option("--report", wk->report, "write a JSON report here");
+  w->add_flag("--sparse", wk->sparse, "<key, value> schemes (zebra, ps-lite): sparse allreduces of --size / 4 pairs, "
+                                      "keys skewed as a sparse model's");
+  w->add_option("--hot-set-size", wk->hot_set_size, "with --sparse, zebra: install the hot set of this many keys the "
+                                                    "profile of every rank's first --hot-iterations batches finds hottest");
+  w->add_option("--hot-iterations", wk->hot_iterations, "the batches the hot-set profile replays")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  w->add_option("--hot-keys", wk->hot_keys, "with --sparse, zebra: install these ranked keys (a file, one per line, "
+                                            "hottest first) as the hot set")->check(CLI::ExistingFile);
   w->add_flag("--datagram-auth", wk->datagram_auth, "require datagram authentication: refuse a switch without --datagram-auth "
                                   "(communicator key datagram_auth; tags are used whenever the switch uses them)");
   w->add_flag("--quiet", wk->quiet, "log errors only");
@@ -691,6 +704,14 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e6, true, "seconds"));
   r->add_option("--seed", c.seed, "gradient and fault seed")->capture_default_str();
   r->add_option("--json", c.json_out, "write a JSON summary (per-worker reports, switch statistics)");
+  r->add_option("--hot-set-size", c.hot_set_size, "zebra: the hot set's keys, the hottest of a profile of every rank's "
+                                                  "first --hot-iterations batches (the workers of a <key, value> scheme "
+                                                  "run sparse allreduces of --size / 4 pairs)")
+      ->capture_default_str();
+  r->add_option("--hot-iterations", c.hot_iterations, "zebra: the batches the hot-set profile replays")
+      ->capture_default_str();
+  r->add_option("--hot-keys", c.hot_keys_file, "zebra: the hot set from this file (ranked keys, one per line, hottest "
+                                               "first) instead of the profile")->check(CLI::ExistingFile);
   r->add_option("--work-dir", c.work_dir, "keep generated configs and reports here (default: a temporary directory)");
   r->add_flag("--datagram-auth", c.datagram_auth,
               "authenticate every datagram (switch, PSes and workers with --datagram-auth; ring layouts: a salt in "

@@ -133,6 +133,14 @@ void start_jobs(Run& run, const StarSwitch& sw) {
                                  "--report", (fs::path(cfg.work_dir) / fmt::format("job{}-rank{}.json", j, r)).string()};
       if (cfg.delay_job == j && cfg.delay_rank == r && cfg.delay_us > 0)
         a.insert(a.end(), {"--delay-us", fmt::format("{}", cfg.delay_us)});
+      if (const schemes::Scheme& s = schemes::find(cfg.scheme); s.kv()) {
+        a.push_back("--sparse");
+        if (s.sparse == schemes::Sparse::HotIna) {
+          if (!cfg.hot_keys_file.empty()) a.insert(a.end(), {"--hot-keys", fs::absolute(cfg.hot_keys_file).string()});
+          else a.insert(a.end(), {"--hot-set-size", std::to_string(cfg.hot_set_size), "--hot-iterations",
+                                  std::to_string(cfg.hot_iterations)});
+        }
+      }
       a.insert(a.end(), quiet.begin(), quiet.end());
       run.sup.spawn(Kind::Worker, fmt::format("worker rank {} of job {}", r, j), j, r, cfg.binary, a);
     }
@@ -227,10 +235,24 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     mismatches += bad;
     const double bytes = static_cast<double>(cfg.size_bytes) * cfg.iterations;
     const double goodput = slowest > 0 ? bytes / slowest : 0;
-    out << fmt::format("job {}: {} values verified on {} workers, {}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
+    const bool sparse = !reports.empty() && reports[0].value("sparse", false);
+    out << fmt::format("job {}: {} {} verified on {} workers, {}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
                        "allreduce, slowest worker)\n",
-                       j, verified, cfg.workers_of(j), bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6,
-                       goodput * 8 / 1e9, slowest);
+                       j, verified, sparse ? "summed keys" : "values", cfg.workers_of(j),
+                       bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6, goodput * 8 / 1e9, slowest);
+    if (sparse) {
+      uint64_t pairs = 0, hot = 0;
+      for (const auto& rep : reports) {
+        pairs += rep.value("pairs_sent", uint64_t{0});
+        hot += rep.value("hot_pairs_sent", uint64_t{0});
+      }
+      const auto& h = reports[0]["hot_set"];
+      out << fmt::format("job {}: {} <key, value> pairs sent, {} of them ({:.1f} %) in the hot set{}\n", j, pairs, hot,
+                         pairs ? 100.0 * static_cast<double>(hot) / static_cast<double>(pairs) : 0.0,
+                         h.is_object() ? fmt::format(" of {} keys ({})", h.value("keys", uint64_t{0}),
+                                                     h.value("source", std::string{}))
+                                       : " (none)");
+    }
     jobs.push_back({{"job", j}, {"goodput_bytes_per_s", goodput}, {"allreduce_seconds", slowest},
                     {"verified", verified}, {"mismatches", bad}, {"workers", reports}});
   }
@@ -242,6 +264,11 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
                      stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
                      s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
                      s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
+  if (schemes::find(cfg.scheme).kv())
+    out << fmt::format("switch, <key, value>: {} hot pairs in {} packets, {} aggregated in the switch, {} to the PS, "
+                       "{} results\n",
+                       s.value("kv_pairs_in", 0), s.value("kv_in", 0), s.value("kv_aggregated", 0), s.value("kv_to_ps", 0),
+                       s.value("kv_results", 0));
   out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
                      "ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time {:.2f} s\n",
                      e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("rx_malformed", 0),

@@ -201,6 +201,14 @@ void validate(const LaunchConfig& c) {
     throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
   if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
   const schemes::Scheme& s = schemes::find(c.scheme);
+  if (s.sparse == schemes::Sparse::HotIna && c.command.empty() && c.hot_set_size == 0 && c.hot_keys_file.empty())
+    throw RuntimeError(fmt::format("--scheme {} with --hot-set-size 0 and no --hot-keys: its switch aggregates only the "
+                                   "job's hot set, so every pair would go to the PS (that is ps-lite); give a hot set",
+                                   c.scheme));
+  if ((c.hot_set_size != LaunchConfig{}.hot_set_size || !c.hot_keys_file.empty()) && s.sparse != schemes::Sparse::HotIna)
+    throw RuntimeError(fmt::format("--hot-set-size / --hot-keys: --scheme {} has no hot-set table (zebra has)", c.scheme));
+  if (c.hot_iterations < 1 || c.hot_iterations > c.iterations)
+    throw RuntimeError(fmt::format("--hot-iterations must be in 1..{} (--iterations), got {}", c.iterations, c.hot_iterations));
   if (c.fail_at_op >= 0 && c.fail_rank < 0) throw RuntimeError(fmt::format("--fail-at-op {}: give --fail-rank too", c.fail_at_op));
   if (c.fail_rank >= 0) {
     if (!uses_layout(c) || !is_ring_scheme(s) || s.collective == schemes::Collective::Hierarchical)

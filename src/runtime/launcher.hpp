@@ -46,6 +46,14 @@ struct LaunchConfig {
   std::string work_dir;           // generated configs and reports; empty: a fresh temp dir (removed after)
   bool verbose = false;           // children log their events
   bool force = false;             // start beyond the process bound or the memory estimate (never beyond RLIMIT_NPROC)
+  // <key, value> schemes (zebra, ps-lite): the workers run sparse allreduces
+  // of size_bytes / 4 pairs (WorkerAppConfig::sparse). Zebra's hot set: the
+  // keys of hot_keys_file, or else the hot_set_size keys a profile of every
+  // rank's first hot_iterations batches finds hottest. A zebra job without
+  // one aggregates nothing in the switch: refused.
+  uint64_t hot_set_size = 32768;  // the Zebra prototype's key table (dp::ZebraConfig::kv_table_entries)
+  unsigned hot_iterations = 1;
+  std::string hot_keys_file;
   // Ring schemes (rar, h-ar, rina; one job): the workers in `racks` equal
   // racks of consecutive ranks; Rina, and ATP / DSA over racks (at least
   // one): the racks listed in `ina_racks` ("0,1"; "none"; empty: every rack)

@@ -1,9 +1,14 @@
 #include "runtime/worker_app.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,11 +51,172 @@ void synthetic_sum(uint64_t seed, uint16_t job, unsigned iter, unsigned nworkers
   for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<float>(t.expected(offset + k)) * unit;
 }
 
+namespace {
+
+constexpr uint64_t kSparseKeyBase = uint64_t{1} << 32;
+
+uint64_t sparse_stream(uint64_t seed, uint16_t job, unsigned iter, unsigned rank) {
+  return mix(mix(stream_of(seed, job, iter), 0x5ba75e), rank);
+}
+
+}  // namespace
+
+std::vector<uint64_t> synthetic_sparse_keys(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t pairs) {
+  const uint64_t space = std::max<uint64_t>(64, 16 * pairs);
+  Rng rng(sparse_stream(seed, job, iter, rank));
+  std::unordered_set<uint64_t> picked;
+  picked.reserve(pairs * 2);
+  // Skewed picks; the head saturates, so past 8 picks per key the rest are uniform.
+  for (uint64_t tries = 0; picked.size() < pairs && tries < 8 * pairs; ++tries) {
+    const double u = rng.uniform();
+    picked.insert(std::min(space - 1, static_cast<uint64_t>(static_cast<double>(space) * u * u * u)));
+  }
+  while (picked.size() < pairs) picked.insert(rng.next() % space);
+  std::vector<uint64_t> keys;
+  keys.reserve(pairs);
+  for (const uint64_t k : picked) keys.push_back(kSparseKeyBase + k);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+int32_t synthetic_sparse_value(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t key) {
+  return static_cast<int32_t>(mix(sparse_stream(seed, job, iter, rank), key) % 2001) - 1000;
+}
+
+std::vector<uint64_t> profile_hot_keys(uint64_t seed, uint16_t job, unsigned nworkers, uint64_t pairs,
+                                       unsigned iterations, uint64_t size) {
+  std::unordered_map<uint64_t, uint64_t> count;
+  for (unsigned k = 0; k < iterations; ++k)
+    for (unsigned r = 0; r < nworkers; ++r)
+      for (const uint64_t key : synthetic_sparse_keys(seed, job, k, r, pairs)) ++count[key];
+  std::vector<std::pair<uint64_t, uint64_t>> ranked(count.begin(), count.end());
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::vector<uint64_t> keys;
+  for (size_t i = 0; i < ranked.size() && i < size; ++i) keys.push_back(ranked[i].first);
+  return keys;
+}
+
+std::vector<uint64_t> read_hot_keys_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw RuntimeError(fmt::format("cannot read the hot keys file '{}'", path));
+  std::vector<uint64_t> keys;
+  std::string line;
+  for (size_t no = 1; std::getline(in, line); ++no) {
+    const size_t at = line.find_first_not_of(" \t\r");
+    if (at == std::string::npos || line[at] == '#') continue;
+    const size_t end = line.find_last_not_of(" \t\r");
+    const std::string word = line.substr(at, end - at + 1);
+    uint64_t key = 0;
+    const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), key);
+    if (ec != std::errc{} || ptr != word.data() + word.size() || key == UINT64_MAX)
+      throw RuntimeError(fmt::format("{}:{}: '{}' is not a key (an unsigned integer below 2^64 - 1)", path, no, word));
+    keys.push_back(key);
+  }
+  if (keys.empty()) throw RuntimeError(fmt::format("the hot keys file '{}' lists no key", path));
+  return keys;
+}
+
+namespace {
+
+// Closes the communicator and writes cfg.report (if any): the run's fields
+// and the job's, the communicator's statistics and configuration.
+void write_report(const WorkerAppConfig& cfg, Communicator& comm, const std::string& who, nlohmann::json report) {
+  comm.close();
+  const auto& c = cfg.comm;
+  report.update({{"job", c.job}, {"rank", c.rank}, {"workers", c.nworkers}, {"iterations", cfg.iterations},
+                 {"bytes", cfg.bytes}, {"policy", comm.policy()}, {"payload", comm.payload_values()},
+                 {"stats", comm.stats()}, {"config", c.to_json()}});
+  if (cfg.report.empty()) return;
+  std::ofstream out(cfg.report);
+  out << report.dump(1) << "\n";
+  if (!out) throw RuntimeError(fmt::format("{}: cannot write the report '{}'", who, cfg.report));
+}
+
+// The sparse ops of run_worker_app: the hot set first (Zebra), then
+// cfg.iterations verified allreduce_sparse calls.
+int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string& who) {
+  const auto& c = cfg.comm;
+  const uint64_t pairs = cfg.bytes / 4;
+  nlohmann::json hot = nullptr;
+  std::unordered_set<uint64_t> hot_keys;
+  if (!cfg.hot_keys_file.empty() || cfg.hot_set_size > 0) {
+    const std::vector<uint64_t> ranked =
+        !cfg.hot_keys_file.empty() ? read_hot_keys_file(cfg.hot_keys_file)
+                                   : profile_hot_keys(cfg.seed, c.job, c.nworkers, pairs, cfg.hot_iterations, cfg.hot_set_size);
+    const uint32_t version = comm.set_hot_keys(ranked);
+    if (version) hot_keys.insert(ranked.begin(), ranked.end());
+    hot = {{"keys", ranked.size()}, {"version", version},
+           {"source", cfg.hot_keys_file.empty() ? fmt::format("profile of {} iteration(s)", cfg.hot_iterations)
+                                                : cfg.hot_keys_file}};
+  }
+  if (hot.is_null() && comm.policy() == "sparse-hot" && cfg.log)
+    std::fprintf(stderr, "%s: WARNING: a zebra job without a hot set: the switch aggregates nothing, every pair goes "
+                         "to the PS (give --hot-set-size or --hot-keys)\n", who.c_str());
+  nlohmann::json iters = nlohmann::json::array();
+  uint64_t mismatches = 0, verified = 0, sent_pairs = 0, hot_pairs = 0;
+  nlohmann::json first_bad;
+  double total_s = 0, cpu_s = 0;
+  for (unsigned k = 0; k < cfg.iterations; ++k) {
+    const std::vector<uint64_t> keys = synthetic_sparse_keys(cfg.seed, c.job, k, c.rank, pairs);
+    std::vector<int32_t> vals(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      vals[i] = synthetic_sparse_value(cfg.seed, c.job, k, c.rank, keys[i]);
+      hot_pairs += hot_keys.count(keys[i]);
+    }
+    sent_pairs += keys.size();
+    if (c.nworkers > 1) {  // a barrier before the clock starts (see the dense loop)
+      float token = 1;
+      comm.allreduce(std::span<float>(&token, 1));
+    }
+    const Time t0 = monotonic_now();
+    const double c0 = process_cpu_seconds();
+    const SparseResult<int32_t> got = comm.allreduce_sparse(keys, vals);
+    const double secs = to_ms(monotonic_now() - t0) / 1000;
+    total_s += secs;
+    cpu_s += process_cpu_seconds() - c0;
+    // The exact result: every rank's pairs, summed per key.
+    std::map<uint64_t, int64_t> want;
+    for (unsigned r = 0; r < c.nworkers; ++r)
+      for (const uint64_t key : synthetic_sparse_keys(cfg.seed, c.job, k, r, pairs))
+        want[key] += synthetic_sparse_value(cfg.seed, c.job, k, r, key);
+    uint64_t bad = got.keys.size() == want.size() ? 0 : 1 + std::max(got.keys.size(), want.size()) - std::min(got.keys.size(), want.size());
+    auto it = want.begin();
+    for (size_t i = 0; i < got.keys.size() && it != want.end(); ++i, ++it)
+      if (got.keys[i] != it->first || got.values[i] != it->second) {
+        if (bad++ == 0 && first_bad.is_null())
+          first_bad = {{"iteration", k}, {"index", i}, {"key", got.keys[i]}, {"got", got.values[i]},
+                       {"expected_key", it->first}, {"expected", it->second}};
+      }
+    mismatches += bad;
+    verified += got.keys.size() - std::min<uint64_t>(bad, got.keys.size());
+    iters.push_back({{"seconds", secs}, {"pairs", keys.size()}, {"union", want.size()}, {"mismatches", bad}});
+    if (bad && cfg.log)
+      std::fprintf(stderr, "%s: sparse allreduce %u: %llu of %zu keys differ from the exact sum\n", who.c_str(), k,
+                   static_cast<unsigned long long>(bad), want.size());
+  }
+  write_report(cfg, comm, who,
+               {{"sparse", true}, {"elements", pairs}, {"pairs_sent", sent_pairs}, {"hot_pairs_sent", hot_pairs},
+                {"hot_set", hot}, {"verified", verified}, {"mismatches", mismatches}, {"first_mismatch", first_bad},
+                {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s}, {"per_iteration", iters}});
+  if (cfg.log)
+    std::fprintf(stderr, "%s: %u sparse allreduces of %llu pairs (%llu of them hot), %s, %.3f s in allreduce\n",
+                 who.c_str(), cfg.iterations, static_cast<unsigned long long>(pairs),
+                 static_cast<unsigned long long>(hot_pairs), mismatches ? "RESULTS DIFFER" : "all exact", total_s);
+  return mismatches ? 3 : 0;
+}
+
+}  // namespace
+
 int run_worker_app(const WorkerAppConfig& cfg) {
   if (cfg.bytes < 4) throw RuntimeError("worker: --size must be at least 4 bytes (one float)");
   const size_t n = cfg.bytes / 4;
   const auto& c = cfg.comm;
   const std::string who = fmt::format("ina worker job {} rank {}", c.job, c.rank);
+  if (cfg.sparse) {
+    Communicator comm(c);
+    return run_sparse(cfg, comm, who);
+  }
   std::vector<float> grad(n), expect(std::min(n, kChunk));
   Communicator comm(c);
   nlohmann::json iters = nlohmann::json::array();
@@ -89,19 +255,9 @@ int run_worker_app(const WorkerAppConfig& cfg) {
       std::fprintf(stderr, "%s: allreduce %u: %llu of %zu values differ from the exact sum\n", who.c_str(), k,
                    static_cast<unsigned long long>(bad), n);
   }
-  comm.close();
-  const nlohmann::json report = {
-      {"job", c.job}, {"rank", c.rank}, {"workers", c.nworkers}, {"iterations", cfg.iterations},
-      {"bytes", cfg.bytes}, {"elements", n}, {"verified", verified}, {"mismatches", mismatches},
-      {"first_mismatch", first_bad}, {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s},
-      {"per_iteration", iters},
-      {"policy", comm.policy()}, {"payload", comm.payload_values()}, {"stats", comm.stats()},
-      {"config", c.to_json()}};
-  if (!cfg.report.empty()) {
-    std::ofstream out(cfg.report);
-    out << report.dump(1) << "\n";
-    if (!out) throw RuntimeError(fmt::format("{}: cannot write the report '{}'", who, cfg.report));
-  }
+  write_report(cfg, comm, who,
+               {{"elements", n}, {"verified", verified}, {"mismatches", mismatches}, {"first_mismatch", first_bad},
+                {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s}, {"per_iteration", iters}});
   if (cfg.log)
     std::fprintf(stderr, "%s: %u allreduces of %zu floats, %s, %.3f s in allreduce\n", who.c_str(), cfg.iterations,
                  n, mismatches ? "RESULTS DIFFER" : "all exact", total_s);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,7 +28,35 @@ struct WorkerAppConfig {
   uint64_t seed = 1;
   std::string report;        // JSON report file ("" = none)
   bool log = true;
+  // <key, value> schemes (zebra, ps-lite): each allreduce is a sparse one
+  // (Communicator::allreduce_sparse, int32 values) of bytes / 4 pairs per
+  // worker, keys skewed as a sparse model's are (synthetic_sparse_keys).
+  bool sparse = false;
+  // Zebra's hot set, installed before the first op: the ranked keys of
+  // hot_keys_file (one per line, hottest first), or else the hot_set_size
+  // keys most frequent over every rank's first hot_iterations batches (§III-C's
+  // sampling-based offline profile; every worker replays them alike, so all
+  // send the same list). 0 and no file: none.
+  uint64_t hot_set_size = 0;
+  unsigned hot_iterations = 1;
+  std::string hot_keys_file;
 };
+
+// The sparse workload: rank `rank`'s keys of iteration `iter`, `pairs` of
+// them, ascending, drawn from 16 x pairs keys (offset by 2^32, clear of a
+// dense op's keys on a <key, value> scheme) with index floor(U u^3) for u
+// uniform: the first 1 % of the keys draw 21.5 % of the picks, a sparse
+// model's few hot rows. Its value for `key` is in [-1000, 1000].
+std::vector<uint64_t> synthetic_sparse_keys(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t pairs);
+int32_t synthetic_sparse_value(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t key);
+// The `size` keys most frequent over every rank's first `iterations` batches
+// (ties: the smaller key first), hottest first.
+std::vector<uint64_t> profile_hot_keys(uint64_t seed, uint16_t job, unsigned nworkers, uint64_t pairs,
+                                       unsigned iterations, uint64_t size);
+// Ranked keys from a file: one unsigned integer per line ('#' comments,
+// blank lines skipped); RuntimeError naming the file and line otherwise, or
+// the file if it lists no key.
+std::vector<uint64_t> read_hot_keys_file(const std::string& path);
 
 // Fills `out` with worker `rank`'s gradient of iteration `iter`.
 void synthetic_gradient(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, unsigned nworkers,

@@ -139,6 +139,18 @@ def main():
         report["mismatches"].append("sparse float64 values were accepted")
     except TypeError:
         pass
+    if comm.scheme == "zebra":
+        # a hot set (keys past 2^32, clear of the dense ops' 0..n-1) and the same pairs there: the switch
+        # aggregates every one of them
+        report["hot_version"] = comm.set_hot_keys(np.arange(1000, dtype=np.uint64) + np.uint64(2**32))
+        hot_keys, hot_values, hot_info = comm.allreduce_sparse(keys + np.uint64(2**32), values)
+        report["hot_pairs"] = int(keys.size)
+        check("hot sparse keys", hot_keys, union + np.uint64(2**32))
+        dense = np.zeros(1000)
+        for r in range(n):
+            k, v = pairs(r)
+            dense[k.astype(np.int64)] += np.rint(v.astype(np.float64) * hot_info["scale"])
+        check("hot sparse values", hot_values, (dense[union.astype(np.int64)] * (1.0 / hot_info["scale"])).astype(np.float32))
     if args.torch:
         import torch
 

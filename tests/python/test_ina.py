@@ -154,11 +154,16 @@ class Allreduce(unittest.TestCase):
             r = train_py(workers, scheme, "allreduce_worker.py", ["--out", d] + (["--torch"] if torch else []), extra)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             reps = reports(d, workers)
+            if scheme == "zebra":
+                # every hot pair was aggregated in the switch, once (100 + 150 pairs)
+                self.assertEqual([rep["hot_version"] for rep in reps], [1] * workers)
+                self.assertIn(f"{sum(rep['hot_pairs'] for rep in reps)} aggregated in the switch", r.stdout + r.stderr)
         sizes = [1, 63, 64, 65, 1000, 4099]
         # per size: float sum, float average, int32 sum; then three async ops (the last one's handle dropped
         # before wait()); with torch three more; sparse: keys (the union) and values
         union = 2 * len(set().union(*(self.sparse_keys(r) for r in range(workers))))
-        want = 3 * sum(sizes) + 4099 + 1000 + 4099 + union + ((4099 + 4098 + 1000) if torch else 0)
+        hot = union if scheme == "zebra" else 0  # zebra: the sparse op again, its keys all in a hot set
+        want = 3 * sum(sizes) + 4099 + 1000 + 4099 + union + hot + ((4099 + 4098 + 1000) if torch else 0)
         lost = 0
         # rank 0's other thread ran while its allreduce waited for rank 1 (the GIL was released)
         self.assertGreaterEqual(reps[0]["gil_wait_s"], 0.3)
@@ -184,7 +189,7 @@ class Allreduce(unittest.TestCase):
         self.run_job(2, "atp", 0.01)
 
     def test_two_workers_zebra_one_percent_loss(self):
-        self.run_job(2, "zebra", 0.01)  # the sparse op as <key, value> pairs at the PS (no hot set), dense ops too
+        self.run_job(2, "zebra", 0.01)  # the sparse op at the PS (no hot set), then again through a hot set
 
     @staticmethod
     def sparse_keys(r, seed=7):

@@ -1094,6 +1094,63 @@ TEST(InaRunProcesses, BadArgumentsAreReported) {
   EXPECT_NE(p.out.find("--priorities needs one value per job"), std::string::npos) << p.out;
 }
 
+// `ina run --scheme zebra`: sparse allreduces through a hot set. 2 workers x
+// 2 iterations of 512 pairs (--size 2048) over 8192 keys (2^32 + 0..8191);
+// with all 8192 keys hot, every one of the 2048 pairs is aggregated in the
+// switch and none goes to the PS. With the default profile the switch
+// aggregates exactly the pairs the workers sent as hot; ps-lite aggregates
+// none; a zebra job without a hot set is refused.
+TEST(InaRunProcesses, ZebraAggregatesItsHotSetInTheSwitch) {
+  const fs::path dir = fs::temp_directory_path() / ("ina_zebra_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "hot.txt");
+    f << "# every key of the workload, in order\n";
+    for (uint64_t k = 0; k < 8192; ++k) f << (uint64_t{1} << 32) + k << "\n";
+  }
+  auto switch_of = [&](const std::string& json) {
+    std::ifstream in(json);
+    return nlohmann::json::parse(in);
+  };
+  const std::string all = (dir / "all.json").string();
+  const Proc p = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--size", "2048", "--iterations", "2",
+                          "--hot-keys", (dir / "hot.txt").string(), "--json", all}, 60);
+  ASSERT_EQ(p.status, 0) << p.out;
+  EXPECT_NE(p.out.find("2048 <key, value> pairs sent, 2048 of them (100.0 %) in the hot set of 8192 keys"), std::string::npos) << p.out;
+  nlohmann::json j = switch_of(all);
+  EXPECT_EQ(j["switch"]["switch"]["kv_pairs_in"], 2048);
+  EXPECT_EQ(j["switch"]["switch"]["kv_aggregated"], 2048);
+  EXPECT_EQ(j["switch"]["switch"]["kv_to_ps"], 0);
+
+  const std::string prof = (dir / "profile.json").string();
+  const Proc q = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--size", "8192", "--iterations", "2",
+                          "--hot-set-size", "1000", "--json", prof}, 60);
+  ASSERT_EQ(q.status, 0) << q.out;
+  j = switch_of(prof);
+  uint64_t hot = 0;
+  for (const auto& w : j["jobs"][0]["workers"]) {
+    EXPECT_EQ(w["hot_set"]["keys"], 1000);
+    EXPECT_EQ(w["hot_set"]["version"], 1);
+    hot += w["hot_pairs_sent"].get<uint64_t>();
+  }
+  EXPECT_EQ(j["switch"]["switch"]["kv_aggregated"], hot);
+  EXPECT_GT(hot, 0u);
+
+  const std::string ps = (dir / "pslite.json").string();
+  const Proc r = run_ina({"run", "--workers", "2", "--scheme", "ps-lite", "--size", "2048", "--iterations", "2",
+                          "--json", ps}, 60);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(switch_of(ps)["switch"]["switch"].value("kv_aggregated", 0), 0);
+
+  const Proc none = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--hot-set-size", "0"}, 10);
+  EXPECT_EQ(none.status, 1) << none.out;
+  EXPECT_NE(none.out.find("--scheme zebra with --hot-set-size 0 and no --hot-keys"), std::string::npos) << none.out;
+  const Proc other = run_ina({"run", "--workers", "2", "--scheme", "ps-lite", "--hot-set-size", "10"}, 10);
+  EXPECT_EQ(other.status, 1) << other.out;
+  EXPECT_NE(other.out.find("--scheme ps-lite has no hot-set table"), std::string::npos) << other.out;
+  fs::remove_all(dir);
+}
+
 // ====================================================================
 // Security of the shared switch (job isolation, credentials, control input)
 // ====================================================================
