@@ -270,10 +270,12 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
                        s.value("kv_pairs_in", 0), s.value("kv_in", 0), s.value("kv_aggregated", 0), s.value("kv_to_ps", 0),
                        s.value("kv_results", 0));
   out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
-                     "ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time {:.2f} s\n",
+                     "without their job's tag, {} ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time "
+                     "{:.2f} s\n",
                      e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("rx_malformed", 0),
-                     e.value("rx_foreign", 0), e.value("rx_unattributed", 0), e.value("ecn_marked", 0), e.value("fault_lost", 0),
-                     e.value("fault_duplicated", 0), e.value("fault_reordered", 0), wall);
+                     e.value("rx_foreign", 0), e.value("rx_unattributed", 0), e.value("rx_bad_tag", 0),
+                     e.value("ecn_marked", 0), e.value("fault_lost", 0), e.value("fault_duplicated", 0),
+                     e.value("fault_reordered", 0), wall);
   std::vector<std::string> problems;
   if (mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", mismatches));
   if (stats.value("occupied", 0) != 0) problems.push_back(fmt::format("{} aggregators leaked", stats.value("occupied", 0)));
@@ -298,6 +300,8 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"}) sw_refused += s.value(k, uint64_t{0});
   sw_refused += member_refused(e);
   if (sw_refused) problems.push_back(fmt::format("the switch refused {} packets from job members as malformed or foreign", sw_refused));
+  if (const uint64_t bad = e.value("rx_bad_tag", uint64_t{0}))
+    problems.push_back(fmt::format("the switch dropped {} datagrams from job members without their job's tag", bad));
   if (const uint64_t noise = e.value("rx_unattributed", uint64_t{0})) out << noise_line(noise);
   if (workers_refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", workers_refused));
   if (ps_malformed + ps_foreign)
