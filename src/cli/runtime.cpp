@@ -263,6 +263,8 @@ struct WorkerCmd {
     w.seed = seed;
     w.report = report;
     w.log = !quiet;
+    if (!sparse && (given("--hot-set-size") || given("--hot-iterations") || given("--hot-keys")))
+      throw rt::RuntimeError("--hot-set-size / --hot-iterations / --hot-keys apply to --sparse runs; give --sparse");
     w.sparse = sparse;
     w.hot_set_size = hot_set_size;
     w.hot_iterations = hot_iterations;

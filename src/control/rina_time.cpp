@@ -250,7 +250,7 @@ class Model {
         }
         // The burst's queue: a triangle (up while it leaves, down until the
         // port has served it) as its peak over the half of it above half.
-        if (burst > 0) q.mine.push_back({start + at + n * sb / 2, start + at + n * (sb + sr) / 2, 0, t.rtt, burst});
+        if (burst > 0) q.mine.push_back({start + at + n * sb / 2, start + at + n * (sb + served) / 2, 0, t.rtt, burst});
         if (q.marks && K > 0 && echo_at == kNone) {
           // The first moment of the round the port passes the threshold: its
           // start, its burst's end, its own acknowledgements' return, another's

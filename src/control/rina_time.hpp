@@ -53,9 +53,10 @@
 //    packet a round trip and halves on an echo from its bottleneck port (a
 //    switch's egress marks), where the step's transfers through that port
 //    queue alike. They carry the sender's round trip too: a step's first
-//    round is paced over the round trip of the sender's previous step
-//    (the endpoint's srtt before any of this step's samples), and what it
-//    sends faster than the port serves waits there (the burst, for ECN);
+//    round is paced over the round trip of the sender's previous step's
+//    last round (standing for the endpoint's srtt before any of this
+//    step's samples), and what it sends faster than the port serves waits
+//    there (the burst, for ECN);
 //  - Rina's transport (host::RinaTransport, as the simulator's endpoints):
 //    "paper": a Rina rack's ScatterReduce is paced at ina_gbps, 0 meaning
 //    host::kRinaFullSpeedGbps (20); each INA rack worker's first AllGather

@@ -106,7 +106,8 @@ struct WorkerConfig {
   uint32_t window_cap = 0;      // isolated regions: slots per pool (0 = no cap)
   double rate_gbps = 0;         // pacing: planned sending rate (GRID); 0 = window-limited only
   // Without a planned rate: pace first transmissions at the window's rate
-  // over the smoothed RTT, at most at nic_gbps (host::window_pace_gbps, as a
+  // over the smoothed RTT, this stream at most at nic_gbps (a host's other
+  // streams share its NIC, which serializes them) (host::window_pace_gbps, as a
   // DCQCN NIC's rate limiter sends a rate, never a window's burst; the ring
   // endpoints under the Rina paper transport pace alike). Off: a window's
   // packets leave as fast as the acknowledgements open it.

@@ -349,6 +349,8 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
     for (const char* f : {"foreign_data", "foreign_ack", "foreign_forward"}) sw_refused += s.value(f, uint64_t{0});
     if (!tree) sw_refused += s.value("collisions", uint64_t{0});  // ATP's collisions go to the PS by design
     if (sw_refused) problems.push_back(fmt::format("the {} refused {} packets (malformed, foreign or colliding)", name, sw_refused));
+    if (const uint64_t bad = e.value("rx_bad_tag", uint64_t{0}))
+      problems.push_back(fmt::format("the {} dropped {} datagrams from job members without their job's tag", name, bad));
   }
   if (res.mismatches) problems.push_back(fmt::format("{} values differed from the exact sum", res.mismatches));
   if (res.verified + res.mismatches != res.expected)

@@ -48,14 +48,15 @@ struct WorkerAppConfig {
 // uniform: the first 1 % of the keys draw 21.5 % of the picks, a sparse
 // model's few hot rows. Its value for `key` is in [-1000, 1000].
 std::vector<uint64_t> synthetic_sparse_keys(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t pairs);
+uint64_t sparse_key_space(uint64_t pairs);  // the keys a batch of `pairs` draws from: max(64, 16 pairs)
 int32_t synthetic_sparse_value(uint64_t seed, uint16_t job, unsigned iter, unsigned rank, uint64_t key);
 // The `size` keys most frequent over every rank's first `iterations` batches
 // (ties: the smaller key first), hottest first.
 std::vector<uint64_t> profile_hot_keys(uint64_t seed, uint16_t job, unsigned nworkers, uint64_t pairs,
                                        unsigned iterations, uint64_t size);
 // Ranked keys from a file: one unsigned integer per line ('#' comments,
-// blank lines skipped); RuntimeError naming the file and line otherwise, or
-// the file if it lists no key.
+// blank lines skipped); RuntimeError naming the file and line for anything
+// else or a key listed twice, or the file if it lists no key.
 std::vector<uint64_t> read_hot_keys_file(const std::string& path);
 
 // Fills `out` with worker `rank`'s gradient of iteration `iter`.

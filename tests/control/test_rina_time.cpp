@@ -202,9 +202,9 @@ TEST(RinaTime, RingsAtTheScenariosLinkDelayWithinFivePercentOfTheSimulator) {
 // into the same edge uplink (a 20-30 us way to the next rack), which
 // queues 113 KB, above the 100 KB threshold: the simulator marks there,
 // the windows halve and every inter-rack step is slower (17.22 Gbps).
-// Model 17.13 (-0.5 %); pacing the first round over its own round trip
-// it saw no queue and said 21.64 (+25.7 %). At 16 MiB the windows are
-// 322 packets, the queue 93 KB, and neither marks (19.07 / 18.94).
+// Model 17.13 (-0.5 %); a model pacing the first round over the new way's
+// round trip sees no queue and says 21.64 (+25.7 %). At 16 MiB the windows
+// are 322 packets, the queue 93 KB, and neither marks (19.07 / 18.94).
 TEST(RinaTime, CarriedWindowsBurstOverTheLastRoundTrip) {
   const Case c{"fat-tree:4 h-ar", *topo::generate("fat-tree:4"), 16, {}, "h-ar"};
   const Pair p = compare(c, 24, host::RinaTransport::Paper, 0, "hashed", 2.5);
@@ -241,11 +241,11 @@ TEST(RinaTime, PsStreamsHalvingTogetherWithinFivePercentOfTheSimulator) {
 // Under the paper's transport the PS's senders pace at their windows' rate
 // over the smoothed RTT, as the ring workers on the same NICs do (DCQCN's
 // rate limiter). The testbed at 97.5 MiB and 2.5 us per link: 32.43 model
-// vs 33.04 Gbps (-1.9 %). Unpaced, a result left the PS when the last of
-// its 8 contributions was in, and the uploads it clocked went in bursts a
-// round trip apart: tor0 -> tor1's queue rose and drained within each
-// round trip and the port idled 2.5 ms of the 27.5 ms round, 29.78 Gbps
-// (the model +8.9 %).
+// vs 33.04 Gbps (-1.9 %). Unpaced (the "aimd" transport's PS), a result
+// leaves the PS when the last of its 8 contributions is in and the uploads
+// it clocks go in bursts a round trip apart: tor0 -> tor1's queue rises
+// and drains within each round trip and the port idles 2.5 ms of the
+// 27.5 ms round, 29.78 Gbps (the model +8.9 %).
 TEST(RinaTime, PsSendersPacedAsTheRingsWithinFivePercentOfTheSimulator) {
   const Case c{"testbed ps", file("testbed.json"), 8, {}, "ps"};
   const Pair p = compare(c, 97.5, host::RinaTransport::Paper, 0, "hashed", 2.5);

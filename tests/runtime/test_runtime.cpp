@@ -1145,6 +1145,10 @@ TEST(InaRunProcesses, ZebraAggregatesItsHotSetInTheSwitch) {
   const Proc none = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--hot-set-size", "0"}, 10);
   EXPECT_EQ(none.status, 1) << none.out;
   EXPECT_NE(none.out.find("--scheme zebra with --hot-set-size 0 and no --hot-keys"), std::string::npos) << none.out;
+  const Proc small = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--memory", "65536"}, 10);
+  EXPECT_EQ(small.status, 1) << small.out;
+  EXPECT_NE(small.out.find("--hot-set-size 32768 (the default): the switch holds at most 16384 hot keys"),
+            std::string::npos) << small.out;
   const Proc other = run_ina({"run", "--workers", "2", "--scheme", "ps-lite", "--hot-set-size", "10"}, 10);
   EXPECT_EQ(other.status, 1) << other.out;
   EXPECT_NE(other.out.find("--scheme ps-lite has no hot-set table"), std::string::npos) << other.out;
@@ -1250,6 +1254,7 @@ TEST(Security, AnotherJobsMemberCannotAddToAckOrFetchAJobsAggregators) {
       for (size_t k = 0; k < n; ++k)
         ASSERT_EQ(v[k], static_cast<int32_t>(k % 1000) * 3 - 2 * it) << "rank " << r << " iteration " << it << " k " << k;
       if (it >= 2 && v[n] > 0) break;
+      ASSERT_LT(it, 20000) << "rank " << r << ": the intruder never finished its 300 forgeries";
     }
   });
   EXPECT_EQ(errors, (std::vector<std::string>{"", "", ""}));

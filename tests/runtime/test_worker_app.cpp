@@ -74,6 +74,14 @@ TEST(WorkerAppSparse, HotKeysFileErrorsNameTheFileAndLine) {
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find(p.string() + ":3: '-3' is not a key"), std::string::npos) << e.what();
   }
+  write("4294967296\n7\n4294967296\n");
+  try {
+    read_hot_keys_file(p.string());
+    ADD_FAILURE() << "a key listed twice was read";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string() + ":3: key 4294967296 is listed twice (first at line 1)"),
+              std::string::npos) << e.what();
+  }
   write("18446744073709551615\n");  // UINT64_MAX: reserved
   EXPECT_THROW(read_hot_keys_file(p.string()), RuntimeError);
   write("# nothing\n\n");
