@@ -155,7 +155,7 @@ class Allreduce(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             reps = reports(d, workers)
             if scheme == "zebra":
-                # every hot pair was aggregated in the switch, once (100 + 150 pairs)
+                # every hot pair is aggregated in the switch, once (100 + 150 pairs)
                 self.assertEqual([rep["hot_version"] for rep in reps], [1] * workers)
                 self.assertIn(f"{sum(rep['hot_pairs'] for rep in reps)} aggregated in the switch", r.stdout + r.stderr)
         sizes = [1, 63, 64, 65, 1000, 4099]
