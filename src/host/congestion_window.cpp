@@ -13,6 +13,11 @@ bool CongestionWindow::allows(uint64_t inflight, double cap) const {
   return cfg_.partial_packet ? n < w : n + 1 <= w;
 }
 
+double CongestionWindow::pace_gbps(Time srtt, double wire_bytes) const {
+  if (srtt <= 0) return 0;
+  return window_pace_gbps(cwnd_, static_cast<double>(srtt) / static_cast<double>(kSec), wire_bytes, in_slow_start());
+}
+
 void CongestionWindow::on_ack(double ceiling) {
   if (!cfg_.adaptive || cwnd_ >= ceiling) return;
   cwnd_ = std::min(cfg_.max_window, grow_to_ceiling(cwnd_, cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_, ceiling));

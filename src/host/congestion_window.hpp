@@ -62,6 +62,9 @@ class CongestionWindow {
   double cwnd() const { return cwnd_; }
   double threshold() const { return ssthresh_; }
   bool in_slow_start() const { return cwnd_ < ssthresh_; }
+  // The rate (Gbps) this window is paced at over `srtt` (window_pace_gbps
+  // below); 0 before a round trip is known.
+  double pace_gbps(Time srtt, double wire_bytes) const;
   Time last_decrease() const { return last_decrease_; }
   const CongestionWindowConfig& config() const { return cfg_; }
 

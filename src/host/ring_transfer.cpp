@@ -51,8 +51,7 @@ double RingEndpoint::link_rate(const Step& s) const {
 double RingEndpoint::pace_rate(const Step& s) const {
   const double link = link_rate(s);
   if (cfg_.rina_transport != RinaTransport::Paper || link <= 0 || rtt_.srtt() <= 0) return link;
-  const double srtt_s = static_cast<double>(rtt_.srtt()) / static_cast<double>(kSec);
-  return std::min(link, window_pace_gbps(cw_.cwnd(), srtt_s, cfg_.wire_bytes, cw_.in_slow_start()));
+  return std::min(link, cw_.pace_gbps(rtt_.srtt(), cfg_.wire_bytes));
 }
 
 // RinaTransport::Paper: a paced send stops growing its window where it

@@ -180,10 +180,9 @@ void WorkerTransport::pump(Time now, Effects& fx) {
 
 double WorkerTransport::pace_gbps() const {
   if (cfg_.rate_gbps > 0) return cfg_.rate_gbps;
-  if (!cfg_.window_paced || rtt_.srtt() <= 0) return 0;  // (no round trip measured yet: the window alone)
-  const double srtt_s = static_cast<double>(rtt_.srtt()) / static_cast<double>(kSec);
-  const double w = window_pace_gbps(cw_.cwnd(), srtt_s, cfg_.wire_bytes, cw_.in_slow_start());
-  return cfg_.nic_gbps > 0 ? std::min(w, cfg_.nic_gbps) : w;
+  if (!cfg_.window_paced) return 0;
+  const double w = cw_.pace_gbps(rtt_.srtt(), cfg_.wire_bytes);  // 0 before a round trip: the window alone
+  return w > 0 && cfg_.nic_gbps > 0 ? std::min(w, cfg_.nic_gbps) : w;
 }
 
 void WorkerTransport::decrease(Time now) {

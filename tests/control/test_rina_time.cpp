@@ -70,6 +70,13 @@ Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTranspo
   return {model, r.throughput_gbps};
 }
 
+// The model within 5 % of the simulator for `c` (compare's arguments).
+void expect_within_five_percent(const Case& c, double mb, host::RinaTransport t = host::RinaTransport::Paper,
+                                double ina_gbps = 0, const std::string& atp_pool = "hashed", double link_delay_us = 1) {
+  const Pair p = compare(c, mb, t, ina_gbps, atp_pool, link_delay_us);
+  EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+}
+
 // At 0.25 MiB per worker (shards of 64-8192 values: small enough that the
 // ring's 60 KB window covers most shards, large enough that bandwidth is
 // 30-70 % of the time). Within 5 %: RAR on the three topologies, H-AR on
@@ -108,8 +115,7 @@ TEST(RinaTime, ExpectedMaxOfNormals) {
 
 TEST(RinaTime, ModelWithinFivePercentOfTheSimulator) {
   for (const Case& c : cases()) {
-    const Pair p = compare(c, 0.25);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(c, 0.25);
   }
 }
 
@@ -169,8 +175,7 @@ TEST(RinaTime, RingsAtTheNicRateWithinFivePercentOfTheSimulator) {
                                 {"fat-tree:4 h-ar", ft, 16, {}, "h-ar"},
                                 {"leaf-spine h-ar", ls, 16, {}, "h-ar"}};
   for (const Case& c : cs) {
-    const Pair p = compare(c, 8);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(c, 8);
   }
 }
 
@@ -189,8 +194,7 @@ TEST(RinaTime, RingsAtTheScenariosLinkDelayWithinFivePercentOfTheSimulator) {
                                 {"testbed rar", tb, 8, {}, "rar"},
                                 {"testbed rina (tor0)", tb, 8, {tor0}, "rina"}};
   for (const Case& c : cs) {
-    const Pair p = compare(c, 4, host::RinaTransport::Paper, 0, "hashed", 2.5);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(c, 4, host::RinaTransport::Paper, 0, "hashed", 2.5);
   }
 }
 
@@ -207,8 +211,7 @@ TEST(RinaTime, RingsAtTheScenariosLinkDelayWithinFivePercentOfTheSimulator) {
 // are 322 packets, the queue 93 KB, and neither marks (19.07 / 18.94).
 TEST(RinaTime, CarriedWindowsBurstOverTheLastRoundTrip) {
   const Case c{"fat-tree:4 h-ar", *topo::generate("fat-tree:4"), 16, {}, "h-ar"};
-  const Pair p = compare(c, 24, host::RinaTransport::Paper, 0, "hashed", 2.5);
-  EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  expect_within_five_percent(c, 24, host::RinaTransport::Paper, 0, "hashed", 2.5);
 }
 
 // A ring sender's window grows no further than it covers its link's rate
@@ -223,8 +226,7 @@ TEST(RinaTime, CarriedWindowsBurstOverTheLastRoundTrip) {
 TEST(RinaTime, RinaWindowsStopWhereTheyCoverTheLink) {
   const topo::Graph df = *topo::generate("dragonfly:4,5,2");
   const Case c{"dragonfly:4,5,2 rina, every router", df, 40, df.switches(), "rina"};
-  const Pair p = compare(c, 8, host::RinaTransport::Paper, 20, "hashed", 2.5);
-  EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  expect_within_five_percent(c, 8, host::RinaTransport::Paper, 20, "hashed", 2.5);
 }
 
 // The PS's streams halve together at the busiest port (a switch's, which
@@ -234,8 +236,7 @@ TEST(RinaTime, RinaWindowsStopWhereTheyCoverTheLink) {
 // round always busy it said 36.13 (+10.0 %).
 TEST(RinaTime, PsStreamsHalvingTogetherWithinFivePercentOfTheSimulator) {
   const Case c{"fat-tree:4 ps", *topo::generate("fat-tree:4"), 16, {}, "ps"};
-  const Pair p = compare(c, 97.5, host::RinaTransport::Paper, 0, "hashed", 2.5);
-  EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  expect_within_five_percent(c, 97.5, host::RinaTransport::Paper, 0, "hashed", 2.5);
 }
 
 // Under the paper's transport the PS's senders pace at their windows' rate
@@ -248,8 +249,7 @@ TEST(RinaTime, PsStreamsHalvingTogetherWithinFivePercentOfTheSimulator) {
 // 27.5 ms round, 29.78 Gbps (the model +8.9 %).
 TEST(RinaTime, PsSendersPacedAsTheRingsWithinFivePercentOfTheSimulator) {
   const Case c{"testbed ps", file("testbed.json"), 8, {}, "ps"};
-  const Pair p = compare(c, 97.5, host::RinaTransport::Paper, 0, "hashed", 2.5);
-  EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+  expect_within_five_percent(c, 97.5, host::RinaTransport::Paper, 0, "hashed", 2.5);
 }
 
 // The PS's result goes down its multicast tree: the simulator replicates
@@ -288,8 +288,7 @@ TEST(RinaTime, AtpAtTheInaRateWithinFivePercentOfTheSimulator) {
                                 {"fat-tree:4 atp (edges, agg0, core0)", ft, 16, ft_some, "atp"},
                                 {"leaf-spine atp (every switch)", ls, 16, ls.switches(), "atp"}};
   for (const Case& c : cs) {
-    const Pair p = compare(c, 0.25, host::RinaTransport::Paper, 20, "contiguous");
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(c, 0.25, host::RinaTransport::Paper, 20, "contiguous");
   }
 }
 
@@ -383,8 +382,7 @@ TEST(RinaTime, RinaAboveTheTorWithinFivePercentOfTheSimulator) {
     }());
     EXPECT_EQ(m.groups, a.groups) << a.c.what;
     EXPECT_EQ(m.steps, a.steps) << a.c.what;
-    const Pair p = compare(a.c, a.mb);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << a.c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(a.c, a.mb);
   }
 }
 
@@ -405,8 +403,7 @@ TEST(RinaTime, RinaGroupThroughRegularLeavesWithinFivePercentOfTheSimulator) {
   const std::vector<Case> cs = {{"leaf-spine rina (spine0)", ls, 16, {spine0}, "rina"},
                                 {"leaf-spine rina (leaf1, spine0)", ls, 16, {leaf1, spine0}, "rina"}};
   for (const Case& c : cs) {
-    const Pair p = compare(c, 0.25);
-    EXPECT_NEAR(p.model / p.sim, 1.0, 0.05) << c.what << ": model " << p.model << " Gbps, simulator " << p.sim;
+    expect_within_five_percent(c, 0.25);
   }
   // The cost, in the simulator: the agent's (rank 4) second ScatterReduce
   // step (code 1) over h3's copies, against its first (code 0).
