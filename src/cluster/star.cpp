@@ -1,10 +1,13 @@
 #include "cluster/star.hpp"
 
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <variant>
 
 #include <fmt/format.h>
+
+#include "sim/network.hpp"
 
 namespace ina::cluster {
 
@@ -27,6 +30,28 @@ void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const
   if (sim.node_count() != plan.nodes) throw std::logic_error("wire_star: add every planned node first");
   for (NodeId h = 1; h < plan.nodes; ++h) sim.connect(h, plan.sw, up, down);
   sim.build_routes();
+}
+
+void wire_machines(Simulator& sim, NodeId sw, const std::vector<NodeId>& hosts, unsigned machines,
+                   const LinkParams& link) {
+  const size_t n = hosts.size();
+  if (machines == 0 || machines >= n) {
+    for (const NodeId h : hosts) sim.connect(h, sw, link, link);
+    return;
+  }
+  LinkParams nic_up = link;  // the NIC's queue: no mark
+  nic_up.ecn_bytes = 0;
+  LinkParams inside = link;
+  inside.delay = 0;
+  inside.ecn_bytes = 0;
+  inside.loss = inside.dup = inside.reorder = 0;
+  size_t next = 0;
+  for (unsigned m = 0; m < machines; ++m) {
+    const size_t k = n / machines + (m < n % machines ? 1 : 0);
+    const NodeId nic = sim.add_node(std::make_unique<sim::Forwarder>(), true);
+    sim.connect(nic, sw, nic_up, link);
+    for (size_t i = 0; i < k; ++i) sim.connect(hosts[next++], nic, inside, inside);
+  }
 }
 
 namespace {

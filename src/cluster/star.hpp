@@ -32,6 +32,17 @@ StarPlan plan_star(const std::vector<int>& workers_per_job, bool with_ps);
 // switch->host `down`) and builds routes. All plan nodes must be added.
 void wire_star(Simulator& sim, const StarPlan& plan, const LinkParams& up, const LinkParams& down);
 
+// Links `hosts` (processes, in order) to switch `sw` as the processes of
+// `machines` machines that share one NIC each (contiguous blocks, the first
+// n mod machines machines one process more): a machine is a Forwarder node
+// (added here) on one `link` to the switch, its processes on links of the
+// same rate with no delay, no loss and no ECN marking (the host's own path
+// to its NIC); the NIC's queue does not mark either (as set_host_ecn's
+// default). machines = 0 or >= hosts: every process on its own `link`.
+// Routes are the caller's (build_routes after the last connect).
+void wire_machines(Simulator& sim, NodeId sw, const std::vector<NodeId>& hosts, unsigned machines,
+                   const LinkParams& link);
+
 // Registers the plan's jobs at the switch through the admission object
 // (schemes/admission.hpp); for a scheme with isolated regions
 // (schemes::Scheme::isolated) the aggregators are split evenly among jobs

@@ -118,6 +118,12 @@ struct Settings {
   bool layout_aware = true;            // zebra.layout_aware: Algorithm 1 at the workers (false: key order)
   int table_entries = 32768;           // zebra.table_entries: the switch's key table (the prototype's 32,768)
   int pairs = 9;                       // zebra.pairs: <key, value> pairs per packet (the prototype: 9)
+  int ps_pairs = 0;                    // zebra.ps_pairs: ... on the streams to and from the PS (0: zebra.pairs;
+                                       //   PS-lite over TCP: 120, a 1500-byte frame)
+  int ps_ack_every = 1;                // zebra.ps_ack_every: those streams' cumulative acknowledgement per this
+                                       //   many packets (1: each, Zebra's §III-F; 2: TCP's delayed acknowledgement)
+  int machines = 0;                    // topology.machines (sparse): the workers share this many machines' NICs
+                                       //   (0: a NIC each; the paper's testbed: 8)
   std::string zebra_arith = "fixed";   // zebra.arith: fixed (int32, exact) | float16-table (float gradients,
                                        //   float16 table adds on the switch, float32 at the PS; docs/zebra.md)
   // Ours: the sparse job in a shared pool beside a dense job (exp::SparseSettings::pool).

@@ -164,7 +164,8 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
                                             to_string(s.arith)));
   SparseRun out;
   out.scheme = scheme.name;
-  constexpr uint16_t kValues = 64;  // 256 B of values per packet, as the dense schemes
+  const uint16_t kValues = s.dense_payload_values;
+  if (kValues == 0) throw std::invalid_argument(fmt::format("sparse run {}: no values per packet", scheme.name));
   sim::Simulator sim(s.seed, kValues, 50);
   const auto plan = cluster::plan_star({static_cast<int>(N)}, false);
   dp::SwitchConfig swc;
@@ -226,7 +227,8 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
     nodes.push_back(node.get());
     sim.add_node(std::move(node), false);
   }
-  cluster::wire_star(sim, plan, s.link, s.link);
+  cluster::wire_machines(sim, plan.sw, plan.jobs[0].workers, s.machines, s.link);
+  sim.build_routes();
   sim.run(s.time_limit);
   for (unsigned r = 0; r < N; ++r)
     if (nodes[r]->completed() != s.iterations)
@@ -305,7 +307,7 @@ class SparseStar {
              const schemes::Scheme* pool)
       : s_(s), src_(src), scheme_(scheme), pool_(pool), ina_(scheme.sparse == schemes::Sparse::HotIna),
         N_(s.workers), registers_(pool ? kDenseValues : s.registers), fl_(s.arith == KvArith::Float16Table),
-        kv_words_(static_cast<uint16_t>(kv::words(s.pairs))),
+        kv_words_(static_cast<uint16_t>(kv::words(std::max(s.pairs, s.ps_pairs)))),
         sim_(s.seed, pool ? std::max(kv_words_, kDenseValues) : kv_words_) {
     out_.scheme = scheme.name;
   }
@@ -370,6 +372,8 @@ class SparseStar {
     hc_.ps = static_cast<NodeId>(N_ + 1);
     hc_.sw = ina_ ? NodeId{0} : kNoNode;
     hc_.pairs = s_.pairs;
+    hc_.ps_pairs = s_.ps_pairs;
+    hc_.ack_every = s_.ack_every;
     hc_.layout_aware = s_.layout_aware;
     hc_.init_window = s_.init_window;
     hc_.first_iteration = s_.first_iteration;
@@ -547,7 +551,8 @@ class SparseStar {
   // cap), and the sparse job's hot-set tables agreed among its workers and installed.
   void wire_and_admit() {
     const unsigned D = s_.dense_workers;
-    for (NodeId h = 1; h <= N_ + 1; ++h) sim_.connect(h, 0, s_.link, s_.link);
+    cluster::wire_machines(sim_, 0, hc_.workers, s_.machines, s_.link);
+    sim_.connect(hc_.ps, 0, s_.link, s_.link);
     if (ina_) {
       sim::LinkParams cl;
       cl.delay = s_.cpu_delay;

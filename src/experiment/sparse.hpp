@@ -42,6 +42,15 @@ struct SparseSettings {
   dp::zebra::Placement placement = dp::zebra::Placement::Heat;
   bool layout_aware = true;         // Algorithm 1 at the workers
   unsigned pairs = 9;               // per packet
+  // The streams between the workers and the PS (host::SparseConfig): pairs
+  // per packet (0: `pairs`) and an acknowledgement per this many in order.
+  unsigned ps_pairs = 0;
+  unsigned ack_every = 1;
+  // The workers share the NICs of this many machines (cluster::wire_machines;
+  // 0: a NIC each); the PS and the switch CPU keep their own links.
+  unsigned machines = 0;
+  // A dense scheme's (SwitchML's) int32 values per packet.
+  uint16_t dense_payload_values = 64;
   uint32_t table_entries = 32768;   // the switch's key table (dp::ZebraConfig::kv_table_entries)
   uint64_t memory_bytes = 1 << 20;  // the switch's aggregation memory (the paper's 1 MB cap)
   sim::LinkParams link;             // every host link

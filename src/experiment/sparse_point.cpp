@@ -45,13 +45,21 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},
       {"faults.fail_rank", s.fail_rank != d.fail_rank},
       {"topology.host_ecn", s.host_ecn},
-      {"switch.payload_bytes", s.payload_bytes != d.payload_bytes},
       {"switch.header_bytes", s.header_bytes != d.header_bytes},
       {"run.profile", s.profile != d.profile},
       {"workload.gradient_mb", s.gradient_mb != d.gradient_mb},
       {"workload.model", s.model != d.model}};
   for (const auto& [key, set] : unused)
     if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
+  // switch.payload_bytes: the packet of a dense scheme streaming the model (SwitchML).
+  bool dense = false;
+  for (const auto& name : scheme_names) dense = dense || schemes::find(name).sparse == schemes::Sparse::Dense;
+  if (s.payload_bytes != d.payload_bytes && !dense)
+    fail_field(origin, "switch.payload_bytes",
+               "sizes the packets of a dense scheme on a sparse workload (switchml); run.schemes has none",
+               std::to_string(s.payload_bytes));
+  if (s.payload_bytes / 4 > 0xFFFF)
+    fail_field(origin, "switch.payload_bytes", "more values than a packet counts", std::to_string(s.payload_bytes));
   if (s.sparse_model == "trace") {
     if (s.sparse_trace.empty())
       fail_field(origin, "workload.sparse_trace", "workload.sparse_model = \"trace\" needs a trace file", "\"\"");
@@ -174,6 +182,10 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.placement = s.zebra_placement == "random" ? dp::zebra::Placement::Random : dp::zebra::Placement::Heat;
   ss.layout_aware = s.layout_aware;
   ss.pairs = static_cast<unsigned>(s.pairs);
+  ss.ps_pairs = static_cast<unsigned>(s.ps_pairs);
+  ss.ack_every = static_cast<unsigned>(s.ps_ack_every);
+  ss.machines = static_cast<unsigned>(s.machines);
+  ss.dense_payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   // transport.init_window_kb, as the dense schemes: packets of 50 B of headers + the KV payload.
   ss.init_window = std::max(1.0, s.init_window_kb * 1000 / (50.0 + 4.0 * kv::words(ss.pairs)));
   ss.table_entries = static_cast<uint32_t>(s.table_entries);

@@ -20,6 +20,11 @@
 //                           (0: the measured iterations themselves)
 //   zebra.registers, zebra.placement (heat | random), zebra.layout_aware,
 //   zebra.pairs             the switch layout, Algorithm 1, pairs per packet
+//   zebra.ps_pairs, zebra.ps_ack_every  the streams to and from the PS: pairs per
+//                           packet, a cumulative acknowledgement per this many
+//                           (PS-lite over TCP: 120 and 2; host::SparseConfig)
+//   topology.machines       the workers share this many machines' NICs (0: a NIC each)
+//   switch.payload_bytes    a dense scheme's (switchml's) values per packet x 4
 //   zebra.table_entries     the key -> register exact-match table (the prototype: 32,768)
 //   zebra.arith             fixed (int32 values, exact sums) | float16-table (float
 //                           gradients; hot pairs float16, added by the switch's table

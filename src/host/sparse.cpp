@@ -1,6 +1,7 @@
 #include "host/sparse.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "wire/kv.hpp"
@@ -36,8 +37,19 @@ void check_config(const SparseConfig& c) {
   if (c.pairs == 0 || c.pairs > kv::kMaxPairs)
     throw std::invalid_argument("sparse job: pairs per packet " + std::to_string(c.pairs) + " (1.." +
                                 std::to_string(kv::kMaxPairs) + ")");
+  if (c.ps_pairs > kv::kMaxPairs)
+    throw std::invalid_argument("sparse job: PS pairs per packet " + std::to_string(c.ps_pairs) + " (0.." +
+                                std::to_string(kv::kMaxPairs) + ")");
+  if (c.ack_every == 0 || c.ack_every > 64)
+    throw std::invalid_argument("sparse job: an acknowledgement per " + std::to_string(c.ack_every) +
+                                " packets (1..64)");
   if (c.ps == kNoNode) throw std::invalid_argument("sparse job: no PS");
 }
+// The most pairs a packet of this job may carry (either stream).
+unsigned max_pairs(const SparseConfig& c) { return std::max(c.pairs, c.ps_pairs); }
+// A PS stream longer than this many packets in one iteration is refused
+// (the receiver's record of arrivals is bounded whatever a sender claims).
+constexpr uint32_t kMaxStreamPackets = 1u << 22;
 
 // A worker's window: AIMD, a decrease holding off the next one for the
 // smoothed RTT as it stands then, at least min_rto after a timeout.
@@ -51,15 +63,34 @@ CongestionWindowConfig window_config(const SparseConfig& c) {
   return w;
 }
 
-// The PS's result window: fixed at init_window.
+// A full PS-stream packet's size over a full switch packet's (the window unit).
+double ps_weight(const SparseConfig& c) {
+  const unsigned ps = c.ps_pairs ? c.ps_pairs : c.pairs;
+  return (c.header_bytes + 4.0 * kv::words(ps)) / (c.header_bytes + 4.0 * kv::words(c.pairs));
+}
+
+// The PS's result window: fixed at init_window units (of its packets, the
+// bytes of init_window full switch packets).
 CongestionWindowConfig ps_window_config(const SparseConfig& c) {
   CongestionWindowConfig w;
-  w.init_window = c.init_window;
+  w.init_window = std::max(1.0, c.init_window / ps_weight(c));
   w.adaptive = false;
   return w;
 }
 
 }  // namespace
+
+bool delayed_ack_due(std::vector<bool>& got, uint32_t psn, bool fresh, bool ack_now, unsigned every, uint32_t& cum,
+                     uint32_t& pending) {
+  const uint32_t before = cum;
+  while (cum < got.size() && got[cum]) ++cum;
+  const bool plain = fresh && psn == before && cum == before + 1;  // the next in order, no gap filled
+  if (!plain || ack_now || ++pending >= every) {
+    pending = 0;
+    return true;
+  }
+  return false;
+}
 
 // ---- worker ----
 
@@ -67,6 +98,7 @@ SparseWorker::SparseWorker(SparseConfig cfg, uint8_t rank)
     : cfg_(std::move(cfg)), rank_(rank), cw_(window_config(cfg_)), est_(cfg_.min_rto, cfg_.max_rto) {
   check_config(cfg_);
   if (rank_ >= cfg_.workers.size()) throw std::invalid_argument("sparse worker: rank out of range");
+  ps_weight_ = ps_weight(cfg_);
 }
 
 void SparseWorker::set_table(Table t) {
@@ -103,8 +135,9 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
   sums_.clear();
   sw_res_ = Stream{};
   ps_res_ = Stream{};
-  next_ = unacked_ = acked_ = 0;
-  const unsigned K = cfg_.pairs;
+  next_ = unacked_ = acked_ = cold_cum_ = 0;
+  units_ = 0;
+  const unsigned K = cfg_.pairs, KP = ps_pairs();
   const Table* t = cfg_.sw != kNoNode ? table_for(iter) : nullptr;
   hot_stream_ = t != nullptr;  // no table yet (a runtime job before its first hot set): everything is cold
   // Split: hot (rank indices) and cold (keys, already ascending).
@@ -144,10 +177,10 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
     desc_.back().total = static_cast<uint32_t>(desc_.size());
   }
   hot_n_ = static_cast<uint32_t>(desc_.size());
-  for (size_t b = 0; b < cold.size(); b += K) {
+  for (size_t b = 0; b < cold.size(); b += KP) {
     Desc d;
     d.first = static_cast<uint32_t>(pairs_.size());
-    d.n = static_cast<uint32_t>(std::min<size_t>(K, cold.size() - b));
+    d.n = static_cast<uint32_t>(std::min<size_t>(KP, cold.size() - b));
     for (size_t q = b; q < b + d.n; ++q) pairs_.emplace_back(keys[cold[q]], values[cold[q]]);
     d.psn = kv::kPsStream | static_cast<uint32_t>(desc_.size() - hot_n_);
     st_.cold_pairs += d.n;
@@ -173,12 +206,19 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
 }
 
 void SparseWorker::pump(Time now, Effects& fx) {
-  while (next_ < order_.size() && cw_.allows(unacked_)) transmit(order_[next_++], now, fx);
+  while (next_ < order_.size() && cw_.allows(static_cast<uint64_t>(std::ceil(units_ - 1e-9)))) {
+    const uint32_t i = order_[next_++];
+    // With delayed acknowledgements the PS is asked to acknowledge at once
+    // the cold stream's last data packet and any packet sent with a window
+    // too small for the next one to follow it (nothing else would release it).
+    const bool blocked = i + 1 == hot_n_ + cold_n_ || cw_.cwnd() < (cfg_.ack_every + 1) * ps_weight_;
+    transmit(i, now, fx, blocked);
+  }
   const uint32_t fin = static_cast<uint32_t>(desc_.size() - 1);
   if (acked_ == order_.size() && !desc_[fin].out) transmit(fin, now, fx);
 }
 
-void SparseWorker::transmit(uint32_t i, Time now, Effects& fx) {
+void SparseWorker::transmit(uint32_t i, Time now, Effects& fx, bool blocked) {
   Desc& d = desc_[i];
   const bool first = !d.out;
   d.out = true;
@@ -193,11 +233,15 @@ void SparseWorker::transmit(uint32_t i, Time now, Effects& fx) {
   p->h.psn = d.psn;
   p->h.priority = iter_;
   p->h.bitmap = RankBits::bit(rank_);
-  p->h.flags = static_cast<uint16_t>((d.last ? flag::kLast : 0) | (first ? 0 : flag::kResend));
+  p->h.flags = static_cast<uint16_t>((d.last ? flag::kLast : 0) | (first ? 0 : flag::kResend) |
+                                     (!d.hot && cfg_.ack_every > 1 && blocked ? flag::kAckNow : 0));
   const Table* t = d.hot ? table_for(iter_) : nullptr;
   kv::init(*p, d.n, t ? static_cast<uint16_t>(t->hot->version) : 0, d.last ? d.total : 0);
   for (uint32_t q = 0; q < d.n; ++q) kv::set(*p, q, pairs_[d.first + q].first, pairs_[d.first + q].second);
-  if (first) ++unacked_;
+  if (first) {
+    ++unacked_;
+    units_ += d.hot ? 1 : ps_weight_;
+  }
   d.sent = now;
   d.deadline = now + backed_off_rto(est_.timeout(), std::min<unsigned>(d.tries, 8), cfg_.max_rto);
   ++st_.sent;
@@ -238,7 +282,7 @@ void SparseWorker::on_packet(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
-  if (kv::check(*p, cfg_.pairs) != kv::Error::None) {
+  if (kv::check(*p, max_pairs(cfg_)) != kv::Error::None) {
     ++st_.malformed;
     fx.free(p);
     return;
@@ -247,6 +291,18 @@ void SparseWorker::on_packet(Packet* p, Time now, Effects& fx) {
   else if (p->h.type == PktType::KvResult) return on_result(p, now, fx);
   else ++st_.malformed;
   fx.free(p);
+}
+
+bool SparseWorker::ack_desc(uint32_t i) {
+  Desc& d = desc_[i];
+  if (d.acked || !d.out) return false;
+  d.acked = true;
+  if (i + 1 != desc_.size()) {
+    --unacked_;
+    units_ -= d.hot ? 1 : ps_weight_;
+    ++acked_;
+  }
+  return true;
 }
 
 void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
@@ -258,44 +314,46 @@ void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
   uint32_t i;
   if (psn & kv::kPsStream) {
     const uint32_t c = psn & ~kv::kPsStream;
-    if (c > cold_n_) return void(++st_.malformed);
+    if (c > cold_n_ || p.h.agg_index > cold_n_ + 1) return void(++st_.malformed);
     i = hot_n_ + c;
   } else {
     if (psn >= hot_n_) return void(++st_.malformed);
     i = psn;
   }
-  Desc& d = desc_[i];
-  if (d.acked) return void(++st_.dup_acks);
-  d.acked = true;
+  // The packet it names, then (a PS stream's) every one below its cumulative count.
+  const bool named = ack_desc(i);
+  unsigned newly = named ? 1 : 0;
+  if (psn & kv::kPsStream)
+    for (; cold_cum_ < p.h.agg_index; ++cold_cum_) newly += ack_desc(hot_n_ + cold_cum_) ? 1 : 0;
+  if (newly == 0) return void(++st_.dup_acks);
+  // The window grows by the units acknowledged (byte counting).
+  const long grow = std::lround(newly * ((psn & kv::kPsStream) ? ps_weight_ : 1.0));
   ++st_.acks;
-  const bool fin = i + 1 == desc_.size();
-  if (!fin) {
-    --unacked_;
-    ++acked_;
-  }
-  if (!d.retx) est_.sample(now - d.sent);
+  const Desc& d = desc_[i];
+  if (named && !d.retx) est_.sample(now - d.sent);
   if (p.h.has(flag::kEce)) {
     ++st_.ece;
     if (cw_.on_ecn(now, est_.srtt(), d.sent)) ++st_.decreases;
   } else {
-    cw_.on_ack();
+    for (long k = 0; k < grow; ++k) cw_.on_ack();
   }
-  if (fin) return maybe_finish(now, fx);
+  if (desc_.back().acked) return maybe_finish(now, fx);
   pump(now, fx);
 }
 
 void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
   const bool from_sw = cfg_.sw != kNoNode && p->h.src == cfg_.sw;
   const uint32_t iter = p->h.priority;
-  if (iter > iter_) {
+  if (iter > iter_ || p->h.psn >= kMaxStreamPackets) {
     ++st_.malformed;
     fx.free(p);
     return;
   }
   Stream& s = from_sw ? sw_res_ : ps_res_;
   const bool current = active_ && iter == iter_;
+  bool fresh = false;
+  const uint32_t psn = p->h.psn;
   if (current) {
-    const uint32_t psn = p->h.psn;
     if (psn >= s.got.size()) s.got.resize(psn + 1, false);
     if (s.got[psn]) {
       ++st_.dup_results;
@@ -309,6 +367,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
         fx.free(p);
         return;
       }
+      fresh = true;
       s.got[psn] = true;
       ++s.n;
       ++st_.results;
@@ -321,7 +380,18 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
   } else {
     ++st_.dup_results;  // an earlier iteration's, retransmitted: acknowledge it again
   }
-  // The receipt, to whoever sent it (the switch passes it to its CPU).
+  // The receipt, to whoever sent it (the switch passes it to its CPU). The
+  // PS's stream with delayed acknowledgements: cumulative, per `ack_every`
+  // in order; the switch's results: each (§III-F).
+  uint32_t cum = 0;
+  if (!from_sw && cfg_.ack_every > 1 && current) {
+    const bool now_due = p->h.has(flag::kAckNow) || p->h.has(flag::kLast);
+    if (!delayed_ack_due(s.got, psn, fresh, now_due, cfg_.ack_every, s.cum, s.pending)) {
+      fx.free(p);
+      return maybe_finish(now, fx);
+    }
+    cum = s.cum;
+  }
   const NodeId to = p->h.src;
   p->h.type = PktType::KvAck;
   p->h.flags = flag::kResult;
@@ -331,6 +401,7 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
   p->h.rank = rank_;
   p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
   p->h.bitmap = RankBits::bit(rank_);
+  p->h.agg_index = cum;
   fx.send(p);
   if (current) maybe_finish(now, fx);
 }
@@ -372,10 +443,12 @@ SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(ps_window_c
   check_config(cfg_);
   iter_ = res_iter_ = cfg_.first_iteration;
   seen_.resize(cfg_.workers.size());
+  rx_.resize(cfg_.workers.size());
+  res_cum_.assign(cfg_.workers.size(), 0);
   in_.assign(cfg_.workers.size(), false);
 }
 
-void SparsePs::ack(const Packet& p, Effects& fx) {
+void SparsePs::ack(const Packet& p, Effects& fx, uint32_t cum, bool ece) {
   Packet* a = fx.alloc();
   a->h = Header{};
   a->h.type = PktType::KvAck;
@@ -386,8 +459,26 @@ void SparsePs::ack(const Packet& p, Effects& fx) {
   a->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
   a->h.psn = p.h.psn;
   a->h.priority = p.h.priority;
-  a->h.flags = p.h.has(flag::kEcn) ? flag::kEce : 0;
+  a->h.agg_index = cum;
+  a->h.flags = ece || p.h.has(flag::kEcn) ? flag::kEce : 0;
+  ++st_.acks_sent;
   fx.send(a);
+}
+
+// A worker's direct packet: acknowledged at once (ack_every 1, or the
+// pairs the switch passed on), else as delayed_ack_due says, cumulatively
+// and echoing a CE mark on any packet it covers.
+void SparsePs::ack_direct(const Packet& p, bool fresh, Effects& fx) {
+  if (cfg_.ack_every <= 1 || !(p.h.psn & kv::kPsStream)) return ack(p, fx);
+  Rx& x = rx_[p.h.rank];
+  const uint32_t c = p.h.psn & ~kv::kPsStream;
+  if (c >= x.got.size()) x.got.resize(c + 1, false);
+  x.got[c] = true;
+  x.ce = x.ce || p.h.has(flag::kEcn);
+  const bool now_due = p.h.has(flag::kAckNow) || p.h.has(flag::kResend) || p.h.has(flag::kLast);
+  if (!delayed_ack_due(x.got, c, fresh, now_due, cfg_.ack_every, x.cum, x.pending)) return;
+  ack(p, fx, x.cum, x.ce);
+  x.ce = false;
 }
 
 void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
@@ -397,22 +488,32 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
   };
   const size_t n = cfg_.workers.size();
   if (p->h.job != cfg_.job || !is_kv(p->h.type) || p->h.rank >= n) return drop(st_.foreign);
-  if (kv::check(*p, cfg_.pairs) != kv::Error::None) return drop(st_.malformed);
+  if (kv::check(*p, max_pairs(cfg_)) != kv::Error::None) return drop(st_.malformed);
   const NodeId src = p->h.src;
   if (p->h.type == PktType::KvAck) {
     if (!p->h.has(flag::kResult) || src != cfg_.workers[p->h.rank]) return drop(st_.foreign);
     if (p->h.priority == res_iter_ && p->h.psn < out_.size()) {
-      Out& o = out_[p->h.psn];
       const uint64_t bit = 1ULL << p->h.rank;
-      if (!(o.acked & bit)) {
-        ++st_.result_acks;
+      bool freed = false;
+      bool any = false;
+      auto mark = [&](uint32_t i) {
+        Out& o = out_[i];
+        if (o.acked & bit || !o.sent) return;
+        any = true;
         o.acked |= bit;
         if (o.acked == full_bitmap(static_cast<unsigned>(n))) {
           --inflight_;
           --unacked_results_;
-          pump(now, fx);
+          freed = true;
         }
-      }
+      };
+      mark(p->h.psn);
+      // Cumulative: every result below agg_index (0 with per-packet acknowledgements).
+      uint32_t& cum = res_cum_[p->h.rank];
+      const uint32_t upto = std::min<uint32_t>(p->h.agg_index, static_cast<uint32_t>(out_.size()));
+      for (; cum < upto; ++cum) mark(cum);
+      if (any) ++st_.result_acks;
+      if (freed) pump(now, fx);
     }
     fx.free(p);
     return;
@@ -429,6 +530,7 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
     return;
   }
   if (iter != iter_) return drop(iter < iter_ ? st_.stale : st_.malformed);
+  if (direct && (p->h.psn & ~kv::kPsStream) >= kMaxStreamPackets) return drop(st_.malformed);
   auto [it, fresh] = seen_[p->h.rank].try_emplace(p->h.psn, true);
   if (!fresh) {
     ++st_.duplicates;
@@ -447,7 +549,7 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
       ++ndone_;
     }
   }
-  ack(*p, fx);
+  ack_direct(*p, fresh, fx);
   fx.free(p);
   if (ndone_ == n) finish_iteration(now, fx);
 }
@@ -459,14 +561,17 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
   std::sort(res_.begin(), res_.end());
   sums_.clear();
   for (auto& s : seen_) s.clear();
+  for (Rx& x : rx_) x = Rx{};
+  std::fill(res_cum_.begin(), res_cum_.end(), 0);
   std::fill(in_.begin(), in_.end(), false);
   ndone_ = 0;
   res_iter_ = iter_++;
   out_.clear();
-  for (size_t b = 0; b < res_.size() || out_.empty(); b += cfg_.pairs) {
+  const unsigned K = cfg_.ps_pairs ? cfg_.ps_pairs : cfg_.pairs;
+  for (size_t b = 0; b < res_.size() || out_.empty(); b += K) {
     Out o;
     o.first = static_cast<uint32_t>(b);
-    o.n = static_cast<uint32_t>(std::min<size_t>(cfg_.pairs, res_.size() - std::min(b, res_.size())));
+    o.n = static_cast<uint32_t>(std::min<size_t>(K, res_.size() - std::min(b, res_.size())));
     out_.push_back(o);
     if (res_.empty()) break;
   }
@@ -497,7 +602,11 @@ void SparsePs::transmit(uint32_t i, uint64_t to, Time now, Effects& fx) {
     p->h.psn = i;
     p->h.priority = res_iter_;
     const bool last = i + 1 == out_.size();
-    p->h.flags = last ? flag::kLast : 0;
+    // A retransmission, or any packet of a window too small for the next to
+    // follow it, is acknowledged at once by a worker that delays its
+    // acknowledgements.
+    const bool blocked = o.tries > 0 || window_.cwnd() < cfg_.ack_every + 1;
+    p->h.flags = static_cast<uint16_t>((last ? flag::kLast : 0) | (cfg_.ack_every > 1 && blocked ? flag::kAckNow : 0));
     kv::init(*p, o.n, 0, last ? static_cast<uint32_t>(out_.size()) : 0);
     for (uint32_t q = 0; q < o.n; ++q) kv::set(*p, q, res_[o.first + q].first, res_[o.first + q].second);
     ++st_.results_sent;

@@ -13,7 +13,11 @@
 //     sorted keys per push), psn with kv::kPsStream;
 //   - every packet is acknowledged (by the switch, or by the PS for cold pairs
 //     and for the pairs the switch passed on); a window of packets in flight,
-//     AIMD on ECN echo, RTO with backoff;
+//     AIMD on ECN echo, RTO with backoff. The streams to and from the PS may
+//     instead run as PS-lite's TCP does (ps_pairs, ack_every): full-size
+//     segments and a cumulative acknowledgement per `ack_every` in-order
+//     segments, at once for one out of order, repeated, retransmitted, the
+//     stream's last, or one its sender is blocked on (flag kAckNow);
 //   - once everything is acknowledged, a last empty cold packet (kLast) tells
 //     the PS this worker's contributions are all in (ours: the paper's PS
 //     learns it from ps-lite's push/response protocol);
@@ -51,6 +55,17 @@ struct SparseConfig {
   NodeId ps = kNoNode;
   NodeId sw = kNoNode;          // Zebra's switch; kNoNode: no INA (PS-lite-style push)
   unsigned pairs = 9;           // per packet (the Zebra prototype's 9)
+  // The streams between the workers and the PS (cold pairs, results):
+  // pairs per packet (0: `pairs`; PS-lite over TCP: 120, a full 1500-byte
+  // frame) and an acknowledgement per this many in-order packets (1: every
+  // packet, the Zebra design's §III-F; 2: TCP's delayed acknowledgement),
+  // cumulative. The switch's streams keep `pairs` and a per-packet ack.
+  unsigned ps_pairs = 0;
+  unsigned ack_every = 1;
+  // A packet's bytes on the wire besides its KV payload. A worker's window
+  // counts bytes, in units of a full packet of `pairs` (a full PS-stream
+  // packet weighs its size over that one's).
+  uint32_t header_bytes = 50;
   bool layout_aware = true;     // Algorithm 1 (false: pack in rank order)
   double init_window = 64;      // packets in flight
   double max_window = 4096;
@@ -88,6 +103,7 @@ class SparseWorker final : public Node {
 
   bool busy() const { return active_; }
   std::string describe() const;  // where the iteration in flight stands
+  unsigned ps_pairs() const { return cfg_.ps_pairs ? cfg_.ps_pairs : cfg_.pairs; }
   uint32_t iteration() const { return iter_; }
   const SparseWorkerStats& stats() const { return st_; }
   double window() const { return cw_.cwnd(); }
@@ -105,8 +121,9 @@ class SparseWorker final : public Node {
   const dp::zebra::Table* table_for(uint32_t iter) const;
   const dp::zebra::Table* table_of_version(uint32_t version) const;
   void pump(Time now, Effects& fx);
-  void transmit(uint32_t d, Time now, Effects& fx);
+  void transmit(uint32_t d, Time now, Effects& fx, bool blocked = false);
   void on_ack(const Packet& p, Time now, Effects& fx);
+  bool ack_desc(uint32_t i);  // marks a sent desc acknowledged; false if it was already
   void on_result(Packet* p, Time now, Effects& fx);
   void maybe_finish(Time now, Effects& fx);
   void arm(Time at, uint32_t d, Effects& fx);
@@ -127,7 +144,10 @@ class SparseWorker final : public Node {
   uint32_t hot_n_ = 0, cold_n_ = 0;  // descs of each stream (the cold count excludes its last packet)
   uint32_t next_ = 0;            // next desc to send for the first time (the last waits for every ack)
   uint32_t unacked_ = 0;         // descs sent and not acknowledged
+  double units_ = 0;             // their weight in window units (SparseConfig::header_bytes)
+  double ps_weight_ = 1;         // a cold desc's weight
   uint32_t acked_ = 0;
+  uint32_t cold_cum_ = 0;        // cold descs below this are acknowledged (the PS's cumulative count)
   CongestionWindow cw_;
   RttEstimator est_;
   DeadlineQueue<uint64_t> dq_;
@@ -136,6 +156,7 @@ class SparseWorker final : public Node {
   struct Stream {
     std::vector<bool> got;
     uint32_t n = 0, total = 0;
+    uint32_t cum = 0, pending = 0;  // every packet below cum has arrived; in-order ones not yet acknowledged
     bool complete() const { return total != 0 && n == total; }
   };
   Stream sw_res_, ps_res_;
@@ -147,7 +168,16 @@ class SparseWorker final : public Node {
 struct SparsePsStats {
   uint64_t data = 0, pairs = 0, forwarded_pairs = 0, duplicates = 0, stale = 0, malformed = 0, foreign = 0;
   uint64_t results_sent = 0, retransmits = 0, result_acks = 0, overflow = 0;
+  uint64_t acks_sent = 0;  // acknowledgements of the workers' packets
 };
+
+// The receiving side of a stream with delayed cumulative acknowledgements
+// (SparseConfig::ack_every): on the arrival of packet `psn` (after `got`
+// records it), advances `cum` past every packet that has arrived in order
+// and says whether to acknowledge now. `fresh`: not seen before;
+// `ack_now`: the sender asked (kAckNow, kResend, kLast).
+bool delayed_ack_due(std::vector<bool>& got, uint32_t psn, bool fresh, bool ack_now, unsigned every, uint32_t& cum,
+                     uint32_t& pending);
 
 class SparsePs final : public Node {
  public:
@@ -166,7 +196,8 @@ class SparsePs final : public Node {
     uint16_t tries = 0;
     bool sent = false;
   };
-  void ack(const Packet& p, Effects& fx);
+  void ack(const Packet& p, Effects& fx, uint32_t cum = 0, bool ece = false);
+  void ack_direct(const Packet& p, bool fresh, Effects& fx);
   void finish_iteration(Time now, Effects& fx);
   void pump(Time now, Effects& fx);
   void transmit(uint32_t i, uint64_t to, Time now, Effects& fx);
@@ -175,6 +206,16 @@ class SparsePs final : public Node {
   SparsePsStats st_;
   uint32_t iter_ = 0;
   std::vector<std::unordered_map<uint32_t, bool>> seen_;  // per worker: psns of this iteration
+  // Per worker, its direct (cold) stream's delayed acknowledgements:
+  // arrivals by index, the cumulative count, in-order packets not yet
+  // acknowledged, and a CE mark among them.
+  struct Rx {
+    std::vector<bool> got;
+    uint32_t cum = 0, pending = 0;
+    bool ce = false;
+  };
+  std::vector<Rx> rx_;
+  std::vector<uint32_t> res_cum_;  // per worker: results below this are acknowledged (cumulatively)
   std::vector<bool> in_;  // per worker: its last packet arrived
   unsigned ndone_ = 0;
   std::unordered_map<uint64_t, int32_t> sums_;

@@ -14,6 +14,9 @@
 // Header use: `priority` = the iteration, `psn` = the packet's index in its
 // stream; streams whose aggregator is the PS have bit 31 set (kPsStream),
 // so the PS tells a worker's direct packets from those the switch forwards.
+// A KvAck of a PS stream (host::SparseConfig::ack_every) also carries in
+// `agg_index` the cumulative count: every packet of the stream below it has
+// arrived (TCP's cumulative acknowledgement).
 #include <cstdint>
 #include <span>
 
@@ -24,7 +27,10 @@ namespace ina::kv {
 constexpr uint8_t kVersion = 1;
 constexpr unsigned kHeaderWords = 2;
 constexpr unsigned kPairWords = 3;
-constexpr unsigned kMaxPairs = 64;  // the codec's bound; a deployment's limit is lower (Zebra: 9)
+// The codec's bound: a 1500-byte frame (36 B header, 8 B KV header, 120 x
+// 12 B; with Ethernet/IP/UDP framing the simulator's 50 B: 1498 B). A
+// deployment's limit is lower for the switch's streams (Zebra: 9 to 11).
+constexpr unsigned kMaxPairs = 120;
 constexpr uint32_t kPsStream = 1u << 31;
 
 constexpr unsigned words(unsigned pairs) { return kHeaderWords + kPairWords * pairs; }

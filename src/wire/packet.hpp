@@ -79,7 +79,12 @@ constexpr uint16_t kBehind = 1 << 10;
 // receiver has room again: the sender sends what it held and goes on.
 constexpr uint16_t kBusy = 1 << 11;
 constexpr uint16_t kResume = 1 << 12;
-constexpr uint16_t kAll = (1 << 13) - 1;
+// KV data on a PS stream with delayed acknowledgements
+// (host::SparseConfig::ack_every > 1): the sender can send nothing more
+// until it is acknowledged, so the receiver acknowledges it at once (the
+// role of TCP's PSH and quick ack).
+constexpr uint16_t kAckNow = 1 << 13;
+constexpr uint16_t kAll = (1 << 14) - 1;
 // Wire only, never in kAll: the datagram ends in an 8-byte tag that
 // authenticates it (the runtime's optional datagram authentication,
 // runtime/datagram_tag.hpp). The runtime engine verifies and strips the tag

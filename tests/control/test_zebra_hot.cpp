@@ -286,8 +286,12 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
       // zebra.* in a dense (DSA) scenario
       {"[zebra]\nhot_keys = 10\n[run]\nschemes = [\"dsa\"]\n", "zebra.hot_keys", "set"},
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},
+      // switch.payload_bytes sizes a dense scheme's packets: refused with none to size.
       {sparse_text("").replace(sparse_text("").find("memory_mb"), 0, "payload_bytes = 128\n"), "switch.payload_bytes",
-       "set"},
+       "128"},
+      {"[zebra]\nps_pairs = 120\n[run]\nschemes = [\"dsa\"]\n", "zebra.ps_pairs", "set"},
+      {"[topology]\nmachines = 8\n[run]\nschemes = [\"dsa\"]\n", "topology.machines", "set"},
+      {with_zebra("ps_pairs = 121\n", "\"zebra\""), "zebra.ps_pairs", "121"},
       // The shared pool: a pool that cannot hold sparse jobs, a scheme
       // without hot keys in it, a dense job without a pool or a size, registers in a pool.
       {with_zebra("pool = \"switchml\"\n", "\"zebra\""), "zebra.pool", "switchml"},
