@@ -189,8 +189,7 @@ struct Communicator::Impl {
 
     rt::EngineConfig ec;
     ec.mode = rt::EngineMode::Host;
-    ec.payload_values = a.payload_values;
-    if (sworker) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
+    ec.payload_values = sworker ? rt::payload_words(a) : a.payload_values;
     ec.gateway = sw;
     ec.faults = cfg.faults;
     ec.offload = cfg.offload;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/wait_notice.hpp"
+#include "wire/kv.hpp"
 
 #include <fmt/format.h>
 
@@ -34,6 +35,8 @@ JobAssignment parse_ready(const nlohmann::json& m) {
     if (a.datagram_auth) a.datagram_salt = parse_key(m.at("datagram_salt").get<std::string>(), "'ready' field 'datagram_salt'");
     if (auto kv = m.find("kv"); kv != m.end()) {
       a.kv_pairs = kv->at("pairs").get<uint16_t>();
+      a.kv_ps_pairs = kv->value("ps_pairs", uint16_t{0});
+      a.kv_ack_every = kv->value("ack_every", uint16_t{1});
       a.kv_registers = kv->at("registers").get<uint32_t>();
       a.kv_table_entries = kv->at("table_entries").get<uint32_t>();
       a.value_registers = kv->at("value_registers").get<uint64_t>();
@@ -193,7 +196,15 @@ host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& 
   sc.ps = a.ps;
   sc.sw = s.sparse == schemes::Sparse::HotIna ? a.sw : kNoNode;
   sc.pairs = a.kv_pairs;
+  sc.ps_pairs = a.kv_ps_pairs;
+  sc.ack_every = a.kv_ack_every;
+  sc.header_bytes = kHeaderBytes;
   return sc;
+}
+
+uint16_t payload_words(const JobAssignment& a) {
+  if (a.kv_pairs == 0) return a.payload_values;
+  return std::max<uint16_t>(a.payload_values, static_cast<uint16_t>(kv::words(std::max(a.kv_pairs, a.kv_ps_pairs))));
 }
 
 nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, size_t offset) {

@@ -100,9 +100,18 @@ struct JobAssignment {
   // table (Zebra) the register arrays of its layout (m), the key table's
   // entries and the value registers. 0 for dense schemes.
   uint16_t kv_pairs = 0;
+  // The streams to and from the PS (host::SparseConfig::ps_pairs,
+  // ack_every): pairs per packet (0: kv_pairs) and a cumulative
+  // acknowledgement per this many packets.
+  uint16_t kv_ps_pairs = 0;
+  uint16_t kv_ack_every = 1;
   uint32_t kv_registers = 0, kv_table_entries = 0;
   uint64_t value_registers = 0;
 };
+
+// The int32 words of the largest payload a job's packets carry (its
+// dense payload, or a <key, value> packet of either stream).
+uint16_t payload_words(const JobAssignment& a);
 
 struct Joined {
   LineChannel control;  // stays open for the member's lifetime

@@ -63,8 +63,7 @@ struct PsDaemon::Impl {
     node->set_id(a.self);
     EngineConfig ec;
     ec.mode = EngineMode::Host;
-    ec.payload_values = a.payload_values;
-    if (sparse) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(a.kv_pairs)));
+    ec.payload_values = sparse ? payload_words(a) : a.payload_values;
     ec.gateway = cfg.sw;
     ec.faults = cfg.faults;
     ec.datagram_tags = member_tags(cfg.datagram_auth, a.datagram_auth, fmt::format("the PS of job {}", a.job), cfg.sw.str());

@@ -130,7 +130,12 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   EngineConfig ec;
   ec.mode = EngineMode::Router;
   ec.payload_values = cfg.program.payload_values;
-  if (scheme.kv()) ec.payload_values = std::max<uint16_t>(ec.payload_values, static_cast<uint16_t>(kv::words(cfg.program.zebra.kv_pairs)));
+  if (scheme.kv() && (cfg.kv_ps_pairs > kv::kMaxPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
+    throw RuntimeError(fmt::format("switch: kv_ps_pairs {} (0..{}) or kv_ack_every {} (1..64) out of range",
+                                   cfg.kv_ps_pairs, kv::kMaxPairs, cfg.kv_ack_every));
+  if (scheme.kv())
+    ec.payload_values = std::max<uint16_t>(
+        ec.payload_values, static_cast<uint16_t>(kv::words(std::max<unsigned>(cfg.program.zebra.kv_pairs, cfg.kv_ps_pairs))));
   ec.faults = cfg.faults;
   ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
   ec.offload = cfg.offload;

@@ -152,6 +152,12 @@ struct SwitchDaemonConfig {
   // 2 ms made it resend each result ~10 times on a loaded host (8.7 M resends
   // for 0.88 M copies, ina train --model fortunes at 4 workers on 2 cores).
   uint32_t kv_registers = 16;
+  // Sparse schemes: the streams between the workers and the PS as PS-lite
+  // runs them over TCP (the Zebra paper's §IV): 118 pairs per packet (a
+  // 1500-byte IP packet with the datagram tag) and a cumulative
+  // acknowledgement per two (host::SparseConfig::ps_pairs, ack_every).
+  uint16_t kv_ps_pairs = 118;
+  uint16_t kv_ack_every = 2;
   Time cpu_rto = host::kRuntimeProfile.min_rto;
   // Switch threads (shards; see above), 1..kMaxSwitchThreads. With T > 1 each
   // needs at least 16 aggregators of memory_bytes / T, and `udp_fd` must have

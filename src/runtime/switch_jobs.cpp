@@ -172,7 +172,8 @@ void SwitchDaemon::Impl::go_live(Job& j, const Admission::Grant& g) {
     ready["datagram_salt"] = to_hex(salt);
   }
   if (scheme.kv())
-    ready["kv"] = {{"pairs", cfg.program.zebra.kv_pairs}, {"registers", cfg.kv_registers},
+    ready["kv"] = {{"pairs", cfg.program.zebra.kv_pairs}, {"ps_pairs", cfg.kv_ps_pairs}, {"ack_every", cfg.kv_ack_every},
+                   {"registers", cfg.kv_registers},
                    {"table_entries", cfg.program.zebra.kv_table_entries}, {"value_registers", cfg.program.memory_bytes / 4}};
   for (Conn* c : j.members()) {
     ready["self"] = c->id;
