@@ -107,6 +107,8 @@ struct Settings {
                                        //   (docs/zebra.md), relative to the scenario file
   double sparse_scale = 1;             // workload.sparse_scale: the model's size and keys per batch x this
   int sparse_row_width = 1;            // workload.sparse_row_width: values per key (an embedding row); the model x this
+  int sparse_draws = 0;                // workload.sparse_draws: draws per batch of the synthetic model (0: the
+                                       //   model's own, docs/zebra.md); sets how dense a batch is
   int hot_keys = 30000;                // zebra.hot_keys: the hot set at full size (x sparse_scale in the run)
   double principle_p = 0;              // zebra.principle_p: > 0 = Principle 1 sizes the hot set (T_k / T_n >= p)
   double principle_c = 1;              // zebra.principle_c: ... within c x switch.memory_mb (switch.memory_mb is

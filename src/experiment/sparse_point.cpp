@@ -69,6 +69,8 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
     if (s.sparse_row_width != 1)
       fail_field(origin, "workload.sparse_row_width", "a recorded trace has its own keys (ina-sparse-trace: --dim)",
                  fmt::format("{}", s.sparse_row_width));
+    if (s.sparse_draws != 0)
+      fail_field(origin, "workload.sparse_draws", "a recorded trace has its own batches", std::to_string(s.sparse_draws));
     const auto path = trace_path(s);
     if (!std::filesystem::exists(path))
       fail_field(origin, "workload.sparse_trace",
@@ -155,9 +157,11 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
     if (s.sparse_model == "trace") {
       src = workload::load_trace(trace_path(s));
     } else {
-      const workload::SparseModelSpec* m = workload::find_sparse_model(s.sparse_model);
-      if (!m) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
-      src = workload::with_row_width(workload::make_synthetic(*m, N, profile + iters, seed, s.sparse_scale),
+      const workload::SparseModelSpec* found = workload::find_sparse_model(s.sparse_model);
+      if (!found) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
+      workload::SparseModelSpec m = *found;
+      if (s.sparse_draws > 0) m.draws = static_cast<uint64_t>(s.sparse_draws);
+      src = workload::with_row_width(workload::make_synthetic(m, N, profile + iters, seed, s.sparse_scale),
                                      static_cast<unsigned>(s.sparse_row_width));
     }
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 //   workload.sparse_model   oa | se | deeplight | ncf | lstm (docs/zebra.md), or
 //                           trace: replay workload.sparse_trace (an ina-sparse-trace file)
 //   workload.sparse_scale   (0, 1]: the model's size and keys per batch x this
+//   workload.sparse_draws   draws per batch of the synthetic model (0: its own)
 //   workload.sparse_row_width  values per key of the synthetic model (an embedding row of
 //                           that many scalars, each its own <key, value> pair): the model
 //                           and every batch x this; zebra.hot_keys counts scalars

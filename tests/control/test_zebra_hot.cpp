@@ -224,6 +224,19 @@ std::string sparse_error(const std::string& text) {
 }
 }  // namespace
 
+// workload.sparse_draws replaces the model's draws per batch: NCF's batch is
+// its 100-key head plus the distinct keys of the draws, so with 10 draws each
+// of the 4 workers pushes 101..110 pairs per iteration (2 measured).
+TEST(ZebraScenario, SparseDrawsSetTheBatch) {
+  auto s = exp::expand(exp::parse_scenario(sparse_text("sparse_draws = 10\n"), "z.toml"))[0].settings;
+  const auto r = exp::run_point(s, "ps-lite", 1);
+  ASSERT_TRUE(r.ok) << r.problems;
+  EXPECT_GE(r.metrics.at("pairs"), 4 * 2 * 101);
+  EXPECT_LE(r.metrics.at("pairs"), 4 * 2 * 110);
+  s.sparse_draws = 0;  // the model's own 150 draws
+  EXPECT_GT(exp::run_point(s, "ps-lite", 1).metrics.at("pairs"), 4 * 2 * 110);
+}
+
 TEST(ZebraScenario, ZebraAggregatesTheHotPairsAndPsLitePushesAll) {
   const auto sc = exp::parse_scenario(sparse_text(""), "z.toml");
   const auto pts = exp::expand(sc);
@@ -283,6 +296,10 @@ TEST(ZebraScenario, BadSparseInputNamesFileFieldAndValue) {
                                                                                     "\"trace\""),
        "workload.sparse_row_width", "2"},
       {"[workload]\nsparse_row_width = 4\n[run]\nschemes = [\"dsa\"]\n", "workload.sparse_row_width", "set"},
+      {"[workload]\nsparse_draws = 4\n[run]\nschemes = [\"dsa\"]\n", "workload.sparse_draws", "set"},
+      {sparse_text("sparse_draws = 9\nsparse_trace = \"t.trace\"\n").replace(sparse_text("").find("\"ncf\""), 5,
+                                                                                "\"trace\""),
+       "workload.sparse_draws", "9"},
       // zebra.* in a dense (DSA) scenario
       {"[zebra]\nhot_keys = 10\n[run]\nschemes = [\"dsa\"]\n", "zebra.hot_keys", "set"},
       {sparse_text("").replace(0, 0, "[topology]\nhost_ecn = true\n"), "topology.host_ecn", "set"},
