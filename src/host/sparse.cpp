@@ -50,6 +50,12 @@ unsigned max_pairs(const SparseConfig& c) { return std::max(c.pairs, c.ps_pairs)
 // A PS stream longer than this many packets in one iteration is refused
 // (the receiver's record of arrivals is bounded whatever a sender claims).
 constexpr uint32_t kMaxStreamPackets = 1u << 22;
+// The PS's timer keys: a result's index, or this bit and a worker's rank
+// (its held packets' delayed acknowledgement).
+constexpr uint32_t kDelayedAck = 1u << 31;
+// How long a receiver holds an acknowledgement: a fifth of the minimum RTO
+// (as Linux: 40 ms of delayed acknowledgement against a 200 ms RTO floor).
+Time delayed_ack_time(const SparseConfig& c) { return std::max<Time>(1, c.min_rto / 5); }
 
 // A worker's window: AIMD, a decrease holding off the next one for the
 // smoothed RTT as it stands then, at least min_rto after a timeout.
@@ -324,7 +330,8 @@ void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
   const bool named = ack_desc(i);
   unsigned newly = named ? 1 : 0;
   if (psn & kv::kPsStream)
-    for (; cold_cum_ < p.h.agg_index; ++cold_cum_) newly += ack_desc(hot_n_ + cold_cum_) ? 1 : 0;
+    for (; cold_cum_ < p.h.agg_index && desc_[hot_n_ + cold_cum_].out; ++cold_cum_)
+      newly += ack_desc(hot_n_ + cold_cum_) ? 1 : 0;
   if (newly == 0) return void(++st_.dup_acks);
   // The window grows by the units acknowledged (byte counting).
   const long grow = std::lround(newly * ((psn & kv::kPsStream) ? ps_weight_ : 1.0));
@@ -449,18 +456,22 @@ SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(ps_window_c
 }
 
 void SparsePs::ack(const Packet& p, Effects& fx, uint32_t cum, bool ece) {
+  send_ack(p.h.rank, p.h.psn, p.h.priority, cum, ece || p.h.has(flag::kEcn), fx);
+}
+
+void SparsePs::send_ack(uint8_t rank, uint32_t psn, uint32_t iter, uint32_t cum, bool ece, Effects& fx) {
   Packet* a = fx.alloc();
   a->h = Header{};
   a->h.type = PktType::KvAck;
   a->h.job = cfg_.job;
   a->h.src = id();
-  a->h.dst = cfg_.workers[p.h.rank];
-  a->h.rank = p.h.rank;
+  a->h.dst = cfg_.workers[rank];
+  a->h.rank = rank;
   a->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
-  a->h.psn = p.h.psn;
-  a->h.priority = p.h.priority;
+  a->h.psn = psn;
+  a->h.priority = iter;
   a->h.agg_index = cum;
-  a->h.flags = ece || p.h.has(flag::kEcn) ? flag::kEce : 0;
+  a->h.flags = ece ? flag::kEce : 0;
   ++st_.acks_sent;
   fx.send(a);
 }
@@ -468,7 +479,7 @@ void SparsePs::ack(const Packet& p, Effects& fx, uint32_t cum, bool ece) {
 // A worker's direct packet: acknowledged at once (ack_every 1, or the
 // pairs the switch passed on), else as delayed_ack_due says, cumulatively
 // and echoing a CE mark on any packet it covers.
-void SparsePs::ack_direct(const Packet& p, bool fresh, Effects& fx) {
+void SparsePs::ack_direct(const Packet& p, bool fresh, Time now, Effects& fx) {
   if (cfg_.ack_every <= 1 || !(p.h.psn & kv::kPsStream)) return ack(p, fx);
   Rx& x = rx_[p.h.rank];
   const uint32_t c = p.h.psn & ~kv::kPsStream;
@@ -476,7 +487,15 @@ void SparsePs::ack_direct(const Packet& p, bool fresh, Effects& fx) {
   x.got[c] = true;
   x.ce = x.ce || p.h.has(flag::kEcn);
   const bool now_due = p.h.has(flag::kAckNow) || p.h.has(flag::kResend) || p.h.has(flag::kLast);
-  if (!delayed_ack_due(x.got, c, fresh, now_due, cfg_.ack_every, x.cum, x.pending)) return;
+  if (!delayed_ack_due(x.got, c, fresh, now_due, cfg_.ack_every, x.cum, x.pending)) {
+    x.held_psn = p.h.psn;
+    if (x.ack_at == kNever) {
+      x.ack_at = now + delayed_ack_time(cfg_);
+      if (dq_.push(x.ack_at, dq_key(gen_, kDelayedAck | p.h.rank))) fx.set_timer(x.ack_at, 0);
+    }
+    return;
+  }
+  x.ack_at = kNever;
   ack(p, fx, x.cum, x.ce);
   x.ce = false;
 }
@@ -511,7 +530,7 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
       // Cumulative: every result below agg_index (0 with per-packet acknowledgements).
       uint32_t& cum = res_cum_[p->h.rank];
       const uint32_t upto = std::min<uint32_t>(p->h.agg_index, static_cast<uint32_t>(out_.size()));
-      for (; cum < upto; ++cum) mark(cum);
+      for (; cum < upto && out_[cum].sent; ++cum) mark(cum);
       if (any) ++st_.result_acks;
       if (freed) pump(now, fx);
     }
@@ -549,7 +568,7 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
       ++ndone_;
     }
   }
-  ack_direct(*p, fresh, fx);
+  ack_direct(*p, fresh, now, fx);
   fx.free(p);
   if (ndone_ == n) finish_iteration(now, fx);
 }
@@ -627,13 +646,28 @@ void SparsePs::on_timer(uint64_t, Time now, Effects& fx) {
   const uint64_t all = full_bitmap(static_cast<unsigned>(cfg_.workers.size())).lo();
   auto live = [&](uint64_t k, Time at) {
     if (k >> 32 != gen_) return false;
-    const Out& o = out_[static_cast<uint32_t>(k)];
+    const uint32_t i = static_cast<uint32_t>(k);
+    if (i & kDelayedAck) {
+      const Rx& x = rx_[i & ~kDelayedAck];
+      return x.pending > 0 && x.ack_at == at;
+    }
+    const Out& o = out_[i];
     return o.acked != all && o.deadline == at;
   };
   const Time next = dq_.expire(
       now,
       [&](uint64_t k, Time at) {
         if (!live(k, at)) return;
+        if (const uint32_t i = static_cast<uint32_t>(k); i & kDelayedAck) {
+          const auto rank = static_cast<uint8_t>(i & ~kDelayedAck);
+          Rx& x = rx_[rank];
+          ++st_.delayed_acks;
+          send_ack(rank, x.held_psn, iter_, x.cum, x.ce, fx);
+          x.pending = 0;
+          x.ce = false;
+          x.ack_at = kNever;
+          return;
+        }
         Out& o = out_[static_cast<uint32_t>(k)];
         ++o.tries;
         ++st_.retransmits;

@@ -168,7 +168,8 @@ class SparseWorker final : public Node {
 struct SparsePsStats {
   uint64_t data = 0, pairs = 0, forwarded_pairs = 0, duplicates = 0, stale = 0, malformed = 0, foreign = 0;
   uint64_t results_sent = 0, retransmits = 0, result_acks = 0, overflow = 0;
-  uint64_t acks_sent = 0;  // acknowledgements of the workers' packets
+  uint64_t acks_sent = 0;     // acknowledgements of the workers' packets
+  uint64_t delayed_acks = 0;  // of them, sent by the delayed-acknowledgement timer
 };
 
 // The receiving side of a stream with delayed cumulative acknowledgements
@@ -197,7 +198,8 @@ class SparsePs final : public Node {
     bool sent = false;
   };
   void ack(const Packet& p, Effects& fx, uint32_t cum = 0, bool ece = false);
-  void ack_direct(const Packet& p, bool fresh, Effects& fx);
+  void send_ack(uint8_t rank, uint32_t psn, uint32_t iter, uint32_t cum, bool ece, Effects& fx);
+  void ack_direct(const Packet& p, bool fresh, Time now, Effects& fx);
   void finish_iteration(Time now, Effects& fx);
   void pump(Time now, Effects& fx);
   void transmit(uint32_t i, uint64_t to, Time now, Effects& fx);
@@ -208,11 +210,15 @@ class SparsePs final : public Node {
   std::vector<std::unordered_map<uint32_t, bool>> seen_;  // per worker: psns of this iteration
   // Per worker, its direct (cold) stream's delayed acknowledgements:
   // arrivals by index, the cumulative count, in-order packets not yet
-  // acknowledged, and a CE mark among them.
+  // acknowledged, a CE mark among them, the last of them, and when the
+  // delayed-acknowledgement timer sends their acknowledgement anyway (TCP's:
+  // a sender whose window shrank after sending them sends nothing more).
   struct Rx {
     std::vector<bool> got;
     uint32_t cum = 0, pending = 0;
     bool ce = false;
+    uint32_t held_psn = 0;
+    Time ack_at = kNever;
   };
   std::vector<Rx> rx_;
   std::vector<uint32_t> res_cum_;  // per worker: results below this are acknowledged (cumulatively)

@@ -130,9 +130,13 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   EngineConfig ec;
   ec.mode = EngineMode::Router;
   ec.payload_values = cfg.program.payload_values;
-  if (scheme.kv() && (cfg.kv_ps_pairs > kv::kMaxPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
-    throw RuntimeError(fmt::format("switch: kv_ps_pairs {} (0..{}) or kv_ack_every {} (1..64) out of range",
-                                   cfg.kv_ps_pairs, kv::kMaxPairs, cfg.kv_ack_every));
+  // 118 pairs: 36 B header + 8 B KV header + 118 x 12 B + the 8 B tag + 28 B
+  // of IP/UDP = 1496 B, a 1500-byte IP packet (the emulated cluster's MTU).
+  constexpr unsigned kMaxPsPairs = 118;
+  if (scheme.kv() && (cfg.kv_ps_pairs > kMaxPsPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
+    throw RuntimeError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
+                                   "out of range",
+                                   cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
   if (scheme.kv())
     ec.payload_values = std::max<uint16_t>(
         ec.payload_values, static_cast<uint16_t>(kv::words(std::max<unsigned>(cfg.program.zebra.kv_pairs, cfg.kv_ps_pairs))));

@@ -114,7 +114,8 @@ TEST(Zebra, ExactUnderLossDuplicationReordering) {
       }
       // The injected faults happened and were recovered from: lost packets
       // were sent again, and duplicates reached someone who recognised them.
-      EXPECT_GT(r.workers.retransmits + r.ps.retransmits + r.cpu.retransmits, 0u);
+      // (With 120-pair segments a worker may lose none of its few cold packets.)
+      EXPECT_GT(paper ? r.workers.retransmits + r.ps.retransmits + r.cpu.retransmits : r.workers.retransmits, 0u);
       EXPECT_GT(r.sw.duplicates + r.ps.duplicates + r.workers.dup_results, 0u);
       }
     }
@@ -514,7 +515,7 @@ TEST(Zebra, PsStreamsAcknowledgeEverySecondFullSegment) {
 }
 
 // The PS's cumulative acknowledgement of cold packets 0 and 1 is lost on its
-// way to worker 1: the next one (of 2 and 3) counts them too, so nothing is
+// way to rank 0 (node 1): the next one (of 2 and 3) counts them too, so nothing is
 // sent again; the sums are exact.
 TEST(Zebra, ALostCumulativeAckIsCoveredByTheNext) {
   ZipfSource src(20000, 4, 3, 2000);
