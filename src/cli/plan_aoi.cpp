@@ -38,14 +38,14 @@ struct Variant {
   std::string algo = "tw";  // tw | fcfs | milp
   bool inc = true;
   bool no_recon = false;
-  bool fill_max = false;     // tw/fcfs: steps up to the NIC, not just to the TS's need
+  bool stop_at_need = false; // tw/fcfs: steps stop at the TS's need, not at the NIC (ours)
   double time_limit_s = 60;  // milp
 
   // The paper's name: INC-TW, noINC-FCFS, INC-TW-NoRecon, MILP, ...
   std::string label() const {
     if (algo == "milp") return inc ? "MILP" : "noINC-MILP";
     std::string a = algo == "tw" ? "TW" : "FCFS";
-    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "") + (fill_max ? "-max" : "");
+    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "") + (stop_at_need ? "-need" : "");
   }
 };
 
@@ -55,9 +55,9 @@ Variant parse_variant(const std::string& s, const std::string& where) {
   std::string rest = s;
   if (rest.rfind("noinc-", 0) == 0) { v.inc = false; rest = rest.substr(6); }
   else if (rest.rfind("inc-", 0) == 0) rest = rest.substr(4);
-  if (rest.size() > 4 && rest.substr(rest.size() - 4) == "-max") {
-    v.fill_max = true;
-    rest = rest.substr(0, rest.size() - 4);
+  if (rest.size() > 5 && rest.substr(rest.size() - 5) == "-need") {
+    v.stop_at_need = true;
+    rest = rest.substr(0, rest.size() - 5);
   }
   if (rest.size() > 8 && rest.substr(rest.size() - 8) == "-norecon") {
     v.no_recon = true;
@@ -65,8 +65,8 @@ Variant parse_variant(const std::string& s, const std::string& where) {
   }
   if (rest != "tw" && rest != "fcfs" && rest != "milp")
     throw aoi::AoiError(fmt::format("{}: unknown variant '{}' (inc-tw, inc-fcfs, noinc-tw, noinc-fcfs, "
-                                    "inc-tw-norecon, milp, noinc-milp; -max after tw/fcfs)", where, s));
-  if (rest == "milp" && v.fill_max) throw aoi::AoiError(fmt::format("{}: '{}': -max is for tw and fcfs", where, s));
+                                    "inc-tw-norecon, milp, noinc-milp; -need after tw/fcfs)", where, s));
+  if (rest == "milp" && v.stop_at_need) throw aoi::AoiError(fmt::format("{}: '{}': -need is for tw and fcfs", where, s));
   if (rest == "milp" && v.no_recon) throw aoi::AoiError(fmt::format("{}: '{}': the MILP has no NoRecon variant", where, s));
   v.algo = rest;
   return v;
@@ -92,7 +92,7 @@ aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress*
   aoi::PlanOptions o;
   o.inc = v.inc;
   o.no_recon = v.no_recon;
-  o.fill_max = v.fill_max;
+  o.stop_at_need = v.stop_at_need;
   if (progress) {
     o.progress = report_progress;
     o.progress_ctx = progress;
@@ -174,7 +174,7 @@ nlohmann::json schedule_json(const aoi::Instance& inst, const aoi::Schedule& s, 
 
 struct AoiArgs {
   std::string scenario, algo = "tw", out;
-  bool no_inc = false, no_recon = false, fill_max = false, json = false, quiet = false;
+  bool no_inc = false, no_recon = false, stop_at_need = false, json = false, quiet = false;
   double time_limit_s = 60;
   std::vector<std::string> sets;
   int simulate_unit = -1;      // run this unit's INC jobs in the packet simulator
@@ -265,10 +265,10 @@ int run_aoi(const AoiArgs& a) {
   v.algo = a.algo;
   v.inc = !a.no_inc;
   v.no_recon = a.no_recon;
-  v.fill_max = a.fill_max;
+  v.stop_at_need = a.stop_at_need;
   v.time_limit_s = a.time_limit_s;
   if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
-  if (v.fill_max && v.algo == "milp") throw aoi::AoiError("--fill-max: for --algo tw or fcfs, not the MILP");
+  if (v.stop_at_need && v.algo == "milp") throw aoi::AoiError("--stop-at-need: for --algo tw or fcfs, not the MILP");
   Progress progress{std::chrono::steady_clock::now(), v.label()};
   const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
   const aoi::Check c = checked(inst, s, v.label());
@@ -562,9 +562,9 @@ Runner register_plan_aoi(CLI::App& plan) {
       ->capture_default_str();
   c->add_flag("--no-inc", a->no_inc, "the ODCN without INC (noINC-TW, noINC-FCFS)");
   c->add_flag("--no-recon", a->no_recon, "TW-NoRecon: a uniform pre-configured AOI that never changes");
-  c->add_flag("--fill-max", a->fill_max,
-              "tw/fcfs: give a job steps up to the worker's NIC, not only what completes it within the TS "
-              "(Algorithm 2 read literally)");
+  c->add_flag("--stop-at-need", a->stop_at_need,
+              "tw/fcfs (ours): stop a job's steps at the rate that completes it within the TS, instead of Algorithm "
+              "2's \"until no more bandwidth can be allocated\" (up to the worker's NIC)");
   c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
   c->add_option("--set", a->sets,
                 "override any key of the file before it is read (repeatable), e.g. --set dml.count=60; arrays as a "

@@ -229,11 +229,12 @@ struct PlanOptions {
   bool inc = true;          // false: the noINC variants
   bool no_recon = false;    // TW-NoRecon: uniform pre-configured AOI, never changed
   unsigned max_ts = 100000; // give up (AoiError) if jobs are still running after this TS
-  // Steps stop at the rate that completes a job within the TS (default:
-  // Eq. 11's ICT is TS-granular, more cannot shorten it), or, with
-  // fill_max, at the worker's NIC: Algorithm 2's "until no more bandwidth
-  // can be allocated" read literally.
-  bool fill_max = false;
+  // A job's bandwidth grows by δB steps "until no more bandwidth can be
+  // allocated" (Algorithm 2; FCFS "greedily"), up to the worker's NIC.
+  // stop_at_need (ours, a named variant): the steps stop at the rate that
+  // completes the job within the TS, since Eq. 11's ICT is TS-granular and
+  // more cannot shorten it.
+  bool stop_at_need = false;
   // Called after each TS with (TS, jobs finished, jobs total) for progress; may be empty.
   void (*progress)(unsigned ts, size_t done, size_t total, void* ctx) = nullptr;
   void* progress_ctx = nullptr;

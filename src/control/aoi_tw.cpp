@@ -120,7 +120,7 @@ class Planner {
     delta_.assign(n_ * n_, 0);
     unit_load_.assign(n_, 0);
     inc_held_.assign(n_, 0);
-    s_.algo = std::string(tw ? "tw" : "fcfs") + (o.no_recon ? "-norecon" : "") + (o.fill_max ? "-max" : "");
+    s_.algo = std::string(tw ? "tw" : "fcfs") + (o.no_recon ? "-norecon" : "") + (o.stop_at_need ? "-need" : "");
     s_.inc = o.inc;
     s_.no_recon = o.no_recon;
     if (o.no_recon) {
@@ -288,7 +288,7 @@ class Planner {
 
   // The step j would take now (0 if none is useful).
   double step_of(const JobState& j) const {
-    const double want = o_.fill_max ? net_.worker_gbps : std::min(net_.worker_gbps, finish_rate(j) * (1 + 1e-12));
+    const double want = o_.stop_at_need ? std::min(net_.worker_gbps, finish_rate(j) * (1 + 1e-12)) : net_.worker_gbps;
     return std::max(0.0, std::min(j.delta, want - j.rate));
   }
 

@@ -154,9 +154,13 @@ const std::vector<std::pair<std::string, SchemeStyle>>& scheme_palette() {
 SchemeStyle scheme_style(const std::string& name) {
   const auto& p = scheme_palette();
   std::string base = name;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, "-max") == 0) base.resize(base.size() - 4);
-  for (const auto& [n, s] : p)
-    if (n == base) return s;
+  const bool variant = base.size() > 5 && base.compare(base.size() - 5, 5, "-need") == 0;
+  if (variant) base.resize(base.size() - 5);
+  for (auto [n, s] : p)
+    if (n == base) {
+      s.dashed = variant;
+      return s;
+    }
   uint64_t h = 1469598103934665603ull;  // FNV-1a: the same name, the same reserve colour
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
   return {kReserve[h % std::size(kReserve)], static_cast<int>(1 + h / std::size(kReserve) % 4)};

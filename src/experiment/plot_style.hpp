@@ -21,12 +21,13 @@ std::string metric_label(const std::string& metric);
 struct SchemeStyle {
   std::string colour;  // "#RRGGBB"
   int point = 7;       // gnuplot point type
+  bool dashed = false; // a named variant of a base scheme, drawn dashed in its colour
 };
 
 // The fixed style of a scheme name: every scheme of the registry
 // (schemes::all()), GRID's planner baselines (geryon, grid-exact,
 // grid-published) and P4INC-AOI's scheduler variants (INC-TW, noINC-FCFS,
-// MILP, ...; a "-max" variant looks like its base) have an entry. The first
+// MILP, ...; a "-need" variant is its base's colour and point, dashed) have an entry. The first
 // colours are Okabe and Ito's colour-blind-safe set, the rest Paul Tol's
 // muted set; the registry's schemes and GRID's baselines each get a colour of
 // their own. AOI's variants are never plotted beside the packet schemes and

@@ -242,7 +242,7 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
   // A scheme keeps its colour and point type in every plot (plot_style.hpp).
   auto style = [&](size_t i) {
     const SchemeStyle st = scheme_style(schemes[i]);
-    return fmt::format("lc rgb {} pt {} lw 2", gp_string(st.colour), st.point);
+    return fmt::format("lc rgb {} pt {} lw 2{}", gp_string(st.colour), st.point, st.dashed ? " dt 2" : "");
   };
   int block = 0;
   for (const auto& panel : panels) {

@@ -186,12 +186,16 @@ TEST(AoiCheck, IncCapacityAndSegmentsAreChecked) {
   EXPECT_NEAR(ok.aoi_gb, 2.0, 1e-12);  // only job 2 crosses the AOI: 2 workers x 1 Gb
 }
 
+// The -need variant (steps stop where the job completes in its TS), whose
+// rates are hand-derived; StepsGoUpToTheNic is the same instance under
+// Algorithm 2's default.
 TEST(AoiPlan, TwGivesIncToTheHeavierInterUnitJobFcfsToTheFirst) {
   Instance inst = three_local();
   // 30 Gb a worker: a job finishing in TS 1 over a new connection needs
   // 30 / (1 - 0.02) = 30.61 Gbps per worker (the ε loss of Eq. 10).
   for (Job& j : inst.jobs) j.gb_per_worker = 30;
   PlanOptions o;
+  o.stop_at_need = true;
   const Schedule tw = plan_tw(inst, o);
   const Schedule fcfs = plan_fcfs(inst, o);
   for (const Schedule* s : {&tw, &fcfs}) {
@@ -216,11 +220,12 @@ TEST(AoiPlan, TwGivesIncToTheHeavierInterUnitJobFcfsToTheFirst) {
   EXPECT_DOUBLE_EQ(check_schedule(inst, fcfs).ct_bti_s, 1.5);
 }
 
-TEST(AoiPlan, FillMaxStepsUpToTheNic) {
+// Algorithm 2 ("until no more bandwidth can be allocated"), the default: a
+// job's steps go up to the worker's NIC.
+TEST(AoiPlan, StepsGoUpToTheNic) {
   Instance inst = three_local();
   for (Job& j : inst.jobs) j.gb_per_worker = 30;
   PlanOptions o;
-  o.fill_max = true;
   const Schedule tw = plan_tw(inst, o);
   const Schedule fcfs = plan_fcfs(inst, o);
   for (const Schedule* s : {&tw, &fcfs}) {
@@ -503,9 +508,13 @@ TEST(AoiCli, JsonCarriesTheValidatedSchedule) {
   EXPECT_EQ(j.at("aoi_changes").size(), 1u);
   EXPECT_EQ(j.at("aoi_changes")[0].at("count").get<int>(), 4);
 
+  // FCFS up to the NIC (StepsGoUpToTheNic): 10 connections; stopped at the TS's need: 8.
   const auto fcfs = ina_test::run_ina("plan aoi --scenario " + f + " --algo fcfs --json --quiet");
   ASSERT_EQ(fcfs.status, 0) << fcfs.output;
-  EXPECT_EQ(nlohmann::json::parse(fcfs.output).at("reconfigurations").get<int>(), 8);
+  EXPECT_EQ(nlohmann::json::parse(fcfs.output).at("reconfigurations").get<int>(), 10);
+  const auto need = ina_test::run_ina("plan aoi --scenario " + f + " --algo fcfs --stop-at-need --json --quiet");
+  ASSERT_EQ(need.status, 0) << need.output;
+  EXPECT_EQ(nlohmann::json::parse(need.output).at("reconfigurations").get<int>(), 8);
   // The MILP finds CT-BTI 1.5 s as well (no schedule ends a non-INC job before 1 + 0.5 s).
   const auto milp = ina_test::run_ina("plan aoi --scenario " + f + " --algo milp --json --quiet");
   ASSERT_EQ(milp.status, 0) << milp.output;
@@ -599,6 +608,7 @@ TEST(AoiPlan, PlannerAndValidatorAgreeWhenAJobIsDone) {
                aoi_job(2, {{0, 1}}, 1, 4375 * 0.008, 0, 1.0)};
   PlanOptions o;
   o.inc = false;
+  o.stop_at_need = true;  // the rates below are what completes each job (the -need variant)
   const Schedule s = plan_fcfs(inst, o);
   const Check c = check_schedule(inst, s);
   ASSERT_TRUE(c.ok) << c.errors.front();

@@ -133,7 +133,9 @@ TEST(PlotStyle, EverySchemeHasItsOwnFixedColour) {
   std::set<std::string> aoi;
   for (const char* v : {"INC-TW", "INC-FCFS", "noINC-TW", "noINC-FCFS", "MILP", "noINC-MILP", "INC-TW-NoRecon"})
     EXPECT_TRUE(aoi.insert(scheme_style(v).colour).second) << v;
-  EXPECT_EQ(scheme_style("INC-TW-max").colour, scheme_style("INC-TW").colour);
+  EXPECT_EQ(scheme_style("INC-TW-need").colour, scheme_style("INC-TW").colour);
+  EXPECT_TRUE(scheme_style("INC-TW-need").dashed);
+  EXPECT_FALSE(scheme_style("INC-TW").dashed);
   // A name without an entry: a reserve colour, the same every time.
   EXPECT_EQ(scheme_style("not-a-scheme").colour, scheme_style("not-a-scheme").colour);
 }

@@ -1,25 +1,37 @@
 # reconfigurations of scenarios/aoi/table1.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-  set terminal pngcairo noenhanced size 960,400
+  set terminal pngcairo noenhanced size 960,440
 } else {
-  set terminal png noenhanced size 960,400
+  set terminal png noenhanced size 960,440
 }
 set output "reconfigurations.png"
 set multiplot layout 1,2 title "P4INC-AOI Table I: 8 units: reconfigured AOI connections"
 set xlabel "DML jobs"
 set ylabel "reconfigured AOI connections"
 set yrange [0:*]
-set offsets 0, 0, graph 0.3, 0  # headroom for the key
+set offsets 0, 0, graph 0.05, 0
 set grid
-set key top left
+set key below horizontal maxcols 2
+set bmargin 8
+set xtics (40, 50, 60, 80, 100)
+set mxtics 1
+set ytics 50
+set mytics 1
+set format y "%.0f"
 set title "20 jobs per TS"
-plot "reconfigurations.dat" index 0 using 1:2 with linespoints lc 13 pt 7 title "MILP", \
-     "reconfigurations.dat" index 1 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
-     "reconfigurations.dat" index 2 using 1:2 with linespoints lc 15 pt 9 title "INC-TW", \
-     "reconfigurations.dat" index 3 using 1:2 with linespoints lc 16 pt 13 title "INC-TW-NoRecon"
+plot "reconfigurations.dat" index 0 using 1:2 with linespoints lc rgb "#000000" pt 13 lw 2 title "MILP", \
+     "reconfigurations.dat" index 1 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 title "INC-FCFS", \
+     "reconfigurations.dat" index 2 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 title "INC-TW", \
+     "reconfigurations.dat" index 3 using 1:2 with linespoints lc rgb "#009E73" pt 4 lw 2 title "INC-TW-NoRecon", \
+     "reconfigurations.dat" index 4 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 dt 2 title "INC-FCFS-need", \
+     "reconfigurations.dat" index 5 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 dt 2 title "INC-TW-need", \
+     "reconfigurations.dat" index 6 using 1:2 with linespoints lc rgb "#009E73" pt 4 lw 2 dt 2 title "INC-TW-NoRecon-need"
 set title "200 jobs per TS"
-plot "reconfigurations.dat" index 4 using 1:2 with linespoints lc 13 pt 7 title "MILP", \
-     "reconfigurations.dat" index 5 using 1:2 with linespoints lc 14 pt 5 title "INC-FCFS", \
-     "reconfigurations.dat" index 6 using 1:2 with linespoints lc 15 pt 9 title "INC-TW", \
-     "reconfigurations.dat" index 7 using 1:2 with linespoints lc 16 pt 13 title "INC-TW-NoRecon"
+plot "reconfigurations.dat" index 7 using 1:2 with linespoints lc rgb "#000000" pt 13 lw 2 title "MILP", \
+     "reconfigurations.dat" index 8 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 title "INC-FCFS", \
+     "reconfigurations.dat" index 9 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 title "INC-TW", \
+     "reconfigurations.dat" index 10 using 1:2 with linespoints lc rgb "#009E73" pt 4 lw 2 title "INC-TW-NoRecon", \
+     "reconfigurations.dat" index 11 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 dt 2 title "INC-FCFS-need", \
+     "reconfigurations.dat" index 12 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 dt 2 title "INC-TW-need", \
+     "reconfigurations.dat" index 13 using 1:2 with linespoints lc rgb "#009E73" pt 4 lw 2 dt 2 title "INC-TW-NoRecon-need"
 unset multiplot
