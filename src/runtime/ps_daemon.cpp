@@ -124,7 +124,8 @@ nlohmann::json PsDaemon::stats() const {
             {"ps",
              {{"kind", "sparse"}, {"data", s.data}, {"pairs", s.pairs}, {"forwarded_pairs", s.forwarded_pairs}, {"duplicates", s.duplicates},
               {"stale", s.stale}, {"malformed", s.malformed}, {"foreign", s.foreign}, {"results_sent", s.results_sent},
-              {"retransmits", s.retransmits}, {"result_acks", s.result_acks}, {"overflow", s.overflow}}},
+              {"retransmits", s.retransmits}, {"result_acks", s.result_acks}, {"overflow", s.overflow},
+              {"acks_sent", s.acks_sent}, {"delayed_acks", s.delayed_acks}}},
             {"engine", impl_->engine->stats().to_json()}};
   }
   const auto& s = impl_->ps->stats();

@@ -189,6 +189,50 @@ INSTANTIATE_TEST_SUITE_P(Runtime, SparseSchemes,
                            return s + (std::get<1>(info.param) > 0 ? "_lossy" : "_clean");
                          });
 
+// The streams to and from the PS as the switch announces them: 118-pair
+// segments with an acknowledgement per two (the default), or the hot
+// stream's 9-pair packets with one each; both exact. Catches: a member that
+// ignores the announced settings (the PS then acknowledges each of a
+// ps-lite worker's packets), and a switch that accepts more pairs than a
+// 1500-byte IP packet holds.
+TEST(RuntimeSparse, PsStreamSettingsAreAnnouncedAndChecked) {
+  for (const auto& [pairs, every] : {std::pair<uint16_t, uint16_t>{118, 2}, {0, 1}}) {
+    SCOPED_TRACE(testing::Message() << "kv_ps_pairs " << pairs << ", kv_ack_every " << every);
+    auto cfg = sparse_switch("ps-lite");
+    cfg.kv_ps_pairs = pairs;
+    cfg.kv_ack_every = every;
+    LocalSwitch sw(cfg);
+    const unsigned n = 2;
+    LocalPs ps(sw.d.endpoint(), 5, n);
+    std::vector<Push> in;
+    for (unsigned r = 0; r < n; ++r) in.push_back(draw(700 + r, 50000, 2000));
+    std::vector<SparseResult<int32_t>> got(n);
+    auto errors = run_workers(n, [&](unsigned r) {
+      Communicator comm(comm_config(sw.addr(), 5, r, n));
+      got[r] = comm.allreduce_sparse(in[r].keys, std::span<const int32_t>(in[r].ints), SparseOptions{});
+      comm.close();
+    });
+    for (unsigned r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    for (unsigned r = 0; r < n; ++r) expect_exact(got[r], reference(in), 1.0, "rank " + std::to_string(r));
+    ps.wait();
+    ASSERT_EQ(ps.error, "");
+    // 2000 pairs a worker: 17 segments of 118 (or 223 packets of 9) and the closing one.
+    const uint64_t data = ps.stats["ps"]["data"].get<uint64_t>();
+    EXPECT_EQ(data, pairs == 118 ? 2 * (17 + 1) : 2 * (223 + 1));
+    const uint64_t acks = ps.stats["ps"]["acks_sent"].get<uint64_t>();
+    if (every == 1) EXPECT_EQ(acks, data);
+    else EXPECT_LT(acks, data);  // one per two in order (more after a loss or a held one's timer)
+  }
+  auto bad = sparse_switch("ps-lite");
+  bad.kv_ps_pairs = 119;
+  try {
+    LocalSwitch sw(bad);
+    ADD_FAILURE() << "a switch with kv_ps_pairs 119 started";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_ps_pairs 119"), std::string::npos) << e.what();
+  }
+}
+
 // Catches: a switch that installs one worker's list when the lists differ
 // (the workers' and the switch's tables would then disagree), a refusal
 // that reaches only some workers (the others would hang), and a refusal
