@@ -384,6 +384,16 @@ Instance load_scenario(const std::string& path) { return load_scenario(path, {})
 Instance load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   try {
     toml::table root = parse_toml(read_settings_file(path, "scenario"), path);
+    // A job generator is there because the file has its table: a --set
+    // into a generator the file does not have would add its jobs (with
+    // default counts) to the workload unasked.
+    for (const char* gen : {"dml", "mapreduce"})
+      if (!root.contains(gen))
+        for (const std::string& kv : overrides)
+          if (const std::string key = ina::set_key(kv); key.rfind(std::string(gen) + ".", 0) == 0)
+            throw ConfigError(fmt::format("{}: field '{}': --set would add a [{}] job generator that the file does not "
+                                          "have (value: {}); add the table to the file to mix its jobs in",
+                                          path, key, gen, kv.substr(kv.find('=') + 1)));
     ina::apply_sets(root, overrides, set_shape);
     try {
       return read_instance(root, path);

@@ -393,7 +393,13 @@ TEST(AoiModel, BadScenariosNameFileFieldAndValue) {
   has({"net.reconfig_ms=1000"}, "net.reconfig_ms: must be >= 0 and shorter than the TS (1 s), got 1000 ms");
   has({"net.colour=2"}, "field 'net.colour': unknown key (known in [net]: units, pdp_gbps");
   has({"dml.count=\"ten\""}, "field 'dml.count': expected an integer, got string (value: ten)");
-  has({"mapreduce.trace=\"nope.txt\""}, "field 'mapreduce.trace': 'nope.txt' not found");
+  // A generator the file does not have is not added by --set (it would add jobs unasked).
+  has({"mapreduce.trace=\"nope.txt\""},
+      "field 'mapreduce.trace': --set would add a [mapreduce] job generator that the file does not have");
+  const std::string mr = write_tmp("aoi_bad_mr.toml", "[net]\nunits = 4\n[mapreduce]\ncount = 10\n");
+  EXPECT_NE(error_of(mr, {"mapreduce.trace=\"nope.txt\""}).find("field 'mapreduce.trace': 'nope.txt' not found"),
+            std::string::npos)
+      << error_of(mr, {"mapreduce.trace=\"nope.txt\""});
   const std::string j = write_tmp("aoi_bad_job.toml", "[net]\nunits = 2\n[[job]]\nworkers = [[5, 2]]\nmb_per_worker = 1\n");
   EXPECT_NE(error_of(j).find("job 0 (job[0]) workers: unit 5 does not exist (the ODCN has 2 units)"), std::string::npos)
       << error_of(j);
