@@ -111,9 +111,22 @@ BENCHMARK_CAPTURE(BM_Sparse, ps_lite, "ps-lite")->Name("sim/sparse_pslite_oa_16"
 namespace ina::cli {
 
 // Runs the benchmarks registered as "<suite>/..." (in any file under bench/).
+// A --benchmark_filter=F among `extra` narrows the suite rather than
+// replacing it: F matched after "<suite>/" (F may name the suite itself).
 int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"ina-bench", "--benchmark_filter=^" + suite + "/"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  const std::string flag = "--benchmark_filter=", prefix = suite + "/";
+  std::string filter = "^" + prefix;
+  std::vector<std::string> args = {"ina-bench"};
+  for (const std::string& e : extra) {
+    if (e.rfind(flag, 0) != 0) {
+      args.push_back(e);
+      continue;
+    }
+    std::string f = e.substr(flag.size());
+    if (!f.empty() && f.front() == '^') f.erase(0, 1);
+    filter = f.rfind(prefix, 0) == 0 ? "^(" + f + ")" : "^" + prefix + ".*(" + f + ")";
+  }
+  args.insert(args.begin() + 1, flag + filter);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());

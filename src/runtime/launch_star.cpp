@@ -258,17 +258,20 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   }
   const auto& s = stats["switch"];
   const auto& e = stats["engine"];
-  out << fmt::format("switch: {} aggregators; {} gradient packets in, {} tasks completed in the switch, {} packets to "
-                     "the PS, {} collisions, preemptions {} won / {} lost, {} duplicates, {} overflows; {} aggregators "
-                     "held after the jobs ended\n",
-                     stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
-                     s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
-                     s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
+  // A <key, value> scheme's switch has no dense aggregators at work: its
+  // line says what it does with pairs instead.
   if (schemes::find(cfg.scheme).kv())
     out << fmt::format("switch, <key, value>: {} hot pairs in {} packets, {} aggregated in the switch, {} to the PS, "
-                       "{} results\n",
+                       "{} results, {} duplicates, {} overflows\n",
                        s.value("kv_pairs_in", 0), s.value("kv_in", 0), s.value("kv_aggregated", 0), s.value("kv_to_ps", 0),
-                       s.value("kv_results", 0));
+                       s.value("kv_results", 0), s.value("duplicates", 0), s.value("overflow", 0));
+  else
+    out << fmt::format("switch: {} aggregators; {} gradient packets in, {} tasks completed in the switch, {} packets to "
+                       "the PS, {} collisions, preemptions {} won / {} lost, {} duplicates, {} overflows; {} aggregators "
+                       "held after the jobs ended\n",
+                       stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
+                       s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
+                       s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
   out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
                      "without their job's tag, {} ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time "
                      "{:.2f} s\n",

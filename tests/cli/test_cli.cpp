@@ -467,3 +467,18 @@ TEST(Cli, EveryBenchSuiteHasItsBenchmarks) {
     for (const auto& n : names) EXPECT_NE(("\n" + r.output).find("\n" + n), std::string::npos) << suite << " lacks " << n << ":\n" << r.output;
   }
 }
+
+// A filter narrows its suite: "sparse" in allreduce lists only allreduce's
+// sparse cases, not sim/sparse_* (whose names match it too); a filter that
+// names the suite itself works as well.
+TEST(Cli, BenchFilterStaysInItsSuite) {
+  CliResult r = run("bench allreduce --benchmark_filter=sparse --benchmark_list_tests=true");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("allreduce/sparse_zebra/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("sim/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("allreduce/gloo/"), std::string::npos) << r.output;
+  r = run("bench plan -- --benchmark_filter=plan/aoi_inc_tw --benchmark_list_tests=true");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("plan/aoi_inc_tw_64_units/1000"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("plan/aoi_inc_fcfs"), std::string::npos) << r.output;
+}
