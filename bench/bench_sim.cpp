@@ -111,8 +111,10 @@ BENCHMARK_CAPTURE(BM_Sparse, ps_lite, "ps-lite")->Name("sim/sparse_pslite_oa_16"
 namespace ina::cli {
 
 // Runs the benchmarks registered as "<suite>/..." (in any file under bench/).
-// A --benchmark_filter=F among `extra` narrows the suite rather than
-// replacing it: F matched after "<suite>/" (F may name the suite itself).
+// A --benchmark_filter=F among `extra` narrows the suite: F is matched
+// after "<suite>/" (F may name the suite itself). An anchored F ("^...")
+// is a whole-name regex taken as it is (a suite's file may register
+// families under other names: switch_threads/ in the switch suite).
 int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
   const std::string flag = "--benchmark_filter=", prefix = suite + "/";
   std::string filter = "^" + prefix;
@@ -122,9 +124,8 @@ int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
       args.push_back(e);
       continue;
     }
-    std::string f = e.substr(flag.size());
-    if (!f.empty() && f.front() == '^') f.erase(0, 1);
-    filter = f.rfind(prefix, 0) == 0 ? "^(" + f + ")" : "^" + prefix + ".*(" + f + ")";
+    const std::string f = e.substr(flag.size());
+    filter = !f.empty() && f.front() == '^' ? f : f.rfind(prefix, 0) == 0 ? "^(" + f + ")" : "^" + prefix + ".*(" + f + ")";
   }
   args.insert(args.begin() + 1, flag + filter);
   std::vector<char*> argv;

@@ -470,7 +470,7 @@ TEST(Cli, EveryBenchSuiteHasItsBenchmarks) {
 
 // A filter narrows its suite: "sparse" in allreduce lists only allreduce's
 // sparse cases, not sim/sparse_* (whose names match it too); a filter that
-// names the suite itself works as well.
+// names the suite itself works as well, and an anchored one is taken as is.
 TEST(Cli, BenchFilterStaysInItsSuite) {
   CliResult r = run("bench allreduce --benchmark_filter=sparse --benchmark_list_tests=true");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -481,4 +481,8 @@ TEST(Cli, BenchFilterStaysInItsSuite) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("plan/aoi_inc_tw_64_units/1000"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("plan/aoi_inc_fcfs"), std::string::npos) << r.output;
+  // Anchored: a whole-name regex, as given (the switch suite's switch_threads/ family).
+  r = run("bench switch -- --benchmark_filter=^switch_threads/ --benchmark_list_tests=true");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("switch_threads/switchml"), std::string::npos) << r.output;
 }
