@@ -45,7 +45,9 @@ void check_config(const SparseConfig& c) {
                                 " packets (1..64)");
   if (c.ps == kNoNode) throw std::invalid_argument("sparse job: no PS");
 }
-// The most pairs a packet of this job may carry (either stream).
+// Pairs per packet on the streams to and from the PS, and the most a packet
+// of this job may carry (either stream).
+unsigned ps_stream_pairs(const SparseConfig& c) { return c.ps_pairs ? c.ps_pairs : c.pairs; }
 unsigned max_pairs(const SparseConfig& c) { return std::max(c.pairs, c.ps_pairs); }
 // A PS stream longer than this many packets in one iteration is refused
 // (the receiver's record of arrivals is bounded whatever a sender claims).
@@ -71,8 +73,7 @@ CongestionWindowConfig window_config(const SparseConfig& c) {
 
 // A full PS-stream packet's size over a full switch packet's (the window unit).
 double ps_weight(const SparseConfig& c) {
-  const unsigned ps = c.ps_pairs ? c.ps_pairs : c.pairs;
-  return (c.header_bytes + 4.0 * kv::words(ps)) / (c.header_bytes + 4.0 * kv::words(c.pairs));
+  return (c.header_bytes + 4.0 * kv::words(ps_stream_pairs(c))) / (c.header_bytes + 4.0 * kv::words(c.pairs));
 }
 
 // The PS's result window: fixed at init_window units (of its packets, the
@@ -141,9 +142,9 @@ void SparseWorker::begin(uint32_t iter, std::span<const uint64_t> keys, std::spa
   sums_.clear();
   sw_res_ = Stream{};
   ps_res_ = Stream{};
-  next_ = unacked_ = acked_ = cold_cum_ = 0;
+  next_ = acked_ = cold_cum_ = 0;
   units_ = 0;
-  const unsigned K = cfg_.pairs, KP = ps_pairs();
+  const unsigned K = cfg_.pairs, KP = ps_stream_pairs(cfg_);
   const Table* t = cfg_.sw != kNoNode ? table_for(iter) : nullptr;
   hot_stream_ = t != nullptr;  // no table yet (a runtime job before its first hot set): everything is cold
   // Split: hot (rank indices) and cold (keys, already ascending).
@@ -244,10 +245,7 @@ void SparseWorker::transmit(uint32_t i, Time now, Effects& fx, bool blocked) {
   const Table* t = d.hot ? table_for(iter_) : nullptr;
   kv::init(*p, d.n, t ? static_cast<uint16_t>(t->hot->version) : 0, d.last ? d.total : 0);
   for (uint32_t q = 0; q < d.n; ++q) kv::set(*p, q, pairs_[d.first + q].first, pairs_[d.first + q].second);
-  if (first) {
-    ++unacked_;
-    units_ += d.hot ? 1 : ps_weight_;
-  }
+  if (first) units_ += d.hot ? 1 : ps_weight_;
   d.sent = now;
   d.deadline = now + backed_off_rto(est_.timeout(), std::min<unsigned>(d.tries, 8), cfg_.max_rto);
   ++st_.sent;
@@ -304,7 +302,6 @@ bool SparseWorker::ack_desc(uint32_t i) {
   if (d.acked || !d.out) return false;
   d.acked = true;
   if (i + 1 != desc_.size()) {
-    --unacked_;
     units_ -= d.hot ? 1 : ps_weight_;
     ++acked_;
   }
@@ -586,7 +583,7 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
   ndone_ = 0;
   res_iter_ = iter_++;
   out_.clear();
-  const unsigned K = cfg_.ps_pairs ? cfg_.ps_pairs : cfg_.pairs;
+  const unsigned K = ps_stream_pairs(cfg_);
   for (size_t b = 0; b < res_.size() || out_.empty(); b += K) {
     Out o;
     o.first = static_cast<uint32_t>(b);

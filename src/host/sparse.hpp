@@ -103,7 +103,6 @@ class SparseWorker final : public Node {
 
   bool busy() const { return active_; }
   std::string describe() const;  // where the iteration in flight stands
-  unsigned ps_pairs() const { return cfg_.ps_pairs ? cfg_.ps_pairs : cfg_.pairs; }
   uint32_t iteration() const { return iter_; }
   const SparseWorkerStats& stats() const { return st_; }
   double window() const { return cw_.cwnd(); }
@@ -143,8 +142,7 @@ class SparseWorker final : public Node {
   std::vector<Desc> desc_;       // hot stream, then cold stream, then the cold stream's last packet
   uint32_t hot_n_ = 0, cold_n_ = 0;  // descs of each stream (the cold count excludes its last packet)
   uint32_t next_ = 0;            // next desc to send for the first time (the last waits for every ack)
-  uint32_t unacked_ = 0;         // descs sent and not acknowledged
-  double units_ = 0;             // their weight in window units (SparseConfig::header_bytes)
+  double units_ = 0;             // descs sent and not acknowledged, in window units (SparseConfig::header_bytes)
   double ps_weight_ = 1;         // a cold desc's weight
   uint32_t acked_ = 0;
   uint32_t cold_cum_ = 0;        // cold descs below this are acknowledged (the PS's cumulative count)

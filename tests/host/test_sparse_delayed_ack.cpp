@@ -2,12 +2,12 @@
 // acknowledgements (host::delayed_ack_due, SparseConfig::ack_every).
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <queue>
+#include <memory>
 #include <vector>
 
 #include "dataplane/zebra_layout.hpp"
 #include "host/sparse.hpp"
+#include "sim/engine.hpp"
 #include "wire/kv.hpp"
 
 using namespace ina;
@@ -57,65 +57,27 @@ TEST(SparseDelayedAck, EveryPacketWhenAckEveryIsOne) {
 }
 
 namespace {
-// One Zebra worker, its PS and a stand-in switch that acknowledges every hot
-// packet (echoing ECN when `mark`), every hop 10 us: events in time order.
-struct Loop {
-  struct Ev {
-    Time at;
-    uint64_t seq;
-    Packet* p;      // nullptr: a timer
-    NodeId node;
-    bool operator>(const Ev& o) const { return at != o.at ? at > o.at : seq > o.seq; }
-  };
-  static constexpr NodeId kSw = 1, kPs = 2, kW = 3;
-  PacketPool pool{400};
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> q;
-  uint64_t seq = 0;
-  bool mark = false;
-  struct Fx final : Effects {
-    Loop* l;
-    NodeId self;
-    Time now = 0;
-    Packet* alloc() override { return l->pool.get(); }
-    void free(Packet* p) override { l->pool.put(p); }
-    void send(Packet* p) override { l->q.push({now + 10 * kUs, l->seq++, p, 0}); }
-    void set_timer(Time at, uint64_t) override { l->q.push({at, l->seq++, nullptr, self}); }
-  };
-  // Runs until nothing is left; returns when the worker's closing packet left it.
-  Time run(host::SparseWorker& w, host::SparsePs& ps, Fx& fw, Fx& fp) {
-    Time fin = kNever;
-    while (!q.empty()) {
-      const Ev e = q.top();
-      q.pop();
-      if (!e.p) {
-        Fx& f = e.node == kW ? fw : fp;
-        f.now = e.at;
-        e.node == kW ? w.on_timer(0, e.at, f) : ps.on_timer(0, e.at, f);
-        continue;
-      }
-      Packet* p = e.p;
-      if (p->h.src == kW && p->h.has(flag::kLast) && (p->h.psn & kv::kPsStream) && fin == kNever) fin = e.at;
-      if (p->h.dst == kSw) {  // the switch: an ack per hot packet, nothing else
-        if (p->h.type != PktType::KvData) {
-          pool.put(p);
-          continue;
-        }
-        p->h.type = PktType::KvAck;
-        p->h.src = kSw;
-        p->h.dst = kW;
-        p->h.flags = mark ? flag::kEce : 0;
-        p->h.count = 0;
-        q.push({e.at + 10 * kUs, seq++, p, 0});
-      } else if (p->h.dst == kPs) {
-        fp.now = e.at;
-        ps.on_packet(p, e.at, fp);
-      } else {
-        fw.now = e.at;
-        w.on_packet(p, e.at, fw);
-      }
+// A stand-in for Zebra's switch: acknowledges every hot packet addressed to
+// it, echoing a congestion mark, and forwards everything else (the PS's
+// results to the job's multicast group).
+class MarkingAcker final : public Node {
+ public:
+  void on_packet(Packet* p, Time, Effects& fx) override {
+    if (p->h.dst == kMulticast) {
+      if (!fx.multicast(p)) fx.free(p);
+      return;
     }
-    return fin;
+    if (p->h.dst != id()) return fx.send(p);
+    if (p->h.type != PktType::KvData) return fx.free(p);
+    const NodeId w = p->h.src;
+    p->h.type = PktType::KvAck;
+    p->h.src = id();
+    p->h.dst = w;
+    p->h.flags = flag::kEce;
+    p->h.count = 0;
+    fx.send(p);
   }
+  void on_timer(uint64_t, Time, Effects&) override {}
 };
 }  // namespace
 
@@ -127,36 +89,40 @@ struct Loop {
 // (min_rto / 5) acknowledges it, and the worker never times out (without
 // the timer: one retransmission, at the worker's RTO).
 TEST(SparseDelayedAck, AHeldSegmentIsAcknowledgedWhenTheSenderStalls) {
-  Loop l;
-  l.mark = true;
+  constexpr NodeId kSw = 0, kW = 1, kPs = 2;
   host::SparseConfig c;
-  c.workers = {Loop::kW};
-  c.ps = Loop::kPs;
-  c.sw = Loop::kSw;
+  c.workers = {kW};
+  c.ps = kPs;
+  c.sw = kSw;
   c.pairs = 9;
   c.ps_pairs = 120;
   c.ack_every = 2;
   c.init_window = 28;
   c.min_rto = 1 * kMs;
-  host::SparseWorker w(c, 0);
-  w.set_id(Loop::kW);
-  host::SparsePs ps(c);
-  ps.set_id(Loop::kPs);
+  sim::Simulator sim(1, static_cast<uint16_t>(kv::words(120)));
+  sim.add_node(std::make_unique<MarkingAcker>(), true);
+  auto wp = std::make_unique<host::SparseWorker>(c, 0);
+  auto pp = std::make_unique<host::SparsePs>(c);
+  host::SparseWorker& w = *wp;
+  host::SparsePs& ps = *pp;
+  sim.add_node(std::move(wp), false);
+  sim.add_node(std::move(pp), false);
+  sim::LinkParams link;
+  link.delay = 5 * kUs;
+  link.ecn_bytes = 0;
+  for (const NodeId h : {kW, kPs}) sim.connect(h, kSw, link, link);
+  sim.build_routes();
+  sim.set_multicast_group(c.job, {kW});
   std::vector<uint64_t> hot, keys;
-  std::vector<int32_t> vals;
   for (uint64_t k = 0; k < 900; ++k) hot.push_back(k);
   w.set_table(dp::zebra::heat_table(hot, 0, 1, 16));
-  for (uint64_t k = 0; k < 900; ++k) keys.push_back(k);
+  keys = hot;
   for (uint64_t k = 0; k < 240; ++k) keys.push_back(1000000 + k);
-  vals.assign(keys.size(), 1);
-  Loop::Fx fw, fp;
-  fw.l = fp.l = &l;
-  fw.self = Loop::kW;
-  fp.self = Loop::kPs;
-  w.begin(0, keys, vals, 0, fw);
-  const Time fin = l.run(w, ps, fw, fp);
+  const std::vector<int32_t> vals(keys.size(), 1);
+  sim.call(kW, 0, [&](Effects& fx) { w.begin(0, keys, vals, 0, fx); });
+  sim.run(50 * kMs);  // the worker waits for the switch's results, which this stand-in never sends
   EXPECT_EQ(w.stats().retransmits, 0u);
   EXPECT_EQ(ps.stats().delayed_acks, 1u);
-  EXPECT_NE(fin, kNever);  // every cold segment acknowledged: the closing packet went
-  EXPECT_EQ(l.pool.in_use(), 0u);
+  EXPECT_EQ(ps.iteration(), 1u);  // every cold segment and the closing packet arrived: the PS moved on
+  EXPECT_EQ(ps.stats().pairs, 240u);
 }
