@@ -1,5 +1,6 @@
 #pragma once
-// Test helper shared by the P4INC-AOI tests: a placed job, named "job <id>".
+// Test helpers shared by the P4INC-AOI tests: the source directory, and a
+// placed job named "job <id>".
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,6 +8,9 @@
 #include "control/aoi.hpp"
 
 namespace ina::control::aoi {
+
+// The repository, for its scenarios.
+inline const std::string kAoiSourceDir = INA_SOURCE_DIR;
 
 inline Job aoi_job(unsigned id, std::vector<std::pair<unsigned, unsigned>> workers, unsigned ps, double gb,
                    double update_s = 0, double arrival_s = 0) {

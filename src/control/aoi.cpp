@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -22,6 +23,7 @@ namespace ina::control::aoi {
 const char* to_string(JobKind k) { return k == JobKind::Dml ? "dml" : "mapreduce"; }
 
 unsigned Job::num_workers() const {
+  if (workers.empty()) return queued;
   unsigned n = 0;
   for (const auto& [v, w] : workers) n += w;
   return n;
@@ -78,6 +80,53 @@ double update_time(const Job& j, std::optional<unsigned> inc_unit) {
   return j.update_s;
 }
 
+namespace {
+bool one_iteration(const Job& j) { return j.iterations <= 1 && j.compute_s == 0; }
+// Seconds of an iteration that carry no push: its compute, and for a
+// training job its update.
+double overhead_s(const Job& j, std::optional<unsigned> inc_unit) {
+  return j.compute_s + (j.iterations > 1 ? update_time(j, inc_unit) : 0.0);
+}
+}  // namespace
+
+double final_update(const Job& j, std::optional<unsigned> inc_unit) {
+  return j.iterations > 1 ? 0.0 : update_time(j, inc_unit);
+}
+
+namespace {
+// The most a worker of j can send: its PS's NIC shared by what reaches it.
+double send_cap(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit) {
+  const double m = net.ps_gbps > 0 ? ps_in_mult(j, inc_unit) : 0.0;
+  return m > 0 ? net.ps_gbps / m : std::numeric_limits<double>::infinity();
+}
+}  // namespace
+
+double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b) {
+  b = std::min(b, send_cap(net, j, inc_unit));
+  if (one_iteration(j) || b <= 0) return b;
+  const double d = j.gb_per_worker / std::max(1u, j.iterations);
+  return d / (overhead_s(j, inc_unit) + d / b);
+}
+
+double rate_for_data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double x) {
+  const double inf = std::numeric_limits<double>::infinity();
+  double b = x;
+  if (!one_iteration(j) && x > 0) {
+    const double d = j.gb_per_worker / std::max(1u, j.iterations);
+    const double push_s = d / x - overhead_s(j, inc_unit);  // d/B = d/x - overhead
+    b = push_s > 0 ? d / push_s : inf;
+  }
+  return b > send_cap(net, j, inc_unit) * (1 + 1e-12) ? inf : b;
+}
+
+double ps_in_mult(const Job& j, std::optional<unsigned> inc_unit) {
+  const bool local = j.local_unit().has_value();
+  double m = 0;
+  for (const auto& [v, w] : j.workers)
+    m += (inc_unit && *inc_unit == v) ? (local ? 0.0 : 1.0) : static_cast<double>(w);
+  return m;
+}
+
 // ---- validation -----------------------------------------------------------------
 
 namespace {
@@ -117,13 +166,33 @@ void validate(const Instance& inst) {
     ps_slots += u.ps_slots;
   }
   if (slots == 0) fail(o, "net.worker_slots", "the cluster has no worker slot");
+  if (!(net.ps_gbps >= 0) || !std::isfinite(net.ps_gbps))
+    fail(o, "net.ps_gbps", fmt::format("must be >= 0 (0: no limit), got {}", net.ps_gbps));
   std::vector<uint64_t> used(net.units.size(), 0), used_ps(net.units.size(), 0);
+  const bool queued = !inst.jobs.empty() && inst.jobs.front().queued > 0;
   for (const Job& j : inst.jobs) {
     const std::string f = fmt::format("job {} ({})", j.id, j.name);
     if (j.num_workers() > slots)
       fail(o, f + " workers",
            fmt::format("{} workers is larger than the cluster ({} worker slots in {} units)", j.num_workers(), slots,
                        net.units.size()));
+    if (j.iterations == 0) fail(o, f + " iterations", "must be at least 1, got 0");
+    if (!(j.compute_s >= 0) || !std::isfinite(j.compute_s))
+      fail(o, f + " compute_ms", fmt::format("must be >= 0, got {}", j.compute_s * 1e3));
+    if ((j.queued > 0) != queued)
+      fail(o, f + " queued",
+           "either every job waits in the scheduling queue or none does (a queued job takes free slots; the "
+           "placed jobs' slots would be taken for the whole run)");
+    if (queued) {
+      if (!j.workers.empty()) fail(o, f + " workers", "a queued job is placed by the planner, not by the scenario");
+      if (ps_slots == 0) fail(o, "net.ps_slots", "the cluster has no PS slot for the queued jobs");
+      positive(o, f + " mb_per_worker", j.gb_per_worker);
+      if (!(j.update_s >= 0) || !std::isfinite(j.update_s))
+        fail(o, f + " update_s", fmt::format("must be >= 0, got {}", j.update_s));
+      if (!(j.arrival_s >= 0) || !(j.arrival_s / net.ts_s < 1e9))
+        fail(o, f + " arrival_s", fmt::format("must be >= 0 and under 10^9 TSs, got {}", j.arrival_s));
+      continue;
+    }
     if (j.workers.empty()) fail(o, f + " workers", "a job needs at least one worker, got 0");
     unsigned prev = 0;
     for (size_t k = 0; k < j.workers.size(); ++k) {
@@ -171,6 +240,20 @@ Placer::Placer(const Odcn& net, uint64_t seed) : net_(net), state_(mix(seed, 0xA
 }
 
 uint64_t Placer::next() { return state_ = splitmix64(state_); }
+
+bool Placer::try_place(Job& job, unsigned workers) {
+  uint64_t free = 0;
+  for (unsigned f : free_workers_) free += f;
+  const bool ps = std::any_of(free_ps_.begin(), free_ps_.end(), [](unsigned f) { return f > 0; });
+  if (workers > free || !ps) return false;
+  place(job, workers);
+  return true;
+}
+
+void Placer::release(const Job& job) {
+  for (const auto& [v, w] : job.workers) free_workers_[v] += w;
+  ++free_ps_[job.ps_unit];
+}
 
 void Placer::place(Job& job, unsigned workers) {
   const unsigned n = static_cast<unsigned>(free_workers_.size());
@@ -243,8 +326,12 @@ std::vector<Job> generate_jobs(const Odcn& net, const WorkloadOptions& w, uint64
       d.job.name = fmt::format("dml {}", k);
       d.job.arrival_s = t[k];
       d.workers = o.worker_choices[rng.below(o.worker_choices.size())];
-      d.job.gb_per_worker = (o.min_mb + (o.max_mb - o.min_mb) * rng.uniform()) * 0.008;
-      d.job.update_s = d.workers * d.job.gb_per_worker / o.ps_update_gbps;
+      const double gb = (o.min_mb + (o.max_mb - o.min_mb) * rng.uniform()) * 0.008;  // one iteration's push
+      d.job.gb_per_worker = gb * o.iterations;
+      d.job.update_s = d.workers * gb / o.ps_update_gbps;
+      d.job.iterations = o.iterations;
+      d.job.compute_s = o.compute_ms / 1e3;
+      d.job.queued = o.queued ? d.workers : 0;
       drafts.push_back(std::move(d));
     }
   }
@@ -273,7 +360,7 @@ std::vector<Job> generate_jobs(const Odcn& net, const WorkloadOptions& w, uint64
   std::vector<Job> jobs;
   for (Draft& d : drafts) {
     d.job.id = static_cast<unsigned>(jobs.size());
-    placer.place(d.job, d.workers);
+    if (d.job.queued == 0) placer.place(d.job, d.workers);
     jobs.push_back(std::move(d.job));
   }
   return jobs;
@@ -415,14 +502,16 @@ static Instance read_instance(const toml::table& doc, const std::string& path) {
   Instance inst;
   inst.origin = path;
   const uint64_t seed = count_of(root, "seed", 1);
+  inst.seed = seed;
   const std::optional<TomlTable> nt = root.table("net");
   if (!nt) fail_field(path, "net", "missing: the ODCN's [net] table", "(missing)");
   nt->only({"units", "pdp_gbps", "inc_jobs", "optical_ports", "worker_slots", "ps_slots", "aggregators", "port_gbps",
-            "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"});
+            "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "ps_gbps", "unit"});
   Odcn& net = inst.net;
   // The unit defaults: [net]'s unit keys (the others are the network's).
   toml::table unit_keys = nt->table();
-  for (const char* k : {"port_gbps", "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "unit"})
+  for (const char* k :
+       {"port_gbps", "reconfig_ms", "ts_s", "worker_gbps", "delta_gbps", "inc_requires_local", "ps_gbps", "unit"})
     unit_keys.erase(k);
   const Unit def = read_unit(TomlTable(unit_keys, path, "net"), Unit{});
   net.port_gbps = nt->number("port_gbps", net.port_gbps);
@@ -431,6 +520,7 @@ static Instance read_instance(const toml::table& doc, const std::string& path) {
   net.worker_gbps = nt->number("worker_gbps", net.worker_gbps);
   net.delta_gbps = nt->number("delta_gbps", net.delta_gbps);
   net.inc_requires_local = nt->boolean("inc_requires_local", net.inc_requires_local);
+  net.ps_gbps = nt->number("ps_gbps", net.ps_gbps);
   if (const toml::node* un = nt->get("unit")) {
     const toml::array* arr = un->as_array();
     if (!arr) nt->fail("unit", "expected an array of tables ([[net.unit]])");
@@ -449,8 +539,15 @@ static Instance read_instance(const toml::table& doc, const std::string& path) {
   validate(Instance{path, net, {}});
   WorkloadOptions w;
   if (const std::optional<TomlTable> d = root.table("dml")) {
-    d->only({"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps"});
+    d->only({"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps", "iterations",
+             "compute_ms", "queued"});
     DmlJobOptions o;
+    o.iterations = count_of(*d, "iterations", o.iterations);
+    if (o.iterations == 0) d->fail("iterations", "must be at least 1", "0");
+    o.compute_ms = d->number("compute_ms", o.compute_ms);
+    if (!(o.compute_ms >= 0) || !std::isfinite(o.compute_ms))
+      d->fail("compute_ms", "must be >= 0 (milliseconds of compute per iteration)", fmt::format("{}", o.compute_ms));
+    o.queued = d->boolean("queued", o.queued);
     o.count = count_of(*d, "count", o.count);
     o.jobs_per_ts = arrival_rate(*d, net.ts_s, o.jobs_per_ts);
     o.min_mb = d->number("min_mb", o.min_mb);

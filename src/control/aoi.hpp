@@ -55,6 +55,12 @@ struct Odcn {
   // plane's rule). false: Eq. 2's general case, INC in any unit holding workers,
   // which then sends one partial aggregate to the PS.
   bool inc_requires_local = true;
+  // A PS's NIC (ours; the testbed's 40 Gbps NICs): what reaches one job's PS
+  // (every worker stream or partial aggregate) is at most this, so a worker
+  // sends at most ps_gbps / ps_in_mult whatever the plan holds for it. The
+  // planners do not see it, as in the paper's model (Eq. 5 has no PS NIC);
+  // it limits how fast the plan's data moves (data_gbps). 0: no limit.
+  double ps_gbps = 0;
   unsigned size() const { return static_cast<unsigned>(units.size()); }
 };
 
@@ -70,8 +76,19 @@ struct Job {
   unsigned ps_unit = 0;     // PS_v^j
   double gb_per_worker = 0; // d~_j in Gb
   double update_s = 0;      // a_j in seconds: the PS's parameter update (0 with INC at an all-local unit)
+  // A training job (§VII-B's testbed; ours): `iterations` of compute_s each,
+  // then a push of gb_per_worker / iterations and, without INC at an
+  // all-local unit, a PS update of update_s. gb_per_worker is the whole
+  // run's push. iterations = 1 and compute_s = 0: the paper's one-iteration
+  // model (Eq. 11: a_j once, after the data).
+  unsigned iterations = 1;
+  double compute_s = 0;
+  // queued > 0: the job asks for this many workers and waits in the
+  // scheduling queue until the planner places it (workers and ps_unit are
+  // then the plan's, JobPlan::workers and ps_unit); 0: placed by the scenario.
+  unsigned queued = 0;
 
-  unsigned num_workers() const;
+  unsigned num_workers() const;  // its workers, or the count it asks for while queued
   unsigned workers_in(unsigned v) const;  // W_v^j
   // E_v^j: the unit holding every worker, if any.
   std::optional<unsigned> local_unit() const;
@@ -83,6 +100,7 @@ struct Instance {
   std::string origin;  // file or generator, for messages
   Odcn net;
   std::vector<Job> jobs;
+  uint64_t seed = 1;   // the scenario's: the planners' placement of queued jobs draws from it
 };
 
 // Throws AoiError (naming `origin`, the field and the value) for a net or job
@@ -103,6 +121,9 @@ struct DmlJobOptions {
   std::vector<unsigned> worker_choices = {2, 4, 8, 16};  // uniform (§VII-C, after Philly)
   double min_mb = 102, max_mb = 548;                // per-worker push size, uniform
   double ps_update_gbps = 80;                       // a_j = W·d~ / this (a PS summing W gradients)
+  unsigned iterations = 1;                          // Job::iterations; the MB above are per iteration
+  double compute_ms = 0;                            // Job::compute_s
+  bool queued = false;                              // placed by the planner when slots free (Job::queued)
 };
 struct MapReduceJobOptions {
   unsigned count = 100;
@@ -119,6 +140,11 @@ class Placer {
   Placer(const Odcn& net, uint64_t seed);
   // Fills job.workers and job.ps_unit for `workers` workers.
   void place(Job& job, unsigned workers);
+  // The same rule on the slots free now: false (and nothing taken) if the
+  // workers or a PS do not fit.
+  bool try_place(Job& job, unsigned workers);
+  // Gives a placed job's slots back.
+  void release(const Job& job);
 
  private:
   const Odcn& net_;
@@ -161,6 +187,11 @@ struct JobPlan {
   std::optional<Segment> segment;    // its aggregators in inc_unit's switch
   unsigned first_ts = 1;             // the first TS it transfers in
   std::vector<double> rate_gbps;     // B_j^i per worker for TS first_ts, first_ts+1, ... (all > 0)
+  // A queued job's placement by the planner: its workers (unit, count) and
+  // PS, held from TS `admitted` (its slots are free again after its last TS).
+  std::vector<std::pair<unsigned, unsigned>> workers;
+  unsigned ps_unit = 0;
+  unsigned admitted = 0;
   unsigned last_ts() const { return first_ts + static_cast<unsigned>(rate_gbps.size()) - 1; }
 };
 
@@ -204,6 +235,8 @@ struct CheckedJob {
   unsigned first_ts = 0, last_ts = 0;
   bool inc = false;
   double aoi_gb = 0;    // its data through the AOI (what its flows carried, not spare rate)
+  double jct_s = 0;     // ict_s - arrival: its waiting and its run
+  double wait_s = 0;    // from its arrival to the start of its first TS of transfer
 };
 struct Check {
   bool ok = true;
@@ -214,6 +247,7 @@ struct Check {
   unsigned reconfig_ts = 0;         // TSs in which at least one connection was set up
   unsigned last_ts = 0;
   double aoi_gb = 0;                // data through the AOI over the run
+  double avg_jct_s = 0, total_jct_s = 0, avg_wait_s = 0;
 };
 
 // Checks every constraint of §IV-B on `s` (Eqs. 2-11: INC placement and
@@ -267,5 +301,20 @@ double unit_load_mult(const Job& j, std::optional<unsigned> inc_unit, unsigned v
 bool inc_allowed(const Odcn& net, const Job& j, unsigned v);
 // a_j if the job's parameter update runs at a PS (Eq. 11's bracket), else 0.
 double update_time(const Job& j, std::optional<unsigned> inc_unit);
+// What a job waits after its last TS: a_j for a one-iteration job (Eq. 11),
+// 0 for a training job (each iteration's update is in data_gbps).
+double final_update(const Job& j, std::optional<unsigned> inc_unit);
+// The rate at which a worker's push progresses when its job holds B Gbps
+// per worker. A worker sends at B' = min(B, ps_gbps / ps_in_mult) (its PS's
+// NIC, if net.ps_gbps is set). The paper's one-iteration job progresses at
+// B'; a training job at the iteration's push over its whole iteration,
+// d/(c + d/B' + a) with d the push of one iteration, c its compute and a its
+// update (the job holds B while it computes). Planners and validator count
+// data with this one rule.
+double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b);
+// The B at which data_gbps reaches `x` (infinity if no B does).
+double rate_for_data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double x);
+// The rate into j's PS per Gbps of B_j (0 with INC at an all-local unit).
+double ps_in_mult(const Job& j, std::optional<unsigned> inc_unit);
 
 }  // namespace ina::control::aoi

@@ -40,10 +40,35 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     if (plan[p.job]) err(fmt::format("job {} is planned twice", p.job));
     plan[p.job] = &p;
   }
+  // The jobs as they ran: a queued job where its plan placed it.
+  std::vector<Job> jobs = inst.jobs;
   unsigned last = 0;
-  for (const Job& j : inst.jobs) {
+  for (Job& j : jobs) {
     const JobPlan* p = plan[j.id];
     if (!p) { err(fmt::format("job {} ({}) has no plan", j.id, j.name)); continue; }
+    if (j.queued) {
+      unsigned w = 0, prev = 0;
+      bool ok = true;
+      for (size_t k = 0; k < p->workers.size(); ++k) {
+        const auto [v, c] = p->workers[k];
+        ok = ok && v < n && c > 0 && (k == 0 || v > prev);
+        prev = v;
+        w += c;
+      }
+      if (!ok || w != j.queued || p->ps_unit >= n) {
+        err(fmt::format("job {}: the plan places {} workers (units ascending, each in the ODCN) and its PS in unit {}; "
+                        "it asks for {} workers in an ODCN of {} units",
+                        j.id, w, p->ps_unit, j.queued, n));
+        continue;
+      }
+      j.workers = p->workers;
+      j.ps_unit = p->ps_unit;
+      if (p->admitted < j.first_ts(dt) || p->admitted > p->first_ts)
+        err(fmt::format("job {}: admitted in TS {}; it arrives in TS {} and first transfers in TS {}", j.id,
+                        p->admitted, j.first_ts(dt), p->first_ts));
+    } else if (!p->workers.empty() || p->admitted) {
+      err(fmt::format("job {}: the plan places a job the scenario placed", j.id));
+    }
     if (p->rate_gbps.empty()) err(fmt::format("job {}: no TS with bandwidth (it never transfers)", j.id));
     if (p->first_ts < j.first_ts(dt))
       err(fmt::format("job {}: starts in TS {}, before it arrives (at {:.3f} s, TS {})", j.id, p->first_ts, j.arrival_s,
@@ -138,13 +163,31 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     check_ports(P[i], fmt::format("TS {}", i));
   }
 
-  // ---- per TS: INC capacity, unit bandwidth, port capacity ------------------------
+  // ---- per TS: slots of the queued jobs, INC capacity, unit bandwidth, port capacity ------
+  std::vector<std::vector<unsigned>> held(last + 1, std::vector<unsigned>(n, 0)), held_ps = held;
+  for (const Job& j : jobs) {
+    if (!j.queued) continue;
+    const JobPlan& p = *plan[j.id];
+    for (unsigned i = p.admitted; i <= p.last_ts(); ++i) {
+      for (const auto& [v, w] : j.workers) held[i][v] += w;
+      ++held_ps[i][j.ps_unit];
+    }
+  }
+  for (unsigned i = 1; i <= last; ++i)
+    for (unsigned v = 0; v < n; ++v) {
+      if (held[i][v] > net.units[v].worker_slots)
+        err(fmt::format("TS {}: unit {} holds {} workers of queued jobs, it has {} worker slots", i, v, held[i][v],
+                        net.units[v].worker_slots));
+      if (held_ps[i][v] > net.units[v].ps_slots)
+        err(fmt::format("TS {}: unit {} holds {} PS' of queued jobs, it has {} PS slots", i, v, held_ps[i][v],
+                        net.units[v].ps_slots));
+    }
   std::vector<std::vector<double>> load(last + 1, std::vector<double>(n, 0.0));
   std::vector<std::map<Pair, double>> pair_gbps(last + 1);
   std::vector<std::vector<unsigned>> inc(last + 1, std::vector<unsigned>(n, 0));
   struct Busy { unsigned from, to, mem, size, job; };
   std::vector<std::vector<Busy>> segs(n);
-  for (const Job& j : inst.jobs) {
+  for (const Job& j : jobs) {
     const JobPlan& p = *plan[j.id];
     const auto flows = inter_unit_flows(j, p.inc_unit);
     for (unsigned i = p.first_ts; i <= p.last_ts(); ++i) {
@@ -188,7 +231,7 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
       }
 
   // ---- data: every flow completes, exactly in the last TS (Eqs. 8-10) ------------
-  for (const Job& j : inst.jobs) {
+  for (const Job& j : jobs) {
     const JobPlan& p = *plan[j.id];
     CheckedJob cj;
     cj.job = j.id;
@@ -200,8 +243,8 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     st.push_back({j.gb_per_worker, 0, std::nullopt, 1.0});
     for (const Flow& f : inter_unit_flows(j, p.inc_unit)) st.push_back({f.mult * j.gb_per_worker, 0, pair_of(f.from, f.to), f.mult});
     for (unsigned i = p.first_ts; i <= p.last_ts(); ++i) {
-      const double b = p.rate_gbps[i - p.first_ts];
-      const double prev = i > p.first_ts ? p.rate_gbps[i - 1 - p.first_ts] : 0.0;
+      const double b = data_gbps(net, j, p.inc_unit, p.rate_gbps[i - p.first_ts]);
+      const double prev = i > p.first_ts ? data_gbps(net, j, p.inc_unit, p.rate_gbps[i - 1 - p.first_ts]) : 0.0;
       for (Stream& x : st) {
         double sent = x.mult * b * dt;
         if (x.pair && added[i].count(*x.pair)) sent -= net.reconfig_s * x.mult * std::max(0.0, b - prev);
@@ -224,11 +267,16 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     if (done && done < p.last_ts())
       err(fmt::format("job {}: its data is sent in TS {} but it keeps bandwidth until TS {}", j.id, done, p.last_ts()));
     cj.last_ts = p.last_ts();
-    cj.ict_s = cj.last_ts * dt + update_time(j, p.inc_unit);
+    cj.ict_s = cj.last_ts * dt + final_update(j, p.inc_unit);
+    cj.jct_s = cj.ict_s - j.arrival_s;
+    cj.wait_s = std::max(0.0, (cj.first_ts - 1) * dt - j.arrival_s);
+    c.total_jct_s += cj.jct_s;
+    c.avg_wait_s += cj.wait_s / static_cast<double>(jobs.size());
     c.ct_bti_s = std::max(c.ct_bti_s, cj.ict_s);
     c.aoi_gb += cj.aoi_gb;
     c.jobs.push_back(cj);
   }
+  c.avg_jct_s = jobs.empty() ? 0 : c.total_jct_s / static_cast<double>(jobs.size());
   return c;
 }
 

@@ -1083,6 +1083,15 @@ Schedule extract_schedule(const Milp& m, const Instance& inst, const MilpOptions
 MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!(o.time_limit_s > 0)) throw AoiError(fmt::format("milp: the time limit must be positive, got {} s", o.time_limit_s));
+  // §IV-B's model: placed one-iteration jobs, no PS NIC limit.
+  for (const Job& j : inst.jobs)
+    if (j.queued || j.iterations > 1 || j.compute_s > 0)
+      throw AoiError(fmt::format(
+          "{}: milp: job {} ({}) {}; the MILP of §IV-B plans placed jobs of one iteration (use tw or fcfs)",
+          inst.origin, j.id, j.name, j.queued ? "waits in the scheduling queue" : "trains several iterations"));
+  if (inst.net.ps_gbps > 0)
+    throw AoiError(fmt::format("{}: milp: net.ps_gbps = {} is not in the MILP of §IV-B (use tw or fcfs)", inst.origin,
+                               inst.net.ps_gbps));
   const Horizon h = choose_horizon(inst, o);
   MilpReport rep;
   rep.horizon_ts = h.T;

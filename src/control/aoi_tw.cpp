@@ -14,7 +14,9 @@
 // TS until it is done (its TSs are one duration τ, Eq. 11). Connections stay
 // up until their ports are needed elsewhere (an idle connection is torn down
 // only to free a port), so a later job between the same units reuses them.
-// The schedule is then checked by check_schedule (aoi_check.cpp).
+// Queued jobs (§VII-B's testbed) are placed at the start of the first TS in
+// which their workers fit, first in, first out, and give their slots back
+// when done. The schedule is then checked by check_schedule (aoi_check.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,6 +84,7 @@ namespace {
 
 struct JobState {
   const Job* job = nullptr;
+  bool placed = true;  // false while it waits in the scheduling queue
   bool started = false, done = false;
   std::optional<unsigned> inc;
   std::vector<Flow> flows;
@@ -113,7 +116,7 @@ struct JobState {
 class Planner {
  public:
   Planner(const Instance& inst, const PlanOptions& o, bool tw)
-      : inst_(inst), net_(inst.net), o_(o), tw_(tw), n_(inst.net.size()) {
+      : inst_(inst), net_(inst.net), o_(o), tw_(tw), n_(inst.net.size()), own_(inst.jobs), placer_(inst.net, inst.seed) {
     P_.assign(n_ * n_, 0);
     used_.assign(n_, 0);
     pair_load_.assign(n_ * n_, 0);
@@ -131,19 +134,16 @@ class Planner {
         used_[c.v] += c.count;
       }
     }
-    for (const Job& j : inst.jobs) {
+    for (const Job& j : own_) {
       JobState st;
       st.job = &j;
+      st.placed = j.queued == 0;
       st.set_inc(std::nullopt, n_);
       st.plan.job = j.id;
-      if (o.no_recon)
-        for (const Flow& f : st.flows)
-          if (P_[idx(f.from, f.to)] == 0)
-            throw AoiError(fmt::format(
-                "{}: {} needs units {} and {} connected, and the uniform AOI of {} units with {} ports does not "
-                "connect them (TW-NoRecon has no multi-hop path; it needs units <= ports + 1)",
-                inst.origin, j.name, f.from, f.to, n_, net_.units[f.from].optical_ports));
-      st.delta = solo_step(st);
+      if (st.placed) {
+        check_uniform_aoi(st);
+        st.delta = solo_step(st);
+      }
       jobs_.push_back(std::move(st));
     }
     order_.resize(jobs_.size());
@@ -151,6 +151,17 @@ class Planner {
     std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
       return inst.jobs[a].arrival_s < inst.jobs[b].arrival_s;
     });
+  }
+
+  // TW-NoRecon: every pair a job needs must be in the uniform AOI.
+  void check_uniform_aoi(const JobState& st) const {
+    if (!o_.no_recon) return;
+    for (const Flow& f : st.flows)
+      if (P_[idx(f.from, f.to)] == 0)
+        throw AoiError(fmt::format(
+            "{}: {} needs units {} and {} connected, and the uniform AOI of {} units with {} ports does not "
+            "connect them (TW-NoRecon has no multi-hop path; it needs units <= ports + 1)",
+            inst_.origin, st.job->name, f.from, f.to, n_, net_.units[f.from].optical_ports));
   }
 
   // A job so wide that one δB step per worker exceeds what the ODCN could
@@ -194,9 +205,29 @@ class Planner {
  private:
   size_t idx(unsigned a, unsigned b) const { return std::min(a, b) * n_ + std::max(a, b); }
   double now() const { return (ts_ - 1) * net_.ts_s; }
-  bool active(const JobState& j) const { return !j.done && j.job->first_ts(net_.ts_s) <= ts_; }
+  bool active(const JobState& j) const { return !j.done && j.placed && j.job->first_ts(net_.ts_s) <= ts_; }
+
+  // The scheduling queue: jobs that have arrived take free slots in arrival
+  // order, the first that does not fit holding back the ones behind it.
+  void admit() {
+    for (size_t k : order_) {
+      JobState& j = jobs_[k];
+      if (j.placed) continue;
+      if (j.job->first_ts(net_.ts_s) > ts_) return;
+      Job& job = own_[k];
+      if (!placer_.try_place(job, job.queued)) return;
+      j.placed = true;
+      j.set_inc(std::nullopt, n_);
+      check_uniform_aoi(j);
+      j.delta = solo_step(j);
+      j.plan.workers = job.workers;
+      j.plan.ps_unit = job.ps_unit;
+      j.plan.admitted = ts_;
+    }
+  }
 
   void begin_ts() {
+    admit();
     std::fill(pair_load_.begin(), pair_load_.end(), 0.0);
     std::fill(delta_.begin(), delta_.end(), 0);
     std::fill(unit_load_.begin(), unit_load_.end(), 0.0);
@@ -277,13 +308,14 @@ class Planner {
   // stream whose pair gains connections this TS included).
   double finish_rate(const JobState& j) const {
     const double dt = net_.ts_s, eps = net_.reconfig_s;
-    double r = j.rem_push / dt;
+    const double prev = data_gbps(net_, *j.job, j.inc, j.prev);
+    double x = j.rem_push / dt;  // the data rate needed
     for (size_t k = 0; k < j.flows.size(); ++k) {
       const double need = j.rem_flow[k] / j.flows[k].mult;
       const bool lossy = delta_[idx(j.flows[k].from, j.flows[k].to)] > 0;
-      r = std::max(r, lossy ? std::max(need / dt, (need - eps * j.prev) / (dt - eps)) : need / dt);
+      x = std::max(x, lossy ? std::max(need / dt, (need - eps * prev) / (dt - eps)) : need / dt);
     }
-    return r;
+    return rate_for_data_gbps(net_, *j.job, j.inc, x);
   }
 
   // The step j would take now (0 if none is useful).
@@ -363,8 +395,8 @@ class Planner {
 
   // Projected ICT after a step of d (continuous: when its data would be sent at that rate, plus a_j).
   double projected_ict(const JobState& j, double d) const {
-    const double r = j.rate + d;
-    return now() + j.left() / r + update_time(*j.job, j.inc);
+    const double r = data_gbps(net_, *j.job, j.inc, j.rate + d);
+    return now() + j.left() / r + final_update(*j.job, j.inc);
   }
 
   // Gives every started job its first step (they must transfer every TS until done).
@@ -531,10 +563,11 @@ class Planner {
         if (j.inc && tw_) ++inc_held_[*j.inc];
       }
       j.plan.rate_gbps.push_back(j.rate);
-      j.rem_push -= j.rate * dt;
+      const double g = data_gbps(net_, *j.job, j.inc, j.rate), g0 = data_gbps(net_, *j.job, j.inc, j.prev);
+      j.rem_push -= g * dt;
       for (size_t k = 0; k < j.flows.size(); ++k) {
-        double sent = j.flows[k].mult * j.rate * dt;
-        if (delta_[idx(j.flows[k].from, j.flows[k].to)] > 0) sent -= eps * j.flows[k].mult * std::max(0.0, j.rate - j.prev);
+        double sent = j.flows[k].mult * g * dt;
+        if (delta_[idx(j.flows[k].from, j.flows[k].to)] > 0) sent -= eps * j.flows[k].mult * std::max(0.0, g - g0);
         j.rem_flow[k] -= sent;
       }
       // The validator's rule: a stream is done once (1 - kDataTol) of its data is sent.
@@ -545,6 +578,7 @@ class Planner {
         j.done = true;
         j.rate = 0;
         if (j.inc) --inc_held_[*j.inc];
+        if (j.job->queued) placer_.release(*j.job);
         ++finished;
       }
     }
@@ -558,6 +592,8 @@ class Planner {
   unsigned n_;
   unsigned ts_ = 0;
   bool moved_ = false;  // some job got bandwidth in this TS
+  std::vector<Job> own_;  // the instance's jobs, a queued one placed here when admitted
+  Placer placer_;         // the worker and PS slots of the queued jobs
   std::vector<JobState> jobs_;
   std::vector<size_t> order_;  // by arrival
   std::vector<int> P_, used_, delta_;

@@ -21,7 +21,7 @@
 namespace ina::control::aoi {
 namespace {
 
-const std::string kDir = std::string(INA_SOURCE_DIR);
+const std::string& kDir = kAoiSourceDir;
 
 // Two units, one job: 2 workers in unit 0 with 1 Gb each, PS in unit 1.
 Instance two_units() {
