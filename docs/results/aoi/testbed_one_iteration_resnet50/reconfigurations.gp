@@ -1,11 +1,11 @@
-# reconfigurations of scenarios/aoi/testbed_resnet50.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
+# reconfigurations of scenarios/aoi/variant/testbed_one_iteration_resnet50.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "reconfigurations.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (simulated), resnet50: reconfigured\nAOI connections"
+set multiplot layout 1,1 title "P4INC-AOI testbed, one iteration per job (variant),\nresnet50: reconfigured AOI connections"
 set xlabel "concurrent DML jobs"
 set ylabel "reconfigured AOI connections"
 set yrange [0:*]
