@@ -61,6 +61,7 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
       host::WorkerConfig w;
       w.payload_values = payload_values;
       w.init_window = std::max(1.0, opt.init_window_kb * 1000 / pkt_bytes);
+      w.bdp_packets = opt.link_gbps * 1e3 / 8 * opt.rtt_us / pkt_bytes;
       w = cluster->worker(j, static_cast<size_t>(r), w);
       auto t = std::make_shared<host::SyntheticTensor>(mix(opt.seed, 0xA01 + j), static_cast<unsigned>(r),
                                                         static_cast<unsigned>(jobs[j].workers));

@@ -130,6 +130,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   profile.apply(wbase);
   wbase.payload_values = payload_values;
   wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
+  wbase.bdp_packets = s.link_gbps * 1e3 / 8 * s.rtt_us / pkt_bytes;  // each worker's link x its RTT
   if (s.min_rto_us > 0) wbase.min_rto = from_us(s.min_rto_us);
   wbase.reminder_after = s.reminder_after;
   wbase.ecn_per_window = s.ecn_per_window;

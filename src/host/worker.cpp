@@ -1,6 +1,7 @@
 #include "host/worker.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "core/rng.hpp"
@@ -9,16 +10,24 @@ namespace ina::host {
 
 namespace {
 
+// P4INC-AOI's AIMD threshold: half the segment (the horizon H), and at most
+// the job's bandwidth-delay product when it is known.
+double aoi_threshold(const WorkerConfig& cfg) {
+  double t = std::max<uint32_t>(1, cfg.segment_size / 2);
+  if (cfg.bdp_packets > 0) t = std::max(1.0, std::min(t, std::ceil(cfg.bdp_packets)));
+  return t;
+}
+
 // The worker's window: AIMD (unless cfg.aimd is off), decreases at most once
-// per smoothed RTT; P4INC-AOI's segment schemes slow-start up to half the
-// segment (the horizon H), other schemes never slow-start.
+// per smoothed RTT; P4INC-AOI's segment schemes slow-start up to their
+// threshold, other schemes never slow-start.
 CongestionWindowConfig window_config(const WorkerConfig& cfg) {
   CongestionWindowConfig c;
   c.init_window = cfg.init_window;
   c.max_window = cfg.max_window;
   c.adaptive = cfg.aimd;
   c.ecn_per_window = cfg.ecn_per_window;
-  c.ssthresh = cfg.segment_size > 0 ? std::max<uint32_t>(1, cfg.segment_size / 2) : 0;
+  c.ssthresh = cfg.segment_size > 0 ? aoi_threshold(cfg) : 0;
   return c;
 }
 
@@ -256,6 +265,8 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   } else if (delayed) {
     ++st_.delayed_acks;
     decrease(now);
+  } else if (segmented()) {
+    cw_.on_ack(aoi_threshold(cfg_));  // the paper's window grows "until reaching a threshold"
   } else {
     cw_.on_ack();
   }

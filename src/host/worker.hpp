@@ -41,10 +41,12 @@
 //    (a redirect decided on a worker's own in-flight set would not: after a
 //    loss the workers' sets differ). A packet whose aggregator's previous
 //    fragment has no result here yet carries kBehind (the switch refuses it:
-//    dataplane/aoi.cpp). AIMD as the paper's: +1 packet per result below the
-//    threshold (initially H), +1 per window above it; an ECN notification
-//    (RateSync with kEcn: an asynchronous error) halves the window (once per
-//    RTT) and sets the threshold to it; the refused packet is retransmitted
+//    dataplane/aoi.cpp). AIMD as the paper's: +1 packet per result up to
+//    the threshold min(H, bdp_packets), where the window stops growing (the
+//    paper's "until reaching a threshold", set from the job's aggregators,
+//    bandwidth and RTT); an ECN notification (RateSync with kEcn: an
+//    asynchronous error) halves the window (once per RTT), which then grows
+//    +1 per window back to the threshold; the refused packet is retransmitted
 //    when the result it lacked arrives (at once if it already has). Loss
 //    recovery: a result for a fragment first sent after an outstanding one
 //    was last sent retransmits that one at once (the paper's "a Fragment ID
@@ -124,6 +126,11 @@ struct WorkerConfig {
   // P4INC-AOI: the job's aggregator segment <MemID, Size> (size 0: not a segment scheme).
   uint32_t segment_mem_id = 0;
   uint32_t segment_size = 0;
+  // P4INC-AOI: the job's bandwidth x the worker-switch RTT, in packets. The
+  // paper's AIMD threshold is "set according to the aggregators and
+  // bandwidth allocated to the worker's job and the RTT": min(Size / 2, this).
+  // 0: not known (Size / 2 alone).
+  double bdp_packets = 0;
 };
 
 struct WorkerStats {

@@ -252,6 +252,46 @@ TEST(AoiWorker, EcnNotificationHalvesTheWindowAndSetsTheThresholdWithoutResendin
   EXPECT_TRUE(fx.sent.empty());  // the refused packet waits: a retransmission now would meet the same aggregator
 }
 
+// The paper's AIMD: the window grows by one per result "until reaching a
+// threshold" set from the job's aggregators, bandwidth and RTT, and stops
+// there: min(Size / 2, the bandwidth-delay product).
+TEST(AoiWorker, TheWindowStopsAtTheThresholdOfSegmentAndBandwidthDelay) {
+  for (const double bdp : {0.0, 10.0}) {
+    SCOPED_TRACE(bdp);
+    host::WorkerConfig cfg = aoi_worker(0, 0, 64);  // Size / 2 = 32
+    cfg.init_window = 2;
+    cfg.bdp_packets = bdp;
+    host::WorkerTransport t(cfg);
+    const double want = bdp > 0 ? 10 : 32;
+    EXPECT_EQ(t.threshold(), want);
+    const uint32_t n = 400;
+    t.submit(std::make_shared<host::VectorTensor>(std::vector<int32_t>(n * kW, 1)), n * kW);
+    FakeEffects fx;
+    t.pump(0, fx);
+    double most = 0;
+    Time now = 0;
+    // Every round trip, the switch's result for each packet sent (both ranks' sum).
+    for (auto sent = fx.take(); !sent.empty(); sent = fx.take()) {
+      now += 10 * kUs;
+      for (const auto& d : sent) {
+        Packet* r = fx.alloc();
+        r->h = d.h;
+        r->h.type = PktType::Ack;
+        r->h.flags = flag::kResult;
+        r->h.bitmap = 0b11;
+        r->h.src = 0;
+        r->h.dst = 10;
+        std::copy(d.v.begin(), d.v.end(), r->values().begin());
+        t.on_packet(r, now, fx);
+        most = std::max(most, t.cwnd());
+      }
+      t.pump(now, fx);
+    }
+    EXPECT_EQ(t.stats().retransmits, 0u);
+    EXPECT_EQ(most, want);  // without the stop: 2 + 400 results' growth, far above it
+  }
+}
+
 // ---------------------------------------------------------------- star runs
 
 ClusterConfig aoi_cluster(std::vector<int> workers, std::vector<std::vector<uint64_t>> ops) {
@@ -425,6 +465,23 @@ TEST(AoiUnit, FourIncJobsOfOneUnitAreExactAtZeroAndOnePercentLoss) {
       EXPECT_EQ(r.shadow_resends, 0u);
     }
   }
+}
+
+// One job alone with the whole aggregator array (Size / 2 = 10 240 packets,
+// 3 MB, against a 1 MB switch queue): the threshold is the bandwidth-delay
+// product (40 Gbps x 10 us, 164 packets), so nothing overflows, nothing is
+// resent and the link runs at its rate after headers (256 of 306 B).
+TEST(AoiUnit, OneJobWithTheWholeArrayStaysWithinTheQueue) {
+  exp::AoiUnitOptions o;
+  o.link_gbps = 40;
+  const auto r = exp::run_aoi_unit({{1, 2, 0, 0, 4u << 20}}, o);
+  ASSERT_TRUE(r.ok) << r.problems;
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].size, 20480u);
+  EXPECT_EQ(r.jobs[0].retransmits, 0u);
+  EXPECT_EQ(r.jobs[0].timeouts, 0u);
+  // 16 384 packets of 306 B at 40 Gbps take 1.0027 ms: within 1 % of that.
+  EXPECT_LT(r.jobs[0].completion_ms, 1.0027 * 1.01);
 }
 
 TEST(AoiUnit, BadSegmentsAreRefused) {

@@ -12,7 +12,7 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.05, 0
 set grid
 unset key
-set ytics 10000
+set ytics 1
 set mytics 1
 set format y "%.0f"
 set xtics ("p4inc-aoi" 0)
