@@ -99,7 +99,8 @@ aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress*
   }
   if (v.algo == "tw") return aoi::plan_tw(inst, o);
   if (v.algo == "fcfs") return aoi::plan_fcfs(inst, o);
-  // The MILP starts from TW's schedule (its horizon and incumbent).
+  // The MILP starts from the best of TW's schedule and its own list and
+  // serial plans (MilpOptions::own_incumbents): the incumbent and horizon.
   const aoi::Schedule start = aoi::plan_tw(inst, o);
   aoi::MilpOptions m;
   m.inc = v.inc;

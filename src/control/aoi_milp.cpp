@@ -60,15 +60,38 @@
 // t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c. Exact for
 // integral x; in the LP they stop a job from ending early with a trickle of
 // data after its end, which t >= i·Δt·x^i alone allows for fractional x.
+// With o.strengthen (add_valid_inequalities), L_c^j = the fewest TSs j can
+// take under choice c (its rate at most worker_gbps, q·B within the pair's
+// ports, L_v·B within B_PDP) and L_j = min_c L_c:
+//   run length: x^i >= Σ_{i-L_j < i' <= i} s^{i'} and
+//     Σ_{i' <= i} e^{i'} <= Σ_{i' <= i-L_j+1} s^{i'} (a run started at i0
+//     carries d~ at most at that rate per TS: it covers i0 .. i0+L_j-1);
+//   makespan: u^i in [0, 1] per TS, u^i >= Σ_{i' >= i} e_j^{i'} for every
+//     job (1 for i < r_j), t >= Δt·Σ_i u^i (u^i = [some run ends at or
+//     after TS i] satisfies them: Δt·Σ u is the end of the last TS used,
+//     and the job that uses it has an ICT no earlier). The LP otherwise
+//     bounds t only by each job's own mix of early and late runs; u takes
+//     the latest tail over all jobs;
+//   cutoff (with an incumbent of CT-BTI U inside the horizon): a choice c
+//     with (r_j - 1 + L_c)·Δt + a(c) > U gives an ICT above U, so no
+//     schedule better than the incumbent uses it: k_c = 0, or Σ_c k_c >= 1
+//     for c = none. The incumbent satisfies all of them (warm start intact).
+// (Raising Σ_i z >= k to L_c·k, adding z <= k and z <= x with t rows in z,
+// per-job t >= (r_j - 1 + L_c)·Δt + a(c) by k, or x^i <= Σ_{c: i·Δt + a(c)
+// <= U} k_c moved neither the LP bound nor CBC's times measurably on
+// scenarios/aoi/table1_derived.toml: they are left out.)
 //
-// Horizon. With an incumbent (o.incumbent, or else the plans below)
-// of CT-BTI U, no better schedule has a TS after ⌊U/Δt⌋, so T =
+// Horizon. With an incumbent (the best of o.incumbent and, unless
+// !o.own_incumbents, the plans below) of CT-BTI U, no better schedule has a
+// TS after ⌊U/Δt⌋, so T =
 // max(the incumbent's last TS, ⌊U/Δt⌋) loses no optimum (the incumbent's
 // last TS alone would: a job with a_j > Δt can end earlier than one without
 // an update time). Likewise job j may end no later than ⌊(U - min_c a(c))/Δt⌋.
-// Without o.incumbent the better of plan_list (a list schedule) and
-// plan_serial (one job at a time) is the incumbent, so T is always bounded
-// by a feasible schedule's CT-BTI.
+// The candidates are o.incumbent, plan_list (a list schedule) and
+// plan_serial (one job at a time); without o.incumbent the two plans are
+// always tried, so T is always bounded by a feasible schedule's CT-BTI. A
+// tighter U shrinks T and every job's last TS, which tightens the LP far
+// more than any inequality below.
 // horizon_ts overrides T (the incumbent is then used only if it fits).
 //
 // From the solution to a Schedule: k, x, P are rounded, B kept; AOI changes
@@ -486,6 +509,8 @@ namespace {
 struct CbcRun {
   std::vector<double> sol;  // empty: none found
   double lb = -kInf;        // CBC's bound on the objective
+  double root_lp = -kInf;   // the LP relaxation, before cuts
+  double root_cuts = -kInf; // the root node's bound after CBC's cuts
   bool proven = false;      // optimal (to within allowable_gap)
   bool warm_ok = false;     // CBC accepted `warm`
 };
@@ -550,6 +575,11 @@ CbcRun run_cbc(const Model& md, const std::vector<double>& warm, double seconds,
   cbc.branchAndBound();
   if (const double* s = cbc.bestSolution()) out.sol.assign(s, s + md.cost.size());
   out.lb = cbc.getBestPossibleObjValue();
+  // CBC reports ±COIN_DBL_MAX when the root LP cannot beat the warm
+  // start's cutoff: its bound is then the incumbent's value.
+  auto root = [&](double v) { return std::abs(v) < 1e30 ? v : cbc.getObjValue(); };
+  out.root_lp = root(cbc.getContinuousObjective());
+  out.root_cuts = root(cbc.rootObjectiveAfterCuts());
   out.proven = cbc.isProvenOptimal();
   return out;
 }
@@ -581,7 +611,8 @@ namespace {
 
 // ---- phase 1: the incumbent and the horizon ---------------------------------------------
 
-// The incumbent (o.incumbent, else the better of plan_list and plan_serial),
+// The incumbent (the least CT-BTI of o.incumbent, plan_list and
+// plan_serial; the plans only without o.incumbent or with o.own_incumbents),
 // checked, and the horizon T it bounds (see "Horizon" at the top): every
 // later phase models TSs 1..T only.
 struct Horizon {
@@ -595,17 +626,36 @@ struct Horizon {
 Horizon choose_horizon(const Instance& inst, const MilpOptions& o) {
   const double dt = inst.net.ts_s;
   Horizon h;
-  h.start = o.incumbent ? *o.incumbent : [&] {
-    Schedule a = plan_list(inst, o.inc), b = plan_serial(inst, o.inc);
-    return check_schedule(inst, b).ct_bti_s < check_schedule(inst, a).ct_bti_s ? b : a;
-  }();
-  if (o.incumbent && !o.inc)
-    for (const JobPlan& p : h.start.jobs)
-      if (p.inc_unit)
-        throw AoiError(fmt::format("milp: the incumbent gives job {} INC, but this MILP is without INC", p.job));
-  h.sc = check_schedule(inst, h.start);
-  if (!h.sc.ok)
-    throw AoiError(fmt::format("milp: the incumbent ({}) is infeasible: {}", h.start.algo, h.sc.errors.front()));
+  bool have = o.incumbent != nullptr;
+  if (o.incumbent) {
+    h.start = *o.incumbent;
+    if (!o.inc)
+      for (const JobPlan& p : h.start.jobs)
+        if (p.inc_unit)
+          throw AoiError(fmt::format("milp: the incumbent gives job {} INC, but this MILP is without INC", p.job));
+    h.sc = check_schedule(inst, h.start);
+    if (!h.sc.ok)
+      throw AoiError(fmt::format("milp: the incumbent ({}) is infeasible: {}", h.start.algo, h.sc.errors.front()));
+  }
+  if (!o.incumbent || o.own_incumbents) {
+    // Both plans are feasible by construction; with o.incumbent a plan that
+    // cannot place some job is only not a candidate.
+    for (Schedule (*plan)(const Instance&, bool) : {plan_list, plan_serial}) {
+      std::optional<Schedule> s;
+      try {
+        s = plan(inst, o.inc);
+      } catch (const AoiError&) {
+        if (!o.incumbent) throw;
+      }
+      if (!s) continue;
+      Check c = check_schedule(inst, *s);
+      if (!have || c.ct_bti_s < h.sc.ct_bti_s - 1e-9) {
+        h.start = std::move(*s);
+        h.sc = std::move(c);
+        have = true;
+      }
+    }
+  }
   h.ub = h.sc.ct_bti_s;
   h.T = o.horizon_ts ? o.horizon_ts : std::max(h.sc.last_ts, floor_ts(h.ub, dt));
   h.use_start = h.sc.last_ts <= h.T;
@@ -637,6 +687,7 @@ struct Milp {
   double t_lb = 0;   // t's valid lower bound
   std::vector<JobCols> J;          // by job id
   std::map<Pair, PairCols> pairs;  // every unit pair some flow may use
+  std::vector<int> u;              // [i], i = 1..T: the makespan indicators (o.strengthen), else empty
 };
 
 // ---- phase 2: the variables ----------------------------------------------------------------
@@ -851,6 +902,68 @@ void add_inc_products(Milp& m, const Instance& inst) {
 
 }
 
+// The fewest TSs job j can take under choice c (L_c at the top): at most
+// worker_gbps, q·B within the ports its pair can have, L_v·B within B_PDP
+// per TS, and d~ to carry.
+unsigned fewest_ts(const Instance& inst, const Job& j, const JobCols& jc, size_t c,
+                   const std::map<Pair, PairCols>& pairs) {
+  const Odcn& net = inst.net;
+  double b = net.worker_gbps;
+  for (const auto& fl : jc.flows)
+    if (fl.q[c] > 0) b = std::min(b, net.port_gbps * pairs.at(fl.pair).max_ports / fl.q[c]);
+  for (unsigned v = 0; v < net.size(); ++v) {
+    const double l = unit_load_mult(j, jc.choice[c], v);
+    if (l > 0) b = std::min(b, net.units[v].pdp_gbps / l);
+  }
+  // The validator counts a stream done at (1 - kDoneTol) of its data.
+  return static_cast<unsigned>(std::max(1.0, std::ceil(j.gb_per_worker * (1 - kDoneTol) / (b * net.ts_s) - 1e-9)));
+}
+
+// The valid inequalities of o.strengthen ("With o.strengthen" at the top):
+// per job the run length and the cutoff on its INC choices (the latter only
+// with an incumbent inside the horizon, of CT-BTI h.ub), then the makespan
+// indicators u with their rows.
+void add_valid_inequalities(Milp& m, const Instance& inst, const Horizon& h) {
+  const double dt = inst.net.ts_s;
+  const unsigned T = m.T;
+  Model& md = m.md;
+  m.u.assign(T + 1, -1);
+  for (unsigned i = 1; i <= T; ++i) m.u[i] = md.col(0, 1, 0, false);
+  const int makespan = md.new_row(0, kInf);  // t >= Δt·Σ u
+  md.add(makespan, m.t_col, 1);
+  for (unsigned i = 1; i <= T; ++i) md.add(makespan, m.u[i], -dt);
+  for (const Job& j : inst.jobs) {
+    const JobCols& jc = m.J[j.id];
+    const size_t C = jc.choice.size(), n = jc.x.size();
+    std::vector<unsigned> len(C);
+    for (size_t c = 0; c < C; ++c) len[c] = fewest_ts(inst, j, jc, c, m.pairs);
+    const size_t L = *std::min_element(len.begin(), len.end());
+    for (size_t i = 0; i < n && L > 1; ++i) {
+      const int on = md.new_row(0, kInf);  // x^i >= Σ_{i-L < i' <= i} s^{i'}
+      md.add(on, jc.x[i], 1);
+      for (size_t k = i + 1 >= L ? i + 1 - L : 0; k <= i; ++k) md.add(on, jc.s[k], -1);
+      const int ended = md.new_row(-kInf, 0);  // Σ_{i' <= i} e^{i'} <= Σ_{i' <= i-L+1} s^{i'}
+      for (size_t k = 0; k <= i; ++k) md.add(ended, jc.e[k], 1);
+      for (size_t k = 0; k + L <= i + 1; ++k) md.add(ended, jc.s[k], -1);
+    }
+    if (h.use_start) {
+      auto beyond = [&](size_t c) { return (jc.r - 1 + len[c]) * dt + jc.upd[c] > h.ub + 1e-9; };
+      for (size_t c = 1; c < C; ++c)
+        if (beyond(c)) md.hi[jc.k[c]] = 0;
+      if (C > 1 && beyond(0)) {
+        const int inc = md.new_row(1, kInf);
+        for (size_t c = 1; c < C; ++c) md.add(inc, jc.k[c], 1);
+      }
+    }
+    for (unsigned ts = 1; ts < jc.r; ++ts) md.lo[m.u[ts]] = 1;
+    for (size_t i = 0; i < n; ++i) {  // u^i >= Σ_{i' >= i} e^{i'}
+      const int r = md.new_row(0, kInf);
+      md.add(r, m.u[jc.r + i], 1);
+      for (size_t k = i; k < n; ++k) md.add(r, jc.e[k], -1);
+    }
+  }
+}
+
 // The rows of each TS: per unit Eq. 5 (switch load, only where it could
 // bind) and Eq. 3 (INC jobs at once, only where it could bind); per pair
 // Eq. 6 (the flows within B_port·P) and Eq. 7 (n >= P^i - P^{i-1}, n <= M·α);
@@ -985,6 +1098,11 @@ std::vector<double> warm_start(const Milp& m, const Instance& inst, const Horizo
     warm[jc.s[p.first_ts - jc.r]] = 1;
     warm[jc.e[p.last_ts() - jc.r]] = 1;
   }
+  if (!m.u.empty()) {
+    unsigned last = 0;
+    for (const JobPlan& p : start.jobs) last = std::max(last, p.last_ts());
+    for (unsigned ts = 1; ts <= T; ++ts) warm[m.u[ts]] = ts <= last;
+  }
   return warm;
 }
 
@@ -1003,6 +1121,8 @@ Solved solve_lexicographic(const Milp& m, const std::vector<double>& warm, const
   CbcRun run = run_cbc(m.md, warm, std::max(0.01, 0.8 * (o.time_limit_s - elapsed())), o.threads, step, step / 2);
   rep.warm_started = run.warm_ok;
   rep.t_optimal = run.proven;
+  rep.root_lp_s = run.root_lp;
+  rep.root_cuts_s = run.root_cuts;
   Solved out;
   out.lb = std::max(m.t_lb, run.lb);
   if (!run.sol.empty()) rep.objective_s = run.sol[m.t_col];
@@ -1104,6 +1224,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
   add_job_constraints(m, inst);
   add_inc_products(m, inst);
+  if (o.strengthen) add_valid_inequalities(m, inst, h);
   add_ts_constraints(m, inst);
   set_ct_bti_objective(m);
   rep.rows = static_cast<int>(m.md.row_lo.size());

@@ -9,9 +9,17 @@ namespace ina::control::aoi {
 
 struct MilpOptions {
   double time_limit_s = 60;             // CBC's wall-clock limit
-  unsigned horizon_ts = 0;              // T; 0 = derive from the incumbent (else the better of plan_list, plan_serial)
+  unsigned horizon_ts = 0;              // T; 0 = derive from the incumbent (see own_incumbents)
   bool inc = true;                      // false: the noINC MILP (no k variables)
   const Schedule* incumbent = nullptr;  // a feasible schedule (e.g. TW's): warm start and bound on T
+  // With o.incumbent, also try plan_list and plan_serial: the least CT-BTI of
+  // the three is the incumbent (its CT-BTI bounds T: the better, the smaller
+  // the model). Without o.incumbent the two plans are always tried.
+  bool own_incumbents = true;
+  // The valid inequalities of aoi_milp.cpp ("With o.strengthen"): run
+  // length, makespan indicators, the incumbent's cutoff on INC choices.
+  // false: the model without them (for comparing bounds).
+  bool strengthen = true;
   unsigned threads = 1;                 // CBC threads
 };
 
@@ -23,6 +31,8 @@ struct MilpReport {
   int rows = 0, columns = 0, integers = 0;
   bool warm_started = false;   // CBC accepted the incumbent
   bool from_solver = false;    // false: CBC found nothing better, the schedule is the incumbent
+  double root_lp_s = 0;        // phase 1: the LP relaxation's t (before cuts)
+  double root_cuts_s = 0;      // phase 1: the root node's bound on t after CBC's cuts
   bool t_optimal = false;                 // phase 1 proved t (CT-BTI) optimal
   bool reconfigurations_minimal = false;  // phase 2 proved Σ reconfigured minimal at phase 1's t
 };

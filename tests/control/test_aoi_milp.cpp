@@ -166,11 +166,14 @@ struct Solved {
   MilpReport rep;
   Check check;
 };
-Solved milp(const Instance& inst, bool inc, const Schedule* incumbent = nullptr) {
+Solved milp(const Instance& inst, bool inc, const Schedule* incumbent = nullptr, bool own_incumbents = true,
+            bool strengthen = true) {
   MilpOptions o;
   o.inc = inc;
   o.time_limit_s = 60;
   o.incumbent = incumbent;
+  o.own_incumbents = own_incumbents;
+  o.strengthen = strengthen;
   Solved s{solve_milp(inst, o), {}};
   s.check = check_schedule(inst, s.rep.schedule);
   EXPECT_TRUE(s.check.ok) << (s.check.errors.empty() ? "" : s.check.errors.front());
@@ -297,6 +300,8 @@ TEST(AoiMilp, HandCheckedOptimum) {
 }
 
 // A warm start from a feasible schedule changes nothing about the optimum.
+// With own_incumbents the MILP also tries plan_list, which is better here
+// and bounds the horizon tighter.
 TEST(AoiMilp, WarmStartFromAnIncumbent) {
   const Instance inst = inc_binds(1);
   const Schedule serial = plan_serial(inst, true);
@@ -304,11 +309,83 @@ TEST(AoiMilp, WarmStartFromAnIncumbent) {
   ASSERT_TRUE(sc.ok) << sc.errors.front();
   // One job at a time in arrival order: A (INC, TS 1), B (INC, TS 2), C (TS 3).
   EXPECT_DOUBLE_EQ(sc.ct_bti_s, 3.25);
-  const Solved m = milp(inst, true, &serial);
+  const Solved m = milp(inst, true, &serial, false);
   EXPECT_TRUE(m.rep.warm_started);
   EXPECT_EQ(m.rep.horizon_ts, 3u);  // ⌊3.25 / Δt⌋
   EXPECT_DOUBLE_EQ(m.check.ct_bti_s, 2.0);
   EXPECT_EQ(m.check.reconfigured, 1u);
+  const Check lc = check_schedule(inst, plan_list(inst, true));
+  ASSERT_TRUE(lc.ok) << lc.errors.front();
+  EXPECT_DOUBLE_EQ(lc.ct_bti_s, 2.0);
+  const Solved own = milp(inst, true, &serial);
+  EXPECT_TRUE(own.rep.warm_started);
+  EXPECT_EQ(own.rep.horizon_ts, 2u);  // ⌊2.0 / Δt⌋, from plan_list
+  EXPECT_DOUBLE_EQ(own.check.ct_bti_s, 2.0);
+}
+
+// The valid inequalities of o.strengthen, each on an instance whose root LP
+// bound (phase 1, before cuts) it provably raises; the MILP's optimum is the
+// same with and without them. Root LPs with and without.
+struct Roots {
+  double plain, strong;
+};
+Roots roots(const Instance& inst, bool inc, double ct) {
+  const Solved plain = milp(inst, inc, nullptr, true, false);
+  const Solved strong = milp(inst, inc, nullptr, true, true);
+  EXPECT_DOUBLE_EQ(plain.check.ct_bti_s, ct);
+  EXPECT_DOUBLE_EQ(strong.check.ct_bti_s, ct);
+  return {plain.rep.root_lp_s, strong.rep.root_lp_s};
+}
+
+// Makespan indicators. Unit 2 (the PS' unit) has one 40 Gbps port, units 0,
+// 1, 3 one each; jobs A (worker in unit 0) and B (unit 1) arrive in TS 1, C
+// (unit 3) in TS 2; 40 Gb each, a = 0, no INC. Each job needs its pair for a
+// TS and unit 2 connects one pair per TS: CT-BTI 3 (plan_list finds it, so
+// T = 3). In the LP the flows into unit 2 carry at most 40 Gb per TS, TS 1
+// only A's and B's, so the 120 Gb fill TSs 1-3 and TS 3 carries 40 Gb:
+// Σ_j x_j^3 >= 1, some x_j^3 >= 1/3, and u^3 >= e_j^3 >= x_j^3. u^1 = 1 and
+// u^2 >= Σ_{i>=2} e_C = 1 (C arrives in TS 2): t >= 1 + 1 + 1/3. Without u
+// the LP reaches 2: A and B half in TS 1 and half in TS 3, C in TS 2, each
+// job's mean end <= 2.
+TEST(AoiMilp, MakespanRowsRaiseTheLpBound) {
+  const Instance inst = make(tiny_net({1, 1, 1, 1}, {0, 0, 0, 0}, 0.0),
+                             {aoi_job(0, {{0, 1}}, 2, 40), aoi_job(1, {{1, 1}}, 2, 40), aoi_job(2, {{3, 1}}, 2, 40, 0, 1.0)});
+  const Roots r = roots(inst, false, 3.0);
+  EXPECT_NEAR(r.plain, 2.0, 1e-6);
+  EXPECT_GE(r.strong, 7.0 / 3 - 1e-6);
+}
+
+// Run length. As above with two jobs: A (unit 0, 80 Gb: L = 2 TSs at
+// 40 Gbps) arrives in TS 1, B (unit 1, 40 Gb) in TS 2: CT-BTI 3 (A in TSs
+// 1-2, B in TS 3), T = 3. In the LP the 120 Gb fill TSs 1-3 and only A can
+// use TS 1, so x_A^1 = 1 and s_A^1 = 1; the run length row gives x_A^2 >=
+// s_A^1 = 1, so A's pair holds unit 2's port in TS 2 (P >= x), B sends
+// nothing there and all of its 40 Gb in TS 3: e_B^3 = 1, t >= 3. Without it
+// the LP reaches 2.5 (A runs TS 1 and half of TSs 2 and 3, B half of each).
+TEST(AoiMilp, RunLengthRowsRaiseTheLpBound) {
+  const Instance inst = make(tiny_net({1, 1, 1}, {0, 0, 0}, 0.0),
+                             {aoi_job(0, {{0, 1}}, 2, 80), aoi_job(1, {{1, 1}}, 2, 40, 0, 1.0)});
+  const Roots r = roots(inst, false, 3.0);
+  EXPECT_NEAR(r.plain, 2.5, 1e-6);
+  EXPECT_GE(r.strong, 3.0 - 1e-6);
+}
+
+// The incumbent's cutoff. Units 0 and 1 with one 40 Gbps port each; jobs A
+// and B: 2 workers in unit 0, PS in unit 1, 40 Gb, a = 0.5 s; unit 0
+// aggregates one job at a time. With INC a job takes one TS (ICT = its end);
+// without, its flow 2·B fits one port only at B <= 20: two TSs, ICT >= 2.5.
+// Optimum 2.0 (A with INC in TS 1, B in TS 2); plan_list finds it: U = 2,
+// T = 2. No INC is then cut off ((0 + 2)·Δt + 0.5 > U), so k_A = k_B = 1,
+// z >= x, and Eq. 3 gives x_A^i + x_B^i <= 1 while each job needs Σ_i x >= 1
+// (B <= 40·x): x_A^2 + x_B^2 = 1, some x_j^2 >= 1/2, e_j^2 >= x_j^2, so
+// t >= Σ_i i·Δt·e_j^i >= 1.5. Without the cutoff a fractional k lets both
+// jobs share TS 1's INC slot (z >= k + x - 1) and the LP is below 1.5.
+TEST(AoiMilp, IncumbentCutoffRaisesTheLpBound) {
+  const Instance inst = make(tiny_net({1, 1}, {1, 0}, 0.0),
+                             {aoi_job(0, {{0, 2}}, 1, 40, 0.5), aoi_job(1, {{0, 2}}, 1, 40, 0.5)});
+  const Roots r = roots(inst, true, 2.0);
+  EXPECT_LT(r.plain, 1.5 - 1e-3);
+  EXPECT_GE(r.strong, 1.5 - 1e-6);
 }
 
 // A bigger instance with a 1 s limit still gives a feasible schedule and a
