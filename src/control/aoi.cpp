@@ -101,6 +101,10 @@ double send_cap(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit)
 }
 }  // namespace
 
+double rate_cap(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit) {
+  return std::min(net.worker_gbps, send_cap(net, j, inc_unit));
+}
+
 double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b) {
   b = std::min(b, send_cap(net, j, inc_unit));
   if (one_iteration(j) || b <= 0) return b;

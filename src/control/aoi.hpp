@@ -56,10 +56,9 @@ struct Odcn {
   // which then sends one partial aggregate to the PS.
   bool inc_requires_local = true;
   // A PS's NIC (ours; the testbed's 40 Gbps NICs): what reaches one job's PS
-  // (every worker stream or partial aggregate) is at most this, so a worker
-  // sends at most ps_gbps / ps_in_mult whatever the plan holds for it. The
-  // planners do not see it, as in the paper's model (Eq. 5 has no PS NIC);
-  // it limits how fast the plan's data moves (data_gbps). 0: no limit.
+  // (every worker stream or partial aggregate) is at most this, so B_j^i is
+  // at most ps_gbps / ps_in_mult, as it is at most worker_gbps (rate_cap).
+  // The paper's Eq. 5 has no PS NIC. 0: no limit.
   double ps_gbps = 0;
   unsigned size() const { return static_cast<unsigned>(units.size()); }
 };
@@ -305,10 +304,9 @@ double update_time(const Job& j, std::optional<unsigned> inc_unit);
 // 0 for a training job (each iteration's update is in data_gbps).
 double final_update(const Job& j, std::optional<unsigned> inc_unit);
 // The rate at which a worker's push progresses when its job holds B Gbps
-// per worker. A worker sends at B' = min(B, ps_gbps / ps_in_mult) (its PS's
-// NIC, if net.ps_gbps is set). The paper's one-iteration job progresses at
-// B'; a training job at the iteration's push over its whole iteration,
-// d/(c + d/B' + a) with d the push of one iteration, c its compute and a its
+// per worker (B <= rate_cap). The paper's one-iteration job progresses at
+// B; a training job at the iteration's push over its whole iteration,
+// d/(c + d/B + a) with d the push of one iteration, c its compute and a its
 // update (the job holds B while it computes). Planners and validator count
 // data with this one rule.
 double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b);
@@ -316,5 +314,7 @@ double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit
 double rate_for_data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double x);
 // The rate into j's PS per Gbps of B_j (0 with INC at an all-local unit).
 double ps_in_mult(const Job& j, std::optional<unsigned> inc_unit);
+// The most B_j^i may be: the worker's NIC, and its share of its PS's NIC.
+double rate_cap(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit);
 
 }  // namespace ina::control::aoi

@@ -76,8 +76,9 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     for (size_t k = 0; k < p->rate_gbps.size(); ++k) {
       const double b = p->rate_gbps[k];
       if (!(b > 0)) err(fmt::format("job {}: no bandwidth in TS {} between its first and last (Eq. 11: one duration)", j.id, p->first_ts + k));
-      if (b > net.worker_gbps * (1 + kTol))
-        err(fmt::format("job {}: {} Gbps per worker in TS {} exceeds the worker's {} Gbps", j.id, b, p->first_ts + k, net.worker_gbps));
+      if (const double cap = rate_cap(net, j, p->inc_unit); b > cap * (1 + kTol))
+        err(fmt::format("job {}: {} Gbps per worker in TS {} exceeds {} {} Gbps", j.id, b, p->first_ts + k,
+                        cap < net.worker_gbps ? "its share of its PS's NIC," : "the worker's", cap));
     }
     if (p->inc_unit) {
       const unsigned v = *p->inc_unit;

@@ -60,7 +60,8 @@
 // t >= Σ_i (i·Δt + a(none))·e^i + Σ_c (a(c) - a(none))·k_c. Exact for
 // integral x; in the LP they stop a job from ending early with a trickle of
 // data after its end, which t >= i·Δt·x^i alone allows for fractional x.
-// With o.strengthen (add_valid_inequalities), L_c^j = the fewest TSs j can
+// Strengthening rows (add_valid_inequalities, each family switched by its
+// MilpOptions flag), L_c^j = the fewest TSs j can
 // take under choice c (its rate at most worker_gbps, q·B within the pair's
 // ports, L_v·B within B_PDP) and L_j = min_c L_c:
 //   run length: x^i >= Σ_{i-L_j < i' <= i} s^{i'} and
@@ -687,7 +688,7 @@ struct Milp {
   double t_lb = 0;   // t's valid lower bound
   std::vector<JobCols> J;          // by job id
   std::map<Pair, PairCols> pairs;  // every unit pair some flow may use
-  std::vector<int> u;              // [i], i = 1..T: the makespan indicators (o.strengthen), else empty
+  std::vector<int> u;              // [i], i = 1..T: the makespan indicators (o.makespan_rows), else empty
 };
 
 // ---- phase 2: the variables ----------------------------------------------------------------
@@ -919,26 +920,28 @@ unsigned fewest_ts(const Instance& inst, const Job& j, const JobCols& jc, size_t
   return static_cast<unsigned>(std::max(1.0, std::ceil(j.gb_per_worker * (1 - kDoneTol) / (b * net.ts_s) - 1e-9)));
 }
 
-// The valid inequalities of o.strengthen ("With o.strengthen" at the top):
+// The strengthening rows ("Strengthening rows" at the top), the families o enables:
 // per job the run length and the cutoff on its INC choices (the latter only
 // with an incumbent inside the horizon, of CT-BTI h.ub), then the makespan
 // indicators u with their rows.
-void add_valid_inequalities(Milp& m, const Instance& inst, const Horizon& h) {
+void add_valid_inequalities(Milp& m, const Instance& inst, const Horizon& h, const MilpOptions& o) {
   const double dt = inst.net.ts_s;
   const unsigned T = m.T;
   Model& md = m.md;
-  m.u.assign(T + 1, -1);
-  for (unsigned i = 1; i <= T; ++i) m.u[i] = md.col(0, 1, 0, false);
-  const int makespan = md.new_row(0, kInf);  // t >= Δt·Σ u
-  md.add(makespan, m.t_col, 1);
-  for (unsigned i = 1; i <= T; ++i) md.add(makespan, m.u[i], -dt);
+  if (o.makespan_rows) {
+    m.u.assign(T + 1, -1);
+    for (unsigned i = 1; i <= T; ++i) m.u[i] = md.col(0, 1, 0, false);
+    const int makespan = md.new_row(0, kInf);  // t >= Δt·Σ u
+    md.add(makespan, m.t_col, 1);
+    for (unsigned i = 1; i <= T; ++i) md.add(makespan, m.u[i], -dt);
+  }
   for (const Job& j : inst.jobs) {
     const JobCols& jc = m.J[j.id];
     const size_t C = jc.choice.size(), n = jc.x.size();
     std::vector<unsigned> len(C);
     for (size_t c = 0; c < C; ++c) len[c] = fewest_ts(inst, j, jc, c, m.pairs);
     const size_t L = *std::min_element(len.begin(), len.end());
-    for (size_t i = 0; i < n && L > 1; ++i) {
+    for (size_t i = 0; o.run_length_rows && i < n && L > 1; ++i) {
       const int on = md.new_row(0, kInf);  // x^i >= Σ_{i-L < i' <= i} s^{i'}
       md.add(on, jc.x[i], 1);
       for (size_t k = i + 1 >= L ? i + 1 - L : 0; k <= i; ++k) md.add(on, jc.s[k], -1);
@@ -946,7 +949,7 @@ void add_valid_inequalities(Milp& m, const Instance& inst, const Horizon& h) {
       for (size_t k = 0; k <= i; ++k) md.add(ended, jc.e[k], 1);
       for (size_t k = 0; k + L <= i + 1; ++k) md.add(ended, jc.s[k], -1);
     }
-    if (h.use_start) {
+    if (o.incumbent_cutoff && h.use_start) {
       auto beyond = [&](size_t c) { return (jc.r - 1 + len[c]) * dt + jc.upd[c] > h.ub + 1e-9; };
       for (size_t c = 1; c < C; ++c)
         if (beyond(c)) md.hi[jc.k[c]] = 0;
@@ -955,6 +958,7 @@ void add_valid_inequalities(Milp& m, const Instance& inst, const Horizon& h) {
         for (size_t c = 1; c < C; ++c) md.add(inc, jc.k[c], 1);
       }
     }
+    if (!o.makespan_rows) continue;
     for (unsigned ts = 1; ts < jc.r; ++ts) md.lo[m.u[ts]] = 1;
     for (size_t i = 0; i < n; ++i) {  // u^i >= Σ_{i' >= i} e^{i'}
       const int r = md.new_row(0, kInf);
@@ -1224,7 +1228,7 @@ MilpReport solve_milp(const Instance& inst, const MilpOptions& o) {
   for (size_t i = 1; i < S.size(); ++i) gap_min = std::min(gap_min, S[i] - S[i - 1]);
   add_job_constraints(m, inst);
   add_inc_products(m, inst);
-  if (o.strengthen) add_valid_inequalities(m, inst, h);
+  add_valid_inequalities(m, inst, h, o);
   add_ts_constraints(m, inst);
   set_ct_bti_objective(m);
   rep.rows = static_cast<int>(m.md.row_lo.size());

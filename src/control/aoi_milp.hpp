@@ -16,10 +16,11 @@ struct MilpOptions {
   // the three is the incumbent (its CT-BTI bounds T: the better, the smaller
   // the model). Without o.incumbent the two plans are always tried.
   bool own_incumbents = true;
-  // The valid inequalities of aoi_milp.cpp ("With o.strengthen"): run
-  // length, makespan indicators, the incumbent's cutoff on INC choices.
-  // false: the model without them (for comparing bounds).
-  bool strengthen = true;
+  // The valid inequality families of aoi_milp.cpp ("Strengthening rows"),
+  // each on by default; off only to compare bounds.
+  bool run_length_rows = true;    // a run covers at least the job's fewest TSs
+  bool makespan_rows = true;      // t >= Δt·Σ u, u^i = [some run ends at or after TS i]
+  bool incumbent_cutoff = true;   // no INC choice that cannot end by the incumbent's CT-BTI
   unsigned threads = 1;                 // CBC threads
 };
 

@@ -170,7 +170,7 @@ class Planner {
   // start it). With or without INC, the widest case is the no-INC one.
   double solo_step(const JobState& j) const {
     for (double d = net_.delta_gbps; d >= net_.delta_gbps / 1024; d /= 2) {
-      bool fits = d <= net_.worker_gbps;
+      bool fits = d <= rate_cap(net_, *j.job, std::nullopt);
       for (const auto& [v, m] : j.load) fits = fits && m * d <= net_.units[v].pdp_gbps;
       for (const Flow& f : j.flows) {
         const unsigned ports = std::min(net_.units[f.from].optical_ports, net_.units[f.to].optical_ports);
@@ -320,22 +320,24 @@ class Planner {
 
   // The step j would take now (0 if none is useful).
   double step_of(const JobState& j) const {
-    const double want = o_.stop_at_need ? std::min(net_.worker_gbps, finish_rate(j) * (1 + 1e-12)) : net_.worker_gbps;
+    const double cap = rate_cap(net_, *j.job, j.inc);
+    const double want = o_.stop_at_need ? std::min(cap, finish_rate(j) * (1 + 1e-12)) : cap;
     return std::max(0.0, std::min(j.delta, want - j.rate));
   }
 
   // Frees one port of unit u by tearing down a connection that carries
-  // nothing this TS beyond its other ports, never one of job j's pairs (its
-  // pending step is not in pair_load_ yet).
-  bool free_port(unsigned u, const JobState& j, Undo& undo) {
+  // nothing this TS beyond its other ports. On one of job j's own pairs the
+  // pending step d (not in pair_load_ yet) counts as load: a spare port there
+  // may go to j's other pair.
+  bool free_port(unsigned u, const JobState& j, double d, Undo& undo) {
     for (unsigned w = 0; w < n_; ++w) {
       if (w == u) continue;
       const size_t p = idx(u, w);
       if (P_[p] == 0) continue;
-      bool mine = false;
-      for (const Flow& f : j.flows) mine = mine || idx(f.from, f.to) == p;
-      if (mine) continue;
-      if ((P_[p] - 1) * net_.port_gbps + kEps >= pair_load_[p]) {
+      double load = pair_load_[p];
+      for (const Flow& f : j.flows)
+        if (idx(f.from, f.to) == p) load += f.mult * d;
+      if ((P_[p] - 1) * net_.port_gbps + kEps >= load) {
         add_ports(p, u, w, -1, undo);
         return true;
       }
@@ -378,7 +380,7 @@ class Planner {
         if (o_.no_recon) { rollback(undo); return false; }
         bool ok = true;
         for (unsigned e : {f.from, f.to})
-          if (used_[e] >= static_cast<int>(net_.units[e].optical_ports) && !free_port(e, j, undo)) ok = false;
+          if (used_[e] >= static_cast<int>(net_.units[e].optical_ports) && !free_port(e, j, d, undo)) ok = false;
         if (!ok) { rollback(undo); return false; }
         add_ports(p, f.from, f.to, 1, undo);
       }

@@ -577,6 +577,13 @@ TEST(AoiCli, SweepAppliesItsKeyAndSeries) {
 namespace ina::control::aoi {
 namespace {
 
+// A schedule's AOI changes as (at_s, u, v, count).
+std::vector<std::tuple<double, unsigned, unsigned, int>> changes_of(const Schedule& s) {
+  std::vector<std::tuple<double, unsigned, unsigned, int>> out;
+  for (const AoiChange& ch : s.changes) out.emplace_back(ch.at_s, ch.u, ch.v, ch.count);
+  return out;
+}
+
 TEST(AoiPlan, AWideJobNeverEvictsItsOwnNewConnection) {
   // TS 1: X1 (unit 0 -> PS 2) and X2 (unit 3 -> PS 2) fill unit 2's two ports.
   // TS 2: Y, one worker in unit 0 and one in unit 1, PS 2: flow 0->2 reuses
@@ -588,17 +595,42 @@ TEST(AoiPlan, AWideJobNeverEvictsItsOwnNewConnection) {
   inst.net.units[2].optical_ports = 2;
   inst.jobs = {aoi_job(0, {{0, 1}}, 2, 1.0), aoi_job(1, {{3, 1}}, 2, 1.0), aoi_job(2, {{0, 1}, {1, 1}}, 2, 1.0, 0, 1.0)};
   for (const bool tw : {true, false}) {
-    PlanOptions o;
-    o.inc = false;
-    const Schedule s = tw ? plan_tw(inst, o) : plan_fcfs(inst, o);
+    const Schedule s = tw ? plan_tw(inst, {.inc = false}) : plan_fcfs(inst, {.inc = false});
     const Check c = check_schedule(inst, s);
     ASSERT_TRUE(c.ok) << c.errors.front();
     EXPECT_EQ(c.jobs[2].last_ts, 2u);
     EXPECT_EQ(c.reconfigured, 3u);  // 0-2 and 2-3 in TS 1, 1-2 in TS 2
-    std::vector<std::tuple<double, unsigned, unsigned, int>> changes;
-    for (const AoiChange& ch : s.changes) changes.emplace_back(ch.at_s, ch.u, ch.v, ch.count);
+    const auto changes = changes_of(s);
     const std::vector<std::tuple<double, unsigned, unsigned, int>> want = {
         {0.0, 0, 2, 1}, {0.0, 2, 3, 1}, {1.0, 1, 2, 1}, {1.0, 2, 3, -1}};
+    EXPECT_EQ(changes, want) << (tw ? "tw" : "fcfs");
+  }
+}
+
+TEST(AoiPlan, AJobTakesASparePortOfItsOwnPair) {
+  // Units of 3 ports. TS 1: A (6 workers in unit 0, PS in unit 3) connects
+  // 0-3 with all 3 ports (120 Gbps: 20 Gbps a worker, 8 Gb in 0.4 s).
+  // TS 3: B has 6 workers in unit 0 and 2 in unit 1, PS in unit 3. Its
+  // first step (10 Gbps a worker) needs 60 Gbps on 0-3 (2 ports) and 20 on
+  // 1-3, whose port must come from unit 3: the third 0-3 port is spare even
+  // counting B's own step on that pair. 8 Gb at 10 Gbps, less Eq. 10's
+  // 0.2 Gb, is done in TS 3.
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(4);
+  for (Unit& u : inst.net.units) u.optical_ports = 3;
+  inst.jobs = {aoi_job(0, {{0, 6}}, 3, 8.0, 0.1), aoi_job(1, {{0, 6}, {1, 2}}, 3, 8.0, 0.1, 2.5)};
+  for (const bool tw : {true, false}) {
+    const Schedule s = tw ? plan_tw(inst, {.inc = false}) : plan_fcfs(inst, {.inc = false});
+    const Check c = check_schedule(inst, s);
+    ASSERT_TRUE(c.ok) << c.errors.front();
+    EXPECT_EQ(c.jobs[0].last_ts, 1u) << (tw ? "tw" : "fcfs");
+    EXPECT_EQ(c.jobs[1].first_ts, 3u);
+    EXPECT_EQ(c.jobs[1].last_ts, 3u);
+    EXPECT_DOUBLE_EQ(c.ct_bti_s, 3.1);
+    const auto changes = changes_of(s);
+    const std::vector<std::tuple<double, unsigned, unsigned, int>> want = {
+        {0.0, 0, 3, 3}, {2.0, 0, 3, -1}, {2.0, 1, 3, 1}};
     EXPECT_EQ(changes, want) << (tw ? "tw" : "fcfs");
   }
 }

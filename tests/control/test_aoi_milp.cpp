@@ -166,14 +166,15 @@ struct Solved {
   MilpReport rep;
   Check check;
 };
+// `without`: one strengthening family switched off (nullptr: all on).
 Solved milp(const Instance& inst, bool inc, const Schedule* incumbent = nullptr, bool own_incumbents = true,
-            bool strengthen = true) {
+            bool MilpOptions::*without = nullptr) {
   MilpOptions o;
   o.inc = inc;
   o.time_limit_s = 60;
   o.incumbent = incumbent;
   o.own_incumbents = own_incumbents;
-  o.strengthen = strengthen;
+  if (without) o.*without = false;
   Solved s{solve_milp(inst, o), {}};
   s.check = check_schedule(inst, s.rep.schedule);
   EXPECT_TRUE(s.check.ok) << (s.check.errors.empty() ? "" : s.check.errors.front());
@@ -323,15 +324,15 @@ TEST(AoiMilp, WarmStartFromAnIncumbent) {
   EXPECT_DOUBLE_EQ(own.check.ct_bti_s, 2.0);
 }
 
-// The valid inequalities of o.strengthen, each on an instance whose root LP
-// bound (phase 1, before cuts) it provably raises; the MILP's optimum is the
-// same with and without them. Root LPs with and without.
+// The strengthening rows, each family on an instance whose root LP bound
+// (phase 1, before cuts) it provably raises: the root LP with all families
+// against the same without that one; the MILP's optimum is the same.
 struct Roots {
   double plain, strong;
 };
-Roots roots(const Instance& inst, bool inc, double ct) {
-  const Solved plain = milp(inst, inc, nullptr, true, false);
-  const Solved strong = milp(inst, inc, nullptr, true, true);
+Roots roots(const Instance& inst, bool inc, double ct, bool MilpOptions::*family) {
+  const Solved plain = milp(inst, inc, nullptr, true, family);
+  const Solved strong = milp(inst, inc, nullptr, true);
   EXPECT_DOUBLE_EQ(plain.check.ct_bti_s, ct);
   EXPECT_DOUBLE_EQ(strong.check.ct_bti_s, ct);
   return {plain.rep.root_lp_s, strong.rep.root_lp_s};
@@ -350,7 +351,7 @@ Roots roots(const Instance& inst, bool inc, double ct) {
 TEST(AoiMilp, MakespanRowsRaiseTheLpBound) {
   const Instance inst = make(tiny_net({1, 1, 1, 1}, {0, 0, 0, 0}, 0.0),
                              {aoi_job(0, {{0, 1}}, 2, 40), aoi_job(1, {{1, 1}}, 2, 40), aoi_job(2, {{3, 1}}, 2, 40, 0, 1.0)});
-  const Roots r = roots(inst, false, 3.0);
+  const Roots r = roots(inst, false, 3.0, &MilpOptions::makespan_rows);
   EXPECT_NEAR(r.plain, 2.0, 1e-6);
   EXPECT_GE(r.strong, 7.0 / 3 - 1e-6);
 }
@@ -365,7 +366,7 @@ TEST(AoiMilp, MakespanRowsRaiseTheLpBound) {
 TEST(AoiMilp, RunLengthRowsRaiseTheLpBound) {
   const Instance inst = make(tiny_net({1, 1, 1}, {0, 0, 0}, 0.0),
                              {aoi_job(0, {{0, 1}}, 2, 80), aoi_job(1, {{1, 1}}, 2, 40, 0, 1.0)});
-  const Roots r = roots(inst, false, 3.0);
+  const Roots r = roots(inst, false, 3.0, &MilpOptions::run_length_rows);
   EXPECT_NEAR(r.plain, 2.5, 1e-6);
   EXPECT_GE(r.strong, 3.0 - 1e-6);
 }
@@ -383,7 +384,7 @@ TEST(AoiMilp, RunLengthRowsRaiseTheLpBound) {
 TEST(AoiMilp, IncumbentCutoffRaisesTheLpBound) {
   const Instance inst = make(tiny_net({1, 1}, {1, 0}, 0.0),
                              {aoi_job(0, {{0, 2}}, 1, 40, 0.5), aoi_job(1, {{0, 2}}, 1, 40, 0.5)});
-  const Roots r = roots(inst, true, 2.0);
+  const Roots r = roots(inst, true, 2.0, &MilpOptions::incumbent_cutoff);
   EXPECT_LT(r.plain, 1.5 - 1e-3);
   EXPECT_GE(r.strong, 1.5 - 1e-6);
 }

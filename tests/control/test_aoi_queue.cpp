@@ -197,8 +197,15 @@ TEST(AoiQueue, OnTheTestbedEveryJobRunsAtItsNicSoTwAndFcfsTie) {
     const Check ct = check_schedule(inst, tw);
     const Check cf = check_schedule(inst, fcfs);
     ASSERT_TRUE(ct.ok && cf.ok);
-    for (const JobPlan& p : tw.jobs)
-      for (double b : p.rate_gbps) EXPECT_DOUBLE_EQ(b, inst.net.worker_gbps) << "job " << p.job;
+    for (const JobPlan& p : tw.jobs) {
+      Job placed = inst.jobs[p.job];
+      placed.workers = p.workers;
+      placed.ps_unit = p.ps_unit;
+      // The worker's 40 Gbps NIC, or without INC its share of the PS's: 40 / W.
+      const double cap = p.inc_unit ? 40.0 : 40.0 / placed.num_workers();
+      ASSERT_DOUBLE_EQ(rate_cap(inst.net, placed, p.inc_unit), cap);
+      for (double b : p.rate_gbps) EXPECT_DOUBLE_EQ(b, cap) << "job " << p.job;
+    }
     ASSERT_EQ(ct.jobs.size(), cf.jobs.size());
     for (size_t k = 0; k < ct.jobs.size(); ++k) EXPECT_DOUBLE_EQ(ct.jobs[k].jct_s, cf.jobs[k].jct_s) << "job " << k;
   }

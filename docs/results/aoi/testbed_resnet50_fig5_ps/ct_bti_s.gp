@@ -1,11 +1,11 @@
-# ct_bti_s of scenarios/aoi/testbed_resnet50.toml. Re-plot: run `gnuplot ct_bti_s.gp` in this directory.
+# ct_bti_s of scenarios/aoi/variant/testbed_resnet50_fig5_ps.toml. Re-plot: run `gnuplot ct_bti_s.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "ct_bti_s.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), ResNet50:\nCT-BTI (s)"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 15.8 Gbps (variant), ResNet50:\nCT-BTI (s)"
 set xlabel "concurrent DML jobs"
 set ylabel "CT-BTI (s)"
 set yrange [0:*]

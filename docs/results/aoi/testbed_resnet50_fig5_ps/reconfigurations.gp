@@ -1,11 +1,11 @@
-# reconfigurations of scenarios/aoi/testbed_resnet50.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
+# reconfigurations of scenarios/aoi/variant/testbed_resnet50_fig5_ps.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "reconfigurations.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), ResNet50:\nreconfigured AOI connections"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 15.8 Gbps (variant), ResNet50:\nreconfigured AOI connections"
 set xlabel "concurrent DML jobs"
 set ylabel "reconfigured AOI connections"
 set yrange [0:*]

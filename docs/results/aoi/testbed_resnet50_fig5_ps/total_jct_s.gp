@@ -1,11 +1,11 @@
-# total_jct_s of scenarios/aoi/testbed_resnet50.toml. Re-plot: run `gnuplot total_jct_s.gp` in this directory.
+# total_jct_s of scenarios/aoi/variant/testbed_resnet50_fig5_ps.toml. Re-plot: run `gnuplot total_jct_s.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "total_jct_s.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), ResNet50:\ntotal JCT (s)"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 15.8 Gbps (variant), ResNet50:\ntotal JCT (s)"
 set xlabel "concurrent DML jobs"
 set ylabel "total JCT (s)"
 set yrange [0:*]

@@ -1,11 +1,11 @@
-# ct_bti_s of scenarios/aoi/testbed_vgg16.toml. Re-plot: run `gnuplot ct_bti_s.gp` in this directory.
+# ct_bti_s of scenarios/aoi/variant/testbed_vgg16_fig5_ps.toml. Re-plot: run `gnuplot ct_bti_s.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "ct_bti_s.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), VGG16: CT-BTI\n(s)"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 8.8 Gbps (variant), VGG16:\nCT-BTI (s)"
 set xlabel "concurrent DML jobs"
 set ylabel "CT-BTI (s)"
 set yrange [0:*]

@@ -1,11 +1,11 @@
-# reconfigurations of scenarios/aoi/testbed_vgg16.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
+# reconfigurations of scenarios/aoi/variant/testbed_vgg16_fig5_ps.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "reconfigurations.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), VGG16:\nreconfigured AOI connections"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 8.8 Gbps (variant), VGG16:\nreconfigured AOI connections"
 set xlabel "concurrent DML jobs"
 set ylabel "reconfigured AOI connections"
 set yrange [0:*]

@@ -1,11 +1,11 @@
-# total_jct_s of scenarios/aoi/testbed_vgg16.toml. Re-plot: run `gnuplot total_jct_s.gp` in this directory.
+# total_jct_s of scenarios/aoi/variant/testbed_vgg16_fig5_ps.toml. Re-plot: run `gnuplot total_jct_s.gp` in this directory.
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
   set terminal pngcairo noenhanced size 480,440
 } else {
   set terminal png noenhanced size 480,440
 }
 set output "total_jct_s.png"
-set multiplot layout 1,1 title "P4INC-AOI testbed (queued training jobs), VGG16: total\nJCT (s)"
+set multiplot layout 1,1 title "P4INC-AOI testbed, PS at 8.8 Gbps (variant), VGG16:\ntotal JCT (s)"
 set xlabel "concurrent DML jobs"
 set ylabel "total JCT (s)"
 set yrange [0:*]
