@@ -40,6 +40,7 @@ struct Variant {
   bool no_recon = false;
   bool stop_at_need = false; // tw/fcfs: steps stop at the TS's need, not at the NIC (ours)
   double time_limit_s = 60;  // milp
+  bool plain = false;        // milp: no own incumbents, no strengthening rows (to compare)
 
   // The paper's name: INC-TW, noINC-FCFS, INC-TW-NoRecon, MILP, ...
   std::string label() const {
@@ -106,6 +107,7 @@ aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress*
   m.inc = v.inc;
   m.time_limit_s = v.time_limit_s;
   m.incumbent = &start;
+  if (v.plain) m.own_incumbents = m.run_length_rows = m.makespan_rows = m.incumbent_cutoff = false;
   return aoi::plan_milp(inst, m);
 }
 
@@ -182,7 +184,7 @@ nlohmann::json schedule_json(const aoi::Instance& inst, const aoi::Schedule& s, 
 
 struct AoiArgs {
   std::string scenario, algo = "tw", out;
-  bool no_inc = false, no_recon = false, stop_at_need = false, json = false, quiet = false;
+  bool no_inc = false, no_recon = false, stop_at_need = false, milp_plain = false, json = false, quiet = false;
   double time_limit_s = 60;
   std::vector<std::string> sets;
   int simulate_unit = -1;      // run this unit's INC jobs in the packet simulator
@@ -275,6 +277,8 @@ int run_aoi(const AoiArgs& a) {
   v.no_recon = a.no_recon;
   v.stop_at_need = a.stop_at_need;
   v.time_limit_s = a.time_limit_s;
+  v.plain = a.milp_plain;
+  if (v.plain && v.algo != "milp") throw aoi::AoiError("--milp-plain: for --algo milp");
   if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
   if (v.stop_at_need && v.algo == "milp") throw aoi::AoiError("--stop-at-need: for --algo tw or fcfs, not the MILP");
   Progress progress{std::chrono::steady_clock::now(), v.label()};
@@ -586,6 +590,9 @@ Runner register_plan_aoi(CLI::App& plan) {
               "tw/fcfs (ours): stop a job's steps at the rate that completes it within the TS, instead of Algorithm "
               "2's \"until no more bandwidth can be allocated\" (up to the worker's NIC)");
   c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
+  c->add_flag("--milp-plain", a->milp_plain,
+              "MILP: start from TW's schedule alone and leave out the strengthening rows (run length, makespan, "
+              "cutoff), to compare");
   c->add_option("--set", a->sets,
                 "override any key of the file before it is read (repeatable), e.g. --set dml.count=60; arrays as a "
                 "comma list or TOML array (--set dml.workers=4,8)");

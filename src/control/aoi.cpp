@@ -105,22 +105,17 @@ double rate_cap(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit)
   return std::min(net.worker_gbps, send_cap(net, j, inc_unit));
 }
 
-double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b) {
-  b = std::min(b, send_cap(net, j, inc_unit));
+double data_gbps(const Job& j, std::optional<unsigned> inc_unit, double b) {
   if (one_iteration(j) || b <= 0) return b;
   const double d = j.gb_per_worker / std::max(1u, j.iterations);
   return d / (overhead_s(j, inc_unit) + d / b);
 }
 
-double rate_for_data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double x) {
-  const double inf = std::numeric_limits<double>::infinity();
-  double b = x;
-  if (!one_iteration(j) && x > 0) {
-    const double d = j.gb_per_worker / std::max(1u, j.iterations);
-    const double push_s = d / x - overhead_s(j, inc_unit);  // d/B = d/x - overhead
-    b = push_s > 0 ? d / push_s : inf;
-  }
-  return b > send_cap(net, j, inc_unit) * (1 + 1e-12) ? inf : b;
+double rate_for_data_gbps(const Job& j, std::optional<unsigned> inc_unit, double x) {
+  if (one_iteration(j) || x <= 0) return x;
+  const double d = j.gb_per_worker / std::max(1u, j.iterations);
+  const double push_s = d / x - overhead_s(j, inc_unit);  // d/B = d/x - overhead
+  return push_s > 0 ? d / push_s : std::numeric_limits<double>::infinity();
 }
 
 double ps_in_mult(const Job& j, std::optional<unsigned> inc_unit) {

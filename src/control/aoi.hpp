@@ -309,9 +309,9 @@ double final_update(const Job& j, std::optional<unsigned> inc_unit);
 // d/(c + d/B + a) with d the push of one iteration, c its compute and a its
 // update (the job holds B while it computes). Planners and validator count
 // data with this one rule.
-double data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double b);
+double data_gbps(const Job& j, std::optional<unsigned> inc_unit, double b);
 // The B at which data_gbps reaches `x` (infinity if no B does).
-double rate_for_data_gbps(const Odcn& net, const Job& j, std::optional<unsigned> inc_unit, double x);
+double rate_for_data_gbps(const Job& j, std::optional<unsigned> inc_unit, double x);
 // The rate into j's PS per Gbps of B_j (0 with INC at an all-local unit).
 double ps_in_mult(const Job& j, std::optional<unsigned> inc_unit);
 // The most B_j^i may be: the worker's NIC, and its share of its PS's NIC.

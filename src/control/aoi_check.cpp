@@ -244,8 +244,8 @@ Check check_schedule(const Instance& inst, const Schedule& s) {
     st.push_back({j.gb_per_worker, 0, std::nullopt, 1.0});
     for (const Flow& f : inter_unit_flows(j, p.inc_unit)) st.push_back({f.mult * j.gb_per_worker, 0, pair_of(f.from, f.to), f.mult});
     for (unsigned i = p.first_ts; i <= p.last_ts(); ++i) {
-      const double b = data_gbps(net, j, p.inc_unit, p.rate_gbps[i - p.first_ts]);
-      const double prev = i > p.first_ts ? data_gbps(net, j, p.inc_unit, p.rate_gbps[i - 1 - p.first_ts]) : 0.0;
+      const double b = data_gbps(j, p.inc_unit, p.rate_gbps[i - p.first_ts]);
+      const double prev = i > p.first_ts ? data_gbps(j, p.inc_unit, p.rate_gbps[i - 1 - p.first_ts]) : 0.0;
       for (Stream& x : st) {
         double sent = x.mult * b * dt;
         if (x.pair && added[i].count(*x.pair)) sent -= net.reconfig_s * x.mult * std::max(0.0, b - prev);

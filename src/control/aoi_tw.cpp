@@ -308,14 +308,14 @@ class Planner {
   // stream whose pair gains connections this TS included).
   double finish_rate(const JobState& j) const {
     const double dt = net_.ts_s, eps = net_.reconfig_s;
-    const double prev = data_gbps(net_, *j.job, j.inc, j.prev);
+    const double prev = data_gbps(*j.job, j.inc, j.prev);
     double x = j.rem_push / dt;  // the data rate needed
     for (size_t k = 0; k < j.flows.size(); ++k) {
       const double need = j.rem_flow[k] / j.flows[k].mult;
       const bool lossy = delta_[idx(j.flows[k].from, j.flows[k].to)] > 0;
       x = std::max(x, lossy ? std::max(need / dt, (need - eps * prev) / (dt - eps)) : need / dt);
     }
-    return rate_for_data_gbps(net_, *j.job, j.inc, x);
+    return rate_for_data_gbps(*j.job, j.inc, x);
   }
 
   // The step j would take now (0 if none is useful).
@@ -397,7 +397,7 @@ class Planner {
 
   // Projected ICT after a step of d (continuous: when its data would be sent at that rate, plus a_j).
   double projected_ict(const JobState& j, double d) const {
-    const double r = data_gbps(net_, *j.job, j.inc, j.rate + d);
+    const double r = data_gbps(*j.job, j.inc, j.rate + d);
     return now() + j.left() / r + final_update(*j.job, j.inc);
   }
 
@@ -565,7 +565,7 @@ class Planner {
         if (j.inc && tw_) ++inc_held_[*j.inc];
       }
       j.plan.rate_gbps.push_back(j.rate);
-      const double g = data_gbps(net_, *j.job, j.inc, j.rate), g0 = data_gbps(net_, *j.job, j.inc, j.prev);
+      const double g = data_gbps(*j.job, j.inc, j.rate), g0 = data_gbps(*j.job, j.inc, j.prev);
       j.rem_push -= g * dt;
       for (size_t k = 0; k < j.flows.size(); ++k) {
         double sent = j.flows[k].mult * g * dt;

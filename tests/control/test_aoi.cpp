@@ -536,6 +536,9 @@ TEST(AoiCli, UserErrorsExitTwoWithTheReason) {
   const auto norecon = ina_test::run_ina("plan aoi --scenario " + three_local_file() + " --algo milp --no-recon");
   EXPECT_EQ(norecon.status, 2);
   EXPECT_NE(norecon.output.find("--no-recon: the MILP has no NoRecon variant"), std::string::npos) << norecon.output;
+  const auto plain = ina_test::run_ina("plan aoi --scenario " + three_local_file() + " --milp-plain");
+  EXPECT_EQ(plain.status, 2);
+  EXPECT_NE(plain.output.find("--milp-plain: for --algo milp"), std::string::npos) << plain.output;
   const auto set = ina_test::run_ina("plan aoi --scenario " + three_local_file() + " --set net.ts_s=0");
   EXPECT_EQ(set.status, 2);
   EXPECT_NE(set.output.find("net.ts_s: must be a positive number, got 0"), std::string::npos) << set.output;

@@ -437,7 +437,8 @@ TEST(AoiMilp, TimeLimitedRunIsFeasibleWithAValidBound) {
 //   ina_tests --gtest_also_run_disabled_tests --gtest_filter='AoiMilp.DISABLED_TableITiming'
 // (AOI_MILP_JOBS=40 picks one size, AOI_MILP_LIMIT=s the limit, AOI_MILP_TS=s
 // the TS length instead of 1 s, AOI_MILP_PORTS / AOI_MILP_INC every unit's
-// optical ports / INC jobs instead of 24 / 4, AOI_MILP_THREADS=n CBC's threads).
+// optical ports / INC jobs instead of 24 / 4, AOI_MILP_THREADS=n CBC's threads,
+// AOI_MILP_PLAIN=1 without the strengthening rows).
 TEST(AoiMilp, DISABLED_TableITiming) {
   std::vector<unsigned> sizes{40, 50, 60};
   if (const char* e = std::getenv("AOI_MILP_JOBS")) sizes = {static_cast<unsigned>(std::stoul(e))};
@@ -468,6 +469,7 @@ TEST(AoiMilp, DISABLED_TableITiming) {
     MilpOptions o;
     o.time_limit_s = limit;
     o.threads = threads;
+    if (std::getenv("AOI_MILP_PLAIN")) o.run_length_rows = o.makespan_rows = o.incumbent_cutoff = false;
     const MilpReport rep = solve_milp(inst, o);
     const Check c = check_schedule(inst, rep.schedule);
     ASSERT_TRUE(c.ok) << c.errors.front();

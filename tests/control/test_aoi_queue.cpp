@@ -104,11 +104,11 @@ TEST(AoiQueue, AnIterationIsComputePushAndUpdate) {
   Job j = aoi_job(0, {{0, 2}}, 1, 10.0, 0.05);
   j.iterations = 10;
   j.compute_s = 0.1;
-  EXPECT_DOUBLE_EQ(data_gbps(inst.net, j, std::nullopt, 10), 4.0);
-  EXPECT_DOUBLE_EQ(data_gbps(inst.net, j, 0u, 10), 5.0);
-  EXPECT_DOUBLE_EQ(rate_for_data_gbps(inst.net, j, std::nullopt, 4.0), 10.0);
+  EXPECT_DOUBLE_EQ(data_gbps(j, std::nullopt, 10), 4.0);
+  EXPECT_DOUBLE_EQ(data_gbps(j, 0u, 10), 5.0);
+  EXPECT_DOUBLE_EQ(rate_for_data_gbps(j, std::nullopt, 4.0), 10.0);
   // No rate moves more than an iteration's data per compute and update.
-  EXPECT_EQ(rate_for_data_gbps(inst.net, j, std::nullopt, 1 / 0.15 + 1e-9), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(rate_for_data_gbps(j, std::nullopt, 1 / 0.15 + 1e-9), std::numeric_limits<double>::infinity());
   EXPECT_DOUBLE_EQ(final_update(j, std::nullopt), 0.0);
 
   // The worker's NIC at 10 Gbps: 10 Gb at 4 Gbps is done in TS 3, and the
@@ -138,9 +138,8 @@ TEST(AoiQueue, ThePsNicLimitsWhatTheWorkersSend) {
   inst.net.ps_gbps = 20;
   inst.net.reconfig_s = 0;
   inst.jobs = {aoi_job(0, {{0, 4}}, 1, 10.0, 0.5)};
-  EXPECT_DOUBLE_EQ(data_gbps(inst.net, inst.jobs[0], std::nullopt, 40), 5.0);
-  EXPECT_DOUBLE_EQ(data_gbps(inst.net, inst.jobs[0], 0u, 40), 40.0);
-  EXPECT_EQ(rate_for_data_gbps(inst.net, inst.jobs[0], std::nullopt, 6), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(rate_cap(inst.net, inst.jobs[0], std::nullopt), 5.0);
+  EXPECT_DOUBLE_EQ(rate_cap(inst.net, inst.jobs[0], 0u), 40.0);
   const Schedule s = plan_tw(inst, {.inc = false});
   const Check c = check_schedule(inst, s);
   ASSERT_TRUE(c.ok) << (c.errors.empty() ? "" : c.errors.front());
