@@ -1,5 +1,6 @@
 // Time model of one allreduce; documented in rina_time.hpp.
 #include "control/rina_time.hpp"
+#include "control/interval_index.hpp"
 
 #include <fmt/format.h>
 
@@ -28,8 +29,20 @@ struct Episode {
   double queued = 0;  // bytes waiting at the port as such (a slow-start round's burst), beside `bytes` in flight
 };
 
-// Per arc (port): the flows' episodes there (flow, episode).
-using Standing = std::vector<std::vector<std::pair<size_t, Episode>>>;
+// Per arc (port): the flows' episodes there (flow, episode), indexed by time.
+struct PortEpisodes {
+  std::vector<std::pair<size_t, Episode>> list;
+  IntervalIndex index;  // list's [from, to), built once the list is complete
+  void clear() {
+    list.clear();
+    index.clear();
+  }
+  void add(size_t flow, const Episode& e) {
+    list.push_back({flow, e});
+    index.add(e.from, e.to);
+  }
+};
+using Standing = std::vector<PortEpisodes>;
 
 struct Queues {
   const Graph* g = nullptr;
@@ -43,12 +56,14 @@ struct Queues {
   bool own = false;               // its window beyond the pipe waits at that port (not paced below its share)
   bool marks = false;             // that port marks ECN (a switch's egress)
   double w0 = 0;                  // window at the start (0: the transport's window)
+  bool ss0 = false;               // goes on in slow start from w0 (its sender's previous send ended in it)
   double r0 = 0;                  // its sender's smoothed round trip at the start (s; 0: none yet)
   double alone = 0;               // its rate with its ports to itself (bits/s; the acknowledgement clock's fastest)
   double line = 0;                // its sender's link (bits/s): a burst leaves no faster
   bool window_paced = false;      // its sender paces at its window's rate over the round trip (host::window_pace_gbps)
   // Results.
   double w_end = 0;               // window at the end
+  bool ss_end = false;            // still in slow start at the end
   double r_end = 0;               // round trip of its last round (its sender's smoothed round trip after)
   std::vector<Episode> mine;      // its bytes in flight through the port (times from the transfer's start)
 
@@ -57,20 +72,25 @@ struct Queues {
   // product over the longest of their round trips.
   // Plus the bursts waiting there (Episode::queued; `queued` more).
   double queue_at(ArcId a, double t, double bytes = 0, double rtt = 0, double queued = 0) const {
-    for (const auto& [h, e] : (*standing)[a])
-      if (h != self && e.from <= t && t < e.to) {
-        bytes += e.bytes;
-        queued += e.queued;
-        rtt = std::max(rtt, e.rtt);
-      }
+    const PortEpisodes& on = (*standing)[a];
+    on.index.stab(t, [&](size_t i) {
+      const auto& [h, e] = on.list[i];
+      if (h == self) return;
+      bytes += e.bytes;
+      queued += e.queued;
+      rtt = std::max(rtt, e.rtt);
+    });
     return std::max(0.0, bytes - g->arc_gbps(a) * 1e9 / 8 * rtt) + queued;
   }
   // Port a's rate (bytes/s) the others' bytes in flight leave free at t
   // (each sends its bytes in flight a round trip).
   double spare_at(ArcId a, double t) const {
     double used = 0;
-    for (const auto& [h, e] : (*standing)[a])
-      if (h != self && e.from <= t && t < e.to && e.rtt > 0) used += e.bytes / e.rtt;
+    const PortEpisodes& on = (*standing)[a];
+    on.index.stab(t, [&](size_t i) {
+      const auto& [h, e] = on.list[i];
+      if (h != self && e.rtt > 0) used += e.bytes / e.rtt;
+    });
     return std::max(0.0, g->arc_gbps(a) * 1e9 / 8 - used);
   }
   double wait_at(ArcId a, double t) const { return queue_at(a, t) / (g->arc_gbps(a) * 1e9 / 8); }
@@ -115,6 +135,7 @@ class Model {
 
   const TimeParams& params() const { return p_; }
   double wire() const { return b_; }
+  double window() const { return w_; }  // the transport's window (packets)
   uint64_t packets(uint64_t values) const { return (values + p_.payload_values - 1) / p_.payload_values; }
   std::vector<ArcId> path(NodeId a, NodeId b) const { return a == b ? std::vector<ArcId>{} : routing_.path(a, b); }
   // A multicast copy's way (topo::Routing::tree_path).
@@ -173,6 +194,7 @@ class Model {
     q.mine.clear();
     q.w_end = win;
     q.r_end = q.r0;
+    q.ss_end = t.slow_start || q.ss0;
     if (t.packets == 0) return 0;
     const double s = 8 * b_ / rate;
     bw = static_cast<double>(t.packets - 1) * s;
@@ -184,14 +206,17 @@ class Model {
     // hold: the hold-off after a halving, the round trip the sender had
     // measured when the echo came (the round it came in).
     double sent = 0, at = 0, echo_at = kNone, cut = -kNone, hold = 0, last_R = 0;
-    bool ss = t.slow_start;
+    bool ss = t.slow_start || q.ss0;
     // A window-paced sender's window grows no further than it covers its
-    // link's rate over the round trip (RingEndpoint::growth_ceiling; the
-    // covering window as host::window_covering, R in seconds).
+    // link's rate over the least round trip of the transfer's rounds
+    // (RingEndpoint::growth_ceiling; the covering window as
+    // host::window_covering, R in seconds).
     const double link_gbps = host::ring_link_gbps(t.paced, rina_pace_gbps(p_), q.line / 1e9, p_.rina_transport);
+    double least_R = kNone;
     auto grown = [&](double w, double by, double R) {
+      least_R = std::min(least_R, R);
       if (!q.window_paced || link_gbps <= 0) return w + by;
-      return host::grow_to_ceiling(w, by, link_gbps * 1e9 * R / (8 * b_));
+      return host::grow_to_ceiling(w, by, link_gbps * 1e9 * least_R / (8 * b_));
     };
     for (;;) {
       if (echo_at <= at) {
@@ -226,6 +251,7 @@ class Model {
       // measured (before any acknowledgement of this transfer): over a
       // shorter way than this one's, faster than the port serves it.
       double sb = sp, served = sr;
+      const size_t round_first = q.mine.size();  // this round's episodes from here on
       if (ss && q.line > 0) {
         sb = std::max({8 * b_ / q.line, sr / 2, sp});
       } else if (q.window_paced && !ss && sent == 0 && q.r0 > 0 && q.line > 0 && q.has_neck) {
@@ -259,8 +285,10 @@ class Model {
           const double burst_end = now + n * sb;  // one value: compared for equality below
           if (burst > 0) when.push_back(burst_end);
           if (dur > R) when.push_back(now + R);
-          for (const auto& [h, e] : (*q.standing)[q.neck])
-            if (h != q.self && e.from > now && e.from < now + dur) when.push_back(e.from);
+          const PortEpisodes& on = (*q.standing)[q.neck];
+          on.index.starting(now, now + dur, [&](size_t i) {
+            if (on.list[i].first != q.self) when.push_back(on.list[i].second.from);
+          });
           std::sort(when.begin(), when.end());
           for (const double w : when)
             if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0); Q > K) {
@@ -273,6 +301,13 @@ class Model {
       // An echo within the round halves the window there: the round ends
       // with the packets it sent by then.
       if (echo_at > at && echo_at < at + dur) {
+        // Its bytes in flight end there too: the next round's take over.
+        const double cut_at = start + echo_at;
+        auto& e = q.mine;
+        for (size_t i = round_first; i < e.size(); ++i) e[i].to = std::min(e[i].to, cut_at);
+        e.erase(std::remove_if(e.begin() + static_cast<std::ptrdiff_t>(round_first), e.end(),
+                               [](const Episode& x) { return x.to <= x.from; }),
+                e.end());
         const double part = (echo_at - at) / dur;
         sent += n * part;
         win = grown(win, grow * part, R);
@@ -282,6 +317,7 @@ class Model {
       if (rest <= win) {  // the last packet's round trip, through the queues as it leaves
         q.w_end = grown(win, grow, R);
         q.r_end = R;
+        q.ss_end = ss;
         const double last = at + (n - 1) * sp;
         return start + last + t.rtt + q.delay_at(q.t0 + start + last);
       }
@@ -473,6 +509,9 @@ struct Flow {
   std::vector<std::vector<ArcId>> routes;        // each sender -> receiver way (in order; acknowledgements come back on it)
   std::vector<size_t> neck;                      // indices into t.arcs: the ports its rate is the share of
   int prev = -1;                                 // its sender's previous flow (the window carries over)
+  bool keeps_slow_start = false;                 // goes on in slow start if the previous flow ended in it
+  double w_carry = 0;                            // the window it hands its sender's next flow (damped; 0: none yet)
+  bool ss_carry = false;                         // and whether it ended in slow start
   Queues q;
 };
 
@@ -487,8 +526,6 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
                              const Standing& standing, std::vector<double>& bw) {
   // The rates and times first, every flow with the others' queues of the
   // last schedule (their episodes) and its sender's window from it.
-  std::vector<double> w_end(flows.size());
-  for (size_t i = 0; i < flows.size(); ++i) w_end[i] = flows[i].q.w_end;
   for (size_t fi = 0; fi < flows.size(); ++fi) {
     Flow& f = flows[fi];
     double share = std::numeric_limits<double>::infinity();
@@ -513,7 +550,8 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
     q.self = fi;
     q.ways = &f.routes;
     q.t0 = std::max(f.t0, 0.0);
-    q.w0 = f.prev >= 0 ? w_end[static_cast<size_t>(f.prev)] : 0;
+    q.w0 = f.prev >= 0 ? flows[static_cast<size_t>(f.prev)].w_carry : 0;
+    q.ss0 = f.keeps_slow_start && f.prev >= 0 && flows[static_cast<size_t>(f.prev)].ss_carry;
     q.own = f.rate >= share * (1 - 1e-9);  // paced below its share, the excess waits at the sender
     q.has_neck = false;
     q.copies = 1;
@@ -526,7 +564,7 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
     double most = -1;
     for (const size_t i : f.neck) {
       double sum = 0;
-      for (const auto& [h, e] : standing[f.t.arcs[i]])
+      for (const auto& [h, e] : standing[f.t.arcs[i]].list)
         if (h != fi) sum += e.bytes * (e.to - e.from);
       if (sum > most) {
         most = sum;
@@ -763,8 +801,12 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     } else {
       to_group({}, from, gr[(i + 1) % G]);
       // A member's first AllGather send starts from one packet; its later
-      // ones go on with the window its previous send ended with (Flow::prev).
-      if (r && p.rina_transport == host::RinaTransport::Paper && s < x.members.size()) f.t.slow_start = true;
+      // ones go on with the window its previous send ended with (Flow::prev),
+      // in slow start still if it ended in it (RingEndpoint::begin_send).
+      if (r && p.rina_transport == host::RinaTransport::Paper) {
+        if (s < x.members.size()) f.t.slow_start = true;
+        else f.keeps_slow_start = true;
+      }
     }
     if (tree) f.extra = extras(tx);
     return add(std::move(f));
@@ -819,15 +861,16 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
   // Standing queues of the last schedule (Queues), for the next one.
   Standing standing(g.num_arcs());
   auto stand = [&] {
-    for (auto& v : standing) v.clear();
+    for (PortEpisodes& v : standing) v.clear();
     for (size_t f = 0; f < flows.size(); ++f) {
       const Flow& x = flows[f];
       if (x.t0 < 0) continue;
       for (const size_t i : x.neck)
         for (const Episode& e : x.q.mine)
-          standing[x.t.arcs[i]].push_back({f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
-                                                 e.queued / x.q.copies * x.copies[i]}});
+          standing[x.t.arcs[i]].add(f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
+                                        e.queued / x.q.copies * x.copies[i]});
     }
+    for (PortEpisodes& v : standing) v.index.build();
   };
   std::vector<double> dur_before(flows.size(), -1);
   constexpr int kMaxRounds = 200;
@@ -836,6 +879,17 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     out.sharing_rounds = iter + 1;
     done = schedule(m, p, g, workers, plan, flows, standing, bw);
     stand();
+    // The windows a sender carries from one transfer to its next, damped
+    // as the loads are: undamped, a window that builds a queue in one
+    // schedule ends halved, the next schedule starts small and builds none,
+    // and the schedules alternate instead of settling.
+    double carried = 0;
+    for (Flow& f : flows) {
+      const double next = iter == 0 ? f.q.w_end : 0.5 * (f.w_carry + f.q.w_end);
+      carried = std::max(carried, std::abs(next - f.w_carry));
+      f.w_carry = next;
+      f.ss_carry = f.q.ss_end;
+    }
     double moved = 0;  // the queues' effect: flows' times moved (s)
     for (size_t f = 0; f < flows.size(); ++f) {
       moved = std::max(moved, std::abs(flows[f].dur - dur_before[f]));
@@ -868,12 +922,19 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         change = std::max(change, std::abs(next - l));
         l = next;
       }
-    if (change < 1e-6 && moved < 1e-12) {
+    if (change < 1e-6 && moved < 1e-12 && carried < 1e-6) {
       out.sharing_converged = true;
       break;
     }
   }
   done = schedule(m, p, g, workers, plan, flows, standing, bw);
+  out.send_windows.assign(n, {});
+  for (size_t w = 0; w < n; ++w)
+    for (const WorkerStep& st : plan[w])
+      if (st.send >= 0 && flows[static_cast<size_t>(st.send)].sender == workers[w]) {
+        const Flow& f = flows[static_cast<size_t>(st.send)];
+        out.send_windows[w].push_back(f.t.slow_start ? 1 : f.q.w0 > 0 ? f.q.w0 : m.window());
+      }
   // Eq. 1's straggler term: G - 1 ScatterReduce steps (every worker sends),
   // the INA racks' step (their members), G - 1 AllGather steps (G senders).
   double strag = 0;

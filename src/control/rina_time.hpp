@@ -199,9 +199,12 @@ struct TimeResult {
   int steps = 0;           // dependent steps (the chain)
   int groups = 0;          // ring schemes: members of the outer ring (RAR: N; H-AR: racks; Rina: G)
   std::vector<double> worker_s;  // Rina: each worker's completion (in `workers` order); empty otherwise
+  // Rina: per worker (in `workers` order), the window (packets) each of its
+  // sends starts with, in its steps' order (host::RingStepRecord::cwnd).
+  std::vector<std::vector<double>> send_windows;
   // Rina: rounds of the schedule <-> link-sharing fixed point, and whether it
-  // converged (loads moved < 1e-6) within its 200 rounds; if not, the last
-  // round's schedule is the result and callers must say so.
+  // converged (loads and carried windows moved < 1e-6) within its 200 rounds;
+  // if not, the last round's schedule is the result and callers must say so.
   int sharing_rounds = 0;
   bool sharing_converged = true;
 };

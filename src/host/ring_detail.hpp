@@ -63,6 +63,7 @@ struct RingEndpoint::Send {
   uint64_t inflight = 0;
   uint32_t hi = 0;  // one past the highest packet every acker acknowledged
   uint32_t fr = 0;  // packets below this were checked for a fast retransmission
+  Time least_rtt = 0;  // the least round trip sampled on this transfer (0: none yet)
   DeadlineQueue<uint32_t> rto;
   // Receiver flow control: packets an acker refused (kBusy), neither in
   // flight nor timed; while some acker holds the transfer (its bit in

@@ -55,12 +55,16 @@ double RingEndpoint::pace_rate(const Step& s) const {
 }
 
 // RinaTransport::Paper: a paced send stops growing its window where it
-// covers the link's rate over the smoothed RTT.
+// covers the link's rate over the least round trip sampled on this
+// transfer (the smoothed RTT before its first sample). The smoothed RTT
+// includes the queue the window itself builds, so a ceiling over it rises
+// with the window and expansion never ceases at full speed.
 double RingEndpoint::growth_ceiling(const Step& s) const {
   const double rate = link_rate(s);
   if (cfg_.rina_transport != RinaTransport::Paper || rate <= 0 || rtt_.srtt() <= 0)
     return std::numeric_limits<double>::infinity();
-  return window_covering(rate, rtt_.srtt(), cfg_.wire_bytes);
+  const Time least = send_ && send_->least_rtt > 0 ? send_->least_rtt : rtt_.srtt();
+  return window_covering(rate, least, cfg_.wire_bytes);
 }
 
 Time ring_detail::pace_gap(double gbps, uint32_t wire_bytes) {
@@ -575,8 +579,10 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   ++x.acked_pkts;
   bool delayed = false;
   if (x.retx[idx] == 0) {
-    rtt_.sample(now - x.first_tx[idx]);
-    delayed = delay_.sample(now - x.first_tx[idx]);
+    const Time rtt = now - x.first_tx[idx];
+    rtt_.sample(rtt);
+    if (x.least_rtt == 0 || rtt < x.least_rtt) x.least_rtt = rtt;
+    delayed = delay_.sample(rtt);
     backoff_ = 0;
   }
   while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;

@@ -58,15 +58,16 @@ struct Member {
   }
 
   // Runs the current send to its end: every data packet is acknowledged by
-  // `acker` `delay` after it left; pace timers fire when due. Records each
-  // data packet's send time in `sent_at`.
+  // `acker` `delay` after it left (the k-th data packet sent, k from 1, k x
+  // `delay_growth` later still: a queue building up); pace timers fire when
+  // due. Records each data packet's send time in `sent_at`.
   void run_send(size_t step, NodeId acker) {
     std::vector<std::pair<Time, Header>> acks;  // due time, the data packet's header
     for (;;) {
       for (const auto& s : fx.take())
         if (s.h.type == PktType::RingData) {
           sent_at.push_back(fx.now());
-          acks.emplace_back(fx.now() + delay, s.h);
+          acks.emplace_back(fx.now() + delay + delay_growth * static_cast<Time>(sent_at.size()), s.h);
         }
       if (ep->step_log()[step].send_done != kNever) return;
       const Time next_ack = acks.empty() ? kNever : acks.front().first;
@@ -117,6 +118,7 @@ struct Member {
   }
 
   Time delay;
+  Time delay_growth = 0;
   test::FakeEffects fx{256};
   std::unique_ptr<host::RingEndpoint> ep;
   std::vector<Time> sent_at;
@@ -155,6 +157,20 @@ TEST(RinaTransport, PaperStopsWindowGrowthAtFullSpeed) {
   aimd.pull(0);
   aimd.run_send(0, kTor);
   EXPECT_GT(aimd.ep->cwnd(), 11.5);
+}
+
+// Paper's ceiling follows the least RTT sampled on the send, not the
+// smoothed one: here each acknowledgement comes 20 ns later than the one
+// before (the window's own queue), so srtt rises from 1.02 us towards
+// 2.3 us. The window stops where it covers 20 Gbps over the first, least
+// RTT: 20 Gbps x 1.02 us / 306 B = 8.33 packets. Over srtt it would grow to
+// ~11.9, as far as 64 acknowledgements take it, and keep a queue of its own.
+TEST(RinaTransport, PaperCeilingFollowsTheLeastRttNotTheQueue) {
+  Member paper(host::RinaTransport::Paper, 20);
+  paper.delay_growth = 20000;  // ps
+  paper.pull(0);
+  paper.run_send(0, kTor);
+  EXPECT_EQ(paper.ep->cwnd(), host::window_covering(20, 1 * kUs + 20000, 306));
 }
 
 // "Full speed" (footnote 1: 20 Gbps) is the pacing rate when none is set
