@@ -215,10 +215,11 @@ TEST(RinaTime, CarriedWindowsBurstOverTheLastRoundTrip) {
 }
 
 // A ring sender's window grows no further than it covers its link's rate
-// over the round trip (RingEndpoint::growth_ceiling), and a Rina member's
-// later AllGather sends go on with the window its previous send ended with.
-// Dragonfly 4,5,2 with every router an INA ToR (20 groups of 2), 8 MiB at
-// the scenarios' 2.5 us per link: 9.38 model vs 9.58 Gbps. With the window
+// over its least round trip (RingEndpoint::growth_ceiling), and a Rina
+// member's later AllGather sends go on with the window its previous send
+// ended with. Dragonfly 4,5,2 with every router an INA ToR (20 groups of
+// 2), 8 MiB at the scenarios' 2.5 us per link: 10.21 model vs 9.89 Gbps
+// (+3.3 %; at 10 MiB -9.5 %, docs/results/rina_bom.md). With the window
 // unbounded and a member's later sends at its whole shard (2049 packets)
 // the model put each shard's bytes in flight at once, the ports' queues
 // halved the others' windows in the model only, and it said 6.97 (-27 %;
