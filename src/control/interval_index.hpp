@@ -46,6 +46,11 @@ class IntervalIndex {
     }
     bins_ = n;
     width_ = hi > lo_ ? (hi - lo_) / static_cast<double>(bins_) : 1.0;
+    // Ends that are not finite, or a span too narrow for n normal bins: one bin.
+    if (!std::isfinite(lo_) || !std::isfinite(hi) || !std::isnormal(width_)) {
+      bins_ = 1;
+      width_ = 1.0;
+    }
     std::vector<uint32_t> count(bins_ + 1, 0);
     for (size_t i = 0; i < n; ++i)
       if (to_[i] > from_[i])
@@ -62,7 +67,7 @@ class IntervalIndex {
   // f(i) for every interval i with from_i <= t < to_i, in insertion order.
   template <class F>
   void stab(double t, F&& f) const {
-    if (entries_.empty() || t < lo_) return;
+    if (entries_.empty() || !(t >= lo_)) return;
     const size_t b = bin(t);
     for (uint32_t k = start_[b]; k < start_[b + 1]; ++k) {
       const uint32_t i = entries_[k];
@@ -83,10 +88,13 @@ class IntervalIndex {
   }
 
  private:
-  // The bin of t (t >= lo_), the last bin for t at or past the end.
+  // The bin of t (t >= lo_), the last bin for t at or past the end; bin 0
+  // for anything else, a NaN included (with one bin, every t).
   size_t bin(double t) const {
+    if (bins_ == 1) return 0;
     const double x = std::floor((t - lo_) / width_);
-    return x <= 0 ? 0 : x >= static_cast<double>(bins_ - 1) ? bins_ - 1 : static_cast<size_t>(x);
+    if (!(x > 0)) return 0;
+    return x >= static_cast<double>(bins_ - 1) ? bins_ - 1 : static_cast<size_t>(x);
   }
 
   std::vector<double> from_, to_;

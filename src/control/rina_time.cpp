@@ -867,8 +867,9 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
       if (x.t0 < 0) continue;
       for (const size_t i : x.neck)
         for (const Episode& e : x.q.mine)
-          standing[x.t.arcs[i]].add(f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
-                                        e.queued / x.q.copies * x.copies[i]});
+          if (x.t0 + e.to > x.t0 + e.from)  // an empty episode holds nothing, and begins nothing
+            standing[x.t.arcs[i]].add(f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
+                                          e.queued / x.q.copies * x.copies[i]});
     }
     for (PortEpisodes& v : standing) v.index.build();
   };

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -99,6 +100,28 @@ TEST(IntervalIndex, IntervalsAtOnePoint) {
   std::vector<size_t> got;
   y.stab(3, [&](size_t i) { got.push_back(i); });
   EXPECT_EQ(got, (std::vector<size_t>{0, 1}));
+}
+
+// Ends at infinity, and a span too narrow for its bins: answers as the
+// scan, no bin computed from a NaN.
+TEST(IntervalIndex, InfiniteEndsAndNarrowSpans) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<Iv> v = {{0, inf}, {-inf, 5}, {2, 3}};
+  const IntervalIndex x = built(v);
+  for (const double t : {-1e300, -1.0, 0.0, 2.5, 4.0, 1e300}) {
+    std::vector<size_t> got;
+    x.stab(t, [&](size_t i) { got.push_back(i); });
+    EXPECT_EQ(got, scan_stab(v, t)) << "t " << t;
+  }
+  int calls = 0;
+  x.stab(std::numeric_limits<double>::quiet_NaN(), [&](size_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  const double d = std::numeric_limits<double>::denorm_min();
+  const std::vector<Iv> w = {{0, d}, {0, d}, {0, d}, {0, d}};
+  const IntervalIndex y = built(w);
+  std::vector<size_t> got;
+  y.stab(0, [&](size_t i) { got.push_back(i); });
+  EXPECT_EQ(got, scan_stab(w, 0));
 }
 
 }  // namespace

@@ -233,11 +233,12 @@ TEST(RinaTime, RinaWindowsStopWhereTheyCoverTheLink) {
 // A window halved within a round keeps in flight only what the halved
 // window holds: the round's episodes at its port end at the echo, and the
 // rounds after it start from there. Dragonfly 4,5,2 with every router an
-// INA ToR, 4 MiB at 2.5 us per link: 8.73 model vs 8.64 Gbps. With the
-// round's episodes left to its planned end, the two members of a rack,
-// which send their AllGather shards together through their ToR's uplink,
-// each saw the other's window twice at that port, unhalved beside halved,
-// halved a second time and went on at a quarter: 8.03 (-7.0 %).
+// INA ToR, 4 MiB at 2.5 us per link: 8.73 model vs 8.64 Gbps. A model that
+// leaves the round's episodes to its planned end counts both windows: the
+// two members of a rack, which send their AllGather shards together
+// through their ToR's uplink, each see the other's window twice at that
+// port, unhalved beside halved, halve a second time and go on at a
+// quarter: 8.03 (-7.0 %).
 TEST(RinaTime, AHalvedWindowsBytesInFlightEndAtTheEcho) {
   const topo::Graph df = *topo::generate("dragonfly:4,5,2");
   const Case c{"dragonfly:4,5,2 rina, every router", df, 40, df.switches(), "rina"};
@@ -251,12 +252,12 @@ TEST(RinaTime, AHalvedWindowsBytesInFlightEndAtTheEcho) {
 // 4 MiB at 2.5 us per link, h38 (the first member of group 19): its
 // AllGather sends start at 1, 821, 1027.5 (the ceiling: 100 Gbps over its
 // least round trip, 25.15 us, / 306 B), 1027.5 and, halved, 513.7 in the
-// simulator; the model within a packet. Ended at the first send's end it
-// said 821, 822, 823, 412. Other members' windows part where the model's
-// queues differ: h31's third send grows to 1641 over a round trip with
-// 15 us of queue that the simulator's least sample lacks (1027.4); at
-// 8 MiB h22's first AllGather send ends at 514 on an echo the simulator's
-// does not get (1027.3).
+// simulator; the model within a packet. A model that ends slow start with
+// the first send says 821, 822, 823, 412. Other members' windows part
+// where the model's queues differ: h31's third send grows to 1641 over a
+// round trip with 15 us of queue that the simulator's least sample lacks
+// (1027.4); at 8 MiB h22's first AllGather send ends at 514 on an echo
+// the simulator's does not get (1027.3).
 TEST(RinaTime, AllGatherSlowStartGoesOnAcrossAMembersSends) {
   topo::Graph g = *topo::generate("dragonfly:4,5,2");
   const std::vector<topo::NodeId> workers = g.hosts();
