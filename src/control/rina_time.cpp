@@ -135,7 +135,6 @@ class Model {
 
   const TimeParams& params() const { return p_; }
   double wire() const { return b_; }
-  double window() const { return w_; }  // the transport's window (packets)
   uint64_t packets(uint64_t values) const { return (values + p_.payload_values - 1) / p_.payload_values; }
   std::vector<ArcId> path(NodeId a, NodeId b) const { return a == b ? std::vector<ArcId>{} : routing_.path(a, b); }
   // A multicast copy's way (topo::Routing::tree_path).
@@ -175,6 +174,12 @@ class Model {
     }
   }
 
+  // The window a transfer starts with: one packet in a slow start of its
+  // own, else its fixed window, the one its sender carries, or the transport's.
+  double start_window(const Transfer& t, const Queues& q) const {
+    return t.slow_start ? 1 : t.window > 0 ? t.window : q.w0 > 0 ? q.w0 : w_;
+  }
+
   // The same, round trip by round trip, with the queues the transfer meets
   // (Rina; see Queues and the header). A round sends the window (a window
   // beyond the pipe at the rate: the round takes its time on the
@@ -190,7 +195,7 @@ class Model {
   // grows by a packet a round trip. The window at the end and its episodes
   // (from the transfer's start) go to `q`.
   double transfer_time(const Transfer& t, double rate, double& bw, Queues& q) const {
-    double win = t.slow_start ? 1 : t.window > 0 ? t.window : q.w0 > 0 ? q.w0 : w_;
+    double win = start_window(t, q);
     q.mine.clear();
     q.w_end = win;
     q.r_end = q.r0;
@@ -934,7 +939,7 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
     for (const WorkerStep& st : plan[w])
       if (st.send >= 0 && flows[static_cast<size_t>(st.send)].sender == workers[w]) {
         const Flow& f = flows[static_cast<size_t>(st.send)];
-        out.send_windows[w].push_back(f.t.slow_start ? 1 : f.q.w0 > 0 ? f.q.w0 : m.window());
+        out.send_windows[w].push_back(m.start_window(f.t, f.q));
       }
   // Eq. 1's straggler term: G - 1 ScatterReduce steps (every worker sends),
   // the INA racks' step (their members), G - 1 AllGather steps (G senders).

@@ -9,6 +9,8 @@
 #include "core/rng.hpp"
 #include "dataplane/switch.hpp"
 #include "experiment/runner.hpp"
+#include "core/time.hpp"
+#include "host/congestion_window.hpp"
 #include "host/tensor_io.hpp"
 #include "host/worker_node.hpp"
 #include "schemes/registry.hpp"
@@ -61,7 +63,7 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
       host::WorkerConfig w;
       w.payload_values = payload_values;
       w.init_window = std::max(1.0, opt.init_window_kb * 1000 / pkt_bytes);
-      w.bdp_packets = opt.link_gbps * 1e3 / 8 * opt.rtt_us / pkt_bytes;
+      w.bdp_packets = host::window_covering(opt.link_gbps, from_us(opt.rtt_us), pkt_bytes);
       w = cluster->worker(j, static_cast<size_t>(r), w);
       auto t = std::make_shared<host::SyntheticTensor>(mix(opt.seed, 0xA01 + j), static_cast<unsigned>(r),
                                                         static_cast<unsigned>(jobs[j].workers));

@@ -17,6 +17,8 @@
 #include "experiment/collective.hpp"
 #include "experiment/network_point.hpp"
 #include "experiment/sparse_point.hpp"
+#include "core/time.hpp"
+#include "host/congestion_window.hpp"
 #include "host/profile.hpp"
 #include "host/ps.hpp"
 #include "schemes/registry.hpp"
@@ -130,7 +132,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   profile.apply(wbase);
   wbase.payload_values = payload_values;
   wbase.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
-  wbase.bdp_packets = s.link_gbps * 1e3 / 8 * s.rtt_us / pkt_bytes;  // each worker's link x its RTT
+  wbase.bdp_packets = host::window_covering(s.link_gbps, from_us(s.rtt_us), pkt_bytes);  // each worker's link x its RTT
   if (s.min_rto_us > 0) wbase.min_rto = from_us(s.min_rto_us);
   wbase.reminder_after = s.reminder_after;
   wbase.ecn_per_window = s.ecn_per_window;

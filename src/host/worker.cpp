@@ -34,7 +34,11 @@ CongestionWindowConfig window_config(const WorkerConfig& cfg) {
 }  // namespace
 
 WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
-    : cfg_(cfg), cw_(window_config(cfg)), rtt_(cfg.min_rto, cfg.max_rto), delay_(cfg.delay_target) {
+    : cfg_(cfg),
+      cw_(window_config(cfg)),
+      aoi_threshold_(cfg.segment_size > 0 ? aoi_threshold(cfg) : 0),
+      rtt_(cfg.min_rto, cfg.max_rto),
+      delay_(cfg.delay_target) {
   if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
@@ -266,7 +270,7 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     ++st_.delayed_acks;
     decrease(now);
   } else if (segmented()) {
-    cw_.on_ack(aoi_threshold(cfg_));  // the paper's window grows "until reaching a threshold"
+    cw_.on_ack(aoi_threshold_);  // the paper's window grows "until reaching a threshold"
   } else {
     cw_.on_ack();
   }

@@ -284,6 +284,7 @@ class WorkerTransport {
   uint64_t next_op_id_ = 0;
   uint32_t next_psn_ = 0;
   CongestionWindow cw_;
+  double aoi_threshold_ = 0;  // P4INC-AOI: where the window stops growing (0: not a segment scheme)
   uint64_t inflight_ = 0;
   RttEstimator rtt_;
   DelaySignal delay_;         // delay_target (off at 0)
