@@ -371,7 +371,7 @@ class RingEndpoint final : public Node {
   void unpark_one(uint32_t idx, Time now, Effects& fx);
   void unpark_state(uint32_t idx);
   void end_hold(uint64_t bit, Time now, Effects& fx);
-  void time_packet(uint32_t idx, unsigned n, Time now, Effects& fx);
+  void time_packet(uint32_t idx, unsigned n, Time from, Effects& fx);
   unsigned doublings(uint32_t idx) const;
   void refuse(const Packet& d, uint64_t ord, Effects& fx);
   void resume_refused(Effects& fx);

@@ -79,6 +79,14 @@ struct RingEndpoint::Send {
   // the ToR keeps this sender's packets for that member's, so their RTO is
   // not a loss.
   bool rack_held = false;
+  // Packets below this one were in flight while a late member held the
+  // step: their round trip includes the wait, no RTT or delay sample.
+  uint32_t sample_from = 0;
+  // When a packet of this transfer was last acknowledged by every acker
+  // (kNever: none yet). An RTO runs from the later of a packet's send and
+  // this (RFC 6298, 5.3): while the transfer makes progress, a packet that
+  // waits for its turn (at a ToR, behind a slower rack member's) is not lost.
+  Time progress_at = kNever;
 };
 
 struct RingEndpoint::Recv {

@@ -168,14 +168,15 @@ void RingEndpoint::on_rack_word(uint32_t tag, bool resumed, Time now, Effects& f
   Send& x = *send_;
   ++st_.rack_words;
   x.rack_held = false;
+  x.sample_from = x.next;
   for (uint32_t idx = x.low; idx < x.next; ++idx)
     if (x.acked[idx] != x.all && !x.parked[idx]) time_packet(idx, std::min<unsigned>(x.retx[idx], 6), now, fx);
 }
 
-// Packet idx's RTO from now, the estimator's timeout doubled n times.
-void RingEndpoint::time_packet(uint32_t idx, unsigned n, Time now, Effects& fx) {
+// Packet idx's RTO from `from`, the estimator's timeout doubled n times.
+void RingEndpoint::time_packet(uint32_t idx, unsigned n, Time from, Effects& fx) {
   Send& x = *send_;
-  x.deadline[idx] = now + backed_off_rto(rtt_.timeout(), n, cfg_.max_rto);
+  x.deadline[idx] = from + backed_off_rto(rtt_.timeout(), n, cfg_.max_rto);
   if (x.rto.push(x.deadline[idx], idx)) arm(x.deadline[idx], fx);
 }
 
@@ -265,6 +266,15 @@ void RingEndpoint::on_rto(Time now, Effects& fx) {
       now,
       [&](uint32_t idx, Time at) {
         if (!send_ || x.acked[idx] == x.all || x.deadline[idx] != at) return;
+        if (const unsigned n = doublings(idx);
+            n == 0 && x.progress_at != kNever &&
+            now < x.progress_at + backed_off_rto(rtt_.timeout(), n, cfg_.max_rto)) {
+          // Acknowledged progress since it left: timed from that (Send::
+          // progress_at). Not once a timeout backed the RTO off: a loss
+          // recovers at the backed-off pace, not later still.
+          time_packet(idx, n, x.progress_at, fx);
+          return;
+        }
         if (x.rack_held) {
           // A late member holds the step: the ToR keeps this packet for
           // the member's, so it is not lost. Timed again; the agent's pull
@@ -577,12 +587,15 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   if (x.acked[idx] != x.all) return;
   --x.inflight;
   ++x.acked_pkts;
+  x.progress_at = now;
   bool delayed = false;
   if (x.retx[idx] == 0) {
-    const Time rtt = now - x.first_tx[idx];
-    rtt_.sample(rtt);
-    if (x.least_rtt == 0 || rtt < x.least_rtt) x.least_rtt = rtt;
-    delayed = delay_.sample(rtt);
+    if (idx >= x.sample_from) {
+      const Time rtt = now - x.first_tx[idx];
+      rtt_.sample(rtt);
+      if (x.least_rtt == 0 || rtt < x.least_rtt) x.least_rtt = rtt;
+      delayed = delay_.sample(rtt);
+    }
     backoff_ = 0;
   }
   while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;

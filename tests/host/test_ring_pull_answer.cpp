@@ -25,8 +25,9 @@ constexpr uint64_t kElems = 3 * 64 * 16;  // three shards of 16 packets of 64 va
 constexpr uint16_t kLate = flag::kBusy, kBegun = flag::kBusy | flag::kResume;
 
 struct Rank {
-  explicit Rank(uint16_t rank, std::vector<Time> step_delays = {}) {
+  explicit Rank(uint16_t rank, std::vector<Time> step_delays = {}, Time delay_target = 0) {
     host::RingConfig c;
+    c.delay_target = delay_target;
     c.rank = rank;
     c.nodes = {1, 2, 3, 4, 5};
     c.stages = host::plan_rina({{0, 1, 2}, {3}, {4}}, {kTor, kNoNode, kNoNode}, kElems)[rank];
@@ -52,6 +53,17 @@ struct Rank {
     p->h.dst = ep->id();
     p->h.priority = code;
     ep->on_packet(p, fx.now(), fx);
+  }
+  // The next group's acknowledgement of data packet `psn` of the current step, through the ToR.
+  void ack(uint32_t psn, NodeId acker) {
+    Packet* a = fx.alloc();
+    a->h = Header{};
+    a->h.type = PktType::RingAck;
+    a->h.job = 1;
+    a->h.src = acker;
+    a->h.dst = ep->id();
+    a->h.psn = psn;
+    ep->on_packet(a, fx.now(), fx);
   }
   size_t count(PktType t, uint16_t flags) {
     size_t n = 0;
@@ -91,6 +103,42 @@ TEST(RingPullAnswer, AgentDoesNotTimeOutWhileALateMemberHoldsTheStep) {
   EXPECT_GE(a.ep->stats().timeouts, 4u) << "once released, silence is a loss";
   EXPECT_EQ(a.count(PktType::RingData, flag::kPartial | flag::kResend), a.ep->stats().retransmits);
   EXPECT_GE(a.ep->stats().retransmits, 4u);
+}
+
+// A packet's round trip while a late member held the step includes the
+// wait for that member: no RTT sample, no delay signal. Packet 0 comes back
+// in 50 us; 1-3 wait 20 ms for the late member and come back 100 us after
+// the word that it has begun. The RTO stays at its 200 us floor, so the
+// packets the acknowledgements let out go again within a millisecond when
+// nothing answers them, and the window keeps. Were the held round trips
+// samples, the RTO would be over 20 ms and the delay signal (4 ms over the
+// least round trip) would halve the window.
+TEST(RingPullAnswer, AHeldRoundTripIsNoRttSample) {
+  Rank a(0, {}, 4 * kMs);
+  ASSERT_EQ(a.count(PktType::RingData, flag::kPartial), 4u);
+  const NodeId acker = kTor;  // relays the next group's acknowledgements
+  a.fx.take();
+  a.run_until(50 * kUs);
+  a.ack(0, acker);
+  ASSERT_EQ(a.ep->stats().acks, 1u);
+  a.pull(0, kLate);
+  a.run_until(20 * kMs);
+  a.pull(0, kBegun);
+  a.run_until(20 * kMs + 100 * kUs);
+  a.fx.take();
+  for (uint32_t psn = 1; psn < 4; ++psn) a.ack(psn, acker);
+  EXPECT_EQ(a.ep->stats().delayed, 0u);
+  EXPECT_GE(a.ep->cwnd(), 4.0);
+  std::vector<uint32_t> fresh;  // first sent on the acknowledgements
+  for (const auto& s : a.fx.take())
+    if (s.h.type == PktType::RingData) fresh.push_back(s.h.psn);
+  ASSERT_FALSE(fresh.empty());
+  a.run_until(21 * kMs);
+  for (const uint32_t psn : fresh) {
+    size_t resent = 0;
+    for (const auto& s : a.fx.sent) resent += s.h.type == PktType::RingData && s.h.psn == psn;
+    EXPECT_GE(resent, 1u) << "psn " << psn << ": the RTO followed the held round trips";
+  }
 }
 
 // Without the ToR's word the agent's RTO is a loss, as before.

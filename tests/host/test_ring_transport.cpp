@@ -101,6 +101,32 @@ TEST(RingTransport, ARoundTripFarAboveTheSmallestHalvesTheWindow) {
   }
 }
 
+// RFC 6298 5.3: an RTO runs from the transfer's last progress, not from
+// each packet's send. Packets 0-3 leave at 0 under the 200 us floor; their
+// acknowledgements come 150 us apart (a queue building, or a ToR slot
+// waiting for a slower rack member's copy). The first sets the RTO to
+// 450 us; at 200 us packets 1-3 are past their deadline but the transfer
+// moved at 150 us, so none times out, and none does while the
+// acknowledgements keep coming. When they stop, the packets still open time
+// out one RTO after the last, and go again.
+TEST(RingTransport, AnRtoRunsFromTheTransfersLastProgress) {
+  Rank0 r;
+  ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  r.ack(0, 150 * kUs);
+  r.ep->on_timer(0, 200 * kUs, r.fx);
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+  r.ack(1, 300 * kUs);
+  r.ack(2, 450 * kUs);
+  r.ep->on_timer(0, 600 * kUs, r.fx);
+  r.ack(3, 600 * kUs);
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+  EXPECT_EQ(r.ep->stats().retransmits, 0u);
+  const auto open = r.data_psns();
+  r.ep->on_timer(0, 5 * kMs, r.fx);
+  EXPECT_EQ(r.ep->stats().timeouts, open.size() - 4) << "a silent transfer still times out";
+  EXPECT_EQ(r.ep->stats().retransmits, open.size() - 4);
+}
+
 // RFC 6298 5.5 with Karn's rule: when the floor (200 us) is below the path's
 // RTT, every first RTO fires and resent packets give no sample. The timeouts
 // must back the RTO off for the packets sent next too, or the estimator
