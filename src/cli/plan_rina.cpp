@@ -233,8 +233,11 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
         j[base + "_time"] = {{"seconds", t.r->seconds}, {"transfer_s", t.r->transfer_s},
                              {"bandwidth_s", t.r->bandwidth_s}, {"straggler_s", t.r->straggler_s},
                              {"steps", t.r->steps}};
-        if (t.c == schemes::Collective::RingIna)
+        if (t.c == schemes::Collective::RingIna) {
           j[base + "_time"]["sharing_converged"] = t.r->sharing_converged;
+          j[base + "_time"]["sharing_rounds"] = t.r->sharing_rounds;
+          j[base + "_time"]["sharing_spread"] = t.r->sharing_spread;
+        }
       }
     } else {
       j["ps_ina_gbps"] = gbps(psr.gbps);
@@ -288,7 +291,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
       for (const auto& t : times)
         if (t.r && !t.r->sharing_converged)
           fmt::print("warning: the Rina time model's link sharing did not converge in {} rounds; its number is the "
-                     "last round's\n", t.r->sharing_rounds);
+                     "last round's (the last 8 rounds' times spread over {:.2g} %)\n",
+                     t.r->sharing_rounds, 100 * t.r->sharing_spread);
     }
     fmt::print("deployment order (Rina §IV-D): {}\n", join(names(order), ","));
   }

@@ -203,10 +203,14 @@ struct TimeResult {
   // sends starts with, in its steps' order (host::RingStepRecord::cwnd).
   std::vector<std::vector<double>> send_windows;
   // Rina: rounds of the schedule <-> link-sharing fixed point, and whether it
-  // converged (loads and carried windows moved < 1e-6) within its 200 rounds;
-  // if not, the last round's schedule is the result and callers must say so.
+  // converged within its 200 rounds: loads and carried windows moved
+  // < 1e-6, or (settled) after the 200 the last 8 rounds' completions lie
+  // within 1e-5 of each other (`sharing_spread`: their (max - min) / max;
+  // 0 before 8 rounds). Either way the last round's schedule is the
+  // result; if neither, callers must say so, with the spread.
   int sharing_rounds = 0;
   bool sharing_converged = true;
+  double sharing_spread = 0;
 };
 
 // The rate Rina's members pace their ScatterReduce to the ToR at (Gbps; 0: not paced).
