@@ -62,6 +62,12 @@ struct Queues {
   double alone = 0;               // its rate with its ports to itself (bits/s; the acknowledgement clock's fastest)
   double line = 0;                // its sender's link (bits/s): a burst leaves no faster
   bool window_paced = false;      // its sender paces at its window's rate over the round trip (host::window_pace_gbps)
+  // Its switch ports off the bottleneck (arc, its copies there): its
+  // bytes in flight pass them too, at most its rate over its round trip
+  // per copy (`cap`, bytes), and each marks where the flows crossing it
+  // keep more in flight than it serves.
+  std::vector<std::pair<ArcId, double>> others;
+  double cap = 0;
   // Results.
   double w_end = 0;               // window at the end
   bool ss_end = false;            // still in slow start at the end
@@ -283,10 +289,10 @@ class Model {
         // The burst's queue: a triangle (up while it leaves, down until the
         // port has served it) as its peak over the half of it above half.
         if (burst > 0) q.mine.push_back({start + at + n * sb / 2, start + at + n * (sb + served) / 2, 0, t.rtt, burst});
-        if (q.marks && K > 0 && echo_at == kNone) {
-          // The first moment of the round the port passes the threshold: its
-          // start, its burst's end, its own acknowledgements' return, another's
-          // round starting.
+        if ((q.marks || !q.others.empty()) && K > 0 && echo_at == kNone) {
+          // The first moment of the round a port passes the threshold: its
+          // start, its burst's end (the bottleneck's), its own
+          // acknowledgements' return, another's round starting there.
           std::vector<double> when = {now};
           const double burst_end = now + n * sb;  // one value: compared for equality below
           if (burst > 0) when.push_back(burst_end);
@@ -296,12 +302,28 @@ class Model {
             if (on.list[i].first != q.self) when.push_back(on.list[i].second.from);
           });
           std::sort(when.begin(), when.end());
+          double first = kNone;
           for (const double w : when)
-            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0); Q > K) {
-              const double back = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
-              if (back - cut > hold) echo_at = back;
+            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0); q.marks && Q > K) {
+              first = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
               break;
             }
+          for (const auto& [a, c] : q.others) {
+            const double Ba = g_.arc_gbps(a) * 1e9 / 8;
+            std::vector<double> wa = {now};
+            if (dur > R) wa.push_back(now + R);
+            const PortEpisodes& oa = (*q.standing)[a];
+            oa.index.starting(now, now + dur, [&](size_t i) {
+              if (oa.list[i].first != q.self) wa.push_back(oa.list[i].second.from);
+            });
+            std::sort(wa.begin(), wa.end());
+            for (const double w : wa)
+              if (q.queue_at(a, w, std::min((w < now + R ? h0 : h1) / q.copies, q.cap) * c, t.rtt) > K) {
+                first = std::min(first, w - q.t0 - start + std::max(R, t.rtt + K / Ba));
+                break;
+              }
+          }
+          if (first < kNone && first - cut > hold) echo_at = first;
         }
       }
       // An echo within the round halves the window there: the round ends
@@ -580,6 +602,11 @@ std::vector<double> schedule(const Model& m, const TimeParams& p, const Graph& g
         q.marks = !g.is_host(g.arc_from(q.neck));
       }
     }
+    q.others.clear();
+    q.cap = f.rate * f.t.rtt / 8;
+    for (size_t i = 0; i < f.t.arcs.size(); ++i)
+      if (std::find(f.neck.begin(), f.neck.end(), i) == f.neck.end() && !g.is_host(g.arc_from(f.t.arcs[i])))
+        q.others.push_back({f.t.arcs[i], f.copies[i]});
     f.dur = m.transfer_time(f.t, f.rate, f.bw, q);
   }
   for (Flow& f : flows) f.t0 = -1;
@@ -876,6 +903,13 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
           if (x.t0 + e.to > x.t0 + e.from)  // an empty episode holds nothing, and begins nothing
             standing[x.t.arcs[i]].add(f, {x.t0 + e.from, x.t0 + e.to, e.bytes / x.q.copies * x.copies[i], e.rtt,
                                           e.queued / x.q.copies * x.copies[i]});
+      // Its other switch ports (Queues::others): its bytes in flight, at
+      // most its rate over the round trip per copy; a burst waits at the
+      // bottleneck only.
+      for (const auto& [a, c] : x.q.others)
+        for (const Episode& e : x.q.mine)
+          if (x.t0 + e.to > x.t0 + e.from && e.bytes > 0)
+            standing[a].add(f, {x.t0 + e.from, x.t0 + e.to, std::min(e.bytes / x.q.copies, x.q.cap) * c, e.rtt, 0});
     }
     for (PortEpisodes& v : standing) v.index.build();
   };

@@ -131,11 +131,15 @@
 //
 // Rina's queues (the dependency graph's flows, transfer by transfer and
 // round trip by round trip, iterated with the sharing above): a port's
-// queue is what the transfers bottlenecked there keep in flight beyond its
-// bandwidth-delay product (a transfer's bottleneck: the first arc of each
-// of its ways whose share sets its rate; its sender's own link if that is
-// one; at a copying switch each branch's port, with copies x its packets;
-// a paced sender holds the excess itself). Other transfers meet that queue
+// queue is what the transfers crossing it keep in flight beyond its
+// bandwidth-delay product: a transfer bottlenecked there its bytes in
+// flight (its bottleneck: the first arc of each of its ways whose share
+// sets its rate; its sender's own link if that is one; at a copying switch
+// each branch's port, with copies x its packets; a paced sender holds the
+// excess itself), one crossing a switch's port off its bottleneck at most
+// its rate over its round trip per copy (two AllGather broadcasts that
+// meet at a ToR's port down to a rack member queue there, each below its
+// share). Other transfers meet that queue
 // as delay (bytes / capacity) on their ways: in their round trips, their
 // acknowledgements and the agent's pull. E.g. an autonomous worker's
 // fixed window into a group above the ToR whose top copies every packet 4
@@ -143,7 +147,8 @@
 // which the group's ScatterReduce step's pull or last acknowledgements
 // come down (leaf-spine, INA spine0: that step 45 us against 37). A
 // switch's port marks ECN above ecn_kb (the simulator's threshold; ports of
-// switches only): the echo comes back a round trip later and halves the
+// switches only; the first of a transfer's ports to pass it): the echo
+// comes back a round trip later and halves the
 // sender's window there (once a round trip; slow start ends; additive
 // increase after), and the window a sender ends a transfer with is the one
 // its next transfer starts with (an autonomous worker halved by its first

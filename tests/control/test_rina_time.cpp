@@ -67,8 +67,8 @@ Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTranspo
   EXPECT_TRUE(r.ok) << c.what << ": " << r.problems;
   EXPECT_EQ(r.retransmits, 0u) << c.what;
   const auto m = rina::allreduce_time(c.g, workers, c.ina, schemes::find(c.scheme).collective, p);
-  // Settled, or its last rounds within 1 % of each other: well inside the 5 % the callers ask for.
-  EXPECT_TRUE(m.sharing_converged || m.sharing_spread <= 0.01)
+  // Settled, or its last rounds within 2 % of each other: the 5 % the callers ask for is not a draw.
+  EXPECT_TRUE(m.sharing_converged || m.sharing_spread <= 0.02)
       << c.what << ": " << m.sharing_rounds << " rounds, the last 8 spread over " << m.sharing_spread;
   return {m.gbps, r.throughput_gbps};
 }
@@ -233,6 +233,21 @@ TEST(RinaTime, RinaWindowsStopWhereTheyCoverTheLink) {
   expect_within_five_percent(c, 8, host::RinaTransport::Paper, 20, "hashed", 2.5);
 }
 
+// A flow's bytes in flight pass every switch port on its way, not only
+// its bottleneck: off it, at most its rate over its round trip per copy,
+// and an echo comes from whichever port passes the threshold first (the
+// simulator marks at any switch port). Dragonfly 4,5,2 with every router
+// an INA ToR, 10 MiB at 2.5 us per link: 10.51 model vs 10.35 Gbps
+// (+1.5 %). With bytes in flight at the bottleneck alone the model saw
+// no queue where two AllGather broadcasts meet on a ToR's port down to a
+// rack member, and its windows ran on and halved elsewhere: 9.37 (-9.5 %;
+// the 72-host dragonfly at 97.49 MiB, 50 % INA: +7.6 %, now +4.4 %).
+TEST(RinaTime, BytesInFlightAtEverySwitchPortOnTheWay) {
+  const topo::Graph df = *topo::generate("dragonfly:4,5,2");
+  const Case c{"dragonfly:4,5,2 rina, every router", df, 40, df.switches(), "rina"};
+  expect_within_five_percent(c, 10, host::RinaTransport::Paper, 20, "hashed", 2.5);
+}
+
 // A window halved within a round keeps in flight only what the halved
 // window holds: the round's episodes at its port end at the echo, and the
 // rounds after it start from there. Dragonfly 4,5,2 with every router an
@@ -249,22 +264,22 @@ TEST(RinaTime, AHalvedWindowsBytesInFlightEndAtTheEcho) {
 }
 
 // The link-sharing fixed point settles where an echo comes and goes from
-// one round to the next. Fat-tree 4 with every switch INA (two groups),
-// 97.5 MiB at 2.5 us per link: from round 22 the loads cycle through four
-// states for good (the largest load step 1e-4, a flow's time 2.8 us) while
-// the completion moves between 60.35922 and 60.35964 ms (7e-6): converged.
-// Requiring the loads themselves to stop, the model reported none.
+// one round to the next. Dragonfly 4,5,2 with every router an INA ToR,
+// 6 MiB at 2.5 us per link: the loads never stop moving within the 200
+// rounds, while the last 8 rounds' completions lie within 3e-8 of each
+// other (5.3582 ms): converged. Requiring the loads themselves to stop,
+// the model reported none.
 TEST(RinaTime, LinkSharingSettlesWhereAnEchoComesAndGoes) {
-  const topo::Graph g = *topo::generate("fat-tree:4");
-  std::vector<topo::NodeId> workers = g.hosts();
+  const topo::Graph g = *topo::generate("dragonfly:4,5,2");
   rina::TimeParams p;
-  p.gradient_mb = 97.5;
+  p.gradient_mb = 6;
   p.ina_gbps = 20;
   p.link_delay_us = 2.5;
-  const auto m = rina::allreduce_time(g, workers, g.switches(), schemes::Collective::RingIna, p);
+  const auto m = rina::allreduce_time(g, g.hosts(), g.switches(), schemes::Collective::RingIna, p);
   EXPECT_TRUE(m.sharing_converged) << m.sharing_rounds << " rounds, spread " << m.sharing_spread;
+  EXPECT_EQ(m.sharing_rounds, 200) << "the loads stopped: not the case this test is for";
   EXPECT_LE(m.sharing_spread, 1e-5);
-  EXPECT_NEAR(m.seconds, 60.3594e-3, 0.001e-3);
+  EXPECT_NEAR(m.seconds, 5.3582e-3, 0.001e-3);
 }
 
 // A Rina member's later AllGather sends go on in slow start when its
