@@ -310,12 +310,21 @@ class Model {
             }
           for (const auto& [a, c] : q.others) {
             const double Ba = g_.arc_gbps(a) * 1e9 / 8;
-            std::vector<double> wa = {now};
-            if (dur > R) wa.push_back(now + R);
             const PortEpisodes& oa = (*q.standing)[a];
-            oa.index.starting(now, now + dur, [&](size_t i) {
-              if (oa.list[i].first != q.self) wa.push_back(oa.list[i].second.from);
+            // Every other episode over the round at once bounds the port's
+            // queue there: below the threshold, no moment of it passes.
+            double most = std::min(std::max(h0, h1) / q.copies, q.cap) * c - Ba * t.rtt;
+            std::vector<double> wa = {now};
+            oa.index.stab(now, [&](size_t i) {
+              if (oa.list[i].first != q.self) most += oa.list[i].second.bytes + oa.list[i].second.queued;
             });
+            oa.index.starting(now, now + dur, [&](size_t i) {
+              if (oa.list[i].first == q.self) return;
+              most += oa.list[i].second.bytes + oa.list[i].second.queued;
+              wa.push_back(oa.list[i].second.from);
+            });
+            if (most <= K) continue;
+            if (dur > R) wa.push_back(now + R);
             std::sort(wa.begin(), wa.end());
             for (const double w : wa)
               if (q.queue_at(a, w, std::min((w < now + R ? h0 : h1) / q.copies, q.cap) * c, t.rtt) > K) {
