@@ -237,6 +237,7 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
           j[base + "_time"]["sharing_converged"] = t.r->sharing_converged;
           j[base + "_time"]["sharing_rounds"] = t.r->sharing_rounds;
           j[base + "_time"]["sharing_spread"] = t.r->sharing_spread;
+          j[base + "_time"]["sharing_mean_rounds"] = t.r->sharing_mean_rounds;
         }
       }
     } else {
@@ -291,8 +292,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
       for (const auto& t : times)
         if (t.r && !t.r->sharing_converged)
           fmt::print("warning: the Rina time model's link sharing did not converge in {} rounds; its number is the "
-                     "last round's (the last 8 rounds' times spread over {:.2g} %)\n",
-                     t.r->sharing_rounds, 100 * t.r->sharing_spread);
+                     "mean of its last {} (the last 8 rounds' times spread over {:.2g} %)\n",
+                     t.r->sharing_rounds, t.r->sharing_mean_rounds, 100 * t.r->sharing_spread);
     }
     fmt::print("deployment order (Rina §IV-D): {}\n", join(names(order), ","));
   }

@@ -933,6 +933,11 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
   constexpr int kSettle = 8;
   constexpr double kSettleRel = 1e-5;
   std::array<double, kSettle> finish{};
+  // Not settled after kMaxRounds: each worker's completion is its mean
+  // over the last kMeanRounds rounds (the bandwidth part alike), a number
+  // that does not hang on which state of the swing the last round drew.
+  constexpr int kMeanRounds = 100;
+  std::vector<double> done_sum, bw_sum;
   out.sharing_converged = false;
   for (int iter = 0; iter < kMaxRounds; ++iter) {
     out.sharing_rounds = iter + 1;
@@ -982,6 +987,14 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
         l = next;
       }
     finish[static_cast<size_t>(iter % kSettle)] = *std::max_element(done.begin(), done.end());
+    if (iter >= kMaxRounds - kMeanRounds) {
+      done_sum.resize(done.size(), 0);
+      bw_sum.resize(bw.size(), 0);
+      for (size_t w = 0; w < done.size(); ++w) {
+        done_sum[w] += done[w];
+        bw_sum[w] += bw[w];
+      }
+    }
     if (iter + 1 >= kSettle) {
       const auto [lo, hi] = std::minmax_element(finish.begin(), finish.end());
       out.sharing_spread = (*hi - *lo) / *hi;
@@ -993,6 +1006,13 @@ void rina_time(const Model& m, const TimeParams& p, const Graph& g, const std::v
   }
   if (!out.sharing_converged && out.sharing_spread <= kSettleRel) out.sharing_converged = true;  // settled
   done = schedule(m, p, g, workers, plan, flows, standing, bw);
+  if (!out.sharing_converged) {
+    out.sharing_mean_rounds = kMeanRounds;
+    for (size_t w = 0; w < done.size(); ++w) {
+      done[w] = done_sum[w] / kMeanRounds;
+      bw[w] = bw_sum[w] / kMeanRounds;
+    }
+  }
   out.send_windows.assign(n, {});
   for (size_t w = 0; w < n; ++w)
     for (const WorkerStep& st : plan[w])

@@ -212,10 +212,14 @@ struct TimeResult {
   // < 1e-6, or (settled) after the 200 the last 8 rounds' completions lie
   // within 1e-5 of each other (`sharing_spread`: their (max - min) / max;
   // 0 before 8 rounds). Either way the last round's schedule is the
-  // result; if neither, callers must say so, with the spread.
+  // result. If neither, each worker's completion (worker_s, seconds, gbps)
+  // is its mean over the last `sharing_mean_rounds` (100) rounds, and
+  // callers must say so, with the spread; send_windows stay the last
+  // round's.
   int sharing_rounds = 0;
   bool sharing_converged = true;
   double sharing_spread = 0;
+  int sharing_mean_rounds = 0;  // 0: the last round's schedule
 };
 
 // The rate Rina's members pace their ScatterReduce to the ToR at (Gbps; 0: not paced).

@@ -66,11 +66,8 @@ Pair compare(const Case& c, double mb, host::RinaTransport t = host::RinaTranspo
   const auto r = exp::run_collective(with_ina(c.g, c.ina), c.scheme, s);
   EXPECT_TRUE(r.ok) << c.what << ": " << r.problems;
   EXPECT_EQ(r.retransmits, 0u) << c.what;
-  const auto m = rina::allreduce_time(c.g, workers, c.ina, schemes::find(c.scheme).collective, p);
-  // Settled, or its last rounds within 2 % of each other: the 5 % the callers ask for is not a draw.
-  EXPECT_TRUE(m.sharing_converged || m.sharing_spread <= 0.02)
-      << c.what << ": " << m.sharing_rounds << " rounds, the last 8 spread over " << m.sharing_spread;
-  return {m.gbps, r.throughput_gbps};
+  const double model = rina::allreduce_time(c.g, workers, c.ina, schemes::find(c.scheme).collective, p).gbps;
+  return {model, r.throughput_gbps};
 }
 
 // The model within 5 % of the simulator for `c` (compare's arguments).
@@ -280,6 +277,26 @@ TEST(RinaTime, LinkSharingSettlesWhereAnEchoComesAndGoes) {
   EXPECT_EQ(m.sharing_rounds, 200) << "the loads stopped: not the case this test is for";
   EXPECT_LE(m.sharing_spread, 1e-5);
   EXPECT_NEAR(m.seconds, 5.3582e-3, 0.001e-3);
+}
+
+// A model that does not settle in its 200 rounds reports each worker's
+// mean completion over the last 100, not the last round's draw. The
+// leaf-spine with leaf0 and leaf1 INA (two racks as groups, eight
+// autonomous workers), 24 MiB at 1 us per link: the last 8 rounds spread
+// over several percent; the mean says 12.32 against the simulator's 12.85
+// Gbps (-4.1 %), the last round alone 11.87 (-7.6 %).
+TEST(RinaTime, AnUnsettledModelIsItsLastRoundsMean) {
+  const topo::Graph ls = file("leaf-spine-2x4x4.json");
+  const Case c{"leaf-spine rina, leaf0 and leaf1", ls, 16, {ls.at("leaf0", "test"), ls.at("leaf1", "test")}, "rina"};
+  std::vector<topo::NodeId> workers = ls.hosts();
+  workers.resize(16);
+  rina::TimeParams p;
+  p.gradient_mb = 24;
+  p.ina_gbps = 20;
+  const auto m = rina::allreduce_time(ls, workers, c.ina, schemes::Collective::RingIna, p);
+  ASSERT_FALSE(m.sharing_converged) << "settled: not the case this test is for";
+  EXPECT_EQ(m.sharing_mean_rounds, 100);
+  expect_within_five_percent(c, 24, host::RinaTransport::Paper, 20);
 }
 
 // A Rina member's later AllGather sends go on in slow start when its
