@@ -79,7 +79,12 @@
 // any more (dataplane/rina.cpp). While held, a sender's RTO in that step is
 // no loss: the packet is timed again (no retransmission, no window or RTO
 // change) and the agent pulls again (a lost word or answer is recovered by
-// the answer to that pull); once released, the packets are timed afresh.
+// the answer to that pull); once released, the packets are timed afresh,
+// and none sent before the release gives an RTT sample (its round trip
+// holds the wait). A packet's RTO runs from the later of its send and its
+// transfer's last completed packet (RFC 6298 5.3: a packet waiting its
+// turn at the ToR behind a slower member's is no loss while the transfer
+// moves), from its send alone once a timeout has backed the RTO off.
 // Receivers keep a bitmap per step:
 // duplicates are counted and acknowledged again, never added twice; packets
 // of a step more than six receives ahead are refused (kBusy): the sender

@@ -164,11 +164,12 @@ void RingEndpoint::on_rack_word(uint32_t tag, bool resumed, Time now, Effects& f
     return;
   }
   if (held_tag_ == tag + 1) held_tag_ = 0;
-  if (!current || !send_->rack_held) return;
+  if (!current) return;
   Send& x = *send_;
+  x.sample_from = x.next;  // the step was held (its word may have been lost): what is out waited
+  if (!x.rack_held) return;
   ++st_.rack_words;
   x.rack_held = false;
-  x.sample_from = x.next;
   for (uint32_t idx = x.low; idx < x.next; ++idx)
     if (x.acked[idx] != x.all && !x.parked[idx]) time_packet(idx, std::min<unsigned>(x.retx[idx], 6), now, fx);
 }
@@ -589,13 +590,14 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   ++x.acked_pkts;
   x.progress_at = now;
   bool delayed = false;
-  if (x.retx[idx] == 0) {
-    if (idx >= x.sample_from) {
-      const Time rtt = now - x.first_tx[idx];
-      rtt_.sample(rtt);
-      if (x.least_rtt == 0 || rtt < x.least_rtt) x.least_rtt = rtt;
-      delayed = delay_.sample(rtt);
-    }
+  // A valid sample: a first transmission (Karn), not out while a late
+  // member held the step (its round trip holds the wait; held now: the
+  // resume word was lost or is late).
+  if (x.retx[idx] == 0 && idx >= x.sample_from && !x.rack_held) {
+    const Time rtt = now - x.first_tx[idx];
+    rtt_.sample(rtt);
+    if (x.least_rtt == 0 || rtt < x.least_rtt) x.least_rtt = rtt;
+    delayed = delay_.sample(rtt);
     backoff_ = 0;
   }
   while (x.low < x.npkts && x.acked[x.low] == x.all) ++x.low;

@@ -108,7 +108,9 @@ TEST(RingTransport, ARoundTripFarAboveTheSmallestHalvesTheWindow) {
 // 450 us; at 200 us packets 1-3 are past their deadline but the transfer
 // moved at 150 us, so none times out, and none does while the
 // acknowledgements keep coming. When they stop, the packets still open time
-// out one RTO after the last, and go again.
+// out one RTO after the last (600 us): srtt 253.417968 us + 4 x rttvar
+// 204.492187 us (samples 150, 300, 450, 600 us) = 1071.386716 us, and go
+// again.
 TEST(RingTransport, AnRtoRunsFromTheTransfersLastProgress) {
   Rank0 r;
   ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
@@ -122,7 +124,10 @@ TEST(RingTransport, AnRtoRunsFromTheTransfersLastProgress) {
   EXPECT_EQ(r.ep->stats().timeouts, 0u);
   EXPECT_EQ(r.ep->stats().retransmits, 0u);
   const auto open = r.data_psns();
-  r.ep->on_timer(0, 5 * kMs, r.fx);
+  const Time due = 600 * kUs + 1071386716;
+  r.ep->on_timer(0, due - 1, r.fx);
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+  r.ep->on_timer(0, due, r.fx);
   EXPECT_EQ(r.ep->stats().timeouts, open.size() - 4) << "a silent transfer still times out";
   EXPECT_EQ(r.ep->stats().retransmits, open.size() - 4);
 }
