@@ -291,8 +291,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
       fmt::print("\n");
       for (const auto& t : times)
         if (t.r && !t.r->sharing_converged)
-          fmt::print("warning: the Rina time model's link sharing did not converge in {} rounds; its number is the "
-                     "mean of its last {} (the last 8 rounds' times spread over {:.2g} %)\n",
+          fmt::print("warning: the Rina time model's link sharing did not converge in {} rounds; its number comes "
+                     "from each worker's mean completion over its last {} (the last 8 rounds' times spread over {:.2g} %)\n",
                      t.r->sharing_rounds, t.r->sharing_mean_rounds, 100 * t.r->sharing_spread);
     }
     fmt::print("deployment order (Rina §IV-D): {}\n", join(names(order), ","));

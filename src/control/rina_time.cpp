@@ -65,7 +65,9 @@ struct Queues {
   // Its switch ports off the bottleneck (arc, its copies there): its
   // bytes in flight pass them too, at most its rate over its round trip
   // per copy (`cap`, bytes), and each marks where the flows crossing it
-  // keep more in flight than it serves.
+  // keep more in flight than it serves. (Of ports tied as its bottleneck,
+  // each holds its bytes in flight, but only `neck`, where the others keep
+  // the most, is checked for its echo.)
   std::vector<std::pair<ArcId, double>> others;
   double cap = 0;
   // Results.
@@ -293,37 +295,44 @@ class Model {
           // The first moment of the round a port passes the threshold: its
           // start, its burst's end (the bottleneck's), its own
           // acknowledgements' return, another's round starting there.
-          std::vector<double> when = {now};
-          const double burst_end = now + n * sb;  // one value: compared for equality below
-          if (burst > 0) when.push_back(burst_end);
-          if (dur > R) when.push_back(now + R);
-          const PortEpisodes& on = (*q.standing)[q.neck];
-          on.index.starting(now, now + dur, [&](size_t i) {
-            if (on.list[i].first != q.self) when.push_back(on.list[i].second.from);
-          });
-          std::sort(when.begin(), when.end());
           double first = kNone;
-          for (const double w : when)
-            if (const double Q = q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0); q.marks && Q > K) {
-              first = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
-              break;
-            }
+          if (q.marks) {
+            std::vector<double> when = {now};
+            const double burst_end = now + n * sb;  // one value: compared for equality below
+            if (burst > 0) when.push_back(burst_end);
+            if (dur > R) when.push_back(now + R);
+            const PortEpisodes& on = (*q.standing)[q.neck];
+            on.index.starting(now, now + dur, [&](size_t i) {
+              if (on.list[i].first != q.self) when.push_back(on.list[i].second.from);
+            });
+            std::sort(when.begin(), when.end());
+            for (const double w : when)
+              if (q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0) > K) {
+                first = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
+                break;
+              }
+          }
           for (const auto& [a, c] : q.others) {
             const double Ba = g_.arc_gbps(a) * 1e9 / 8;
             const PortEpisodes& oa = (*q.standing)[a];
             // Every other episode over the round at once bounds the port's
-            // queue there: below the threshold, no moment of it passes.
-            double most = std::min(std::max(h0, h1) / q.copies, q.cap) * c - Ba * t.rtt;
+            // queue there (as queue_at: bytes beyond the bandwidth-delay
+            // product at the shortest round trip, plus the bursts): at or
+            // below the threshold, no moment of it passes.
+            double bytes = std::min(std::max(h0, h1) / q.copies, q.cap) * c, queued = 0;
             std::vector<double> wa = {now};
             oa.index.stab(now, [&](size_t i) {
-              if (oa.list[i].first != q.self) most += oa.list[i].second.bytes + oa.list[i].second.queued;
+              if (oa.list[i].first == q.self) return;
+              bytes += oa.list[i].second.bytes;
+              queued += oa.list[i].second.queued;
             });
             oa.index.starting(now, now + dur, [&](size_t i) {
               if (oa.list[i].first == q.self) return;
-              most += oa.list[i].second.bytes + oa.list[i].second.queued;
+              bytes += oa.list[i].second.bytes;
+              queued += oa.list[i].second.queued;
               wa.push_back(oa.list[i].second.from);
             });
-            if (most <= K) continue;
+            if (std::max(0.0, bytes - Ba * t.rtt) + queued <= K) continue;
             if (dur > R) wa.push_back(now + R);
             std::sort(wa.begin(), wa.end());
             for (const double w : wa)

@@ -147,7 +147,9 @@
 // which the group's ScatterReduce step's pull or last acknowledgements
 // come down (leaf-spine, INA spine0: that step 45 us against 37). A
 // switch's port marks ECN above ecn_kb (the simulator's threshold; ports of
-// switches only; the first of a transfer's ports to pass it): the echo
+// switches only; the first to pass it of a transfer's ports off its
+// bottleneck and its bottleneck, where several tie the one the others load
+// most): the echo
 // comes back a round trip later and halves the
 // sender's window there (once a round trip; slow start ends; additive
 // increase after), and the window a sender ends a transfer with is the one
@@ -212,10 +214,12 @@ struct TimeResult {
   // < 1e-6, or (settled) after the 200 the last 8 rounds' completions lie
   // within 1e-5 of each other (`sharing_spread`: their (max - min) / max;
   // 0 before 8 rounds). Either way the last round's schedule is the
-  // result. If neither, each worker's completion (worker_s, seconds, gbps)
-  // is its mean over the last `sharing_mean_rounds` (100) rounds, and
-  // callers must say so, with the spread; send_windows stay the last
-  // round's.
+  // result. If neither, each worker's completion is its mean over the last
+  // `sharing_mean_rounds` (100) rounds, and worker_s, seconds (the latest
+  // of those means) and gbps (the workers' rates at them) follow from
+  // them; callers must say so, with the spread; send_windows stay the
+  // last round's. The spread is of the latest worker's completion, round
+  // by round.
   int sharing_rounds = 0;
   bool sharing_converged = true;
   double sharing_spread = 0;

@@ -234,11 +234,11 @@ TEST(RinaTime, RinaWindowsStopWhereTheyCoverTheLink) {
 // its bottleneck: off it, at most its rate over its round trip per copy,
 // and an echo comes from whichever port passes the threshold first (the
 // simulator marks at any switch port). Dragonfly 4,5,2 with every router
-// an INA ToR, 10 MiB at 2.5 us per link: 10.51 model vs 10.35 Gbps
-// (+1.5 %). With bytes in flight at the bottleneck alone the model saw
+// an INA ToR, 10 MiB at 2.5 us per link: 10.48 model vs 10.35 Gbps
+// (+1.3 %). With bytes in flight at the bottleneck alone the model sees
 // no queue where two AllGather broadcasts meet on a ToR's port down to a
-// rack member, and its windows ran on and halved elsewhere: 9.37 (-9.5 %;
-// the 72-host dragonfly at 97.49 MiB, 50 % INA: +7.6 %, now +4.4 %).
+// rack member, and says 9.37 (-9.5 %; the 72-host dragonfly at 97.49 MiB,
+// 50 % INA: +7.6 %, against +2.8 % with them).
 TEST(RinaTime, BytesInFlightAtEverySwitchPortOnTheWay) {
   const topo::Graph df = *topo::generate("dragonfly:4,5,2");
   const Case c{"dragonfly:4,5,2 rina, every router", df, 40, df.switches(), "rina"};
@@ -264,8 +264,8 @@ TEST(RinaTime, AHalvedWindowsBytesInFlightEndAtTheEcho) {
 // one round to the next. Dragonfly 4,5,2 with every router an INA ToR,
 // 6 MiB at 2.5 us per link: the loads never stop moving within the 200
 // rounds, while the last 8 rounds' completions lie within 3e-8 of each
-// other (5.3582 ms): converged. Requiring the loads themselves to stop,
-// the model reported none.
+// other (5.3582 ms): converged. A rule requiring the loads themselves to
+// stop reports no convergence here.
 TEST(RinaTime, LinkSharingSettlesWhereAnEchoComesAndGoes) {
   const topo::Graph g = *topo::generate("dragonfly:4,5,2");
   rina::TimeParams p;
