@@ -295,6 +295,14 @@ class Model {
           // The first moment of the round a port passes the threshold: its
           // start, its burst's end (the bottleneck's), its own
           // acknowledgements' return, another's round starting there.
+          // The echo's return from the first of `times` at which `queue`
+          // (a port of `port_Bps`) passes the threshold (kNone: none).
+          auto echo_from = [&](std::vector<double>& times, double port_Bps, auto&& queue) {
+            std::sort(times.begin(), times.end());
+            for (const double w : times)
+              if (queue(w) > K) return w - q.t0 - start + std::max(R, t.rtt + K / port_Bps);
+            return kNone;
+          };
           double first = kNone;
           if (q.marks) {
             std::vector<double> when = {now};
@@ -305,12 +313,9 @@ class Model {
             on.index.starting(now, now + dur, [&](size_t i) {
               if (on.list[i].first != q.self) when.push_back(on.list[i].second.from);
             });
-            std::sort(when.begin(), when.end());
-            for (const double w : when)
-              if (q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0) > K) {
-                first = w - q.t0 - start + std::max(R, t.rtt + K / Bps);
-                break;
-              }
+            first = echo_from(when, Bps, [&](double w) {
+              return q.queue_at(q.neck, w, w < now + R ? h0 : h1, t.rtt, burst > 0 && w == burst_end ? burst : 0);
+            });
           }
           for (const auto& [a, c] : q.others) {
             const double Ba = g_.arc_gbps(a) * 1e9 / 8;
@@ -334,12 +339,9 @@ class Model {
             });
             if (std::max(0.0, bytes - Ba * t.rtt) + queued <= K) continue;
             if (dur > R) wa.push_back(now + R);
-            std::sort(wa.begin(), wa.end());
-            for (const double w : wa)
-              if (q.queue_at(a, w, std::min((w < now + R ? h0 : h1) / q.copies, q.cap) * c, t.rtt) > K) {
-                first = std::min(first, w - q.t0 - start + std::max(R, t.rtt + K / Ba));
-                break;
-              }
+            first = std::min(first, echo_from(wa, Ba, [&](double w) {
+              return q.queue_at(a, w, std::min((w < now + R ? h0 : h1) / q.copies, q.cap) * c, t.rtt);
+            }));
           }
           if (first < kNone && first - cut > hold) echo_at = first;
         }

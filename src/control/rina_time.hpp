@@ -139,8 +139,8 @@
 // excess itself), one crossing a switch's port off its bottleneck at most
 // its rate over its round trip per copy (two AllGather broadcasts that
 // meet at a ToR's port down to a rack member queue there, each below its
-// share). Other transfers meet that queue
-// as delay (bytes / capacity) on their ways: in their round trips, their
+// share). Other transfers meet that queue as delay (bytes / capacity) on
+// their ways: in their round trips, their
 // acknowledgements and the agent's pull. E.g. an autonomous worker's
 // fixed window into a group above the ToR whose top copies every packet 4
 // times: a quarter of a port, 143 KB waiting in the spine's ports, behind
@@ -149,9 +149,8 @@
 // switch's port marks ECN above ecn_kb (the simulator's threshold; ports of
 // switches only; the first to pass it of a transfer's ports off its
 // bottleneck and its bottleneck, where several tie the one the others load
-// most): the echo
-// comes back a round trip later and halves the
-// sender's window there (once a round trip; slow start ends; additive
+// most): the echo comes back a round trip later and halves the sender's
+// window there (once a round trip; slow start ends; additive
 // increase after), and the window a sender ends a transfer with is the one
 // its next transfer starts with (an autonomous worker halved by its first
 // fan-out sends its next shards at half the window). A slow-start round is
