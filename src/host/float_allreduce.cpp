@@ -54,7 +54,7 @@ double agreed_scale(std::span<const int32_t> lanes, unsigned nworkers) {
 
 // ---------------------------------------------------------------- buffers
 
-std::vector<int32_t> BufferPool::get(size_t n) {
+ResultBuffer BufferPool::get(size_t n) {
   // The smallest free buffer that holds n values (a scale round's 279 must
   // not take a data round's megabytes, which the next data round would then
   // allocate and fault in anew); if none holds n, a new one (growing a
@@ -63,7 +63,7 @@ std::vector<int32_t> BufferPool::get(size_t n) {
   size_t best = free_.size();
   for (size_t i = 0; i < free_.size(); ++i)
     if (free_[i].capacity() >= n && (best == free_.size() || free_[i].capacity() < free_[best].capacity())) best = i;
-  std::vector<int32_t> v;
+  ResultBuffer v;
   if (best < free_.size()) {
     v = std::move(free_[best]);
     free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
@@ -72,7 +72,7 @@ std::vector<int32_t> BufferPool::get(size_t n) {
   return v;
 }
 
-void BufferPool::put(std::vector<int32_t> v) {
+void BufferPool::put(ResultBuffer v) {
   if (v.capacity() == 0) return;
   if (free_.size() < kKeep) {
     free_.push_back(std::move(v));
@@ -84,7 +84,7 @@ void BufferPool::put(std::vector<int32_t> v) {
 }
 
 ResultStore::ResultStore(std::shared_ptr<BufferPool> pool, size_t n)
-    : pool_(std::move(pool)), res_(pool_ ? pool_->get(n) : std::vector<int32_t>(n)) {}
+    : pool_(std::move(pool)), res_(pool_ ? pool_->get(n) : ResultBuffer(n)) {}
 
 ResultStore::~ResultStore() {
   if (pool_) pool_->put(std::move(res_));

@@ -40,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/zero_page_allocator.hpp"
 #include "host/tensor_io.hpp"
 #include "host/worker.hpp"
 #include "wire/quant.hpp"
@@ -60,18 +61,23 @@ double agreed_scale(std::span<const int32_t> lanes, unsigned nworkers);
 // This worker's scale-round lanes for x (kScaleLanes values written).
 void scale_lanes(std::span<const float> x, std::span<int32_t> lanes);
 
+// An int32 result buffer. Results land before any read of their range, so a
+// new buffer is not zero-filled up front: zeroing tens of MB would fault in
+// every page before the op's first packet goes out (core/zero_page_allocator.hpp).
+using ResultBuffer = std::vector<int32_t, ZeroPageAllocator<int32_t>>;
+
 // Recycles large int32 buffers: allocating and faulting in tens of MB per op
 // would cost more than the op's arithmetic. Not thread-safe; shared by the
 // ResultStores of one owner (which may outlive it in the transport's
 // retention, hence shared_ptr).
 class BufferPool {
  public:
-  std::vector<int32_t> get(size_t n);
-  void put(std::vector<int32_t> v);
+  ResultBuffer get(size_t n);
+  void put(ResultBuffer v);
 
  private:
   static constexpr size_t kKeep = 4;
-  std::vector<std::vector<int32_t>> free_;
+  std::vector<ResultBuffer> free_;
 };
 
 // The int32 sums of one round. Kept as integers: a worker that already has a
@@ -89,7 +95,7 @@ class ResultStore : public TensorIO {
 
  private:
   std::shared_ptr<BufferPool> pool_;
-  std::vector<int32_t> res_;
+  ResultBuffer res_;
 };
 
 enum class FloatScaleMode { Agree, Fixed };

@@ -1,0 +1,58 @@
+#pragma once
+// An allocator for large buffers that are written before they are read:
+// memory comes zeroed from the kernel and is faulted in page by page on
+// first touch, never up front. A std::vector's value-initialization (resize,
+// the size constructor) writes nothing, so allocating tens of MB costs no
+// page faults until the pages are used; a fresh buffer still reads as zeros.
+// Buffers of at least kZeroPageMmapMin bytes are anonymous mappings of their
+// own (glibc's malloc would hand a large chunk from its heap once its
+// dynamic mmap threshold has grown, and calloc would then zero-fill it);
+// smaller ones come from calloc.
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace ina {
+
+inline constexpr size_t kZeroPageMmapMin = size_t{1} << 20;
+
+template <class T>
+struct ZeroPageAllocator {
+  using value_type = T;
+  ZeroPageAllocator() = default;
+  template <class U>
+  ZeroPageAllocator(const ZeroPageAllocator<U>&) noexcept {}
+
+  T* allocate(size_t n) {
+    if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kZeroPageMmapMin) {
+      void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
+    void* p = std::calloc(n == 0 ? 1 : n, sizeof(T));
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n * sizeof(T) >= kZeroPageMmapMin) ::munmap(p, n * sizeof(T));
+    else std::free(p);
+  }
+  // Value-initialization leaves the (zeroed or reused) memory as it is.
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <class U>
+  bool operator==(const ZeroPageAllocator<U>&) const noexcept { return true; }
+};
+
+}  // namespace ina
