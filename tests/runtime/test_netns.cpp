@@ -69,6 +69,41 @@ std::string temp_json(const char* tag) {
       .string();
 }
 
+// Everything a run created is gone: its namespaces are tagged "inanc<pid>-".
+void expect_no_namespaces_left(const std::string& output) {
+  const auto at = output.find("namespaces (");
+  ASSERT_NE(at, std::string::npos) << output;
+  const std::string tag = output.substr(at + 12, output.find('-', at + 12) - (at + 12)) + "-";
+  const ScriptResult left = run_bounded("ip netns list", 10);
+  EXPECT_EQ(left.output.find(tag), std::string::npos) << "namespaces left behind:\n" << left.output;
+}
+
+// The script with `args` and a JSON summary: its result, and the summary (discarded if none).
+struct JsonRun {
+  std::string cmd;
+  ScriptResult r;
+  nlohmann::json j;
+};
+JsonRun run_with_json(const std::string& args, const char* tag, int bound_s) {
+  JsonRun out;
+  const std::string json = temp_json(tag);
+  fs::remove(json);
+  out.cmd = script() + " --ina " + INA_BINARY + " " + args + " --json " + json;
+  out.r = run_bounded(out.cmd, bound_s);
+  std::ifstream in(json);
+  out.j = nlohmann::json::parse(in, nullptr, false);
+  fs::remove(json);
+  return out;
+}
+
+// In a test body: `run` is the script's run with `args`, skipped where namespaces
+// cannot be built, and required to succeed with a JSON summary.
+#define RUN_WITH_JSON(run, args, tag, bound_s)                     \
+  const JsonRun run = run_with_json(args, tag, bound_s);           \
+  SKIP_IF_UNSUPPORTED(run.r);                                      \
+  ASSERT_EQ(run.r.status, 0) << run.cmd << "\n" << run.r.output;  \
+  ASSERT_FALSE(run.j.is_discarded()) << run.r.output
+
 void run_cluster(const char* scheme, unsigned workers) {
   const std::string json = temp_json(scheme);
   fs::remove(json);
@@ -108,12 +143,7 @@ void run_cluster(const char* scheme, unsigned workers) {
   const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.4 : 0.8;
   EXPECT_GT(frac, floor) << r.output;
   EXPECT_LT(gbps, 0.1 * 1.5) << "faster than the 100 Mbit/s worker links: tc shaping is not in effect\n" << r.output;
-  // Everything the script created is gone: its namespaces are tagged "inanc<pid>-".
-  const auto at = r.output.find("namespaces (");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string tag = r.output.substr(at + 12, r.output.find('-', at + 12) - (at + 12)) + "-";
-  const ScriptResult left = run_bounded("ip netns list", 10);
-  EXPECT_EQ(left.output.find(tag), std::string::npos) << "namespaces left behind:\n" << left.output;
+  expect_no_namespaces_left(r.output);
 }
 
 TEST(NetnsCluster, DsaTwoWorkersExactAndShaped) { run_cluster("dsa", 2); }
@@ -123,31 +153,61 @@ TEST(NetnsCluster, SwitchMlThreeWorkersExactAndShaped) { run_cluster("switchml",
 TEST(NetnsCluster, GlooRingBaselineExactAndShaped) { run_cluster("gloo", 3); }
 TEST(NetnsCluster, MpiBaselineExactAndShaped) { run_cluster("mpi", 2); }
 
+// Several jobs on one switch at once (--job): two ATP jobs, each with its
+// own PS host, sharing worker host 1 (one process of each job there, over
+// its one link); each job verified exact on its own, with its own size.
+TEST(NetnsCluster, TwoJobsSharingAHostEachExact) {
+  RUN_WITH_JSON(run,
+                "--workers 3 --ps-hosts 2 --scheme atp --job hosts=0-1,ps=0 --job hosts=2+1,ps=1,size=262144,iterations=3"
+                " --size 524288 --iterations 2 --worker-rate 100mbit --switch-rate 1gbit --timeout 40",
+                "jobs", 60);
+  ASSERT_EQ(run.j.at("jobs").size(), 2u) << run.r.output;
+  const auto& j1 = run.j.at("jobs")[0];
+  const auto& j2 = run.j.at("jobs")[1];
+  EXPECT_EQ(j1.at("worker_hosts"), nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j2.at("worker_hosts"), nlohmann::json::array({2, 1})) << "ranks in the order given";
+  EXPECT_EQ(j2.at("ps_host").get<int>(), 1);
+  EXPECT_EQ(j1.at("verified").get<uint64_t>(), uint64_t{524288 / 4} * 2 * 2);
+  EXPECT_EQ(j2.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 3 * 2);
+  for (const auto& x : run.j.at("jobs")) EXPECT_EQ(x.at("mismatches").get<uint64_t>(), 0u) << x;
+  ASSERT_EQ(run.j.at("workers").size(), 4u);
+  for (const auto& w : run.j.at("workers")) EXPECT_EQ(w.at("mismatches").get<uint64_t>(), 0u);
+  EXPECT_EQ(run.j.at("switch").at("occupied").get<uint64_t>(), 0u) << "aggregators held after both jobs";
+  expect_no_namespaces_left(run.r.output);
+}
+
+// A bad --job is refused before anything is built (exit 2), naming the spec and the value.
+TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--workers 3 --job hosts=0-3", "--job 'hosts=0-3' (job 1): host 3 does not exist"},
+                        Case{"--workers 4 --job hosts=0-1 --job hosts=2+2", "(job 2): host 2 is named twice"},
+                        Case{"--workers 4 --job hosts=0-1,ps=1", "ps=1 does not exist (--ps-hosts 1"},
+                        Case{"--workers 4 --job hosts=0-1,size=6", "size must be a multiple of 4 bytes >= 4 (got '6')"},
+                        Case{"--workers 4 --job hosts=0-1,color=red", "unknown key 'color'"},
+                        Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"}}) {
+    const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
 // Two racks of two workers, an ina switch per rack and an uplink each:
 // Rina, RAR, ATP over both ToRs (one aggregation tree) and gloo's ring in one
 // invocation on the same links, each exact.
 TEST(NetnsCluster, TwoRacksRinaRarAtpAndGlooExactOnTheSameLinks) {
-  const std::string json = temp_json("racks");
-  fs::remove(json);
-  const std::string cmd = script() + " --ina " + INA_BINARY + " --racks 2 --workers 4 --schemes rina,rar,atp,gloo" +
-                          " --size 262144 --iterations 1 --worker-rate 100mbit --inter-rate 400mbit --window-kb 16" +
-                          " --ring-min-rto-ms 50 --timeout 40 --json " + json;
-  const ScriptResult r = run_bounded(cmd, 90);
-  SKIP_IF_UNSUPPORTED(r);
-  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
-  std::ifstream in(json);
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  fs::remove(json);
-  ASSERT_FALSE(j.is_discarded()) << r.output;
-  ASSERT_EQ(j.at("results").size(), 4u);
-  for (const auto& x : j.at("results")) {
+  RUN_WITH_JSON(run,
+                "--racks 2 --workers 4 --schemes rina,rar,atp,gloo --size 262144 --iterations 1 --worker-rate 100mbit"
+                " --inter-rate 400mbit --window-kb 16 --ring-min-rto-ms 50 --timeout 40",
+                "racks", 90);
+  ASSERT_EQ(run.j.at("results").size(), 4u);
+  for (const auto& x : run.j.at("results")) {
     EXPECT_EQ(x.at("verified").get<uint64_t>(), uint64_t{262144 / 4} * 4) << x;
-    EXPECT_LT(x.at("goodput_gbit_per_s").get<double>(), 0.1 * 1.5) << "faster than the 100 Mbit/s worker links\n" << r.output;
+    EXPECT_LT(x.at("goodput_gbit_per_s").get<double>(), 0.1 * 1.5) << "faster than the 100 Mbit/s worker links\n" << run.r.output;
   }
-  const auto at = r.output.find("namespaces (");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string tag = r.output.substr(at + 12, r.output.find('-', at + 12) - (at + 12)) + "-";
-  EXPECT_EQ(run_bounded("ip netns list", 10).output.find(tag), std::string::npos) << "namespaces left behind";
+  expect_no_namespaces_left(run.r.output);
 }
 
 // A skip names the script's reason, one line; output without the script's
