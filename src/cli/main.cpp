@@ -38,7 +38,7 @@ int run_vs_ns3(const std::string& json_out, int rounds);
 namespace {
 
 // `ina demo dsa`: DSA Fig. 8 (average JCT vs number of jobs, 8 workers per job,
-// all-A, the paper's per-scheme packets) at a size that finishes in about
+// all-A, every scheme at §VII-B's 306 B packets) at a size that finishes in about
 // 20 s on 2 cores, run twice: with the paper's literal settings and
 // with the calibrated overlay (scenarios/dsa/overlay/calibrated.toml, embedded at
 // build time), and printed side by side.
@@ -54,7 +54,7 @@ rtt_us = 10
 
 [switch]
 memory_mb = 5
-packets = "per-scheme"
+packets = "scenario"
 
 [workload]
 model = "A"
