@@ -187,6 +187,8 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                         Case{"--workers 4 --job hosts=0-1,ps=1", "ps=1 does not exist (--ps-hosts 1"},
                         Case{"--workers 4 --job hosts=0-1,size=6", "size must be a multiple of 4 bytes >= 4 (got '6')"},
                         Case{"--workers 4 --job hosts=0-1,color=red", "unknown key 'color'"},
+                        Case{"--workers 4 --job hosts=0-1,hosts=2", "(job 1): hosts= is given twice"},
+                        Case{"--workers 4 --job hosts=0-1 --job-quota 0", "--job-quota must be fair, none or a number"},
                         Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"}}) {
     const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
