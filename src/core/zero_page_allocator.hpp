@@ -7,12 +7,15 @@
 // Buffers of at least kZeroPageMmapMin bytes are anonymous mappings of their
 // own (glibc's malloc would hand a large chunk from its heap once its
 // dynamic mmap threshold has grown, and calloc would then zero-fill it);
-// smaller ones come from calloc.
+// smaller ones come from calloc. A vector grown within its capacity keeps
+// whatever its elements held (stale values of a reused buffer), so this is
+// only for buffers every element of which is written before it is read.
 #include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 namespace ina {
@@ -21,6 +24,8 @@ inline constexpr size_t kZeroPageMmapMin = size_t{1} << 20;
 
 template <class T>
 struct ZeroPageAllocator {
+  static_assert(std::is_trivially_default_constructible_v<T> && alignof(T) <= alignof(std::max_align_t),
+                "zeroed pages stand for values only of trivial types that calloc's alignment serves");
   using value_type = T;
   ZeroPageAllocator() = default;
   template <class U>

@@ -209,9 +209,9 @@ TEST(FloatAllreduceUnit, BufferPoolHandsOutTheSmallestBufferThatFits) {
 }
 
 // A data round's result buffer is written before it is read, so a new one
-// must not be faulted in when allocated: zero-filling 64 MB here stalls the
-// op's first packet (the PS family keeps every data round's sums; a worker
-// measured 11-12 ms per 16 MB round before sending its first packet).
+// must not be faulted in when allocated: zero-filling it would stall the
+// op's first packet behind every page fault of the round's sums (which the
+// PS family keeps).
 TEST(FloatAllreduceUnit, ANewResultBufferIsNotFaultedInUpFront) {
   auto resident_mb = [] {
     std::ifstream statm("/proc/self/statm");
@@ -382,8 +382,9 @@ TEST(FloatAllreduceUnit, QueueSubmitsInIssueOrderAndWaitsForVerdicts) {
   EXPECT_EQ(q.rounds_in_flight(), 1u);
   std::vector<AllreduceQueue::Finished> out;
   size_t sent = 0;
-  // Transport op ids are given in submit order: 0 = a's scale round. Results
-  // are the zero-filled buffers: every value 0, nothing saturated.
+  // Transport op ids are given in submit order: 0 = a's scale round. No
+  // result is written here: the rounds' fresh buffers read as zero (every
+  // value 0, nothing saturated).
   EXPECT_EQ(q.on_completed(tx, std::vector<uint64_t>{0}, out, &sent), 1u);
   EXPECT_EQ(sent, 3u) << "a's data round (1), b (2), c's fixed round (3); d waits for c's verdict";
   EXPECT_TRUE(out.empty());
