@@ -1,5 +1,6 @@
-// The gloo baseline: c10d::ProcessGroupGloo over loopback, rendezvous through
-// a c10d::FileStore in the launcher's work directory.
+// The gloo baseline: c10d::ProcessGroupGloo over loopback (or the worker's
+// --host address: scripts/netns-cluster --train), rendezvous through a
+// c10d::FileStore in the launcher's work directory.
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
@@ -20,12 +21,12 @@ namespace {
 
 class GlooReducer final : public Reducer {
  public:
-  explicit GlooReducer(const WorkerConfig& w) : n_(w.train.workers) {
+  explicit GlooReducer(const WorkerConfig& w) : n_(w.train.workers), host_(w.host) {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(w.train.timeout_s, 120.0) * 1000));
     auto store = c10::make_intrusive<c10d::FileStore>(w.store_path, static_cast<int>(n_));
     store->setTimeout(timeout);
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(w.host));
     opts->threads = 1;
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(w.rank), static_cast<int>(n_), opts);
   }
@@ -38,10 +39,13 @@ class GlooReducer final : public Reducer {
   void close() override {
     if (pg_) pg_->barrier()->wait();
   }
-  std::string describe() const override { return "gloo (c10d::ProcessGroupGloo, loopback)"; }
+  std::string describe() const override {
+    return host_ == "127.0.0.1" ? "gloo (c10d::ProcessGroupGloo, loopback)" : "gloo (c10d::ProcessGroupGloo, " + host_ + ")";
+  }
 
  private:
   unsigned n_;
+  std::string host_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
 

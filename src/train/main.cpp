@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   grp->add_option("--switch", w.switch_addr);
   grp->add_option("--job", w.job);
   grp->add_option("--store", w.store_path);
+  grp->add_option("--host", w.host);
   grp->add_option("--report", w.report);
   CLI11_PARSE(app, argc, argv);
   try {

@@ -57,6 +57,7 @@ struct WorkerConfig {
   std::string switch_addr;       // ina
   uint16_t job = 1;              // ina
   std::string store_path;        // gloo: FileStore
+  std::string host = "127.0.0.1";  // gloo: this worker's address for its peers
   std::string report;            // JSON report written at the end
 };
 

@@ -176,6 +176,27 @@ TEST(NetnsCluster, TwoJobsSharingAHostEachExact) {
   expect_no_namespaces_left(run.r.output);
 }
 
+// Training over the emulated cluster (--train): ina-train's workers in the
+// worker namespaces, through the switch (DSA) or gloo's ring over the
+// workers' own addresses (not loopback, which each namespace has to itself);
+// every worker ends with bit-identical parameters.
+TEST(NetnsCluster, TrainingThroughTheSwitchAndGlooEndsIdentical) {
+  for (const char* scheme : {"dsa", "gloo"}) {
+    RUN_WITH_JSON(run,
+                  std::string("--workers 3 --scheme ") + scheme +
+                      " --train '--epochs 1 --limit-train 768 --limit-test 200' --timeout 60",
+                  scheme, 90);
+    EXPECT_TRUE(run.j.at("identical_parameters").get<bool>()) << run.r.output;
+    EXPECT_EQ(run.j.at("epochs").size(), 1u) << run.r.output;
+    const std::string reducer = run.j.at("reducer").get<std::string>();
+    if (std::string(scheme) == "gloo")
+      EXPECT_NE(reducer.find("10.77.0.10"), std::string::npos) << "gloo over the cluster address: " << reducer;
+    else
+      EXPECT_NE(reducer.find("preemptive"), std::string::npos) << reducer;
+    expect_no_namespaces_left(run.r.output);
+  }
+}
+
 // A bad --job is refused before anything is built (exit 2), naming the spec and the value.
 TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
   struct Case {
@@ -189,7 +210,8 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                         Case{"--workers 4 --job hosts=0-1,color=red", "unknown key 'color'"},
                         Case{"--workers 4 --job hosts=0-1,hosts=2", "(job 1): hosts= is given twice"},
                         Case{"--workers 4 --job hosts=0-1 --job-quota 0", "--job-quota must be fair, none or a number"},
-                        Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"}}) {
+                        Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"},
+                        Case{"--workers 4 --job hosts=0-1 --train '--epochs 1'", "--train runs one job"}}) {
     const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
