@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -50,11 +51,13 @@ inline CLI::Validator FloatBytes(uint64_t max) {
 
 // A scheme of the registry that engine `e` runs, by name or alias; the
 // option receives the canonical name.
-inline CLI::Validator SchemeOf(schemes::Engine e) {
+// A scheme `e` runs, or one `also` runs (`ina switch`: the runtime's, or a static layout's).
+inline CLI::Validator SchemeOf(schemes::Engine e, std::optional<schemes::Engine> also = std::nullopt) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         try {
-          text = schemes::find(text, e).name;
+          const schemes::Scheme* s = schemes::lookup(text);
+          text = s && also && s->supports(*also) ? s->name : schemes::find(text, e).name;
         } catch (const schemes::UnknownScheme& x) {
           return x.what();
         }
@@ -92,10 +95,11 @@ inline void add_memory_options(CLI::App* app, uint64_t& bytes, const std::string
 inline std::string switch_scheme_help() {
   std::string out;
   for (const auto& s : schemes::all()) {
-    if (!s.supports(schemes::Engine::Runtime) || !s.factory) continue;
+    const bool star = s.supports(schemes::Engine::Runtime);
+    if (!(star || s.supports(schemes::Engine::Layout)) || !s.factory) continue;
     std::string n = s.name;
     for (const auto& a : s.aliases) n += "|" + a;
-    out += fmt::format("\n  {:<22} {}", n, s.description);
+    out += fmt::format("\n  {:<22} {}{}", n, s.description, star ? "" : " (with --layout only)");
   }
   return out;
 }

@@ -320,8 +320,8 @@ int main(int argc, char** argv) {
   std::string schemes_engine;
   bool schemes_json = false;
   auto* schemes_cmd = app.add_subcommand("schemes", "List the registered schemes (name, aliases, PS, engines)");
-  schemes_cmd->add_option("--engine", schemes_engine, "only those this engine runs: sim, topology, runtime, training, network or sparse")
-      ->check(CLI::IsMember({"sim", "topology", "runtime", "training", "network", "sparse"}));
+  schemes_cmd->add_option("--engine", schemes_engine, "only those this engine runs: sim, topology, runtime, training, network, sparse or layout")
+      ->check(CLI::IsMember({"sim", "topology", "runtime", "training", "network", "sparse", "layout"}));
   schemes_cmd->add_flag("--json", schemes_json, "one JSON array (for scripts)");
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
@@ -356,8 +356,8 @@ int main(int argc, char** argv) {
     if (*schemes_cmd) {
       using ina::schemes::Engine;
       const Engine engines[] = {Engine::SimStar, Engine::SimTopology, Engine::Runtime, Engine::Training,
-                                Engine::SimNetwork, Engine::SimSparse};
-      const char* engine_names[] = {"sim", "topology", "runtime", "training", "network", "sparse"};
+                                Engine::SimNetwork, Engine::SimSparse, Engine::Layout};
+      const char* engine_names[] = {"sim", "topology", "runtime", "training", "network", "sparse", "layout"};
       nlohmann::json out = nlohmann::json::array();
       for (const auto& sc : ina::schemes::all()) {
         nlohmann::json runs = nlohmann::json::array();

@@ -94,7 +94,7 @@ struct SwitchCmd {
   uint64_t memory = 5'000'000, seed = 1;
   unsigned payload = rt::kDefaultPayload, regions = 4, rack = 0, threads = 1;
   double ecn_kb = 512;
-  double port_mbit = 0, uplink_mbit = 0, port_ecn_kb = 100;
+  double port_mbit = 0, uplink_mbit = 0, port_ecn_kb = 100, capacity_mbit = 0;
   int ready_fd = -1, udp_fd = -1, tcp_fd = -1;
   unsigned max_connections = 0, max_per_source = rt::ControlLimits{}.max_per_source;
   double control_timeout_ms = to_ms(rt::ControlLimits{}.visitor_timeout);
@@ -118,6 +118,10 @@ struct SwitchCmd {
     c.program.payload_values = static_cast<uint16_t>(payload);
     c.program.seed = seed;
     c.program.track_tasks = track_tasks;
+    if (capacity_mbit > 0 && !schemes::find(scheme).routed)
+      throw rt::RuntimeError(fmt::format("--capacity-mbit {}: scheme {} has no processing capacity to set (GRID's C_s)",
+                                         capacity_mbit, scheme));
+    c.program.grid.capacity_gbps = capacity_mbit / 1000;
     c.isolated_regions = regions;
     c.threads = threads;
     c.faults = faults.config();
@@ -282,6 +286,7 @@ struct RingWorkerCmd {
   rt::RingWorkerConfig c;
   double min_rto_ms = static_cast<double>(rt::RingWorkerConfig{}.min_rto) / static_cast<double>(kMs);
   double delay_target_ms = static_cast<double>(rt::RingWorkerConfig{}.delay_target) / static_cast<double>(kMs);
+  double ps_min_timeout_ms = 0;
   bool quiet = false;
   FaultFlags faults;
 
@@ -289,6 +294,7 @@ struct RingWorkerCmd {
     c.faults = faults.config();
     c.min_rto = from_ms(min_rto_ms);
     c.delay_target = from_ms(delay_target_ms);
+    c.ps_min_timeout = from_ms(ps_min_timeout_ms);
     c.log = !quiet;
     try {
       return rt::run_ring_worker(c);
@@ -464,7 +470,7 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--listen", sw->listen, "UDP data + TCP control address (port 0: ephemeral)")->capture_default_str();
   s->add_option("--scheme,--policy", sw->scheme, "aggregation scheme (name|alias):" + switch_scheme_help())
       ->capture_default_str()
-      ->check(SchemeOf(schemes::Engine::Runtime));
+      ->check(SchemeOf(schemes::Engine::Runtime, schemes::Engine::Layout));
   add_memory_options(s, sw->memory, "aggregator memory", kMemoryRange);
   s->add_option("--payload", sw->payload, "int32 values per packet (2048 = 8 KB, fits a 9000-byte jumbo frame; 64 = Tofino's 256 B)")
       ->capture_default_str()->check(CLI::Range(1, 16000));
@@ -484,6 +490,10 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e7, false, "Mbit/s"));
   s->add_option("--port-ecn-kb", sw->port_ecn_kb, "with --port-mbit: the emulated egress queues' ECN threshold")
       ->capture_default_str()->check(Finite(0, 1e6, true, "KiB"));
+  s->add_option("--capacity-mbit", sw->capacity_mbit,
+                "GRID: the switch's aggregation processing capacity C_s, Mbit/s of aggregated values (a fragment beyond "
+                "it is dropped with a rate-sync, GRID 5.2); 0: unlimited")
+      ->check(Finite(0, 1e7, false, "Mbit/s"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
   s->add_flag("--no-offload", sw->no_offload,
               "send and receive one datagram per system-call message (no UDP_SEGMENT / UDP_GRO segmentation offload)");
@@ -554,6 +564,9 @@ Runner register_runtime(CLI::App& app) {
   rwk->add_option("--timeout", rw->c.timeout_s, "give up after this many seconds")->capture_default_str()
       ->check(Finite(0, 1e6, true, "seconds"));
   rwk->add_option("--min-rto-ms", rw->min_rto_ms, "floor of the retransmission timeout")->capture_default_str()
+      ->check(Finite(0, 1e5, true, "milliseconds"));
+  rwk->add_option("--ps-min-timeout-ms", rw->ps_min_timeout_ms,
+                  "with --ps: floor of the PS's reminder timeout (default: the runtime profile's, 5)")
       ->check(Finite(0, 1e5, true, "milliseconds"));
   rwk->add_option("--delay-target-ms", rw->delay_target_ms,
                   "queueing delay that halves the window as an ECN echo would (0: off)")

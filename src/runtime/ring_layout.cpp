@@ -20,11 +20,11 @@ bool is_ring_scheme(const schemes::Scheme& s) {
           s.collective == Collective::RingIna);
 }
 
-bool is_layout_scheme(const schemes::Scheme& s) {
-  return is_ring_scheme(s) || (s.supports(schemes::Engine::Runtime) && s.collective == schemes::Collective::PsIna);
-}
+bool is_layout_scheme(const schemes::Scheme& s) { return s.supports(schemes::Engine::Layout); }
 
-bool RingLayout::tree() const { return scheme_info().collective == schemes::Collective::PsIna; }
+bool RingLayout::tree() const { return scheme_info().collective == schemes::Collective::PsIna || routed(); }
+
+bool RingLayout::routed() const { return scheme_info().routed; }
 
 bool RingLayout::serving_tor(size_t rack) const {
   if (tree()) return racks.at(rack).ina;  // ATP at every INA ToR
@@ -76,8 +76,8 @@ size_t RingLayout::root_rack() const {
 
 schemes::AtpTree RingLayout::atp_tree() const {
   schemes::AtpTreeBuilder build(static_cast<size_t>(ps_id()) + 1);
-  const NodeId root = tor_id(root_rack());
-  const schemes::AtpTreeBuilder::Up up = [&](NodeId tor) { return tor == root ? ps_id() : root; };
+  const NodeId root = routed() ? ps_id() : tor_id(root_rack());
+  const schemes::AtpTreeBuilder::Up up = [&](NodeId tor) { return tor == root || routed() ? ps_id() : root; };
   build.start(ps_id(), n());
   for (size_t q = 0; q < racks.size(); ++q)  // racks in order: the root's children are the later INA racks
     for (uint16_t r : racks[q].ranks) build.leaf(r, racks[q].ina ? tor_id(q) : ps_id(), up);
@@ -92,24 +92,53 @@ RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
   return TreeJob{e.parent, e.subtree, e.direct, e.children};
 }
 
-Endpoint RingLayout::tree_route(size_t rack, NodeId id) const {
-  const size_t root = root_rack();
-  if (id == ps_id()) return rack == root ? *ps : *racks.at(root).sw;
+Endpoint RingLayout::address(NodeId id) const {
+  if (id == ps_id()) return *ps;
   for (size_t q = 0; q < racks.size(); ++q)
     if (id == tor_id(q)) {
       if (!racks[q].sw) throw RuntimeError(fmt::format("layout: racks[{}] has no switch to route to", q));
       return *racks[q].sw;
     }
+  return workers.at(static_cast<size_t>(id) - 1);
+}
+
+Endpoint RingLayout::tree_route(size_t rack, NodeId id) const {
+  if (routed()) return address(id);
+  const size_t root = root_rack();
+  if (id == ps_id()) return rack == root ? *ps : *racks.at(root).sw;
+  if (id > worker_id(n() - 1)) return address(id);
   const size_t rank = static_cast<size_t>(id) - 1;
   const size_t home = rack_of(rank);
   return home == rack || !racks.at(home).ina ? workers.at(rank) : *racks.at(home).sw;
 }
 
 Endpoint RingLayout::ps_route(NodeId id) const {
+  if (routed()) {  // a rank hears only its first hop (a host engine's one peer): through its planned switch
+    if (id >= worker_id(0) && id <= worker_id(n() - 1)) {
+      const size_t q = rack_of(static_cast<size_t>(id) - 1);
+      if (racks[q].ina) return address(tor_id(q));
+    }
+    return address(id);
+  }
   const size_t root = root_rack();
   if (id >= worker_id(0) && id <= worker_id(n() - 1) && !racks.at(rack_of(static_cast<size_t>(id) - 1)).ina)
     return workers.at(static_cast<size_t>(id) - 1);
   return *racks.at(root).sw;
+}
+
+std::vector<size_t> RingLayout::relay_racks(size_t rack) const {
+  std::vector<size_t> out;
+  if (routed()) return out;
+  for (size_t q = 0; q < racks.size(); ++q)
+    if (q != rack && racks[q].ina) out.push_back(q);
+  return out;
+}
+
+std::vector<Endpoint> RingLayout::ps_relays() const {
+  std::vector<Endpoint> out;
+  const schemes::AtpTree t = atp_tree();
+  for (NodeId c : t.find(t.ps)->children) out.push_back(address(c));
+  return out;
 }
 
 std::vector<std::vector<host::RingStage>> RingLayout::plan(uint64_t elems) const {
@@ -133,6 +162,7 @@ nlohmann::json RingLayout::to_json() const {
   nlohmann::json out = {{"job", job}, {"scheme", scheme}, {"payload", payload}, {"memory_bytes", memory_bytes},
                         {"workers", w}, {"racks", r}};
   if (ps) out["ps"] = ps->str();
+  if (!rates_gbps.empty()) out["rates_gbps"] = rates_gbps;
   if (!aggregation.empty()) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : aggregation)
@@ -205,7 +235,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
     if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps" &&
-        k != "datagram_salt" && k != "aggregation")
+        k != "datagram_salt" && k != "aggregation" && k != "rates_gbps")
       throw bad(k, v, "unknown field");
   auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
     if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
@@ -221,7 +251,8 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
   if (!j.contains("scheme") || !j["scheme"].is_string()) throw bad("scheme", j.value("scheme", nlohmann::json()), "expected a scheme name");
   const schemes::Scheme* s = schemes::lookup(j["scheme"].get<std::string>());
   if (!s || !is_layout_scheme(*s))
-    throw bad("scheme", j["scheme"], "not a ring scheme of the runtime (rar, h-ar or rina) nor PS-based INA over racks (atp, dsa)");
+    throw bad("scheme", j["scheme"], fmt::format("not a scheme of the runtime's static layouts ({})",
+                                                 schemes::names_text(schemes::Engine::Layout)));
   L.scheme = s->name;
   if (!j.contains("workers") || !j["workers"].is_array() || j["workers"].size() < 2 || j["workers"].size() > kMaxRingWorkers)
     throw bad("workers", j.value("workers", nlohmann::json()), fmt::format("expected 2..{} \"ip:port\" addresses", kMaxRingWorkers));
@@ -279,7 +310,7 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     // A tree's racks are INA unless they say otherwise; at least one must be (the root).
     for (size_t q = 0; q < L.racks.size(); ++q)
       if (!j["racks"][q].contains("ina")) L.racks[q].ina = true;
-    if (std::none_of(L.racks.begin(), L.racks.end(), [](const RingRack& k) { return k.ina; }))
+    if (!L.routed() && std::none_of(L.racks.begin(), L.racks.end(), [](const RingRack& k) { return k.ina; }))
       throw bad("racks", j["racks"], "ATP over racks needs at least one INA rack (\"ina\": true): the root of its tree");
     if (!j.contains("ps") || !j["ps"].is_string())
       throw bad("ps", j.value("ps", nlohmann::json()), "PS-based INA over racks needs its PS's \"ip:port\"");
@@ -296,6 +327,16 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     if (n > kMaxWireWorkers) throw bad("workers", j["workers"], fmt::format("ATP's wire bitmaps hold at most {} ranks", kMaxWireWorkers));
   } else if (j.contains("ps")) {
     throw bad("ps", j["ps"], fmt::format("{} has no PS", L.scheme));
+  }
+  if (j.contains("rates_gbps")) {
+    const auto& v = j["rates_gbps"];
+    if (!L.tree()) throw bad("rates_gbps", v, fmt::format("{}'s ring workers pace by their window, not a planned rate", L.scheme));
+    if (!v.is_array() || v.size() != n) throw bad("rates_gbps", v, fmt::format("expected {} rates, one per rank", n));
+    for (size_t r = 0; r < n; ++r) {
+      if (!v[r].is_number() || !(v[r].get<double>() > 0 && v[r].get<double>() <= 1e4))
+        throw bad(fmt::format("rates_gbps[{}]", r), v[r], "expected a rate in (0, 10000] Gbit/s");
+      L.rates_gbps.push_back(v[r].get<double>());
+    }
   }
   if (j.contains("datagram_salt")) {
     const auto& v = j["datagram_salt"];

@@ -30,6 +30,16 @@
 // rack's worker's datagrams all go to its ToR, the PS's to the root or to a
 // rank whose first hop it is (tree_route(), ps_route()).
 //
+// GRID (a routed scheme) runs its plan as such a tree, flat: each "rack"
+// lists the ranks whose planned aggregation node is that rack's switch (a
+// rack with "ina": false, those the PS aggregates), and every switch sends
+// what it aggregates straight to the PS (GRID §3.4), so every switch is a
+// child of the PS. No switch relays another's packets: every node addresses
+// every other directly and the network routes them (scripts/grid-netns
+// builds the plan's topology and routes). Optional "rates_gbps" (trees): by
+// rank, the rate each worker paces its gradient frames at (GRID's planned
+// rates, on the link: with UDP, IPv4 and Ethernet headers).
+//
 // Rina above the ToR (§IV-D), optional "aggregation" (rina only):
 //   "aggregation": [{"switch": "127.0.0.1:7800", "racks": [0, 1]}, ...]
 // each an INA switch above the racks it lists (each rack under one switch at
@@ -66,7 +76,7 @@ namespace ina::rt {
 
 // Whether a scheme's jobs run as a ring of workers (RAR, H-AR, Rina) in the runtime.
 bool is_ring_scheme(const schemes::Scheme& s);
-// Whether a layout can name it: a ring scheme, or PS-based INA over racks (atp, dsa).
+// Whether a layout can name it (schemes::Engine::Layout): a ring scheme, PS-based INA over racks (atp, dsa), GRID.
 bool is_layout_scheme(const schemes::Scheme& s);
 
 struct RingRack {
@@ -91,13 +101,15 @@ struct RingLayout {
   std::optional<Endpoint> ps;       // PS-based INA (atp): the PS
   std::vector<RingAggregation> aggregation;  // rina: INA switches above racks
   std::optional<Key> datagram_salt; // every datagram tagged under datagram_key(job_key(job), salt)
+  std::vector<double> rates_gbps;   // tree: by rank, the worker's paced rate on its link (empty: window-limited)
 
   size_t n() const { return workers.size(); }
   const schemes::Scheme& scheme_info() const { return schemes::find(scheme); }
   static NodeId worker_id(size_t rank) { return static_cast<NodeId>(rank + 1); }
   NodeId tor_id(size_t rack) const { return static_cast<NodeId>(n() + 1 + rack); }
   NodeId ps_id() const { return static_cast<NodeId>(n() + 1 + racks.size()); }
-  bool tree() const;                // PS-based INA over racks (atp, dsa)
+  bool tree() const;                // PS-based INA over racks (atp, dsa), or a routed plan's flat tree (grid)
+  bool routed() const;              // GRID: a flat tree, every node addressed directly
   // The switches of the layout by index: rack q's ToR (q < R), then aggregation[s - R].
   size_t switch_count() const { return racks.size() + aggregation.size(); }
   NodeId switch_id(size_t s) const { return static_cast<NodeId>(n() + 1 + s); }
@@ -127,8 +139,16 @@ struct RingLayout {
   };
   TreeJob tree_job(size_t rack) const;
   size_t root_rack() const;         // tree: the first INA rack
+  // Routed: every node's own address, but the PS reaches a rank through its
+  // planned switch (a rank's engine hears only its first hop).
   Endpoint tree_route(size_t rack, NodeId id) const;
   Endpoint ps_route(NodeId id) const;
+  Endpoint address(NodeId id) const;  // node `id`'s own address (a rank, a rack's switch, the PS)
+  // Tree: the other racks whose ToRs rack q's ToR relays packets with (their
+  // senders' ids: every other INA rack; routed: none), and the switches that
+  // send the PS packets of other senders (its children on the tree).
+  std::vector<size_t> relay_racks(size_t rack) const;
+  std::vector<Endpoint> ps_relays() const;
   // Rack q's ToR aggregates for this job: an INA rack of a tree, or of a Rina job with at least two ranks.
   bool serving_tor(size_t rack) const;
   // Aggregators the job has in a serving ToR (its whole memory): memory / (4 * payload).

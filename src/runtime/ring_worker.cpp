@@ -183,7 +183,7 @@ nlohmann::json worker_stats_json(const host::WorkerStats& s) {
   return {{"sent", s.sent}, {"retransmits", s.retransmits}, {"reminders", s.reminders}, {"timeouts", s.timeouts},
           {"fast_retransmits", s.fast_retransmits}, {"acks", s.acks}, {"dup_acks", s.dup_acks},
           {"grads_to_ps", s.grads_to_ps}, {"results_to_ps", s.results_to_ps}, {"malformed", s.malformed},
-          {"foreign", s.foreign}};
+          {"foreign", s.foreign}, {"rate_syncs", s.rate_syncs}};
 }
 
 // ATP over racks: one worker (host::WorkerNode, the simulator's) whose
@@ -216,6 +216,10 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   w.payload_values = L.payload;
   w.min_rto = std::max(w.min_rto, cfg.min_rto);
   w.init_window = window_packets(cfg.window_kb > 0 ? cfg.window_kb : kDefaultWindowKb, kHeaderBytes + 4u * L.payload);
+  if (!L.rates_gbps.empty()) {  // a planned rate (GRID), of frames on the link
+    w.rate_gbps = L.rates_gbps[cfg.rank];
+    w.wire_bytes = static_cast<uint32_t>(kHeaderBytes + 4u * L.payload + kLinkOverheadBytes);
+  }
   host::WorkerNode node(w);
   node.set_id(w.self);
   auto tensor = std::make_shared<host::SyntheticTensor>(mix(cfg.seed, 0x7a11 + L.job), cfg.rank, static_cast<unsigned>(n));
@@ -246,7 +250,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
                         {"expected", expected}, {"mismatches", tensor->mismatches()}, {"allreduce_seconds", seconds},
                         {"iteration_seconds", iters}, {"done", node.completed() >= cfg.iterations},
                         {"initial_window_packets", node.transport().config().init_window},
-                        {"first_hop", w.aggregator},
+                        {"first_hop", w.aggregator}, {"paced_gbps", w.rate_gbps},
                         {"pending_timers", eng.pending_timers()}, {"packets_in_use", eng.packets_in_use()},
                         {"leaks", leaks},
                         {"stats", {{"ring", {{"retransmits", st.retransmits}}}, {"worker", worker_stats_json(st)},
@@ -314,7 +318,7 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L, const std::opt
   use_datagram_key(eng, L.job, tag_key);
   for (size_t r = 0; r < L.n(); ++r) eng.set_route(RingLayout::worker_id(r), L.ps_route(RingLayout::worker_id(r)));
   for (NodeId sw : tree.switches) eng.set_route(sw, L.ps_route(sw));
-  eng.add_relay(*L.racks[L.root_rack()].sw);  // it forwards the INA racks' packets with their senders' ids
+  for (const Endpoint& e : L.ps_relays()) eng.add_relay(e);  // they forward packets with their senders' ids
   host::PsConfig pc;
   host::profile("runtime").apply(pc);
   pc.job = L.job;
@@ -322,6 +326,7 @@ int run_tree_ps(const RingWorkerConfig& cfg, const RingLayout& L, const std::opt
   pc.sw = kNoNode;
   pc.more_switches = tree.switches;  // the reminder fetches from every INA ToR (as the simulator's trees)
   pc.payload_values = L.payload;
+  if (cfg.ps_min_timeout > 0) pc.min_timeout = cfg.ps_min_timeout;
   // Every completion goes down the tree: a child ToR frees a task's
   // aggregator only when the result passes it as its parent's (a unicast from
   // the PS to one waiting worker is only forwarded there).

@@ -83,6 +83,11 @@ struct RingWorkerConfig {
   // it: docs/results/rina.md, Fig. 12 on the emulated cluster).
   Time delay_target = 4 * kMs;
   double window_kb = 0;      // initial send window (0: kDefaultWindowKb, in bytes whatever the payload)
+  // The PS (ps): the floor of its reminder timeout (0: the runtime
+  // profile's). Scaled networks raise it with the RTO floor: a PS that
+  // reminds before a slow path's partial can arrive takes apart what a
+  // switch is still aggregating.
+  Time ps_min_timeout = 0;
   // This worker's link rate (Gbit/s; 0: unknown). Given, a Rina worker of an
   // INA rack paces what it sends at most at it, as in the simulator
   // (host::RingConfig::nic_gbps): its window does not queue behind its own link.

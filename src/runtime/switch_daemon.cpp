@@ -26,9 +26,14 @@ std::string why_not_threaded(const schemes::Scheme& scheme, bool layout) {
 
 namespace {
 
-const schemes::Scheme& find_scheme(const std::string& name) {
+// With --layout a scheme of the static layouts, else one whose jobs join through the control plane.
+const schemes::Scheme& find_scheme(const std::string& name, bool layout) {
+  if (const schemes::Scheme* s = schemes::lookup(name);
+      s && !layout && s->supports(schemes::Engine::Layout) && !s->supports(schemes::Engine::Runtime))
+    throw RuntimeError(fmt::format("switch: scheme {} serves one job of a static layout only: give --layout FILE --rack R",
+                                   s->name));
   try {
-    return schemes::find(name, schemes::Engine::Runtime);
+    return schemes::find(name, layout ? schemes::Engine::Layout : schemes::Engine::Runtime);
   } catch (const schemes::UnknownScheme& e) {
     throw RuntimeError(e.what());
   }
@@ -43,7 +48,7 @@ using switchd::kJobOffset;
 using switchd::kMinShardAggregators;
 using switchd::kSwitchId;
 
-SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme)), limits(c.control.resolved(c.threads)) {
+SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
   if (!cfg.has_key)
     throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                        "'ina key new FILE' creates one");

@@ -81,11 +81,13 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
 }
 
 // ATP over racks (ring_layout.hpp): this ToR's level of the aggregation
-// tree, every other INA ToR a peer, routes toward each node's rack.
+// tree, every other INA ToR a peer, routes toward each node's rack; GRID's
+// plan: this switch's planned ranks, under the PS, every node addressed directly.
 void SwitchDaemon::Impl::tree_job(RingLayout L) {
   const size_t q = cfg.rack;
-  for (size_t o = 0; o < L.racks.size(); ++o)
-    if (o != q && L.racks[o].ina && !L.racks[o].sw)
+  const std::vector<size_t> relays = L.relay_racks(q);
+  for (size_t o : relays)
+    if (!L.racks[o].sw)
       throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
                                      "every other INA rack's ToR", cfg.layout, o, q));
   const RingLayout::TreeJob t = L.tree_job(q);
@@ -99,18 +101,16 @@ void SwitchDaemon::Impl::tree_job(RingLayout L) {
   sj.children = t.children;
   try {
     program->add_job(sj);
-    for (size_t o = 0; o < L.racks.size(); ++o)
-      if (o != q && L.racks[o].ina) program->add_peer(L.tor_id(o));
+    for (size_t o : relays) program->add_peer(L.tor_id(o));
   } catch (const std::invalid_argument& e) {
     throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
   }
   for (size_t r = 0; r < L.n(); ++r) engine->set_route(RingLayout::worker_id(r), L.tree_route(q, RingLayout::worker_id(r)));
   engine->set_route(L.ps_id(), L.tree_route(q, L.ps_id()));
-  for (size_t o = 0; o < L.racks.size(); ++o)
-    if (o != q && L.racks[o].ina) {
-      engine->set_route(L.tor_id(o), *L.racks[o].sw);
-      engine->add_relay(*L.racks[o].sw);  // it forwards its rack's packets (and the PS's) with their senders' ids
-    }
+  for (size_t o : relays) {
+    engine->set_route(L.tor_id(o), *L.racks[o].sw);
+    engine->add_relay(*L.racks[o].sw);  // it forwards its rack's packets (and the PS's) with their senders' ids
+  }
   layout = std::move(L);
 }
 

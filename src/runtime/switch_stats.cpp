@@ -19,7 +19,8 @@ nlohmann::json to_json(const dp::SwitchStats& s) {
           {"kv_to_ps", s.kv_to_ps}, {"recirculations", s.recirculations}, {"sweep_passes", s.sweep_passes},
           {"kv_results", s.kv_results}, {"kv_rejects", s.kv_rejects}, {"tree_results", s.tree_results},
           {"pinned_hits", s.pinned_hits}, {"quota_refused", s.quota_refused}, {"reclaimed", s.reclaimed},
-          {"priority_clamped", s.priority_clamped}};
+          {"priority_clamped", s.priority_clamped}, {"rate_syncs", s.rate_syncs}, {"capacity_drops", s.capacity_drops},
+          {"evictions", s.evictions}, {"bypassed", s.bypassed}, {"flushed", s.flushed}};
 }
 
 namespace switchd {

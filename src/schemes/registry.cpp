@@ -33,7 +33,7 @@ std::vector<Scheme> registered() {
     s.description = "ATP: a shared pool, Hash(job, PSN), first come first served, collisions to the PS";
     s.policy = "shared-fcfs";
     s.factory = dp::make_atp;
-    s.engines = star_and_runtime | E::SimNetwork;
+    s.engines = star_and_runtime | E::SimNetwork | E::Layout;  // layout: ATP over racks
     s.collective = Collective::PsIna;
     s.hosts_sparse = true;
     s.ring_pool = dp::RingMemory::PoolAtp;
@@ -50,7 +50,7 @@ std::vector<Scheme> registered() {
     s.factory = dp::make_dsa;
     s.eq1_priority = true;
     s.track_tasks = true;
-    s.engines = star_and_runtime | E::SimNetwork;
+    s.engines = star_and_runtime | E::SimNetwork | E::Layout;  // layout: DSA over racks, ATP's tree
     s.collective = Collective::PsIna;  // on a topology: sharded PSes, DSA at the INA switches of each shard's tree
     s.hosts_sparse = true;
     s.ring_pool = dp::RingMemory::PoolDsa;
@@ -104,7 +104,8 @@ std::vector<Scheme> registered() {
     s.policy = "routed";
     s.factory = dp::make_grid;
     s.routed = true;
-    s.engines = static_cast<unsigned>(E::SimTopology);
+    // layout: the plan's aggregation nodes and rates (ring_layout.hpp), e.g. scripts/grid-netns
+    s.engines = E::SimTopology | E::Layout;
     v.push_back(std::move(s));
   }
   {
@@ -123,7 +124,7 @@ std::vector<Scheme> registered() {
     s.description = "Ring-AllReduce: ScatterReduce and AllGather, 2(N-1) steps of S/N, no INA";
     s.policy = "none";
     s.has_ps = false;
-    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
+    s.engines = E::SimNetwork | E::Runtime | E::Layout;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::Ring;
     v.push_back(std::move(s));
   }
@@ -134,7 +135,7 @@ std::vector<Scheme> registered() {
     s.description = "Hierarchical AllReduce: intra-rack ScatterReduce, inter-rack rings, intra-rack AllGather";
     s.policy = "none";
     s.has_ps = false;
-    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
+    s.engines = E::SimNetwork | E::Runtime | E::Layout;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::Hierarchical;
     v.push_back(std::move(s));
   }
@@ -145,7 +146,7 @@ std::vector<Scheme> registered() {
     s.policy = "ring-ina";
     s.factory = dp::make_rina;
     s.has_ps = false;
-    s.engines = E::SimNetwork | E::Runtime;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
+    s.engines = E::SimNetwork | E::Runtime | E::Layout;  // runtime: ina run / ina ring-worker (runtime/ring_worker.hpp)
     s.collective = Collective::RingIna;
     v.push_back(std::move(s));
   }
@@ -206,6 +207,7 @@ const char* to_string(Engine e) {
     case Engine::Training: return "training";
     case Engine::SimNetwork: return "the network simulator";
     case Engine::SimSparse: return "the sparse simulator";
+    case Engine::Layout: return "the runtime's static layouts";
   }
   return "?";
 }

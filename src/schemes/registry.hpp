@@ -30,6 +30,10 @@ enum class Engine : uint8_t {
   Training = 8,     // ina train (libtorch over the runtime)
   SimNetwork = 16,  // packet simulator, collectives on a multi-switch topology (exp::run_collective)
   SimSparse = 32,   // packet simulator, sparse <key, value> aggregation on a star (exp::run_sparse)
+  // UDP runtime, one job over several switches from a static layout (ina
+  // switch --layout, ina ring-worker; runtime/ring_layout.hpp): the ring
+  // collectives, PS-based INA over racks, GRID's planned routes.
+  Layout = 64,
 };
 constexpr unsigned operator|(Engine a, Engine b) { return static_cast<unsigned>(a) | static_cast<unsigned>(b); }
 constexpr unsigned operator|(unsigned a, Engine b) { return a | static_cast<unsigned>(b); }

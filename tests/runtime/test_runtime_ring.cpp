@@ -613,6 +613,20 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   fs::remove(tmp("k"));
   EXPECT_EQ(f.status, 1) << f.text;
   EXPECT_NE(f.text.find("no switch program"), std::string::npos) << f.text;
+  // GRID runs only from a plan's layout (scripts/grid-netns); its capacity is GRID's alone.
+  const Out h = ina({"switch", "--scheme", "grid", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
+  fs::remove(tmp("k"));
+  EXPECT_EQ(h.status, 1) << h.text;
+  EXPECT_NE(h.text.find("scheme grid serves one job of a static layout only: give --layout FILE --rack R"),
+            std::string::npos) << h.text;
+  const Out i = ina({"switch", "--scheme", "atp", "--capacity-mbit", "10", "--new-key-file", tmp("k").string(),
+                     "--listen", "127.0.0.1:0"}, 20);
+  fs::remove(tmp("k"));
+  EXPECT_EQ(i.status, 1) << i.text;
+  EXPECT_NE(i.text.find("--capacity-mbit 10: scheme atp has no processing capacity"), std::string::npos) << i.text;
+  const Out j = ina({"run", "--scheme", "grid", "--workers", "4"}, 20);
+  EXPECT_NE(j.status, 0) << j.text;
+  EXPECT_NE(j.text.find("scheme 'grid' is not supported by the runtime"), std::string::npos) << j.text;
 }
 
 TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
