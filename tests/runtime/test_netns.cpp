@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <string>
 
@@ -53,9 +54,10 @@ ScriptResult run_bounded(const std::string& cmd, int seconds) {
     }                                                                                                     \
   } while (0)
 
-// The reason on the script's "cannot run here" line, or "" if it has none.
+// The reason on the script's "cannot run here" line ("netns-cluster: cannot
+// run here: ...", "grid-netns: ..."), or "" if it has none.
 std::string unsupported_reason(const std::string& output) {
-  const std::string mark = "netns-cluster: cannot run here: ";
+  const std::string mark = ": cannot run here: ";
   const size_t at = output.find(mark);
   if (at == std::string::npos) return {};
   const size_t from = at + mark.size();
@@ -232,6 +234,42 @@ TEST(NetnsCluster, TwoRacksRinaRarAtpAndGlooExactOnTheSameLinks) {
     EXPECT_LT(x.at("goodput_gbit_per_s").get<double>(), 0.1 * 1.5) << "faster than the 100 Mbit/s worker links\n" << run.r.output;
   }
   expect_no_namespaces_left(run.r.output);
+}
+
+// GRID's data plane on Fig. 1 (scripts/grid-netns): namespaces routed as
+// the topology, one `ina switch --scheme grid` per switch the plan
+// aggregates at, the PS, the eight workers paced at their planned rates.
+// grid-exact's plan (W1-W3 at S1, W4-W6 at S2, W7-W8 at S3): every result
+// exact, and every switch's program saw fragments of its planned ranks only
+// (a fragment of another rank is refused as foreign_data) and aggregated
+// each of its tasks from them; the kernels, not the switch programs,
+// carried everything else.
+TEST(GridNetns, Fig1PlanAggregatesEveryRankWherePlannedExact) {
+  const std::string json = temp_json("grid");
+  const ScriptResult r = run_bounded(std::string(INA_SOURCE_DIR) + "/scripts/grid-netns --schemes grid-exact --size "
+                                     "1048576 --iterations 1 --json " + json, 180);
+  SKIP_IF_UNSUPPORTED(r);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  fs::remove(json);
+  const nlohmann::json& res = j.at("results").at(0);
+  EXPECT_TRUE(res.at("ok").get<bool>()) << res.dump(1);
+  EXPECT_EQ(res.at("mismatches"), 0);
+  const uint64_t packets = 1048576 / 4 / 2048;  // 128 fragments per worker
+  std::map<std::string, uint64_t> planned;
+  for (const auto& [w, node] : res.at("planned_node").items()) ++planned[node.get<std::string>()];
+  EXPECT_EQ(planned, (std::map<std::string, uint64_t>{{"S1", 3}, {"S2", 3}, {"S3", 2}}));
+  for (const auto& [node, ranks] : planned) {
+    const nlohmann::json& s = res.at("switches").at(node);
+    EXPECT_EQ(s.at("foreign_data"), 0) << node;
+    EXPECT_EQ(s.at("malformed"), 0) << node;
+    EXPECT_GE(s.at("aggregated").get<uint64_t>(), packets * ranks) << node;  // a retransmission may add
+    EXPECT_GT(s.at("completed").get<uint64_t>(), 0u) << node;
+  }
+  EXPECT_EQ(res.at("ps").at("completions").get<uint64_t>(), packets);
+  EXPECT_EQ(res.at("ps").at("foreign"), 0);
+  expect_no_namespaces_left(r.output);
 }
 
 // A skip names the script's reason, one line; output without the script's
