@@ -213,7 +213,9 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                         Case{"--workers 4 --job hosts=0-1,hosts=2", "(job 1): hosts= is given twice"},
                         Case{"--workers 4 --job hosts=0-1 --job-quota 0", "--job-quota must be fair, none or a number"},
                         Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"},
-                        Case{"--workers 4 --job hosts=0-1 --train '--epochs 1'", "--train runs one job"}}) {
+                        Case{"--workers 4 --job hosts=0-1 --train '--epochs 1'", "--train runs one job"},
+                        Case{"--workers 4 --scheme zebra --train '--epochs 1'",
+                             "--scheme zebra aggregates sparse <key, value> gradients"}}) {
     const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
