@@ -509,8 +509,10 @@ Runner register_runtime(CLI::App& app) {
   s->add_option("--udp-fd", sw->udp_fd, "adopt this bound UDP data socket (with --tcp-fd; used by `ina run`)");
   s->add_option("--tcp-fd", sw->tcp_fd, "adopt this listening TCP control socket on the same port (used by `ina run`)");
   s->add_option("--ready-fd", sw->ready_fd, "write the bound port to this descriptor once listening (used by `ina run`)");
-  s->add_option("--layout", sw->layout, "ring schemes (Rina): the job's static layout (JSON; runtime/ring_layout.hpp)");
-  s->add_option("--rack", sw->rack, "ring schemes: this switch is the ToR of this rack of --layout; R + a (R racks): "
+  s->add_option("--layout", sw->layout, "rina, atp and dsa over racks, grid's plan: the job's static layout (JSON; "
+                                        "runtime/ring_layout.hpp)");
+  s->add_option("--rack", sw->rack, "with --layout: this switch is the ToR of this rack of --layout (grid: a planned "
+                                    "aggregation node); R + a (R racks): "
                                     "the layout's aggregation[a], an INA switch above racks (rina)")->check(CLI::Range(0, 511));
   // Control-plane limits (switch_daemon.hpp ControlLimits; docs/runtime.md, Security).
   s->add_option("--max-connections", sw->max_connections,
@@ -546,11 +548,11 @@ Runner register_runtime(CLI::App& app) {
   s->add_flag("--quiet", sw->quiet, "log errors only");
   sw->faults.add(s, false);
 
-  auto* rwk = app.add_subcommand("ring-worker", "One rank of a ring job (rar, h-ar, rina) or of ATP over racks, over UDP: "
-                                                 "K verified allreduces");
+  auto* rwk = app.add_subcommand("ring-worker", "One rank of a ring job (rar, h-ar, rina), of ATP or DSA over racks or "
+                                                 "of GRID's plan, over UDP: K verified allreduces");
   rwk->add_option("--layout", rw->c.layout, "the job's layout (JSON: workers' and ToR switches' addresses, racks)")->required();
   auto* rank_opt = rwk->add_option("--rank", rw->c.rank, "this worker's rank")->check(CLI::Range(0, 255));
-  auto* ps_flag = rwk->add_flag("--ps", rw->c.ps, "ATP over racks: run the job's PS instead of a rank");
+  auto* ps_flag = rwk->add_flag("--ps", rw->c.ps, "ATP or DSA over racks, GRID: run the job's PS instead of a rank");
   rank_opt->excludes(ps_flag);
   rwk->callback([rank_opt, ps_flag] {
     if (!rank_opt->count() && !ps_flag->count()) throw CLI::RequiredError("--rank (or --ps)");
@@ -567,7 +569,8 @@ Runner register_runtime(CLI::App& app) {
       ->check(Finite(0, 1e5, true, "milliseconds"));
   rwk->add_option("--ps-min-timeout-ms", rw->ps_min_timeout_ms,
                   "with --ps: floor of the PS's reminder timeout (default: the runtime profile's, 5)")
-      ->check(Finite(0, 1e5, true, "milliseconds"));
+      ->check(Finite(0, 1e5, true, "milliseconds"))
+      ->needs(ps_flag);
   rwk->add_option("--delay-target-ms", rw->delay_target_ms,
                   "queueing delay that halves the window as an ECN echo would (0: off)")
       ->capture_default_str()->check(Finite(0, 1e5, false, "milliseconds"));

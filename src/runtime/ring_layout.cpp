@@ -333,8 +333,8 @@ RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& whe
     if (!L.tree()) throw bad("rates_gbps", v, fmt::format("{}'s ring workers pace by their window, not a planned rate", L.scheme));
     if (!v.is_array() || v.size() != n) throw bad("rates_gbps", v, fmt::format("expected {} rates, one per rank", n));
     for (size_t r = 0; r < n; ++r) {
-      if (!v[r].is_number() || !(v[r].get<double>() > 0 && v[r].get<double>() <= 1e4))
-        throw bad(fmt::format("rates_gbps[{}]", r), v[r], "expected a rate in (0, 10000] Gbit/s");
+      if (!v[r].is_number() || !(v[r].get<double>() >= 1e-6 && v[r].get<double>() <= 1e4))
+        throw bad(fmt::format("rates_gbps[{}]", r), v[r], "expected a rate in [1e-06, 10000] Gbit/s (1 kbit/s..10 Tbit/s)");
       L.rates_gbps.push_back(v[r].get<double>());
     }
   }

@@ -32,6 +32,10 @@ const schemes::Scheme& find_scheme(const std::string& name, bool layout) {
       s && !layout && s->supports(schemes::Engine::Layout) && !s->supports(schemes::Engine::Runtime))
     throw RuntimeError(fmt::format("switch: scheme {} serves one job of a static layout only: give --layout FILE --rack R",
                                    s->name));
+  if (const schemes::Scheme* s = schemes::lookup(name);
+      s && layout && !s->supports(schemes::Engine::Layout) && s->supports(schemes::Engine::Runtime))
+    throw RuntimeError(fmt::format("switch: --layout is for the schemes of static layouts ({}); {} jobs join through the "
+                                   "control plane", schemes::names_text(schemes::Engine::Layout), s->name));
   try {
     return schemes::find(name, layout ? schemes::Engine::Layout : schemes::Engine::Runtime);
   } catch (const schemes::UnknownScheme& e) {
@@ -58,9 +62,6 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   if (is_ring_scheme(scheme) && cfg.layout.empty())
     throw RuntimeError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
                                    scheme.name));
-  if (!is_layout_scheme(scheme) && !cfg.layout.empty())
-    throw RuntimeError(fmt::format("switch: --layout is for ring schemes and ATP over racks; {} jobs join through the "
-                                   "control plane", scheme.name));
   const unsigned T = cfg.threads;
   if (T == 0 || T > kMaxThreads)
     throw RuntimeError(fmt::format("switch: --threads {}: give 1..{}", T, kMaxThreads));

@@ -68,6 +68,10 @@ TEST(RingLayoutTree, RanksOfANonInaRackGoStraightToThePs) {
   EXPECT_EQ(L.tree_route(0, L.ps_id()), *L.ps);
   EXPECT_EQ(L.tree_route(0, 5), *L.racks[2].sw);
   EXPECT_EQ(L.tree_route(2, 5), L.workers[4]);
+  // The root relays the PS's packets; each INA ToR relays the other INA racks' ToRs.
+  EXPECT_EQ(L.ps_relays(), (std::vector<Endpoint>{*L.racks[0].sw}));
+  EXPECT_EQ(L.relay_racks(0), (std::vector<size_t>{2}));
+  EXPECT_EQ(L.relay_racks(2), (std::vector<size_t>{0}));
 }
 
 // The first INA rack is the root wherever it is: here rack 1 (node 8), with
@@ -162,8 +166,10 @@ TEST(RingLayoutGrid, BadRatesNameTheFieldAndValue) {
   EXPECT_NE(error(j).find("layout grid.json: field 'rates_gbps' = [0.03,0.03]: expected 5 rates, one per rank"),
             std::string::npos) << error(j);
   j["rates_gbps"] = {0.03, 0.03, -1, 0.03, 0.01};
-  EXPECT_NE(error(j).find("field 'rates_gbps[2]' = -1: expected a rate in (0, 10000] Gbit/s"), std::string::npos)
+  EXPECT_NE(error(j).find("field 'rates_gbps[2]' = -1: expected a rate in [1e-06, 10000] Gbit/s"), std::string::npos)
       << error(j);
+  j["rates_gbps"] = {0.03, 0.03, 1e-13, 0.03, 0.01};  // a pacing gap beyond the clock's range
+  EXPECT_NE(error(j).find("field 'rates_gbps[2]' = 1e-13: expected a rate"), std::string::npos) << error(j);
   const nlohmann::json ring = nlohmann::json::parse(R"({"job": 1, "scheme": "rar", "payload": 64,
     "memory_bytes": 100000, "workers": ["10.0.0.1:1", "10.0.0.2:1"], "racks": [{"ranks": [0, 1]}],
     "rates_gbps": [1, 1]})");
