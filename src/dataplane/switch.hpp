@@ -115,7 +115,8 @@ struct SwitchJob {
                                   // tree: the ranks of its subtree (what it owes its parent)
   RinaJob rina;                   // ring-ina (Rina ToR): rina.hpp
   ZebraJob zebra;                 // sparse (Zebra): zebra.hpp
-  // Tree (PS-based INA over several switches); kNoNode: no tree (a star, GRID).
+  // Tree (PS-based INA over several switches); kNoNode: no tree (a star; GRID in the simulator,
+  // whose runtime layout is a flat tree: every switch a child of the PS).
   NodeId parent = kNoNode;        // where aggregates and fallbacks go: the next INA switch toward the PS, or the PS
   std::vector<NodeId> children;   // INA switches whose aggregates come here; the result goes back to each
   RankBits direct_mask;           // ranks whose gradients come here first; the result is multicast to them
