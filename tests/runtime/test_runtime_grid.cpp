@@ -36,7 +36,8 @@ struct GridRun {
 // Runs the job; capacity_mbit limits switch A's processing capacity C_s (0: none).
 GridRun run_grid(const std::string& tag, double capacity_mbit) {
   const fs::path d = ina_test::fresh_dir("grid_" + tag);
-  const int base = 20000 + static_cast<int>(::getpid() % 20000);
+  // 16 ports per process id: tests run at once (ctest -j) get disjoint ranges.
+  const int base = 20000 + 16 * static_cast<int>(::getpid() % 2500);
   const std::string a = "127.0.0.1:" + std::to_string(base), b = "127.0.0.1:" + std::to_string(base + 1);
   nlohmann::json workers = nlohmann::json::array();
   for (int r = 0; r < 4; ++r) workers.push_back("127.0.0.1:" + std::to_string(base + 10 + r));
@@ -58,23 +59,17 @@ GridRun run_grid(const std::string& tag, double capacity_mbit) {
     return "for i in $(seq 200); do ss -Hlun 'sport = :" + port + "' | grep -q . && break; sleep 0.05; done; ";
   };
   const std::string common = " --size " + std::to_string(kBytes) + " --barrier bar --timeout 60 --quiet";
-  std::string sh = "cd '" + d.string() + "' || exit 1; mkdir bar; " + ina + " key new k >/dev/null || exit 1; " +
-                   sw(0, a, capacity_mbit) +
-                   "S0=$!; " + sw(1, b, 0) + "S1=$!; " + listening(std::to_string(base)) +
-                   listening(std::to_string(base + 1)) + ina + " ring-worker --layout layout.json --ps --ps-min-timeout-ms 100 --report ps.json" +
-                   common + " & P=$!; W=''; for r in 0 1 2 3; do " + ina +
-                   " ring-worker --layout layout.json --rank $r --min-rto-ms 100 --iterations " + std::to_string(kIterations) +
-                   " --report rank$r.json" + common + " & W=\"$W $!\"; done; st=0; for p in $W; do wait $p || st=1; done; "
-                   "wait $P || st=1; kill $S0 $S1; wait $S0 $S1; exit $st";
-  return {ina_test::run_command("sh -c \"" + [&] {
-            std::string e;
-            for (char c : sh) {
-              if (c == '"' || c == '$' || c == '\\' || c == '`') e += '\\';
-              e += c;
-            }
-            return e;
-          }() + "\""),
-          d};
+  const std::string sh = "cd '" + d.string() + "' || exit 1\nmkdir bar\n" + ina + " key new k >/dev/null || exit 1\n" +
+                         sw(0, a, capacity_mbit) + "S0=$!\n" + sw(1, b, 0) + "S1=$!\n" +
+                         listening(std::to_string(base)) + "\n" + listening(std::to_string(base + 1)) + "\n" + ina +
+                         " ring-worker --layout layout.json --ps --ps-min-timeout-ms 100 --report ps.json" + common +
+                         " & P=$!\nW=''\nfor r in 0 1 2 3; do " + ina + " ring-worker --layout layout.json --rank $r" +
+                         " --min-rto-ms 100 --iterations " + std::to_string(kIterations) + " --report rank$r.json" +
+                         common + " & W=\"$W $!\"; done\n"
+                         "st=0\nfor p in $W; do wait $p || st=1; done\nwait $P || st=1\n"
+                         "kill $S0 $S1\nwait $S0 $S1\nexit $st\n";
+  ina_test::write_file(d / "run.sh", sh);  // a file, so the shell sees it as written (no quoting)
+  return {ina_test::run_command("sh '" + (d / "run.sh").string() + "'"), d};
 }
 
 // Each switch aggregates every task from exactly its planned ranks, the PS
