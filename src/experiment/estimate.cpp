@@ -11,8 +11,10 @@
 
 #include "experiment/collective_impl.hpp"
 #include "experiment/estimate_ring.hpp"
+#include "experiment/estimate_sparse.hpp"
 #include "experiment/network_point.hpp"
 #include "experiment/runner.hpp"
+#include "experiment/sparse_point.hpp"
 #include "host/profile.hpp"
 #include "sim/network.hpp"
 #include "wire/packet.hpp"
@@ -218,7 +220,24 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   return e;
 }
 
+// A sparse run (experiment/sparse.hpp): its workload's parts and packet
+// pool (estimate_sparse.hpp) and the star's links and nodes.
+static Estimate estimate_sparse_run(const Settings& s, const std::string& scheme) {
+  Estimate e;
+  try {
+    e.parts = sparse_parts(s, scheme);
+  } catch (const std::exception&) {
+    // An unknown model or a bad trace: the run reports it itself.
+  }
+  const uint64_t hosts = static_cast<uint64_t>(std::max(1, s.workers_per_job)) + 3;  // the PS, the switch and its CPU
+  e.parts.push_back({"links, nodes and events", "workload.workers_per_job", 2 * hosts * kLinkBytes + hosts * kNodeBytes + kHeapBytes});
+  std::erase_if(e.parts, [](const MemoryPart& p) { return p.bytes == 0; });
+  std::stable_sort(e.parts.begin(), e.parts.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  return e;
+}
+
 Estimate estimate_run(const Settings& given, const std::string& scheme) {
+  if (is_sparse(given)) return estimate_sparse_run(given, scheme);
   if (is_network(given)) return estimate_network_run(given, scheme);
   const schemes::Scheme* spec = schemes::lookup(scheme);  // the registry's roles, never the name
   const Settings s = spec ? packets_for(given, *spec) : given;  // the packet the run will use

@@ -5,16 +5,20 @@
 // the packet pool, links and events; on multi-switch topologies, the run's
 // INA switches only (switch.ina), the PS family's hosts (worker transports,
 // PS reminder deadlines) and the ring endpoints' buffers, from the job's
-// compiled steps: estimate_ring.hpp). `ina sim` prints it and refuses to
+// compiled steps: estimate_ring.hpp; on sparse workloads, what the run holds
+// per pushed pair and per key of an iteration's union, counted from the
+// workload itself: estimate_sparse.hpp). `ina sim` prints it and refuses to
 // start when it exceeds the machine's available memory (/proc/meminfo
 // MemAvailable) unless --force.
 //
 // Accuracy: the estimate is an upper-leaning model, not a measurement. On the
 // runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays,
-// by the workers' per-packet records with and without loss, or by a ring
-// collective's shard buffers) it is within a factor of 2 of the measured peak
-// RSS (getrusage ru_maxrss of the `ina sim` process), which is the documented
-// tolerance (kEstimateFactor). On scenarios/rina (one run each, `switch.ina_count`
+// by the workers' per-packet records with and without loss, by a ring
+// collective's shard buffers, or by a sparse run's sums) it is within a factor
+// of 2 of the measured peak RSS (getrusage ru_maxrss of the `ina sim`
+// process), which is the documented tolerance (kEstimateFactor); every
+// scenario under scenarios/ is checked by scripts/sim-memory-check
+// (docs/results/simulator.md has its last run). On scenarios/rina (one run each, `switch.ina_count`
 // and `workload.gradient_scale` set; estimate vs peak RSS, 2026-11-28):
 //   fig10_full_resnet50, fat-tree k = 4, 16 workers, full-size ResNet50
 //     (97.5 MiB per worker): RAR 38.7 vs 36 MiB, H-AR 132.6 vs 128, Rina 50 %

@@ -147,6 +147,16 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
                fmt::format("{}", s.ecn_kb));
 }
 
+std::unique_ptr<workload::SparseSource> sparse_rows(const Settings& s, uint64_t seed) {
+  if (s.sparse_model == "trace") return workload::load_trace(trace_path(s));
+  const workload::SparseModelSpec* found = workload::find_sparse_model(s.sparse_model);
+  if (!found) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
+  workload::SparseModelSpec m = *found;
+  if (s.sparse_draws > 0) m.draws = static_cast<uint64_t>(s.sparse_draws);
+  return workload::make_synthetic(m, static_cast<unsigned>(s.workers_per_job),
+                                  static_cast<unsigned>(s.profile_iterations + s.iterations), seed, s.sparse_scale);
+}
+
 RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_t seed) {
   const unsigned N = static_cast<unsigned>(s.workers_per_job);
   const unsigned profile = static_cast<unsigned>(s.profile_iterations);
@@ -154,16 +164,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   std::unique_ptr<workload::SparseSource> src;
   RunOutput out;
   try {
-    if (s.sparse_model == "trace") {
-      src = workload::load_trace(trace_path(s));
-    } else {
-      const workload::SparseModelSpec* found = workload::find_sparse_model(s.sparse_model);
-      if (!found) throw std::invalid_argument(fmt::format("unknown sparse model '{}'", s.sparse_model));
-      workload::SparseModelSpec m = *found;
-      if (s.sparse_draws > 0) m.draws = static_cast<uint64_t>(s.sparse_draws);
-      src = workload::with_row_width(workload::make_synthetic(m, N, profile + iters, seed, s.sparse_scale),
-                                     static_cast<unsigned>(s.sparse_row_width));
-    }
+    src = workload::with_row_width(sparse_rows(s, seed), static_cast<unsigned>(s.sparse_row_width));
   } catch (const std::exception& e) {
     out.ok = false;
     out.problems = e.what();

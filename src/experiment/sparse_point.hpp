@@ -42,16 +42,23 @@
 // fp16_max_err_over_bound and fp16_vec_rel_err (||sums - exact||_2 / ||exact||_2),
 // against exact float64 sums (exp::ValueError).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "experiment/runner.hpp"
 #include "experiment/scenario.hpp"
+#include "workload/sparse.hpp"
 
 namespace ina::exp {
 
 bool is_sparse(const Settings& s);  // workload.sparse_model is set
 void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_names, const std::string& origin);
 RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_t seed);
+// The run's workload before workload.sparse_row_width: the synthetic model
+// for workers_per_job workers and profile_iterations + iterations
+// iterations, or the trace (throws on an unknown model or a bad trace).
+// The run takes each of its keys as a row of sparse_row_width keys.
+std::unique_ptr<workload::SparseSource> sparse_rows(const Settings& s, uint64_t seed);
 
 }  // namespace ina::exp

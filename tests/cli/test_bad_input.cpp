@@ -234,8 +234,10 @@ TEST(BadInput, SimEstimateCountsTheLargestRuns) {
 
 // The estimate against the real peak RSS of `ina sim`, within kEstimateFactor,
 // for a run dominated by the switch's arrays, one without loss (the workers'
-// record rings about a window), one with loss (rings of whole ops) and a ring
-// collective on a fat-tree (its endpoints' shard buffers).
+// record rings about a window), one with loss (rings of whole ops), a ring
+// collective on a fat-tree (its endpoints' shard buffers), and Zebra's sparse
+// star (the workers' received sums of each iteration's union of keys) and
+// SwitchML streaming that sparse model (the pushes and their copies).
 TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
   const auto d = dir("rss");
   struct Case {
@@ -250,6 +252,11 @@ TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
                 "[faults]\nloss = 0.001\n[run]\nschemes = [\"atp\"]\n"},
       {"ring", "[topology]\nkind = \"fat-tree\"\nk = 4\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n"
                "gradient_scale = 0.125\n[run]\nschemes = [\"h-ar\"]\n"},
+      {"sparse", "[workload]\njobs = 1\niterations = 1\nsparse_model = \"deeplight\"\nworkers_per_job = 8\n"
+                 "sparse_row_width = 4\n[zebra]\nprofile_iterations = 1\nhot_keys = 32768\n[switch]\nmemory_mb = 1\n"
+                 "[run]\nschemes = [\"zebra\"]\n"},
+      {"sparse-dense", "[workload]\njobs = 1\niterations = 1\nsparse_model = \"deeplight\"\nworkers_per_job = 8\n"
+                       "sparse_row_width = 4\n[switch]\nmemory_mb = 1\n[run]\nschemes = [\"switchml\"]\n"},
   };
   for (const auto& c : cases) {
     const fs::path f = d / (c.name + ".toml");
