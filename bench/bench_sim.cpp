@@ -6,7 +6,12 @@
 //  (c) collectives on multi-switch topologies (exp::run_collective), one
 //      allreduce of 4 MiB per worker: Rina on the dragonfly 4,9,2 (72
 //      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers);
-//  (d) sparse aggregation, Zebra and PS-lite (below).
+//  (d) sparse aggregation, Zebra and PS-lite (below);
+//  (e) one simulation on 1 and on 2 threads (sim::Simulator::set_partitions):
+//      ATP on the 1024-host fat-tree, 32 jobs x 32 workers interleaved (each
+//      job in every pod), 0.25 MiB each; the rows' ratio is the speedup, and
+//      the digests must agree (else the second row fails). Wall time: these
+//      runs use both cores.
 #include <string>
 #include <vector>
 
@@ -103,6 +108,31 @@ void BM_Sparse(benchmark::State& state, const char* scheme) {
   state.counters["kv_pairs_per_s"] = benchmark::Counter(static_cast<double>(pairs), benchmark::Counter::kIsRate);
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
+void BM_Partitioned(benchmark::State& state) {
+  exp::Settings s;
+  s.topology_kind = "fat-tree";
+  s.k = 16;
+  s.ina = "tors";
+  s.jobs = 32;
+  s.workers = 32;
+  s.gradient_mb = 0.25;
+  s.placement = "interleaved";
+  s.rina_transport = "aimd";
+  s.threads = static_cast<int>(state.range(0));
+  static uint64_t one_thread_digest = 0;  // the 1-thread row runs first
+  uint64_t hops = 0, events = 0;
+  for (auto _ : state) {
+    const auto r = exp::run_point(s, "atp", 1);
+    if (!r.ok) state.SkipWithError(r.problems.c_str());
+    if (s.threads == 1) one_thread_digest = r.digest;
+    else if (r.digest != one_thread_digest) state.SkipWithError("the digest differs from the 1-thread run's");
+    hops += static_cast<uint64_t>(r.metrics.at("hops"));
+    events += static_cast<uint64_t>(r.metrics.at("events"));
+  }
+  set_counters(state, hops, events);
+}
+BENCHMARK(BM_Partitioned)->Name("sim/fat_tree_1024_atp_threads")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK_CAPTURE(BM_Sparse, zebra, "zebra")->Name("sim/sparse_zebra_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Sparse, ps_lite, "ps-lite")->Name("sim/sparse_pslite_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

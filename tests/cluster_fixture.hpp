@@ -269,7 +269,7 @@ class Cluster {
     EXPECT_EQ(mismatches(&first), 0u) << "first mismatch: " << first;
     for (size_t j = 0; j < servers.size(); ++j)
       EXPECT_EQ(servers[j]->entries(), 0u) << "PS of job " << j + 1 << " still has dictionary entries";
-    EXPECT_EQ(sim.pool().in_use(), 0u) << "packets leaked";
+    EXPECT_EQ(sim.packets_in_use(), 0u) << "packets leaked";
     EXPECT_EQ(sim.misrouted(), 0u);
     // Every node is honest: nothing may be refused as malformed or foreign.
     std::vector<const host::WorkerTransport*> transports;

@@ -136,6 +136,7 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
            {"ok", p.out->ok}, {"problems", p.out->problems}, {"job_jct_ms", p.out->job_jct_ms},
            {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s}, {"cpu_s", p.cpu_s},
            {"peak_rss_mb", static_cast<double>(p.peak_rss) / (1 << 20)}, {"metrics", p.out->metrics}};
+    if (p.out->windows) run["sim_windows"] = p.out->windows;
     for (const auto& l : p.out->marked_links)
       run["links"].push_back({{"link", l.link}, {"ecn_marks", l.ecn_marks}, {"queue_drops", l.queue_drops}});
     if (p.threw) run["threw"] = true;  // no metrics, no record in results.json
@@ -266,7 +267,7 @@ int main(int argc, char** argv) {
   std::string file, out_dir;
   std::vector<std::string> sets, overlays;
   bool quiet = false, force = false, all_metrics = false;
-  unsigned threads = 1;
+  unsigned threads = 1, sim_threads = 0;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
   sim->add_option("--out", out_dir, "write results.json, results.csv and PNG plots here");
@@ -282,6 +283,10 @@ int main(int argc, char** argv) {
                 "print a table of every metric the runs have, not only the scenario's output.metrics");
   sim->add_flag("--force", force, "run even if the estimated peak memory exceeds the available memory");
   sim->add_option("-j,--jobs", threads, "simulations to run in parallel (results do not depend on it)")
+      ->check(CLI::Range(1u, 256u));
+  sim->add_option("--threads", sim_threads,
+                  "threads each simulation runs on, its topology split by racks (multi-switch topologies; results, "
+                  "digests and traces do not depend on it): --set run.threads=T")
       ->check(CLI::Range(1u, 256u));
   sim->footer("Schemes a scenario's run.schemes may name (name|alias):" +
               ina::schemes::help(ina::schemes::Engine::SimStar) +
@@ -330,6 +335,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*sim) {
+      if (sim_threads) sets.push_back(fmt::format("run.threads={}", sim_threads));
       auto load = [&] {
         auto sc = ina::exp::load_scenario_file(file, sets);
         for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);

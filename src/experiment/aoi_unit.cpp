@@ -129,7 +129,7 @@ AoiUnitResult run_aoi_unit(const std::vector<AoiUnitJob>& jobs, const AoiUnitOpt
   out.completed = ss.completed;
   out.occupied_after = sw.occupied();
   out.refused = cluster::count_refusals({&sw}, {}, transports).total();
-  out.packets_leaked = sim.pool().in_use();
+  out.packets_leaked = sim.packets_in_use();
   if (const auto* slots = dp::aoi_slots(sw)) {
     for (size_t i = 0; i < slots->size(); ++i)
       for (uint16_t id : (*slots)[i].jobs) {

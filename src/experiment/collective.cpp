@@ -91,7 +91,7 @@ void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>
   bool quiet = sim.idle();
   for (size_t l = 0; quiet && l < sim.link_count(); ++l) quiet = sim.link(static_cast<uint32_t>(l)).wire.empty();
   if (!quiet && require_quiet) problems.push_back("events left after every worker finished (a timer or packet leaked)");
-  if (quiet && sim.pool().in_use()) problems.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  if (quiet && sim.packets_in_use()) problems.push_back(fmt::format("{} packets leaked", sim.packets_in_use()));
   if (sim.misrouted()) problems.push_back(fmt::format("{} packets had no route", sim.misrouted()));
   uint64_t dropped = 0;
   for (const auto* f : idle) dropped += f->dropped();

@@ -89,6 +89,9 @@ struct CollectiveSettings {
   // Ring families: the simulator's trace sink (sim::Simulator::set_trace;
   // the golden traces), or none.
   std::vector<sim::TraceRecord>* trace = nullptr;
+  // Threads the simulation runs on (sim::partition_by_racks); results,
+  // digest and trace do not depend on it.
+  unsigned threads = 1;
 };
 
 // A link's ECN marks and queue drops in a run ("from->to" by node names).
@@ -114,6 +117,9 @@ struct CollectiveResult {
   // data packets a receiver already had.
   uint64_t timeouts = 0, fast_retransmits = 0, dup_received = 0;
   uint64_t hops = 0, events = 0;   // simulator work
+  uint64_t digest = 0;             // sim::Simulator::digest()
+  uint64_t windows = 0;            // synchronization windows (threads > 1)
+  double helper_cpu_s = 0;         // CPU time of the simulation's threads besides the caller's
   uint64_t ecn_marks_host = 0;     // packets ECN-marked in a host's NIC queue (only with host_ecn)
   uint64_t ecn_marks_switch = 0;   //   and at switch egress ports
   uint64_t refused = 0;            // ring data packets a receiver refused (kBusy: its buffers held earlier steps)

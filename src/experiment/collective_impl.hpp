@@ -8,6 +8,7 @@
 #include "host/ring.hpp"
 #include "schemes/registry.hpp"
 #include "sim/network.hpp"
+#include "sim/partition.hpp"
 
 namespace ina::exp::detail {
 

@@ -15,6 +15,7 @@
 #include "host/tensor_io.hpp"
 #include "cluster/cluster.hpp"
 #include "sim/engine.hpp"
+#include "sim/partition.hpp"
 #include "workload/model.hpp"
 
 namespace ina::exp::detail {
@@ -369,6 +370,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
+  if (s.threads > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads));
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -417,6 +419,9 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   out.bytes_per_worker = sent_sum / static_cast<double>(hosts_n) / s.iterations;
   out.hops = sim.hops();
   out.events = sim.events();
+  out.digest = sim.digest();
+  out.windows = sim.windows();
+  out.helper_cpu_s = sim.helper_cpu_s();
 
   size_t ps_entries = 0, aggs_left = 0;
   uint64_t host_refused = 0;

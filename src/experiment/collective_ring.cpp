@@ -275,6 +275,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // (host::ring_failover, shared with the runtime), the ToRs get the job
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
+  if (s.threads > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads));
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -383,6 +384,9 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   out.restarted_op = restarted;
   out.hops = sim.hops();
   out.events = sim.events();
+  out.digest = sim.digest();
+  out.windows = sim.windows();
+  out.helper_cpu_s = sim.helper_cpu_s();
   set_problems(out, probs);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;

@@ -73,7 +73,7 @@ bool is_network(const Settings& s) { return s.topology_kind != "star"; }
 topo::Graph build_topology(const Settings& s, const std::string& origin) {
   const std::string& kind = s.topology_kind;
   try {
-    if (kind == "fat-tree") return topo::fat_tree(s.k, 0, s.link_gbps);
+    if (kind == "fat-tree") return topo::fat_tree(s.k, s.hosts_per_edge, s.link_gbps);
     if (kind == "leaf-spine") return topo::leaf_spine(s.spines, s.leaves, s.hosts, s.link_gbps);
     if (kind == "testbed") return topo::rina_testbed(s.link_gbps);
   } catch (const topo::TopologyError& e) {
@@ -238,6 +238,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.rina_allgather_start = s.rina_allgather_start;
   c.rina_transport = s.rina_transport;
   c.max_sim_ms = s.max_sim_ms;
+  c.threads = static_cast<unsigned>(s.threads);
   c.fail_rank = s.fail_rank;
   c.fail_at_ms = s.fail_at_ms;
   if (!s.memory_mb_per_switch.empty()) {

@@ -78,6 +78,9 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   }
   out.ok = r.ok;
   out.problems = r.problems;
+  out.digest = r.digest;
+  out.windows = r.windows;
+  out.helper_cpu_s = r.helper_cpu_s;
   return out;
 }
 
@@ -298,7 +301,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   m["unfinished_workers"] = static_cast<double>(unfinished);
   m["leaked_aggregators"] = static_cast<double>(leaked_aggs);
   m["ps_entries_left"] = static_cast<double>(ps_entries);
-  m["packets_leaked"] = static_cast<double>(sim.pool().in_use());
+  m["packets_leaked"] = static_cast<double>(sim.packets_in_use());
   m["sim_time_ms"] = to_ms(end_of_training);
   m["events"] = static_cast<double>(sim.events());
   m["hops"] = static_cast<double>(sim.hops());
@@ -308,7 +311,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   if (unfinished) probs.push_back(fmt::format("{} workers did not finish within run.max_sim_ms = {}", unfinished, s.max_sim_ms));
   if (s.verify && mismatches) probs.push_back(fmt::format("{} result values differ from the exact sum", mismatches));
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS dictionary entries left", ps_entries));
-  if (all_finished && sim.pool().in_use()) probs.push_back(fmt::format("{} packets leaked", sim.pool().in_use()));
+  if (all_finished && sim.packets_in_use()) probs.push_back(fmt::format("{} packets leaked", sim.packets_in_use()));
   // Every node here is honest: a packet refused as malformed or foreign is a protocol bug.
   if (refused.total()) probs.push_back(refused.text());
   if (leaked_aggs && s.dup == 0 && s.reorder == 0)
@@ -339,7 +342,7 @@ RunResult run_one(const ScenarioRun& run, bool own_peak) {
     r.error = "an exception that is not a std::exception";
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.cpu_s = thread_cpu_seconds() - cpu0;
+  r.cpu_s = thread_cpu_seconds() - cpu0 + r.out.helper_cpu_s;  // run.threads: its threads' too
   r.peak_rss = peak_rss_bytes();
   if (!r.error.empty()) {
     r.out = RunOutput{};

@@ -21,6 +21,8 @@ struct RunOutput {
   bool ok = true;
   std::string problems;  // why !ok: unfinished workers, wrong results, leaks
   uint64_t digest = 0;
+  uint64_t windows = 0;      // synchronization windows of a run on several threads (run.threads)
+  double helper_cpu_s = 0;   //   and the CPU time of its threads besides the runner's
   std::vector<LinkMarks> marked_links;  // network kinds: links with ECN marks or queue drops (runs.json "links")
 };
 

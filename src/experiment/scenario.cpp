@@ -84,6 +84,7 @@ const std::vector<Field>& settings_fields() {
        one_of({"star", "fat-tree", "dragonfly", "leaf-spine", "testbed", "file"})},
       {"topology.hosts", &Settings::hosts, between(1, 4096)},
       {"topology.k", &Settings::k, Range{.lo = 2, .hi = 32, .step = 2}},
+      {"topology.hosts_per_edge", &Settings::hosts_per_edge, between(0, 64, "0 = k/2")},
       {"topology.dragonfly", &Settings::dragonfly},
       {"topology.spines", &Settings::spines, between(1, 1024)},
       {"topology.leaves", &Settings::leaves, between(1, 1024)},
@@ -167,6 +168,7 @@ const std::vector<Field>& settings_fields() {
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
+      {"run.threads", &Settings::threads, between(1, 256, "threads one simulation runs on")},
   };
   return fields;
 }
@@ -520,6 +522,15 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
     if (s.ecn_per_window)
       fail(origin, "transport.ecn_per_window", "applies to the dense star only (topology.kind = \"star\")", "true");
   }
+  if (s.hosts_per_edge != 0 && s.topology_kind != "fat-tree")
+    fail(origin, "topology.hosts_per_edge", fmt::format("sizes a fat-tree's racks, not topology.kind = \"{}\"", s.topology_kind),
+         std::to_string(s.hosts_per_edge));
+  if (s.threads != 1 && !is_network(s))
+    fail(origin, "run.threads",
+         fmt::format("splits a multi-switch topology across threads; topology.kind = \"{}\" runs on one (-j runs "
+                     "several simulations at once)",
+                     s.topology_kind),
+         std::to_string(s.threads));
   if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
   {  // Sparse-only settings in a dense scenario would be silently ignored: refuse them.
     const Settings d;

@@ -25,6 +25,8 @@ struct Settings {
   std::string topology_kind = "star";  // topology.kind: star | fat-tree | dragonfly | leaf-spine | testbed | file
   int hosts = 64;                      // topology.hosts: star: worker servers (PS servers are added on top); leaf-spine: servers
   int k = 4;                           // topology.k: fat-tree arity (k^3/4 hosts, k/2 per edge switch)
+  int hosts_per_edge = 0;              // topology.hosts_per_edge: fat-tree hosts per edge switch (0: k/2; more
+                                       //   oversubscribes the edge: k = 32 with 32 is 16 384 hosts at 2:1)
   std::string dragonfly = "4,9,2";     // topology.dragonfly: "a,g,h" (a routers per group, g groups, h global ports; a/2 hosts per router)
   int spines = 2;                      // topology.spines (leaf-spine)
   int leaves = 4;                      // topology.leaves (leaf-spine)
@@ -137,6 +139,8 @@ struct Settings {
   std::string profile = "paper";       // run.profile: engine profile of the hosts (host/profile.hpp): paper | runtime
   bool verify = true;                  // run.verify: check every result against the exact sum
   double max_sim_ms = 10000;           // run.max_sim_ms: safety stop (a run hitting it is reported as failed)
+  int threads = 1;                     // run.threads: threads one simulation runs on (multi-switch topologies;
+                                       //   sim/partition.hpp splits it by racks; results do not depend on it)
   // Not a field: the directory of the scenario file (topology.file is relative to it).
   std::string scenario_dir;
 };

@@ -236,8 +236,8 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
                                            "{} ms of simulated time",
                                            scheme.name, r, nodes[r]->completed(), s.iterations, n, to_ms(s.time_limit)));
   if (errors) throw std::runtime_error(fmt::format("sparse run {}: {} result values differ from the exact sums", scheme.name, errors));
-  if (sim.pool().in_use() != 0)
-    throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.pool().in_use()));
+  if (sim.packets_in_use() != 0)
+    throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", scheme.name, sim.packets_in_use()));
   // SwitchML's slots keep the last round's results by design (the shadow
   // copy answers a late retransmission), so they are not a leak (as exp::run_point).
   if (!scheme.isolated && sw.occupied() != 0)
@@ -660,8 +660,8 @@ class SparseStar {
       if (done_iters_[r] != s_.iterations)
         throw std::runtime_error(fmt::format("sparse run {}: worker {} finished {} of {} iterations ({})", name, r,
                                              done_iters_[r], s_.iterations, drivers_[r]->worker().describe()));
-    if (sim_.pool().in_use() != 0)
-      throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", name, sim_.pool().in_use()));
+    if (sim_.packets_in_use() != 0)
+      throw std::runtime_error(fmt::format("sparse run {}: {} packets leaked", name, sim_.packets_in_use()));
     check_switch_memory();
     check_dense_job();
     if (cpu_ && cpu_->held() != 0)

@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <algorithm>
+#include <barrier>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "core/ecmp.hpp"
+#include "core/resources.hpp"
 #include "proto/ecn.hpp"
 
 #include <fmt/format.h>
@@ -14,26 +17,25 @@ namespace ina::sim {
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 
-Packet* SimEffects::alloc() { return sim_.pool().get(); }
-void SimEffects::send(Packet* p) { sim_.route(current, p); }
-void SimEffects::free(Packet* p) { sim_.pool().put(p); }
-void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(current, at, token); }
-bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(current, p); }
+Packet* SimEffects::alloc() { return part_.pool.get(); }
+void SimEffects::send(Packet* p) { sim_.route(part_, current, p); }
+void SimEffects::free(Packet* p) { part_.pool.put(p); }
+void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(part_, current, at, token); }
+bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(part_, current, p); }
 
 void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members) {
   if (members.size() > kRankBits)
     throw std::invalid_argument(fmt::format("multicast groups hold at most {} members, got {}", kRankBits, members.size()));
   if (groups_.size() <= group) groups_.resize(group + 1);
   groups_[group] = std::move(members);
-  mcast_.clear();  // the group's splits are stale
+  size_mcast();  // the group's splits are stale
 }
 
-Simulator::McastSplit& Simulator::mcast_split(uint16_t group, uint32_t row) {
-  if (mcast_.empty()) mcast_.resize(groups_.size() * route_rows_);
-  return mcast_[group * route_rows_ + row];
+void Simulator::size_mcast() {
+  mcast_.assign(route_rows_, {});
 }
 
-bool Simulator::multicast_from(NodeId from, Packet* p) {
+bool Simulator::multicast_from(Partition& P, NodeId from, Packet* p) {
   if (p->h.job >= groups_.size() || groups_[p->h.job].empty() || !is_switch_[from]) return false;
   const auto& members = groups_[p->h.job];
   const RankBits pending = p->mcast ? p->mcast : RankBits::first(static_cast<unsigned>(members.size()));
@@ -57,7 +59,7 @@ bool Simulator::multicast_from(NodeId from, Packet* p) {
   }
   const auto& branches = split.branches;
   for (size_t b = 0; b < branches.size(); ++b) {
-    Packet* c = b + 1 == branches.size() ? p : pool_.clone(*p);
+    Packet* c = b + 1 == branches.size() ? p : P.pool.clone(*p);
     const auto [li, mask] = branches[b];
     const NodeId to = links_[li].to;
     if (!is_switch_[to]) {  // the last hop: a unicast copy for that member
@@ -67,26 +69,67 @@ bool Simulator::multicast_from(NodeId from, Packet* p) {
       c->h.dst = kMulticast;
       c->mcast = mask;
     }
-    transmit(li, c);
+    transmit(P, li, c);
   }
-  if (branches.empty()) pool_.put(p);
+  if (branches.empty()) P.pool.put(p);
   return true;
 }
 
 Simulator::Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_bytes, uint32_t min_packet_bytes)
-    : pool_(payload_capacity), header_bytes_(header_bytes), min_packet_bytes_(min_packet_bytes), seed_(seed), fx_(*this) {
-  heap_.reserve(1 << 16);
+    : payload_capacity_(payload_capacity), header_bytes_(header_bytes), min_packet_bytes_(min_packet_bytes), seed_(seed) {
+  parts_.push_back(std::make_unique<Partition>(*this, payload_capacity, 0));
+  parts_.front()->heap.reserve(1 << 16);
+  parts_.front()->outbox.resize(1);
 }
 
 Simulator::~Simulator() {
-  // Return packets still in flight so the pool's accounting stays meaningful.
-  for (auto& e : heap_)
-    if (e.kind == EvKind::Deliver) pool_.put(e.pkt);
+  // Return packets still in flight so the pools' accounting stays meaningful.
+  Partition& P = *parts_.front();
+  for (auto& part : parts_) {
+    for (auto& e : part->heap)
+      if (e.kind == EvKind::Deliver) P.pool.put(e.pkt);
+    for (auto& box : part->outbox)
+      for (const Posted& x : box) P.pool.put(x.pkt);
+  }
   for (auto& l : links_)
     while (!l.wire.empty()) {
-      pool_.put(l.wire.front());
+      P.pool.put(l.wire.front());
       l.wire.pop();
     }
+}
+
+size_t Simulator::packets_in_use() const {
+  size_t n = 0;  // a pool's count wraps when it frees more than it allocated; the sum does not
+  for (const auto& part : parts_) n += part->pool.in_use();
+  return n;
+}
+
+Time Simulator::now() const {
+  Time t = 0;
+  for (const auto& part : parts_) t = std::max(t, part->now);
+  return t;
+}
+
+bool Simulator::idle() const {
+  for (const auto& part : parts_)
+    if (!part->heap.empty()) return false;
+  return true;
+}
+
+uint64_t Simulator::sum(uint64_t Partition::*counter) const {
+  uint64_t n = 0;
+  for (const auto& part : parts_) n += (*part).*counter;
+  return n;
+}
+
+uint64_t Simulator::events() const { return sum(&Partition::events); }
+uint64_t Simulator::hops() const { return sum(&Partition::hops); }
+uint64_t Simulator::misrouted() const { return sum(&Partition::misrouted); }
+
+uint64_t Simulator::digest() const {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const uint64_t d : node_digest_) h = (h ^ d) * 0x100000001b3ULL;
+  return h;
 }
 
 NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
@@ -98,6 +141,9 @@ NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
   host_link_.push_back(kNoLink);
   row_.push_back(kNoRow);
   out_links_.emplace_back();
+  node_part_.push_back(0);
+  node_digest_.push_back(0xcbf29ce484222325ULL);
+  timer_count_.push_back(0);
   return id;
 }
 
@@ -105,6 +151,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
   if (a >= nodes_.size() || b >= nodes_.size()) throw std::out_of_range("connect: unknown node");
   auto make = [&](NodeId from, NodeId to, const LinkParams& p) {
     if (!(p.gbps > 0)) throw std::invalid_argument("link bandwidth must be > 0");
+    if (p.delay < 0) throw std::invalid_argument(fmt::format("link delay must be >= 0 ps, got {}", p.delay));
     Link l;
     l.from = from;
     l.to = to;
@@ -126,7 +173,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
   };
   const uint32_t id = make(a, b, ab);
   make(b, a, ba);
-  build_tree();
+  build_trees();
   return id;
 }
 
@@ -154,7 +201,7 @@ void Simulator::build_routes() {
   route_n_ = n;
   route_rows_ = rows;
   route_.assign(n * rows, kNoLink);
-  mcast_.clear();
+  size_mcast();
   ecmp_.clear();
   std::unordered_map<std::vector<uint32_t>, uint32_t, CandidateHash> interned;
   std::vector<int> dist(n);
@@ -229,33 +276,35 @@ uint32_t Simulator::first_hop(NodeId sw, NodeId dst) const {
 }
 
 namespace {
-// (t, seq) order; seq is unique, so this is a strict total order.
+// (t, tie) order; tie is unique, so this is a strict total order.
 inline bool before(const Event& a, const Event& b) {
-  return a.t < b.t || (a.t == b.t && a.seq < b.seq);
+  return a.t < b.t || (a.t == b.t && a.tie < b.tie);
 }
 }  // namespace
 
-void Simulator::push(const Event& e) {
-  // 4-ary min-heap on (t, seq).
-  heap_.push_back(e);
-  size_t i = heap_.size() - 1;
+void Simulator::push(Partition& P, const Event& e) {
+  // 4-ary min-heap on (t, tie).
+  auto& heap = P.heap;
+  heap.push_back(e);
+  size_t i = heap.size() - 1;
   while (i > 0) {
     size_t parent = (i - 1) / 4;
-    const Event& p = heap_[parent];
+    const Event& p = heap[parent];
     if (before(p, e)) break;
-    heap_[i] = p;
+    heap[i] = p;
     i = parent;
   }
-  heap_[i] = e;
+  heap[i] = e;
 }
 
-Event Simulator::pop() {
-  const Event top = heap_[0];
-  const Event last = heap_.back();
-  heap_.pop_back();
-  const size_t n = heap_.size();
+Event Simulator::pop(Partition& P) {
+  auto& heap = P.heap;
+  const Event top = heap[0];
+  const Event last = heap.back();
+  heap.pop_back();
+  const size_t n = heap.size();
   if (n == 0) return top;
-  Event* h = heap_.data();
+  Event* h = heap.data();
   size_t i = 0;
   for (;;) {
     const size_t c = 4 * i + 1;
@@ -277,17 +326,17 @@ Event Simulator::pop() {
   return top;
 }
 
-void Simulator::schedule_timer(NodeId n, Time at, uint64_t token) {
+void Simulator::schedule_timer(Partition& P, NodeId n, Time at, uint64_t token) {
   Event e;
-  e.t = at < now_ ? now_ : at;
-  e.seq = seq_++;
+  e.t = at < P.now ? P.now : at;
+  e.tie = event_tie(n, 2, timer_count_[n]++);
   e.token = token;
   e.node = n;
   e.kind = EvKind::Timer;
-  push(e);
+  push(P, e);
 }
 
-void Simulator::route(NodeId from, Packet* p) {
+void Simulator::route(Partition& P, NodeId from, Packet* p) {
   p->h.src = p->h.src == kNoNode ? from : p->h.src;
   uint32_t li = kNoLink;
   const uint32_t row = row_[from];
@@ -301,21 +350,22 @@ void Simulator::route(NodeId from, Packet* p) {
     }
   }
   if (li == kNoLink) {
-    ++misrouted_;
-    pool_.put(p);
+    ++P.misrouted;
+    P.pool.put(p);
     return;
   }
-  transmit(li, p);
+  transmit(P, li, p);
 }
 
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
 // ecn_time; else the packet is serialized once the link is free. Returns its
 // serialization time, or -1 if it was dropped (and freed).
-inline Time Simulator::admit(Link& l, Packet* p) {
-  const Time backlog = l.busy_until > now_ ? l.busy_until - now_ : 0;
+inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
+  const Time now = P.now;
+  const Time backlog = l.busy_until > now ? l.busy_until - now : 0;
   if (backlog > l.queue_time) {
     ++l.st.drop_queue;
-    pool_.put(p);
+    P.pool.put(p);
     return -1;
   }
   if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
@@ -324,42 +374,50 @@ inline Time Simulator::admit(Link& l, Packet* p) {
     l.ser_bytes = bytes;
     l.ser_time = serialization_time(bytes, l.bps);
   }
-  l.busy_until = (backlog ? l.busy_until : now_) + l.ser_time;
+  l.busy_until = (backlog ? l.busy_until : now) + l.ser_time;
   l.st.busy += l.ser_time;
   return l.ser_time;
 }
 
-void Simulator::transmit(uint32_t link_id, Packet* p) {
+void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
-  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0) [[unlikely]] {
-    transmit_faulty(link_id, p);
+  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0 || parts_.size() > 1) [[unlikely]] {
+    transmit_faulty(P, link_id, p);
     return;
   }
-  // A link without loss, duplication or reordering (no random draw either
-  // way): transmit_faulty()'s steps without those, in one function.
-  if (admit(l, p) < 0) return;
+  // One partition, a link without loss, duplication or reordering (no
+  // random draw either way): transmit_faulty()'s steps without those, in
+  // one function.
+  if (admit(P, l, p) < 0) return;
   ++l.st.packets;
   l.st.bytes += l.ser_bytes;  // (this packet's size, after admit)
   const bool was_empty = l.wire.empty();
   l.wire.push(l.busy_until + l.p.delay, p);
-  if (was_empty) key_link(link_id);
+  if (was_empty) key_link(P, link_id);
 }
 
-void Simulator::transmit_faulty(uint32_t link_id, Packet* p) {
+void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
   if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
     ++l.st.drop_loss;
-    if (loss_observer_) loss_observer_(*p);
-    pool_.put(p);
+    if (loss_observer_) {
+      if (parts_.size() > 1) {
+        std::lock_guard lock(observer_mu_);
+        loss_observer_(*p);
+      } else {
+        loss_observer_(*p);
+      }
+    }
+    P.pool.put(p);
     return;
   }
-  const Time ser = admit(l, p);
+  const Time ser = admit(P, l, p);
   if (ser < 0) return;
   const Time arrival = l.busy_until + l.p.delay;
   Packet* copy = nullptr;
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
     ++l.st.duplicated;
-    copy = pool_.clone(*p);
+    copy = P.pool.clone(*p);
     copy->mcast = p->mcast;  // a multicast copy serves the same members (0 would mean all of them)
     l.busy_until += ser;  // the copy takes the wire too
     l.st.busy += ser;
@@ -367,68 +425,100 @@ void Simulator::transmit_faulty(uint32_t link_id, Packet* p) {
   if (l.p.reorder > 0 && l.rng.bernoulli(l.p.reorder)) {
     ++l.st.reordered;
     const Time extra = static_cast<Time>(l.rng.uniform() * static_cast<double>(l.p.reorder_delay)) + 1;
-    enqueue_on_wire(link_id, p, arrival + extra, false);
+    enqueue_on_wire(P, link_id, p, arrival + extra, false);
   } else {
-    enqueue_on_wire(link_id, p, arrival, true);
+    enqueue_on_wire(P, link_id, p, arrival, true);
   }
-  if (copy) enqueue_on_wire(link_id, copy, l.busy_until + l.p.delay, true);
+  if (copy) enqueue_on_wire(P, link_id, copy, l.busy_until + l.p.delay, true);
 }
 
-void Simulator::enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order) {
+void Simulator::enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order) {
   Link& l = links_[link_id];
   ++l.st.packets;
   l.st.bytes += wire_bytes(*p);
+  const uint16_t to_part = node_part_[l.to];
+  if (to_part != P.index) {  // another partition's: posted at the end of the window
+    P.outbox[to_part].push_back({arrival, p, link_id, in_order ? UINT32_MAX : l.reordered_seq++});
+    return;
+  }
   if (!in_order) {
     Event e;
     e.t = arrival;
-    e.seq = seq_++;
+    e.tie = event_tie(l.to, 1, uint64_t{link_id} << 16 | (l.reordered_seq++ & 0xFFFF));
     e.pkt = p;
     e.node = l.to;
     e.kind = EvKind::Deliver;
-    push(e);
+    push(P, e);
     return;
   }
   const bool was_empty = l.wire.empty();
   l.wire.push(arrival, p);
-  if (was_empty) key_link(link_id);
+  if (was_empty) key_link(P, link_id);
 }
 
-void Simulator::build_tree() {
-  leaves_ = 1;
-  while (leaves_ < links_.size()) leaves_ *= 2;
-  leaf_.assign(leaves_, LeafKey{});
-  win_.assign(2 * leaves_, 0);
-  for (size_t l = 0; l < leaves_; ++l) win_[leaves_ + l] = static_cast<uint32_t>(l);
-  for (size_t n = leaves_ - 1; n >= 1; --n) win_[n] = win_[2 * n];  // all empty: any is the least
-  for (size_t l = 0; l < links_.size(); ++l)
-    if (!links_[l].wire.empty()) key_link(static_cast<uint32_t>(l));
+void Simulator::take_posted(Partition& P) {
+  for (auto& from : parts_) {
+    auto& box = from->outbox[P.index];
+    for (const Posted& x : box) {
+      const Link& l = links_[x.link];
+      if (x.reordered != UINT32_MAX) {
+        Event e;
+        e.t = x.arrival;
+        e.tie = event_tie(l.to, 1, uint64_t{x.link} << 16 | (x.reordered & 0xFFFF));
+        e.pkt = x.pkt;
+        e.node = l.to;
+        e.kind = EvKind::Deliver;
+        push(P, e);
+        continue;
+      }
+      // One sender per link, posting in send order: the FIFO stays in arrival order.
+      const bool was_empty = l.wire.empty();
+      links_[x.link].wire.push(x.arrival, x.pkt);
+      if (was_empty) key_link(P, x.link);
+    }
+    box.clear();
+  }
+}
+
+void Simulator::build_trees() {
+  for (auto& part : parts_) {
+    Partition& P = *part;
+    P.leaves = 1;
+    while (P.leaves < links_.size()) P.leaves *= 2;
+    P.leaf.assign(P.leaves, LeafKey{});
+    P.win.assign(2 * P.leaves, 0);
+    for (size_t l = 0; l < P.leaves; ++l) P.win[P.leaves + l] = static_cast<uint32_t>(l);
+    for (size_t n = P.leaves - 1; n >= 1; --n) P.win[n] = P.win[2 * n];  // all empty: any is the least
+    for (size_t l = 0; l < links_.size(); ++l)
+      if (!links_[l].wire.empty() && node_part_[links_[l].to] == P.index) key_link(P, static_cast<uint32_t>(l));
+  }
 }
 
 namespace {
-// (t, seq) as one unsigned 128-bit number (t >= 0): one compare, no branch.
-inline unsigned __int128 order_key(Time t, uint64_t seq) {
-  return static_cast<unsigned __int128>(static_cast<uint64_t>(t)) << 64 | seq;
+// (t, tie) as one unsigned 128-bit number (t >= 0): one compare, no branch.
+inline unsigned __int128 order_key(Time t, uint64_t tie) {
+  return static_cast<unsigned __int128>(static_cast<uint64_t>(t)) << 64 | tie;
 }
 }  // namespace
 
-void Simulator::key_link(uint32_t link_id) { key_link_inline(link_id); }
+void Simulator::key_link(Partition& P, uint32_t link_id) { key_link_inline(P, link_id); }
 
-inline void Simulator::key_link_inline(uint32_t link_id) {
+inline void Simulator::key_link_inline(Partition& P, uint32_t link_id) {
   const Link& l = links_[link_id];
-  LeafKey& leaf = leaf_[link_id];
+  LeafKey& leaf = P.leaf[link_id];
   if (l.wire.empty()) {
     leaf = LeafKey{};
   } else {
     leaf.t = l.wire.front_time();
-    leaf.seq = seq_++;
+    leaf.tie = event_tie(l.to, 0, link_id);
   }
-  const LeafKey* keys = leaf_.data();
-  uint32_t* win = win_.data();
+  const LeafKey* keys = P.leaf.data();
+  uint32_t* win = P.win.data();
   uint32_t w = link_id;
-  unsigned __int128 k = order_key(leaf.t, leaf.seq);
-  for (size_t n = leaves_ + link_id; n > 1; n >>= 1) {
+  unsigned __int128 k = order_key(leaf.t, leaf.tie);
+  for (size_t n = P.leaves + link_id; n > 1; n >>= 1) {
     const uint32_t sw = win[n ^ 1];
-    const unsigned __int128 sk = order_key(keys[sw].t, keys[sw].seq);
+    const unsigned __int128 sk = order_key(keys[sw].t, keys[sw].tie);
     // Keys are unique (only empty links' tie). Either way is as likely: the
     // hint makes GCC select without a branch (cmov), as one would mispredict.
     if (__builtin_expect_with_probability(sk < k, 1, 0.5)) {
@@ -439,62 +529,182 @@ inline void Simulator::key_link_inline(uint32_t link_id) {
   }
 }
 
-inline void Simulator::deliver(NodeId to, Packet* p) {
-  ++hops_;
+inline void Simulator::deliver(Partition& P, NodeId to, Packet* p) {
+  ++P.hops;
   const Header& h = p->h;
-  digest_ = (digest_ ^ static_cast<uint64_t>(now_) ^ (static_cast<uint64_t>(to) << 48) ^
-             (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^ h.rank) *
-            0x100000001b3ULL;
-  if (trace_) trace_->push_back({now_, to, false, h.type, h.job, h.flags, h.psn, h.src, h.dst, h.rank, h.bitmap, 0});
-  fx_.current = to;
-  nodes_[to]->on_packet(p, now_, fx_);
+  uint64_t& d = node_digest_[to];
+  d = (d ^ static_cast<uint64_t>(P.now) ^ (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^
+       h.rank) *
+      0x100000001b3ULL;
+  if (trace_) {
+    auto& sink = parts_.size() > 1 ? P.trace : *trace_;
+    sink.push_back({P.now, to, false, h.type, h.job, h.flags, h.psn, h.src, h.dst, h.rank, h.bitmap, 0});
+  }
+  P.fx.current = to;
+  nodes_[to]->on_packet(p, P.now, P.fx);
 }
 
 void Simulator::call(NodeId n, Time at, const std::function<void(Effects&)>& f) {
-  now_ = std::max(now_, at);
-  fx_.current = n;
-  f(fx_);
+  // The clock every partition reads (timers at, queues' backlog): as one
+  // queue's would be, the latest of any event so far and `at`.
+  const Time t = std::max(now(), at);
+  for (auto& part : parts_) part->now = t;
+  Partition& P = part_of(n);
+  P.fx.current = n;
+  f(P.fx);
 }
 
-void Simulator::run(Time until) {
-  if (!started_) {
-    started_ = true;
-    for (auto& n : nodes_) {
-      fx_.current = n->id();
-      n->on_start(now_, fx_);
-    }
+void Simulator::start_nodes() {
+  started_ = true;
+  for (auto& n : nodes_) {
+    Partition& P = part_of(n->id());
+    P.fx.current = n->id();
+    n->on_start(P.now, P.fx);
   }
+}
+
+void Simulator::run_window(Partition& P, Time limit, Time until) {
+  const Time stop = until < limit ? until + 1 : limit;  // (until < kNever there)
   for (;;) {
-    const uint32_t li = win_[1];
-    const LeafKey& top = leaf_[li];
+    const uint32_t li = P.win[1];
+    const LeafKey& top = P.leaf[li];
     const bool have_link = top.t != kNever;
-    const bool have_heap = !heap_.empty();
+    const bool have_heap = !P.heap.empty();
     if (!have_link && !have_heap) break;
-    const bool link_first = have_link && (!have_heap || order_key(top.t, top.seq) < order_key(heap_[0].t, heap_[0].seq));
-    const Time t = link_first ? top.t : heap_[0].t;
-    if (t > until) break;
-    now_ = t;
-    ++events_;
+    const bool link_first =
+        have_link && (!have_heap || order_key(top.t, top.tie) < order_key(P.heap[0].t, P.heap[0].tie));
+    const Time t = link_first ? top.t : P.heap[0].t;
+    if (t >= stop) break;
+    P.now = t;
+    ++P.events;
     if (link_first) {
       Link& l = links_[li];
       Packet* p = l.wire.front();
       l.wire.pop();  // (prefetches the link's next packet)
-      key_link_inline(li);
-      deliver(l.to, p);
+      key_link_inline(P, li);
+      deliver(P, l.to, p);
       continue;
     }
-    const Event e = pop();
+    const Event e = pop(P);
     if (e.kind == EvKind::Deliver) {
-      deliver(static_cast<NodeId>(e.node), e.pkt);
+      deliver(P, static_cast<NodeId>(e.node), e.pkt);
     } else {
-      digest_ = (digest_ ^ static_cast<uint64_t>(e.t) ^ e.token ^ (static_cast<uint64_t>(e.node) << 48)) * 0x100000001b3ULL;
-      if (trace_)
-        trace_->push_back({now_, static_cast<NodeId>(e.node), true, PktType{}, 0, 0, 0, kNoNode, kNoNode, 0, 0, e.token});
-      fx_.current = static_cast<NodeId>(e.node);
-      nodes_[e.node]->on_timer(e.token, now_, fx_);
+      uint64_t& d = node_digest_[e.node];
+      d = (d ^ static_cast<uint64_t>(e.t) ^ e.token) * 0x100000001b3ULL;
+      if (trace_) {
+        auto& sink = parts_.size() > 1 ? P.trace : *trace_;
+        sink.push_back({P.now, static_cast<NodeId>(e.node), true, PktType{}, 0, 0, 0, kNoNode, kNoNode, 0, 0, e.token});
+      }
+      P.fx.current = static_cast<NodeId>(e.node);
+      nodes_[e.node]->on_timer(e.token, P.now, P.fx);
     }
   }
-  if (until != kNever && now_ < until && heap_.empty()) now_ = until;
+}
+
+Time Simulator::next_time(const Partition& P) const {
+  const Time link = P.leaf[P.win[1]].t;
+  return P.heap.empty() ? link : std::min(link, P.heap[0].t);
+}
+
+void Simulator::set_partitions(const std::vector<uint16_t>& part_of) {
+  if (started_) throw std::logic_error("set_partitions: the run has started");
+  if (part_of.size() != nodes_.size())
+    throw std::invalid_argument(fmt::format("set_partitions: {} entries for {} nodes", part_of.size(), nodes_.size()));
+  for (const auto& part : parts_)
+    if (!part->heap.empty()) throw std::logic_error("set_partitions: events are already scheduled");
+  for (const auto& l : links_)
+    if (!l.wire.empty()) throw std::logic_error("set_partitions: packets are already in flight");
+  const size_t n = part_of.empty() ? 1 : size_t{*std::max_element(part_of.begin(), part_of.end())} + 1;
+  node_part_ = part_of;
+  parts_.resize(1);
+  for (size_t i = 1; i < n; ++i) parts_.push_back(std::make_unique<Partition>(*this, payload_capacity_, static_cast<uint16_t>(i)));
+  for (auto& part : parts_) part->outbox.assign(n, {});
+  build_trees();
+  // A packet sent at t into a link between partitions arrives at or after
+  // t + its serialization (at least a minimum frame's, rounded up: 1 ps or
+  // more) + the link's delay (>= 0): the window is at least 1 ps.
+  lookahead_ = kNever;
+  for (const Link& l : links_)
+    if (node_part_[l.from] != node_part_[l.to])
+      lookahead_ = std::min(lookahead_, l.p.delay + serialization_time(std::max(min_packet_bytes_, 1u), l.bps));
+}
+
+void Simulator::balance_pools() {
+  // Packets freed in another partition than the one that allocated them
+  // gather there: the free ones go back where they run short.
+  size_t total = 0;
+  for (const auto& part : parts_) total += part->pool.free_count();
+  const size_t mean = total / parts_.size(), slack = 4096;
+  for (auto& from : parts_) {
+    if (from->pool.free_count() <= mean + slack) continue;
+    auto to = std::min_element(parts_.begin(), parts_.end(),
+                               [](const auto& a, const auto& b) { return a->pool.free_count() < b->pool.free_count(); });
+    from->pool.give_free((*to)->pool, from->pool.free_count() - mean);
+  }
+}
+
+void Simulator::run_partitioned(Time until) {
+  if (!started_) start_nodes();
+  const size_t n = parts_.size();
+  std::vector<Time> next(n, kNever);
+  bool done = false;
+  Time stop = kNever;
+  // Once every partition has taken what was posted to it and named its next
+  // event: the window runs from the earliest of those for one lookahead.
+  auto plan = [&]() noexcept {
+    const Time m = *std::min_element(next.begin(), next.end());
+    if (m == kNever || m > until) {
+      done = true;
+      return;
+    }
+    ++windows_;
+    stop = m > kNever - lookahead_ ? kNever : m + lookahead_;
+    balance_pools();
+  };
+  std::barrier planned(static_cast<std::ptrdiff_t>(n), plan);
+  std::barrier ran(static_cast<std::ptrdiff_t>(n));
+  auto work = [&](size_t i) {
+    Partition& P = *parts_[i];
+    for (;;) {
+      take_posted(P);
+      next[i] = next_time(P);
+      planned.arrive_and_wait();
+      if (done) return;
+      run_window(P, stop, until);
+      ran.arrive_and_wait();
+    }
+  };
+  std::vector<double> cpu(n, 0);
+  {
+    std::vector<std::jthread> threads;
+    for (size_t i = 1; i < n; ++i)
+      threads.emplace_back([&, i] {
+        const double c0 = thread_cpu_seconds();
+        work(i);
+        cpu[i] = thread_cpu_seconds() - c0;
+      });
+    work(0);
+  }
+  for (size_t i = 1; i < n; ++i) helper_cpu_s_ += cpu[i];
+  if (trace_) {  // each node's records are in one partition's, in its order
+    const size_t first = trace_->size();
+    for (auto& part : parts_) {
+      trace_->insert(trace_->end(), part->trace.begin(), part->trace.end());
+      part->trace.clear();
+    }
+    std::stable_sort(trace_->begin() + static_cast<std::ptrdiff_t>(first), trace_->end(),
+                     [](const TraceRecord& a, const TraceRecord& b) { return a.t < b.t || (a.t == b.t && a.node < b.node); });
+  }
+  if (until != kNever && now() < until && idle())
+    for (auto& part : parts_) part->now = until;
+}
+
+void Simulator::run(Time until) {
+  if (parts_.size() > 1) return run_partitioned(until);
+  if (!started_) start_nodes();
+  Partition& P = *parts_.front();
+  run_window(P, kNever, until);
+  if (until != kNever && P.now < until && P.heap.empty()) P.now = until;
 }
 
 }  // namespace ina::sim

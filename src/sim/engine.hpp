@@ -1,26 +1,41 @@
 #pragma once
 // Deterministic packet-level discrete-event simulator.
 //
-// Time is integer picoseconds. Events are (time, sequence) ordered in a
-// 4-ary heap of 32-byte PODs; ties break by insertion order, so a run is a
-// pure function of its seed. A link is a FIFO output queue plus a wire: a
-// packet's departure is computed arithmetically from the link's busy-until
-// time, so crossing a link costs exactly one event (its arrival). Packets in
-// flight on a link wait in the link's own FIFO (arrival times are
-// non-decreasing). The links' heads compete in a tournament (winner) tree
-// keyed by (arrival, sequence): delivering a head and keying the next one is
-// one leaf-to-root pass with one comparison per level. Timers and reordered packets are in a 4-ary heap. The
-// earlier of the two is the next event, so the global order is (time,
-// sequence) exactly as if every event were in one queue. Queue
-// occupancy is the backlog; drop-tail and ECN marking act on it at enqueue.
-// Loss, duplication and reordering are injected per link from the link's own
+// Time is integer picoseconds. Every event has a key that names it
+// whatever else runs: (time, node, then at one node and time: deliveries
+// off in-order links by link id, reordered packets by link and that link's
+// count, timers by the node's own count), so the order of a node's events
+// does not depend on what other nodes do at the same time, nor on how the
+// nodes are split across threads. A run is a pure function of its seed.
+// A link is a FIFO output queue plus a wire: a packet's departure is
+// computed arithmetically from the link's busy-until time, so crossing a
+// link costs exactly one event (its arrival). Packets in flight on a link
+// wait in the link's own FIFO (arrival times increase). The links' heads
+// compete in a tournament (winner) tree keyed by their delivery's key:
+// delivering a head and keying the next one is one leaf-to-root pass with
+// one comparison per level. Timers and reordered packets are in a 4-ary
+// heap. The earlier of the two is the next event. Queue occupancy is the
+// backlog; drop-tail and ECN marking act on it at enqueue. Loss,
+// duplication and reordering are injected per link from the link's own
 // random stream; a reordered packet leaves the FIFO and becomes its own event.
+//
+// Partitions (set_partitions): the nodes split into P groups, each with its
+// own events, clock, counters and packet pool, run on P threads in windows
+// of the least delay a packet takes between two partitions (conservative
+// synchronization: no packet sent inside a window can arrive inside it).
+// A link belongs to its sender's partition (queue, counters, random
+// stream); a packet for another partition is posted at the end of the
+// window to the receiver's link FIFO. Every node sees the same events in
+// the same order as with one partition, so the results, the digest and the
+// trace are the same.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -106,15 +121,24 @@ struct alignas(64) Link {
   uint64_t bps = 0;
   LinkStats st;
   Rng rng;
+  uint32_t reordered_seq = 0;  // names this link's reordered packets (their events' key)
 };
 static_assert(offsetof(Link, p) == 64, "a link's first line: the wire and the queue");
 
 // Heap events. Deliver: a lone packet (reordered); Timer: a node's timer.
 enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
 
+// The key after the time (EventKey): the node, then a class (0: delivery
+// off a link's FIFO, 1: a reordered packet, 2: a timer), then within the
+// class the link id, (link id, its reorder count mod 2^16), or the node's
+// timer count. Unique per event, whoever runs it.
+inline constexpr uint64_t event_tie(uint32_t node, uint64_t cls, uint64_t id) {
+  return static_cast<uint64_t>(node) << 48 | cls << 46 | (id & ((uint64_t{1} << 46) - 1));
+}
+
 struct Event {
   Time t;
-  uint64_t seq;
+  uint64_t tie;  // event_tie()
   union { Packet* pkt; uint64_t token; };
   uint32_t node;
   EvKind kind;
@@ -138,9 +162,11 @@ struct TraceRecord {
 
 class Simulator;
 
+struct Partition;
+
 class SimEffects final : public Effects {
  public:
-  explicit SimEffects(Simulator& s) : sim_(s) {}
+  SimEffects(Simulator& s, Partition& part) : sim_(s), part_(part) {}
   Packet* alloc() override;
   void send(Packet* p) override;
   void free(Packet* p) override;
@@ -150,6 +176,43 @@ class SimEffects final : public Effects {
 
  private:
   Simulator& sim_;
+  Partition& part_;
+};
+
+// Tournament (winner) tree over links: leaf[l] is link l's key (its wire
+// head's arrival and tie); win[n] for 1 <= n < leaves is the link with the
+// least key below tree node n, and win[leaves + l] = l, so the root win[1]
+// is the next link delivery and re-keying a link compares its new key with
+// the sibling's winner once per level, with no branch.
+struct LeafKey {
+  Time t = kNever;
+  uint64_t tie = UINT64_MAX;
+};
+
+// A packet for another partition, posted at the end of a window.
+struct Posted {
+  Time arrival;
+  Packet* pkt;
+  uint32_t link;
+  uint32_t reordered;  // UINT32_MAX: in order (the link's FIFO); else the event's id (a heap event)
+};
+
+// One partition's share of a run (all of it with one partition): the
+// events of its nodes (timers, reordered packets, the links into them),
+// its clock and counters, the packets it allocates and frees.
+struct Partition {
+  Partition(Simulator& s, uint16_t payload_capacity, uint16_t index) : pool(payload_capacity), fx(s, *this), index(index) {}
+  std::vector<LeafKey> leaf = std::vector<LeafKey>(1);  // no link yet: an empty key
+  std::vector<uint32_t> win = std::vector<uint32_t>(2);
+  size_t leaves = 1;
+  std::vector<Event> heap;
+  Time now = 0;
+  uint64_t events = 0, hops = 0, misrouted = 0;
+  PacketPool pool;
+  SimEffects fx;
+  uint16_t index;
+  std::vector<std::vector<Posted>> outbox;  // by receiving partition
+  std::vector<TraceRecord> trace;           // with several partitions: merged into the sink after run()
 };
 
 class Simulator {
@@ -193,6 +256,7 @@ class Simulator {
   T& node(NodeId id) { return static_cast<T&>(*nodes_[id]); }
   Node& node(NodeId id) { return *nodes_[id]; }
   size_t node_count() const { return nodes_.size(); }
+  bool is_switch(NodeId id) const { return is_switch_[id]; }
   Link& link(uint32_t id) { return links_[id]; }
   size_t link_count() const { return links_.size(); }
   // The link leaving host `h` (its only one).
@@ -201,17 +265,33 @@ class Simulator {
   // Multicast group `group` (a job id): its members, in rank order. Packets a
   // node multicasts to the group are replicated along the shortest-path tree.
   void set_multicast_group(uint16_t group, std::vector<NodeId> members);
-  bool multicast_from(NodeId from, Packet* p);
+
+  // Splits the nodes into partitions run on as many threads:
+  // `part_of[node]` in [0, P) for every node (P = 1: one, the default). Call
+  // after the last connect() and before run(). The least time a packet
+  // takes between two partitions is the window; results do not depend on
+  // the split, only the speed does.
+  void set_partitions(const std::vector<uint16_t>& part_of);
+  size_t partitions() const { return parts_.size(); }
+  // The least time a packet takes from one partition to another (kNever with one partition).
+  Time lookahead() const { return lookahead_; }
+  // Windows run with several partitions (synchronization rounds), and the
+  // CPU time of the threads run() started besides its caller's.
+  uint64_t windows() const { return windows_; }
+  double helper_cpu_s() const { return helper_cpu_s_; }
 
   // Runs until no event is left or the next one is after `until`.
   void run(Time until = kNever);
   // The control plane acting on node `n` at `at` (after run(at): no event
   // is due before it): `f` gets the node's effects, as a timer would.
   void call(NodeId n, Time at, const std::function<void(Effects&)>& f);
-  Time now() const { return now_; }
-  bool idle() const { return heap_.empty(); }
+  Time now() const;
+  bool idle() const;
 
-  PacketPool& pool() { return pool_; }
+  // The first partition's pool (setup and tests allocate from it); packets
+  // in use are counted over every partition's by packets_in_use().
+  PacketPool& pool() { return parts_.front()->pool; }
+  size_t packets_in_use() const;
   uint32_t wire_bytes(const Packet& p) const { return wire_bytes(p.h.count); }
   // A packet of `count` values on the wire: header, values, at least a minimum frame.
   uint32_t wire_bytes(uint16_t count) const {
@@ -219,46 +299,55 @@ class Simulator {
     return b < min_packet_bytes_ ? min_packet_bytes_ : b;
   }
 
-  uint64_t events() const { return events_; }
-  uint64_t hops() const { return hops_; }
-  uint64_t timer_events() const { return events_ - hops_; }
-  uint64_t misrouted() const { return misrouted_; }
-  uint64_t digest() const { return digest_; }
+  uint64_t events() const;
+  uint64_t hops() const;
+  uint64_t timer_events() const { return events() - hops(); }
+  uint64_t misrouted() const;
+  // A hash of every delivery and timer: each node's own in its order, then
+  // the nodes' in id order.
+  uint64_t digest() const;
   // Appends every delivery and timer to `sink` from now on (nullptr: off).
   void set_trace(std::vector<TraceRecord>* sink) { trace_ = sink; }
   // Instrumentation: called with each packet a link's random loss drops,
-  // before it is freed (empty: off). It must not change the run.
+  // before it is freed (empty: off). It must not change the run. With
+  // several partitions, calls are serialized and come in no set order.
   void set_loss_observer(std::function<void(const Packet&)> f) { loss_observer_ = std::move(f); }
 
+  // Sends `p` from node `from` as its effects would (set-up and tests).
+  void route(NodeId from, Packet* p) { route(*parts_[node_part_[from]], from, p); }
   // Used by SimEffects.
-  void route(NodeId from, Packet* p);
-  void schedule_timer(NodeId n, Time at, uint64_t token);
+  void route(Partition& P, NodeId from, Packet* p);
+  void schedule_timer(Partition& P, NodeId n, Time at, uint64_t token);
+  bool multicast_from(Partition& P, NodeId from, Packet* p);
 
  private:
-  void push(const Event& e);
-  Event pop();
-  void transmit(uint32_t link_id, Packet* p);
-  [[gnu::noinline]] void transmit_faulty(uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
-  Time admit(Link& l, Packet* p);
-  void enqueue_on_wire(uint32_t link_id, Packet* p, Time arrival, bool in_order);
-  [[gnu::always_inline]] inline void deliver(NodeId to, Packet* p);  // (inlined into run(), its one caller)
-  // Tournament (winner) tree over links: leaf_[l] is link l's key (its wire
-  // head's arrival and sequence); win_[n] for 1 <= n < leaves_ is the link
-  // with the least key below tree node n, and win_[leaves_ + l] = l, so the
-  // root win_[1] is the next link delivery and re-keying a link compares
-  // its new key with the sibling's winner once per level, with no branch.
-  struct LeafKey {
-    Time t = kNever;
-    uint64_t seq = UINT64_MAX;
-  };
-  void key_link(uint32_t link_id);  // re-keys a link from its wire head, updates the path
-  [[gnu::always_inline]] inline void key_link_inline(uint32_t link_id);  // the same, inlined into run()
-  void build_tree();
-  std::vector<LeafKey> leaf_ = std::vector<LeafKey>(1);  // no link yet: an empty key
-  std::vector<uint32_t> win_ = std::vector<uint32_t>(2);
-  size_t leaves_ = 1;
+  static void push(Partition& P, const Event& e);
+  static Event pop(Partition& P);
+  void transmit(Partition& P, uint32_t link_id, Packet* p);
+  [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
+  Time admit(Partition& P, Link& l, Packet* p);
+  void enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order);
+  [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
+  void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
+  [[gnu::always_inline]] inline void key_link_inline(Partition& P, uint32_t link_id);  // the same, inlined into run_window()
+  void build_trees();
+  // Runs P's events before `limit` and not after `until`.
+  void run_window(Partition& P, Time limit, Time until);
+  void run_partitioned(Time until);
+  void start_nodes();
+  void take_posted(Partition& P);  // the packets other partitions posted to P, onto its links and heap
+  Time next_time(const Partition& P) const;
+  void balance_pools();
+  Partition& part_of(NodeId n) { return *parts_[node_part_[n]]; }
+  uint64_t sum(uint64_t Partition::*counter) const;  // over the partitions
 
-  PacketPool pool_;
+  std::vector<std::unique_ptr<Partition>> parts_;
+  std::vector<uint16_t> node_part_;  // per node
+  Time lookahead_ = kNever;
+  uint64_t windows_ = 0;
+  double helper_cpu_s_ = 0;
+  std::mutex observer_mu_;
+  uint16_t payload_capacity_;
   uint32_t header_bytes_, min_packet_bytes_;
   uint64_t seed_;
   std::vector<std::unique_ptr<Node>> nodes_;
@@ -288,17 +377,17 @@ class Simulator {
     RankBits pending;
     std::vector<std::pair<uint32_t, RankBits>> branches;
   };
-  std::vector<McastSplit> mcast_;  // by group x switch row (made on first use; cleared when groups or routes change)
-  McastSplit& mcast_split(uint16_t group, uint32_t row);
-  std::vector<Event> heap_;
-  uint64_t seq_ = 0;
-  Time now_ = 0;
-  uint64_t events_ = 0, hops_ = 0, misrouted_ = 0;
+  // By switch row, the splits of the groups that switch multicast to (made
+  // on first use by the switch's own partition; cleared when groups or
+  // routes change). A map per switch: a switch splits few of many groups.
+  std::vector<std::unordered_map<uint16_t, McastSplit>> mcast_;
+  McastSplit& mcast_split(uint16_t group, uint32_t row) { return mcast_[row][group]; }
+  void size_mcast();  // an empty map per switch row
   std::function<void(const Packet&)> loss_observer_;
-  uint64_t digest_ = 0xcbf29ce484222325ULL;
+  std::vector<uint64_t> node_digest_;  // per node: the hash of its own events
+  std::vector<uint64_t> timer_count_;  // per node: timers set (their events' key)
   bool started_ = false;
   std::vector<TraceRecord>* trace_ = nullptr;
-  SimEffects fx_;
 };
 
 }  // namespace ina::sim

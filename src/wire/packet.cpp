@@ -1,6 +1,7 @@
 #include "wire/packet.hpp"
 #include "wire/patch.hpp"
 
+#include <stdexcept>
 #include <bit>
 #include <cstring>
 
@@ -23,13 +24,27 @@ void PacketPool::grow() {
     free_ = p;
   }
   total_ += slab_packets_;
+  free_n_ += slab_packets_;
   slabs_.push_back(std::move(slab));
+}
+
+void PacketPool::give_free(PacketPool& to, size_t n) {
+  if (to.capacity_ != capacity_) throw std::invalid_argument("give_free: pools of different capacities");
+  while (n-- > 0 && free_) {
+    Packet* p = free_;
+    free_ = p->next;
+    --free_n_;
+    p->next = to.free_;
+    to.free_ = p;
+    ++to.free_n_;
+  }
 }
 
 Packet* PacketPool::get() {
   if (!free_) grow();
   Packet* p = free_;
   free_ = p->next;
+  --free_n_;
   p->next = nullptr;
   p->mcast = {};
   p->h = Header{};
@@ -40,6 +55,7 @@ Packet* PacketPool::get() {
 void PacketPool::put(Packet* p) {
   p->next = free_;
   free_ = p;
+  ++free_n_;
   --in_use_;
 }
 

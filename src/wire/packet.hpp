@@ -144,6 +144,12 @@ class PacketPool {
   uint16_t capacity() const { return capacity_; }
   size_t in_use() const { return in_use_; }
   size_t allocated() const { return total_; }
+  size_t free_count() const { return free_n_; }
+  // Moves `n` free packets (at most all) to `to`'s free list (pools of one
+  // capacity). A packet may be freed into another pool of the same capacity
+  // than the one it came from; in_use() counts gets minus puts, so only a
+  // sum over the pools that share packets is meaningful.
+  void give_free(PacketPool& to, size_t n);
 
  private:
   void grow();
@@ -154,6 +160,7 @@ class PacketPool {
   Packet* free_ = nullptr;
   size_t in_use_ = 0;
   size_t total_ = 0;
+  size_t free_n_ = 0;
 };
 
 // ---- binary codec (runtime, tests, fuzzing) ----

@@ -7,9 +7,14 @@
 // protocol behaviour, timing or event order shows up as the first differing
 // line.
 //
+// Each is run a second time with its nodes split across three threads
+// (sim::Simulator::set_partitions, node i in partition i mod 3, so every
+// link crosses): the trace must be the committed one, event by event.
+//
 // After an intended behaviour change, regenerate the traces and review the diff:
 //   INA_UPDATE_GOLDEN=1 ./build/ina_tests --gtest_filter='GoldenTrace.*'
 //   git diff tests/golden/
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -124,17 +129,41 @@ ClusterConfig tiny(const std::string& scheme, uint64_t aggregators) {
 // Runs c (one targeted drop, registered in `drops` when the cluster is
 // built), checks every node, that exactly that packet was dropped, runs
 // `extra` on the cluster, and compares the trace with tests/golden/<name>.trace.
+// Node i in partition i mod `parts`.
+std::vector<uint16_t> round_robin(size_t nodes, unsigned parts) {
+  std::vector<uint16_t> p(nodes);
+  for (size_t i = 0; i < nodes; ++i) p[i] = static_cast<uint16_t>(i % parts);
+  return p;
+}
+
 void expect_golden(const std::string& name, const ClusterConfig& c, const std::vector<DropNth*>& drops,
                    const std::function<void(Cluster&)>& extra = {}) {
-  Cluster cl(c);
-  std::vector<sim::TraceRecord> trace;
-  cl.sim.set_trace(&trace);
-  ASSERT_TRUE(cl.run(1 * kSec));
-  cl.check_all(name);
-  ASSERT_EQ(drops.size(), 1u);
-  EXPECT_EQ(drops[0]->dropped, 1);
-  if (extra) extra(cl);
-  compare_with_golden(name, render(trace));
+  const bool updating = std::getenv("INA_UPDATE_GOLDEN") && std::string(std::getenv("INA_UPDATE_GOLDEN")) == "1";
+  for (const unsigned parts : {1u, 3u}) {
+    if (parts > 1 && updating) break;
+    SCOPED_TRACE(fmt::format("{} partition(s)", parts));
+    std::vector<DropNth*> own;
+    ClusterConfig cc = c;
+    if (parts > 1) {  // the same drop, counted anew
+      const auto wrap = c.wrap_host;
+      cc.wrap_host = [wrap, &own](NodeId id, std::unique_ptr<Node> n) -> std::unique_ptr<Node> {
+        auto w = wrap(id, std::move(n));
+        if (auto* d = dynamic_cast<DropNth*>(w.get())) own.push_back(d);
+        return w;
+      };
+    }
+    Cluster cl(cc);
+    if (parts > 1) cl.sim.set_partitions(round_robin(cl.sim.node_count(), parts));
+    std::vector<sim::TraceRecord> trace;
+    cl.sim.set_trace(&trace);
+    ASSERT_TRUE(cl.run(1 * kSec));
+    cl.check_all(name);
+    const auto& d = parts > 1 ? own : drops;
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0]->dropped, 1);
+    if (extra) extra(cl);
+    compare_with_golden(name, render(trace));
+  }
 }
 
 // SwitchML, 4 slots per job (2 per pool): the result Ack of psn 1 to job 1
@@ -169,7 +198,8 @@ TEST(GoldenTrace, Dsa) {
 // at the switch and rank 1 at the PS (its fragments addressed to the PS);
 // 2 memory units, so the jobs collide (rate syncs). Job 1 rank 1 loses the
 // result of psn 1.
-TEST(GoldenTrace, Grid) {
+void grid_golden(unsigned parts) {
+  SCOPED_TRACE(fmt::format("{} partition(s)", parts));
   const cluster::StarPlan plan = cluster::plan_star({3, 2}, true);
   sim::Simulator s(7, 64);
   dp::SwitchConfig swc;
@@ -233,6 +263,7 @@ TEST(GoldenTrace, Grid) {
   sim::LinkParams lp;
   lp.delay = 1 * kUs;
   cluster::wire_star(s, plan, lp, lp);
+  if (parts > 1) s.set_partitions(round_robin(s.node_count(), parts));
   std::vector<sim::TraceRecord> trace;
   s.set_trace(&trace);
   s.run(1 * kSec);
@@ -241,10 +272,15 @@ TEST(GoldenTrace, Grid) {
   for (size_t j = 0; j < 2; ++j)
     for (const auto& t : tensors[j]) EXPECT_EQ(t->result, expected[j]);
   for (auto* p : servers) EXPECT_EQ(p->entries(), 0u);
-  EXPECT_EQ(s.pool().in_use(), 0u);
+  EXPECT_EQ(s.packets_in_use(), 0u);
   ASSERT_NE(drop, nullptr);
   EXPECT_EQ(drop->dropped, 1);
   compare_with_golden("grid", render(trace));
+}
+
+TEST(GoldenTrace, Grid) {
+  grid_golden(1);
+  if (!(std::getenv("INA_UPDATE_GOLDEN") && std::string(std::getenv("INA_UPDATE_GOLDEN")) == "1")) grid_golden(3);
 }
 
 // Rina under its default transport (host::RinaTransport::Paper): the
@@ -253,7 +289,8 @@ TEST(GoldenTrace, Grid) {
 // shards of 2 packets). The rack's ScatterReduce is paced at 20 Gbps (122.4 ns a
 // packet) and each rack worker's first AllGather send starts from one
 // packet. A run of the packet simulator (exp::run_collective), not a
-// Cluster. Regenerate as the others.
+// Cluster; again on two threads (a rack each: sim::partition_by_racks).
+// Regenerate as the others.
 TEST(GoldenTrace, RinaPaper) {
   topo::Graph g = topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/testbed.json").graph;
   for (const topo::NodeId s : g.switches()) g.set_ina(s, g.node(s).name == "tor0", g.node(s).name == "tor0" ? 100 : 0);
@@ -262,13 +299,22 @@ TEST(GoldenTrace, RinaPaper) {
   s.gradient_mb = 0.0015;
   s.max_sim_ms = 100;
   ASSERT_EQ(s.rina_transport, "paper");  // the default
-  std::vector<sim::TraceRecord> trace;
-  s.trace = &trace;
-  const exp::CollectiveResult r = exp::run_collective(g, "rina", s);
-  ASSERT_TRUE(r.ok) << r.problems;
-  EXPECT_EQ(r.steps, 2u * 3 - 1);
-  EXPECT_EQ(trace.size(), r.events);
-  compare_with_golden("rina_paper", render(trace));
+  const bool updating = std::getenv("INA_UPDATE_GOLDEN") && std::string(std::getenv("INA_UPDATE_GOLDEN")) == "1";
+  for (const unsigned threads : {1u, 2u}) {
+    if (threads > 1 && updating) break;
+    SCOPED_TRACE(fmt::format("{} thread(s)", threads));
+    std::vector<sim::TraceRecord> trace;
+    s.trace = &trace;
+    s.threads = threads;
+    const exp::CollectiveResult r = exp::run_collective(g, "rina", s);
+    ASSERT_TRUE(r.ok) << r.problems;
+    EXPECT_EQ(r.steps, 2u * 3 - 1);
+    EXPECT_EQ(trace.size(), r.events);
+    if (threads > 1) {
+      EXPECT_GT(r.windows, 0u) << "the run must have been partitioned";
+    }
+    compare_with_golden("rina_paper", render(trace));
+  }
 }
 
 // The trace sink sees exactly what digest() folds: one record per delivery

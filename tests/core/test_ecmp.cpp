@@ -254,7 +254,7 @@ TEST(Ecmp, MulticastIsTheFirstCandidateTree) {
   for (const char* unused : {"agg1", "core1", "core2", "core3", "agg3", "agg5", "agg7"})
     EXPECT_FALSE(reached.contains(f.id(unused))) << unused;
   for (const char* used : {"agg0", "core0", "agg2", "agg4", "agg6"}) EXPECT_EQ(reached[f.id(used)], 1) << used;
-  EXPECT_EQ(f.sim.pool().in_use(), 0u);
+  EXPECT_EQ(f.sim.packets_in_use(), 0u);
   // topo::Routing::tree_path is a copy's way: the union of tree_path(edge0,
   // h) over the members is this tree, link by link.
   const topo::Routing routing(f.g);

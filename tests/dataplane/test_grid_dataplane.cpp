@@ -98,7 +98,7 @@ struct GridNet {
     for (const auto& t : tensors)
       for (size_t k = 0; k < expected.size(); ++k) ASSERT_EQ(t->result[k], expected[k]) << "element " << k;
     EXPECT_EQ(ps->entries(), 0u);
-    EXPECT_EQ(sim.pool().in_use(), 0u);
+    EXPECT_EQ(sim.packets_in_use(), 0u);
     EXPECT_EQ(sim.misrouted(), 0u);
   }
 };

@@ -725,7 +725,7 @@ TEST(PsCollective, SimulatorDuplicateOfAMulticastKeepsItsMembers) {
   EXPECT_EQ(sim.node<Count>(hosts[0]).got, 0);
   EXPECT_EQ(sim.node<Count>(hosts[1]).got, 0);
   EXPECT_EQ(sim.node<Count>(hosts[2]).got, 2);
-  EXPECT_EQ(sim.pool().in_use(), 0u);
+  EXPECT_EQ(sim.packets_in_use(), 0u);
 }
 
 TEST(PsCollective, RefusesWhatItCannotRun) {

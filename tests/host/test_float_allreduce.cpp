@@ -455,7 +455,7 @@ struct FloatStar {
     sim.run(10 * kSec);
     EXPECT_TRUE(sim.idle()) << "did not go idle";
     for (auto* w : workers) EXPECT_EQ(w->finished(), w->results().size()) << "worker " << w->id();
-    EXPECT_EQ(sim.pool().in_use(), 0u) << "packets leaked";
+    EXPECT_EQ(sim.packets_in_use(), 0u) << "packets leaked";
     EXPECT_EQ(sim.misrouted(), 0u);
     std::vector<const host::WorkerTransport*> transports;
     for (const auto* w : workers) transports.push_back(&w->transport());

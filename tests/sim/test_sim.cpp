@@ -154,7 +154,7 @@ TEST(Link, SerializationPlusPropagationIsExact) {
   EXPECT_EQ(st.packets, 3u);
   EXPECT_EQ(st.bytes, 3u * 306);
   EXPECT_EQ(st.busy, 3 * 24480);
-  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+  EXPECT_EQ(rig.sim.packets_in_use(), 0u);
 }
 
 // End-host latency (Simulator::set_host_delay): a packet
@@ -217,7 +217,7 @@ TEST(Link, DropTailWhenBacklogExceedsQueue) {
   EXPECT_EQ(st.drop_queue, 10 - expect);
   EXPECT_EQ(st.ecn_marked, 0u);
   for (size_t k = 0; k < rig.sink->rx.size(); ++k) EXPECT_EQ(rig.sink->rx[k].psn, k) << "drop-tail keeps the head";
-  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+  EXPECT_EQ(rig.sim.packets_in_use(), 0u);
 }
 
 // The queue's marking rule, on the host's link (set_host_ecn: a NIC's queue
@@ -253,7 +253,7 @@ TEST(Link, LossRateIsRoughlyTheConfiguredOne) {
   EXPECT_NEAR(frac, 0.1, 0.015);
   EXPECT_EQ(st.drop_loss + rig.sink->rx.size(), static_cast<size_t>(n));
   EXPECT_EQ(st.drop_queue, 0u);
-  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+  EXPECT_EQ(rig.sim.packets_in_use(), 0u);
 }
 
 TEST(Link, DuplicationAndReorderingAreInjected) {
@@ -272,7 +272,7 @@ TEST(Link, DuplicationAndReorderingAreInjected) {
   size_t inversions = 0;
   for (size_t k = 1; k < rig.sink->rx.size(); ++k) inversions += rig.sink->rx[k].psn < rig.sink->rx[k - 1].psn;
   EXPECT_GT(inversions, 0u);
-  EXPECT_EQ(rig.sim.pool().in_use(), 0u);
+  EXPECT_EQ(rig.sim.packets_in_use(), 0u);
 }
 
 TEST(Time, SerializationTimeIsExactForLargeSizes) {
@@ -449,7 +449,7 @@ TEST(Multicast, OneCopyPerBranchAndExactlyOnePerMember) {
   EXPECT_EQ(jobs_of(6), (std::vector<uint16_t>{1}));
   EXPECT_EQ(jobs_of(7), (std::vector<uint16_t>{1}));
   EXPECT_TRUE(hosts[8]->got.empty());
-  EXPECT_EQ(s.pool().in_use(), 0u);
+  EXPECT_EQ(s.packets_in_use(), 0u);
   EXPECT_EQ(s.misrouted(), 0u);
 }
 
@@ -484,7 +484,7 @@ TEST(Multicast, ANewMembershipIsServedNotTheSplitOfTheOldOne) {
   EXPECT_EQ(psns(4), (std::vector<uint32_t>{101})) << "host 4 left the group";
   EXPECT_EQ(psns(8), (std::vector<uint32_t>{200})) << "host 8 joined it";
   for (NodeId h : {3, 5, 6, 7}) EXPECT_EQ(psns(h), (std::vector<uint32_t>{101, 200})) << "host " << h;
-  EXPECT_EQ(s.pool().in_use(), 0u);
+  EXPECT_EQ(s.packets_in_use(), 0u);
 }
 
 // ---------------------------------------------------------------- run_point

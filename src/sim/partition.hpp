@@ -1,0 +1,21 @@
+#pragma once
+// How a simulation's nodes split across threads (Simulator::set_partitions):
+// by racks. Hosts are grouped by the switch their one link goes to (their
+// ToR), racks in the order of their ToR's id, and consecutive racks fill
+// the partitions with as even a count of hosts as whole racks allow; a ToR
+// goes with its rack. Every other switch joins the partition most of its
+// neighbours are in (nearest first: aggregation switches, then the cores;
+// a tie goes to the partition that has the fewest nodes so far, then the
+// lowest). On a fat-tree that keeps a pod together and spreads the cores.
+// The split changes no result (engine.hpp), only how much crosses threads.
+#include <cstdint>
+#include <vector>
+
+#include "sim/engine.hpp"
+
+namespace ina::sim {
+
+// `parts` in [1, 65535]; fewer partitions when there are fewer racks.
+std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts);
+
+}  // namespace ina::sim

@@ -1,0 +1,159 @@
+// The simulator on several threads (sim::Simulator::set_partitions,
+// sim::partition_by_racks): every scheme's run on a fat-tree, with and
+// without link faults and with a ring failure mid-run, gives the same
+// digest, event and hop counts and metrics on 1, 2 and 3 threads; the
+// rack split keeps a pod together; what cannot be partitioned is refused.
+// (The golden traces, tests/cluster/test_golden.cpp, are also compared
+// event by event on three partitions.)
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "experiment/runner.hpp"
+#include "experiment/scenario.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+#include "sim/partition.hpp"
+#include "topo/graph.hpp"
+
+namespace ina::test {
+namespace {
+
+exp::Settings fat_tree_two_jobs() {
+  exp::Settings s;
+  s.topology_kind = "fat-tree";
+  s.k = 4;
+  s.ina = "tors";
+  s.jobs = 2;
+  s.workers = 8;
+  s.gradient_mb = 0.25;
+  s.placement = "interleaved";  // each job in every pod: its traffic crosses the partitions
+  return s;
+}
+
+void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme) {
+  SCOPED_TRACE(scheme);
+  s.threads = 1;
+  const exp::RunOutput one = exp::run_point(s, scheme, 3);
+  ASSERT_TRUE(one.ok) << one.problems;
+  for (const int t : {2, 3}) {
+    s.threads = t;
+    const exp::RunOutput par = exp::run_point(s, scheme, 3);
+    ASSERT_TRUE(par.ok) << t << " threads: " << par.problems;
+    EXPECT_EQ(par.digest, one.digest) << t << " threads";
+    EXPECT_EQ(par.metrics, one.metrics) << t << " threads";  // events, hops, sync_ms, retransmits, ...
+  }
+}
+
+TEST(Partitioned, EverySchemeGivesTheSameRunOnOneTwoAndThreeThreads) {
+  for (const char* scheme : {"ps", "atp", "dsa", "rar", "h-ar", "rina"}) expect_same_on_any_thread_count(fat_tree_two_jobs(), scheme);
+}
+
+// Loss, duplication and reordering on every link: dropped packets, copies,
+// and reordered packets that become their own events cross the threads.
+TEST(Partitioned, LinkFaultsGiveTheSameRunOnAnyThreadCount) {
+  exp::Settings s = fat_tree_two_jobs();
+  s.loss = 0.002;
+  s.dup = 0.002;
+  s.reorder = 0.02;
+  for (const char* scheme : {"atp", "rar"}) expect_same_on_any_thread_count(s, scheme);
+}
+
+// A ring worker fails mid-run: the run stops at the failure and at its
+// detection (Simulator::run(until)), the control plane crashes the worker
+// and reconfigures the survivors (Simulator::call), then the run goes on.
+TEST(Partitioned, ARingFailureMidRunGivesTheSameRunOnAnyThreadCount) {
+  exp::Settings s = fat_tree_two_jobs();
+  s.jobs = 1;
+  s.placement = "rack-packed";
+  s.iterations = 2;
+  s.fail_rank = 2;
+  s.fail_at_ms = 0.2;
+  expect_same_on_any_thread_count(s, "rina");
+}
+
+TEST(Partitioned, ByRacksKeepsEachPodOnOneThreadAndSpreadsTheCores) {
+  const topo::Graph g = topo::fat_tree(4);  // 16 hosts, 8 edge, 8 aggregation, 4 core switches
+  sim::Simulator sim(1, 64);
+  sim::build_network(sim, g, [](topo::NodeId) { return std::make_unique<sim::Forwarder>(); }, sim::LinkParams{});
+  const auto part = sim::partition_by_racks(sim, 2);
+  ASSERT_EQ(part.size(), g.num_nodes());
+  std::set<topo::NodeId> tors;
+  for (const auto& rack : sim::racks(g)) {
+    tors.insert(rack.tor);
+    for (const auto h : rack.hosts) EXPECT_EQ(part[h], part[rack.tor]) << "rack of " << g.node(rack.tor).name << " split";
+  }
+  ASSERT_EQ(tors.size(), 8u);
+  size_t per_part[2] = {0, 0}, cores[2] = {0, 0};
+  for (topo::NodeId v = 0; v < g.num_nodes(); ++v) {
+    ASSERT_LT(part[v], 2);
+    ++per_part[part[v]];
+    if (g.is_host(v) || tors.count(v)) continue;
+    size_t edges = 0, with = 0;  // an aggregation switch is with both edge switches of its pod
+    for (const auto& nb : g.neighbors(v))
+      if (tors.count(nb.peer)) {
+        ++edges;
+        with += part[nb.peer] == part[v];
+      }
+    if (edges == 0) ++cores[part[v]];
+    else EXPECT_EQ(with, edges) << g.node(v).name << " away from its pod";
+  }
+  EXPECT_EQ(cores[0], 2u);
+  EXPECT_EQ(cores[1], 2u);
+  EXPECT_EQ(per_part[0], per_part[1]);
+}
+
+TEST(Partitioned, RefusesWhatCannotBeSplit) {
+  sim::Simulator sim(1, 64);
+  const auto a = sim.add_node(std::make_unique<sim::Forwarder>(), true);
+  const auto b = sim.add_node(std::make_unique<sim::Forwarder>(), true);
+  sim::LinkParams back;
+  back.delay = -1;  // a packet would arrive before it left
+  EXPECT_THROW(sim.connect(a, b, back, back), std::invalid_argument);
+  sim::LinkParams near;
+  near.delay = 0;
+  near.gbps = 1e6;  // a 64 B frame in 1 ps (rounded up): the least window there is
+  sim.connect(a, b, near, near);
+  EXPECT_THROW(sim.set_partitions({0}), std::invalid_argument);  // an entry per node
+  sim.set_partitions({0, 1});
+  EXPECT_EQ(sim.partitions(), 2u);
+  EXPECT_EQ(sim.lookahead(), 1);
+  sim.set_partitions({0, 0});  // both on one thread
+  EXPECT_EQ(sim.partitions(), 1u);
+  EXPECT_EQ(sim.lookahead(), kNever);
+  sim.run();
+  EXPECT_THROW(sim.set_partitions({0, 1}), std::logic_error);  // after the start
+}
+
+TEST(Partitioned, ThreadsOnTheStarAreRefusedNamingTheField) {
+  try {
+    exp::parse_scenario("[run]\nthreads = 2\nschemes = [\"atp\"]\n", "star.toml");
+    ADD_FAILURE() << "run.threads on the star was accepted";
+  } catch (const std::exception& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("star.toml"), std::string::npos) << m;
+    EXPECT_NE(m.find("run.threads"), std::string::npos) << m;
+    EXPECT_NE(m.find("multi-switch"), std::string::npos) << m;
+  }
+}
+
+TEST(PacketPoolGiveFree, MovesFreePacketsAndKeepsCounts) {
+  PacketPool a(16, 8), b(16, 8);
+  Packet* p = a.get();
+  EXPECT_EQ(a.free_count(), 7u);
+  b.put(p);  // freed into the other pool: each count is off, their sum is right
+  EXPECT_EQ(a.in_use() + b.in_use(), 0u);
+  EXPECT_EQ(b.free_count(), 1u);
+  a.give_free(b, 5);
+  EXPECT_EQ(a.free_count(), 2u);
+  EXPECT_EQ(b.free_count(), 6u);
+  for (int i = 0; i < 6; ++i) b.get();
+  EXPECT_EQ(b.allocated(), 0u) << "b served every get from what it was given";
+  PacketPool c(32, 8);
+  EXPECT_THROW(a.give_free(c, 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ina::test
