@@ -32,13 +32,14 @@ constexpr double kMiBytes = 1 << 20;
 constexpr uint64_t kAggBytes = 32 + 4;
 //  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, slot, prev, gap_mark
 //    (4 each), padded to 40, and its done bit. An op's records are a ring over its packets
-//    [lowest not done, next to send), doubled when full (at least 64): a window's span while
+//    [lowest not done, next to send), doubled when full (at least kMinRecs): a window's span while
 //    every packet comes back within about an RTT. A packet that waits for a retransmission
 //    timeout (a loss) holds the ring's low end while the window moves on: an RTO (1 ms or more)
 //    is many windows, so then the ring spans the op up to its end, and the ops after it open
 //    theirs: every live op's packets (measured: faults.loss = 0.001 on the 4 x 8 ATP star
-//    grows the rings to 36 MiB, about 4 whole ops per worker; without loss they stay at 64).
+//    grows the rings to 36 MiB, about 4 whole ops per worker; without loss they stay at a window).
 constexpr uint64_t kRecBytes = 40;
+constexpr uint64_t kMinRecs = 8;  // host::WorkerTransport's RecRing::kMinRecs
 //  - its DeadlineQueue entry: (deadline, psn), padded;
 constexpr uint64_t kDeadlineBytes = 16;
 //  - host::ParameterServer: Entry (~64 B), the psn -> slot hash node (~48 B), the free list;
@@ -102,7 +103,7 @@ std::vector<std::vector<std::vector<host::RingStage>>> ring_plans(const NetworkR
 // The PS family's hosts (collective_ps.cpp, ShardHost): per job of N
 // workers, each host runs N worker transports (one per PS shard, each with
 // 1/N of the host's initial window) and the PS of its own shard.
-//  - A transport's records: a ring of about twice its window (at least 64
+//  - A transport's records: a ring of about twice its window (at least 8
 //    records, kRecBytes and a done bit each) and the RTO deadlines of a few
 //    windows, as on the star (estimate_run).
 //  - A PS's reminder deadlines (host::ParameterServer: one DeadlineQueue
@@ -126,7 +127,7 @@ PsHosts ps_hosts(const NetworkRun& nr, uint64_t wire) {
   for (const auto& job : placement(nr).jobs) {
     const uint64_t n = std::max<size_t>(1, job.size());
     const double window = std::max(1.0, c.init_window_kb * 1000 / static_cast<double>(wire) / static_cast<double>(n));
-    const uint64_t ring = std::bit_ceil(std::max<uint64_t>(64, static_cast<uint64_t>(std::ceil(2 * window))));
+    const uint64_t ring = std::bit_ceil(std::max<uint64_t>(kMinRecs, static_cast<uint64_t>(std::ceil(2 * window))));
     out.transports += n * n * (ring * (kRecBytes * 8 + 1) / 8 + static_cast<uint64_t>(4 * window) * kDeadlineBytes);
     const uint64_t merges = n * ceil_div(ceil_div(elems, n), width);  // per op, at the PS
     for (const topo::NodeId v : job) {
@@ -268,8 +269,8 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
     // each about twice the initial window (AIMD growth), or the whole op when
     // packets wait; with loss every live op's (measured: 2 ops' worth of
     // rings bound DSA's preemptions, 4 the lossy runs).
-    const uint64_t ring = waits ? std::bit_ceil(std::max<uint64_t>(pkts, 64))
-                                : std::bit_ceil(std::max<uint64_t>(std::min(pkts, 2 * window), 64));
+    const uint64_t ring = waits ? std::bit_ceil(std::max<uint64_t>(pkts, kMinRecs))
+                                : std::bit_ceil(std::max<uint64_t>(std::min(pkts, 2 * window), kMinRecs));
     recs += wpj * (lossy ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;

@@ -200,17 +200,21 @@ class WorkerTransport {
   // Which records are done is a bitmap beside it (a bit per slot): a result
   // advances `low` over done packets reading bits, not the records (each a
   // window's worth of sends old, and out of cache with many hosts).
+  // It starts at kMinRecs: a transport of a host with many (a PS shard's
+  // each, 1/N of the host's window) holds a few packets; it doubles as the
+  // window grows.
   class RecRing {
    public:
+    static constexpr size_t kMinRecs = 8;
     Rec& operator[](uint32_t idx) { return buf_[idx & mask_]; }
-    bool done(uint32_t idx) const { return bits_[(idx & mask_) >> 6] >> (idx & 63) & 1; }
-    void set_done(uint32_t idx) { bits_[(idx & mask_) >> 6] |= uint64_t{1} << (idx & 63); }
+    bool done(uint32_t idx) const { return bits_[(idx & mask_) >> 6] >> (idx & mask_ & 63) & 1; }
+    void set_done(uint32_t idx) { bits_[(idx & mask_) >> 6] |= uint64_t{1} << (idx & mask_ & 63); }
     // A fresh record for packet idx (= next), keeping those of [low, idx).
     Rec& open(uint32_t low, uint32_t idx) {
       if (idx - low >= buf_.size()) grow(low, idx);
       Rec& r = buf_[idx & mask_];
       r = Rec{};
-      bits_[(idx & mask_) >> 6] &= ~(uint64_t{1} << (idx & 63));
+      bits_[(idx & mask_) >> 6] &= ~(uint64_t{1} << (idx & mask_ & 63));
       return r;
     }
     void clear() {
@@ -221,13 +225,13 @@ class WorkerTransport {
 
    private:
     void grow(uint32_t low, uint32_t end) {
-      size_t cap = buf_.empty() ? 64 : 2 * buf_.size();  // (at least 64: a slot's bit is idx & 63 of its word)
+      size_t cap = buf_.empty() ? kMinRecs : 2 * buf_.size();
       while (cap <= end - low) cap *= 2;
       std::vector<Rec> b(cap);
-      std::vector<uint64_t> bits(cap / 64);
+      std::vector<uint64_t> bits((cap + 63) / 64);  // slot s's bit: bit s & 63 of word s >> 6
       for (uint32_t i = low; i < end && !buf_.empty(); ++i) {
         b[i & (cap - 1)] = buf_[i & mask_];
-        if (done(i)) bits[(i & (cap - 1)) >> 6] |= uint64_t{1} << (i & 63);
+        if (done(i)) bits[(i & (cap - 1)) >> 6] |= uint64_t{1} << (i & (cap - 1) & 63);
       }
       buf_.swap(b);
       bits_.swap(bits);
