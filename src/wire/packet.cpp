@@ -112,7 +112,7 @@ T get_be(const std::byte*& p) {
 // scalar loop: baseline x86-64 (SSE2) has no byte shuffle, so the loops are
 // also built for SSSE3 and AVX2 (pshufb / vpshufb), chosen at load time by
 // the CPU (GCC's target_clones, an ifunc). Same bytes either way.
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)  // (core/avx2_clone.hpp)
 #define INA_WORD_CLONES __attribute__((target_clones("avx2", "ssse3", "default")))
 #else
 #define INA_WORD_CLONES

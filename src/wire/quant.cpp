@@ -33,7 +33,9 @@ namespace {
 // with -fno-trapping-math (CMakeLists.txt), which lets GCC compute both sides
 // of a select: it changes no result, only whether FP exception flags could
 // be raised, which nothing in ina reads.
+#if !defined(__SANITIZE_THREAD__)  // an ifunc's resolver runs before ThreadSanitizer's runtime starts
 __attribute__((target_clones("avx2", "default")))
+#endif
 QuantStats encode_pow2(const float* __restrict in, int32_t* __restrict out, size_t n, float s, int32_t limit) {
   constexpr float kTwo23 = 8388608.0f;
   float flim = static_cast<float>(limit);

@@ -78,6 +78,12 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "not topology.kind = \"star\""},
       // NIC marking (the model before switch-port-only ECN) on multi-switch kinds only.
       {"[topology]\nhost_ecn = true\n", "topology.host_ecn", "true", "applies to multi-switch topologies"},
+      // A fat-tree's racks, and one simulation on several threads: multi-switch kinds only.
+      {"[topology]\nkind = \"testbed\"\nhosts_per_edge = 4\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n"
+       "[run]\nschemes = [\"rar\"]\n",
+       "topology.hosts_per_edge", "(value: 4)", "sizes a fat-tree's racks, not topology.kind = \"testbed\""},
+      {"[topology]\nkind = \"fat-tree\"\nhosts_per_edge = 65\n", "topology.hosts_per_edge", "65", "[0, 64]"},
+      {"[run]\nthreads = 2\nschemes = [\"atp\"]\n", "run.threads", "(value: 2)", "splits a multi-switch topology"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
