@@ -137,6 +137,8 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
            {"trace_digest", fmt::format("{:016x}", p.out->digest)}, {"wall_s", p.wall_s}, {"cpu_s", p.cpu_s},
            {"peak_rss_mb", static_cast<double>(p.peak_rss) / (1 << 20)}, {"metrics", p.out->metrics}};
     if (p.out->windows) run["sim_windows"] = p.out->windows;
+    for (const auto& [events, busy] : p.out->partitions)
+      run["sim_partitions"].push_back({{"events", events}, {"busy_s", busy}});
     for (const auto& l : p.out->marked_links)
       run["links"].push_back({{"link", l.link}, {"ecn_marks", l.ecn_marks}, {"queue_drops", l.queue_drops}});
     if (p.threw) run["threw"] = true;  // no metrics, no record in results.json

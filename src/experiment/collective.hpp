@@ -120,6 +120,7 @@ struct CollectiveResult {
   uint64_t digest = 0;             // sim::Simulator::digest()
   uint64_t windows = 0;            // synchronization windows (threads > 1)
   double helper_cpu_s = 0;         // CPU time of the simulation's threads besides the caller's
+  std::vector<std::pair<uint64_t, double>> partitions;  // threads > 1: per partition, events and busy wall time
   uint64_t ecn_marks_host = 0;     // packets ECN-marked in a host's NIC queue (only with host_ecn)
   uint64_t ecn_marks_switch = 0;   //   and at switch egress ports
   uint64_t refused = 0;            // ring data packets a receiver refused (kBusy: its buffers held earlier steps)

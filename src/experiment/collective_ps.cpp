@@ -422,6 +422,8 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   out.digest = sim.digest();
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();
+  if (sim.partitions() > 1)
+    for (const auto& l : sim.partition_loads()) out.partitions.emplace_back(l.events, l.busy_s);
 
   size_t ps_entries = 0, aggs_left = 0;
   uint64_t host_refused = 0;

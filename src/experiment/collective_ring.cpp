@@ -387,6 +387,8 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   out.digest = sim.digest();
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();
+  if (sim.partitions() > 1)
+    for (const auto& l : sim.partition_loads()) out.partitions.emplace_back(l.events, l.busy_s);
   set_problems(out, probs);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;

@@ -81,6 +81,7 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   out.digest = r.digest;
   out.windows = r.windows;
   out.helper_cpu_s = r.helper_cpu_s;
+  out.partitions = r.partitions;
   return out;
 }
 

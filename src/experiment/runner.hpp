@@ -23,6 +23,7 @@ struct RunOutput {
   uint64_t digest = 0;
   uint64_t windows = 0;      // synchronization windows of a run on several threads (run.threads)
   double helper_cpu_s = 0;   //   and the CPU time of its threads besides the runner's
+  std::vector<std::pair<uint64_t, double>> partitions;  //   and per partition, its events and busy wall time
   std::vector<LinkMarks> marked_links;  // network kinds: links with ECN marks or queue drops (runs.json "links")
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -123,6 +124,12 @@ uint64_t Simulator::sum(uint64_t Partition::*counter) const {
 }
 
 uint64_t Simulator::events() const { return sum(&Partition::events); }
+
+std::vector<Simulator::PartitionLoad> Simulator::partition_loads() const {
+  std::vector<PartitionLoad> out;
+  for (const auto& part : parts_) out.push_back({part->events, part->busy_s});
+  return out;
+}
 uint64_t Simulator::hops() const { return sum(&Partition::hops); }
 uint64_t Simulator::misrouted() const { return sum(&Partition::misrouted); }
 
@@ -670,7 +677,9 @@ void Simulator::run_partitioned(Time until) {
       next[i] = next_time(P);
       planned.arrive_and_wait();
       if (done) return;
+      const auto t0 = std::chrono::steady_clock::now();
       run_window(P, stop, until);
+      P.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ran.arrive_and_wait();
     }
   };

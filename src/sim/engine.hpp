@@ -208,6 +208,7 @@ struct Partition {
   std::vector<Event> heap;
   Time now = 0;
   uint64_t events = 0, hops = 0, misrouted = 0;
+  double busy_s = 0;  // wall time in run_window() (several partitions only)
   PacketPool pool;
   SimEffects fx;
   uint16_t index;
@@ -279,6 +280,13 @@ class Simulator {
   // CPU time of the threads run() started besides its caller's.
   uint64_t windows() const { return windows_; }
   double helper_cpu_s() const { return helper_cpu_s_; }
+  // Per partition: its events and the wall time its thread spent running
+  // windows (the rest of the run it waited at the barriers).
+  struct PartitionLoad {
+    uint64_t events = 0;
+    double busy_s = 0;
+  };
+  std::vector<PartitionLoad> partition_loads() const;
 
   // Runs until no event is left or the next one is after `until`.
   void run(Time until = kNever);

@@ -44,6 +44,12 @@ void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme)
     ASSERT_TRUE(par.ok) << t << " threads: " << par.problems;
     EXPECT_EQ(par.digest, one.digest) << t << " threads";
     EXPECT_EQ(par.metrics, one.metrics) << t << " threads";  // events, hops, sync_ms, retransmits, ...
+    // Every event ran in exactly one partition (runs.json sim_partitions).
+    ASSERT_EQ(par.partitions.size(), static_cast<size_t>(t));
+    uint64_t events = 0;
+    for (const auto& [n, busy] : par.partitions) events += n;
+    EXPECT_EQ(events, static_cast<uint64_t>(one.metrics.at("events")));
+    EXPECT_GT(par.windows, 0u);
   }
 }
 
