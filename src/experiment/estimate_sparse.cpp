@@ -28,8 +28,10 @@ constexpr uint64_t kPushBytes = 12;
 constexpr uint64_t kExactKeyBytes = 40, kExactFloatKeyBytes = 56;
 //  - host::SparseWorker::sums_: a (key, sum) pair of 16 B per key of the
 //    union the worker receives, in a vector grown by doubling and kept
-//    across iterations (329 MB at the peak: 16 workers, 0.76 M keys, mid
-//    growth), so a power of two of the largest union per worker;
+//    across iterations, so a power of two of the largest union per worker
+//    (268 MB of capacity for 16 workers and 0.76 M keys; 329 MB at the
+//    peak, some workers mid-growth holding both buffers: the estimate
+//    counts the capacity, and its other parts lean high);
 constexpr uint64_t kResultBytes = 16;
 //  - host::SparseWorker::pairs_: its batch as (key, value) pairs of 16 B,
 //    grown by doubling and kept;
@@ -79,7 +81,9 @@ SparseSizes sparse_sizes(const Settings& s) {
   using Key = std::tuple<std::string, std::string, double, int, int, int, int>;
   static std::mutex mu;
   static std::map<Key, SparseSizes> memo;  // by workload, before the row width
-  const Key key{s.sparse_model, s.sparse_trace, s.sparse_scale, s.sparse_draws,
+  // The trace as the run resolves it (against the scenario's directory).
+  const std::string trace = s.sparse_trace.empty() ? "" : s.scenario_dir + "/" + s.sparse_trace;
+  const Key key{s.sparse_model, trace, s.sparse_scale, s.sparse_draws,
                 s.workers_per_job, s.iterations, s.profile_iterations};
   SparseSizes rows;
   bool known = false;
@@ -138,12 +142,13 @@ std::vector<MemoryPart> sparse_parts(const Settings& s, const std::string& schem
   uint64_t packets = 0, capacity = 0;
   if (dense) {
     capacity = static_cast<uint64_t>(s.payload_bytes / 4);
-    packets = 2 * N * std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 / (50.0 + s.payload_bytes)));
+    packets = 2 * N * std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 /
+                                                                   static_cast<double>(s.header_bytes + s.payload_bytes)));
   } else {
     capacity = kv::words(static_cast<unsigned>(std::max(K, KP)));
-    const uint64_t hot_keys = hot ? std::min<uint64_t>(z.max_union, static_cast<uint64_t>(std::llround(
-                                                                        s.hot_keys * s.sparse_scale * s.sparse_row_width)))
-                                  : 0;
+    // zebra.hot_keys counts keys after the row width (scalars), x sparse_scale.
+    const uint64_t hot_keys =
+        hot ? std::min<uint64_t>(z.max_union, static_cast<uint64_t>(std::llround(s.hot_keys * s.sparse_scale))) : 0;
     packets = per_iter / (hot ? K : KP) + N * ((hot_keys + K - 1) / K + (z.max_union - hot_keys + KP - 1) / KP);
   }
   const uint64_t stride = (sizeof(Packet) + 4 * capacity + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);

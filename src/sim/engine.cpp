@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <barrier>
+#include <exception>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -156,6 +157,8 @@ NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
 
 uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba) {
   if (a >= nodes_.size() || b >= nodes_.size()) throw std::out_of_range("connect: unknown node");
+  if (parts_.size() > 1) throw std::logic_error("connect: after set_partitions (the window would not know the link)");
+  if (links_.size() + 2 > kMaxLinks) throw std::length_error(fmt::format("connect: at most {} links", kMaxLinks));
   auto make = [&](NodeId from, NodeId to, const LinkParams& p) {
     if (!(p.gbps > 0)) throw std::invalid_argument("link bandwidth must be > 0");
     if (p.delay < 0) throw std::invalid_argument(fmt::format("link delay must be >= 0 ps, got {}", p.delay));
@@ -445,13 +448,13 @@ void Simulator::enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time 
   l.st.bytes += wire_bytes(*p);
   const uint16_t to_part = node_part_[l.to];
   if (to_part != P.index) {  // another partition's: posted at the end of the window
-    P.outbox[to_part].push_back({arrival, p, link_id, in_order ? UINT32_MAX : l.reordered_seq++});
+    P.outbox[to_part].push_back({arrival, p, link_id, in_order ? 0 : l.reordered_seq++, in_order});
     return;
   }
   if (!in_order) {
     Event e;
     e.t = arrival;
-    e.tie = event_tie(l.to, 1, uint64_t{link_id} << 16 | (l.reordered_seq++ & 0xFFFF));
+    e.tie = event_tie(l.to, 1, reordered_id(link_id, l.reordered_seq++));
     e.pkt = p;
     e.node = l.to;
     e.kind = EvKind::Deliver;
@@ -468,10 +471,10 @@ void Simulator::take_posted(Partition& P) {
     auto& box = from->outbox[P.index];
     for (const Posted& x : box) {
       const Link& l = links_[x.link];
-      if (x.reordered != UINT32_MAX) {
+      if (!x.in_order) {
         Event e;
         e.t = x.arrival;
-        e.tie = event_tie(l.to, 1, uint64_t{x.link} << 16 | (x.reordered & 0xFFFF));
+        e.tie = event_tie(l.to, 1, reordered_id(x.link, x.count));
         e.pkt = x.pkt;
         e.node = l.to;
         e.kind = EvKind::Deliver;
@@ -617,11 +620,18 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of) {
   if (started_) throw std::logic_error("set_partitions: the run has started");
   if (part_of.size() != nodes_.size())
     throw std::invalid_argument(fmt::format("set_partitions: {} entries for {} nodes", part_of.size(), nodes_.size()));
-  for (const auto& part : parts_)
+  for (const auto& part : parts_) {
     if (!part->heap.empty()) throw std::logic_error("set_partitions: events are already scheduled");
+    for (const auto& box : part->outbox)
+      if (!box.empty()) throw std::logic_error("set_partitions: packets are already posted");
+    if (part->index > 0 && part->pool.allocated() > 0)
+      throw std::logic_error("set_partitions: a partition's packets are in use");  // its pool goes
+  }
   for (const auto& l : links_)
     if (!l.wire.empty()) throw std::logic_error("set_partitions: packets are already in flight");
   const size_t n = part_of.empty() ? 1 : size_t{*std::max_element(part_of.begin(), part_of.end())} + 1;
+  if (n > kMaxPartitions)
+    throw std::invalid_argument(fmt::format("set_partitions: {} partitions, at most {}", n, kMaxPartitions));
   node_part_ = part_of;
   parts_.resize(1);
   for (size_t i = 1; i < n; ++i) parts_.push_back(std::make_unique<Partition>(*this, payload_capacity_, static_cast<uint16_t>(i)));
@@ -656,11 +666,19 @@ void Simulator::run_partitioned(Time until) {
   std::vector<Time> next(n, kNever);
   bool done = false;
   Time stop = kNever;
+  // A node that throws (a failed check, bad_alloc) stops every partition at
+  // the next plan; the first exception is rethrown once the threads joined.
+  std::mutex failed_mu;
+  std::exception_ptr failed;
+  auto fail = [&] {
+    std::lock_guard lock(failed_mu);
+    if (!failed) failed = std::current_exception();
+  };
   // Once every partition has taken what was posted to it and named its next
   // event: the window runs from the earliest of those for one lookahead.
   auto plan = [&]() noexcept {
     const Time m = *std::min_element(next.begin(), next.end());
-    if (m == kNever || m > until) {
+    if (failed || m == kNever || m > until) {
       done = true;
       return;
     }
@@ -673,12 +691,20 @@ void Simulator::run_partitioned(Time until) {
   auto work = [&](size_t i) {
     Partition& P = *parts_[i];
     for (;;) {
-      take_posted(P);
-      next[i] = next_time(P);
+      try {
+        take_posted(P);
+        next[i] = next_time(P);
+      } catch (...) {
+        fail();
+      }
       planned.arrive_and_wait();
       if (done) return;
       const auto t0 = std::chrono::steady_clock::now();
-      run_window(P, stop, until);
+      try {
+        run_window(P, stop, until);
+      } catch (...) {
+        fail();
+      }
       P.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ran.arrive_and_wait();
     }
@@ -695,6 +721,7 @@ void Simulator::run_partitioned(Time until) {
     work(0);
   }
   for (size_t i = 1; i < n; ++i) helper_cpu_s_ += cpu[i];
+  if (failed) std::rethrow_exception(failed);
   if (trace_) {  // each node's records are in one partition's, in its order
     const size_t first = trace_->size();
     for (auto& part : parts_) {

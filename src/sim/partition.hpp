@@ -8,6 +8,8 @@
 // a tie goes to the partition that has the fewest nodes so far, then the
 // lowest). On a fat-tree that keeps a pod together and spreads the cores.
 // The split changes no result (engine.hpp), only how much crosses threads.
+// Racks of very different sizes can leave a partition with no rack (it then
+// holds only switches, or nothing: its thread idles).
 #include <cstdint>
 #include <vector>
 

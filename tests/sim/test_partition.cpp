@@ -129,8 +129,52 @@ TEST(Partitioned, RefusesWhatCannotBeSplit) {
   sim.set_partitions({0, 0});  // both on one thread
   EXPECT_EQ(sim.partitions(), 1u);
   EXPECT_EQ(sim.lookahead(), kNever);
+  sim.set_partitions({0, 1});
+  EXPECT_THROW(sim.connect(a, b, near, near), std::logic_error);  // the window would not know it
+  EXPECT_THROW(sim.set_partitions(std::vector<uint16_t>{0, 300}), std::invalid_argument);  // at most 256
   sim.run();
   EXPECT_THROW(sim.set_partitions({0, 1}), std::logic_error);  // after the start
+}
+
+// A node that throws on a partition's thread: the run stops and run()
+// rethrows it, as one thread would, instead of ending the process or
+// leaving the other threads waiting.
+TEST(Partitioned, ANodeThatThrowsStopsTheRunAndRunRethrows) {
+  struct Sender final : Node {
+    NodeId to;
+    explicit Sender(NodeId t) : to(t) {}
+    void on_start(Time now, Effects& fx) override { fx.set_timer(now + 1 * kUs, 0); }
+    void on_timer(uint64_t, Time now, Effects& fx) override {
+      Packet* p = fx.alloc();
+      p->h.dst = to;
+      fx.send(p);
+      fx.set_timer(now + 1 * kUs, 0);
+    }
+    void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+  };
+  struct Thrower final : Node {
+    int seen = 0;
+    void on_timer(uint64_t, Time, Effects&) override {}
+    void on_packet(Packet* p, Time, Effects& fx) override {
+      fx.free(p);
+      if (++seen == 3) throw std::runtime_error("the third packet");
+    }
+  };
+  for (const unsigned parts : {1u, 2u}) {
+    SCOPED_TRACE(parts);
+    sim::Simulator sim(1, 16);
+    const auto a = sim.add_node(std::make_unique<Sender>(1), false);
+    const auto b = sim.add_node(std::make_unique<Thrower>(), false);
+    sim.connect(a, b, sim::LinkParams{}, sim::LinkParams{});
+    if (parts > 1) sim.set_partitions({0, 1});
+    try {
+      sim.run(1 * kMs);
+      ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "the third packet");
+    }
+    EXPECT_EQ(sim.node<Thrower>(b).seen, 3);
+  }
 }
 
 TEST(Partitioned, ThreadsOnTheStarAreRefusedNamingTheField) {
