@@ -391,13 +391,14 @@ inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
 
 void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
-  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0 || parts_.size() > 1) [[unlikely]] {
+  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0 || (parts_.size() > 1 && node_part_[l.to] != P.index))
+      [[unlikely]] {
     transmit_faulty(P, link_id, p);
     return;
   }
-  // One partition, a link without loss, duplication or reordering (no
-  // random draw either way): transmit_faulty()'s steps without those, in
-  // one function.
+  // A link inside the partition without loss, duplication or reordering
+  // (no random draw either way): transmit_faulty()'s steps without those,
+  // in one function.
   if (admit(P, l, p) < 0) return;
   ++l.st.packets;
   l.st.bytes += l.ser_bytes;  // (this packet's size, after admit)
