@@ -11,7 +11,8 @@
 //      ATP on the 1024-host fat-tree, 32 jobs x 32 workers interleaved (each
 //      job in every pod), 0.25 MiB each; the rows' ratio is the speedup, and
 //      the digests must agree (else the second row fails). Wall time: these
-//      runs use both cores.
+//      runs use both cores. scenarios/scale/fat_tree_1024_threads.toml is
+//      the same run as a scenario file.
 #include <string>
 #include <vector>
 

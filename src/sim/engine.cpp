@@ -125,14 +125,14 @@ uint64_t Simulator::sum(uint64_t Partition::*counter) const {
 }
 
 uint64_t Simulator::events() const { return sum(&Partition::events); }
+uint64_t Simulator::hops() const { return sum(&Partition::hops); }
+uint64_t Simulator::misrouted() const { return sum(&Partition::misrouted); }
 
 std::vector<Simulator::PartitionLoad> Simulator::partition_loads() const {
   std::vector<PartitionLoad> out;
   for (const auto& part : parts_) out.push_back({part->events, part->busy_s});
   return out;
 }
-uint64_t Simulator::hops() const { return sum(&Partition::hops); }
-uint64_t Simulator::misrouted() const { return sum(&Partition::misrouted); }
 
 uint64_t Simulator::digest() const {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -412,12 +412,8 @@ void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
   if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
     ++l.st.drop_loss;
     if (loss_observer_) {
-      if (parts_.size() > 1) {
-        std::lock_guard lock(observer_mu_);
-        loss_observer_(*p);
-      } else {
-        loss_observer_(*p);
-      }
+      std::lock_guard lock(observer_mu_);  // (partitions' threads; a lost packet is rare)
+      loss_observer_(*p);
     }
     P.pool.put(p);
     return;
@@ -447,15 +443,21 @@ void Simulator::enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time 
   Link& l = links_[link_id];
   ++l.st.packets;
   l.st.bytes += wire_bytes(*p);
+  const uint32_t count = in_order ? 0 : l.reordered_seq++;
   const uint16_t to_part = node_part_[l.to];
   if (to_part != P.index) {  // another partition's: posted at the end of the window
-    P.outbox[to_part].push_back({arrival, p, link_id, in_order ? 0 : l.reordered_seq++, in_order});
+    P.outbox[to_part].push_back({arrival, p, link_id, count, in_order});
     return;
   }
+  place(P, link_id, p, arrival, in_order, count);
+}
+
+void Simulator::place(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order, uint32_t count) {
+  Link& l = links_[link_id];
   if (!in_order) {
     Event e;
     e.t = arrival;
-    e.tie = event_tie(l.to, 1, reordered_id(link_id, l.reordered_seq++));
+    e.tie = event_tie(l.to, 1, reordered_id(link_id, count));
     e.pkt = p;
     e.node = l.to;
     e.kind = EvKind::Deliver;
@@ -469,24 +471,9 @@ void Simulator::enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time 
 
 void Simulator::take_posted(Partition& P) {
   for (auto& from : parts_) {
+    // One sender per link, posting in send order: each FIFO stays in arrival order.
     auto& box = from->outbox[P.index];
-    for (const Posted& x : box) {
-      const Link& l = links_[x.link];
-      if (!x.in_order) {
-        Event e;
-        e.t = x.arrival;
-        e.tie = event_tie(l.to, 1, reordered_id(x.link, x.count));
-        e.pkt = x.pkt;
-        e.node = l.to;
-        e.kind = EvKind::Deliver;
-        push(P, e);
-        continue;
-      }
-      // One sender per link, posting in send order: the FIFO stays in arrival order.
-      const bool was_empty = l.wire.empty();
-      links_[x.link].wire.push(x.arrival, x.pkt);
-      if (was_empty) key_link(P, x.link);
-    }
+    for (const Posted& x : box) place(P, x.link, x.pkt, x.arrival, x.in_order, x.count);
     box.clear();
   }
 }
@@ -547,10 +534,7 @@ inline void Simulator::deliver(Partition& P, NodeId to, Packet* p) {
   d = (d ^ static_cast<uint64_t>(P.now) ^ (static_cast<uint64_t>(h.psn) << 16) ^ (static_cast<uint64_t>(h.type) << 8) ^
        h.rank) *
       0x100000001b3ULL;
-  if (trace_) {
-    auto& sink = parts_.size() > 1 ? P.trace : *trace_;
-    sink.push_back({P.now, to, false, h.type, h.job, h.flags, h.psn, h.src, h.dst, h.rank, h.bitmap, 0});
-  }
+  if (trace_) trace_sink(P).push_back({P.now, to, false, h.type, h.job, h.flags, h.psn, h.src, h.dst, h.rank, h.bitmap, 0});
   P.fx.current = to;
   nodes_[to]->on_packet(p, P.now, P.fx);
 }
@@ -602,10 +586,8 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
     } else {
       uint64_t& d = node_digest_[e.node];
       d = (d ^ static_cast<uint64_t>(e.t) ^ e.token) * 0x100000001b3ULL;
-      if (trace_) {
-        auto& sink = parts_.size() > 1 ? P.trace : *trace_;
-        sink.push_back({P.now, static_cast<NodeId>(e.node), true, PktType{}, 0, 0, 0, kNoNode, kNoNode, 0, 0, e.token});
-      }
+      if (trace_)
+        trace_sink(P).push_back({P.now, static_cast<NodeId>(e.node), true, PktType{}, 0, 0, 0, kNoNode, kNoNode, 0, 0, e.token});
       P.fx.current = static_cast<NodeId>(e.node);
       nodes_[e.node]->on_timer(e.token, P.now, P.fx);
     }

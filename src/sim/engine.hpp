@@ -344,6 +344,11 @@ class Simulator {
   [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
   Time admit(Partition& P, Link& l, Packet* p);
   void enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order);
+  // Onto the link's FIFO, or a reordered packet (its link's `count`) onto
+  // the heap, of P (the link's receiving partition).
+  void place(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order, uint32_t count);
+  // Where P's events are traced: the sink, or P's own buffer (merged after run()).
+  std::vector<TraceRecord>& trace_sink(Partition& P) { return parts_.size() > 1 ? P.trace : *trace_; }
   [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
   [[gnu::always_inline]] inline void key_link_inline(Partition& P, uint32_t link_id);  // the same, inlined into run_window()
