@@ -180,13 +180,14 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
 
 // `mpirun -np N ina sim ...` (cli/sim_mpi.hpp): rank 0 runs `simulate` with
 // the runs spread over the ranks; the other ranks run what it hands out.
+// With `split` (--partition) every rank runs every run, each split over the ranks.
 int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t digest, const std::string& out_dir,
-                 bool quiet, unsigned threads, bool force, bool all_metrics) {
+                 bool quiet, unsigned threads, bool force, bool all_metrics, bool split) {
   using namespace ina::exp;
   if (threads != 1)
     throw ScenarioError(fmt::format("-j {} goes with a local run: under mpirun each rank runs one run at a time "
                                     "(start one rank per core: mpirun -np N)", threads));
-  ina::cli::MpiSweep mpi;
+  ina::cli::MpiSweep mpi(split);
   if (mpi.rank() > 0) {
     Scenario sc;
     std::vector<Point> points;
@@ -199,10 +200,15 @@ int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t diges
     } catch (const std::exception& e) {
       error = e.what();
     }
-    mpi.serve(runs, digest, error);
+    if (split) mpi.follow(runs, digest, error);
+    else mpi.serve(runs, digest, error);
     return 0;
   }
-  return simulate(load(), out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr, mpi.executor(digest), all_metrics);
+  // Split, each rank holds the whole network: as many runs at once as ranks here, for the memory estimate.
+  Scenario sc = load();
+  if (split) check_split(sc);
+  return simulate(sc, out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr,
+                  split ? mpi.split_executor(digest) : mpi.executor(digest), all_metrics);
 }
 
 }  // namespace
@@ -268,7 +274,7 @@ int main(int argc, char** argv) {
 
   std::string file, out_dir;
   std::vector<std::string> sets, overlays;
-  bool quiet = false, force = false, all_metrics = false;
+  bool quiet = false, force = false, all_metrics = false, partition = false;
   unsigned threads = 1, sim_threads = 0;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
@@ -290,6 +296,10 @@ int main(int argc, char** argv) {
                   "threads each simulation runs on, its topology split by racks (multi-switch topologies; results, "
                   "digests and traces do not depend on it): --set run.threads=T")
       ->check(CLI::Range(1u, 256u));
+  sim->add_flag("--partition", partition,
+                "under mpirun: split each simulation over the ranks, its topology by racks (multi-switch topologies, "
+                "PS-family schemes; each rank on --threads threads; results and digests do not depend on it), "
+                "instead of spreading the runs over them");
   sim->footer("Schemes a scenario's run.schemes may name (name|alias):" +
               ina::schemes::help(ina::schemes::Engine::SimStar) +
               "\nOn multi-switch topologies (ina plan grid --simulate):" +
@@ -344,6 +354,8 @@ int main(int argc, char** argv) {
         if (!overlays.empty()) ina::exp::apply_setting_sets(sc, sets);  // a --set wins over an overlay
         return sc;
       };
+      if (partition && !ina::cli::launched_by_mpirun())
+        throw std::invalid_argument("--partition splits each run over MPI ranks: start ina with mpirun -np N");
       if (ina::cli::launched_by_mpirun()) {
         // What every rank must read alike: the scenario file, the overlays and the --set values.
         auto slurp = [](const std::string& path) {
@@ -353,7 +365,7 @@ int main(int argc, char** argv) {
         uint64_t digest = ina::cli::digest_text(slurp(file));
         for (const auto& o : overlays) digest = ina::cli::digest_text(slurp(o), digest);
         for (const auto& kv : sets) digest = ina::cli::digest_text(kv + "\n", digest);
-        return simulate_mpi(load, digest, out_dir, quiet, threads, force, all_metrics);
+        return simulate_mpi(load, digest, out_dir, quiet, threads, force, all_metrics, partition);
       }
       return simulate(load(), out_dir, quiet, threads, force, nullptr, {}, all_metrics);
     }

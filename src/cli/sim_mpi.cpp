@@ -1,6 +1,7 @@
 // `mpirun -np N ina sim FILE`: see sim_mpi.hpp and docs/architecture.md.
 #include "cli/sim_mpi.hpp"
 #include "cli/commands.hpp"
+#include "sim/ranks.hpp"
 
 #include <dlfcn.h>
 
@@ -81,6 +82,8 @@ struct MpiSweep::Api {
   int (*send)(int, int, const char*, long) = nullptr;
   void (*abort)(int) = nullptr;
   int (*finalize)() = nullptr;
+  int (*exchange_counts)(const long*, long*) = nullptr;
+  int (*exchange)(const char*, const long*, char*, const long*) = nullptr;
   void (*error_string)(int, char*, int) = nullptr;
 
   // Reports an MPI failure and ends the whole job: a peer may be waiting for this rank.
@@ -94,7 +97,42 @@ struct MpiSweep::Api {
   }
 };
 
-MpiSweep::MpiSweep() : api_(std::make_unique<Api>()) {
+class MpiSweep::Ranks final : public sim::Ranks {
+ public:
+  explicit Ranks(MpiSweep& m) : m_(m) {}
+  unsigned rank() const override { return static_cast<unsigned>(m_.rank_); }
+  unsigned size() const override { return static_cast<unsigned>(m_.size_); }
+  std::vector<std::string> exchange(std::vector<std::string> out) override {
+    const auto n = static_cast<size_t>(m_.size_);
+    if (out.size() != n) throw std::invalid_argument("Ranks::exchange: one entry per rank");
+    out[rank()].clear();
+    std::vector<long> send_len(n), recv_len(n);
+    std::string send;
+    for (size_t r = 0; r < n; ++r) {
+      send_len[r] = static_cast<long>(out[r].size());
+      send += out[r];
+    }
+    Api& api = *m_.api_;
+    if (int rc = api.exchange_counts(send_len.data(), recv_len.data())) api.fail(m_.rank_, "MPI_Alltoall", rc);
+    long total = 0;
+    for (const long l : recv_len) total += l;
+    std::string recv(static_cast<size_t>(total), '\0');
+    if (int rc = api.exchange(send.data(), send_len.data(), recv.data(), recv_len.data()))
+      api.fail(m_.rank_, "MPI_Alltoallv", rc);
+    std::vector<std::string> in(n);
+    size_t at = 0;
+    for (size_t r = 0; r < n; ++r) {
+      in[r] = recv.substr(at, static_cast<size_t>(recv_len[r]));
+      at += static_cast<size_t>(recv_len[r]);
+    }
+    return in;
+  }
+
+ private:
+  MpiSweep& m_;
+};
+
+MpiSweep::MpiSweep(bool split) : api_(std::make_unique<Api>()), split_(split) {
   // Under mpirun; the module sits next to the ina executable.
   const auto path = beside_ina("ina-mpi-transport.so");
   // RTLD_GLOBAL: OpenMPI's own plugins (dlopened by libmpi) resolve libmpi's symbols globally.
@@ -114,14 +152,19 @@ MpiSweep::MpiSweep() : api_(std::make_unique<Api>()) {
   sym(api_->abort, "ina_mpi_abort");
   sym(api_->finalize, "ina_mpi_finalize");
   sym(api_->error_string, "ina_mpi_error_string");
+  sym(api_->exchange_counts, "ina_mpi_exchange_counts");
+  sym(api_->exchange, "ina_mpi_exchange");
+  ranks_ = std::make_unique<Ranks>(*this);
   if (int rc = api_->init(&rank_, &size_)) throw std::runtime_error(fmt::format("MPI_Init_thread failed (MPI error {})", rc));
-  if (rank_ == 0) state_.assign(static_cast<size_t>(size_), kFirst);
+  if (rank_ == 0) state_.assign(static_cast<size_t>(size_), split_ ? kStopped : kFirst);
   if (rank_ == 0) state_[0] = kStopped;
 }
 
 MpiSweep::~MpiSweep() {
   // Every rank that has not been told to stop is waiting for rank 0 (or running a run it was
   // given): answer its next message with kStop, so that no rank is left waiting.
+  // --partition: the other ranks wait for rank 0's first word until it says it.
+  if (split_ && rank_ == 0 && !said_hello_) hello("stop");
   for (int w = 1; rank_ == 0 && w < size_; ++w) {
     if (state_[w] == kStopped) continue;
     int from = -1;
@@ -253,6 +296,37 @@ void MpiSweep::serve(const std::vector<exp::ScenarioRun>& runs, uint64_t digest,
     if (i >= runs.size()) protocol_error(fmt::format("unexpected message (tag {}, '{}') from rank 0", tag, data));
     send(0, kResult, encode(i, exp::run_one(runs[i], true)));
   }
+}
+
+std::vector<std::string> MpiSweep::hello(const std::string& mine) {
+  said_hello_ = true;
+  return ranks_->share(mine);
+}
+
+exp::RunExecutor MpiSweep::split_executor(uint64_t digest) {
+  return [this, digest](const std::vector<exp::ScenarioRun>& runs, const exp::RunDone& done) {
+    const std::string expect = fmt::format("ready {:016x} {}", digest, runs.size());
+    const std::vector<std::string> all = hello(fmt::format("go {:016x} {}", digest, runs.size()));
+    std::string wrong;
+    for (int r = 1; r < size_; ++r)
+      if (all[r] != expect)
+        wrong += fmt::format("{}rank {}: {}", wrong.empty() ? "" : "; ", r,
+                             all[r].starts_with("broken ") ? all[r].substr(7)
+                                                           : "read another scenario or other --set values (" + all[r] + ")");
+    if (!wrong.empty()) throw std::runtime_error("the ranks cannot split the runs: " + wrong);
+    for (size_t i = 0; i < runs.size(); ++i) done(i, exp::run_one(runs[i], true, ranks_.get()), -1);
+  };
+}
+
+void MpiSweep::follow(const std::vector<exp::ScenarioRun>& runs, uint64_t digest, const std::string& setup_error) {
+  const std::string ready = fmt::format("ready {:016x} {}", digest, runs.size());
+  const std::vector<std::string> all = hello(setup_error.empty() ? ready : "broken " + setup_error);
+  // Rank 0 stopped, or read another scenario; or a rank is not ready (rank 0 reports it).
+  if (all[0] != fmt::format("go {:016x} {}", digest, runs.size())) return;
+  for (int r = 1; r < size_; ++r)
+    if (r != rank_ && all[r] != ready) return;
+  if (!setup_error.empty()) return;
+  for (const auto& run : runs) exp::run_one(run, true, ranks_.get());
 }
 
 }  // namespace ina::cli

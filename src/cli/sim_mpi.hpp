@@ -22,8 +22,10 @@ unsigned mpi_local_ranks();
 class MpiSweep {
  public:
   // Loads ina-mpi-transport.so (next to the ina executable) and initializes
-  // MPI; throws std::runtime_error naming what is missing.
-  MpiSweep();
+  // MPI; throws std::runtime_error naming what is missing. `split`
+  // (--partition): every rank runs every run, each run split over the ranks
+  // (split_executor, follow) instead of the runs spread over them.
+  explicit MpiSweep(bool split = false);
   // Rank 0: stops every rank it has not stopped yet (waiting for its
   // current run) and finalizes MPI. Ranks > 0: finalizes MPI.
   ~MpiSweep();
@@ -43,6 +45,15 @@ class MpiSweep {
   // 0 why and takes no runs.
   void serve(const std::vector<exp::ScenarioRun>& runs, uint64_t digest, const std::string& setup_error);
 
+  // --partition, rank 0: an executor for exp::run_scenario that runs each
+  // run split over every rank (sim::Ranks; the others follow()). It first
+  // checks that every rank read the scenario of `digest` and as many runs,
+  // and throws naming the ranks that did not.
+  exp::RunExecutor split_executor(uint64_t digest);
+  // --partition, ranks > 0: each run with rank 0, in order; with
+  // `setup_error` non-empty (the scenario did not load) says why and runs none.
+  void follow(const std::vector<exp::ScenarioRun>& runs, uint64_t digest, const std::string& setup_error);
+
  private:
   struct Api;
   void send(int dest, int tag, const std::string& data);
@@ -53,8 +64,14 @@ class MpiSweep {
   // Reports a message that breaks the protocol and ends the MPI job (a peer may be waiting).
   [[noreturn]] void protocol_error(const std::string& what);
 
+  class Ranks;  // sim::Ranks over MPI_Alltoallv
+  // --partition: every rank's first message (rank 0's "go", "stop"; the others' "ready", "broken").
+  std::vector<std::string> hello(const std::string& mine);
+
   std::unique_ptr<Api> api_;
+  std::unique_ptr<Ranks> ranks_;
   int rank_ = 0, size_ = 1;
+  bool split_ = false, said_hello_ = false;
   std::vector<int> state_;  // rank 0: per rank, what it is doing (sim_mpi.cpp)
 };
 

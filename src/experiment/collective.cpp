@@ -86,16 +86,19 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
   out.throughput_gbps = tput_n ? tput / static_cast<double>(tput_n) : 0;
 }
 
-void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
-                   std::vector<std::string>& problems) {
-  bool quiet = sim.idle();
-  for (size_t l = 0; quiet && l < sim.link_count(); ++l) quiet = sim.link(static_cast<uint32_t>(l)).wire.empty();
+void check_network(sim::Simulator& sim, uint64_t dropped, bool require_quiet, std::vector<std::string>& problems) {
+  const bool quiet = sim.quiet();
   if (!quiet && require_quiet) problems.push_back("events left after every worker finished (a timer or packet leaked)");
   if (quiet && sim.packets_in_use()) problems.push_back(fmt::format("{} packets leaked", sim.packets_in_use()));
   if (sim.misrouted()) problems.push_back(fmt::format("{} packets had no route", sim.misrouted()));
-  uint64_t dropped = 0;
-  for (const auto* f : idle) dropped += f->dropped();
   if (dropped) problems.push_back(fmt::format("{} packets were addressed to a node with no role in the job", dropped));
+}
+
+uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle) {
+  uint64_t n = 0;
+  for (const auto* f : idle)
+    if (sim.local(f->id())) n += f->dropped();
+  return n;
 }
 
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {

@@ -22,6 +22,7 @@
 
 namespace ina::sim {
 struct TraceRecord;
+class Ranks;
 }  // namespace ina::sim
 
 namespace ina::exp {
@@ -92,6 +93,9 @@ struct CollectiveSettings {
   // Threads the simulation runs on (sim::partition_by_racks); results,
   // digest and trace do not depend on it.
   unsigned threads = 1;
+  // The processes the simulation is split over (`--partition` under mpirun;
+  // PS families), each on `threads` threads; null: this process alone.
+  sim::Ranks* ranks = nullptr;
 };
 
 // A link's ECN marks and queue drops in a run ("from->to" by node names).

@@ -31,9 +31,11 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
 // The simulator-wide checks once every worker finished: no packet held when
 // nothing is in flight (and, if `require_quiet`, nothing in flight or
 // scheduled at all: a leaked timer or packet), none without a route, none
-// dropped by a node with no role (`idle`: forwarding switches, hosts outside the job).
-void check_network(sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle, bool require_quiet,
-                   std::vector<std::string>& problems);
+// dropped by a node with no role (`dropped`: what forwarding switches and
+// hosts outside the job dropped, dropped_by()).
+void check_network(sim::Simulator& sim, uint64_t dropped, bool require_quiet, std::vector<std::string>& problems);
+// What `idle` nodes dropped, those this process ran (Simulator::local()).
+uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle);
 // The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
 // The aggregator memory (bytes) every one of `switches` has: the smallest

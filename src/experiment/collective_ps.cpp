@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "host/dsa_priority.hpp"
 #include "host/profile.hpp"
@@ -241,6 +242,58 @@ class ShardHost final : public Node, private host::PriorityFn {
   uint64_t sent_bytes_ = 0, local_packets_ = 0, refused_ = 0;
 };
 
+// What a run's result is read from: per shard host, and sums over the
+// switches and the idle nodes. A run split over processes fills each part
+// where it ran; join() gives every process all of it.
+struct HostTally {
+  bool here = false;  // this process ran it
+  bool finished = false;
+  uint64_t mismatches = 0, checked = 0, sent_bytes = 0, ps_entries = 0, refused = 0;
+  uint64_t retransmits = 0, timeouts = 0, fast_retransmits = 0;  // over its transports
+  std::vector<Time> start, end;                                    // by iteration, once finished
+};
+struct PsTally {
+  std::vector<HostTally> hosts;  // by shard host
+  uint64_t aggs_left = 0, collisions = 0, preempt_won = 0, preempt_lost = 0, dropped = 0;
+  cluster::Refusals refused;
+};
+
+// Every process's part of `t` (the hosts it ran, its sums) into everyone's.
+void join(sim::Ranks& ranks, PsTally& t) {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (size_t i = 0; i < t.hosts.size(); ++i) {
+    const HostTally& h = t.hosts[i];
+    if (!h.here) continue;
+    hosts.push_back({i, h.finished, h.mismatches, h.checked, h.sent_bytes, h.ps_entries, h.refused, h.retransmits,
+                     h.timeouts, h.fast_retransmits, h.start, h.end});
+  }
+  const nlohmann::json mine = {{"hosts", hosts},
+                               {"sums",
+                                {t.aggs_left, t.collisions, t.preempt_won, t.preempt_lost, t.dropped, t.refused.switches,
+                                 t.refused.servers, t.refused.workers}}};
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(mine);
+  const std::vector<std::string> all = ranks.share(std::string(bytes.begin(), bytes.end()));
+  for (unsigned r = 0; r < all.size(); ++r) {
+    if (r == ranks.rank()) continue;
+    const nlohmann::json j = nlohmann::json::from_cbor(all[r]);
+    for (const auto& e : j.at("hosts")) {
+      HostTally& h = t.hosts.at(e.at(0).get<size_t>());
+      h = {true, e.at(1).get<bool>(), e.at(2).get<uint64_t>(), e.at(3).get<uint64_t>(), e.at(4).get<uint64_t>(),
+           e.at(5).get<uint64_t>(), e.at(6).get<uint64_t>(), e.at(7).get<uint64_t>(), e.at(8).get<uint64_t>(),
+           e.at(9).get<uint64_t>(), e.at(10).get<std::vector<Time>>(), e.at(11).get<std::vector<Time>>()};
+    }
+    const auto& v = j.at("sums");
+    t.aggs_left += v.at(0).get<uint64_t>();
+    t.collisions += v.at(1).get<uint64_t>();
+    t.preempt_won += v.at(2).get<uint64_t>();
+    t.preempt_lost += v.at(3).get<uint64_t>();
+    t.dropped += v.at(4).get<uint64_t>();
+    t.refused.switches += v.at(5).get<uint64_t>();
+    t.refused.servers += v.at(6).get<uint64_t>();
+    t.refused.workers += v.at(7).get<uint64_t>();
+  }
+}
+
 }  // namespace
 
 CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
@@ -370,9 +423,61 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
-  if (s.threads > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads));
+  const unsigned processes = s.ranks ? s.ranks->size() : 1;
+  if (processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
+  if (s.threads * processes > 1)
+    sim.set_partitions(sim::partition_by_racks(sim, s.threads * processes), s.ranks);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
+
+  // What the result is read from: the nodes this process ran (with ranks,
+  // every process's, joined).
+  PsTally t;
+  t.hosts.resize(hosts_n);
+  for (size_t i = 0; i < hosts_n; ++i) {
+    const ShardHost* h = hosts[i];
+    if (!sim.local(h->id())) continue;
+    HostTally& x = t.hosts[i];
+    x.here = true;
+    x.finished = h->finished();
+    x.mismatches = h->mismatches();
+    x.checked = h->checked();
+    x.sent_bytes = h->sent_bytes();
+    x.ps_entries = h->ps().entries();
+    x.refused = h->refused();
+    for (size_t k = 0; k < h->transports(); ++k) {
+      x.retransmits += h->transport(k).stats().retransmits;
+      x.timeouts += h->transport(k).stats().timeouts;
+      x.fast_retransmits += h->transport(k).stats().fast_retransmits;
+    }
+    if (x.finished)
+      for (size_t it = 0; it < static_cast<size_t>(s.iterations); ++it) {
+        x.start.push_back(h->start_time(it));
+        x.end.push_back(h->finish_time(it));
+      }
+  }
+  {
+    std::vector<const dp::SwitchProgram*> sws;
+    std::vector<const host::ParameterServer*> servers;
+    std::vector<const host::WorkerTransport*> transports;
+    for (const auto* h : hosts)
+      if (sim.local(h->id())) {
+        servers.push_back(&h->ps());
+        for (size_t k = 0; k < h->transports(); ++k) transports.push_back(&h->transport(k));
+      }
+    for (const auto* p : programs)
+      if (sim.local(p->id())) {
+        sws.push_back(p);
+        t.aggs_left += p->occupied();
+        const dp::SwitchStats& st = p->stats();
+        t.collisions += st.collisions;
+        t.preempt_won += st.preempt_won;
+        t.preempt_lost += st.preempt_lost;
+      }
+    t.refused = cluster::count_refusals(sws, servers, transports);
+    t.dropped = dropped_by(sim, {forwarders.begin(), forwarders.end()});
+  }
+  if (processes > 1) join(*s.ranks, t);
 
   CollectiveResult out;
   const auto iters = static_cast<size_t>(s.iterations);
@@ -385,26 +490,19 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     expected += static_cast<uint64_t>(n) * elems * iters;
     std::vector<WorkerTimes> mine;
     for (size_t r = 0; r < n; ++r) {
-      const ShardHost* h = hosts[cl.first_shard(j) + r];
-      out.verify_errors += h->mismatches();
-      checked += h->checked();
-      sent_sum += static_cast<double>(h->sent_bytes());
-      out.max_bytes_per_worker =
-          std::max(out.max_bytes_per_worker, static_cast<double>(h->sent_bytes()) / s.iterations);
-      for (size_t k = 0; k < n; ++k) {
-        out.retransmits += h->transport(k).stats().retransmits;
-        out.timeouts += h->transport(k).stats().timeouts;
-        out.fast_retransmits += h->transport(k).stats().fast_retransmits;
-      }
-      if (!h->finished()) {
+      const HostTally& h = t.hosts[cl.first_shard(j) + r];
+      out.verify_errors += h.mismatches;
+      checked += h.checked;
+      sent_sum += static_cast<double>(h.sent_bytes);
+      out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, static_cast<double>(h.sent_bytes) / s.iterations);
+      out.retransmits += h.retransmits;
+      out.timeouts += h.timeouts;
+      out.fast_retransmits += h.fast_retransmits;
+      if (!h.finished) {
         ++unfinished;
         continue;
       }
-      WorkerTimes& t = mine.emplace_back();
-      for (size_t it = 0; it < iters; ++it) {
-        t.start.push_back(h->start_time(it));
-        t.end.push_back(h->finish_time(it));
-      }
+      mine.push_back({h.start, h.end});
     }
     if (jobs.size() > 1 && mine.size() == n) {
       CollectiveResult one;
@@ -425,19 +523,13 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (sim.partitions() > 1)
     for (const auto& l : sim.partition_loads()) out.partitions.emplace_back(l.events, l.busy_s);
 
-  size_t ps_entries = 0, aggs_left = 0;
+  size_t ps_entries = 0;
   uint64_t host_refused = 0;
-  std::vector<const host::ParameterServer*> servers;
-  std::vector<const host::WorkerTransport*> transports;
-  for (const auto* h : hosts) {
-    servers.push_back(&h->ps());
-    ps_entries += h->ps().entries();
-    host_refused += h->refused();
-    for (size_t k = 0; k < h->transports(); ++k) transports.push_back(&h->transport(k));
+  for (const HostTally& h : t.hosts) {
+    ps_entries += h.ps_entries;
+    host_refused += h.refused;
   }
-  for (const auto* p : programs) aggs_left += p->occupied();
-  const std::vector<const dp::SwitchProgram*> sws(programs.begin(), programs.end());
-  const cluster::Refusals refused = cluster::count_refusals(sws, servers, transports);
+  const size_t aggs_left = t.aggs_left;
 
   std::vector<std::string> probs;
   if (unfinished)
@@ -449,17 +541,14 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (all_finished && ps_entries) probs.push_back(fmt::format("{} PS entries left", ps_entries));
   if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
   // Every node is honest: anything refused or misrouted is a protocol bug.
-  if (all_finished) check_network(sim, {forwarders.begin(), forwarders.end()}, false, probs);
+  if (all_finished) check_network(sim, t.dropped, false, probs);
   count_ecn_marks(sim, g, out);
-  if (refused.total()) probs.push_back(refused.text());
+  if (t.refused.total()) probs.push_back(t.refused.text());
   if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
   set_problems(out, probs);
-  for (const auto* p : programs) {
-    const dp::SwitchStats& st = p->stats();
-    out.collisions += st.collisions;
-    out.evictions += st.preempt_won;
-    out.preempt_lost += st.preempt_lost;
-  }
+  out.collisions = t.collisions;
+  out.evictions = t.preempt_won;
+  out.preempt_lost = t.preempt_lost;
 
   if (detail) {
     PsFamilyDetail& d = *detail;

@@ -365,7 +365,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     summarize_times(times, elems, s.iterations, out);
     for (auto* sw : switches)
       if (sw->occupied()) probs.push_back(fmt::format("{} aggregators left in switch {}", sw->occupied(), sw->id()));
-    check_network(sim, idle, true, probs);
+    check_network(sim, dropped_by(sim, idle), true, probs);
   }
   count_ecn_marks(sim, g, out);
   for (const auto* sw : switches) {

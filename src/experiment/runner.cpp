@@ -1,5 +1,7 @@
 #include "experiment/runner.hpp"
+#include "sim/ranks.hpp"
 
+#include "core/config_error.hpp"
 #include "core/resources.hpp"
 
 #include <array>
@@ -33,8 +35,9 @@ namespace {
 double combine(double a, double b) { return 1 - (1 - a) * (1 - b); }
 
 // A point on a multi-switch topology: one exp::run_collective.
-RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64_t seed) {
-  const NetworkRun run = network_run(s, schemes::find(scheme, schemes::Engine::SimNetwork), seed, "run");
+RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64_t seed, sim::Ranks* ranks) {
+  NetworkRun run = network_run(s, schemes::find(scheme, schemes::Engine::SimNetwork), seed, "run");
+  run.settings.ranks = ranks;
   const CollectiveResult r = run_collective(run.graph, scheme, run.settings);
   RunOutput out;
   auto& m = out.metrics;
@@ -108,9 +111,33 @@ Settings packets_for(const Settings& s, const schemes::Scheme& scheme) {
   return t;
 }
 
-RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t seed) {
+std::string split_refusal(const Settings& s, const std::string& scheme) {
+  if (is_sparse(s)) return "sparse runs (workload.sparse_model) run in one process";
+  if (!is_network(s))
+    return fmt::format("topology.kind = \"{}\" runs in one process; --partition splits multi-switch topologies",
+                       s.topology_kind);
+  const auto c = schemes::find(scheme, schemes::Engine::SimNetwork).collective;
+  if (c != schemes::Collective::Ps && c != schemes::Collective::PsIna)
+    return fmt::format("{} runs on the threads of one process (run.threads); --partition splits PS-family runs",
+                       scheme);
+  return "";
+}
+
+void check_split(const Scenario& sc) {
+  for (const Point& pt : expand(sc))
+    for (const std::string& scheme : sc.schemes)
+      if (const std::string why = split_refusal(pt.settings, scheme); !why.empty()) {
+        if (!is_network(pt.settings) || is_sparse(pt.settings))
+          fail_field(sc.file, "topology.kind", pt.series.empty() ? why : why + " (series " + pt.series + ")", pt.settings.topology_kind);
+        fail_field(sc.file, "run.schemes", why, scheme);
+      }
+}
+
+RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t seed, sim::Ranks* ranks) {
+  if (ranks && ranks->size() > 1)
+    if (const std::string why = split_refusal(given, scheme); !why.empty()) throw std::invalid_argument(why);
   if (is_sparse(given)) return run_sparse_point(given, scheme, seed);
-  if (is_network(given)) return run_network_point(given, scheme, seed);
+  if (is_network(given)) return run_network_point(given, scheme, seed, ranks);
   const schemes::Scheme& spec = schemes::find(scheme, schemes::Engine::SimStar);
   const Settings s = packets_for(given, spec);
   const host::Profile& profile = host::profile(s.profile);
@@ -330,13 +357,13 @@ std::vector<ScenarioRun> scenario_runs(const Scenario& sc, const std::vector<Poi
   return runs;
 }
 
-RunResult run_one(const ScenarioRun& run, bool own_peak) {
+RunResult run_one(const ScenarioRun& run, bool own_peak, sim::Ranks* ranks) {
   RunResult r;
   if (own_peak) reset_peak_rss();
   const double cpu0 = thread_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    r.out = run_point(run.point->settings, *run.scheme, run.seed);
+    r.out = run_point(run.point->settings, *run.scheme, run.seed, ranks);
   } catch (const std::exception& e) {
     r.error = e.what();
   } catch (...) {

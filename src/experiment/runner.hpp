@@ -30,7 +30,17 @@ struct RunOutput {
 // A star point runs the star simulator; a point on a multi-switch topology
 // (topology.kind != "star") runs exp::run_collective, metrics throughput_gbps,
 // sync_ms, iteration_ms, bytes_per_worker, steps, retransmits, ...
-RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed);
+// With `ranks` (size > 1): the run split over those processes (each makes
+// the same call and gets the same output; what split_refusal() allows).
+RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed, sim::Ranks* ranks = nullptr);
+// Why a run of `scheme` at `s` cannot be split over processes (empty: it
+// can): the star and sparse runs are one process's; a ring run reads and
+// steers every endpoint (a failure's re-plan), so it runs on one process's
+// threads (run.threads). PS-family runs on multi-switch topologies split.
+std::string split_refusal(const Settings& s, const std::string& scheme);
+// Every run of `sc` can be split (--partition); else the ScenarioError
+// naming the file, the field and the value.
+void check_split(const Scenario& sc);
 // s with the scheme's own packet (payload and header bytes) when
 // switch.packets = "per-scheme" and the registry gives it one; s otherwise.
 Settings packets_for(const Settings& s, const schemes::Scheme& scheme);
@@ -74,7 +84,8 @@ struct RunResult {
 // With `own_peak` (a process that runs one run at a time: -j 1, or an MPI
 // rank) the process's peak resident set is reset before the run, so that
 // peak_rss is the run's own peak (the process baseline included).
-RunResult run_one(const ScenarioRun& run, bool own_peak = false);
+// `ranks`: as run_point's.
+RunResult run_one(const ScenarioRun& run, bool own_peak = false, sim::Ranks* ranks = nullptr);
 
 // Executes every run once, calling done(index, result, rank) after each, one
 // call at a time (rank: the MPI rank that ran it, -1 locally). An exception

@@ -5,6 +5,8 @@
 #include <barrier>
 #include <exception>
 #include <chrono>
+#include <cstring>
+#include <type_traits>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -82,6 +84,7 @@ Simulator::Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_b
   parts_.push_back(std::make_unique<Partition>(*this, payload_capacity, 0));
   parts_.front()->heap.reserve(1 << 16);
   parts_.front()->outbox.resize(1);
+  local_.push_back(parts_.front().get());
 }
 
 Simulator::~Simulator() {
@@ -92,6 +95,7 @@ Simulator::~Simulator() {
       if (e.kind == EvKind::Deliver) P.pool.put(e.pkt);
     for (auto& box : part->outbox)
       for (const Posted& x : box) P.pool.put(x.pkt);
+    for (const Posted& x : part->inbox) P.pool.put(x.pkt);
   }
   for (auto& l : links_)
     while (!l.wire.empty()) {
@@ -101,8 +105,8 @@ Simulator::~Simulator() {
 }
 
 size_t Simulator::packets_in_use() const {
-  size_t n = 0;  // a pool's count wraps when it frees more than it allocated; the sum does not
-  for (const auto& part : parts_) n += part->pool.in_use();
+  size_t n = remote_in_use_;  // a pool's count wraps when it frees more than it allocated; the sum does not
+  for (const Partition* part : local_) n += part->pool.in_use();
   return n;
 }
 
@@ -115,6 +119,13 @@ Time Simulator::now() const {
 bool Simulator::idle() const {
   for (const auto& part : parts_)
     if (!part->heap.empty()) return false;
+  return !remote_busy_;
+}
+
+bool Simulator::quiet() const {
+  if (!idle() || remote_wires_) return false;
+  for (const Link& l : links_)
+    if (!l.wire.empty()) return false;
   return true;
 }
 
@@ -470,16 +481,145 @@ void Simulator::place(Partition& P, uint32_t link_id, Packet* p, Time arrival, b
 }
 
 void Simulator::take_posted(Partition& P) {
-  for (auto& from : parts_) {
-    // One sender per link, posting in send order: each FIFO stays in arrival order.
+  // One sender per link, posting in send order: each FIFO stays in arrival order.
+  for (Partition* from : local_) {
     auto& box = from->outbox[P.index];
     for (const Posted& x : box) place(P, x.link, x.pkt, x.arrival, x.in_order, x.count);
     box.clear();
   }
+  for (const Posted& x : P.inbox) place(P, x.link, x.pkt, x.arrival, x.in_order, x.count);
+  P.inbox.clear();
+}
+
+namespace {
+template <typename T>
+void put_bytes(std::string& out, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+// Reads what put_bytes wrote; throws if `in` ends first (a peer that is not this build).
+struct Reader {
+  const std::string& in;
+  size_t at = 0;
+  template <typename T>
+  T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v;
+    take(&v, sizeof v);
+    return v;
+  }
+  void take(void* to, size_t n) {
+    if (n > in.size() - at) throw std::runtime_error("a rank's message ends early (ranks of different builds?)");
+    std::memcpy(to, in.data() + at, n);
+    at += n;
+  }
+  bool done() const { return at == in.size(); }
+};
+}  // namespace
+
+void Simulator::trade_posts() {
+  const unsigned me = ranks_->rank();
+  std::vector<std::string> out(ranks_->size());
+  for (Partition* P : local_)
+    for (size_t q = 0; q < parts_.size(); ++q) {
+      const unsigned to = part_rank_[q];
+      if (to == me) continue;
+      std::string& m = out[to];
+      for (const Posted& x : P->outbox[q]) {
+        put_bytes(m, static_cast<uint16_t>(q));
+        put_bytes(m, x.link);
+        put_bytes(m, x.count);
+        put_bytes(m, static_cast<uint8_t>(x.in_order));
+        put_bytes(m, x.arrival);
+        put_bytes(m, x.pkt->h);
+        put_bytes(m, x.pkt->mcast);
+        m.append(reinterpret_cast<const char*>(x.pkt->payload()), sizeof(int32_t) * x.pkt->h.count);
+        P->pool.put(x.pkt);
+      }
+      P->outbox[q].clear();
+    }
+  const std::vector<std::string> in = ranks_->exchange(std::move(out));
+  for (const std::string& m : in) {
+    Reader r{m};
+    while (!r.done()) {
+      const auto q = r.get<uint16_t>();
+      Posted x;
+      x.link = r.get<uint32_t>();
+      x.count = r.get<uint32_t>();
+      x.in_order = r.get<uint8_t>() != 0;
+      x.arrival = r.get<Time>();
+      if (q >= parts_.size() || part_rank_[q] != me || x.link >= links_.size() || node_part_[links_[x.link].to] != q)
+        throw std::runtime_error(fmt::format("rank {}: a post for partition {} on link {}, not this process's", me, q, x.link));
+      Partition& Q = *parts_[q];
+      Packet* p = Q.pool.get();
+      x.pkt = p;
+      Q.inbox.push_back(x);  // (freed with the simulator if the rest is malformed)
+      p->h = r.get<Header>();
+      p->mcast = r.get<RankBits>();
+      if (p->h.count > p->capacity) throw std::runtime_error(fmt::format("rank {}: a post of {} values", me, p->h.count));
+      r.take(p->payload(), sizeof(int32_t) * p->h.count);
+    }
+  }
+}
+
+void Simulator::share_totals(double cpu_s) {
+  const unsigned me = ranks_->rank();
+  std::string m;
+  put_bytes(m, cpu_s);
+  size_t in_use = 0;
+  bool busy = false, wires = false;
+  for (const Partition* P : local_) {
+    in_use += P->pool.in_use();
+    busy |= !P->heap.empty();
+  }
+  for (const Link& l : links_) wires |= !l.wire.empty();
+  put_bytes(m, in_use);
+  put_bytes(m, static_cast<uint8_t>(busy | wires << 1));
+  put_bytes(m, static_cast<uint32_t>(local_.size()));
+  for (const Partition* P : local_) {
+    put_bytes(m, P->index);
+    put_bytes(m, P->events);
+    put_bytes(m, P->hops);
+    put_bytes(m, P->misrouted);
+    put_bytes(m, P->busy_s);
+    put_bytes(m, P->now);
+  }
+  for (NodeId n = 0; n < nodes_.size(); ++n)
+    if (local(n)) put_bytes(m, node_digest_[n]);
+  for (const Link& l : links_)
+    if (local(l.from)) put_bytes(m, l.st);  // a link's counters are its sender's
+  const std::vector<std::string> in = ranks_->share(m);
+  remote_in_use_ = 0;
+  remote_busy_ = remote_wires_ = false;
+  for (unsigned from = 0; from < in.size(); ++from) {
+    if (from == me) continue;
+    Reader r{in[from]};
+    helper_cpu_s_ += r.get<double>();
+    remote_in_use_ += r.get<size_t>();
+    const auto flags = r.get<uint8_t>();
+    remote_busy_ |= (flags & 1) != 0;
+    remote_wires_ |= (flags & 2) != 0;
+    const auto np = r.get<uint32_t>();
+    for (uint32_t i = 0; i < np; ++i) {
+      const auto q = r.get<uint16_t>();
+      if (q >= parts_.size() || part_rank_[q] != from) throw std::runtime_error(fmt::format("rank {} reports partition {}", from, q));
+      Partition& Q = *parts_[q];
+      Q.events = r.get<uint64_t>();
+      Q.hops = r.get<uint64_t>();
+      Q.misrouted = r.get<uint64_t>();
+      Q.busy_s = r.get<double>();
+      Q.now = r.get<Time>();
+    }
+    for (NodeId n = 0; n < nodes_.size(); ++n)
+      if (part_rank_[node_part_[n]] == from) node_digest_[n] = r.get<uint64_t>();
+    for (Link& l : links_)
+      if (part_rank_[node_part_[l.from]] == from) l.st = r.get<LinkStats>();
+    if (!r.done()) throw std::runtime_error(fmt::format("rank {}'s totals are longer than this build's", from));
+  }
 }
 
 void Simulator::build_trees() {
-  for (auto& part : parts_) {
+  for (Partition* part : local_) {  // (another process's partitions run there: no tree here)
     Partition& P = *part;
     P.leaves = 1;
     while (P.leaves < links_.size()) P.leaves *= 2;
@@ -544,6 +684,7 @@ void Simulator::call(NodeId n, Time at, const std::function<void(Effects&)>& f) 
   // queue's would be, the latest of any event so far and `at`.
   const Time t = std::max(now(), at);
   for (auto& part : parts_) part->now = t;
+  if (!local(n)) return;  // its process calls it
   Partition& P = part_of(n);
   P.fx.current = n;
   f(P.fx);
@@ -552,6 +693,7 @@ void Simulator::call(NodeId n, Time at, const std::function<void(Effects&)>& f) 
 void Simulator::start_nodes() {
   started_ = true;
   for (auto& n : nodes_) {
+    if (!local(n->id())) continue;
     Partition& P = part_of(n->id());
     P.fx.current = n->id();
     n->on_start(P.now, P.fx);
@@ -599,7 +741,7 @@ Time Simulator::next_time(const Partition& P) const {
   return P.heap.empty() ? link : std::min(link, P.heap[0].t);
 }
 
-void Simulator::set_partitions(const std::vector<uint16_t>& part_of) {
+void Simulator::set_partitions(const std::vector<uint16_t>& part_of, Ranks* ranks) {
   if (started_) throw std::logic_error("set_partitions: the run has started");
   if (part_of.size() != nodes_.size())
     throw std::invalid_argument(fmt::format("set_partitions: {} entries for {} nodes", part_of.size(), nodes_.size()));
@@ -615,10 +757,21 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of) {
   const size_t n = part_of.empty() ? 1 : size_t{*std::max_element(part_of.begin(), part_of.end())} + 1;
   if (n > kMaxPartitions)
     throw std::invalid_argument(fmt::format("set_partitions: {} partitions, at most {}", n, kMaxPartitions));
+  const unsigned R = ranks ? ranks->size() : 1;
+  if (R > n)
+    throw std::invalid_argument(fmt::format("set_partitions: {} partitions for {} processes (at least one each)", n, R));
+  if (R > 1 && trace_) throw std::logic_error("set_partitions: a trace is kept in one process, not split over ranks");
   node_part_ = part_of;
+  ranks_ = R > 1 ? ranks : nullptr;
   parts_.resize(1);
   for (size_t i = 1; i < n; ++i) parts_.push_back(std::make_unique<Partition>(*this, payload_capacity_, static_cast<uint16_t>(i)));
-  for (auto& part : parts_) part->outbox.assign(n, {});
+  part_rank_.assign(n, 0);
+  local_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    part_rank_[i] = static_cast<uint16_t>(i * R / n);
+    if (!ranks_ || part_rank_[i] == ranks_->rank()) local_.push_back(parts_[i].get());
+    parts_[i]->outbox.assign(n, {});
+  }
   build_trees();
   // A packet sent at t into a link between partitions arrives at or after
   // t + its serialization (at least a minimum frame's, rounded up: 1 ps or
@@ -633,35 +786,64 @@ void Simulator::balance_pools() {
   // Packets freed in another partition than the one that allocated them
   // gather there: the free ones go back where they run short.
   size_t total = 0;
-  for (const auto& part : parts_) total += part->pool.free_count();
-  const size_t mean = total / parts_.size(), slack = 4096;
-  for (auto& from : parts_) {
+  for (const Partition* part : local_) total += part->pool.free_count();
+  const size_t mean = total / local_.size(), slack = 4096;
+  for (Partition* from : local_) {
     if (from->pool.free_count() <= mean + slack) continue;
-    auto to = std::min_element(parts_.begin(), parts_.end(),
-                               [](const auto& a, const auto& b) { return a->pool.free_count() < b->pool.free_count(); });
-    from->pool.give_free((*to)->pool, from->pool.free_count() - mean);
+    Partition* to = *std::min_element(local_.begin(), local_.end(), [](const Partition* a, const Partition* b) {
+      return a->pool.free_count() < b->pool.free_count();
+    });
+    from->pool.give_free(to->pool, from->pool.free_count() - mean);
   }
 }
 
 void Simulator::run_partitioned(Time until) {
   if (!started_) start_nodes();
-  const size_t n = parts_.size();
+  const double cpu0 = thread_cpu_seconds();
+  const size_t n = local_.size();
   std::vector<Time> next(n, kNever);
   bool done = false;
   Time stop = kNever;
   // A node that throws (a failed check, bad_alloc) stops every partition at
-  // the next plan; the first exception is rethrown once the threads joined.
+  // the next plan, in every process; the first exception is rethrown once
+  // the threads joined (another process's, as its text).
   std::mutex failed_mu;
   std::exception_ptr failed;
+  std::string remote_failure;
   auto fail = [&] {
     std::lock_guard lock(failed_mu);
     if (!failed) failed = std::current_exception();
   };
+  // The other processes' posts since the last run (set-up, call()).
+  if (ranks_) trade_posts();
   // Once every partition has taken what was posted to it and named its next
   // event: the window runs from the earliest of those for one lookahead.
   auto plan = [&]() noexcept {
-    const Time m = *std::min_element(next.begin(), next.end());
-    if (failed || m == kNever || m > until) {
+    Time m = *std::min_element(next.begin(), next.end());
+    if (ranks_) {
+      // Every process's earliest event and failure: all decide alike.
+      std::string mine;
+      put_bytes(mine, m);
+      if (failed) try {
+          std::rethrow_exception(failed);
+        } catch (const std::exception& e) {
+          mine += e.what();
+        } catch (...) {
+          mine += "an exception that is not a std::exception";
+        }
+      try {
+        const std::vector<std::string> all = ranks_->share(mine);
+        for (unsigned r = 0; r < all.size(); ++r) {
+          if (r == ranks_->rank()) continue;
+          Reader rd{all[r]};
+          m = std::min(m, rd.get<Time>());
+          if (!rd.done() && remote_failure.empty()) remote_failure = fmt::format("rank {}: {}", r, all[r].substr(rd.at));
+        }
+      } catch (...) {
+        fail();
+      }
+    }
+    if (failed || !remote_failure.empty() || m == kNever || m > until) {
       done = true;
       return;
     }
@@ -669,10 +851,18 @@ void Simulator::run_partitioned(Time until) {
     stop = m > kNever - lookahead_ ? kNever : m + lookahead_;
     balance_pools();
   };
+  // Once every partition ran the window: posts to other processes go.
+  auto ran_all = [&]() noexcept {
+    if (ranks_) try {
+        trade_posts();
+      } catch (...) {
+        fail();
+      }
+  };
   std::barrier planned(static_cast<std::ptrdiff_t>(n), plan);
-  std::barrier ran(static_cast<std::ptrdiff_t>(n));
+  std::barrier ran(static_cast<std::ptrdiff_t>(n), ran_all);
   auto work = [&](size_t i) {
-    Partition& P = *parts_[i];
+    Partition& P = *local_[i];
     for (;;) {
       try {
         take_posted(P);
@@ -705,6 +895,12 @@ void Simulator::run_partitioned(Time until) {
   }
   for (size_t i = 1; i < n; ++i) helper_cpu_s_ += cpu[i];
   if (failed) std::rethrow_exception(failed);
+  if (!remote_failure.empty()) throw std::runtime_error(remote_failure);
+  if (ranks_) {
+    double mine = thread_cpu_seconds() - cpu0;
+    for (size_t i = 1; i < n; ++i) mine += cpu[i];
+    share_totals(mine);
+  }
   if (trace_) {  // each node's records are in one partition's, in its order
     const size_t first = trace_->size();
     for (auto& part : parts_) {

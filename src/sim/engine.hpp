@@ -28,6 +28,13 @@
 // window to the receiver's link FIFO. Every node sees the same events in
 // the same order as with one partition, so the results, the digest and the
 // trace are the same.
+//
+// Ranks (set_partitions with sim::Ranks): the partitions split further over
+// processes, each building the whole network and running its own share;
+// a window's posts to another process's partitions travel as bytes at its
+// end, and the processes agree on the next window and on a failure. After
+// each run() every process sees the whole run's counters, digest, link
+// counters and idleness; a node's own state only where it ran (local()).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +48,7 @@
 #include "core/rng.hpp"
 #include "core/time.hpp"
 #include "proto/node.hpp"
+#include "sim/ranks.hpp"
 #include "wire/packet.hpp"
 
 namespace ina::sim {
@@ -221,6 +229,7 @@ struct Partition {
   SimEffects fx;
   uint16_t index;
   std::vector<std::vector<Posted>> outbox;  // by receiving partition
+  std::vector<Posted> inbox;                // posted by other processes' partitions (ranks)
   std::vector<TraceRecord> trace;           // with several partitions: merged into the sink after run()
 };
 
@@ -280,9 +289,17 @@ class Simulator {
   // after the last connect() and before run(). The least time a packet
   // takes between two partitions is the window; results do not depend on
   // the split, only the speed does.
-  void set_partitions(const std::vector<uint16_t>& part_of);
+  // With `ranks` (size R > 1, P >= R): partition p runs in process
+  // p * R / P; this process runs its own (on as many threads) and trades
+  // with the others through `ranks`, which must outlive the runs. Every
+  // process makes the same calls: set-up, run(), call().
+  void set_partitions(const std::vector<uint16_t>& part_of, Ranks* ranks = nullptr);
   static constexpr size_t kMaxPartitions = 256;
   size_t partitions() const { return parts_.size(); }
+  // Whether node `n` runs in this process (always without ranks): only
+  // these nodes' state is the run's.
+  bool local(NodeId n) const { return !ranks_ || part_rank_[node_part_[n]] == ranks_->rank(); }
+  Ranks* ranks() const { return ranks_; }
   // The least time a packet takes from one partition to another (kNever with one partition).
   Time lookahead() const { return lookahead_; }
   // Windows run with several partitions (synchronization rounds), and the
@@ -300,10 +317,14 @@ class Simulator {
   // Runs until no event is left or the next one is after `until`.
   void run(Time until = kNever);
   // The control plane acting on node `n` at `at` (after run(at): no event
-  // is due before it): `f` gets the node's effects, as a timer would.
+  // is due before it): `f` gets the node's effects, as a timer would (with
+  // ranks: in the process that runs `n`; the others only move the clock).
   void call(NodeId n, Time at, const std::function<void(Effects&)>& f);
   Time now() const;
+  // No timer or reordered packet left to run (packets may be on the links).
   bool idle() const;
+  // No event of any kind left: idle() and no packet on any link.
+  bool quiet() const;
 
   // The first partition's pool (setup and tests allocate from it); packets
   // in use are counted over every partition's by packets_in_use().
@@ -358,6 +379,12 @@ class Simulator {
   void run_partitioned(Time until);
   void start_nodes();
   void take_posted(Partition& P);  // the packets other partitions posted to P, onto its links and heap
+  // Ranks: posts to other processes' partitions go as bytes, theirs to ours
+  // come into our partitions' inboxes (every process at once).
+  void trade_posts();
+  // Ranks: every process's counters, digests, link counters and idleness
+  // after a run (every process at once); `cpu_s` this process's run time.
+  void share_totals(double cpu_s);
   Time next_time(const Partition& P) const;
   void balance_pools();
   Partition& part_of(NodeId n) { return *parts_[node_part_[n]]; }
@@ -365,6 +392,11 @@ class Simulator {
 
   std::vector<std::unique_ptr<Partition>> parts_;
   std::vector<uint16_t> node_part_;  // per node
+  Ranks* ranks_ = nullptr;
+  std::vector<uint16_t> part_rank_ = {0};  // per partition: the process that runs it
+  std::vector<Partition*> local_;          // the partitions this process runs
+  size_t remote_in_use_ = 0;               // ranks: packets other processes hold
+  bool remote_busy_ = false, remote_wires_ = false;  // ranks: others' events left (heap; links)
   Time lookahead_ = kNever;
   uint64_t windows_ = 0;
   double helper_cpu_s_ = 0;

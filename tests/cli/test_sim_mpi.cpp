@@ -1,6 +1,8 @@
 // `mpirun -np 2 ina sim`: a scenario's runs spread over two MPI ranks give
 // the very files a local run gives, and a run that fails on
-// a rank is reported and its siblings' results kept.
+// a rank is reported and its siblings' results kept. With --partition each
+// run is split over the two ranks and gives the local files too; what
+// cannot be split is refused before any rank runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -57,16 +59,16 @@ void expect_same_runs(const fs::path& local, const fs::path& mpi) {
   EXPECT_EQ(ranks, (std::set<int>{0, 1})) << "both ranks ran runs";
 }
 
-// The scenario `toml` run by `ina sim --out DIR/local` and by two ranks into DIR/mpi.
+// The scenario `toml` run by `ina sim --out DIR/local` and by two ranks into DIR/mpi (`mpi_flags` after).
 struct Sweeps {
   fs::path dir;
   CliResult local, mpi;
 };
-Sweeps run_local_and_mpi(const std::string& name, const std::string& toml) {
+Sweeps run_local_and_mpi(const std::string& name, const std::string& toml, const std::string& mpi_flags = "") {
   Sweeps s{fresh_dir(name), {}, {}};
   write_file(s.dir / "s.toml", toml);
   s.local = run_ina("sim " + (s.dir / "s.toml").string() + " --out " + (s.dir / "local").string());
-  s.mpi = mpirun_ina("sim " + (s.dir / "s.toml").string() + " --out " + (s.dir / "mpi").string());
+  s.mpi = mpirun_ina("sim " + (s.dir / "s.toml").string() + " --out " + (s.dir / "mpi").string() + mpi_flags);
   return s;
 }
 
@@ -142,6 +144,68 @@ metrics = ["iteration_ms"]
   EXPECT_EQ(runs[2]["threw"], true);
   EXPECT_TRUE(runs[2].contains("mpi_rank"));
   for (size_t i : {0, 1, 3}) EXPECT_EQ(runs[i]["ok"], true) << runs[i].dump();
+  fs::remove_all(d);
+}
+
+// --partition: every run on a fat-tree (2 jobs in every pod, so their
+// traffic crosses the ranks) is split over both ranks, each holding half the
+// racks: the same files, digests and metrics as one process, every run's
+// events in two partitions.
+TEST(SimMpi, PartitionSplitsEachRunOverTheRanksAndWritesTheLocalFiles) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const auto [d, local, mpi] = run_local_and_mpi("sim_mpi_split", R"([scenario]
+name = "split"
+title = "split test"
+[topology]
+kind = "fat-tree"
+k = 4
+[switch]
+ina = "tors"
+[workload]
+jobs = 2
+workers = 8
+gradient_mb = 0.25
+placement = "interleaved"
+[faults]
+loss = 0.001
+[run]
+schemes = ["ps", "atp", "dsa"]
+[output]
+metrics = ["throughput_gbps", "hops"]
+)", " --partition");
+  ASSERT_EQ(local.status, 0) << local.output;
+  ASSERT_EQ(mpi.status, 0) << mpi.output;
+  expect_same_files(d / "local", d / "mpi");
+  const auto a = nlohmann::json::parse(std::ifstream(d / "local" / "runs.json"));
+  const auto b = nlohmann::json::parse(std::ifstream(d / "mpi" / "runs.json"));
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (const char* k : {"scheme", "ok", "trace_digest", "metrics", "job_jct_ms"})
+      EXPECT_EQ(a[i][k], b[i][k]) << "run " << i << " field " << k;
+    EXPECT_FALSE(b[i].contains("mpi_rank")) << "every rank ran it";
+    ASSERT_EQ(b[i]["sim_partitions"].size(), 2u) << b[i].dump();
+    EXPECT_EQ(b[i]["sim_partitions"][0]["events"].get<double>() + b[i]["sim_partitions"][1]["events"].get<double>(),
+              a[i]["metrics"]["events"].get<double>());
+  }
+  fs::remove_all(d);
+}
+
+TEST(SimMpi, PartitionRefusesWhatRunsInOneProcessNamingTheField) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const fs::path d = fresh_dir("sim_mpi_split_refused");
+  write_file(d / "ring.toml", "[topology]\nkind = \"fat-tree\"\nk = 4\n[workload]\njobs = 1\ngradient_mb = 1\n[run]\nschemes = [\"atp\", \"rar\"]\n");
+  const CliResult ring = mpirun_ina("sim " + (d / "ring.toml").string() + " --partition");
+  EXPECT_NE(ring.status, 0);
+  EXPECT_NE(ring.output.find("ring.toml: field 'run.schemes': rar runs on the threads of one process"), std::string::npos)
+      << ring.output;
+  write_file(d / "star.toml", "[run]\nschemes = [\"atp\"]\n");
+  const CliResult star = mpirun_ina("sim " + (d / "star.toml").string() + " --partition");
+  EXPECT_NE(star.status, 0);
+  EXPECT_NE(star.output.find("star.toml: field 'topology.kind'"), std::string::npos) << star.output;
+  const CliResult alone = run_ina("sim " + (d / "ring.toml").string() + " --partition");
+  EXPECT_NE(alone.status, 0);
+  EXPECT_NE(alone.output.find("start ina with mpirun -np N"), std::string::npos) << alone.output;
   fs::remove_all(d);
 }
 

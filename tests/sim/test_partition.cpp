@@ -16,22 +16,11 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/partition.hpp"
+#include "split_fixture.hpp"
 #include "topo/graph.hpp"
 
 namespace ina::test {
 namespace {
-
-exp::Settings fat_tree_two_jobs() {
-  exp::Settings s;
-  s.topology_kind = "fat-tree";
-  s.k = 4;
-  s.ina = "tors";
-  s.jobs = 2;
-  s.workers = 8;
-  s.gradient_mb = 0.25;
-  s.placement = "interleaved";  // each job in every pod: its traffic crosses the partitions
-  return s;
-}
 
 void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme) {
   SCOPED_TRACE(scheme);
@@ -140,31 +129,11 @@ TEST(Partitioned, RefusesWhatCannotBeSplit) {
 // rethrows it, as one thread would, instead of ending the process or
 // leaving the other threads waiting.
 TEST(Partitioned, ANodeThatThrowsStopsTheRunAndRunRethrows) {
-  struct Sender final : Node {
-    NodeId to;
-    explicit Sender(NodeId t) : to(t) {}
-    void on_start(Time now, Effects& fx) override { fx.set_timer(now + 1 * kUs, 0); }
-    void on_timer(uint64_t, Time now, Effects& fx) override {
-      Packet* p = fx.alloc();
-      p->h.dst = to;
-      fx.send(p);
-      fx.set_timer(now + 1 * kUs, 0);
-    }
-    void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
-  };
-  struct Thrower final : Node {
-    int seen = 0;
-    void on_timer(uint64_t, Time, Effects&) override {}
-    void on_packet(Packet* p, Time, Effects& fx) override {
-      fx.free(p);
-      if (++seen == 3) throw std::runtime_error("the third packet");
-    }
-  };
   for (const unsigned parts : {1u, 2u}) {
     SCOPED_TRACE(parts);
     sim::Simulator sim(1, 16);
-    const auto a = sim.add_node(std::make_unique<Sender>(1), false);
-    const auto b = sim.add_node(std::make_unique<Thrower>(), false);
+    const auto a = sim.add_node(std::make_unique<EveryMicrosecond>(1), false);
+    const auto b = sim.add_node(std::make_unique<ThrowsOnTheThird>(), false);
     sim.connect(a, b, sim::LinkParams{}, sim::LinkParams{});
     if (parts > 1) sim.set_partitions({0, 1});
     try {
@@ -173,7 +142,7 @@ TEST(Partitioned, ANodeThatThrowsStopsTheRunAndRunRethrows) {
     } catch (const std::runtime_error& e) {
       EXPECT_STREQ(e.what(), "the third packet");
     }
-    EXPECT_EQ(sim.node<Thrower>(b).seen, 3);
+    EXPECT_EQ(sim.node<ThrowsOnTheThird>(b).seen, 3);
   }
 }
 

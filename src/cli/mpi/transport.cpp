@@ -7,13 +7,16 @@
 #include <mpi.h>
 
 #include <climits>
+#include <vector>
 
 extern "C" {
 
 int ina_mpi_init(int* rank, int* size) {
   int provided = 0;
-  // Only the main thread calls MPI; rank 0 runs its own share of the runs on another thread.
-  if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided)) return rc;
+  // One thread calls MPI at a time, not always the same: a run split over
+  // the ranks trades from whichever of its threads ends a window last.
+  if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided)) return rc;
+  if (provided < MPI_THREAD_SERIALIZED) return MPI_ERR_OTHER;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (int rc = MPI_Comm_rank(MPI_COMM_WORLD, rank)) return rc;
   return MPI_Comm_size(MPI_COMM_WORLD, size);
@@ -42,6 +45,31 @@ int ina_mpi_recv(int source, int tag, char* data, long len) {
 int ina_mpi_send(int dest, int tag, const char* data, long len) {
   if (len > INT_MAX) return MPI_ERR_COUNT;
   return MPI_Send(data, static_cast<int>(len), MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+}
+
+// Every rank at once: send_len[r] bytes of `send` (in rank order) to rank r;
+// recv_len[r] gets how many bytes rank r sent this one.
+int ina_mpi_exchange_counts(const long* send_len, long* recv_len) {
+  return MPI_Alltoall(send_len, 1, MPI_LONG, recv_len, 1, MPI_LONG, MPI_COMM_WORLD);
+}
+
+// Then the bytes: rank r's to this one land in `recv` in rank order.
+int ina_mpi_exchange(const char* send, const long* send_len, char* recv, const long* recv_len) {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  long so = 0, ro = 0;
+  for (int r = 0; r < n; ++r) {
+    if (send_len[r] > INT_MAX || recv_len[r] > INT_MAX || so > INT_MAX - send_len[r] || ro > INT_MAX - recv_len[r])
+      return MPI_ERR_COUNT;
+    sc[r] = static_cast<int>(send_len[r]);
+    sd[r] = static_cast<int>(so);
+    rc[r] = static_cast<int>(recv_len[r]);
+    rd[r] = static_cast<int>(ro);
+    so += send_len[r];
+    ro += recv_len[r];
+  }
+  return MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, MPI_COMM_WORLD);
 }
 
 void ina_mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
