@@ -76,7 +76,7 @@ uint64_t digest_text(const std::string& text, uint64_t h) {
 
 struct MpiSweep::Api {
   void* lib = nullptr;
-  int (*init)(int*, int*) = nullptr;
+  int (*init)(int*, int*, int) = nullptr;
   int (*poll)(int, int*, int*, long*) = nullptr;
   int (*recv)(int, int, char*, long) = nullptr;
   int (*send)(int, int, const char*, long) = nullptr;
@@ -102,9 +102,10 @@ class MpiSweep::Ranks final : public sim::Ranks {
   explicit Ranks(MpiSweep& m) : m_(m) {}
   unsigned rank() const override { return static_cast<unsigned>(m_.rank_); }
   unsigned size() const override { return static_cast<unsigned>(m_.size_); }
-  std::vector<std::string> exchange(std::vector<std::string> out) override {
+
+ protected:
+  std::vector<std::string> trade(std::vector<std::string> out) override {
     const auto n = static_cast<size_t>(m_.size_);
-    if (out.size() != n) throw std::invalid_argument("Ranks::exchange: one entry per rank");
     out[rank()].clear();
     std::vector<long> send_len(n), recv_len(n);
     std::string send;
@@ -127,6 +128,7 @@ class MpiSweep::Ranks final : public sim::Ranks {
     }
     return in;
   }
+  [[noreturn]] void out_of_step(const std::string& what) override { m_.protocol_error(what); }
 
  private:
   MpiSweep& m_;
@@ -155,7 +157,9 @@ MpiSweep::MpiSweep(bool split) : api_(std::make_unique<Api>()), split_(split) {
   sym(api_->exchange_counts, "ina_mpi_exchange_counts");
   sym(api_->exchange, "ina_mpi_exchange");
   ranks_ = std::make_unique<Ranks>(*this);
-  if (int rc = api_->init(&rank_, &size_)) throw std::runtime_error(fmt::format("MPI_Init_thread failed (MPI error {})", rc));
+  if (int rc = api_->init(&rank_, &size_, split_ ? 1 : 0))
+    throw std::runtime_error(fmt::format("MPI_Init_thread failed (MPI error {}){}", rc,
+                                         split_ ? "; --partition needs MPI_THREAD_SERIALIZED" : ""));
   if (rank_ == 0) state_.assign(static_cast<size_t>(size_), split_ ? kStopped : kFirst);
   if (rank_ == 0) state_[0] = kStopped;
 }
@@ -163,8 +167,11 @@ MpiSweep::MpiSweep(bool split) : api_(std::make_unique<Api>()), split_(split) {
 MpiSweep::~MpiSweep() {
   // Every rank that has not been told to stop is waiting for rank 0 (or running a run it was
   // given): answer its next message with kStop, so that no rank is left waiting.
-  // --partition: the other ranks wait for rank 0's first word until it says it.
+  // --partition: the other ranks wait for rank 0's first word until it says
+  // it; once they run, only the job's end frees them if rank 0 stopped early.
   if (split_ && rank_ == 0 && !said_hello_) hello("stop");
+  else if (split_ && rank_ == 0 && !split_done_)
+    protocol_error("rank 0 stopped before the split runs were done (the other ranks are in them)");
   for (int w = 1; rank_ == 0 && w < size_; ++w) {
     if (state_[w] == kStopped) continue;
     int from = -1;
@@ -300,13 +307,20 @@ void MpiSweep::serve(const std::vector<exp::ScenarioRun>& runs, uint64_t digest,
 
 std::vector<std::string> MpiSweep::hello(const std::string& mine) {
   said_hello_ = true;
-  return ranks_->share(mine);
+  return ranks_->share(mine, "hello");
 }
+
+namespace {
+// What a split run's ranks must share besides the scenario: the layout of what they trade as bytes.
+std::string build_identity() {
+  return fmt::format("{}:{}:{}:{}", INA_VERSION, sizeof(Header), sizeof(RankBits), sizeof(sim::LinkStats));
+}
+}  // namespace
 
 exp::RunExecutor MpiSweep::split_executor(uint64_t digest) {
   return [this, digest](const std::vector<exp::ScenarioRun>& runs, const exp::RunDone& done) {
-    const std::string expect = fmt::format("ready {:016x} {}", digest, runs.size());
-    const std::vector<std::string> all = hello(fmt::format("go {:016x} {}", digest, runs.size()));
+    const std::string expect = fmt::format("ready {:016x} {} {}", digest, runs.size(), build_identity());
+    const std::vector<std::string> all = hello(fmt::format("go {:016x} {} {}", digest, runs.size(), build_identity()));
     std::string wrong;
     for (int r = 1; r < size_; ++r)
       if (all[r] != expect)
@@ -314,19 +328,30 @@ exp::RunExecutor MpiSweep::split_executor(uint64_t digest) {
                              all[r].starts_with("broken ") ? all[r].substr(7)
                                                            : "read another scenario or other --set values (" + all[r] + ")");
     if (!wrong.empty()) throw std::runtime_error("the ranks cannot split the runs: " + wrong);
-    for (size_t i = 0; i < runs.size(); ++i) done(i, exp::run_one(runs[i], true, ranks_.get()), -1);
+    // Each run starts with its index, and the last ends with "end": a rank
+    // that left a run early is out of step at the next one (the job ends).
+    for (size_t i = 0; i < runs.size(); ++i) {
+      ranks_->share("", fmt::format("run {}", i));
+      done(i, exp::run_one(runs[i], true, ranks_.get()), -1);
+    }
+    ranks_->share("", "end");
+    split_done_ = true;
   };
 }
 
 void MpiSweep::follow(const std::vector<exp::ScenarioRun>& runs, uint64_t digest, const std::string& setup_error) {
-  const std::string ready = fmt::format("ready {:016x} {}", digest, runs.size());
+  const std::string ready = fmt::format("ready {:016x} {} {}", digest, runs.size(), build_identity());
   const std::vector<std::string> all = hello(setup_error.empty() ? ready : "broken " + setup_error);
   // Rank 0 stopped, or read another scenario; or a rank is not ready (rank 0 reports it).
-  if (all[0] != fmt::format("go {:016x} {}", digest, runs.size())) return;
+  if (all[0] != fmt::format("go {:016x} {} {}", digest, runs.size(), build_identity())) return;
   for (int r = 1; r < size_; ++r)
     if (r != rank_ && all[r] != ready) return;
   if (!setup_error.empty()) return;
-  for (const auto& run : runs) exp::run_one(run, true, ranks_.get());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ranks_->share("", fmt::format("run {}", i));
+    exp::run_one(runs[i], true, ranks_.get());
+  }
+  ranks_->share("", "end");
 }
 
 }  // namespace ina::cli

@@ -71,7 +71,7 @@ class MpiSweep {
   std::unique_ptr<Api> api_;
   std::unique_ptr<Ranks> ranks_;
   int rank_ = 0, size_ = 1;
-  bool split_ = false, said_hello_ = false;
+  bool split_ = false, said_hello_ = false, split_done_ = false;
   std::vector<int> state_;  // rank 0: per rank, what it is doing (sim_mpi.cpp)
 };
 

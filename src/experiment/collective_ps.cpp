@@ -272,7 +272,7 @@ void join(sim::Ranks& ranks, PsTally& t) {
                                 {t.aggs_left, t.collisions, t.preempt_won, t.preempt_lost, t.dropped, t.refused.switches,
                                  t.refused.servers, t.refused.workers}}};
   const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(mine);
-  const std::vector<std::string> all = ranks.share(std::string(bytes.begin(), bytes.end()));
+  const std::vector<std::string> all = ranks.share(std::string(bytes.begin(), bytes.end()), "tally");
   for (unsigned r = 0; r < all.size(); ++r) {
     if (r == ranks.rank()) continue;
     const nlohmann::json j = nlohmann::json::from_cbor(all[r]);

@@ -520,25 +520,38 @@ struct Reader {
 void Simulator::trade_posts() {
   const unsigned me = ranks_->rank();
   std::vector<std::string> out(ranks_->size());
+  // The messages first; a failure to make them still trades (empty ones),
+  // so that the other ranks are not left waiting, then throws. Packets are
+  // freed once sent.
+  std::exception_ptr failed;
+  try {
+    for (Partition* P : local_)
+      for (size_t q = 0; q < parts_.size(); ++q) {
+        if (part_rank_[q] == me) continue;
+        std::string& m = out[part_rank_[q]];
+        for (const Posted& x : P->outbox[q]) {
+          put_bytes(m, static_cast<uint16_t>(q));
+          put_bytes(m, x.link);
+          put_bytes(m, x.count);
+          put_bytes(m, static_cast<uint8_t>(x.in_order));
+          put_bytes(m, x.arrival);
+          put_bytes(m, x.pkt->h);
+          put_bytes(m, x.pkt->mcast);
+          m.append(reinterpret_cast<const char*>(x.pkt->payload()), sizeof(int32_t) * x.pkt->h.count);
+        }
+      }
+  } catch (...) {
+    failed = std::current_exception();
+    out.assign(ranks_->size(), {});
+  }
+  const std::vector<std::string> in = ranks_->exchange(std::move(out), "posts");
+  if (failed) std::rethrow_exception(failed);
   for (Partition* P : local_)
     for (size_t q = 0; q < parts_.size(); ++q) {
-      const unsigned to = part_rank_[q];
-      if (to == me) continue;
-      std::string& m = out[to];
-      for (const Posted& x : P->outbox[q]) {
-        put_bytes(m, static_cast<uint16_t>(q));
-        put_bytes(m, x.link);
-        put_bytes(m, x.count);
-        put_bytes(m, static_cast<uint8_t>(x.in_order));
-        put_bytes(m, x.arrival);
-        put_bytes(m, x.pkt->h);
-        put_bytes(m, x.pkt->mcast);
-        m.append(reinterpret_cast<const char*>(x.pkt->payload()), sizeof(int32_t) * x.pkt->h.count);
-        P->pool.put(x.pkt);
-      }
+      if (part_rank_[q] == me) continue;
+      for (const Posted& x : P->outbox[q]) P->pool.put(x.pkt);
       P->outbox[q].clear();
     }
-  const std::vector<std::string> in = ranks_->exchange(std::move(out));
   for (const std::string& m : in) {
     Reader r{m};
     while (!r.done()) {
@@ -551,9 +564,10 @@ void Simulator::trade_posts() {
       if (q >= parts_.size() || part_rank_[q] != me || x.link >= links_.size() || node_part_[links_[x.link].to] != q)
         throw std::runtime_error(fmt::format("rank {}: a post for partition {} on link {}, not this process's", me, q, x.link));
       Partition& Q = *parts_[q];
-      Packet* p = Q.pool.get();
-      x.pkt = p;
+      Q.inbox.reserve(Q.inbox.size() + 1);
+      x.pkt = Q.pool.get();
       Q.inbox.push_back(x);  // (freed with the simulator if the rest is malformed)
+      Packet* p = x.pkt;
       p->h = r.get<Header>();
       p->mcast = r.get<RankBits>();
       if (p->h.count > p->capacity) throw std::runtime_error(fmt::format("rank {}: a post of {} values", me, p->h.count));
@@ -588,7 +602,7 @@ void Simulator::share_totals(double cpu_s) {
     if (local(n)) put_bytes(m, node_digest_[n]);
   for (const Link& l : links_)
     if (local(l.from)) put_bytes(m, l.st);  // a link's counters are its sender's
-  const std::vector<std::string> in = ranks_->share(m);
+  const std::vector<std::string> in = ranks_->share(m, "totals");
   remote_in_use_ = 0;
   remote_busy_ = remote_wires_ = false;
   for (unsigned from = 0; from < in.size(); ++from) {
@@ -798,7 +812,6 @@ void Simulator::balance_pools() {
 }
 
 void Simulator::run_partitioned(Time until) {
-  if (!started_) start_nodes();
   const double cpu0 = thread_cpu_seconds();
   const size_t n = local_.size();
   std::vector<Time> next(n, kNever);
@@ -814,35 +827,45 @@ void Simulator::run_partitioned(Time until) {
     std::lock_guard lock(failed_mu);
     if (!failed) failed = std::current_exception();
   };
-  // The other processes' posts since the last run (set-up, call()).
-  if (ranks_) trade_posts();
+  try {
+    if (!started_) start_nodes();
+  } catch (...) {
+    fail();
+  }
+  // The other processes' posts since the last run (start, set-up, call()).
+  if (ranks_) try {
+      trade_posts();
+    } catch (...) {
+      fail();
+    }
   // Once every partition has taken what was posted to it and named its next
   // event: the window runs from the earliest of those for one lookahead.
   auto plan = [&]() noexcept {
     Time m = *std::min_element(next.begin(), next.end());
-    if (ranks_) {
-      // Every process's earliest event and failure: all decide alike.
-      std::string mine;
-      put_bytes(mine, m);
-      if (failed) try {
-          std::rethrow_exception(failed);
-        } catch (const std::exception& e) {
-          mine += e.what();
-        } catch (...) {
-          mine += "an exception that is not a std::exception";
-        }
-      try {
-        const std::vector<std::string> all = ranks_->share(mine);
+    if (ranks_) try {
+        // Every process's earliest event and failure (a flag, then its
+        // text): all decide alike.
+        std::string mine;
+        put_bytes(mine, m);
+        put_bytes(mine, static_cast<uint8_t>(failed != nullptr));
+        if (failed) try {
+            std::rethrow_exception(failed);
+          } catch (const std::exception& e) {
+            mine += e.what();
+          } catch (...) {
+            mine += "an exception that is not a std::exception";
+          }
+        const std::vector<std::string> all = ranks_->share(mine, "window");
         for (unsigned r = 0; r < all.size(); ++r) {
           if (r == ranks_->rank()) continue;
           Reader rd{all[r]};
           m = std::min(m, rd.get<Time>());
-          if (!rd.done() && remote_failure.empty()) remote_failure = fmt::format("rank {}: {}", r, all[r].substr(rd.at));
+          if (rd.get<uint8_t>() && remote_failure.empty())
+            remote_failure = fmt::format("rank {}: {}", r, all[r].substr(rd.at));
         }
       } catch (...) {
         fail();
       }
-    }
     if (failed || !remote_failure.empty() || m == kNever || m > until) {
       done = true;
       return;

@@ -1,7 +1,10 @@
 #include "sim/ranks.hpp"
 
 #include <barrier>
+#include <algorithm>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace ina::sim {
 namespace {
@@ -20,9 +23,10 @@ class LocalRank final : public Ranks {
   LocalRank(std::shared_ptr<Board> b, unsigned r) : board_(std::move(b)), rank_(r) {}
   unsigned rank() const override { return rank_; }
   unsigned size() const override { return board_->n; }
-  std::vector<std::string> exchange(std::vector<std::string> out) override {
+
+ protected:
+  std::vector<std::string> trade(std::vector<std::string> out) override {
     Board& b = *board_;
-    if (out.size() != b.n) throw std::invalid_argument("Ranks::exchange: one entry per rank");
     for (unsigned to = 0; to < b.n; ++to)
       if (to != rank_) b.box[rank_ * b.n + to] = std::move(out[to]);
     b.filled.arrive_and_wait();
@@ -39,6 +43,26 @@ class LocalRank final : public Ranks {
 };
 
 }  // namespace
+
+std::vector<std::string> Ranks::exchange(std::vector<std::string> out, std::string_view step) {
+  if (out.size() != size()) throw std::invalid_argument("Ranks::exchange: one entry per rank");
+  // Each message starts with the sender's step: its count and name.
+  const std::string head = std::to_string(++steps_) + " " + std::string(step) + "\n";
+  for (std::string& m : out) m.insert(0, head);
+  std::vector<std::string> in = trade(std::move(out));
+  for (unsigned r = 0; r < in.size(); ++r) {
+    if (r == rank()) continue;
+    if (!in[r].starts_with(head)) {
+      const std::string theirs = in[r].substr(0, std::min(in[r].find('\n'), size_t{80}));
+      out_of_step(fmt::format("ranks out of step: rank {} is at exchange {}, rank {} at {}", rank(),
+                              head.substr(0, head.size() - 1), r, theirs.empty() ? "none" : theirs));
+    }
+    in[r].erase(0, head.size());
+  }
+  return in;
+}
+
+void Ranks::out_of_step(const std::string& what) { throw std::logic_error(what); }
 
 std::vector<std::unique_ptr<Ranks>> local_ranks(unsigned n) {
   if (n == 0) throw std::invalid_argument("local_ranks: at least one rank");

@@ -32,7 +32,7 @@ TEST(LocalRanks, ExchangeDeliversEachRanksBytesByRank) {
       for (int round = 0; round < 2; ++round) {
         std::vector<std::string> out(3);
         for (unsigned to = 0; to < 3; ++to) out[to] = std::to_string(round) + ":" + std::to_string(r) + ">" + std::to_string(to);
-        got[r] = ranks[r]->exchange(out);
+        got[r] = ranks[r]->exchange(out, "test");
       }
     });
   th.clear();
@@ -114,6 +114,51 @@ TEST(SplitOverProcesses, ANodeThatThrowsInOneProcessStopsThemAll) {
   });
   EXPECT_EQ(what[0], "rank 1: the third packet");
   EXPECT_EQ(what[1], "the third packet");
+}
+
+// A node that throws as the run starts, before any window, and one whose
+// error has no text: the other process still stops and names the rank.
+TEST(SplitOverProcesses, AFailureAtTheStartOrWithoutTextStopsEveryProcess) {
+  struct ThrowsAtStart final : Node {
+    std::string text;
+    explicit ThrowsAtStart(std::string t) : text(std::move(t)) {}
+    void on_start(Time, Effects&) override { throw std::runtime_error(text); }
+    void on_timer(uint64_t, Time, Effects&) override {}
+    void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+  };
+  for (const std::string text : {"no start", ""}) {
+    SCOPED_TRACE(text);
+    const auto what = on_ranks<std::string>(2, [&](sim::Ranks& r) -> std::string {
+      sim::Simulator sim(1, 16);
+      const auto a = sim.add_node(std::make_unique<EveryMicrosecond>(1), false);
+      const auto b = sim.add_node(std::make_unique<ThrowsAtStart>(text), false);
+      sim.connect(a, b, sim::LinkParams{}, sim::LinkParams{});
+      sim.set_partitions({0, 1}, &r);
+      try {
+        sim.run(1 * kMs);
+      } catch (const std::runtime_error& e) {
+        return e.what();
+      }
+      return "no exception";
+    });
+    EXPECT_EQ(what[0], "rank 1: " + text);
+    EXPECT_EQ(what[1], text);
+  }
+}
+
+// Ranks at different steps of the protocol (one left a run the other is
+// in) cannot go on: both say which steps they are at.
+TEST(LocalRanks, RanksAtDifferentStepsAreOutOfStep) {
+  const auto what = on_ranks<std::string>(2, [](sim::Ranks& r) -> std::string {
+    try {
+      r.share("x", r.rank() == 0 ? "posts" : "run 3");
+    } catch (const std::logic_error& e) {
+      return e.what();
+    }
+    return "no exception";
+  });
+  EXPECT_EQ(what[0], "ranks out of step: rank 0 is at exchange 1 posts, rank 1 at 1 run 3");
+  EXPECT_EQ(what[1], "ranks out of step: rank 1 is at exchange 1 run 3, rank 0 at 1 posts");
 }
 
 TEST(SplitOverProcesses, RefusesWhatRunsInOneProcess) {

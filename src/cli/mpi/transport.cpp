@@ -11,12 +11,18 @@
 
 extern "C" {
 
-int ina_mpi_init(int* rank, int* size) {
+// `serialized`: one thread calls MPI at a time, not always the same (a run
+// split over the ranks trades from whichever of its threads ends a window
+// last); else only the main thread does (rank 0 runs its own share of a
+// sweep's runs on another thread).
+int ina_mpi_init(int* rank, int* size, int serialized) {
   int provided = 0;
-  // One thread calls MPI at a time, not always the same: a run split over
-  // the ranks trades from whichever of its threads ends a window last.
-  if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided)) return rc;
-  if (provided < MPI_THREAD_SERIALIZED) return MPI_ERR_OTHER;
+  const int need = serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED;
+  if (int rc = MPI_Init_thread(nullptr, nullptr, need, &provided)) return rc;
+  if (provided < need) {
+    MPI_Finalize();
+    return MPI_ERR_OTHER;
+  }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (int rc = MPI_Comm_rank(MPI_COMM_WORLD, rank)) return rc;
   return MPI_Comm_size(MPI_COMM_WORLD, size);
