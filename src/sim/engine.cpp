@@ -638,6 +638,7 @@ void Simulator::build_trees() {
     P.leaves = 1;
     while (P.leaves < links_.size()) P.leaves *= 2;
     P.leaf.assign(P.leaves, LeafKey{});
+    P.head.assign(P.leaves, nullptr);
     P.win.assign(2 * P.leaves, 0);
     for (size_t l = 0; l < P.leaves; ++l) P.win[P.leaves + l] = static_cast<uint32_t>(l);
     for (size_t n = P.leaves - 1; n >= 1; --n) P.win[n] = P.win[2 * n];  // all empty: any is the least
@@ -660,9 +661,11 @@ inline void Simulator::key_link_inline(Partition& P, uint32_t link_id) {
   LeafKey& leaf = P.leaf[link_id];
   if (l.wire.empty()) {
     leaf = LeafKey{};
+    P.head[link_id] = nullptr;
   } else {
     leaf.t = l.wire.front_time();
     leaf.tie = event_tie(l.to, 0, link_id);
+    P.head[link_id] = l.wire.front();
   }
   const LeafKey* keys = P.leaf.data();
   uint32_t* win = P.win.data();
@@ -733,6 +736,10 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
       Packet* p = l.wire.front();
       l.wire.pop();  // (prefetches the link's next packet)
       key_link_inline(P, li);
+      // The next link delivery's packet header, while this one is handled
+      // (the prefetch at pop() is thousands of events early: its line may
+      // be gone by now). Empty links hold nullptr, which a prefetch ignores.
+      __builtin_prefetch(P.head[P.win[1]], 0, 3);
       deliver(P, l.to, p);
       continue;
     }

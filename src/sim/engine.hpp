@@ -220,6 +220,7 @@ struct Partition {
   Partition(Simulator& s, uint16_t payload_capacity, uint16_t index) : pool(payload_capacity), fx(s, *this), index(index) {}
   std::vector<LeafKey> leaf = std::vector<LeafKey>(1);  // no link yet: an empty key
   std::vector<uint32_t> win = std::vector<uint32_t>(2);
+  std::vector<Packet*> head = std::vector<Packet*>(1);  // by link: its wire's head (what to prefetch)
   size_t leaves = 1;
   std::vector<Event> heap;
   Time now = 0;
