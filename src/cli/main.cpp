@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 256u));
   sim->add_flag("--partition", partition,
                 "under mpirun: split each simulation over the ranks, its topology by racks (multi-switch topologies, "
-                "PS-family schemes; each rank on --threads threads; results and digests do not depend on it), "
+                "each rank on --threads threads; results and digests do not depend on it), "
                 "instead of spreading the runs over them");
   sim->footer("Schemes a scenario's run.schemes may name (name|alias):" +
               ina::schemes::help(ina::schemes::Engine::SimStar) +

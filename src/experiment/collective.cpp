@@ -1,4 +1,5 @@
 #include "experiment/collective.hpp"
+#include "sim/ranks.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -99,6 +100,14 @@ uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forw
   for (const auto* f : idle)
     if (sim.local(f->id())) n += f->dropped();
   return n;
+}
+
+std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step) {
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(mine);
+  std::vector<nlohmann::json> out;
+  for (const std::string& m : ranks.share(std::string(bytes.begin(), bytes.end()), step))
+    if (!m.empty()) out.push_back(nlohmann::json::from_cbor(m));
+  return out;
 }
 
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {

@@ -93,8 +93,8 @@ struct CollectiveSettings {
   // Threads the simulation runs on (sim::partition_by_racks); results,
   // digest and trace do not depend on it.
   unsigned threads = 1;
-  // The processes the simulation is split over (`--partition` under mpirun;
-  // PS families), each on `threads` threads; null: this process alone.
+  // The processes the simulation is split over (`--partition` under
+  // mpirun), each on `threads` threads; null: this process alone.
   sim::Ranks* ranks = nullptr;
 };
 

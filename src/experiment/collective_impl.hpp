@@ -2,7 +2,10 @@
 // Internal to run_collective: one function per collective family, each in
 // its own file. `jobs` are the placed workers (graph node ids by rank).
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "experiment/collective.hpp"
 #include "host/ring.hpp"
@@ -36,6 +39,10 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
 void check_network(sim::Simulator& sim, uint64_t dropped, bool require_quiet, std::vector<std::string>& problems);
 // What `idle` nodes dropped, those this process ran (Simulator::local()).
 uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle);
+// A run split over processes (CollectiveSettings::ranks): `mine` (what
+// this process read off the nodes it ran) to every other, and what each
+// other sent, as `step` of the protocol (sim::Ranks::exchange).
+std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step);
 // The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
 // The aggregator memory (bytes) every one of `switches` has: the smallest

@@ -271,11 +271,7 @@ void join(sim::Ranks& ranks, PsTally& t) {
                                {"sums",
                                 {t.aggs_left, t.collisions, t.preempt_won, t.preempt_lost, t.dropped, t.refused.switches,
                                  t.refused.servers, t.refused.workers}}};
-  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(mine);
-  const std::vector<std::string> all = ranks.share(std::string(bytes.begin(), bytes.end()), "tally");
-  for (unsigned r = 0; r < all.size(); ++r) {
-    if (r == ranks.rank()) continue;
-    const nlohmann::json j = nlohmann::json::from_cbor(all[r]);
+  for (const nlohmann::json& j : share_json(ranks, mine, "tally")) {
     for (const auto& e : j.at("hosts")) {
       HostTally& h = t.hosts.at(e.at(0).get<size_t>());
       h = {true, e.at(1).get<bool>(), e.at(2).get<uint64_t>(), e.at(3).get<uint64_t>(), e.at(4).get<uint64_t>(),

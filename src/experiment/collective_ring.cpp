@@ -1,8 +1,10 @@
 // RAR, H-AR and Rina jobs on a multi-switch topology (experiment/collective.hpp).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 #include <variant>
 
 #include <fmt/format.h>
@@ -94,6 +96,82 @@ void shape_job(const topo::Graph& g, const schemes::Scheme& scheme, const sim::P
   }
   J.plan = schemes::ring_plan(scheme, n, J.racks, J.tors, elems);
   if (ina && n >= 2) merge_groups_above_tor(g, J);
+}
+
+// What a run's result is read from: per endpoint, per switch, and sums.
+// A run split over processes fills each part where it ran; join() gives
+// every process all of it.
+struct EndpointTally {
+  bool here = false;  // this process ran it
+  bool done = false, crashed = false;
+  host::RingStats stats;
+  uint64_t mismatches = 0, checked = 0;
+  std::vector<Time> start, end;                // by op
+  std::string describe;                        // where it stopped (neither done nor crashed)
+  std::vector<host::RingStepRecord> step_log;  // job 0's
+};
+struct RingTally {
+  std::vector<std::vector<EndpointTally>> eps;  // by job, by rank
+  std::vector<size_t> occupied;                 // by switch (the run's order): aggregators held
+  uint64_t collisions = 0, evictions = 0, preempt_lost = 0, bypassed = 0, flushed = 0, dropped = 0;
+  cluster::Refusals refused;
+};
+
+// Trivially copyable records as bytes (the ranks run one build).
+template <typename T>
+nlohmann::json as_binary(const T* p, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const auto* b = reinterpret_cast<const uint8_t*>(p);
+  return nlohmann::json::binary(std::vector<uint8_t>(b, b + n * sizeof(T)));
+}
+template <typename T>
+std::vector<T> from_binary(const nlohmann::json& j) {
+  const auto& b = j.get_binary();
+  if (b.size() % sizeof(T)) throw std::runtime_error("a rank's tally holds a record of another size");
+  std::vector<T> out(b.size() / sizeof(T));
+  std::memcpy(out.data(), b.data(), b.size());
+  return out;
+}
+
+// Every process's part of `t` (the endpoints and switches it ran, its sums) into everyone's.
+void join(sim::Ranks& ranks, RingTally& t) {
+  nlohmann::json eps = nlohmann::json::array();
+  for (size_t k = 0; k < t.eps.size(); ++k)
+    for (size_t r = 0; r < t.eps[k].size(); ++r) {
+      const EndpointTally& e = t.eps[k][r];
+      if (!e.here) continue;
+      eps.push_back({k, r, e.done, e.crashed, as_binary(&e.stats, 1), e.mismatches, e.checked, e.start, e.end,
+                     e.describe, as_binary(e.step_log.data(), e.step_log.size())});
+    }
+  const nlohmann::json mine = {
+      {"eps", eps},
+      {"occupied", t.occupied},
+      {"sums", {t.collisions, t.evictions, t.preempt_lost, t.bypassed, t.flushed, t.dropped, t.refused.switches}}};
+  for (const nlohmann::json& j : share_json(ranks, mine, "tally")) {
+    for (const auto& x : j.at("eps")) {
+      EndpointTally& e = t.eps.at(x.at(0).get<size_t>()).at(x.at(1).get<size_t>());
+      e.here = true;
+      e.done = x.at(2).get<bool>();
+      e.crashed = x.at(3).get<bool>();
+      e.stats = from_binary<host::RingStats>(x.at(4)).at(0);
+      e.mismatches = x.at(5).get<uint64_t>();
+      e.checked = x.at(6).get<uint64_t>();
+      e.start = x.at(7).get<std::vector<Time>>();
+      e.end = x.at(8).get<std::vector<Time>>();
+      e.describe = x.at(9).get<std::string>();
+      e.step_log = from_binary<host::RingStepRecord>(x.at(10));
+    }
+    const auto occupied = j.at("occupied").get<std::vector<size_t>>();
+    for (size_t i = 0; i < t.occupied.size() && i < occupied.size(); ++i) t.occupied[i] += occupied[i];
+    const auto& v = j.at("sums");
+    t.collisions += v.at(0).get<uint64_t>();
+    t.evictions += v.at(1).get<uint64_t>();
+    t.preempt_lost += v.at(2).get<uint64_t>();
+    t.bypassed += v.at(3).get<uint64_t>();
+    t.flushed += v.at(4).get<uint64_t>();
+    t.dropped += v.at(5).get<uint64_t>();
+    t.refused.switches += v.at(6).get<uint64_t>();
+  }
 }
 
 }  // namespace
@@ -275,7 +353,8 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // (host::ring_failover, shared with the runtime), the ToRs get the job
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
-  if (s.threads > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads));
+  const unsigned processes = s.ranks ? s.ranks->size() : 1;
+  if (s.threads * processes > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads * processes), s.ranks);
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -286,7 +365,15 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     const Time at = from_ms(s.fail_at_ms + s.fail_detect_ms);
     sim.run(at);
     std::vector<size_t> ops(J.nodes.size(), 0);
-    for (size_t r = 0; r < J.nodes.size(); ++r) ops[r] = J.eps[r]->op();
+    nlohmann::json mine = nlohmann::json::array();  // (split over processes: each its own ranks')
+    for (size_t r = 0; r < J.nodes.size(); ++r)
+      if (sim.local(J.nodes[r])) {
+        ops[r] = J.eps[r]->op();
+        mine.push_back({r, ops[r]});
+      }
+    if (processes > 1)
+      for (const nlohmann::json& theirs : share_json(*s.ranks, mine, "ring ops"))
+        for (const auto& e : theirs) ops.at(e.at(0).get<size_t>()) = e.at(1).get<size_t>();
     const host::RingFailover fo =
         host::ring_failover({J.nodes, J.racks, J.tors, 0, {}}, {static_cast<uint16_t>(f)}, ops, make_plan);
     J.alive.assign(fo.survivors.begin(), fo.survivors.end());
@@ -314,6 +401,49 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   }
   sim.run(from_ms(s.max_sim_ms));
 
+  // What the result is read from: the endpoints and switches this process
+  // ran (with ranks, every process's, joined).
+  RingTally t;
+  t.eps.resize(jobs.size());
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const RingJob& J = jobs[k];
+    t.eps[k].resize(J.nodes.size());
+    for (size_t r = 0; r < J.nodes.size(); ++r) {
+      if (!sim.local(J.nodes[r])) continue;
+      const host::RingEndpoint& e = *J.eps[r];
+      EndpointTally& x = t.eps[k][r];
+      x.here = true;
+      x.done = e.done();
+      x.crashed = e.crashed();
+      x.stats = e.stats();
+      x.mismatches = J.tensors[r]->mismatches();
+      x.checked = J.tensors[r]->checked();
+      x.start = e.op_start();
+      x.end = e.op_end();
+      if (!x.done && !x.crashed) x.describe = e.describe();
+      if (k == 0) x.step_log = e.step_log();
+    }
+  }
+  t.occupied.assign(switches.size(), 0);
+  {
+    std::vector<const dp::SwitchProgram*> sws;
+    for (size_t i = 0; i < switches.size(); ++i) {
+      const dp::SwitchProgram* sw = switches[i];
+      if (!sim.local(sw->id())) continue;
+      sws.push_back(sw);
+      t.occupied[i] = sw->occupied();
+      const auto& st = sw->stats();
+      t.collisions += st.collisions;
+      t.evictions += st.evictions;
+      t.preempt_lost += st.preempt_lost;
+      t.bypassed += st.bypassed;
+      t.flushed += st.flushed;
+    }
+    t.refused = cluster::count_refusals(sws, {}, {});
+    t.dropped = dropped_by(sim, idle);
+  }
+  if (processes > 1) join(*s.ranks, t);
+
   CollectiveResult out;
   std::vector<std::string> probs;
   size_t unfinished = 0, workers = 0;
@@ -328,27 +458,27 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     auto who_is = [&](size_t r) { return jobs.size() > 1 ? fmt::format("job {} rank {}", J.id - 1, r) : fmt::format("rank {}", r); };
     std::vector<WorkerTimes> mine_t;
     for (size_t r : J.alive) {
-      const auto* e = J.eps[r];
-      if (!e->done()) ++unfinished;
-      else mine_t.push_back({e->op_start(), e->op_end()});
-      const double mine = static_cast<double>(e->stats().bytes_sent) + static_cast<double>(e->stats().sent) * s.header_bytes;
+      const EndpointTally& e = t.eps[k][r];
+      if (!e.done) ++unfinished;
+      else mine_t.push_back({e.start, e.end});
+      const double mine = static_cast<double>(e.stats.bytes_sent) + static_cast<double>(e.stats.sent) * s.header_bytes;
       bytes += mine;
       out.max_bytes_per_worker = std::max(out.max_bytes_per_worker, mine / s.iterations);
-      out.retransmits += e->stats().retransmits;
-      out.timeouts += e->stats().timeouts;
-      out.refused += e->stats().early;
-      out.fast_retransmits += e->stats().fast_retransmits;
-      out.dup_received += e->stats().duplicates;
-      out.verify_errors += J.tensors[r]->mismatches();
-      if (e->done() && J.tensors[r]->checked() != elems * ops_checked)
-        probs.push_back(fmt::format("{} wrote {} of {} results", who_is(r), J.tensors[r]->checked(), elems * ops_checked));
-      if (e->stats().malformed || e->stats().foreign)
-        probs.push_back(fmt::format("{} refused {} malformed and {} foreign packets", who_is(r), e->stats().malformed,
-                                    e->stats().foreign));
+      out.retransmits += e.stats.retransmits;
+      out.timeouts += e.stats.timeouts;
+      out.refused += e.stats.early;
+      out.fast_retransmits += e.stats.fast_retransmits;
+      out.dup_received += e.stats.duplicates;
+      out.verify_errors += e.mismatches;
+      if (e.done && e.checked != elems * ops_checked)
+        probs.push_back(fmt::format("{} wrote {} of {} results", who_is(r), e.checked, elems * ops_checked));
+      if (e.stats.malformed || e.stats.foreign)
+        probs.push_back(fmt::format("{} refused {} malformed and {} foreign packets", who_is(r), e.stats.malformed,
+                                    e.stats.foreign));
     }
     for (size_t r = 0, shown = 0; r < J.nodes.size() && shown < 3; ++r)
-      if (!J.eps[r]->done() && !J.eps[r]->crashed()) {
-        probs.push_back(fmt::format("{} stopped at {}", who_is(r), J.eps[r]->describe()));
+      if (!t.eps[k][r].done && !t.eps[k][r].crashed) {
+        probs.push_back(fmt::format("{} stopped at {}", who_is(r), t.eps[k][r].describe));
         ++shown;
       }
     if (mine_t.size() == n) {
@@ -363,24 +493,21 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished) {
     summarize_times(times, elems, s.iterations, out);
-    for (auto* sw : switches)
-      if (sw->occupied()) probs.push_back(fmt::format("{} aggregators left in switch {}", sw->occupied(), sw->id()));
-    check_network(sim, dropped_by(sim, idle), true, probs);
+    for (size_t i = 0; i < switches.size(); ++i)
+      if (t.occupied[i])
+        probs.push_back(fmt::format("{} aggregators left in switch {}", t.occupied[i], switches[i]->id()));
+    check_network(sim, t.dropped, true, probs);
   }
   count_ecn_marks(sim, g, out);
-  for (const auto* sw : switches) {
-    const auto& st = sw->stats();
-    out.collisions += st.collisions;
-    out.evictions += st.evictions;
-    out.preempt_lost += st.preempt_lost;
-    out.bypassed += st.bypassed;
-    out.flushed += st.flushed;
-  }
-  std::vector<const dp::SwitchProgram*> sws(switches.begin(), switches.end());
-  if (const cluster::Refusals refused = cluster::count_refusals(sws, {}, {}); refused.total()) probs.push_back(refused.text());
+  out.collisions = t.collisions;
+  out.evictions = t.evictions;
+  out.preempt_lost = t.preempt_lost;
+  out.bypassed = t.bypassed;
+  out.flushed = t.flushed;
+  if (t.refused.total()) probs.push_back(t.refused.text());
   out.bytes_per_worker = workers ? bytes / static_cast<double>(workers) / s.iterations : 0;
   out.steps = steps;
-  for (const auto* e : jobs[0].eps) out.step_log.push_back(e->step_log());
+  for (const EndpointTally& e : t.eps[0]) out.step_log.push_back(e.step_log);
   out.restarted_op = restarted;
   out.hops = sim.hops();
   out.events = sim.events();

@@ -116,10 +116,8 @@ std::string split_refusal(const Settings& s, const std::string& scheme) {
   if (!is_network(s))
     return fmt::format("topology.kind = \"{}\" runs in one process; --partition splits multi-switch topologies",
                        s.topology_kind);
-  const auto c = schemes::find(scheme, schemes::Engine::SimNetwork).collective;
-  if (c != schemes::Collective::Ps && c != schemes::Collective::PsIna)
-    return fmt::format("{} runs on the threads of one process (run.threads); --partition splits PS-family runs",
-                       scheme);
+  if (schemes::find(scheme, schemes::Engine::SimNetwork).collective == schemes::Collective::None)
+    return fmt::format("{} has no collective on multi-switch topologies", scheme);
   return "";
 }
 

@@ -34,9 +34,8 @@ struct RunOutput {
 // the same call and gets the same output; what split_refusal() allows).
 RunOutput run_point(const Settings& s, const std::string& scheme, uint64_t seed, sim::Ranks* ranks = nullptr);
 // Why a run of `scheme` at `s` cannot be split over processes (empty: it
-// can): the star and sparse runs are one process's; a ring run reads and
-// steers every endpoint (a failure's re-plan), so it runs on one process's
-// threads (run.threads). PS-family runs on multi-switch topologies split.
+// can): the star and sparse runs are one process's; every collective on a
+// multi-switch topology splits.
 std::string split_refusal(const Settings& s, const std::string& scheme);
 // Every run of `sc` can be split (--partition); else the ScenarioError
 // naming the file, the field and the value.

@@ -23,6 +23,19 @@ inline exp::Settings fat_tree_two_jobs() {
   return s;
 }
 
+// One job of 8 (rack-packed) whose rank 2 fails in the second of three
+// ops (Rina, RAR: the survivors restart op 1).
+inline exp::Settings ring_failure_in_op_1() {
+  exp::Settings s = fat_tree_two_jobs();
+  s.jobs = 1;
+  s.placement = "rack-packed";
+  s.gradient_mb = 0.05;
+  s.iterations = 3;
+  s.fail_rank = 2;
+  s.fail_at_ms = 0.55;
+  return s;
+}
+
 // Every microsecond, a packet of three values (7 i + its PSN) to `to`.
 struct EveryMicrosecond final : Node {
   NodeId to;

@@ -56,17 +56,11 @@ TEST(Partitioned, LinkFaultsGiveTheSameRunOnAnyThreadCount) {
   for (const char* scheme : {"atp", "rar"}) expect_same_on_any_thread_count(s, scheme);
 }
 
-// A ring worker fails mid-run: the run stops at the failure and at its
+// A ring worker fails mid-run (in op 1): the run stops at the failure and at its
 // detection (Simulator::run(until)), the control plane crashes the worker
 // and reconfigures the survivors (Simulator::call), then the run goes on.
 TEST(Partitioned, ARingFailureMidRunGivesTheSameRunOnAnyThreadCount) {
-  exp::Settings s = fat_tree_two_jobs();
-  s.jobs = 1;
-  s.placement = "rack-packed";
-  s.iterations = 2;
-  s.fail_rank = 2;
-  s.fail_at_ms = 0.2;
-  expect_same_on_any_thread_count(s, "rina");
+  expect_same_on_any_thread_count(ring_failure_in_op_1(), "rina");
 }
 
 TEST(Partitioned, ByRacksKeepsEachPodOnOneThreadAndSpreadsTheCores) {
