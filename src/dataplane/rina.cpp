@@ -143,18 +143,31 @@ class RinaSwitch final : public SwitchProgram {
   size_t on_remove(const SwitchJob& j) override {
     size_t c = 0;
     if (j.job < mark_.size()) mark_[j.job] = 0;
-    for (uint32_t i = j.region_offset; !pool() && i < j.region_offset + j.region_size; ++i)
+    for (uint32_t i = j.region_offset; !pool() && i < j.region_offset + j.region_size; ++i) {
       if (agg(i).key) {
         release(i);
-        complete_[i] = 0;
         ++c;
       }
+      complete_[i] = 0;  // (remove_job may have freed the slot already: a new task must not find it complete)
+    }
     if (auto it = ag_.find(j.job); it != ag_.end()) {
       for (const auto& a : it->second) c += a.key != 0;
       ag_.erase(it);
     }
     late_.erase(j.job);
     return c;
+  }
+
+  // A region's keys name the step and the packet, not the job: the slot is
+  // the job's whose region holds it.
+  uint16_t job_holding(uint32_t i) const override {
+    if (pool()) return SwitchProgram::job_holding(i);
+    if (!const_cast<RinaSwitch*>(this)->agg(i).key) return 0;
+    uint16_t holder = 0;
+    for_each_job([&](const SwitchJob& j) {
+      if (i >= j.region_offset && i < j.region_offset + j.region_size) holder = j.job;
+    });
+    return holder;
   }
 
   size_t held_elsewhere() const override {

@@ -145,7 +145,7 @@ bool SwitchProgram::is_member(const SwitchJob& j, NodeId n) const {
 size_t SwitchProgram::remove_job(uint16_t job) {
   size_t freed = 0;
   for (uint32_t i = 0; i < n_; ++i) {
-    if (aggs_[i].key && (aggs_[i].key >> 32) == job) { release(i); ++freed; }
+    if (aggs_[i].key && job_holding(i) == job) { release(i); ++freed; }
     if (aggs_[i].owner == job) aggs_[i].owner = 0;  // a scheme that freed a key without release()
   }
   if (job < held_.size()) held_[job] = 0;
@@ -166,7 +166,7 @@ size_t SwitchProgram::occupied() const {
 
 size_t SwitchProgram::occupied_by(uint16_t job) const {
   size_t c = 0;
-  for (const auto& a : aggs_) c += a.key != 0 && (a.key >> 32) == job;
+  for (uint32_t i = 0; i < n_; ++i) c += aggs_[i].key != 0 && job_holding(i) == job;
   return c;
 }
 

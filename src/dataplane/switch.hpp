@@ -289,6 +289,10 @@ class SwitchProgram : public Node {
   virtual size_t held_elsewhere() const { return 0; }
   // Scheme hook: job j leaves; frees what the scheme keyed otherwise (returns how many entries).
   virtual size_t on_remove(const SwitchJob&) { return 0; }
+  // The job that holds aggregator i (0: free). Keys are key_of(job, psn)
+  // unless a scheme keys its aggregators otherwise and says whose they are
+  // here (remove_job frees a job's, occupied_by counts them).
+  virtual uint16_t job_holding(uint32_t i) const { return aggs_[i].key ? static_cast<uint16_t>(aggs_[i].key >> 32) : 0; }
   // A shared-pool program (ATP, DSA) calls this in its constructor: with
   // ZebraConfig::kv_pool it then runs sparse jobs in its pool. A program
   // that does not cannot be built with kv_pool (Scheme::make_switch refuses).

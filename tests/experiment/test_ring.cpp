@@ -672,6 +672,30 @@ TEST(RingFailure, AutonomousWorkerIsBypassed) { expect_survives({"rina", true, f
 // RAR: a 7-worker ring, 2 x 6 steps.
 TEST(RingFailure, RarSurvivesAWorker) { expect_survives({"rar", false, false, 2, 12}); }
 
+// On a k = 4 fat-tree (racks of 2, every ToR INA) rank 2, the agent of
+// rack {2, 3}, fails early in op 0, while rack {0, 1}'s ToR holds complete
+// sums of step tag 1 that rank 3 has not acknowledged yet. The ToR's job
+// registered again at the new epoch starts from clean slots (these slots'
+// step tag equals the job id, which once freed them without clearing
+// their "complete" mark: rank 3 then took the new sums' second halves for
+// duplicates and every survivor stalled).
+TEST(RingFailure, ASumCompleteAtTheFailureDoesNotStallTheNewEpoch) {
+  exp::Settings s;
+  s.topology_kind = "fat-tree";
+  s.k = 4;
+  s.ina = "tors";
+  s.jobs = 1;
+  s.workers = 8;
+  s.gradient_mb = 0.05;
+  s.iterations = 2;
+  s.fail_rank = 2;
+  for (const double at : {0.03, 0.05}) {
+    s.fail_at_ms = at;
+    const exp::RunOutput r = exp::run_point(s, "rina", 3);
+    EXPECT_TRUE(r.ok) << "fail_at_ms = " << at << ": " << r.problems;
+  }
+}
+
 TEST(RingFailure, BadFailureSettingsNameTheValue) {
   exp::CollectiveSettings s = small();
   s.fail_rank = 8;
