@@ -216,8 +216,10 @@ TEST(PsInaOverRacks, AtpAndDsaExactThroughBothTorsAndNothingLeft) {
     // aggregator after every result is in, as in the simulator; without such
     // faults nothing may stay.
     // Nor without a retransmission (a worker's timeout on a busy machine),
-    // whose copy may likewise reach the PS after its result.
-    if (!faults && ps["resends_in"] == 0) {
+    // whose copy may likewise reach the PS after its result, or a reminder
+    // (the PS's timeout there: the gradients it asks for may too).
+    if (!faults && ps["resends_in"] == 0 && ps["stats"]["ps"]["timeout_reminders"] == 0 &&
+        ps["stats"]["ps"]["worker_reminders"] == 0) {
       EXPECT_EQ(ps["entries"], 0);
       EXPECT_EQ(ps["left_by_late_copies"].size(), 0u);
     }
