@@ -204,7 +204,7 @@ int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t diges
     else mpi.serve(runs, digest, error);
     return 0;
   }
-  // Split, each rank holds the whole network: as many runs at once as ranks here, for the memory estimate.
+  // The memory estimate counts a run per rank here (split, a rank holds its share: an upper bound).
   Scenario sc = load();
   if (split) check_split(sc);
   return simulate(sc, out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr,

@@ -356,7 +356,15 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   std::vector<NodeId> program_ids;
   std::vector<sim::Forwarder*> forwarders;
   const uint64_t data_seed = mix(s.seed, 0x9d1d);
+  // Split over threads or processes: a process builds only the nodes it
+  // runs (the others' stand-ins hold nothing).
+  const unsigned processes = s.ranks ? s.ranks->size() : 1;
+  if (processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
+  const std::vector<uint16_t> parts =
+      s.threads * processes > 1 ? sim::partition_by_racks(g, s.threads * processes) : std::vector<uint16_t>{};
+  const std::vector<bool> here = sim::local_nodes(parts, s.ranks);
   auto make_node = [&](topo::NodeId v) -> std::unique_ptr<Node> {
+    if (!parts.empty() && !here[v]) return std::make_unique<sim::RemoteNode>();
     std::unique_ptr<Node> node;
     const auto id = static_cast<NodeId>(v);
     if (!g.is_host(v)) {
@@ -419,10 +427,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
-  const unsigned processes = s.ranks ? s.ranks->size() : 1;
-  if (processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
-  if (s.threads * processes > 1)
-    sim.set_partitions(sim::partition_by_racks(sim, s.threads * processes), s.ranks);
+  if (!parts.empty()) sim.set_partitions(parts, s.ranks);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -432,7 +437,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   t.hosts.resize(hosts_n);
   for (size_t i = 0; i < hosts_n; ++i) {
     const ShardHost* h = hosts[i];
-    if (!sim.local(h->id())) continue;
+    if (!h) continue;  // another process's
     HostTally& x = t.hosts[i];
     x.here = true;
     x.finished = h->finished();
@@ -457,19 +462,18 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
     std::vector<const host::ParameterServer*> servers;
     std::vector<const host::WorkerTransport*> transports;
     for (const auto* h : hosts)
-      if (sim.local(h->id())) {
+      if (h) {
         servers.push_back(&h->ps());
         for (size_t k = 0; k < h->transports(); ++k) transports.push_back(&h->transport(k));
       }
-    for (const auto* p : programs)
-      if (sim.local(p->id())) {
-        sws.push_back(p);
-        t.aggs_left += p->occupied();
-        const dp::SwitchStats& st = p->stats();
-        t.collisions += st.collisions;
-        t.preempt_won += st.preempt_won;
-        t.preempt_lost += st.preempt_lost;
-      }
+    for (const auto* p : programs) {  // (this process's)
+      sws.push_back(p);
+      t.aggs_left += p->occupied();
+      const dp::SwitchStats& st = p->stats();
+      t.collisions += st.collisions;
+      t.preempt_won += st.preempt_won;
+      t.preempt_lost += st.preempt_lost;
+    }
     t.refused = cluster::count_refusals(sws, servers, transports);
     t.dropped = dropped_by(sim, {forwarders.begin(), forwarders.end()});
   }

@@ -1,6 +1,7 @@
 // RAR, H-AR and Rina jobs on a multi-switch topology (experiment/collective.hpp).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -112,7 +113,7 @@ struct EndpointTally {
 };
 struct RingTally {
   std::vector<std::vector<EndpointTally>> eps;  // by job, by rank
-  std::vector<size_t> occupied;                 // by switch (the run's order): aggregators held
+  std::map<NodeId, size_t> occupied;            // by switch id: aggregators held (where any are)
   uint64_t collisions = 0, evictions = 0, preempt_lost = 0, bypassed = 0, flushed = 0, dropped = 0;
   cluster::Refusals refused;
 };
@@ -145,7 +146,7 @@ void join(sim::Ranks& ranks, RingTally& t) {
     }
   const nlohmann::json mine = {
       {"eps", eps},
-      {"occupied", t.occupied},
+      {"occupied", std::vector<std::pair<NodeId, size_t>>(t.occupied.begin(), t.occupied.end())},
       {"sums", {t.collisions, t.evictions, t.preempt_lost, t.bypassed, t.flushed, t.dropped, t.refused.switches}}};
   for (const nlohmann::json& j : share_json(ranks, mine, "tally")) {
     for (const auto& x : j.at("eps")) {
@@ -161,8 +162,7 @@ void join(sim::Ranks& ranks, RingTally& t) {
       e.describe = x.at(9).get<std::string>();
       e.step_log = from_binary<host::RingStepRecord>(x.at(10));
     }
-    const auto occupied = j.at("occupied").get<std::vector<size_t>>();
-    for (size_t i = 0; i < t.occupied.size() && i < occupied.size(); ++i) t.occupied[i] += occupied[i];
+    for (const auto& [id, n] : j.at("occupied").get<std::vector<std::pair<NodeId, size_t>>>()) t.occupied[id] += n;
     const auto& v = j.at("sums");
     t.collisions += v.at(0).get<uint64_t>();
     t.evictions += v.at(1).get<uint64_t>();
@@ -274,9 +274,16 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     idle.push_back(f.get());
     return f;
   };
+  // Split over threads or processes: a process builds only the nodes it
+  // runs (the others' stand-ins hold nothing; their endpoints stay null).
+  const unsigned processes = s.ranks ? s.ranks->size() : 1;
+  const std::vector<uint16_t> parts =
+      s.threads * processes > 1 ? sim::partition_by_racks(g, s.threads * processes) : std::vector<uint16_t>{};
+  const std::vector<bool> here = sim::local_nodes(parts, s.ranks);
   sim::build_network(
       sim, g,
       [&](topo::NodeId v) -> std::unique_ptr<Node> {
+        if (!parts.empty() && !here[v]) return std::make_unique<sim::RemoteNode>();
         if (g.is_host(v)) {
           const auto [k, r] = who[v];
           if (k < 0) return forwarder();
@@ -353,8 +360,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // (host::ring_failover, shared with the runtime), the ToRs get the job
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
-  const unsigned processes = s.ranks ? s.ranks->size() : 1;
-  if (s.threads * processes > 1) sim.set_partitions(sim::partition_by_racks(sim, s.threads * processes), s.ranks);
+  if (!parts.empty()) sim.set_partitions(parts, s.ranks);
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -382,7 +388,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     const std::vector<unsigned> contributors(J.alive.begin(), J.alive.end());
     for (size_t i = 0; i < J.alive.size(); ++i) {
       const size_t r = J.alive[i];
-      J.tensors[r]->set_contributors(contributors);
+      if (J.tensors[r]) J.tensors[r]->set_contributors(contributors);  // (this process's)
       sim.call(J.nodes[r], at, [&, i, r](Effects& fx) {
         J.eps[r]->reconfigure(fo.next.nodes, static_cast<uint16_t>(i), fo.plan[i], fo.next.epoch, fo.restart_op, at, fx);
       });
@@ -424,14 +430,13 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       if (k == 0) x.step_log = e.step_log();
     }
   }
-  t.occupied.assign(switches.size(), 0);
   {
     std::vector<const dp::SwitchProgram*> sws;
     for (size_t i = 0; i < switches.size(); ++i) {
       const dp::SwitchProgram* sw = switches[i];
       if (!sim.local(sw->id())) continue;
       sws.push_back(sw);
-      t.occupied[i] = sw->occupied();
+      if (sw->occupied()) t.occupied[sw->id()] = sw->occupied();
       const auto& st = sw->stats();
       t.collisions += st.collisions;
       t.evictions += st.evictions;
@@ -493,9 +498,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   if (out.verify_errors) probs.push_back(fmt::format("{} result values differ from the exact sum", out.verify_errors));
   if (!unfinished) {
     summarize_times(times, elems, s.iterations, out);
-    for (size_t i = 0; i < switches.size(); ++i)
-      if (t.occupied[i])
-        probs.push_back(fmt::format("{} aggregators left in switch {}", t.occupied[i], switches[i]->id()));
+    for (const auto& [id, n] : t.occupied) probs.push_back(fmt::format("{} aggregators left in switch {}", n, id));
     check_network(sim, t.dropped, true, probs);
   }
   count_ecn_marks(sim, g, out);

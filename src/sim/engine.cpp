@@ -789,7 +789,7 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of, Ranks* rank
   part_rank_.assign(n, 0);
   local_.clear();
   for (size_t i = 0; i < n; ++i) {
-    part_rank_[i] = static_cast<uint16_t>(i * R / n);
+    part_rank_[i] = static_cast<uint16_t>(rank_of_partition(i, n, R));
     if (!ranks_ || part_rank_[i] == ranks_->rank()) local_.push_back(parts_[i].get());
     parts_[i]->outbox.assign(n, {});
   }

@@ -295,6 +295,10 @@ class Simulator {
   // with the others through `ranks`, which must outlive the runs. Every
   // process makes the same calls: set-up, run(), call().
   void set_partitions(const std::vector<uint16_t>& part_of, Ranks* ranks = nullptr);
+  // The process that runs partition p of `parts` over `ranks` processes.
+  static unsigned rank_of_partition(size_t p, size_t parts, unsigned ranks) {
+    return static_cast<unsigned>(p * ranks / parts);
+  }
   static constexpr size_t kMaxPartitions = 256;
   size_t partitions() const { return parts_.size(); }
   // Whether node `n` runs in this process (always without ranks): only

@@ -6,16 +6,21 @@
 
 namespace ina::sim {
 
-std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
+namespace {
+
+// The split over what it reads: which nodes are switches, each host's
+// uplink peer (kNoNode: none), and every directed link (both ways).
+std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vector<NodeId>& up,
+                            const std::vector<std::pair<NodeId, NodeId>>& links, unsigned parts) {
   if (parts == 0 || parts > 65535) throw std::invalid_argument("partition_by_racks: parts must be in [1, 65535]");
-  const size_t n = sim.node_count();
+  const size_t n = is_switch.size();
   constexpr uint16_t kNone = UINT16_MAX;
   std::vector<uint16_t> part(n, kNone);
   if (parts == 1 || n == 0) return std::vector<uint16_t>(n, 0);
   // Racks: hosts by the node their uplink reaches, in that node's id order.
   std::map<NodeId, std::vector<NodeId>> racks;
   for (NodeId v = 0; v < n; ++v)
-    if (!sim.is_switch(v) && sim.uplink(v) != UINT32_MAX) racks[sim.link(sim.uplink(v)).to].push_back(v);
+    if (!is_switch[v] && up[v] != kNoNode) racks[up[v]].push_back(v);
   size_t hosts = 0;
   for (const auto& [tor, members] : racks) hosts += members.size();
   const unsigned used = static_cast<unsigned>(std::min<size_t>(parts, std::max<size_t>(1, racks.size())));
@@ -26,17 +31,14 @@ std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
     // Move on once this partition holds its share of the hosts.
     if (p + 1 < used && placed >= (p + 1) * hosts / used) ++p;
     for (const NodeId h : members) part[h] = static_cast<uint16_t>(p);
-    if (sim.is_switch(tor) && part[tor] == kNone) part[tor] = static_cast<uint16_t>(p);
+    if (is_switch[tor] && part[tor] == kNone) part[tor] = static_cast<uint16_t>(p);
     size[p] += members.size() + 1;
     placed += members.size();
   }
   // The rest, nearest to the placed nodes first: each round places every
   // node with a placed neighbour, by its neighbours' majority.
   std::vector<std::vector<NodeId>> adj(n);
-  for (size_t l = 0; l < sim.link_count(); ++l) {
-    const Link& k = sim.link(static_cast<uint32_t>(l));
-    adj[k.from].push_back(k.to);
-  }
+  for (const auto& [from, to] : links) adj[from].push_back(to);
   for (bool more = true; more;) {
     more = false;
     std::vector<std::pair<NodeId, uint16_t>> round;
@@ -62,6 +64,46 @@ std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
   for (auto& q : part)
     if (q == kNone) q = 0;  // unconnected
   return part;
+}
+
+}  // namespace
+
+std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
+  const size_t n = sim.node_count();
+  std::vector<bool> is_switch(n);
+  std::vector<NodeId> up(n, kNoNode);
+  std::vector<std::pair<NodeId, NodeId>> links;
+  for (NodeId v = 0; v < n; ++v) {
+    is_switch[v] = sim.is_switch(v);
+    if (!is_switch[v] && sim.uplink(v) != UINT32_MAX) up[v] = sim.link(sim.uplink(v)).to;
+  }
+  for (size_t l = 0; l < sim.link_count(); ++l) links.emplace_back(sim.link(static_cast<uint32_t>(l)).from, sim.link(static_cast<uint32_t>(l)).to);
+  return split(is_switch, up, links, parts);
+}
+
+std::vector<uint16_t> partition_by_racks(const topo::Graph& g, unsigned parts) {
+  const size_t n = g.num_nodes();
+  std::vector<bool> is_switch(n);
+  std::vector<NodeId> up(n, kNoNode);
+  std::vector<std::pair<NodeId, NodeId>> links;
+  for (topo::NodeId v = 0; v < n; ++v) {
+    is_switch[v] = !g.is_host(v);
+    if (g.is_host(v) && !g.neighbors(v).empty()) up[v] = static_cast<NodeId>(g.neighbors(v).front().peer);
+  }
+  for (const auto& l : g.links()) {
+    links.emplace_back(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b));
+    links.emplace_back(static_cast<NodeId>(l.b), static_cast<NodeId>(l.a));
+  }
+  return split(is_switch, up, links, parts);
+}
+
+std::vector<bool> local_nodes(const std::vector<uint16_t>& part_of, const Ranks* ranks) {
+  if (!ranks || ranks->size() <= 1 || part_of.empty()) return std::vector<bool>(part_of.size(), true);
+  const size_t parts = size_t{*std::max_element(part_of.begin(), part_of.end())} + 1;
+  std::vector<bool> out(part_of.size());
+  for (size_t v = 0; v < part_of.size(); ++v)
+    out[v] = Simulator::rank_of_partition(part_of[v], parts, ranks->size()) == ranks->rank();
+  return out;
 }
 
 }  // namespace ina::sim

@@ -14,10 +14,18 @@
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "topo/graph.hpp"
 
 namespace ina::sim {
 
 // `parts` in [1, 65535]; fewer partitions when there are fewer racks.
 std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts);
+// The same split of the network sim::build_network makes of `g` (node ids
+// are g's), before it is built: a process that runs only its own nodes
+// (Simulator::set_partitions with ranks) builds the others as RemoteNode.
+std::vector<uint16_t> partition_by_racks(const topo::Graph& g, unsigned parts);
+// By node: whether it runs in this process when `part_of` is split over
+// `ranks` (Simulator::set_partitions; all of them without ranks).
+std::vector<bool> local_nodes(const std::vector<uint16_t>& part_of, const Ranks* ranks);
 
 }  // namespace ina::sim

@@ -62,6 +62,10 @@ std::vector<std::string> Ranks::exchange(std::vector<std::string> out, std::stri
   return in;
 }
 
+void RemoteNode::misplaced() const {
+  throw std::logic_error(fmt::format("node {} runs in another process, not this one", id()));
+}
+
 void Ranks::out_of_step(const std::string& what) { throw std::logic_error(what); }
 
 std::vector<std::unique_ptr<Ranks>> local_ranks(unsigned n) {

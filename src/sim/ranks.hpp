@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "proto/node.hpp"
+
 namespace ina::sim {
 
 class Ranks {
@@ -38,6 +40,18 @@ class Ranks {
 
  private:
   uint64_t steps_ = 0;  // exchanges so far
+};
+
+// A node another process runs (a split run builds only its own): it holds
+// no state here, and handing it an event is a logic error.
+class RemoteNode final : public Node {
+ public:
+  void on_packet(Packet*, Time, Effects&) override { misplaced(); }
+  void on_timer(uint64_t, Time, Effects&) override { misplaced(); }
+  void on_start(Time, Effects&) override { misplaced(); }
+
+ private:
+  [[noreturn]] void misplaced() const;
 };
 
 // `n` ranks as threads of one process: one handle per thread, each used by

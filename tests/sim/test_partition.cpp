@@ -94,6 +94,19 @@ TEST(Partitioned, ByRacksKeepsEachPodOnOneThreadAndSpreadsTheCores) {
   EXPECT_EQ(per_part[0], per_part[1]);
 }
 
+// A run split over processes splits its graph before the network exists
+// (each process builds only its own nodes): the graph's split is the
+// built network's.
+TEST(Partitioned, TheGraphSplitsAsItsNetworkDoes) {
+  for (const topo::Graph& g : {topo::fat_tree(4), topo::fat_tree(8), topo::leaf_spine(4, 2, 3)}) {
+    SCOPED_TRACE(g.name);
+    sim::Simulator sim(1, 64);
+    sim::build_network(sim, g, [](topo::NodeId) { return std::make_unique<sim::Forwarder>(); }, sim::LinkParams{});
+    for (const unsigned parts : {2u, 3u, 5u, 16u})
+      EXPECT_EQ(sim::partition_by_racks(g, parts), sim::partition_by_racks(sim, parts)) << parts << " parts";
+  }
+}
+
 TEST(Partitioned, RefusesWhatCannotBeSplit) {
   sim::Simulator sim(1, 64);
   const auto a = sim.add_node(std::make_unique<sim::Forwarder>(), true);
