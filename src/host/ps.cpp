@@ -49,6 +49,7 @@ uint32_t ParameterServer::open(uint32_t psn, Time now, Effects& fx) {
   }
   slots_[e] = Entry{};
   slots_[e].psn = psn;
+  slots_[e].late = cfg_.remember_completed && completed_.count(psn) != 0;
   slots_[e].created = now;
   slots_[e].deadline = now + est_.timeout();
   std::fill_n(vals(e), cfg_.payload_values, 0);
@@ -101,6 +102,13 @@ void ParameterServer::merge(uint32_t e, const Packet& p, Time now, Effects& fx) 
 void ParameterServer::complete(uint32_t e, Time now, Effects& fx) {
   Entry& en = slots_[e];
   ++st_.completions;
+  if (cfg_.remember_completed && completed_.insert(en.psn).second) {
+    completed_order_.push_back(en.psn);
+    if (completed_order_.size() > kRemembered) {
+      completed_.erase(completed_order_.front());
+      completed_order_.pop_front();
+    }
+  }
   // Karn's rule: a completion the reminder helped would measure the timeout itself.
   if (!en.reminded) est_.sample(now - en.created);
   // A result some worker already held completed this task once and was

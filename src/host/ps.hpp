@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/deadline_queue.hpp"
@@ -46,6 +47,12 @@ struct PsConfig {
   // copies cost every worker's downlink but give a lossy link spares. Off in
   // the `paper` profile, on in `runtime`.
   bool targeted_known_results = kPaperProfile.targeted_known_results;
+  // Remember the last 65 536 tasks completed, so that an entry opened again
+  // for one (a late copy: a duplicated, held-back or retransmitted
+  // gradient, or one a reminder asked for, arriving after the result) is
+  // told from one that never completed (late_entries()). Off: no memory
+  // spent on it (the simulator checks for no entry left at all).
+  bool remember_completed = false;
 };
 
 struct PsStats {
@@ -68,6 +75,13 @@ class ParameterServer final : public Node {
   void on_timer(uint64_t token, Time now, Effects& fx) override;
 
   size_t entries() const { return index_.size(); }
+  // Of those, the entries opened for a task that had completed before
+  // (PsConfig::remember_completed; 0 without it).
+  size_t late_entries() const {
+    size_t n = 0;
+    for (const auto& [psn, e] : index_) n += slots_[e].late;
+    return n;
+  }
   const PsStats& stats() const { return st_; }
   Time timeout() const { return est_.timeout(); }
 
@@ -92,12 +106,17 @@ class ParameterServer final : public Node {
     bool ecn = false;
     bool reminded = false;   // Karn's rule: such completions are not timeout samples
     bool known = false;      // a worker sent the finished result: the task had completed once
+    bool late = false;       // opened for a task this PS had completed (remember_completed)
     RankBits waiting;        // workers whose own gradient or reminder reached this entry
     uint8_t reminders = 0;   // consecutive reminders without progress
     Time created = 0, deadline = 0, last_reminder = -kSec;
   };
 
   uint32_t open(uint32_t psn, Time now, Effects& fx);
+  // remember_completed: the last kRemembered completed tasks, and their order.
+  static constexpr size_t kRemembered = 1 << 16;
+  std::unordered_set<uint32_t> completed_;
+  std::deque<uint32_t> completed_order_;
   void merge(uint32_t e, const Packet& p, Time now, Effects& fx);
   void complete(uint32_t e, Time now, Effects& fx);
   void remind(uint32_t e, Time now, Effects& fx);

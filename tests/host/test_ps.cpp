@@ -23,9 +23,10 @@ namespace {
 
 
 struct PsRig {
-  explicit PsRig(bool targeted = false) {
+  explicit PsRig(bool targeted = false, bool remember = false) {
     host::PsConfig c;
     c.targeted_known_results = targeted;
+    c.remember_completed = remember;
     c.job = 1;
     c.workers = kJob1;
     c.sw = kSw;
@@ -92,6 +93,23 @@ TEST(Ps, DisjointBitmapsAdd) {
   EXPECT_EQ(r.ps->entries(), 0u);
   EXPECT_EQ(r.ps->stats().completions, 1u);
   EXPECT_EQ(r.fx.pool.in_use(), 0u);
+}
+
+// PsConfig::remember_completed: a gradient that comes after its task's
+// result (a late copy) opens an entry the PS tells from one that never
+// completed; without the option it tells none.
+TEST(Ps, AnEntryOpenedAgainForACompletedTaskIsALateCopy) {
+  for (const bool remember : {true, false}) {
+    SCOPED_TRACE(remember);
+    PsRig r(false, remember);
+    const auto v = ramp(64, 1);
+    r.data(4, 0b111, v);  // task 4 completes at once
+    r.fx.take();
+    r.data(4, 0b010, v);  // a late copy of rank 1's gradient
+    r.data(5, 0b001, v);  // task 5, never completed
+    EXPECT_EQ(r.ps->entries(), 2u);
+    EXPECT_EQ(r.ps->late_entries(), remember ? 1u : 0u);
+  }
 }
 
 TEST(Ps, SubsetIsIgnored) {
