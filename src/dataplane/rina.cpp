@@ -148,7 +148,8 @@ class RinaSwitch final : public SwitchProgram {
         release(i);
         ++c;
       }
-      complete_[i] = 0;  // (remove_job may have freed the slot already: a new task must not find it complete)
+      complete_[i] = 0;  // (remove_job may have freed the slot already: a new task must not find it complete,
+      freed_[i] = 0;     //  nor finished, whatever epoch numbers come later)
     }
     if (auto it = ag_.find(j.job); it != ag_.end()) {
       for (const auto& a : it->second) c += a.key != 0;
@@ -159,15 +160,11 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   // A region's keys name the step and the packet, not the job: the slot is
-  // the job's whose region holds it.
+  // the job's that reserved it (reserve() charges it to the packet's job).
   uint16_t job_holding(uint32_t i) const override {
     if (pool()) return SwitchProgram::job_holding(i);
-    if (!const_cast<RinaSwitch*>(this)->agg(i).key) return 0;
-    uint16_t holder = 0;
-    for_each_job([&](const SwitchJob& j) {
-      if (i >= j.region_offset && i < j.region_offset + j.region_size) holder = j.job;
-    });
-    return holder;
+    const Agg& a = const_cast<RinaSwitch*>(this)->agg(i);
+    return a.key ? a.owner : 0;
   }
 
   size_t held_elsewhere() const override {

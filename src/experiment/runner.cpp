@@ -125,8 +125,9 @@ void check_split(const Scenario& sc) {
   for (const Point& pt : expand(sc))
     for (const std::string& scheme : sc.schemes)
       if (const std::string why = split_refusal(pt.settings, scheme); !why.empty()) {
-        if (!is_network(pt.settings) || is_sparse(pt.settings))
-          fail_field(sc.file, "topology.kind", pt.series.empty() ? why : why + " (series " + pt.series + ")", pt.settings.topology_kind);
+        const std::string where = pt.series.empty() ? why : why + " (series " + pt.series + ")";
+        if (is_sparse(pt.settings)) fail_field(sc.file, "workload.sparse_model", where, pt.settings.sparse_model);
+        if (!is_network(pt.settings)) fail_field(sc.file, "topology.kind", where, pt.settings.topology_kind);
         fail_field(sc.file, "run.schemes", why, scheme);
       }
 }
