@@ -204,10 +204,12 @@ int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t diges
     else mpi.serve(runs, digest, error);
     return 0;
   }
-  // The memory estimate counts a run per rank here (split, a rank holds its share: an upper bound).
+  // The memory estimate counts the runs this machine holds at once: a run
+  // per rank here, or split, one run (each rank holds its share of its
+  // nodes; the links and routes each holds are small beside them).
   Scenario sc = load();
   if (split) check_split(sc);
-  return simulate(sc, out_dir, quiet, ina::cli::mpi_local_ranks(), force, nullptr,
+  return simulate(sc, out_dir, quiet, split ? 1 : ina::cli::mpi_local_ranks(), force, nullptr,
                   split ? mpi.split_executor(digest) : mpi.executor(digest), all_metrics);
 }
 
