@@ -564,7 +564,7 @@ void Simulator::trade_posts() {
       if (q >= parts_.size() || part_rank_[q] != me || x.link >= links_.size() || node_part_[links_[x.link].to] != q)
         throw std::runtime_error(fmt::format("rank {}: a post for partition {} on link {}, not this process's", me, q, x.link));
       Partition& Q = *parts_[q];
-      Q.inbox.reserve(Q.inbox.size() + 1);
+      if (Q.inbox.size() == Q.inbox.capacity()) Q.inbox.reserve(2 * Q.inbox.size() + 64);  // so push_back cannot throw
       x.pkt = Q.pool.get();
       Q.inbox.push_back(x);  // (freed with the simulator if the rest is malformed)
       Packet* p = x.pkt;
