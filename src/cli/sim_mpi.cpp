@@ -327,7 +327,10 @@ exp::RunExecutor MpiSweep::split_executor(uint64_t digest) {
         wrong += fmt::format("{}rank {}: {}", wrong.empty() ? "" : "; ", r,
                              all[r].starts_with("broken ") ? all[r].substr(7)
                                                            : "read another scenario or other --set values (" + all[r] + ")");
-    if (!wrong.empty()) throw std::runtime_error("the ranks cannot split the runs: " + wrong);
+    if (!wrong.empty()) {
+      split_done_ = true;  // no rank runs any: each saw the hellos
+      throw std::runtime_error("the ranks cannot split the runs: " + wrong);
+    }
     // Each run starts with its index, and the last ends with "end": a rank
     // that left a run early is out of step at the next one (the job ends).
     for (size_t i = 0; i < runs.size(); ++i) {
