@@ -95,11 +95,15 @@ void check_network(sim::Simulator& sim, uint64_t dropped, bool require_quiet, st
   if (dropped) problems.push_back(fmt::format("{} packets were addressed to a node with no role in the job", dropped));
 }
 
-uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle) {
+uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle) {
   uint64_t n = 0;
-  for (const auto* f : idle)
-    if (sim.local(f->id())) n += f->dropped();
+  for (const auto* f : idle) n += f->dropped();
   return n;
+}
+
+RunSplit::RunSplit(const topo::Graph& g, const CollectiveSettings& s) : processes(s.ranks ? s.ranks->size() : 1) {
+  if (s.threads * processes > 1) parts = sim::partition_by_racks(g, s.threads * processes);
+  here = sim::local_nodes(parts, s.ranks);
 }
 
 std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step) {

@@ -37,12 +37,26 @@ void summarize_times(const std::vector<WorkerTimes>& w, uint64_t elems, int iter
 // dropped by a node with no role (`dropped`: what forwarding switches and
 // hosts outside the job dropped, dropped_by()).
 void check_network(sim::Simulator& sim, uint64_t dropped, bool require_quiet, std::vector<std::string>& problems);
-// What `idle` nodes dropped, those this process ran (Simulator::local()).
-uint64_t dropped_by(const sim::Simulator& sim, const std::vector<const sim::Forwarder*>& idle);
+// What `idle` nodes dropped (a split run's process builds only its own).
+uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle);
 // A run split over processes (CollectiveSettings::ranks): `mine` (what
 // this process read off the nodes it ran) to every other, and what each
 // other sent, as `step` of the protocol (sim::Ranks::exchange).
 std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step);
+// How a run on `g` splits (CollectiveSettings::threads, ranks): its
+// partitions by racks (none: one thread, one process) and which nodes this
+// process builds and runs; the others are sim::RemoteNode stand-ins.
+struct RunSplit {
+  RunSplit(const topo::Graph& g, const CollectiveSettings& s);
+  unsigned processes = 1;
+  std::vector<uint16_t> parts;  // by node (empty: not split)
+  std::vector<bool> here;       // by node, with parts
+  bool builds(topo::NodeId v) const { return parts.empty() || here[v]; }
+  // After the network is built: the partitions, over the ranks.
+  void apply(sim::Simulator& sim, sim::Ranks* ranks) const {
+    if (!parts.empty()) sim.set_partitions(parts, ranks);
+  }
+};
 // The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
 // The aggregator memory (bytes) every one of `switches` has: the smallest

@@ -356,15 +356,10 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   std::vector<NodeId> program_ids;
   std::vector<sim::Forwarder*> forwarders;
   const uint64_t data_seed = mix(s.seed, 0x9d1d);
-  // Split over threads or processes: a process builds only the nodes it
-  // runs (the others' stand-ins hold nothing).
-  const unsigned processes = s.ranks ? s.ranks->size() : 1;
-  if (processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
-  const std::vector<uint16_t> parts =
-      s.threads * processes > 1 ? sim::partition_by_racks(g, s.threads * processes) : std::vector<uint16_t>{};
-  const std::vector<bool> here = sim::local_nodes(parts, s.ranks);
+  const RunSplit split(g, s);
+  if (split.processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
   auto make_node = [&](topo::NodeId v) -> std::unique_ptr<Node> {
-    if (!parts.empty() && !here[v]) return std::make_unique<sim::RemoteNode>();
+    if (!split.builds(v)) return std::make_unique<sim::RemoteNode>();
     std::unique_ptr<Node> node;
     const auto id = static_cast<NodeId>(v);
     if (!g.is_host(v)) {
@@ -427,7 +422,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   sim::build_network(sim, g, make_node, link_params(s), s.host_ecn);
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
-  if (!parts.empty()) sim.set_partitions(parts, s.ranks);
+  split.apply(sim, s.ranks);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -475,9 +470,9 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
       t.preempt_lost += st.preempt_lost;
     }
     t.refused = cluster::count_refusals(sws, servers, transports);
-    t.dropped = dropped_by(sim, {forwarders.begin(), forwarders.end()});
+    t.dropped = dropped_by({forwarders.begin(), forwarders.end()});
   }
-  if (processes > 1) join(*s.ranks, t);
+  if (split.processes > 1) join(*s.ranks, t);
 
   CollectiveResult out;
   const auto iters = static_cast<size_t>(s.iterations);

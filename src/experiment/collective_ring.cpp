@@ -274,16 +274,11 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     idle.push_back(f.get());
     return f;
   };
-  // Split over threads or processes: a process builds only the nodes it
-  // runs (the others' stand-ins hold nothing; their endpoints stay null).
-  const unsigned processes = s.ranks ? s.ranks->size() : 1;
-  const std::vector<uint16_t> parts =
-      s.threads * processes > 1 ? sim::partition_by_racks(g, s.threads * processes) : std::vector<uint16_t>{};
-  const std::vector<bool> here = sim::local_nodes(parts, s.ranks);
+  const RunSplit split(g, s);  // (another process's endpoints stay null here)
   sim::build_network(
       sim, g,
       [&](topo::NodeId v) -> std::unique_ptr<Node> {
-        if (!parts.empty() && !here[v]) return std::make_unique<sim::RemoteNode>();
+        if (!split.builds(v)) return std::make_unique<sim::RemoteNode>();
         if (g.is_host(v)) {
           const auto [k, r] = who[v];
           if (k < 0) return forwarder();
@@ -360,7 +355,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // (host::ring_failover, shared with the runtime), the ToRs get the job
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
-  if (!parts.empty()) sim.set_partitions(parts, s.ranks);
+  split.apply(sim, s.ranks);
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -373,11 +368,11 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     std::vector<size_t> ops(J.nodes.size(), 0);
     nlohmann::json mine = nlohmann::json::array();  // (split over processes: each its own ranks')
     for (size_t r = 0; r < J.nodes.size(); ++r)
-      if (sim.local(J.nodes[r])) {
+      if (J.eps[r]) {  // (this process's)
         ops[r] = J.eps[r]->op();
         mine.push_back({r, ops[r]});
       }
-    if (processes > 1)
+    if (split.processes > 1)
       for (const nlohmann::json& theirs : share_json(*s.ranks, mine, "ring ops"))
         for (const auto& e : theirs) ops.at(e.at(0).get<size_t>()) = e.at(1).get<size_t>();
     const host::RingFailover fo =
@@ -415,7 +410,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     const RingJob& J = jobs[k];
     t.eps[k].resize(J.nodes.size());
     for (size_t r = 0; r < J.nodes.size(); ++r) {
-      if (!sim.local(J.nodes[r])) continue;
+      if (!J.eps[r]) continue;  // another process's
       const host::RingEndpoint& e = *J.eps[r];
       EndpointTally& x = t.eps[k][r];
       x.here = true;
@@ -430,24 +425,18 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
       if (k == 0) x.step_log = e.step_log();
     }
   }
-  {
-    std::vector<const dp::SwitchProgram*> sws;
-    for (size_t i = 0; i < switches.size(); ++i) {
-      const dp::SwitchProgram* sw = switches[i];
-      if (!sim.local(sw->id())) continue;
-      sws.push_back(sw);
-      if (sw->occupied()) t.occupied[sw->id()] = sw->occupied();
-      const auto& st = sw->stats();
-      t.collisions += st.collisions;
-      t.evictions += st.evictions;
-      t.preempt_lost += st.preempt_lost;
-      t.bypassed += st.bypassed;
-      t.flushed += st.flushed;
-    }
-    t.refused = cluster::count_refusals(sws, {}, {});
-    t.dropped = dropped_by(sim, idle);
+  for (const dp::SwitchProgram* sw : switches) {  // (this process's)
+    if (sw->occupied()) t.occupied[sw->id()] = sw->occupied();
+    const auto& st = sw->stats();
+    t.collisions += st.collisions;
+    t.evictions += st.evictions;
+    t.preempt_lost += st.preempt_lost;
+    t.bypassed += st.bypassed;
+    t.flushed += st.flushed;
   }
-  if (processes > 1) join(*s.ranks, t);
+  t.refused = cluster::count_refusals({switches.begin(), switches.end()}, {}, {});
+  t.dropped = dropped_by(idle);
+  if (split.processes > 1) join(*s.ranks, t);
 
   CollectiveResult out;
   std::vector<std::string> probs;

@@ -304,7 +304,6 @@ class Simulator {
   // Whether node `n` runs in this process (always without ranks): only
   // these nodes' state is the run's.
   bool local(NodeId n) const { return !ranks_ || part_rank_[node_part_[n]] == ranks_->rank(); }
-  Ranks* ranks() const { return ranks_; }
   // The least time a packet takes from one partition to another (kNever with one partition).
   Time lookahead() const { return lookahead_; }
   // Windows run with several partitions (synchronization rounds), and the
