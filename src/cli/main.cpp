@@ -99,10 +99,15 @@ void check_output_dir(const std::string& dir, const std::string& flag) {
 }
 
 // Prints the resource estimate and refuses a run that cannot fit in memory.
-void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet, bool force) {
+// `processes`: the ranks on this machine (mpirun), each holding a run, or
+// sharing each one (`split`).
+void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet, bool force, unsigned processes,
+                     bool split) {
   using namespace ina::exp;
   using ina::human_bytes;
-  const Estimate est = estimate_sim(sc, threads);
+  Estimate est = estimate_sim(sc, threads);
+  est.processes = processes;
+  est.split = split;
   const uint64_t avail = ina::mem_available_bytes();
   if (!quiet)
     std::fprintf(stderr, "ina sim: estimate: %s; available: %s\n", est.summary().c_str(),
@@ -113,7 +118,7 @@ void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet,
       "{}: estimated peak memory {} exceeds the available memory {} (MemAvailable, /proc/meminfo); largest part: "
       "{} {}, sized by {}{}; reduce these fields or pass --force to run anyway",
       sc.file, human_bytes(est.total_bytes()), human_bytes(avail), top.what, human_bytes(top.bytes),
-      top.fields.empty() ? "the process" : top.fields, threads > 1 ? fmt::format(" (x{} runs at once, -j)", threads) : "");
+      top.fields.empty() ? "the process" : top.fields, threads > 1 ? fmt::format(" (x{} runs at once, {})", threads, processes > 1 ? "a run per rank" : "-j") : "");
   if (!force) throw ScenarioError(msg);
   std::fprintf(stderr, "ina sim: warning (--force): %s\n", msg.c_str());
 }
@@ -123,10 +128,10 @@ void check_resources(const ina::exp::Scenario& sc, unsigned threads, bool quiet,
 // results and runs.json (every run, in the records' order); 3 if a run failed.
 int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quiet, unsigned threads, bool force = false,
              std::vector<ina::exp::Record>* averaged = nullptr, const ina::exp::RunExecutor& execute = {},
-             bool all_metrics = false) {
+             bool all_metrics = false, unsigned processes = 1, bool split = false) {
   using namespace ina::exp;
   if (!out_dir.empty()) check_output_dir(out_dir, "--out");
-  check_resources(sc, threads, quiet, force);
+  check_resources(sc, threads, quiet, force, processes, split);
   std::vector<std::string> failures;
   std::vector<nlohmann::json> runs;
   const auto per_seed = run_scenario(sc, [&](const Progress& p) {
@@ -209,8 +214,9 @@ int simulate_mpi(const std::function<ina::exp::Scenario()>& load, uint64_t diges
   // nodes; the links and routes each holds are small beside them).
   Scenario sc = load();
   if (split) check_split(sc);
-  return simulate(sc, out_dir, quiet, split ? 1 : ina::cli::mpi_local_ranks(), force, nullptr,
-                  split ? mpi.split_executor(digest) : mpi.executor(digest), all_metrics);
+  const unsigned here = ina::cli::mpi_local_ranks();
+  return simulate(sc, out_dir, quiet, split ? 1 : here, force, nullptr,
+                  split ? mpi.split_executor(digest) : mpi.executor(digest), all_metrics, here, split);
 }
 
 }  // namespace

@@ -101,8 +101,14 @@ uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle) {
   return n;
 }
 
-RunSplit::RunSplit(const topo::Graph& g, const CollectiveSettings& s) : processes(s.ranks ? s.ranks->size() : 1) {
-  if (s.threads * processes > 1) parts = sim::partition_by_racks(g, s.threads * processes);
+RunSplit::RunSplit(const topo::Graph& g, const sim::Placement& pl, const CollectiveSettings& s)
+    : processes(s.ranks ? s.ranks->size() : 1) {
+  if (s.threads * processes > 1) {
+    std::vector<NodeId> busy;
+    for (const auto& job : pl.jobs)
+      for (const topo::NodeId h : job) busy.push_back(static_cast<NodeId>(h));
+    parts = sim::partition_by_racks(g, s.threads * processes, busy);
+  }
   here = sim::local_nodes(parts, s.ranks);
 }
 

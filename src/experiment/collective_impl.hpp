@@ -44,10 +44,11 @@ uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle);
 // other sent, as `step` of the protocol (sim::Ranks::exchange).
 std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step);
 // How a run on `g` splits (CollectiveSettings::threads, ranks): its
-// partitions by racks (none: one thread, one process) and which nodes this
-// process builds and runs; the others are sim::RemoteNode stand-ins.
+// partitions by the racks of the jobs' hosts `pl` (none: one thread, one
+// process) and which nodes this process builds and runs; the others are
+// sim::RemoteNode stand-ins.
 struct RunSplit {
-  RunSplit(const topo::Graph& g, const CollectiveSettings& s);
+  RunSplit(const topo::Graph& g, const sim::Placement& pl, const CollectiveSettings& s);
   unsigned processes = 1;
   std::vector<uint16_t> parts;  // by node (empty: not split)
   std::vector<bool> here;       // by node, with parts

@@ -356,7 +356,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   std::vector<NodeId> program_ids;
   std::vector<sim::Forwarder*> forwarders;
   const uint64_t data_seed = mix(s.seed, 0x9d1d);
-  const RunSplit split(g, s);
+  const RunSplit split(g, pl, s);
   if (split.processes > 1 && detail) throw std::logic_error("a run split over processes gives no per-node detail");
   auto make_node = [&](topo::NodeId v) -> std::unique_ptr<Node> {
     if (!split.builds(v)) return std::make_unique<sim::RemoteNode>();

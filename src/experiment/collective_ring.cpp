@@ -274,7 +274,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     idle.push_back(f.get());
     return f;
   };
-  const RunSplit split(g, s);  // (another process's endpoints stay null here)
+  const RunSplit split(g, pl, s);  // (another process's endpoints stay null here)
   sim::build_network(
       sim, g,
       [&](topo::NodeId v) -> std::unique_ptr<Node> {

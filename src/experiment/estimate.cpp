@@ -77,8 +77,11 @@ uint64_t Estimate::total_bytes() const {
 }
 
 std::string Estimate::summary() const {
-  std::string s = fmt::format("{} process{}, {} thread{}, ~{} peak memory (", processes, processes == 1 ? "" : "es",
-                              threads, threads == 1 ? "" : "s", human_bytes(total_bytes()));
+  const std::string held = split                ? fmt::format("{} processes sharing each run", processes)
+                           : processes > 1        ? fmt::format("{} processes, a run each", processes)
+                           : threads == 1         ? std::string("1 process, 1 run at a time")
+                                                  : fmt::format("1 process, {} runs at once", threads);
+  std::string s = fmt::format("{}, ~{} peak memory (", held, human_bytes(total_bytes()));
   for (size_t i = 0; i < parts.size(); ++i) s += fmt::format("{}{} {}", i ? ", " : "", parts[i].what, human_bytes(parts[i].bytes));
   return s + ")";
 }

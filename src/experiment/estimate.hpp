@@ -46,12 +46,16 @@ struct MemoryPart {
   uint64_t bytes = 0;
 };
 
+// What this machine holds at once: `threads` runs in one process (-j),
+// a run in each of `processes` (mpirun, a run per rank), or one run split
+// over them (`split`, mpirun --partition: each rank holds its share).
 struct Estimate {
   uint64_t processes = 1;
   uint64_t threads = 1;
+  bool split = false;
   std::vector<MemoryPart> parts;  // largest first
   uint64_t total_bytes() const;
-  // "1 process, 2 threads, ~1.2 GiB peak memory (worker transport records 1.0 GiB, ...)"
+  // "1 process, 2 runs at once, ~1.2 GiB peak memory (worker transport records 1.0 GiB, ...)"
   std::string summary() const;
 };
 

@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 
+#include <fmt/core.h>
+
 namespace ina::sim {
 
 namespace {
@@ -11,7 +13,8 @@ namespace {
 // The split over what it reads: which nodes are switches, each host's
 // uplink peer (kNoNode: none), and every directed link (both ways).
 std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vector<NodeId>& up,
-                            const std::vector<std::pair<NodeId, NodeId>>& links, unsigned parts) {
+                            const std::vector<std::pair<NodeId, NodeId>>& links, unsigned parts,
+                            std::span<const NodeId> busy) {
   if (parts == 0 || parts > 65535) throw std::invalid_argument("partition_by_racks: parts must be in [1, 65535]");
   const size_t n = is_switch.size();
   constexpr uint16_t kNone = UINT16_MAX;
@@ -21,8 +24,17 @@ std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vecto
   std::map<NodeId, std::vector<NodeId>> racks;
   for (NodeId v = 0; v < n; ++v)
     if (!is_switch[v] && up[v] != kNoNode) racks[up[v]].push_back(v);
+  // What a rack weighs: its busy hosts (all of its hosts without `busy`).
+  std::vector<bool> counts(n, busy.empty());
+  for (const NodeId h : busy) {
+    if (h >= n || is_switch[h]) throw std::invalid_argument(fmt::format("partition_by_racks: busy node {} is not a host", h));
+    counts[h] = true;
+  }
+  const auto weight = [&](const std::vector<NodeId>& members) {
+    return static_cast<size_t>(std::count_if(members.begin(), members.end(), [&](NodeId h) { return counts[h]; }));
+  };
   size_t hosts = 0;
-  for (const auto& [tor, members] : racks) hosts += members.size();
+  for (const auto& [tor, members] : racks) hosts += weight(members);
   const unsigned used = static_cast<unsigned>(std::min<size_t>(parts, std::max<size_t>(1, racks.size())));
   std::vector<size_t> size(used, 0);
   size_t placed = 0;
@@ -33,7 +45,7 @@ std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vecto
     for (const NodeId h : members) part[h] = static_cast<uint16_t>(p);
     if (is_switch[tor] && part[tor] == kNone) part[tor] = static_cast<uint16_t>(p);
     size[p] += members.size() + 1;
-    placed += members.size();
+    placed += weight(members);
   }
   // The rest, nearest to the placed nodes first: each round places every
   // node with a placed neighbour, by its neighbours' majority.
@@ -68,7 +80,7 @@ std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vecto
 
 }  // namespace
 
-std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
+std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts, std::span<const NodeId> busy) {
   const size_t n = sim.node_count();
   std::vector<bool> is_switch(n);
   std::vector<NodeId> up(n, kNoNode);
@@ -78,10 +90,10 @@ std::vector<uint16_t> partition_by_racks(Simulator& sim, unsigned parts) {
     if (!is_switch[v] && sim.uplink(v) != UINT32_MAX) up[v] = sim.link(sim.uplink(v)).to;
   }
   for (size_t l = 0; l < sim.link_count(); ++l) links.emplace_back(sim.link(static_cast<uint32_t>(l)).from, sim.link(static_cast<uint32_t>(l)).to);
-  return split(is_switch, up, links, parts);
+  return split(is_switch, up, links, parts, busy);
 }
 
-std::vector<uint16_t> partition_by_racks(const topo::Graph& g, unsigned parts) {
+std::vector<uint16_t> partition_by_racks(const topo::Graph& g, unsigned parts, std::span<const NodeId> busy) {
   const size_t n = g.num_nodes();
   std::vector<bool> is_switch(n);
   std::vector<NodeId> up(n, kNoNode);
@@ -94,7 +106,7 @@ std::vector<uint16_t> partition_by_racks(const topo::Graph& g, unsigned parts) {
     links.emplace_back(static_cast<NodeId>(l.a), static_cast<NodeId>(l.b));
     links.emplace_back(static_cast<NodeId>(l.b), static_cast<NodeId>(l.a));
   }
-  return split(is_switch, up, links, parts);
+  return split(is_switch, up, links, parts, busy);
 }
 
 std::vector<bool> local_nodes(const std::vector<uint16_t>& part_of, const Ranks* ranks) {

@@ -194,7 +194,7 @@ TEST(BadInput, SimRefusesARunBeyondAvailableMemoryNamingTheFields) {
   const auto r = run_ina("sim " + (d / "huge.toml").string());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "ina sim: estimate: 1 process, 1 thread, ~")) << r.output;
+  EXPECT_TRUE(has(r.output, "ina sim: estimate: 1 process, 1 run at a time, ~")) << r.output;
   EXPECT_TRUE(has(r.output, (d / "huge.toml").string() + ": estimated peak memory ")) << r.output;
   EXPECT_TRUE(has(r.output, "exceeds the available memory")) << r.output;
   EXPECT_TRUE(has(r.output, "largest part: worker transport records")) << r.output;

@@ -95,6 +95,9 @@ metrics = ["avg_jct_ms", "utilization"]
   ASSERT_EQ(local.status, 0) << local.output;
   ASSERT_EQ(mpi.status, 0) << mpi.output;
   EXPECT_NE(mpi.output.find("rank 1)"), std::string::npos) << "progress names the rank: " << mpi.output;
+  // The estimate counts what the machine holds: a run per rank.
+  EXPECT_NE(local.output.find("estimate: 1 process, 1 run at a time, ~"), std::string::npos) << local.output;
+  EXPECT_NE(mpi.output.find("estimate: 2 processes, a run each, ~"), std::string::npos) << mpi.output;
   expect_same_files(d / "local", d / "mpi");
   expect_same_runs(d / "local", d / "mpi");
   fs::remove_all(d);
@@ -175,6 +178,7 @@ metrics = ["throughput_gbps", "hops"]
 )", " --partition");
   ASSERT_EQ(local.status, 0) << local.output;
   ASSERT_EQ(mpi.status, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("estimate: 2 processes sharing each run, ~"), std::string::npos) << mpi.output;
   expect_same_files(d / "local", d / "mpi");
   const auto a = nlohmann::json::parse(std::ifstream(d / "local" / "runs.json"));
   const auto b = nlohmann::json::parse(std::ifstream(d / "mpi" / "runs.json"));

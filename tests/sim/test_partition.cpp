@@ -107,6 +107,29 @@ TEST(Partitioned, TheGraphSplitsAsItsNetworkDoes) {
   }
 }
 
+// Jobs on a few racks of a large fabric split by their hosts: on a k = 8
+// fat-tree (32 racks of 4), busy hosts in racks 0-3 only give two racks
+// to each partition, and every idle rack goes to the last one; counted by
+// all hosts, the busy racks would all be in the first. The graph's split
+// is the network's with the same busy hosts.
+TEST(Partitioned, BusyHostsWeighTheRacksIdleOnesDoNot) {
+  const topo::Graph g = topo::fat_tree(8);
+  sim::Simulator sim(1, 64);
+  sim::build_network(sim, g, [](topo::NodeId) { return std::make_unique<sim::Forwarder>(); }, sim::LinkParams{});
+  const auto rk = sim::racks(g);
+  ASSERT_EQ(rk.size(), 32u);
+  std::vector<NodeId> busy;
+  for (size_t r = 0; r < 4; ++r)
+    for (const auto h : rk[r].hosts) busy.push_back(static_cast<NodeId>(h));
+  const auto part = sim::partition_by_racks(g, 2, busy);
+  EXPECT_EQ(part, sim::partition_by_racks(sim, 2, busy));
+  for (size_t r = 0; r < rk.size(); ++r)
+    EXPECT_EQ(part[rk[r].tor], r < 2 ? 0 : 1) << "rack " << r;
+  const auto unweighted = sim::partition_by_racks(g, 2);
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(unweighted[rk[r].tor], 0) << "rack " << r;
+  EXPECT_THROW(sim::partition_by_racks(g, 2, std::vector<NodeId>{static_cast<NodeId>(rk[0].tor)}), std::invalid_argument);
+}
+
 TEST(Partitioned, RefusesWhatCannotBeSplit) {
   sim::Simulator sim(1, 64);
   const auto a = sim.add_node(std::make_unique<sim::Forwarder>(), true);
