@@ -32,14 +32,14 @@ constexpr double kMiBytes = 1 << 20;
 constexpr uint64_t kAggBytes = 32 + 4;
 //  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, slot, prev, gap_mark
 //    (4 each), padded to 40, and its done bit. An op's records are a ring over its packets
-//    [lowest not done, next to send), doubled when full (at least kMinRecs): a window's span while
-//    every packet comes back within about an RTT. A packet that waits for a retransmission
-//    timeout (a loss) holds the ring's low end while the window moves on: an RTO (1 ms or more)
-//    is many windows, so then the ring spans the op up to its end, and the ops after it open
-//    theirs: every live op's packets (measured: faults.loss = 0.001 on the 4 x 8 ATP star
-//    grows the rings to 36 MiB, about 4 whole ops per worker; without loss they stay at a window).
+//    [lowest not done, next to send) (host/record_ring.hpp), doubled when full (at least
+//    kMinRecs): a window's span while every packet comes back within about an RTT. A packet
+//    that waits for a retransmission timeout (a loss, a preemption) leaves the ring as a
+//    straggler once the ring is mostly done, so the ring stays within four windows, and the
+//    ops after it open theirs: every live op's (measured: faults.loss = 0.001 on the 4 x 8 ATP
+//    star, 36 MiB of rings when they spanned whole ops; without loss they stay at a window).
 constexpr uint64_t kRecBytes = 40;
-constexpr uint64_t kMinRecs = 8;  // host::WorkerTransport's RecRing::kMinRecs
+constexpr uint64_t kMinRecs = 8;  // host::RecordRing::kMinRecs
 //  - its DeadlineQueue entry: (deadline, psn), padded;
 constexpr uint64_t kDeadlineBytes = 16;
 //  - host::ParameterServer: Entry (~64 B), the psn -> slot hash node (~48 B), the free list;
@@ -260,7 +260,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
 
   // A packet can wait for a retransmission timeout in a lossy run, and a
   // preempted task (DSA and its strawmen) for the PS's result: its op's
-  // ring then spans the op (see kRecBytes).
+  // ring then holds up to four windows (see kRecBytes).
   const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
   const bool waits = lossy || tracks;
   uint64_t recs = 0, rto = 0, tasks = 0, ps = 0;
@@ -269,11 +269,10 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
     const char model = s.model == "mixed" ? (j % 2 ? 'A' : 'B') : s.model[0];
     const uint64_t pkts = ceil_div(partition_bytes(model, s.partition_mb), payload);  // per partition
     // Rings of the ops in flight: the op being sent and the one finishing,
-    // each about twice the initial window (AIMD growth), or the whole op when
-    // packets wait; with loss every live op's (measured: 2 ops' worth of
-    // rings bound DSA's preemptions, 4 the lossy runs).
-    const uint64_t ring = waits ? std::bit_ceil(std::max<uint64_t>(pkts, kMinRecs))
-                                : std::bit_ceil(std::max<uint64_t>(std::min(pkts, 2 * window), kMinRecs));
+    // each about twice the initial window (AIMD growth), or four windows when
+    // packets wait (a ring grows while more than a quarter of it is open);
+    // with loss every live op's.
+    const uint64_t ring = std::bit_ceil(std::max<uint64_t>(std::min(pkts, (waits ? 4 : 2) * window), kMinRecs));
     recs += wpj * (lossy ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;

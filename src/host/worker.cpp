@@ -242,13 +242,16 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
-  Rec& r = op->recs[idx];
+  // (Read before set_done(): a straggler's record goes with it.)
+  const Rec& rec = op->recs[idx];
+  const Time sent = rec.sent;
+  const bool retransmitted = rec.retx != 0;
   // The records this host touches next, long out of cache (one per packet
   // sent, the window apart): the result's after next (results come in order:
   // two results of lead, the next one's was asked for by the previous result)
   // and the send's after next.
-  __builtin_prefetch(&op->recs[idx + 2]);
-  __builtin_prefetch(&op->recs[op->next + 1], 1);
+  __builtin_prefetch(op->recs.peek(idx + 2));
+  __builtin_prefetch(op->recs.peek(op->next + 1), 1);
   op->io->write_result(static_cast<uint64_t>(idx) * cfg_.payload_values, p->values());
   if (!to_ps_.empty()) to_ps_.erase(p->h.psn);
   op->recs.set_done(idx);
@@ -257,15 +260,15 @@ void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   ++op->ndone;
   while (op->low < op->next && op->recs.done(op->low)) ++op->low;
   bool delayed = false;
-  if (r.retx == 0) {  // Karn's rule: only unambiguous round trips are samples
-    const Time rtt = now - r.sent;
+  if (!retransmitted) {  // Karn's rule: only unambiguous round trips are samples
+    const Time rtt = now - sent;
     rtt_.sample(rtt);
-    rack_sent_ = std::max(rack_sent_, r.sent);
+    rack_sent_ = std::max(rack_sent_, sent);
     delayed = delay_.sample(rtt);
   }
   if (p->h.has(flag::kEce)) {
     ++st_.ece_acks;
-    if (cw_.on_ecn(now, rtt_.srtt(), r.sent)) ++st_.decreases;
+    if (cw_.on_ecn(now, rtt_.srtt(), sent)) ++st_.decreases;
   } else if (delayed) {
     ++st_.delayed_acks;
     decrease(now);
@@ -303,8 +306,7 @@ void WorkerTransport::detect_losses(Time now, Effects& fx) {
   for (size_t o = first_open_; o < ops_.size() && o <= send_op_; ++o) {
     Op& op = ops_[o];
     if (op.complete) continue;
-    for (uint32_t idx = op.low; idx < op.next; ++idx) {
-      if (op.recs.done(idx)) continue;
+    for (uint32_t idx = op.recs.next_open(op.low, op.next); idx < op.next; idx = op.recs.next_open(idx + 1, op.next)) {
       Rec& r = op.recs[idx];
       if (r.last_tx + reorder >= rack_sent_) {
         if (r.retx == 0) return;
@@ -344,8 +346,7 @@ void WorkerTransport::on_result_aoi(uint32_t psn, Time now, Effects& fx) {
     if (op.psn0 >= psn) break;
     if (op.complete) continue;
     const uint32_t end = std::min(op.next, psn - op.psn0);
-    for (uint32_t idx = op.low; idx < end; ++idx) {
-      if (op.recs.done(idx)) continue;
+    for (uint32_t idx = op.recs.next_open(op.low, end); idx < end; idx = op.recs.next_open(idx + 1, end)) {
       Rec& r = op.recs[idx];
       if (psn < r.gap_mark) continue;
       ++r.retx;

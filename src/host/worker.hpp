@@ -75,6 +75,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "host/congestion_window.hpp"
+#include "host/record_ring.hpp"
 #include "host/delay_signal.hpp"
 #include "host/tensor_io.hpp"
 #include "proto/node.hpp"
@@ -192,55 +193,12 @@ class WorkerTransport {
     uint32_t gap_mark = 0;       // P4INC-AOI: a result for a fragment >= this one shows this one lost
   };
   static constexpr uint32_t kNoFragment = 0xFFFFFFFF;
-  // The records of an op's packets [low, next) (sent, not all done): a ring
-  // indexed by packet index (idx & mask) that doubles when a new packet would
-  // not fit. Packets below `low` are done, those from `next` on unsent; so it
-  // holds about the window, and its lines stay in cache (a record per packet
-  // of the op, 41k per host in the 1 ms star, was a cache miss per send).
-  // Which records are done is a bitmap beside it (a bit per slot): a result
-  // advances `low` over done packets reading bits, not the records (each a
-  // window's worth of sends old, and out of cache with many hosts).
-  // It starts at kMinRecs: a transport of a host with many (a PS shard's
+  // The records of an op's packets [low, next) that are not done, in a
+  // ring sized to what is in flight (host/record_ring.hpp). It starts at
+  // RecordRing::kMinRecs: a transport of a host with many (a PS shard's
   // each, 1/N of the host's window) holds a few packets; it doubles as the
   // window grows.
-  class RecRing {
-   public:
-    static constexpr size_t kMinRecs = 8;
-    Rec& operator[](uint32_t idx) { return buf_[idx & mask_]; }
-    bool done(uint32_t idx) const { return bits_[(idx & mask_) >> 6] >> (idx & mask_ & 63) & 1; }
-    void set_done(uint32_t idx) { bits_[(idx & mask_) >> 6] |= uint64_t{1} << (idx & mask_ & 63); }
-    // A fresh record for packet idx (= next), keeping those of [low, idx).
-    Rec& open(uint32_t low, uint32_t idx) {
-      if (idx - low >= buf_.size()) grow(low, idx);
-      Rec& r = buf_[idx & mask_];
-      r = Rec{};
-      bits_[(idx & mask_) >> 6] &= ~(uint64_t{1} << (idx & mask_ & 63));
-      return r;
-    }
-    void clear() {
-      std::vector<Rec>().swap(buf_);
-      std::vector<uint64_t>().swap(bits_);
-      mask_ = 0;
-    }
-
-   private:
-    void grow(uint32_t low, uint32_t end) {
-      size_t cap = buf_.empty() ? kMinRecs : 2 * buf_.size();
-      while (cap <= end - low) cap *= 2;
-      std::vector<Rec> b(cap);
-      std::vector<uint64_t> bits((cap + 63) / 64);  // slot s's bit: bit s & 63 of word s >> 6
-      for (uint32_t i = low; i < end && !buf_.empty(); ++i) {
-        b[i & (cap - 1)] = buf_[i & mask_];
-        if (done(i)) bits[(i & (cap - 1)) >> 6] |= uint64_t{1} << (i & (cap - 1) & 63);
-      }
-      buf_.swap(b);
-      bits_.swap(bits);
-      mask_ = static_cast<uint32_t>(cap - 1);
-    }
-    std::vector<Rec> buf_;
-    std::vector<uint64_t> bits_;
-    uint32_t mask_ = 0;
-  };
+  using RecRing = RecordRing<Rec>;
   struct Op {
     uint64_t id;
     uint32_t tag;

@@ -186,6 +186,36 @@ TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
   EXPECT_EQ(tx.stats().retransmits, 0u);
 }
 
+// One packet out while a small window streams hundreds past it
+// (host/record_ring.hpp: its record leaves the ring as a straggler):
+// its timeout still resends it, once, and its result still completes the op.
+TEST(Worker, APacketLeftBehindTheRecordRingKeepsItsRecord) {
+  WorkerRig w;
+  host::WorkerConfig c = WorkerRig::config();
+  c.init_window = 4;
+  c.aimd = false;
+  host::WorkerTransport tx(c);
+  constexpr uint32_t kPkts = 300;
+  auto io = std::make_shared<host::VectorTensor>(std::vector<int32_t>(kPkts * 64, 1));
+  tx.submit(io, kPkts * 64);
+  tx.pump(0, w.fx);
+  ASSERT_EQ(w.fx.take().size(), 4u);
+  const auto result = [](uint32_t psn) { return std::vector<int32_t>(64, static_cast<int32_t>(psn)); };
+  for (uint32_t psn = 1; psn < kPkts; ++psn) tx.on_packet(w.ack(psn, result(psn)), (10 + psn) * kNs, w.fx);
+  ASSERT_EQ(w.fx.take().size(), kPkts - 4);
+  tx.on_timer(0, 1 * kSec, w.fx);  // psn 0's timeout (and nothing else's)
+  const auto resent = w.fx.take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].h.psn, 0u);
+  EXPECT_TRUE(resent[0].h.has(flag::kResend));
+  tx.on_packet(w.ack(0, result(0)), 1 * kSec + 10 * kUs, w.fx);
+  EXPECT_EQ(tx.take_completed(), std::vector<uint64_t>{0});
+  EXPECT_EQ(tx.stats().acks, kPkts);
+  EXPECT_EQ(tx.stats().dup_acks + tx.stats().malformed, 0u);
+  for (uint32_t psn = 0; psn < kPkts; ++psn)
+    ASSERT_EQ(io->result[psn * 64 + 63], static_cast<int32_t>(psn)) << "psn " << psn;
+}
+
 TEST(Worker, GradRequestAnsweredWithGradientOrResult) {
   WorkerRig w;
   w.tx.submit(w.io, 100);
