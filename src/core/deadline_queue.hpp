@@ -34,14 +34,19 @@ class DeadlineQueue {
   // are answered long before their deadline). Which items fire, and in what
   // order, is unchanged: only dead items go, and only when `at` joins the
   // FIFO either way.
-  // If that drops less than a quarter of the ring, the ring doubles: with
-  // about as many live items as slots, every push would otherwise drop one
-  // item and ask `live` twice; at twice the live span it asks about once.
+  // If that drops less than a quarter of the ring, the dead items behind a
+  // live front go too (a packet waiting out a long timeout at the front,
+  // answered ones behind it: the ring would otherwise span every push
+  // until that deadline), and if that still frees less than a quarter the
+  // ring doubles: with about as many live items as slots, every push would
+  // otherwise drop one item and ask `live` twice; at twice the live span it
+  // asks about once.
   template <typename Live>
   bool push(Time at, Key key, Live&& live) {
     if (fifo_.full() && at >= fifo_.back().at) {
       const size_t cap = fifo_.size();
       while (!fifo_.empty() && !live(fifo_.front().key, fifo_.front().at)) fifo_.pop_front();
+      if (cap - fifo_.size() < cap / 4) fifo_.keep_if([&](const Item& it) { return live(it.key, it.at); });
       if (cap - fifo_.size() < cap / 4) fifo_.grow();
     }
     return push(at, key);
@@ -101,6 +106,17 @@ class DeadlineQueue {
       ++n_;
     }
 
+    // Keeps the items `keep` says to, in order.
+    template <typename Keep>
+    void keep_if(Keep&& keep) {
+      const size_t mask = buf_.size() - 1;
+      size_t kept = 0;
+      for (size_t i = 0; i < n_; ++i) {
+        const Item& it = buf_[(head_ + i) & mask];
+        if (keep(it)) buf_[(head_ + kept++) & mask] = it;
+      }
+      n_ = kept;
+    }
     void grow() {
       std::vector<Item> b(buf_.empty() ? 16 : 2 * buf_.size());
       for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & (buf_.size() - 1)];

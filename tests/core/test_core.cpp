@@ -63,6 +63,32 @@ TEST(DeadlineQueue, PushAsksLiveAboutOncePerItemWhenTheLiveSpanFillsTheRing) {
   EXPECT_LE(q.size(), 4u * kLive) << "dead items are still dropped";
 }
 
+// Catches: a ring that spans every push since a live item at its front (a
+// packet waiting out its timeout while the ones sent after it are
+// answered): the dead items behind that front go, it and the live ones
+// stay, in order, and `live` is asked a few times per push at most.
+TEST(DeadlineQueue, ALiveItemAtTheFrontDoesNotMakeTheRingSpanEveryPush) {
+  DeadlineQueue<int> q;
+  constexpr int kPushes = 20000, kLive = 10;
+  int pushed = 0;
+  int64_t calls = 0;
+  const auto live = [&](int k, Time) {
+    ++calls;
+    return k == 0 || k > pushed - kLive;
+  };
+  for (int k = 0; k <= kPushes; ++k, pushed = k) q.push(100 + k, k, live);
+  EXPECT_LE(q.size(), 64u) << "without dropping behind the front: " << kPushes + 1;
+  EXPECT_LE(calls, 4 * kPushes);
+  Fired fired;
+  q.expire(100 + kPushes, [&](int k, Time at) { fired.emplace_back(k, at); }, live);
+  ASSERT_GE(fired.size(), static_cast<size_t>(kLive + 1));
+  EXPECT_EQ(fired.front(), (std::pair<int, Time>{0, 100}));
+  Fired tail(fired.end() - kLive, fired.end());
+  Fired expected;
+  for (int k = kPushes - kLive + 1; k <= kPushes; ++k) expected.emplace_back(k, 100 + k);
+  EXPECT_EQ(tail, expected) << "the live ones, in deadline order";
+}
+
 // Catches: a superseded (earlier-armed, now stale) engine timer firing items
 // early, or multiplying timers.
 TEST(DeadlineQueue, AFiringBeforeTheArmedTimeIsIgnored) {
