@@ -292,11 +292,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
 
   Estimate e;
   e.parts = {
-      {"worker transport records",
-       waits ? "workload.jobs x workload.workers_per_job x (workload.partition_mb or model) / switch.payload_bytes x "
-               "min(workload.iterations, 2)"
-             : "workload.jobs x workload.workers_per_job x transport.init_window_kb",
-       recs + rto},
+      {"worker transport records", "workload.jobs x workload.workers_per_job x transport.init_window_kb", recs + rto},
       // P4INC-AOI's shadow copy is a second set of value registers (and its id).
       {"switch aggregators", "switch.memory_mb", aggs * (kAggBytes + payload) * (spec && spec->segments ? 2 : 1)},
       {"DSA task tracking", "workload.jobs x workload.iterations x (workload.partition_mb or model) / switch.payload_bytes",

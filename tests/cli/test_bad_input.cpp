@@ -186,10 +186,11 @@ TEST(BadInput, UnwritableOutIsFoundBeforeTheSimulation) {
 
 TEST(BadInput, SimRefusesARunBeyondAvailableMemoryNamingTheFields) {
   const auto d = dir("huge");
-  // 4096 workers with 1 GiB partitions: petabytes of per-packet state.
+  // 4096 workers with 1 GiB partitions and 1 GB windows: terabytes of
+  // per-packet records.
   write_file(d / "huge.toml",
              "[topology]\nhosts = 4096\n[workload]\njobs = 512\nworkers_per_job = 8\npartition_mb = 1024\n"
-             "[run]\nschemes = [\"dsa\"]\n");
+             "[transport]\ninit_window_kb = 1000000\n[run]\nschemes = [\"switchml\"]\n");
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_ina("sim " + (d / "huge.toml").string());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -198,7 +199,7 @@ TEST(BadInput, SimRefusesARunBeyondAvailableMemoryNamingTheFields) {
   EXPECT_TRUE(has(r.output, (d / "huge.toml").string() + ": estimated peak memory ")) << r.output;
   EXPECT_TRUE(has(r.output, "exceeds the available memory")) << r.output;
   EXPECT_TRUE(has(r.output, "largest part: worker transport records")) << r.output;
-  EXPECT_TRUE(has(r.output, "sized by workload.jobs x workload.workers_per_job x (workload.partition_mb or model)"))
+  EXPECT_TRUE(has(r.output, "sized by workload.jobs x workload.workers_per_job x transport.init_window_kb"))
       << r.output;
   EXPECT_TRUE(has(r.output, "or pass --force")) << r.output;
 }
