@@ -155,18 +155,32 @@ TEST(Worker, AcksAreValidatedAndAssembled) {
 // while results beyond a missing one are done, and losing which were done:
 // a duplicate of such a result would be taken again, and the RTO would
 // resend a packet whose result the host has.
-TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
+// A transport with a fixed window of `window` packets that has just sent
+// the first window of one op of `pkts` packets; result(psn) is psn's result.
+struct FixedWindowRig {
+  FixedWindowRig(double window, uint32_t pkts) : tx(make(window)) {
+    io = std::make_shared<host::VectorTensor>(std::vector<int32_t>(pkts * 64, 1));
+    tx.submit(io, pkts * 64);
+    tx.pump(0, w.fx);
+  }
+  static host::WorkerConfig make(double window) {
+    host::WorkerConfig c = WorkerRig::config();
+    c.init_window = window;
+    c.aimd = false;
+    return c;
+  }
+  static std::vector<int32_t> result(uint32_t psn) { return std::vector<int32_t>(64, static_cast<int32_t>(psn)); }
   WorkerRig w;
-  host::WorkerConfig c = WorkerRig::config();
-  c.init_window = 100;
-  c.aimd = false;
-  host::WorkerTransport tx(c);
+  host::WorkerTransport tx;
+  std::shared_ptr<host::VectorTensor> io;
+};
+
+TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
   constexpr uint32_t kPkts = 200;
-  auto io = std::make_shared<host::VectorTensor>(std::vector<int32_t>(kPkts * 64, 1));
-  tx.submit(io, kPkts * 64);
-  tx.pump(0, w.fx);
+  FixedWindowRig r(100, kPkts);
+  auto& [w, tx, io] = r;
+  const auto result = FixedWindowRig::result;
   ASSERT_EQ(w.fx.take().size(), 100u);  // psn 0..99: the ring grew to 128 with nothing done
-  const auto result = [](uint32_t psn) { return std::vector<int32_t>(64, static_cast<int32_t>(psn)); };
   // Results 1..99, psn 0 still out; each lets one more packet go (100..198). The send of 128
   // needs 129 records from psn 0: the ring grows to 256 when results 1..29 are done.
   for (uint32_t psn = 1; psn < 100; ++psn) tx.on_packet(w.ack(psn, result(psn)), 10 * kUs, w.fx);
@@ -190,17 +204,11 @@ TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
 // (host/record_ring.hpp: its record leaves the ring as a straggler):
 // its timeout still resends it, once, and its result still completes the op.
 TEST(Worker, APacketLeftBehindTheRecordRingKeepsItsRecord) {
-  WorkerRig w;
-  host::WorkerConfig c = WorkerRig::config();
-  c.init_window = 4;
-  c.aimd = false;
-  host::WorkerTransport tx(c);
   constexpr uint32_t kPkts = 300;
-  auto io = std::make_shared<host::VectorTensor>(std::vector<int32_t>(kPkts * 64, 1));
-  tx.submit(io, kPkts * 64);
-  tx.pump(0, w.fx);
+  FixedWindowRig r(4, kPkts);
+  auto& [w, tx, io] = r;
+  const auto result = FixedWindowRig::result;
   ASSERT_EQ(w.fx.take().size(), 4u);
-  const auto result = [](uint32_t psn) { return std::vector<int32_t>(64, static_cast<int32_t>(psn)); };
   for (uint32_t psn = 1; psn < kPkts; ++psn) tx.on_packet(w.ack(psn, result(psn)), (10 + psn) * kNs, w.fx);
   ASSERT_EQ(w.fx.take().size(), kPkts - 4);
   tx.on_timer(0, 1 * kSec, w.fx);  // psn 0's timeout (and nothing else's)
