@@ -37,15 +37,27 @@ std::vector<uint16_t> split(const std::vector<bool>& is_switch, const std::vecto
   for (const auto& [tor, members] : racks) hosts += weight(members);
   const unsigned used = static_cast<unsigned>(std::min<size_t>(parts, std::max<size_t>(1, racks.size())));
   std::vector<size_t> size(used, 0);
-  size_t placed = 0;
-  unsigned p = 0;
-  for (const auto& [tor, members] : racks) {
-    // Move on once this partition holds its share of the hosts.
-    if (p + 1 < used && placed >= (p + 1) * hosts / used) ++p;
+  const auto place = [&](NodeId tor, const std::vector<NodeId>& members, unsigned p) {
     for (const NodeId h : members) part[h] = static_cast<uint16_t>(p);
     if (is_switch[tor] && part[tor] == kNone) part[tor] = static_cast<uint16_t>(p);
     size[p] += members.size() + 1;
-    placed += weight(members);
+  };
+  size_t placed = 0;
+  unsigned p = 0;
+  for (const auto& [tor, members] : racks) {
+    const size_t w = weight(members);
+    if (w == 0) continue;
+    // Move on once this partition holds its share of the hosts.
+    if (p + 1 < used && placed >= (p + 1) * hosts / used) ++p;
+    place(tor, members, p);
+    placed += w;
+  }
+  // Racks of idle hosts (only with `busy`) carry no events but hold their
+  // nodes' state (a ToR's registers): each goes where the fewest nodes are
+  // so far, so that every process holds about as much.
+  for (const auto& [tor, members] : racks) {
+    if (weight(members) > 0) continue;
+    place(tor, members, static_cast<unsigned>(std::min_element(size.begin(), size.end()) - size.begin()));
   }
   // The rest, nearest to the placed nodes first: each round places every
   // node with a placed neighbour, by its neighbours' majority.

@@ -5,10 +5,12 @@
 // the partitions with as even a count of hosts as whole racks allow; a ToR
 // goes with its rack. With `busy` (the hosts that run something), only
 // those count: a rack of idle hosts costs memory and no events, so a few
-// jobs on a large fabric split by their hosts, not the fabric's. Every other switch joins the partition most of its
-// neighbours are in (nearest first: aggregation switches, then the cores;
-// a tie goes to the partition that has the fewest nodes so far, then the
-// lowest). On a fat-tree that keeps a pod together and spreads the cores.
+// jobs on a large fabric split by their hosts, not the fabric's, and the
+// racks without a busy host then go one at a time to the partition with
+// the fewest nodes (their memory spreads). Every other switch joins the
+// partition most of its neighbours are in (nearest first: aggregation
+// switches, then the cores; a tie goes to the partition that has the
+// fewest nodes so far, then the lowest). On a fat-tree that keeps a pod together and spreads the cores.
 // The split changes no result (engine.hpp), only how much crosses threads.
 // Racks of very different sizes can leave a partition with no rack (it then
 // holds only switches, or nothing: its thread idles).
