@@ -166,6 +166,10 @@ NodeId Simulator::add_node(std::unique_ptr<Node> n, bool is_switch) {
   return id;
 }
 
+namespace {
+bool faulty(const Link& l) { return l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0; }
+}  // namespace
+
 uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const LinkParams& ba) {
   if (a >= nodes_.size() || b >= nodes_.size()) throw std::out_of_range("connect: unknown node");
   if (parts_.size() > 1) throw std::logic_error("connect: after set_partitions (the window would not know the link)");
@@ -183,6 +187,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
     // ECN marks at switch egress ports; a host's NIC queue only with set_host_ecn(true).
     l.ecn_time = p.ecn_bytes && (is_switch_[from] || host_ecn_) ? serialization_time(p.ecn_bytes, l.bps) : kNever;
     l.rng.reseed(mix(seed_, 0x11 + links_.size()));
+    l.slow = faulty(l);
     const auto id = static_cast<uint32_t>(links_.size());
     links_.push_back(std::move(l));
     out_links_[from].push_back(id);
@@ -194,7 +199,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
   };
   const uint32_t id = make(a, b, ab);
   make(b, a, ba);
-  build_trees();
+  trees_stale_ = true;
   return id;
 }
 
@@ -402,8 +407,7 @@ inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
 
 void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
-  if (l.p.loss > 0 || l.p.dup > 0 || l.p.reorder > 0 || (parts_.size() > 1 && node_part_[l.to] != P.index))
-      [[unlikely]] {
+  if (l.slow) [[unlikely]] {
     transmit_faulty(P, link_id, p);
     return;
   }
@@ -633,6 +637,7 @@ void Simulator::share_totals(double cpu_s) {
 }
 
 void Simulator::build_trees() {
+  trees_stale_ = false;
   for (Partition* part : local_) {  // (another process's partitions run there: no tree here)
     Partition& P = *part;
     P.leaves = 1;
@@ -702,6 +707,7 @@ void Simulator::call(NodeId n, Time at, const std::function<void(Effects&)>& f) 
   const Time t = std::max(now(), at);
   for (auto& part : parts_) part->now = t;
   if (!local(n)) return;  // its process calls it
+  ensure_trees();
   Partition& P = part_of(n);
   P.fx.current = n;
   f(P.fx);
@@ -793,6 +799,7 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of, Ranks* rank
     if (!ranks_ || part_rank_[i] == ranks_->rank()) local_.push_back(parts_[i].get());
     parts_[i]->outbox.assign(n, {});
   }
+  for (Link& l : links_) l.slow = faulty(l) || node_part_[l.from] != node_part_[l.to];
   build_trees();
   // A packet sent at t into a link between partitions arrives at or after
   // t + its serialization (at least a minimum frame's, rounded up: 1 ps or
@@ -945,6 +952,7 @@ void Simulator::run_partitioned(Time until) {
 }
 
 void Simulator::run(Time until) {
+  ensure_trees();
   if (parts_.size() > 1) return run_partitioned(until);
   if (!started_) start_nodes();
   Partition& P = *parts_.front();

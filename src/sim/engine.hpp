@@ -115,17 +115,22 @@ class WireFifo {
 };
 
 // A link's fields in the order its work reads them: the first cache line is
-// what every delivery and every send reads (the wire, the queue's state and
-// thresholds), the second its parameters (every send reads loss, delay,
-// duplication and reordering), then the counters.
+// what every delivery and every send reads (the wire, the receiver, the
+// queue's state and thresholds), the second its parameters (a send reads
+// the delay; a slow link's, loss, duplication and reordering), then the
+// counters.
 struct alignas(64) Link {
   WireFifo wire;  // in flight, in arrival order
-  NodeId from = kNoNode, to = kNoNode;
+  NodeId to = kNoNode;
+  // Loss, duplication or reordering, or into another partition: a send
+  // takes transmit_faulty() (set by connect() and set_partitions()).
+  bool slow = false;
   uint32_t ser_bytes = 0;  // the last packet size serialized, and its time (0 B take 0 ps)
   Time busy_until = 0;
   Time ser_time = 0;
   Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
   LinkParams p;
+  NodeId from = kNoNode;
   uint64_t bps = 0;
   LinkStats st;
   Rng rng;
@@ -356,7 +361,10 @@ class Simulator {
   void set_loss_observer(std::function<void(const Packet&)> f) { loss_observer_ = std::move(f); }
 
   // Sends `p` from node `from` as its effects would (set-up and tests).
-  void route(NodeId from, Packet* p) { route(*parts_[node_part_[from]], from, p); }
+  void route(NodeId from, Packet* p) {
+    ensure_trees();
+    route(*parts_[node_part_[from]], from, p);
+  }
   // Used by SimEffects.
   void route(Partition& P, NodeId from, Packet* p);
   void schedule_timer(Partition& P, NodeId n, Time at, uint64_t token);
@@ -377,7 +385,14 @@ class Simulator {
   [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
   [[gnu::always_inline]] inline void key_link_inline(Partition& P, uint32_t link_id);  // the same, inlined into run_window()
+  // The tournament trees over the links, made again for every local
+  // partition. connect() only marks them stale (a tree per connect() would
+  // make building a network quadratic in its links); whatever may send
+  // next (run(), call(), set_partitions()) makes them first.
   void build_trees();
+  void ensure_trees() {
+    if (trees_stale_) build_trees();
+  }
   // Runs P's events before `limit` and not after `until`.
   void run_window(Partition& P, Time limit, Time until);
   void run_partitioned(Time until);
@@ -445,6 +460,7 @@ class Simulator {
   std::vector<uint64_t> node_digest_;  // per node: the hash of its own events
   std::vector<uint64_t> timer_count_;  // per node: timers set (their events' key)
   bool started_ = false;
+  bool trees_stale_ = false;  // links added since build_trees()
   std::vector<TraceRecord>* trace_ = nullptr;
 };
 
