@@ -1,6 +1,6 @@
 #include "dataplane/switch.hpp"
 
-#include "core/avx2_clone.hpp"
+#include "core/simd_clones.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -289,8 +289,8 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
 // (perhaps another job's) left in the registers.
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   set_meta(i, p);
-  std::memcpy(values(i), p.payload(), 4u * p.h.count);
-  std::memset(values(i) + p.h.count, 0, 4u * (width_ - p.h.count));
+  copy_values(values(i), p.payload(), p.h.count);
+  if (p.h.count < width_) std::memset(values(i) + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;
 }
 
@@ -310,8 +310,10 @@ inline uint32_t add_lanes(int32_t* v, const int32_t* x, size_t n) {
   }
   return ovf;
 }
-// The common 64-value payload (core/avx2_clone.hpp).
-INA_AVX2_CLONE uint32_t add_64_lanes(int32_t* v, const int32_t* x) {
+// The common 64-value payload (core/simd_clones.hpp). An aggregator's
+// registers and a packet's payload never overlap: restrict spares the
+// vectorized loop its overlap test.
+INA_SIMD_CLONES uint32_t add_64_lanes(int32_t* __restrict v, const int32_t* __restrict x) {
   return add_lanes<64>(v, x, 64);
 }
 }  // namespace
@@ -363,7 +365,7 @@ const SwitchJob* SwitchProgram::swap_with(uint32_t i, Packet& p) {
 
 void SwitchProgram::load_into(uint32_t i, Packet& p) {
   const Agg& a = aggs_[i];
-  std::memcpy(p.payload(), values(i), 4u * a.count);
+  copy_values(p.payload(), values(i), a.count);
   p.h.src = id();  // the aggregate is the switch's packet now
   p.h.count = a.count;
   p.h.bitmap = a.bitmap;
@@ -387,7 +389,7 @@ void SwitchProgram::replicate(Packet* p, const SwitchJob& j, Effects& fx) {
   for (size_t r = 1; r < j.workers.size(); ++r) {
     Packet* c = fx.alloc();
     c->h = p->h;
-    std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+    copy_values(c->payload(), p->payload(), p->h.count);
     c->h.dst = j.workers[r];
     fx.send(c);
   }
@@ -476,7 +478,7 @@ void SwitchProgram::send_down(Packet* p, const SwitchJob& j, Effects& fx) {
   auto copy = [&](NodeId dst) {
     Packet* c = fx.alloc();
     c->h = p->h;
-    std::memcpy(c->payload(), p->payload(), 4u * p->h.count);
+    copy_values(c->payload(), p->payload(), p->h.count);
     c->h.dst = dst;
     fx.send(c);
   };

@@ -1,6 +1,6 @@
 #include "experiment/star_line_rate.hpp"
 
-#include "core/avx2_clone.hpp"
+#include "core/simd_clones.hpp"
 #include "core/resources.hpp"
 
 #include <algorithm>
@@ -19,14 +19,14 @@
 namespace ina::exp {
 namespace {
 
-// The two loops run for every packet (core/avx2_clone.hpp).
+// The two loops run for every packet (core/simd_clones.hpp).
 // Both have a fixed-size body for the workload's 64-value payload (no
 // vector prologue or remainder loop).
 template <size_t N>
 inline void fill_ones_n(int32_t* out, size_t n) {
   std::fill(out, out + (N ? N : n), 1);
 }
-INA_AVX2_CLONE void fill_ones(int32_t* out, size_t n) { n == 64 ? fill_ones_n<64>(out, n) : fill_ones_n<0>(out, n); }
+INA_SIMD_CLONES void fill_ones(int32_t* out, size_t n) { n == 64 ? fill_ones_n<64>(out, n) : fill_ones_n<0>(out, n); }
 // Values of v[0, n) other than `expected` (n: a packet's payload, below 2^16;
 // 32-bit lanes vectorize best).
 template <size_t N>
@@ -35,7 +35,7 @@ inline uint32_t count_other_n(const int32_t* v, size_t n, int32_t expected) {
   for (size_t k = 0; k < (N ? N : n); ++k) bad += v[k] != expected;
   return bad;
 }
-INA_AVX2_CLONE uint32_t count_other(const int32_t* v, size_t n, int32_t expected) {
+INA_SIMD_CLONES uint32_t count_other(const int32_t* v, size_t n, int32_t expected) {
   return n == 64 ? count_other_n<64>(v, n, expected) : count_other_n<0>(v, n, expected);
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/rng.hpp"
+#include "core/simd_clones.hpp"
 
 namespace ina::host {
 
@@ -29,6 +30,25 @@ void VectorTensor::read_result(uint64_t off, std::span<int32_t> out) {
 
 namespace {
 int64_t c_of(uint64_t stream, unsigned r) { return static_cast<int64_t>(mix(stream, 0xC0 + r) & 1023); }
+
+// a(i) * m + c for i in [off, off + n), as int32 (the low 32 bits of the
+// int64 value, which 32-bit lanes compute alike). These run for every packet
+// a simulated worker sends and receives (core/simd_clones.hpp: AVX-512's
+// 64-bit multiply makes a(i) a vector operation).
+INA_SIMD_CLONES void affine_values(int32_t* __restrict out, size_t n, uint64_t stream, uint64_t off, int64_t m, int64_t c) {
+  const auto m32 = static_cast<uint32_t>(m), c32 = static_cast<uint32_t>(c);
+  for (size_t k = 0; k < n; ++k)
+    out[k] = static_cast<int32_t>(static_cast<uint32_t>(AffineBasis{stream}.at(off + k)) * m32 + c32);
+}
+// How many of in[0, n) differ from a(off + k) * m + c.
+INA_SIMD_CLONES uint32_t affine_mismatches(const int32_t* in, size_t n, uint64_t stream, uint64_t off, int64_t m,
+                                           int64_t c) {
+  const auto m32 = static_cast<uint32_t>(m), c32 = static_cast<uint32_t>(c);
+  uint32_t bad = 0;
+  for (size_t k = 0; k < n; ++k)
+    bad += static_cast<uint32_t>(in[k]) != static_cast<uint32_t>(AffineBasis{stream}.at(off + k)) * m32 + c32;
+  return bad;
+}
 }  // namespace
 
 SyntheticTensor::SyntheticTensor(uint64_t stream, unsigned rank, unsigned nworkers)
@@ -54,17 +74,16 @@ void SyntheticTensor::set_contributors(const std::vector<unsigned>& ranks) {
 int32_t SyntheticTensor::expected(uint64_t i) const { return static_cast<int32_t>(a(i) * tri_ + c_sum_); }
 
 void SyntheticTensor::read_gradient(uint64_t off, std::span<int32_t> out) {
-  const int64_t m = rank_ + 1;
-  for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<int32_t>(a(off + k) * m + c_rank_);
+  affine_values(out.data(), out.size(), stream_, off, rank_ + 1, c_rank_);
 }
 
 void SyntheticTensor::write_result(uint64_t off, std::span<const int32_t> in) {
-  for (size_t k = 0; k < in.size(); ++k) mismatches_ += in[k] != expected(off + k);
+  mismatches_ += affine_mismatches(in.data(), in.size(), stream_, off, tri_, c_sum_);
   checked_ += in.size();
 }
 
 void SyntheticTensor::read_result(uint64_t off, std::span<int32_t> out) {
-  for (size_t k = 0; k < out.size(); ++k) out[k] = expected(off + k);
+  affine_values(out.data(), out.size(), stream_, off, tri_, c_sum_);
 }
 
 }  // namespace ina::host

@@ -62,7 +62,7 @@ void PacketPool::put(Packet* p) {
 Packet* PacketPool::clone(const Packet& src) {
   Packet* p = get();
   p->h = src.h;
-  std::memcpy(p->payload(), src.payload(), sizeof(int32_t) * src.h.count);
+  copy_values(p->payload(), src.payload(), src.h.count);
   return p;
 }
 
@@ -112,11 +112,20 @@ T get_be(const std::byte*& p) {
 // scalar loop: baseline x86-64 (SSE2) has no byte shuffle, so the loops are
 // also built for SSSE3 and AVX2 (pshufb / vpshufb), chosen at load time by
 // the CPU (GCC's target_clones, an ifunc). Same bytes either way.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)  // (core/avx2_clone.hpp)
-#define INA_WORD_CLONES __attribute__((target_clones("avx2", "ssse3", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)  // (core/simd_clones.hpp)
+#define INA_WORD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "ssse3", "default")))
 #else
 #define INA_WORD_CLONES
 #endif
+}  // namespace
+
+INA_WORD_CLONES void copy_values(int32_t* __restrict out, const int32_t* __restrict in, size_t n) {
+  if (n == 64) std::memcpy(out, in, 64 * sizeof(int32_t));
+  else std::memcpy(out, in, n * sizeof(int32_t));
+}
+
+namespace {
+
 INA_WORD_CLONES void put_words(std::byte* out, const int32_t* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t v = static_cast<uint32_t>(in[i]);

@@ -129,6 +129,11 @@ struct Packet {
 };
 static_assert(sizeof(Packet) % alignof(int32_t) == 0);
 
+// out[0, n) = in[0, n): a payload into a packet or an aggregator and back
+// (every result copy and every contribution copies one). The common 64
+// values are one fixed-size block, in vector registers.
+void copy_values(int32_t* __restrict out, const int32_t* __restrict in, size_t n);
+
 // Fixed-capacity packet pool: slabs, a free list, and an in-use count so that
 // tests can assert that no packet leaked after a run.
 class PacketPool {
