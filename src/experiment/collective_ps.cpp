@@ -220,7 +220,7 @@ class ShardHost final : public Node, private host::PriorityFn {
   }
 
   void collect(size_t k, Time now, Effects& base) {
-    done_[k] += tx_[k]->take_completed().size();
+    if (tx_[k]->has_completed()) done_[k] += tx_[k]->take_completed().size();
     const auto iters = static_cast<size_t>(plan_.iterations);
     if (next_ >= iters) return;
     for (uint64_t d : done_)

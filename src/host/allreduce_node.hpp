@@ -63,8 +63,8 @@ class AllreduceNode final : public Node {
 
  private:
   void collect(Time now, Effects& fx) {
+    if (!tx_.has_completed()) return;
     const auto ids = tx_.take_completed();
-    if (ids.empty()) return;
     rounds_ += ids.size();
     std::vector<AllreduceQueue::Finished> fin;
     size_t sent = 0;

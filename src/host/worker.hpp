@@ -169,6 +169,7 @@ class WorkerTransport {
 
   // Ops completed since the last call (ids in completion order).
   std::vector<uint64_t> take_completed() { return std::exchange(completed_, {}); }
+  bool has_completed() const { return !completed_.empty(); }  // (a test per packet, before take_completed())
   bool busy() const { return incomplete_ > 0; }
   void set_priority_fn(PriorityFn* f) { prio_ = f; }
 

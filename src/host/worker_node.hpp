@@ -33,8 +33,8 @@ class WorkerNode final : public Node {
 
  private:
   void collect(Time now, Effects& fx) {
+    if (!tx_.has_completed()) return;
     const auto c = tx_.take_completed();
-    if (c.empty()) return;
     done_ += c.size();
     if (!tx_.busy()) finish_ = now;
     if (on_complete_) on_complete_(now, fx);

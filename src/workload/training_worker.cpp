@@ -78,8 +78,8 @@ void TrainingWorker::on_packet(Packet* p, Time now, Effects& fx) {
 }
 
 void TrainingWorker::after(Time now, Effects& fx) {
+  if (!tx_.has_completed()) return;
   const auto done = tx_.take_completed();
-  if (done.empty()) return;
   for (uint64_t id : done) {
     auto it = op_layer_.find(id);
     const int l = it->second;
