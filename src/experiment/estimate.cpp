@@ -129,7 +129,14 @@ PsHosts ps_hosts(const NetworkRun& nr, uint64_t wire) {
   PsHosts out;
   for (const auto& job : placement(nr).jobs) {
     const uint64_t n = std::max<size_t>(1, job.size());
-    const double window = std::max(1.0, c.init_window_kb * 1000 / static_cast<double>(wire) / static_cast<double>(n));
+    // A transport's window: 1/n of the host's at first, then AIMD adds a
+    // packet per window of results. After P results a window that never
+    // halves is sqrt(w0^2 + 2P) (an upper bound: ECN halvings keep it
+    // smaller), and its record ring and RTO queue hold about that many (DSA's
+    // preempted packets waiting out their timeouts among them).
+    const double w0 = std::max(1.0, c.init_window_kb * 1000 / static_cast<double>(wire) / static_cast<double>(n));
+    const double results = static_cast<double>(ceil_div(ceil_div(elems, n), width)) * std::max(1, c.iterations);
+    const double window = std::sqrt(w0 * w0 + 2 * results);
     const uint64_t ring = std::bit_ceil(std::max<uint64_t>(kMinRecs, static_cast<uint64_t>(std::ceil(2 * window))));
     out.transports += n * n * (ring * (kRecBytes * 8 + 1) / 8 + static_cast<uint64_t>(4 * window) * kDeadlineBytes);
     const uint64_t merges = n * ceil_div(ceil_div(elems, n), width);  // per op, at the PS
@@ -211,7 +218,7 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   e.parts = {
       {"switch aggregators", "switch.memory_mb x INA switches", switch_bytes + gather_slots},
       {"PS reminder deadlines", "workers x topology.link_gbps", ps_bytes.ps},
-      {"worker transport records", "workers x workers x transport.init_window_kb", ps_bytes.transports},
+      {"worker transport records", "workers x workers x transport.init_window_kb, workload.gradient_mb", ps_bytes.transports},
       {"packet pool", "workload.workers x transport.init_window_kb, topology.queue_kb",
        ceil_div(in_flight, kPoolSlab) * kPoolSlab * stride},
       {"links, nodes and events", "topology", links * kLinkBytes + g.num_nodes() * kNodeBytes + kHeapBytes},

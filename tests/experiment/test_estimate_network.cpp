@@ -35,9 +35,11 @@ TEST(EstimateNetwork, PsCountsNoSwitchAggregators) {
   // merges per op, fewer than its link brings in 1 ms (100 Gbps / 306 B,
   // half of it gradients: 20424); 8 PSes.
   EXPECT_EQ(part(e, "PS reminder deadlines"), 8u * 4096 * 16);
-  // 8 hosts x 8 transports, each 1/8 of the 60 KB window (24.5 packets):
-  // a ring of 64 records (40 B and a done bit) and 98 deadlines of 16 B.
-  EXPECT_EQ(part(e, "worker transport records"), 64u * (64 * 321 / 8 + 98 * 16));
+  // 8 hosts x 8 transports, each starting at 1/8 of the 60 KB window
+  // (24.5 packets) and growing by AIMD over its 512 results to
+  // sqrt(24.5^2 + 2 * 512) = 40.3: a ring of 128 records (40 B and a done
+  // bit) and 161 deadlines of 16 B.
+  EXPECT_EQ(part(e, "worker transport records"), 64u * (128 * 321 / 8 + 161 * 16));
 }
 
 // ATP with one INA switch (the planner's first): that switch's aggregators
