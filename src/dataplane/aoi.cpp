@@ -66,7 +66,7 @@ class AoiSwitch final : public SwitchProgram {
         shadow_id_(n_, 0),
         shadow_valid_(n_, 0),
         shadow_count_(n_, 0),
-        shadow_vals_(n_ * width_, 0),
+        shadow_vals_(n_ * width_),
         slots_(n_) {}
 
   const std::vector<AoiSlotRecord>& slots() const { return slots_; }
@@ -167,7 +167,7 @@ class AoiSwitch final : public SwitchProgram {
   std::vector<uint32_t> shadow_id_;
   std::vector<uint8_t> shadow_valid_;
   std::vector<uint16_t> shadow_count_;
-  std::vector<int32_t> shadow_vals_;
+  std::vector<int32_t, ZeroPageAllocator<int32_t>> shadow_vals_;  // zeros until written, as vals_
   std::vector<AoiSlotRecord> slots_;  // instrumentation
 };
 

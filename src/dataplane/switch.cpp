@@ -19,7 +19,7 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   n_ = cfg.memory_bytes / (4ULL * cfg.payload_values);
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
-  vals_.assign(n_ * width_, 0);
+  vals_.resize(n_ * width_);
   if (cfg.share.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
   if (cfg.share.reclaim_after > 0) born_.assign(n_, 0);
 }

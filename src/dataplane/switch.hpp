@@ -37,6 +37,7 @@
 #include "core/deadline_queue.hpp"
 #include "core/rtt_estimator.hpp"
 #include "core/rng.hpp"
+#include "core/zero_page_allocator.hpp"
 #include "proto/node.hpp"
 #include "wire/fp16.hpp"
 
@@ -385,7 +386,11 @@ class SwitchProgram : public Node {
   bool is_member(const SwitchJob& j, NodeId n) const;
 
   std::vector<Agg> aggs_;
-  std::vector<int32_t> vals_;
+  // The aggregators' values: pages the kernel maps on first write
+  // (core/zero_page_allocator.hpp), so registers that no task reaches (an
+  // idle rack's ToR on a large fabric) cost no memory. Sized once, in the
+  // constructor: every value reads as zero until written.
+  std::vector<int32_t, ZeroPageAllocator<int32_t>> vals_;
   std::vector<uint32_t> held_;   // by job id: aggregators charged to it (Agg::owner)
   std::vector<Time> born_;       // reclaim_after > 0: when each aggregator's task reserved it
   Time now_ = 0;                 // the time of the packet being handled

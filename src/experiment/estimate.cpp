@@ -30,6 +30,9 @@ constexpr double kMiBytes = 1 << 20;
 //  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
 constexpr uint64_t kAggBytes = 32 + 4;
+//  - an aggregator's values: the page their first write maps (dp::SwitchProgram's value
+//    registers come from core/zero_page_allocator.hpp);
+constexpr uint64_t kPageBytes = 4096;
 //  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, slot, prev, gap_mark
 //    (4 each), padded to 40, and its done bit. An op's records are a ring over its packets
 //    [lowest not done, next to send) (host/record_ring.hpp), doubled when full (at least
@@ -186,9 +189,25 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   uint64_t gather_slots = 0;
   if (nr && (spec->collective == schemes::Collective::PsIna || spec->collective == schemes::Collective::RingIna)) {
     switch_bytes = 0;
+    // A switch's values are pages mapped on first write (dataplane/switch.hpp):
+    // a ToR whose hosts all idle holds only its aggregators' metadata. Any
+    // other INA switch counts whole (an upper bound).
+    std::vector<bool> busy(nr->graph.num_nodes(), false);
+    for (const auto& job : placement(*nr).jobs)
+      for (const topo::NodeId h : job) busy[h] = true;
+    const auto reached = [&](topo::NodeId v) {
+      bool tor = false;
+      for (const auto& nb : nr->graph.neighbors(v)) {
+        if (!nr->graph.is_host(nb.peer)) continue;
+        tor = true;
+        if (busy[nb.peer]) return true;
+      }
+      return !tor;
+    };
     for (const topo::NodeId v : nr->ina) {
       const double mb = switch_memory_mb(nr->settings, nr->graph, v);
-      switch_bytes += static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload))) * (kAggBytes + payload);
+      const auto n = static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload)));
+      switch_bytes += n * (kAggBytes + (reached(v) ? payload : 0));
     }
   } else if (nr) {
     switch_bytes = 0;
@@ -270,7 +289,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   // ring then holds up to four windows (see kRecBytes).
   const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
   const bool waits = lossy || tracks;
-  uint64_t recs = 0, rto = 0, tasks = 0, ps = 0;
+  uint64_t recs = 0, rto = 0, tasks = 0, ps = 0, distinct = 0;
   for (uint64_t j = 1; j <= jobs; ++j) {
     const auto wpj = static_cast<uint64_t>(per_job[j - 1]);
     const char model = s.model == "mixed" ? (j % 2 ? 'A' : 'B') : s.model[0];
@@ -283,6 +302,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
     recs += wpj * (lossy ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;
+    distinct += ops * pkts;  // tasks (job, PSN) over the run
     if (tracks) tasks += ops * pkts;  // one byte per (job, PSN)
     // Open PS entries: at most the packets of the live ops; in practice the
     // windows in flight and the tasks left waiting for a reminder (16 windows).
@@ -301,7 +321,10 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   e.parts = {
       {"worker transport records", "workload.jobs x workload.workers_per_job x transport.init_window_kb", recs + rto},
       // P4INC-AOI's shadow copy is a second set of value registers (and its id).
-      {"switch aggregators", "switch.memory_mb", aggs * (kAggBytes + payload) * (spec && spec->segments ? 2 : 1)},
+      // Values are pages mapped on first write (dataplane/switch.hpp): at most
+      // a page per task, all of them once the tasks outnumber the pages.
+      {"switch aggregators", "switch.memory_mb, workload.partition_mb",
+       (aggs * kAggBytes + std::min(aggs * payload, distinct * kPageBytes)) * (spec && spec->segments ? 2 : 1)},
       {"DSA task tracking", "workload.jobs x workload.iterations x (workload.partition_mb or model) / switch.payload_bytes",
        tasks},
       {"PS entries", "workload.jobs x switch.payload_bytes", ps},
