@@ -88,22 +88,21 @@ class DeadlineQueue {
     Key key;
     bool operator>(const Item& o) const { return at > o.at || (at == o.at && key > o.key); }
   };
-  // FIFO ring over a power-of-two buffer (mask_: its size - 1, kept
-  // beside it: every push and pop indexes with it).
+  // FIFO ring over a power-of-two buffer.
   class Ring {
    public:
     bool empty() const { return n_ == 0; }
-    bool full() const { return n_ != 0 && n_ == mask_ + 1; }  // the next push_back grows it
+    bool full() const { return n_ != 0 && n_ == buf_.size(); }  // the next push_back grows it
     size_t size() const { return n_; }
     const Item& front() const { return buf_[head_]; }
-    const Item& back() const { return buf_[(head_ + n_ - 1) & mask_]; }
+    const Item& back() const { return buf_[(head_ + n_ - 1) & mask()]; }
     void pop_front() {
-      head_ = (head_ + 1) & mask_;
+      head_ = (head_ + 1) & mask();
       --n_;
     }
     void push_back(const Item& it) {
       if (n_ == buf_.size()) grow();
-      buf_[(head_ + n_) & mask_] = it;
+      buf_[(head_ + n_) & mask()] = it;
       ++n_;
     }
 
@@ -112,22 +111,22 @@ class DeadlineQueue {
     void keep_if(Keep&& keep) {
       size_t kept = 0;
       for (size_t i = 0; i < n_; ++i) {
-        const Item& it = buf_[(head_ + i) & mask_];
-        if (keep(it)) buf_[(head_ + kept++) & mask_] = it;
+        const Item& it = buf_[(head_ + i) & mask()];
+        if (keep(it)) buf_[(head_ + kept++) & mask()] = it;
       }
       n_ = kept;
     }
     void grow() {
       std::vector<Item> b(buf_.empty() ? 16 : 2 * buf_.size());
-      for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask_];
+      for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask()];
       buf_.swap(b);
       head_ = 0;
-      mask_ = buf_.size() - 1;
     }
 
    private:
+    size_t mask() const { return buf_.size() - 1; }
     std::vector<Item> buf_;
-    size_t head_ = 0, n_ = 0, mask_ = 0;
+    size_t head_ = 0, n_ = 0;
   };
   Ring fifo_;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap_;

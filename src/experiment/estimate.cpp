@@ -192,22 +192,15 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
     // A switch's values are pages mapped on first write (dataplane/switch.hpp):
     // a ToR whose hosts all idle holds only its aggregators' metadata. Any
     // other INA switch counts whole (an upper bound).
-    std::vector<bool> busy(nr->graph.num_nodes(), false);
+    std::vector<bool> busy(nr->graph.num_nodes(), false), idle_tor(nr->graph.num_nodes(), false);
     for (const auto& job : placement(*nr).jobs)
       for (const topo::NodeId h : job) busy[h] = true;
-    const auto reached = [&](topo::NodeId v) {
-      bool tor = false;
-      for (const auto& nb : nr->graph.neighbors(v)) {
-        if (!nr->graph.is_host(nb.peer)) continue;
-        tor = true;
-        if (busy[nb.peer]) return true;
-      }
-      return !tor;
-    };
+    for (const sim::Rack& r : sim::racks(nr->graph))
+      idle_tor[r.tor] = std::none_of(r.hosts.begin(), r.hosts.end(), [&](topo::NodeId h) { return busy[h]; });
     for (const topo::NodeId v : nr->ina) {
       const double mb = switch_memory_mb(nr->settings, nr->graph, v);
       const auto n = static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload)));
-      switch_bytes += n * (kAggBytes + (reached(v) ? payload : 0));
+      switch_bytes += n * (kAggBytes + (idle_tor[v] ? 0 : payload));
     }
   } else if (nr) {
     switch_bytes = 0;

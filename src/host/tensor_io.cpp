@@ -31,22 +31,22 @@ void VectorTensor::read_result(uint64_t off, std::span<int32_t> out) {
 namespace {
 int64_t c_of(uint64_t stream, unsigned r) { return static_cast<int64_t>(mix(stream, 0xC0 + r) & 1023); }
 
-// a(i) * m + c for i in [off, off + n), as int32 (the low 32 bits of the
-// int64 value, which 32-bit lanes compute alike). These run for every packet
-// a simulated worker sends and receives (core/simd_clones.hpp: AVX-512's
-// 64-bit multiply makes a(i) a vector operation).
-INA_SIMD_CLONES void affine_values(int32_t* __restrict out, size_t n, uint64_t stream, uint64_t off, int64_t m, int64_t c) {
-  const auto m32 = static_cast<uint32_t>(m), c32 = static_cast<uint32_t>(c);
-  for (size_t k = 0; k < n; ++k)
-    out[k] = static_cast<int32_t>(static_cast<uint32_t>(AffineBasis{stream}.at(off + k)) * m32 + c32);
+// a(i) * m + c as int32: the low 32 bits of the int64 value, which 32-bit
+// lanes compute alike.
+inline int32_t affine(uint64_t stream, uint64_t i, int64_t m, int64_t c) {
+  return static_cast<int32_t>(static_cast<uint32_t>(AffineBasis{stream}.at(i)) * static_cast<uint32_t>(m) +
+                              static_cast<uint32_t>(c));
 }
-// How many of in[0, n) differ from a(off + k) * m + c.
+// The loops run for every packet a simulated worker sends and receives
+// (core/simd_clones.hpp: AVX-512's 64-bit multiply makes a(i) a vector
+// operation): out[k] = affine(off + k), and how many of in[k] differ from it.
+INA_SIMD_CLONES void affine_values(int32_t* __restrict out, size_t n, uint64_t stream, uint64_t off, int64_t m, int64_t c) {
+  for (size_t k = 0; k < n; ++k) out[k] = affine(stream, off + k, m, c);
+}
 INA_SIMD_CLONES uint32_t affine_mismatches(const int32_t* in, size_t n, uint64_t stream, uint64_t off, int64_t m,
                                            int64_t c) {
-  const auto m32 = static_cast<uint32_t>(m), c32 = static_cast<uint32_t>(c);
   uint32_t bad = 0;
-  for (size_t k = 0; k < n; ++k)
-    bad += static_cast<uint32_t>(in[k]) != static_cast<uint32_t>(AffineBasis{stream}.at(off + k)) * m32 + c32;
+  for (size_t k = 0; k < n; ++k) bad += in[k] != affine(stream, off + k, m, c);
   return bad;
 }
 }  // namespace
@@ -59,8 +59,6 @@ SyntheticTensor::SyntheticTensor(uint64_t stream, unsigned rank, unsigned nworke
   tri_ = static_cast<int64_t>(nworkers) * (nworkers + 1) / 2;
 }
 
-int32_t SyntheticTensor::a(uint64_t i) const { return AffineBasis{stream_}.at(i); }
-
 void SyntheticTensor::set_contributors(const std::vector<unsigned>& ranks) {
   c_sum_ = 0;
   tri_ = 0;
@@ -71,7 +69,7 @@ void SyntheticTensor::set_contributors(const std::vector<unsigned>& ranks) {
   checked_ = 0;
 }
 
-int32_t SyntheticTensor::expected(uint64_t i) const { return static_cast<int32_t>(a(i) * tri_ + c_sum_); }
+int32_t SyntheticTensor::expected(uint64_t i) const { return affine(stream_, i, tri_, c_sum_); }
 
 void SyntheticTensor::read_gradient(uint64_t off, std::span<int32_t> out) {
   affine_values(out.data(), out.size(), stream_, off, rank_ + 1, c_rank_);

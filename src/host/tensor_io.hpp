@@ -74,7 +74,6 @@ class SyntheticTensor final : public TensorIO {
   uint64_t mismatches() const { return mismatches_; }
 
  private:
-  int32_t a(uint64_t i) const;
   uint64_t stream_;
   unsigned rank_, n_;
   int64_t c_rank_, c_sum_, tri_;
