@@ -7,12 +7,6 @@ namespace ina::host {
 CongestionWindow::CongestionWindow(const CongestionWindowConfig& cfg)
     : cfg_(cfg), cwnd_(std::max(1.0, cfg.init_window)), ssthresh_(cfg.ssthresh), held_(cfg.holdoff_floor) {}
 
-bool CongestionWindow::allows(uint64_t inflight, double cap) const {
-  const double w = std::max(std::min(cwnd_, cap), 1.0);
-  const auto n = static_cast<double>(inflight);
-  return cfg_.partial_packet ? n < w : n + 1 <= w;
-}
-
 double CongestionWindow::pace_gbps(Time srtt, double wire_bytes) const {
   if (srtt <= 0) return 0;
   return window_pace_gbps(cwnd_, static_cast<double>(srtt) / static_cast<double>(kSec), wire_bytes, in_slow_start());

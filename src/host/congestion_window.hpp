@@ -70,7 +70,12 @@ class CongestionWindow {
 
   // Whether a packet may go with `inflight` packets outstanding; `cap`
   // bounds the window further (a sender's own limit, e.g. a switch region).
-  bool allows(uint64_t inflight, double cap = std::numeric_limits<double>::infinity()) const;
+  // (Inline: every send asks.)
+  bool allows(uint64_t inflight, double cap = std::numeric_limits<double>::infinity()) const {
+    const double w = std::max(std::min(cwnd_, cap), 1.0);
+    const auto n = static_cast<double>(inflight);
+    return cfg_.partial_packet ? n < w : n + 1 <= w;
+  }
 
   // One packet acknowledged without a congestion mark; the window grows to
   // at most `ceiling` packets (and never shrinks for it).

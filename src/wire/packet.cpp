@@ -40,25 +40,6 @@ void PacketPool::give_free(PacketPool& to, size_t n) {
   }
 }
 
-Packet* PacketPool::get() {
-  if (!free_) grow();
-  Packet* p = free_;
-  free_ = p->next;
-  --free_n_;
-  p->next = nullptr;
-  p->mcast = {};
-  p->h = Header{};
-  ++in_use_;
-  return p;
-}
-
-void PacketPool::put(Packet* p) {
-  p->next = free_;
-  free_ = p;
-  ++free_n_;
-  --in_use_;
-}
-
 Packet* PacketPool::clone(const Packet& src) {
   Packet* p = get();
   p->h = src.h;

@@ -142,8 +142,24 @@ class PacketPool {
   PacketPool(const PacketPool&) = delete;
   PacketPool& operator=(const PacketPool&) = delete;
 
-  Packet* get();
-  void put(Packet* p);
+  // (Inline: every send and every delivery takes or returns one.)
+  Packet* get() {
+    if (!free_) grow();
+    Packet* p = free_;
+    free_ = p->next;
+    --free_n_;
+    p->next = nullptr;
+    p->mcast = {};
+    p->h = Header{};
+    ++in_use_;
+    return p;
+  }
+  void put(Packet* p) {
+    p->next = free_;
+    free_ = p;
+    ++free_n_;
+    --in_use_;
+  }
   Packet* clone(const Packet& src);
 
   uint16_t capacity() const { return capacity_; }
