@@ -19,13 +19,38 @@
 
 namespace ina::sim {
 
-constexpr uint32_t kNoLink = UINT32_MAX;
+inline void Simulator::route(Partition& P, NodeId from, Packet* p) {
+  p->h.src = p->h.src == kNoNode ? from : p->h.src;
+  uint32_t li = kNoLink;
+  const uint32_t row = row_[from];
+  if (row == kNoRow) {  // a host (or a switch before build_routes, whose host_link_ is kNoLink)
+    li = host_link_[from];
+  } else if (p->h.dst < route_n_) {
+    const uint32_t* e = route_entry(row, p->h.dst);
+    li = e ? *e : kNoLink;
+    if (li >= kManyHops && li != kNoLink) {  // equal-cost candidates: one per flow
+      const uint32_t* c = &ecmp_[li & ~kManyHops];
+      li = c[1 + ecmp_index(p->h.src, p->h.dst, from, c[0])];
+    }
+  }
+  if (li == kNoLink) {
+    ++P.misrouted;
+    P.pool.put(p);
+    return;
+  }
+  transmit(P, li, p);
+}
 
 Packet* SimEffects::alloc() { return part_.pool.get(); }
 void SimEffects::send(Packet* p) { sim_.route(part_, current, p); }
 void SimEffects::free(Packet* p) { part_.pool.put(p); }
 void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(part_, current, at, token); }
 bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(part_, current, p); }
+
+void Simulator::route(NodeId from, Packet* p) {
+  ensure_trees();
+  route(*parts_[node_part_[from]], from, p);
+}
 
 void Simulator::set_multicast_group(uint16_t group, std::vector<NodeId> members) {
   if (members.size() > kRankBits)
@@ -182,6 +207,7 @@ uint32_t Simulator::connect(NodeId a, NodeId b, const LinkParams& ab, const Link
     l.to = to;
     l.p = p;
     l.p.delay += (is_switch_[from] ? 0 : host_delay_) + (is_switch_[to] ? 0 : host_delay_);
+    l.delay = l.p.delay;
     l.bps = static_cast<uint64_t>(std::llround(p.gbps * 1e9));
     l.queue_time = serialization_time(p.queue_bytes, l.bps);
     // ECN marks at switch egress ports; a host's NIC queue only with set_host_ecn(true).
@@ -226,7 +252,7 @@ void Simulator::build_routes() {
   const size_t rows = switches.size();
   route_n_ = n;
   route_rows_ = rows;
-  route_.assign(n * rows, kNoLink);
+  route_.assign(rows * rows, kNoLink);
   size_mcast();
   ecmp_.clear();
   std::unordered_map<std::vector<uint32_t>, uint32_t, CandidateHash> interned;
@@ -252,7 +278,7 @@ void Simulator::build_routes() {
         queue.push_back(v);
       }
     }
-    uint32_t* column = &route_[d * rows];
+    uint32_t* column = &route_[row_[d] * rows];
     for (const NodeId s : queue) {
       if (s == d || !is_switch_[s]) continue;
       cand.clear();
@@ -275,20 +301,27 @@ void Simulator::build_routes() {
   }
   // A host h on one link to switch t: every other switch reaches h exactly as
   // it reaches t (the paths to h are those to t, plus t->h); t takes t->h.
+  col_.assign(n, kNoRow);
+  down_link_.assign(n, kNoLink);
   for (NodeId h = 0; h < n; ++h) {
+    if (is_switch_[h]) {
+      col_[h] = row_[h];
+      continue;
+    }
     const uint32_t up = host_link_[h];
     if (up == kNoLink) continue;
     const NodeId t = links_[up].to;
     if (!is_switch_[t]) continue;  // a host-to-host link: no switch routes to h
-    std::copy_n(&route_[t * rows], rows, &route_[h * rows]);
-    route_[h * rows + row_[t]] = up ^ 1;  // the twin: t -> h
+    col_[h] = row_[t];
+    down_link_[h] = up ^ 1;  // the twin: t -> h
   }
 }
 
 std::span<const uint32_t> Simulator::next_hops(NodeId sw, NodeId dst) const {
   if (sw >= row_.size() || row_[sw] == kNoRow || dst >= route_n_) return {};
-  const uint32_t& e = route_[dst * route_rows_ + row_[sw]];
-  if (e == kNoLink) return {};
+  const uint32_t* ep = route_entry(row_[sw], dst);
+  if (!ep || *ep == kNoLink) return {};
+  const uint32_t& e = *ep;
   if (e & kManyHops) {
     const uint32_t o = e & ~kManyHops;
     return {&ecmp_[o + 1], ecmp_[o]};
@@ -362,26 +395,6 @@ void Simulator::schedule_timer(Partition& P, NodeId n, Time at, uint64_t token) 
   push(P, e);
 }
 
-void Simulator::route(Partition& P, NodeId from, Packet* p) {
-  p->h.src = p->h.src == kNoNode ? from : p->h.src;
-  uint32_t li = kNoLink;
-  const uint32_t row = row_[from];
-  if (row == kNoRow) {  // a host (or a switch before build_routes, whose host_link_ is kNoLink)
-    li = host_link_[from];
-  } else if (p->h.dst < route_n_) {
-    li = route_[p->h.dst * route_rows_ + row];
-    if (li >= kManyHops && li != kNoLink) {  // equal-cost candidates: one per flow
-      const uint32_t* c = &ecmp_[li & ~kManyHops];
-      li = c[1 + ecmp_index(p->h.src, p->h.dst, from, c[0])];
-    }
-  }
-  if (li == kNoLink) {
-    ++P.misrouted;
-    P.pool.put(p);
-    return;
-  }
-  transmit(P, li, p);
-}
 
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
 // ecn_time; else the packet is serialized once the link is free. Returns its
@@ -418,7 +431,7 @@ void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   ++l.st.packets;
   l.st.bytes += l.ser_bytes;  // (this packet's size, after admit)
   const bool was_empty = l.wire.empty();
-  l.wire.push(l.busy_until + l.p.delay, p);
+  l.wire.push(l.busy_until + l.delay, p);
   if (was_empty) key_link(P, link_id);
 }
 
@@ -435,7 +448,7 @@ void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
   }
   const Time ser = admit(P, l, p);
   if (ser < 0) return;
-  const Time arrival = l.busy_until + l.p.delay;
+  const Time arrival = l.busy_until + l.delay;
   Packet* copy = nullptr;
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
     ++l.st.duplicated;
@@ -451,7 +464,7 @@ void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
   } else {
     enqueue_on_wire(P, link_id, p, arrival, true);
   }
-  if (copy) enqueue_on_wire(P, link_id, copy, l.busy_until + l.p.delay, true);
+  if (copy) enqueue_on_wire(P, link_id, copy, l.busy_until + l.delay, true);
 }
 
 void Simulator::enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order) {
@@ -807,7 +820,7 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of, Ranks* rank
   lookahead_ = kNever;
   for (const Link& l : links_)
     if (node_part_[l.from] != node_part_[l.to])
-      lookahead_ = std::min(lookahead_, l.p.delay + serialization_time(std::max(min_packet_bytes_, 1u), l.bps));
+      lookahead_ = std::min(lookahead_, l.delay + serialization_time(std::max(min_packet_bytes_, 1u), l.bps));
 }
 
 void Simulator::balance_pools() {

@@ -53,6 +53,8 @@
 
 namespace ina::sim {
 
+inline constexpr uint32_t kNoLink = UINT32_MAX;  // a link id that names none
+
 struct LinkParams {
   double gbps = 100;
   Time delay = 2500 * kNs;    // propagation, one way
@@ -62,11 +64,14 @@ struct LinkParams {
   Time reorder_delay = 5 * kUs;   // reordered packets are held ~U(0, this) extra
 };
 
+// (The counters every send updates first: they share a line with the
+// serialization time in Link.)
 struct LinkStats {
   uint64_t packets = 0, bytes = 0;      // delivered
-  uint64_t drop_queue = 0, drop_loss = 0;
-  uint64_t duplicated = 0, reordered = 0, ecn_marked = 0;
   Time busy = 0;                        // total serialization time
+  uint64_t ecn_marked = 0;
+  uint64_t drop_queue = 0, drop_loss = 0;
+  uint64_t duplicated = 0, reordered = 0;
 };
 
 // Prefetches a packet's header and payload (a 64-value payload: 6 lines).
@@ -116,27 +121,29 @@ class WireFifo {
 
 // A link's fields in the order its work reads them: the first cache line is
 // what every delivery and every send reads (the wire, the receiver, the
-// queue's state and thresholds), the second its parameters (a send reads
-// the delay; a slow link's, loss, duplication and reordering), then the
-// counters.
+// queue's state and thresholds, the delay), the second what a send writes
+// (the serialization time it last computed and the counters), then the
+// parameters as connected and the rest.
 struct alignas(64) Link {
   WireFifo wire;  // in flight, in arrival order
   NodeId to = kNoNode;
   // Loss, duplication or reordering, or into another partition: a send
   // takes transmit_faulty() (set by connect() and set_partitions()).
   bool slow = false;
-  uint32_t ser_bytes = 0;  // the last packet size serialized, and its time (0 B take 0 ps)
+  uint32_t ser_bytes = 0;  // the last packet size serialized, and its time (ser_time; 0 B take 0 ps)
   Time busy_until = 0;
-  Time ser_time = 0;
   Time queue_time = 0, ecn_time = 0;    // thresholds as backlog time
+  Time delay = 0;                       // p.delay (propagation, with the hosts' delay)
+  Time ser_time = 0;
+  LinkStats st;
   LinkParams p;
   NodeId from = kNoNode;
   uint64_t bps = 0;
-  LinkStats st;
   Rng rng;
   uint32_t reordered_seq = 0;  // names this link's reordered packets (their events' key)
 };
-static_assert(offsetof(Link, p) == 64, "a link's first line: the wire and the queue");
+static_assert(offsetof(Link, ser_time) == 64 && offsetof(Link, st) + offsetof(LinkStats, drop_queue) < 128,
+              "a link's first line: the wire and the queue; its second: what a send writes");
 
 // Heap events. Deliver: a lone packet (reordered); Timer: a node's timer.
 enum class EvKind : uint32_t { Deliver = 0, Timer = 1 };
@@ -361,12 +368,9 @@ class Simulator {
   void set_loss_observer(std::function<void(const Packet&)> f) { loss_observer_ = std::move(f); }
 
   // Sends `p` from node `from` as its effects would (set-up and tests).
-  void route(NodeId from, Packet* p) {
-    ensure_trees();
-    route(*parts_[node_part_[from]], from, p);
-  }
+  void route(NodeId from, Packet* p);
   // Used by SimEffects.
-  void route(Partition& P, NodeId from, Packet* p);
+  [[gnu::always_inline]] inline void route(Partition& P, NodeId from, Packet* p);
   void schedule_timer(Partition& P, NodeId n, Time at, uint64_t token);
   bool multicast_from(Partition& P, NodeId from, Packet* p);
 
@@ -430,15 +434,29 @@ class Simulator {
   std::vector<Link> links_;
   std::vector<uint32_t> host_link_;            // per node: its uplink (hosts)
   std::vector<std::vector<uint32_t>> out_links_;
-  // Routes, flat: route_[d * route_rows_ + row_[s]] for node d and switch s
-  // is UINT32_MAX (no route), a link id (the only candidate), or
+  // Routes, flat: route_[col_[d] * route_rows_ + row_[s]] for node d and
+  // switch s is UINT32_MAX (no route), a link id (the only candidate), or
   // kManyHops | o: the candidates are ecmp_[o + 1 .. o + ecmp_[o]]. Candidate
-  // sets are interned, so the table costs 4 bytes per (switch, node), as one
-  // next hop would.
+  // sets are interned, so the table costs 4 bytes per pair of switches, as
+  // one next hop would. A host's column is its switch's (col_): every
+  // other switch reaches it as it reaches that switch, which takes the
+  // host's own link (down_link_; its entry in the column is "no route", as
+  // a switch has none to itself). So the table does not grow with the
+  // hosts, and every switch hop reads it (a 1024-host fat-tree's is
+  // 0.4 MB; one over every node would be 1.7 MB).
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr uint32_t kManyHops = 0x80000000u;
-  std::vector<uint32_t> row_;    // per node: its row (switches, once routed) or kNoRow
+  std::vector<uint32_t> row_;        // per node: its row (switches, once routed) or kNoRow
+  std::vector<uint32_t> col_;        // per node: its column's row (a host: its switch's), or kNoRow
+  std::vector<uint32_t> down_link_;  // per node: the link from a host's switch to it
   std::vector<uint32_t> route_;
+  // The entry for switch row `row` towards `dst` (< route_n_), or nullptr.
+  const uint32_t* route_entry(uint32_t row, NodeId dst) const {
+    const uint32_t c = col_[dst];
+    if (c == kNoRow) return nullptr;
+    const uint32_t* e = &route_[c * route_rows_ + row];
+    return *e == kNoLink && c == row ? &down_link_[dst] : e;
+  }
   std::vector<uint32_t> ecmp_;
   size_t route_n_ = 0, route_rows_ = 0;  // nodes and switches when the routes were built
   uint32_t first_hop(NodeId sw, NodeId dst) const;  // multicast: the first candidate, or UINT32_MAX
