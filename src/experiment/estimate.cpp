@@ -30,6 +30,8 @@ constexpr double kMiBytes = 1 << 20;
 //  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
 //    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
 constexpr uint64_t kAggBytes = 32 + 4;
+//  - dp::RinaSwitch's own registers per aggregator: complete 1, onward node 2, freed key 8;
+constexpr uint64_t kRinaRegisterBytes = 11;
 //  - an aggregator's values: the page their first write maps (dp::SwitchProgram's value
 //    registers come from core/zero_page_allocator.hpp);
 constexpr uint64_t kPageBytes = 4096;
@@ -187,10 +189,47 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   RingBuffers ring_bytes;
   PsHosts ps_bytes;
   uint64_t gather_slots = 0;
-  if (nr && (spec->collective == schemes::Collective::PsIna || spec->collective == schemes::Collective::RingIna)) {
+  // Ring runs: each job's plan; the slots a Rina switch writes per job
+  // (ring_slots, by switch): a send's packets are numbered from 0 in every
+  // step and take slot psn mod region, so a job writes at most its largest
+  // send's packets, or its region, at each INA switch of its groups.
+  const bool ring_ina = nr && spec->collective == schemes::Collective::RingIna;
+  std::vector<uint64_t> ring_slots(nr ? nr->graph.num_nodes() : 0, 0);
+  if (nr && ring) {
+    const auto plans = ring_plans(*nr, *spec);
+    const uint64_t region = aggs / std::max<uint64_t>(1, plans.size());
+    for (const auto& plan : plans) {
+      const RingBuffers b = ring_buffers(plan, static_cast<uint64_t>(std::max(1, s.iterations)),
+                                         static_cast<uint16_t>(payload / 4));
+      ring_bytes.values += b.values;
+      ring_bytes.records += b.records;
+      // The INA switches of the job's groups (a group's top and the levels
+      // its ranks enter by), each with its AllGather rows: one for its agent
+      // and one per rank of the upstream group, a region wide.
+      std::vector<uint64_t> rows(ring_slots.size(), 0);
+      if (!plan.empty())
+        for (const host::RingStage& st : plan.front())
+          for (size_t i = 0; i < st.groups.size(); ++i) {
+            const host::RingGroup& g = st.groups[i];
+            if (!g.ina()) continue;
+            const size_t G = st.groups.size();
+            const uint64_t r = 1 + (G > 1 ? st.groups[(i + G - 1) % G].ranks.size() : 0);
+            if (g.tor < rows.size()) rows[g.tor] = std::max(rows[g.tor], r);
+            for (const NodeId e : g.entry)
+              if (e < rows.size()) rows[e] = std::max(rows[e], r);
+          }
+      for (size_t v = 0; v < rows.size(); ++v)
+        if (rows[v]) {
+          ring_slots[v] += std::min(region, b.send_packets);
+          gather_slots += rows[v] * region * kGatherSlotBytes;
+        }
+    }
+  }
+  if (nr && (spec->collective == schemes::Collective::PsIna || ring_ina)) {
     switch_bytes = 0;
     // A switch's values are pages mapped on first write (dataplane/switch.hpp):
-    // a ToR whose hosts all idle holds only its aggregators' metadata. Any
+    // a ToR whose hosts all idle holds only its aggregators' metadata; a
+    // Rina switch the slots its jobs write (ring_slots, in pages). Any
     // other INA switch counts whole (an upper bound).
     std::vector<bool> busy(nr->graph.num_nodes(), false), idle_tor(nr->graph.num_nodes(), false);
     for (const auto& job : placement(*nr).jobs)
@@ -200,32 +239,17 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
     for (const topo::NodeId v : nr->ina) {
       const double mb = switch_memory_mb(nr->settings, nr->graph, v);
       const auto n = static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload)));
-      switch_bytes += n * (kAggBytes + (idle_tor[v] ? 0 : payload));
+      uint64_t values = idle_tor[v] ? 0 : n * payload;
+      if (ring_ina) switch_bytes += n * kRinaRegisterBytes;
+      if (ring_ina && ring_slots[v] == 0) values = 0;
+      else if (ring_ina)  // (a region need not start on a page: one page more)
+        values = std::min(values, (ceil_div(std::min(n, ring_slots[v]) * payload, kPageBytes) + 1) * kPageBytes);
+      switch_bytes += n * kAggBytes + values;
     }
   } else if (nr) {
     switch_bytes = 0;
   }
   if (nr && ps_family) ps_bytes = ps_hosts(*nr, wire);
-  if (nr && ring) {
-    const auto plans = ring_plans(*nr, *spec);
-    const uint64_t region = aggs / std::max<uint64_t>(1, plans.size());
-    for (const auto& plan : plans) {
-      const RingBuffers b = ring_buffers(plan, static_cast<uint64_t>(std::max(1, s.iterations)),
-                                         static_cast<uint16_t>(payload / 4));
-      ring_bytes.values += b.values;
-      ring_bytes.records += b.records;
-      // A Rina ToR's AllGather slots (per job): a row for its agent and one
-      // per rank of the upstream group, a region wide.
-      if (!plan.empty())
-        for (const host::RingStage& st : plan.front())
-          for (size_t i = 0; i < st.groups.size(); ++i)
-            if (st.groups[i].ina()) {
-              const size_t G = st.groups.size();
-              const uint64_t rows = 1 + (G > 1 ? st.groups[(i + G - 1) % G].ranks.size() : 0);
-              gather_slots += rows * region * kGatherSlotBytes;
-            }
-    }
-  }
   Estimate e;
   e.parts = {
       {"switch aggregators", "switch.memory_mb x INA switches", switch_bytes + gather_slots},

@@ -29,6 +29,7 @@ RingBuffers ring_buffers(const std::vector<std::vector<host::RingStage>>& plan, 
     // buffer is a few records (host/value_store.hpp), not its values.
     b.values += host::kValueRecordBytes * kRecordsPerBuffer * (f.held_buffers + 1);
     b.records += f.slot_bytes + host::kRingSendRecordBytes * f.send_packets;
+    b.send_packets = std::max(b.send_packets, f.send_packets);
   }
   return b;
 }

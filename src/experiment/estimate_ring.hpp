@@ -36,6 +36,7 @@ inline constexpr uint64_t kRecordsPerBuffer = 16;
 struct RingBuffers {
   uint64_t values = 0;   // receive buffers held at once and the kept ranges, every rank
   uint64_t records = 0;  // receive bitmaps and rack bits, and the largest send's records, every rank
+  uint64_t send_packets = 0;  // the largest send's packets, any rank
 };
 
 // The plan's ranks (plan[rank] = its stages), `iterations` ops each, packets of `payload_values`.
