@@ -395,7 +395,6 @@ void Simulator::schedule_timer(Partition& P, NodeId n, Time at, uint64_t token) 
   push(P, e);
 }
 
-
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
 // ecn_time; else the packet is serialized once the link is free. Returns its
 // serialization time, or -1 if it was dropped (and freed).

@@ -55,10 +55,9 @@ TEST(EstimateNetwork, PsInaCountsTheRunsInaSwitchesOnly) {
 // slot psn mod region, so at most the largest send (half the gradient,
 // 2048 packets of 256 B: 128 pages, one more for a region that starts
 // mid-page); and the AllGather rows, one for the agent and one per rank
-// of the other rack, 5 x 20480 x 32 B. Counting every ToR's 5 MiB of
-// values whole, the estimate was 2.4x the measured peak
-// (rina/diagnose/ecn_threshold.toml), and leaving out the rows, 0.73x it
-// (rina/diagnose/rina_small.toml).
+// of the other rack, 5 x 20480 x 32 B. (Counting every ToR's 5 MiB of
+// values whole puts rina/diagnose/ecn_threshold.toml's estimate at 2.4x
+// its measured peak; leaving out the rows puts rina_small.toml's at 0.73x.)
 TEST(EstimateNetwork, RinaCountsTheSlotsItsSendsWrite) {
   const exp::Estimate e = exp::estimate_run(testbed("ina_count = 2\n"), "rina");
   EXPECT_EQ(part(e, "switch aggregators"), 2u * (20480 * (36 + 11) + 129 * 4096 + 5 * 20480 * 32));
