@@ -240,11 +240,11 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
       const double mb = switch_memory_mb(nr->settings, nr->graph, v);
       const auto n = static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload)));
       uint64_t values = idle_tor[v] ? 0 : n * payload;
-      if (ring_ina) switch_bytes += n * kRinaRegisterBytes;
-      if (ring_ina && ring_slots[v] == 0) values = 0;
-      else if (ring_ina)  // (a region need not start on a page: one page more)
-        values = std::min(values, (ceil_div(std::min(n, ring_slots[v]) * payload, kPageBytes) + 1) * kPageBytes);
-      switch_bytes += n * kAggBytes + values;
+      if (ring_ina) {  // its jobs' slots (a region need not start on a page: one page more)
+        const uint64_t pages = ring_slots[v] ? ceil_div(std::min(n, ring_slots[v]) * payload, kPageBytes) + 1 : 0;
+        values = std::min(values, pages * kPageBytes);
+      }
+      switch_bytes += n * (kAggBytes + (ring_ina ? kRinaRegisterBytes : 0)) + values;
     }
   } else if (nr) {
     switch_bytes = 0;
