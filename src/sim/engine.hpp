@@ -206,15 +206,14 @@ class SimEffects final : public Effects {
   Partition& part_;
 };
 
-// Tournament (winner) tree over links: leaf[l] is link l's key (its wire
-// head's arrival and tie); win[n] for 1 <= n < leaves is the link with the
-// least key below tree node n, and win[leaves + l] = l, so the root win[1]
-// is the next link delivery and re-keying a link compares its new key with
-// the sibling's winner once per level, with no branch.
-struct LeafKey {
-  Time t = kNever;
-  uint64_t tie = UINT64_MAX;
-};
+// Tournament (winner) tree over links, one leaf per link at the link's
+// place in the order of its deliveries' ties (Simulator::leaf_of_): two
+// deliveries at one time go in leaf order, so a leaf's key is its wire
+// head's arrival alone (kNever: empty), 8 bytes. win[n] for 1 <= n < leaves
+// is the leaf with the least key below tree node n (the leftmost of equal
+// ones) and win[leaves + i] = i, so the root win[1] is the next link
+// delivery and re-keying a leaf compares its new key with the sibling's
+// winner once per level.
 
 // A packet for another partition, posted at the end of a window.
 struct Posted {
@@ -230,9 +229,9 @@ struct Posted {
 // its clock and counters, the packets it allocates and frees.
 struct Partition {
   Partition(Simulator& s, uint16_t payload_capacity, uint16_t index) : pool(payload_capacity), fx(s, *this), index(index) {}
-  std::vector<LeafKey> leaf = std::vector<LeafKey>(1);  // no link yet: an empty key
+  std::vector<Time> key = std::vector<Time>(1, kNever);  // by leaf: its link's wire head's arrival (no link yet: empty)
   std::vector<uint32_t> win = std::vector<uint32_t>(2);
-  std::vector<Packet*> head = std::vector<Packet*>(1);  // by link: its wire's head (what to prefetch)
+  std::vector<Packet*> head = std::vector<Packet*>(1);  // by leaf: its link's wire head (what to prefetch)
   size_t leaves = 1;
   std::vector<Event> heap;
   Time now = 0;
@@ -388,7 +387,11 @@ class Simulator {
   std::vector<TraceRecord>& trace_sink(Partition& P) { return parts_.size() > 1 ? P.trace : *trace_; }
   [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
-  [[gnu::always_inline]] inline void key_link_inline(Partition& P, uint32_t link_id);  // the same, inlined into run_window()
+  [[gnu::always_inline]] inline void key_leaf(Partition& P, uint32_t leaf, const Link& l);  // the same by leaf, inlined into run_window()
+  // The links in the order of their deliveries' ties (event_tie(to, 0,
+  // link)): leaf_of_[link], link_at_[leaf], tie_at_[leaf] (made with the trees).
+  std::vector<uint32_t> leaf_of_, link_at_;
+  std::vector<uint64_t> tie_at_;
   // The tournament trees over the links, made again for every local
   // partition. connect() only marks them stale (a tree per connect() would
   // make building a network quadratic in its links); whatever may send
