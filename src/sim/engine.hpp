@@ -11,7 +11,8 @@
 // computed arithmetically from the link's busy-until time, so crossing a
 // link costs exactly one event (its arrival). Packets in flight on a link
 // wait in the link's own FIFO (arrival times increase). The links' heads
-// compete in a tournament (winner) tree keyed by their delivery's key:
+// compete in a tournament (winner) tree keyed by their arrival, its leaves
+// in the order of their deliveries' keys (so equal times go left first):
 // delivering a head and keying the next one is one leaf-to-root pass with
 // one comparison per level. Timers and reordered packets are in a 4-ary
 // heap. The earlier of the two is the next event. Queue occupancy is the
