@@ -656,11 +656,7 @@ void Simulator::build_trees() {
   auto tie = [&](uint32_t l) { return event_tie(links_[l].to, 0, l); };
   std::sort(link_at_.begin(), link_at_.end(), [&](uint32_t a, uint32_t b) { return tie(a) < tie(b); });
   leaf_of_.resize(n);
-  tie_at_.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    leaf_of_[link_at_[i]] = i;
-    tie_at_[i] = tie(link_at_[i]);
-  }
+  for (uint32_t i = 0; i < n; ++i) leaf_of_[link_at_[i]] = i;
   for (Partition* part : local_) {  // (another process's partitions run there: no tree here)
     Partition& P = *part;
     P.leaves = 1;
@@ -751,14 +747,15 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
     const bool have_link = lt != kNever;
     const bool have_heap = !P.heap.empty();
     if (!have_link && !have_heap) break;
+    const uint32_t li = have_link ? link_at_[leaf] : 0;
     const bool link_first =
-        have_link && (!have_heap || order_key(lt, tie_at_[leaf]) < order_key(P.heap[0].t, P.heap[0].tie));
+        have_link && (!have_heap || order_key(lt, event_tie(links_[li].to, 0, li)) < order_key(P.heap[0].t, P.heap[0].tie));
     const Time t = link_first ? lt : P.heap[0].t;
     if (t >= stop) break;
     P.now = t;
     ++P.events;
     if (link_first) {
-      Link& l = links_[link_at_[leaf]];
+      Link& l = links_[li];
       Packet* p = l.wire.front();
       l.wire.pop();  // (prefetches the link's next packet)
       key_leaf(P, leaf, l);

@@ -390,9 +390,8 @@ class Simulator {
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
   [[gnu::always_inline]] inline void key_leaf(Partition& P, uint32_t leaf, const Link& l);  // the same by leaf, inlined into run_window()
   // The links in the order of their deliveries' ties (event_tie(to, 0,
-  // link)): leaf_of_[link], link_at_[leaf], tie_at_[leaf] (made with the trees).
+  // link)): leaf_of_[link] and link_at_[leaf] (made with the trees).
   std::vector<uint32_t> leaf_of_, link_at_;
-  std::vector<uint64_t> tie_at_;
   // The tournament trees over the links, made again for every local
   // partition. connect() only marks them stale (a tree per connect() would
   // make building a network quadratic in its links); whatever may send
