@@ -6,8 +6,11 @@
 // After one warm-up allreduce it times ITERATIONS allreduces of BYTES/4 floats,
 // each after a barrier, and checks every result exactly (small-integer inputs:
 // the float sum is exact in any order). Rank 0 prints `MPI_SECONDS <slowest
-// rank's total time>`. A result mismatch aborts with status 3.
+// rank's total time>`, then `MPI_CPUS <the fewest CPUs any rank may run on>`
+// (its affinity mask: a launcher that binds every rank to the same core
+// shows as 1). A result mismatch aborts with status 3.
 #include <mpi.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +50,12 @@ int main(int argc, char** argv) {
   }
   double slowest = 0;
   MPI_Reduce(&total, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("MPI_SECONDS %.9f\n", slowest);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
+  int fewest = 0;
+  MPI_Reduce(&cpus, &fewest, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("MPI_SECONDS %.9f\nMPI_CPUS %d\n", slowest, fewest);
   MPI_Finalize();
   return 0;
 }
