@@ -139,17 +139,19 @@ void run_cluster(const char* scheme, unsigned workers) {
   // algorithm allows: INA sends and receives each gradient once per worker
   // link, so it can run at the link rate (measured 97 %); a ring allreduce
   // moves 2(n-1)/n of it each way, at most n/(2(n-1)) = 75 % of the link
-  // for 3 ranks (measured 75 %); OpenMPI's 2-rank allreduce measured 81-100 %.
+  // for 3 ranks (measured 75 %); OpenMPI's 2-rank allreduce measured 81-100 %
+  // (52-56 % with both ranks bound to one core).
   // Catches a runtime that stalls on timeouts or throttles its window.
   const double gbps = j.at("goodput_gbit_per_s").get<double>();
   const double frac = j.at("fraction_of_worker_link").get<double>();
   const std::string sch = scheme;
-  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.4 : 0.8;
+  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.65 : 0.8;
   EXPECT_GT(frac, floor) << r.output;
   if (sch == "mpi") {
     // Every rank may run on every CPU this test may: each namespace's
     // OpenMPI daemon sees the whole machine and, unless told not to, binds
     // its rank to core 0 (2 ranks or fewer), all ranks then sharing one core.
+    // (With one CPU allowed here the check cannot tell, nor does it matter.)
     cpu_set_t mine;
     CPU_ZERO(&mine);
     ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
@@ -174,6 +176,10 @@ TEST(NetnsCluster, SimOverTwoRanksWritesWhatOneProcessWrites) {
   const fs::path d = fs::temp_directory_path() / ("ina-netns-test-sim-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  struct Remove {
+    fs::path d;
+    ~Remove() { fs::remove_all(d); }
+  } remove{d};
   std::ofstream(d / "fat.toml") << R"([scenario]
 name = "fat"
 title = "four jobs spread over the pods of a k = 4 fat-tree"
@@ -192,14 +198,15 @@ schemes = ["atp", "dsa"]
 [output]
 metrics = ["throughput_gbps", "hops"]
 )";
+  // (--timeout 30: two attempts at most, within the test's bound)
+  RUN_WITH_JSON(run, "--workers 2 --worker-rate 1gbit --timeout 30 --sim \"" + (d / "fat.toml").string() + " --out " +
+                         (d / "ns").string() + " --quiet\"",
+                "sim", 80);
+  EXPECT_TRUE(run.j.at("ok").get<bool>());
   const ScriptResult local = run_bounded(std::string(INA_BINARY) + " sim " + (d / "fat.toml").string() + " --out " +
                                              (d / "local").string() + " --quiet",
                                          60);
   ASSERT_EQ(local.status, 0) << local.output;
-  RUN_WITH_JSON(run, "--workers 2 --worker-rate 1gbit --timeout 60 --sim \"" + (d / "fat.toml").string() + " --out " +
-                         (d / "ns").string() + " --quiet\"",
-                "sim", 80);
-  EXPECT_TRUE(run.j.at("ok").get<bool>());
   const auto slurp = [](const fs::path& f) {
     std::ifstream in(f, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -215,16 +222,13 @@ metrics = ["throughput_gbps", "hops"]
     EXPECT_EQ(a[i]["trace_digest"], b[i]["trace_digest"]) << "run " << i;
     EXPECT_EQ(b[i]["sim_partitions"].size(), 2u) << b[i].dump();
   }
-  // Both ranks' links carried the exchanges: with two hosts what one sends
-  // the other receives, so their byte counts agree but for the links' own
-  // few announcements (neighbour discovery: tens of bytes).
+  // The ranks' exchanges crossed the links: MPI's start-up alone moves
+  // ~18 KB over each (a --sim run that fails on a missing file), this one
+  // ~39 MB.
   const auto& bytes = run.j.at("link_bytes");
   ASSERT_EQ(bytes.size(), 2u);
-  const double b0 = bytes[0].get<double>(), b1 = bytes[1].get<double>();
-  EXPECT_GT(b0, 100e3) << "the ranks' exchanges did not cross the links";
-  EXPECT_NEAR(b0, b1, 0.01 * b0);
+  EXPECT_GT(bytes[0].get<double>(), 1e6) << "the ranks' exchanges did not cross the links";
   expect_no_namespaces_left(run.r.output);
-  fs::remove_all(d);
 }
 
 // Several jobs on one switch at once (--job): two ATP jobs, each with its
