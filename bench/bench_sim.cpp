@@ -7,17 +7,21 @@
 //      allreduce of 4 MiB per worker: Rina on the dragonfly 4,9,2 (72
 //      workers, every router INA) and RAR on the k = 4 fat-tree (16 workers);
 //  (d) sparse aggregation, Zebra and PS-lite (below);
-//  (e) one simulation on 1 and on 2 threads (sim::Simulator::set_partitions):
+//  (e) one simulation on 1 and on 2 threads (sim::Simulator::set_partitions),
+//      a partition per thread (threads/T/T), and split into 16 partitions,
+//      the default for its hosts, on 1 and on 2 threads (partitions/T/16):
 //      ATP on the 1024-host fat-tree, 32 jobs x 32 workers interleaved (each
-//      job in every pod), 0.25 MiB each; the rows' ratio is the speedup, and
-//      the digests must agree (else the second row fails). Wall time: these
-//      runs use both cores. scenarios/scale/fat_tree_1024_threads.toml is
-//      the same run as a scenario file.
+//      job in every pod), 0.25 MiB each; the rows' ratios are the speedups,
+//      and every digest must equal the first row's (else that row fails).
+//      Wall time: the 2-thread runs use both cores; hops_per_cpu_s counts
+//      every thread's CPU. scenarios/scale/fat_tree_1024_threads.toml is the
+//      same run as a scenario file.
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "core/resources.hpp"
 #include "experiment/collective.hpp"
 #include "experiment/runner.hpp"
 #include "experiment/sparse.hpp"
@@ -109,6 +113,8 @@ void BM_Sparse(benchmark::State& state, const char* scheme) {
   state.counters["kv_pairs_per_s"] = benchmark::Counter(static_cast<double>(pairs), benchmark::Counter::kIsRate);
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
+// (threads, partitions): one partition per thread; or 16 partitions, the
+// default's for these 1024 hosts (exp::RunSplit), on one thread.
 void BM_Partitioned(benchmark::State& state) {
   exp::Settings s;
   s.topology_kind = "fat-tree";
@@ -120,20 +126,26 @@ void BM_Partitioned(benchmark::State& state) {
   s.placement = "interleaved";
   s.rina_transport = "aimd";
   s.threads = static_cast<int>(state.range(0));
-  static uint64_t one_thread_digest = 0;  // the 1-thread row runs first
+  s.partitions = static_cast<int>(state.range(1));
+  static uint64_t first_digest = 0;  // the first row's (one thread, one partition)
   uint64_t hops = 0, events = 0;
+  double cpu = 0;
   for (auto _ : state) {
+    const double c0 = thread_cpu_seconds();
     const auto r = exp::run_point(s, "atp", 1);
+    cpu += thread_cpu_seconds() - c0 + r.helper_cpu_s;
     if (!r.ok) state.SkipWithError(r.problems.c_str());
-    if (s.threads == 1) one_thread_digest = r.digest;
-    else if (one_thread_digest != 0 && r.digest != one_thread_digest)  // (0: the 1-thread row did not run)
-      state.SkipWithError("the digest differs from the 1-thread run's");
+    if (first_digest == 0) first_digest = r.digest;
+    else if (r.digest != first_digest) state.SkipWithError("the digest differs from the first row's");
     hops += static_cast<uint64_t>(r.metrics.at("hops"));
     events += static_cast<uint64_t>(r.metrics.at("events"));
   }
   set_counters(state, hops, events);
+  // Per second of the run's threads' CPU time (set-up included, as in hops_per_s).
+  state.counters["hops_per_cpu_s"] = cpu > 0 ? static_cast<double>(hops) / cpu : 0;
 }
-BENCHMARK(BM_Partitioned)->Name("sim/fat_tree_1024_atp_threads")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Partitioned)->Name("sim/fat_tree_1024_atp_threads")->Args({1, 1})->Args({2, 2})->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Partitioned)->Name("sim/fat_tree_1024_atp_partitions")->Args({1, 16})->Args({2, 16})->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_CAPTURE(BM_Sparse, zebra, "zebra")->Name("sim/sparse_zebra_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Sparse, ps_lite, "ps-lite")->Name("sim/sparse_pslite_oa_16")->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
   std::string file, out_dir;
   std::vector<std::string> sets, overlays;
   bool quiet = false, force = false, all_metrics = false, partition = false;
-  unsigned threads = 1, sim_threads = 0;
+  unsigned threads = 1, sim_threads = 0, sim_partitions = 0;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
   sim->add_option("file", file, "scenario TOML file (see scenarios/)")->required();
   sim->add_option("--out", out_dir, "write results.json, results.csv and PNG plots here");
@@ -303,6 +303,11 @@ int main(int argc, char** argv) {
   sim->add_option("--threads", sim_threads,
                   "threads each simulation runs on, its topology split by racks (multi-switch topologies; results, "
                   "digests and traces do not depend on it): --set run.threads=T")
+      ->check(CLI::Range(1u, 256u));
+  sim->add_option("--partitions", sim_partitions,
+                  "partitions each simulation splits into, at least --threads: each thread runs its share one after "
+                  "another in every window, which keeps a large topology's work in cache (results, digests and traces "
+                  "do not depend on it): --set run.partitions=P")
       ->check(CLI::Range(1u, 256u));
   sim->add_flag("--partition", partition,
                 "under mpirun: split each simulation over the ranks, its topology by racks (multi-switch topologies, "
@@ -356,6 +361,7 @@ int main(int argc, char** argv) {
   try {
     if (*sim) {
       if (sim_threads) sets.push_back(fmt::format("run.threads={}", sim_threads));
+      if (sim_partitions) sets.push_back(fmt::format("run.partitions={}", sim_partitions));
       auto load = [&] {
         auto sc = ina::exp::load_scenario_file(file, sets);
         for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);

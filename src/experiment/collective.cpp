@@ -102,13 +102,14 @@ uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle) {
 }
 
 RunSplit::RunSplit(const topo::Graph& g, const sim::Placement& pl, const CollectiveSettings& s)
-    : processes(s.ranks ? s.ranks->size() : 1) {
-  if (s.threads * processes > 1) {
-    std::vector<NodeId> busy;
-    for (const auto& job : pl.jobs)
-      for (const topo::NodeId h : job) busy.push_back(static_cast<NodeId>(h));
-    parts = sim::partition_by_racks(g, s.threads * processes, busy);
-  }
+    : processes(s.ranks ? s.ranks->size() : 1), threads(s.threads) {
+  std::vector<NodeId> busy;
+  for (const auto& job : pl.jobs)
+    for (const topo::NodeId h : job) busy.push_back(static_cast<NodeId>(h));
+  const size_t total = s.partitions ? size_t{std::max(s.partitions, s.threads)} * processes
+                                    : std::max<size_t>(size_t{s.threads} * processes,
+                                                       std::min(sim::Simulator::kMaxPartitions, busy.size() / kHostsPerPartition));
+  if (total > 1) parts = sim::partition_by_racks(g, static_cast<unsigned>(total), busy);
   here = sim::local_nodes(parts, s.ranks);
 }
 

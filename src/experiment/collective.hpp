@@ -93,6 +93,10 @@ struct CollectiveSettings {
   // Threads the simulation runs on (sim::partition_by_racks); results,
   // digest and trace do not depend on it.
   unsigned threads = 1;
+  // The partitions each process splits its share into, run by its
+  // `threads` one after another in each window (sim::Simulator::set_threads;
+  // 0: RunSplit::kHostsPerPartition's rule). Results do not depend on it.
+  unsigned partitions = 0;
   // The processes the simulation is split over (`--partition` under
   // mpirun), each on `threads` threads; null: this process alone.
   sim::Ranks* ranks = nullptr;

@@ -43,19 +43,27 @@ uint64_t dropped_by(const std::vector<const sim::Forwarder*>& idle);
 // this process read off the nodes it ran) to every other, and what each
 // other sent, as `step` of the protocol (sim::Ranks::exchange).
 std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& mine, std::string_view step);
-// How a run on `g` splits (CollectiveSettings::threads, ranks): its
+// How a run on `g` splits (CollectiveSettings::threads, partitions, ranks): its
 // partitions by the racks of the jobs' hosts `pl` (none: one thread, one
 // process) and which nodes this process builds and runs; the others are
 // sim::RemoteNode stand-ins.
 struct RunSplit {
+  // Partitions by default (CollectiveSettings::partitions = 0): one per
+  // this many of the jobs' hosts, at least one per thread. On one thread,
+  // 16 partitions took the 1024-host fat-tree's L2 misses from 19 to 11 a
+  // hop and its runs 1.2-2.9x faster; 2 on 128 hosts 1.15x
+  // (docs/results/simulator.md, "Partitions on one thread").
+  static constexpr size_t kHostsPerPartition = 64;
   RunSplit(const topo::Graph& g, const sim::Placement& pl, const CollectiveSettings& s);
-  unsigned processes = 1;
+  unsigned processes = 1, threads = 1;
   std::vector<uint16_t> parts;  // by node (empty: not split)
   std::vector<bool> here;       // by node, with parts
   bool builds(topo::NodeId v) const { return parts.empty() || here[v]; }
   // After the network is built: the partitions, over the ranks.
   void apply(sim::Simulator& sim, sim::Ranks* ranks) const {
-    if (!parts.empty()) sim.set_partitions(parts, ranks);
+    if (parts.empty()) return;
+    sim.set_partitions(parts, ranks);
+    sim.set_threads(threads);
   }
 };
 // The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.

@@ -239,6 +239,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.rina_transport = s.rina_transport;
   c.max_sim_ms = s.max_sim_ms;
   c.threads = static_cast<unsigned>(s.threads);
+  c.partitions = static_cast<unsigned>(s.partitions);
   c.fail_rank = s.fail_rank;
   c.fail_at_ms = s.fail_at_ms;
   if (!s.memory_mb_per_switch.empty()) {

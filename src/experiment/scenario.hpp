@@ -141,6 +141,9 @@ struct Settings {
   double max_sim_ms = 10000;           // run.max_sim_ms: safety stop (a run hitting it is reported as failed)
   int threads = 1;                     // run.threads: threads one simulation runs on (multi-switch topologies;
                                        //   sim/partition.hpp splits it by racks; results do not depend on it)
+  int partitions = 0;                  // run.partitions: the partitions those threads run, each thread its
+                                       //   share one after another per window (0: one per 64 of the jobs'
+                                       //   hosts, at least one per thread; exp::RunSplit)
   // Not a field: the directory of the scenario file (topology.file is relative to it).
   std::string scenario_dir;
 };

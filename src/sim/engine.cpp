@@ -651,16 +651,23 @@ void Simulator::share_totals(double cpu_s) {
 void Simulator::build_trees() {
   trees_stale_ = false;
   const size_t n = links_.size();
-  link_at_.resize(n);
-  for (uint32_t l = 0; l < n; ++l) link_at_[l] = l;
+  std::vector<uint32_t> order(n);
+  for (uint32_t l = 0; l < n; ++l) order[l] = l;
   auto tie = [&](uint32_t l) { return event_tie(links_[l].to, 0, l); };
-  std::sort(link_at_.begin(), link_at_.end(), [&](uint32_t a, uint32_t b) { return tie(a) < tie(b); });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return tie(a) < tie(b); });
+  // A partition's tree holds the links into its nodes, in that order.
+  for (auto& part : parts_) part->link_at.clear();
   leaf_of_.resize(n);
-  for (uint32_t i = 0; i < n; ++i) leaf_of_[link_at_[i]] = i;
+  for (const uint32_t l : order) {
+    auto& at = parts_[node_part_[links_[l].to]]->link_at;
+    leaf_of_[l] = static_cast<uint32_t>(at.size());
+    at.push_back(l);
+  }
   for (Partition* part : local_) {  // (another process's partitions run there: no tree here)
     Partition& P = *part;
     P.leaves = 1;
-    while (P.leaves < n) P.leaves *= 2;
+    while (P.leaves < P.link_at.size()) P.leaves *= 2;
+    P.link_at.resize(P.leaves, 0);  // (the padding leaves stay empty: never read)
     P.key.assign(P.leaves, kNever);
     P.head.assign(P.leaves, nullptr);
     P.win.assign(2 * P.leaves, 0);
@@ -748,7 +755,7 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
     const bool have_link = lt != kNever;
     const bool have_heap = !P.heap.empty();
     if (!have_link && !have_heap) break;
-    const uint32_t li = have_link ? link_at_[leaf] : 0;
+    const uint32_t li = have_link ? P.link_at[leaf] : 0;
     const bool link_first =
         have_link && (!have_heap || order_key(lt, event_tie(links_[li].to, 0, li)) < order_key(P.heap[0].t, P.heap[0].tie));
     const Time t = link_first ? lt : P.heap[0].t;
@@ -914,46 +921,50 @@ void Simulator::run_partitioned(Time until) {
         fail();
       }
   };
-  std::barrier planned(static_cast<std::ptrdiff_t>(n), plan);
-  std::barrier ran(static_cast<std::ptrdiff_t>(n), ran_all);
-  auto work = [&](size_t i) {
-    Partition& P = *local_[i];
+  // Thread j runs partitions j, j + T, ... one after another.
+  const size_t T = threads_ ? std::min<size_t>(threads_, n) : n;
+  std::barrier planned(static_cast<std::ptrdiff_t>(T), plan);
+  std::barrier ran(static_cast<std::ptrdiff_t>(T), ran_all);
+  auto work = [&](size_t j) {
     for (;;) {
-      try {
-        take_posted(P);
-        next[i] = next_time(P);
-      } catch (...) {
-        fail();
-      }
+      for (size_t i = j; i < n; i += T) try {
+          take_posted(*local_[i]);
+          next[i] = next_time(*local_[i]);
+        } catch (...) {
+          fail();
+        }
       planned.arrive_and_wait();
       if (done) return;
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        run_window(P, stop, until);
-      } catch (...) {
-        fail();
+      for (size_t i = j; i < n; i += T) {
+        Partition& P = *local_[i];
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          run_window(P, stop, until);
+        } catch (...) {
+          fail();
+        }
+        P.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      P.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ran.arrive_and_wait();
     }
   };
-  std::vector<double> cpu(n, 0);
+  std::vector<double> cpu(T, 0);
   {
     std::vector<std::jthread> threads;
-    for (size_t i = 1; i < n; ++i)
-      threads.emplace_back([&, i] {
+    for (size_t j = 1; j < T; ++j)
+      threads.emplace_back([&, j] {
         const double c0 = thread_cpu_seconds();
-        work(i);
-        cpu[i] = thread_cpu_seconds() - c0;
+        work(j);
+        cpu[j] = thread_cpu_seconds() - c0;
       });
     work(0);
   }
-  for (size_t i = 1; i < n; ++i) helper_cpu_s_ += cpu[i];
+  for (size_t j = 1; j < T; ++j) helper_cpu_s_ += cpu[j];
   if (failed) std::rethrow_exception(failed);
   if (!remote_failure.empty()) throw std::runtime_error(remote_failure);
   if (ranks_) {
     double mine = thread_cpu_seconds() - cpu0;
-    for (size_t i = 1; i < n; ++i) mine += cpu[i];
+    for (size_t j = 1; j < T; ++j) mine += cpu[j];
     share_totals(mine);
   }
   if (trace_) {  // each node's records are in one partition's, in its order

@@ -207,8 +207,9 @@ class SimEffects final : public Effects {
   Partition& part_;
 };
 
-// Tournament (winner) tree over links, one leaf per link at the link's
-// place in the order of its deliveries' ties (Simulator::leaf_of_): two
+// Tournament (winner) tree over links, one per partition over the links
+// into its nodes, one leaf per link at the link's place in the order of
+// its deliveries' ties (Simulator::leaf_of_, Partition::link_at): two
 // deliveries at one time go in leaf order, so a leaf's key is its wire
 // head's arrival alone (kNever: empty), 8 bytes. win[n] for 1 <= n < leaves
 // is the leaf with the least key below tree node n (the leftmost of equal
@@ -233,6 +234,9 @@ struct Partition {
   std::vector<Time> key = std::vector<Time>(1, kNever);  // by leaf: its link's wire head's arrival (no link yet: empty)
   std::vector<uint32_t> win = std::vector<uint32_t>(2);
   std::vector<Packet*> head = std::vector<Packet*>(1);  // by leaf: its link's wire head (what to prefetch)
+  // By leaf: its link. The links into this partition's nodes, in the order
+  // of their deliveries' ties (event_tie(to, 0, link)), padded to `leaves`.
+  std::vector<uint32_t> link_at = std::vector<uint32_t>(1);
   size_t leaves = 1;
   std::vector<Event> heap;
   Time now = 0;
@@ -297,7 +301,8 @@ class Simulator {
   // node multicasts to the group are replicated along the shortest-path tree.
   void set_multicast_group(uint16_t group, std::vector<NodeId> members);
 
-  // Splits the nodes into partitions run on as many threads:
+  // Splits the nodes into partitions (run on as many threads, or on
+  // set_threads()'s):
   // `part_of[node]` in [0, P) for every node (P = 1: one, the default). Call
   // after the last connect() and before run(). The least time a packet
   // takes between two partitions is the window; results do not depend on
@@ -307,6 +312,13 @@ class Simulator {
   // with the others through `ranks`, which must outlive the runs. Every
   // process makes the same calls: set-up, run(), call().
   void set_partitions(const std::vector<uint16_t>& part_of, Ranks* ranks = nullptr);
+  // The threads this process's partitions run on (0, the default: one
+  // each). A thread runs its share (partitions i, i + T, ...) one after
+  // another in every window: on fewer threads than partitions each
+  // window's work stays within a partition's nodes, links and packets,
+  // which on a large topology keeps more of it in cache. Results do not
+  // depend on it.
+  void set_threads(unsigned threads) { threads_ = threads; }
   // The process that runs partition p of `parts` over `ranks` processes.
   static unsigned rank_of_partition(size_t p, size_t parts, unsigned ranks) {
     return static_cast<unsigned>(p * ranks / parts);
@@ -389,9 +401,9 @@ class Simulator {
   [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
   [[gnu::always_inline]] inline void key_leaf(Partition& P, uint32_t leaf, const Link& l);  // the same by leaf, inlined into run_window()
-  // The links in the order of their deliveries' ties (event_tie(to, 0,
-  // link)): leaf_of_[link] and link_at_[leaf] (made with the trees).
-  std::vector<uint32_t> leaf_of_, link_at_;
+  // By link: its leaf in its receiver's partition's tree (made with the
+  // trees; Partition::link_at is the inverse).
+  std::vector<uint32_t> leaf_of_;
   // The tournament trees over the links, made again for every local
   // partition. connect() only marks them stale (a tree per connect() would
   // make building a network quadratic in its links); whatever may send
@@ -425,6 +437,7 @@ class Simulator {
   bool remote_busy_ = false, remote_wires_ = false;  // ranks: others' events left (heap; links)
   Time lookahead_ = kNever;
   uint64_t windows_ = 0;
+  unsigned threads_ = 0;  // 0: one per local partition
   double helper_cpu_s_ = 0;
   std::mutex observer_mu_;
   uint16_t payload_capacity_;

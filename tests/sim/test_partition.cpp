@@ -1,7 +1,8 @@
 // The simulator on several threads (sim::Simulator::set_partitions,
-// sim::partition_by_racks): every scheme's run on a fat-tree, with and
-// without link faults and with a ring failure mid-run, gives the same
-// digest, event and hop counts and metrics on 1, 2 and 3 threads; the
+// set_threads, sim::partition_by_racks): every scheme's run on a fat-tree,
+// with and without link faults and with a ring failure mid-run, gives the
+// same digest, event and hop counts and metrics on one partition, on two
+// threads, and on three partitions run by one or by two threads; the
 // rack split keeps a pod together; what cannot be partitioned is refused.
 // (The golden traces, tests/cluster/test_golden.cpp, are also compared
 // event by event on three partitions.)
@@ -27,22 +28,27 @@ void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme)
   s.threads = 1;
   const exp::RunOutput one = exp::run_point(s, scheme, 3);
   ASSERT_TRUE(one.ok) << one.problems;
-  for (const int t : {2, 3}) {
+  // (threads, partitions): a partition per thread; three partitions on one
+  // thread, one after another; three on two threads, one thread running two.
+  for (const auto [t, p] : {std::pair{2, 0}, std::pair{1, 3}, std::pair{2, 3}}) {
+    SCOPED_TRACE(testing::Message() << t << " threads, " << p << " partitions");
     s.threads = t;
+    s.partitions = p;
     const exp::RunOutput par = exp::run_point(s, scheme, 3);
-    ASSERT_TRUE(par.ok) << t << " threads: " << par.problems;
-    EXPECT_EQ(par.digest, one.digest) << t << " threads";
-    EXPECT_EQ(par.metrics, one.metrics) << t << " threads";  // events, hops, sync_ms, retransmits, ...
+    ASSERT_TRUE(par.ok) << par.problems;
+    EXPECT_EQ(par.digest, one.digest);
+    EXPECT_EQ(par.metrics, one.metrics);  // events, hops, sync_ms, retransmits, ...
     // Every event ran in exactly one partition (runs.json sim_partitions).
-    ASSERT_EQ(par.partitions.size(), static_cast<size_t>(t));
+    ASSERT_EQ(par.partitions.size(), static_cast<size_t>(std::max(t, p)));
     uint64_t events = 0;
     for (const auto& [n, busy] : par.partitions) events += n;
     EXPECT_EQ(events, static_cast<uint64_t>(one.metrics.at("events")));
     EXPECT_GT(par.windows, 0u);
+    if (t == 1) EXPECT_EQ(par.helper_cpu_s, 0.0) << "one thread started others";
   }
 }
 
-TEST(Partitioned, EverySchemeGivesTheSameRunOnOneTwoAndThreeThreads) {
+TEST(Partitioned, EverySchemeGivesTheSameRunOnAnySplit) {
   for (const char* scheme : {"ps", "atp", "dsa", "rar", "h-ar", "rina"}) expect_same_on_any_thread_count(fat_tree_two_jobs(), scheme);
 }
 
@@ -61,6 +67,27 @@ TEST(Partitioned, LinkFaultsGiveTheSameRunOnAnyThreadCount) {
 // and reconfigures the survivors (Simulator::call), then the run goes on.
 TEST(Partitioned, ARingFailureMidRunGivesTheSameRunOnAnyThreadCount) {
   expect_same_on_any_thread_count(ring_failure_in_op_1(), "rina");
+}
+
+// By default (run.partitions = 0) a run has one partition per 64 of its
+// jobs' hosts (exp::RunSplit): two for 128 on a k = 8 fat-tree, none below.
+TEST(Partitioned, ByDefaultOnePartitionPer64OfTheJobsHosts) {
+  exp::Settings s = fat_tree_two_jobs();
+  s.k = 8;
+  s.workers = 64;
+  s.gradient_mb = 0.02;
+  const exp::RunOutput by_default = exp::run_point(s, "atp", 1);
+  ASSERT_TRUE(by_default.ok) << by_default.problems;
+  EXPECT_EQ(by_default.partitions.size(), 2u);
+  EXPECT_GT(by_default.windows, 0u);
+  s.partitions = 1;
+  const exp::RunOutput one = exp::run_point(s, "atp", 1);
+  EXPECT_TRUE(one.partitions.empty());
+  EXPECT_EQ(one.digest, by_default.digest);
+  EXPECT_EQ(one.metrics, by_default.metrics);
+  s.partitions = 0;
+  s.workers = 63;  // 126 hosts
+  EXPECT_TRUE(exp::run_point(s, "atp", 1).partitions.empty());
 }
 
 TEST(Partitioned, ByRacksKeepsEachPodOnOneThreadAndSpreadsTheCores) {
@@ -165,13 +192,16 @@ TEST(Partitioned, RefusesWhatCannotBeSplit) {
 // rethrows it, as one thread would, instead of ending the process or
 // leaving the other threads waiting.
 TEST(Partitioned, ANodeThatThrowsStopsTheRunAndRunRethrows) {
-  for (const unsigned parts : {1u, 2u}) {
-    SCOPED_TRACE(parts);
+  for (const unsigned threads : {0u, 1u, 2u}) {  // 0: one partition; else two on that many threads
+    SCOPED_TRACE(threads);
     sim::Simulator sim(1, 16);
     const auto a = sim.add_node(std::make_unique<EveryMicrosecond>(1), false);
     const auto b = sim.add_node(std::make_unique<ThrowsOnTheThird>(), false);
     sim.connect(a, b, sim::LinkParams{}, sim::LinkParams{});
-    if (parts > 1) sim.set_partitions({0, 1});
+    if (threads > 0) {
+      sim.set_partitions({0, 1});
+      sim.set_threads(threads);
+    }
     try {
       sim.run(1 * kMs);
       ADD_FAILURE() << "no exception";
@@ -191,6 +221,25 @@ TEST(Partitioned, ThreadsOnTheStarAreRefusedNamingTheField) {
     EXPECT_NE(m.find("star.toml"), std::string::npos) << m;
     EXPECT_NE(m.find("run.threads"), std::string::npos) << m;
     EXPECT_NE(m.find("multi-switch"), std::string::npos) << m;
+  }
+}
+
+TEST(Partitioned, PartitionsOnTheStarOrBelowTheThreadsAreRefusedNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[run]\npartitions = 4\nschemes = [\"atp\"]\n", "has one switch"},
+      {"[topology]\nkind = \"fat-tree\"\nk = 4\n[run]\nthreads = 3\npartitions = 2\nschemes = [\"atp\"]\n",
+       "at least run.threads (3)"},
+  };
+  for (const auto& [text, why] : cases) {
+    try {
+      exp::parse_scenario(text, "s.toml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("s.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find("run.partitions"), std::string::npos) << m;
+      EXPECT_NE(m.find(why), std::string::npos) << m;
+    }
   }
 }
 
