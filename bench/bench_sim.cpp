@@ -114,7 +114,7 @@ void BM_Sparse(benchmark::State& state, const char* scheme) {
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 // (threads, partitions): one partition per thread; or 16 partitions, the
-// default's for these 1024 hosts (exp::RunSplit), on one thread.
+// default's for these 1024 hosts (exp::RunSplit), on one or two threads.
 void BM_Partitioned(benchmark::State& state) {
   exp::Settings s;
   s.topology_kind = "fat-tree";

@@ -305,9 +305,10 @@ int main(int argc, char** argv) {
                   "digests and traces do not depend on it): --set run.threads=T")
       ->check(CLI::Range(1u, 256u));
   sim->add_option("--partitions", sim_partitions,
-                  "partitions each simulation splits into, at least --threads: each thread runs its share one after "
-                  "another in every window, which keeps a large topology's work in cache (results, digests and traces "
-                  "do not depend on it): --set run.partitions=P")
+                  "partitions each simulation splits into (per rank with --partition; fewer if there are fewer racks), "
+                  "at least --threads: each thread runs its share one after another in every window, which keeps a "
+                  "large topology's work in cache (results, digests and traces do not depend on it; by default one "
+                  "per 64 of the jobs' hosts): --set run.partitions=P")
       ->check(CLI::Range(1u, 256u));
   sim->add_flag("--partition", partition,
                 "under mpirun: split each simulation over the ranks, its topology by racks (multi-switch topologies, "

@@ -106,9 +106,12 @@ RunSplit::RunSplit(const topo::Graph& g, const sim::Placement& pl, const Collect
   std::vector<NodeId> busy;
   for (const auto& job : pl.jobs)
     for (const topo::NodeId h : job) busy.push_back(static_cast<NodeId>(h));
+  const size_t by_hosts = s.link_delay_us >= kMinDelayUs ? busy.size() / kHostsPerPartition : 0;
   const size_t total = s.partitions ? size_t{std::max(s.partitions, s.threads)} * processes
-                                    : std::max<size_t>(size_t{s.threads} * processes,
-                                                       std::min(sim::Simulator::kMaxPartitions, busy.size() / kHostsPerPartition));
+                                    : std::max(size_t{s.threads} * processes, std::min(sim::Simulator::kMaxPartitions, by_hosts));
+  if (total > sim::Simulator::kMaxPartitions)
+    throw std::invalid_argument(fmt::format("run.partitions = {} (run.threads = {}) on {} processes: {} partitions, at most {}",
+                                            s.partitions, s.threads, processes, total, sim::Simulator::kMaxPartitions));
   if (total > 1) parts = sim::partition_by_racks(g, static_cast<unsigned>(total), busy);
   here = sim::local_nodes(parts, s.ranks);
 }

@@ -49,11 +49,16 @@ std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& 
 // sim::RemoteNode stand-ins.
 struct RunSplit {
   // Partitions by default (CollectiveSettings::partitions = 0): one per
-  // this many of the jobs' hosts, at least one per thread. On one thread,
-  // 16 partitions took the 1024-host fat-tree's L2 misses from 19 to 11 a
-  // hop and its runs 1.2-2.9x faster; 2 on 128 hosts 1.15x
-  // (docs/results/simulator.md, "Partitions on one thread").
+  // this many of the jobs' hosts, at least one per thread. On one thread
+  // the 1024-host fat-tree in 16 partitions has 11 L2 misses a hop against
+  // one partition's 19, and its runs take 1.2-2.9x less time; 128 hosts in
+  // 2, 1.15x less (docs/results/simulator.md, "Partitions on one thread").
   static constexpr size_t kHostsPerPartition = 64;
+  // ... when links delay packets at least this long (link_delay_us). The
+  // window is about one link's delay, and each window visits every
+  // partition (and every pair's posts): with shorter delays the windows
+  // multiply and the default keeps one partition per thread.
+  static constexpr double kMinDelayUs = 0.5;
   RunSplit(const topo::Graph& g, const sim::Placement& pl, const CollectiveSettings& s);
   unsigned processes = 1, threads = 1;
   std::vector<uint16_t> parts;  // by node (empty: not split)

@@ -21,7 +21,7 @@ struct RunOutput {
   bool ok = true;
   std::string problems;  // why !ok: unfinished workers, wrong results, leaks
   uint64_t digest = 0;
-  uint64_t windows = 0;      // synchronization windows of a run on several threads (run.threads)
+  uint64_t windows = 0;      // synchronization windows of a run in several partitions (run.threads, run.partitions)
   double helper_cpu_s = 0;   //   and the CPU time of its threads besides the runner's
   std::vector<std::pair<uint64_t, double>> partitions;  //   and per partition, its events and busy wall time
   std::vector<LinkMarks> marked_links;  // network kinds: links with ECN marks or queue drops (runs.json "links")

@@ -169,7 +169,7 @@ const std::vector<Field>& settings_fields() {
       {"run.verify", &Settings::verify},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
       {"run.threads", &Settings::threads, between(1, 256, "threads one simulation runs on")},
-      {"run.partitions", &Settings::partitions, between(0, 256, "partitions one simulation splits into (0: the default)")},
+      {"run.partitions", &Settings::partitions, between(0, 256, "partitions per process one simulation splits into (0: the default)")},
   };
   return fields;
 }
@@ -538,7 +538,7 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
          std::to_string(s.partitions));
   if (s.partitions != 0 && s.partitions < s.threads)
     fail(origin, "run.partitions",
-         fmt::format("is at least run.threads ({}), or 0 for the default (one per 64 of the jobs' hosts)", s.threads),
+         fmt::format("must be at least run.threads ({}), or 0 for the default (one per 64 of the jobs' hosts)", s.threads),
          std::to_string(s.partitions));
   if (is_sparse(s)) return validate_sparse(s, scheme_names, origin);
   {  // Sparse-only settings in a dense scenario would be silently ignored: refuse them.

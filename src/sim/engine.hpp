@@ -308,7 +308,8 @@ class Simulator {
   // takes between two partitions is the window; results do not depend on
   // the split, only the speed does.
   // With `ranks` (size R > 1, P >= R): partition p runs in process
-  // p * R / P; this process runs its own (on as many threads) and trades
+  // p * R / P; this process runs its own (on as many threads, or on
+  // set_threads()'s) and trades
   // with the others through `ranks`, which must outlive the runs. Every
   // process makes the same calls: set-up, run(), call().
   void set_partitions(const std::vector<uint16_t>& part_of, Ranks* ranks = nullptr);

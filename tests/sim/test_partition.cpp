@@ -70,7 +70,8 @@ TEST(Partitioned, ARingFailureMidRunGivesTheSameRunOnAnyThreadCount) {
 }
 
 // By default (run.partitions = 0) a run has one partition per 64 of its
-// jobs' hosts (exp::RunSplit): two for 128 on a k = 8 fat-tree, none below.
+// jobs' hosts (exp::RunSplit): two for 128 on a k = 8 fat-tree, none below,
+// and none where links delay packets less than 0.5 us.
 TEST(Partitioned, ByDefaultOnePartitionPer64OfTheJobsHosts) {
   exp::Settings s = fat_tree_two_jobs();
   s.k = 8;
@@ -86,6 +87,10 @@ TEST(Partitioned, ByDefaultOnePartitionPer64OfTheJobsHosts) {
   EXPECT_EQ(one.digest, by_default.digest);
   EXPECT_EQ(one.metrics, by_default.metrics);
   s.partitions = 0;
+  s.rtt_us = 1.6;  // links of 0.4 us: windows that short would multiply
+  EXPECT_TRUE(exp::run_point(s, "atp", 1).partitions.empty());
+  s.rtt_us = 2;  // 0.5 us
+  EXPECT_EQ(exp::run_point(s, "atp", 1).partitions.size(), 2u);
   s.workers = 63;  // 126 hosts
   EXPECT_TRUE(exp::run_point(s, "atp", 1).partitions.empty());
 }
@@ -225,10 +230,14 @@ TEST(Partitioned, ThreadsOnTheStarAreRefusedNamingTheField) {
 }
 
 TEST(Partitioned, PartitionsOnTheStarOrBelowTheThreadsAreRefusedNamingTheField) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"[run]\npartitions = 4\nschemes = [\"atp\"]\n", "has one switch"},
+  struct Case {
+    const char* text;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"[run]\npartitions = 4\nschemes = [\"atp\"]\n", "has one switch (value: 4)"},
       {"[topology]\nkind = \"fat-tree\"\nk = 4\n[run]\nthreads = 3\npartitions = 2\nschemes = [\"atp\"]\n",
-       "at least run.threads (3)"},
+       "must be at least run.threads (3), or 0 for the default (one per 64 of the jobs' hosts) (value: 2)"},
   };
   for (const auto& [text, why] : cases) {
     try {
