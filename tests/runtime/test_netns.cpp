@@ -140,12 +140,13 @@ void run_cluster(const char* scheme, unsigned workers) {
   // link, so it can run at the link rate (measured 97 %); a ring allreduce
   // moves 2(n-1)/n of it each way, at most n/(2(n-1)) = 75 % of the link
   // for 3 ranks (measured 75 %); OpenMPI's 2-rank allreduce measured 81-100 %
-  // (52-56 % with both ranks bound to one core).
+  // alone and 59-60 % while the other tests ran beside it (52-56 % with both
+  // ranks bound to one core: the CPU check below catches that).
   // Catches a runtime that stalls on timeouts or throttles its window.
   const double gbps = j.at("goodput_gbit_per_s").get<double>();
   const double frac = j.at("fraction_of_worker_link").get<double>();
   const std::string sch = scheme;
-  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.65 : 0.8;
+  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.5 : 0.8;
   EXPECT_GT(frac, floor) << r.output;
   if (sch == "mpi") {
     // Every rank may run on every CPU this test may: each namespace's
