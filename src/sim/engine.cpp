@@ -665,16 +665,17 @@ void Simulator::build_trees() {
   }
   for (Partition* part : local_) {  // (another process's partitions run there: no tree here)
     Partition& P = *part;
+    const size_t own = P.link_at.size();
     P.leaves = 1;
-    while (P.leaves < P.link_at.size()) P.leaves *= 2;
+    while (P.leaves < own) P.leaves *= 2;
     P.link_at.resize(P.leaves, 0);  // (the padding leaves stay empty: never read)
     P.key.assign(P.leaves, kNever);
     P.head.assign(P.leaves, nullptr);
     P.win.assign(2 * P.leaves, 0);
     for (size_t l = 0; l < P.leaves; ++l) P.win[P.leaves + l] = static_cast<uint32_t>(l);
     for (size_t i = P.leaves - 1; i >= 1; --i) P.win[i] = P.win[2 * i];  // all empty: any is the least
-    for (size_t l = 0; l < n; ++l)
-      if (!links_[l].wire.empty() && node_part_[links_[l].to] == P.index) key_link(P, static_cast<uint32_t>(l));
+    for (size_t leaf = 0; leaf < own; ++leaf)
+      if (!links_[P.link_at[leaf]].wire.empty()) key_link(P, P.link_at[leaf]);
   }
 }
 
