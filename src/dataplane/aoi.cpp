@@ -163,6 +163,8 @@ class AoiSwitch final : public SwitchProgram {
     fx.send(p);
   }
 
+  // (The shadow values are a second set of values, mapped as written.)
+  size_t own_register_bytes() const override { return bytes_of(shadow_id_, shadow_valid_, shadow_count_, slots_); }
   // Shadow copy registers, indexed like the aggregators.
   std::vector<uint32_t> shadow_id_;
   std::vector<uint8_t> shadow_valid_;

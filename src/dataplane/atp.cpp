@@ -195,6 +195,10 @@ class AtpSwitch final : public SwitchProgram {
       if (const uint32_t r = t.slot(key); t.key[r] == key) t.key[r] = 0;
   }
   void fetched(uint32_t i, uint64_t key, RankBits ranks) override { record_gone(key, ranks | elsewhere_[i]); }
+  size_t own_register_bytes() const override {
+    return bytes_of(complete_, retired_, elsewhere_, records_[0].key, records_[0].ranks, records_[1].key,
+                    records_[1].ranks);
+  }
 
   std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
   std::vector<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)

@@ -227,6 +227,7 @@ class DsaSwitch final : public SwitchProgram {
     retired_[i] = key;
     if (!at_ps_.empty() && at_ps_[i] == key) at_ps_[i] = 0;
   }
+  size_t own_register_bytes() const override { return bytes_of(priority_, retired_, at_ps_, at_ps_ranks_); }
 
   std::vector<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
   std::vector<uint64_t> retired_;   // register: the task whose result passed this index last (trees only read it)

@@ -101,6 +101,7 @@ class GridSwitch final : public SwitchProgram {
     send_to_ps(p, j, flag::kPartial, fx);
   }
 
+  size_t own_register_bytes() const override { return bytes_of(collisions_); }
   std::vector<uint32_t> collisions_;  // register: collisions the held fragment has caused
   double bits_per_ps_, depth_, tokens_;
   Time last_ = 0;

@@ -753,6 +753,7 @@ class RinaSwitch final : public SwitchProgram {
     fx.send(p);
   }
 
+  size_t own_register_bytes() const override { return bytes_of(complete_, fwd_, freed_, tag_, prio_, gone_, done_); }
   std::vector<uint8_t> complete_;
   std::vector<NodeId> fwd_;
   std::vector<uint64_t> freed_;

@@ -20,8 +20,22 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.assign(n_, Agg{});
   vals_.resize(n_ * width_);
+  slot_.assign(n_, 0);
   if (cfg.share.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
   if (cfg.share.reclaim_after > 0) born_.assign(n_, 0);
+}
+
+uint32_t SwitchProgram::take_slot(uint32_t i, bool zero) {
+  uint32_t s;
+  if (!free_slots_.empty()) {
+    s = free_slots_.back();
+    free_slots_.pop_back();
+    if (zero) std::memset(vals_.data() + static_cast<size_t>(s - 1) * width_, 0, 4u * width_);
+  } else {
+    s = ++used_slots_;
+  }
+  slot_[i] = s;
+  return s;
 }
 
 void SwitchProgram::host_sparse_in_pool() {
@@ -289,8 +303,10 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
 // (perhaps another job's) left in the registers.
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   set_meta(i, p);
-  copy_values(values(i), p.payload(), p.h.count);
-  if (p.h.count < width_) std::memset(values(i) + p.h.count, 0, 4u * (width_ - p.h.count));
+  const uint32_t s = slot_[i] ? slot_[i] : take_slot(i, false);  // every lane is written below
+  int32_t* v = vals_.data() + static_cast<size_t>(s - 1) * width_;
+  copy_values(v, p.payload(), p.h.count);
+  if (p.h.count < width_) std::memset(v + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;
 }
 

@@ -237,6 +237,12 @@ class SwitchProgram : public Node {
   size_t aggregators() const { return n_; }
   size_t occupied() const;  // aggregators in use, plus what a scheme holds elsewhere
   size_t occupied_by(uint16_t job) const;
+  // The most aggregators that held values at once (the value slots taken, values()).
+  size_t value_slots_used() const { return used_slots_; }
+  // Bytes of the arrays indexed by aggregator besides the values (Agg, the
+  // slot index, the scheme's own registers): held whole from the start.
+  // The resource estimate reads it per aggregator.
+  size_t register_bytes() const { return bytes_of(aggs_, slot_, born_) + own_register_bytes(); }
   // The aggregators job `job` may hold at once (PoolShare::job_quota); 0: no limit.
   uint32_t quota_of(uint16_t job) const;
   // Aggregators a sparse job's hot-set table pins (kv_pool; occupied() counts them).
@@ -312,7 +318,16 @@ class SwitchProgram : public Node {
     uint16_t owner = 0;      // the job charged for it (its quota); 0 = none
   };
   Agg& agg(uint32_t i) { return aggs_[i]; }
-  int32_t* values(uint32_t i) { return vals_.data() + static_cast<size_t>(i) * width_; }
+  // An aggregator's value registers. The simulator keeps them in slots
+  // taken at first use and given back at release (a free aggregator's
+  // values are zero), so memory and cache hold the live aggregators'
+  // values, not the whole pool's: a hashed pool (ATP, DSA) spreads its
+  // few live tasks over all of its aggregators. Values read the same.
+  int32_t* values(uint32_t i) {
+    uint32_t s = slot_[i];
+    if (s == 0) s = take_slot(i, true);
+    return vals_.data() + static_cast<size_t>(s - 1) * width_;
+  }
 
   void reserve(uint32_t i, const Packet& p);
   void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p
@@ -320,7 +335,20 @@ class SwitchProgram : public Node {
   void release(uint32_t i) {
     if (aggs_[i].owner) --held_[aggs_[i].owner];
     aggs_[i] = Agg{};
+    if (const uint32_t s = slot_[i]) {
+      free_slots_.push_back(s);
+      slot_[i] = 0;
+    }
   }
+  // The scheme's own arrays indexed by aggregator (register_bytes()).
+  virtual size_t own_register_bytes() const { return 0; }
+  template <class... V>
+  static size_t bytes_of(const V&... v) {
+    return (size_t{0} + ... + (v.size() * sizeof(typename V::value_type)));
+  }
+  // A slot for aggregator i: the one released last (zeroed if `zero`: the
+  // caller writes every lane otherwise), else one never used (zero pages).
+  uint32_t take_slot(uint32_t i, bool zero);
   // Job j may take aggregator i without exceeding its quota (i held by j already: yes).
   bool may_take(const SwitchJob& j, uint32_t i) const;
   // A packet of job j that addresses aggregator i, held by another task,
@@ -386,11 +414,15 @@ class SwitchProgram : public Node {
   bool is_member(const SwitchJob& j, NodeId n) const;
 
   std::vector<Agg> aggs_;
-  // The aggregators' values: pages the kernel maps on first write
-  // (core/zero_page_allocator.hpp), so registers that no task reaches (an
-  // idle rack's ToR on a large fabric) cost no memory. Sized once, in the
-  // constructor: every value reads as zero until written.
+  // The value slots (values()): pages the kernel maps on first write
+  // (core/zero_page_allocator.hpp), so only as many as were ever live at
+  // once cost memory, none on a switch no task reaches (an idle rack's ToR
+  // on a large fabric). Sized once, in the constructor, for every
+  // aggregator at once.
   std::vector<int32_t, ZeroPageAllocator<int32_t>> vals_;
+  std::vector<uint32_t> slot_;        // by aggregator: 1 + its slot in vals_, 0 = none
+  std::vector<uint32_t> free_slots_;  // slots released, the last released last
+  uint32_t used_slots_ = 0;           // slots ever taken: the most live at once
   std::vector<uint32_t> held_;   // by job id: aggregators charged to it (Agg::owner)
   std::vector<Time> born_;       // reclaim_after > 0: when each aggregator's task reserved it
   Time now_ = 0;                 // the time of the packet being handled

@@ -65,6 +65,7 @@ class SwitchMLSwitch final : public SwitchProgram {
   }
 
  private:
+  size_t own_register_bytes() const override { return bytes_of(complete_); }
   std::vector<uint8_t> complete_;  // register: the slot holds its phase's result (the shadow copy)
 };
 

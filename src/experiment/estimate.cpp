@@ -27,14 +27,14 @@ constexpr double kMiBytes = 1 << 20;
 
 // Sizes of structures private to other layers, mirrored here (they are
 // checked against the measured peak RSS in tests/cli/test_bad_input.cpp):
-//  - dp::SwitchProgram::Agg: key 8, bitmap 16 (RankBits), ecn 1, count 2, padded to 32; plus the
-//    scheme's own register per aggregator (at most 4 B: DSA's priority, GRID's collision counter);
-constexpr uint64_t kAggBytes = 32 + 4;
-//  - dp::RinaSwitch's own registers per aggregator: complete 1, onward node 2, freed key 8;
-constexpr uint64_t kRinaRegisterBytes = 11;
-//  - an aggregator's values: the page their first write maps (dp::SwitchProgram's value
-//    registers come from core/zero_page_allocator.hpp);
+//  - an aggregator's values: a slot of payload bytes while its task lives, the slots on pages
+//    their first write maps (dp::SwitchProgram::values; core/zero_page_allocator.hpp). A
+//    scheme whose aggregators stay taken (SwitchML's isolated regions, P4INC-AOI's segments)
+//    keeps a slot for every aggregator it ever wrote;
 constexpr uint64_t kPageBytes = 4096;
+//  - the tasks live at a switch at once: a window's span per job (its workers send the same
+//    PSNs), about twice the initial window under AIMD, four when packets wait (see kRecBytes).
+constexpr uint64_t kLiveWindows = 2, kLiveWindowsWaiting = 4;
 //  - host::WorkerTransport::Rec: sent, last_tx, deadline (8 each), retx 2, slot, prev, gap_mark
 //    (4 each), padded to 40, and its done bit. An op's records are a ring over its packets
 //    [lowest not done, next to send) (host/record_ring.hpp), doubled when full (at least
@@ -68,6 +68,20 @@ constexpr uint64_t kPoolSlab = 4096;  // PacketPool slab, in packets
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Bytes of register state per aggregator besides the values (its Agg, its
+// slot index, the scheme's own arrays): what the scheme's program, made
+// with 64 aggregators, holds (dp::SwitchProgram::register_bytes).
+uint64_t register_bytes(const schemes::Scheme* spec, const Settings& s) {
+  if (!spec || !spec->factory) return 0;
+  constexpr uint64_t kAggs = 64;
+  dp::SwitchConfig c;
+  c.payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
+  c.memory_bytes = kAggs * 4 * c.payload_values;
+  if (s.ring_memory == "pool")
+    if (const schemes::Scheme* pool = schemes::ring_pool_scheme(s.pool_policy)) c.rina.ring_memory = pool->ring_pool;
+  return spec->make_switch(c)->register_bytes() / kAggs;
+}
+
 uint64_t partition_bytes(char model, double partition_mb) {
   const double mb = partition_mb > 0 ? partition_mb : model == 'A' ? 4 : 2;
   return static_cast<uint64_t>(std::llround(mb * kMiBytes / 4)) * 4;
@@ -93,8 +107,9 @@ std::string Estimate::summary() const {
 
 // A collective on a multi-switch topology (network_point.hpp): its tensors
 // are synthetic (no storage); memory is the INA switches' aggregators, the
-// packets in flight (four windows per worker: shards out and in, acks,
-// retransmissions; at most what the queues hold), the links and the nodes;
+// packets in flight (four windows per worker in the PS family: shards out
+// and in, acks, retransmissions; two in a ring; at most what the queues
+// hold), the links and the nodes;
 // for the PS family (PS, ATP, ...) the hosts' worker transports and PS
 // deadlines (ps_hosts), and for the ring family (RAR, H-AR, Rina) the
 // endpoints' buffers, sized by the gradient (estimate_ring.hpp).
@@ -179,13 +194,17 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   const uint64_t window = std::max<uint64_t>(1, static_cast<uint64_t>(s.init_window_kb * 1000 / wire));
   const uint64_t links = 2 * g.links().size();
   const uint64_t queued = links * std::max<uint64_t>(1, static_cast<uint64_t>(s.queue_kb * 1000 / wire));
-  const uint64_t in_flight = std::min(workers * 4 * window, queued) + kPoolSlab;
+  // A ring's worker sends to one neighbour and acknowledges the other's
+  // sends: about its window out and the acknowledgements of one coming in.
+  const uint64_t windows = ring ? 2 : 4;
+  const uint64_t in_flight = std::min(workers * windows * window, queued) + kPoolSlab;
   const uint64_t stride = (sizeof(Packet) + payload + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
   const uint64_t aggs = static_cast<uint64_t>(std::floor(s.memory_mb * kMiBytes / static_cast<double>(payload)));
   // Every switch counted as INA (an upper bound), but for a scheme whose
   // run is known: its INA switches (switch.ina), none for PS, RAR and H-AR;
   // each with its own memory (switch_memory_mb).
-  uint64_t switch_bytes = g.switches().size() * aggs * (kAggBytes + payload);
+  const uint64_t regs = register_bytes(spec, s);
+  uint64_t switch_bytes = g.switches().size() * aggs * (regs + payload);
   RingBuffers ring_bytes;
   PsHosts ps_bytes;
   uint64_t gather_slots = 0;
@@ -227,24 +246,37 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
   }
   if (nr && (spec->collective == schemes::Collective::PsIna || ring_ina)) {
     switch_bytes = 0;
-    // A switch's values are pages mapped on first write (dataplane/switch.hpp):
-    // a ToR whose hosts all idle holds only its aggregators' metadata; a
-    // Rina switch the slots its jobs write (ring_slots, in pages). Any
-    // other INA switch counts whole (an upper bound).
-    std::vector<bool> busy(nr->graph.num_nodes(), false), idle_tor(nr->graph.num_nodes(), false);
+    // A switch's values take a slot per live task (dataplane/switch.hpp):
+    // a ToR's live tasks are its hosts' windows (none on an idle rack's,
+    // which holds only its aggregators' metadata), any other switch's
+    // every busy host's; a Rina switch's are also at most the slots its
+    // jobs write (ring_slots, in pages). A scheme whose aggregators stay
+    // taken holds a slot for every one.
+    std::vector<bool> busy(nr->graph.num_nodes(), false);
+    std::vector<uint64_t> live(nr->graph.num_nodes(), 0);
+    uint64_t busy_hosts = 0;
     for (const auto& job : placement(*nr).jobs)
-      for (const topo::NodeId h : job) busy[h] = true;
-    for (const sim::Rack& r : sim::racks(nr->graph))
-      idle_tor[r.tor] = std::none_of(r.hosts.begin(), r.hosts.end(), [&](topo::NodeId h) { return busy[h]; });
+      for (const topo::NodeId h : job) busy_hosts += !busy[h], busy[h] = true;
+    const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
+    const uint64_t per_host = (lossy ? kLiveWindowsWaiting : kLiveWindows) * window;
+    const bool releases = !spec->isolated && !spec->segments;
+    std::vector<bool> tor(nr->graph.num_nodes(), false);
+    for (const sim::Rack& r : sim::racks(nr->graph)) {
+      tor[r.tor] = true;
+      for (const topo::NodeId h : r.hosts) live[r.tor] += busy[h] ? per_host : 0;
+    }
     for (const topo::NodeId v : nr->ina) {
       const double mb = switch_memory_mb(nr->settings, nr->graph, v);
       const auto n = static_cast<uint64_t>(std::floor(mb * kMiBytes / static_cast<double>(payload)));
-      uint64_t values = idle_tor[v] ? 0 : n * payload;
+      const uint64_t tasks = tor[v] && live[v] == 0 ? 0  // an idle rack's ToR
+                             : releases ? std::min(n, tor[v] ? live[v] : busy_hosts * per_host)
+                                        : n;
+      uint64_t values = ceil_div(tasks * payload, kPageBytes) * kPageBytes;
       if (ring_ina) {  // its jobs' slots (a region need not start on a page: one page more)
         const uint64_t pages = ring_slots[v] ? ceil_div(std::min(n, ring_slots[v]) * payload, kPageBytes) + 1 : 0;
         values = std::min(values, pages * kPageBytes);
       }
-      switch_bytes += n * (kAggBytes + (ring_ina ? kRinaRegisterBytes : 0)) + values;
+      switch_bytes += n * regs + values;
     }
   } else if (nr) {
     switch_bytes = 0;
@@ -306,7 +338,8 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   // ring then holds up to four windows (see kRecBytes).
   const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
   const bool waits = lossy || tracks;
-  uint64_t recs = 0, rto = 0, tasks = 0, ps = 0, distinct = 0;
+  uint64_t recs = 0, rto = 0, tasks = 0, ps = 0, distinct = 0, live = 0;
+  const bool stays = !spec || spec->isolated || spec->segments;
   for (uint64_t j = 1; j <= jobs; ++j) {
     const auto wpj = static_cast<uint64_t>(per_job[j - 1]);
     const char model = s.model == "mixed" ? (j % 2 ? 'A' : 'B') : s.model[0];
@@ -320,6 +353,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;
     distinct += ops * pkts;  // tasks (job, PSN) over the run
+    live += (waits ? kLiveWindowsWaiting : kLiveWindows) * window;
     if (tracks) tasks += ops * pkts;  // one byte per (job, PSN)
     // Open PS entries: at most the packets of the live ops; in practice the
     // windows in flight and the tasks left waiting for a reminder (16 windows).
@@ -338,10 +372,11 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   e.parts = {
       {"worker transport records", "workload.jobs x workload.workers_per_job x transport.init_window_kb", recs + rto},
       // P4INC-AOI's shadow copy is a second set of value registers (and its id).
-      // Values are pages mapped on first write (dataplane/switch.hpp): at most
-      // a page per task, all of them once the tasks outnumber the pages.
+      // Values take a slot per task while it lives (dataplane/switch.hpp):
+      // a window's span per job, or every aggregator written where they stay taken.
       {"switch aggregators", "switch.memory_mb, workload.partition_mb",
-       (aggs * kAggBytes + std::min(aggs * payload, distinct * kPageBytes)) * (spec && spec->segments ? 2 : 1)},
+       (aggs * register_bytes(spec, s) + ceil_div(std::min({aggs, distinct, stays ? aggs : live}) * payload, kPageBytes) * kPageBytes) *
+           (spec && spec->segments ? 2 : 1)},
       {"DSA task tracking", "workload.jobs x workload.iterations x (workload.partition_mb or model) / switch.payload_bytes",
        tasks},
       {"PS entries", "workload.jobs x switch.payload_bytes", ps},

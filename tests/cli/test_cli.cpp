@@ -129,14 +129,14 @@ TEST(Cli, ParallelRunsGiveByteIdenticalResults) {
 }
 
 // runs.json's peak_rss_mb with -j 1 is each run's own peak: the peak is
-// reset before a run. A run whose 98 304 tasks write nearly every page of
-// the switch's 96 MiB of value registers (hashed over 393 216
-// aggregators) comes first; the run after it, with 41 tasks, must not
-// report the first one's peak.
+// reset before a run. A run whose 393 216 tasks write every one of the
+// switch's 393 216 aggregators (96 MiB of values: SwitchML's slots stay
+// taken) comes first; the run after it, with 41 tasks, must not report
+// the first one's peak.
 TEST(Cli, RunsJsonHasEachRunsOwnPeakMemory) {
   const auto d = temp_dir("rss");
-  write(d / "s.toml", "[switch]\nmemory_mb = 96\n[workload]\njobs = 1\nworkers_per_job = 2\n[run]\nschemes = [\"atp\"]\n"
-                      "[sweep]\nkey = \"workload.partition_mb\"\nvalues = [24, 0.01]\n");
+  write(d / "s.toml", "[switch]\nmemory_mb = 96\n[workload]\njobs = 1\nworkers_per_job = 2\n[run]\nschemes = [\"switchml\"]\n"
+                      "[sweep]\nkey = \"workload.partition_mb\"\nvalues = [96, 0.01]\n");
   const auto out = d / "out";
   ASSERT_EQ(run("sim " + (d / "s.toml").string() + " --quiet -j 1 --out " + out.string()).status, 0);
   const auto runs = nlohmann::json::parse(std::ifstream(out / "runs.json"));

@@ -40,6 +40,41 @@ TEST(AtpSwitch, CollisionGoesToPs) {
   EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
+// Values live in slots taken at reservation and given back when the
+// task's result passes: 200 tasks one after another over 4 096 hashed
+// aggregators use one slot, three at once use three. A reused slot holds
+// the last task's values: a task of 10 values on it adds its other rank's
+// 64 onto zeros. Catches: values kept per aggregator (a hashed pool then
+// touches all of its memory), a reused slot not cleared.
+TEST(AtpSwitch, ValuesTakeASlotOnlyWhileTheirTaskLives) {
+  FakeEffects fx;
+  auto sw = make_sw("atp", 4096);
+  add_shared_jobs(*sw);
+  for (uint32_t psn = 0; psn < 200; ++psn) {
+    const auto g0 = ramp(psn % 2 ? 10 : 64, static_cast<int32_t>(psn) * 7, 3), g1 = ramp(64, -5, static_cast<int32_t>(psn));
+    sw->on_packet(make_data(fx, 2, psn, 0, 2, 4, g0), 0, fx);
+    ASSERT_TRUE(fx.take().empty());
+    sw->on_packet(make_data(fx, 2, psn, 1, 2, 5, g1), 0, fx);
+    auto out = fx.take();
+    ASSERT_EQ(out.size(), 1u) << "psn " << psn;
+    EXPECT_EQ(out[0].h.dst, kPs2);
+    EXPECT_TRUE(out[0].h.has(flag::kPartial));
+    std::vector<int32_t> sum = g1;
+    for (size_t k = 0; k < g0.size(); ++k) sum[k] += g0[k];
+    ASSERT_EQ(out[0].v, sum) << "psn " << psn;
+    sw->on_packet(ps_result(fx, 2, psn, kPs2, 2, sum), 0, fx);
+    fx.take();
+    ASSERT_EQ(sw->occupied(), 0u);
+  }
+  EXPECT_EQ(sw->value_slots_used(), 1u);
+  for (uint32_t psn = 1000; psn < 1003; ++psn) sw->on_packet(make_data(fx, 2, psn, 0, 2, 4, ramp(64, 1)), 0, fx);
+  EXPECT_TRUE(fx.take().empty());
+  EXPECT_EQ(sw->occupied(), 3u);
+  EXPECT_EQ(sw->value_slots_used(), 3u);
+  EXPECT_EQ(sw->stats().collisions, 0u);
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
 // A task split by a collision: job 1's rank 0 finds the one aggregator
 // held by job 2 and goes to the PS; job 2's result frees it; ranks 1 and 2
 // arrive and reserve it. The switch remembers that rank 0 went around: the
