@@ -24,7 +24,10 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo needs only the `ina` binary: a newcomer's first build skips the
+# tests and benchmarks (`make test` builds them).
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ina
 	./$(BUILD)/ina demo
 
 test: build

@@ -314,9 +314,12 @@ int main(int argc, char** argv) {
                 "under mpirun: split each simulation over the ranks, its topology by racks (multi-switch topologies, "
                 "each rank on --threads threads; results and digests do not depend on it), "
                 "instead of spreading the runs over them");
-  sim->footer("Schemes a scenario's run.schemes may name (name|alias):" +
+  sim->footer("Schemes a scenario's run.schemes may name (name|alias), on a star (topology.kind = \"star\"):" +
               ina::schemes::help(ina::schemes::Engine::SimStar) +
-              "\nOn multi-switch topologies (ina plan grid --simulate):" +
+              "\nOn a multi-switch topology (fat-tree, dragonfly, ...):" +
+              ina::schemes::help(ina::schemes::Engine::SimNetwork) +
+              "\nWith sparse gradients (workload.sparse_model):" + ina::schemes::help(ina::schemes::Engine::SimSparse) +
+              "\nGRID's planned routes (ina plan grid --simulate, ina plan grid-sweep):" +
               ina::schemes::help(ina::schemes::Engine::SimTopology));
 
   std::string demo_out = "out/demo", demo_part;

@@ -338,13 +338,17 @@ Runner register_plan_rina(CLI::App& plan) {
                 "Rina: members' rate to an INA ToR (default 0: 20, the paper's full speed, with --rina-transport "
                 "paper; not paced with aimd); PS-based INA: each host's rate over the aggregation trees (0: not paced)")
       ->check(Finite(0, 1e6, false, "Gbps"));
-  r->add_option("--rina-transport", rargs->tp.rina_transport,
-                "Rina's transport: paper (default; §IV-C: paced ScatterReduce, AllGather from one packet) or aimd "
-                "(the plain ring AIMD, unpaced unless --ina-gbps)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, host::RinaTransport>{{"paper", host::RinaTransport::Paper},
-                                                     {"aimd", host::RinaTransport::Aimd}},
-          CLI::ignore_case));
+  // (A string, not the enum: CLI11 prints a uint8_t enum's values as raw bytes.)
+  r->add_option_function<std::string>(
+       "--rina-transport",
+       [rargs](const std::string& v) {
+         rargs->tp.rina_transport = CLI::detail::to_lower(v) == "aimd" ? host::RinaTransport::Aimd
+                                                                        : host::RinaTransport::Paper;
+       },
+       "Rina's transport: paper (default; §IV-C: paced ScatterReduce, AllGather from one packet) or aimd "
+       "(the plain ring AIMD, unpaced unless --ina-gbps)")
+      ->check(CLI::IsMember({"paper", "aimd"}, CLI::ignore_case))
+      ->type_name("paper|aimd");
   r->add_option("--straggler-sigma-us", rargs->tp.straggler_sigma_us, "Eq. 1: per-send delay ~ N(k/N, sigma^2), sigma")
       ->check(Finite(0, 1e6, false, "microseconds"));
   r->add_option("--straggler-k-us", rargs->tp.straggler_k_us, "Eq. 1: its k")->check(Finite(0, 1e9, false, "microseconds"));

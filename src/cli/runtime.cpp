@@ -707,8 +707,8 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--switch-threads", c.switch_threads, "`ina switch --threads`: job J on switch thread J mod T (DSA "
                                                       "preempts only among one thread's jobs)")
       ->capture_default_str()->check(CLI::Range(1u, rt::kMaxSwitchThreads));
-  r->add_option("--racks", c.racks, "ring schemes: split the workers into this many equal racks (H-AR's and Rina's "
-                                    "racks; Rina: one `ina switch` per INA rack)")
+  r->add_option("--racks", c.racks, "split the workers into this many equal racks: H-AR's and Rina's racks, and ATP's "
+                                    "or DSA's over racks (one `ina switch` per INA rack, --ina-racks)")
       ->capture_default_str()->check(CLI::Range(1, 256));
   r->add_option("--fail-rank", c.fail_rank, "rar, rina: inject a failure: this rank stops for good (with --fail-at-op)")
       ->check(CLI::Range(0, 65535));

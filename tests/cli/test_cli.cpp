@@ -398,6 +398,28 @@ TEST(CliConsistency, RinaEcnThresholdReachesTheModelAndTheSimulator) {
   EXPECT_NE(bad.output.find("--ecn-kb"), std::string::npos) << bad.output;
 }
 
+// --rina-transport reaches the model and the simulator (aimd is the plain
+// ring AIMD, paper the paced one: the rates differ), takes any case, is the
+// paper's by default, and its help and refusals print the names, not the
+// enum's byte values.
+TEST(CliConsistency, RinaTransportByNameInHelpErrorsAndRuns) {
+  auto out = [](const std::string& t) {
+    const auto r = run("plan rina --topology fat-tree:4 --ina-count 2 --gradient-mb 0.25 --vs-sim --json" + t);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find('{'))).at("vs_sim").dump();
+  };
+  const std::string aimd = out(" --rina-transport aimd"), paper = out(" --rina-transport paper");
+  EXPECT_NE(aimd, paper);
+  EXPECT_EQ(out(" --rina-transport AIMD"), aimd);
+  EXPECT_EQ(out(""), paper);
+  const auto bad = run("plan rina --topology fat-tree:4 --rina-transport fast");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("--rina-transport: fast not in {paper,aimd}"), std::string::npos) << bad.output;
+  const auto help = run("plan rina --help");
+  EXPECT_NE(help.output.find("--rina-transport paper|aimd"), std::string::npos) << help.output;
+  for (const char c : help.output) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << int(c);
+}
+
 TEST(CliConsistency, MemoryInMiBEverywhereAndSwitchHelpListsOnlyItsSchemes) {
   // --memory-mb is MiB (as switch.memory_mb): 0.0001 MiB = 105 bytes, too small for one aggregator.
   auto r = run("run --memory-mb 0.0001");
