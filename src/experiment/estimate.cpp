@@ -371,12 +371,14 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   Estimate e;
   e.parts = {
       {"worker transport records", "workload.jobs x workload.workers_per_job x transport.init_window_kb", recs + rto},
-      // P4INC-AOI's shadow copy is a second set of value registers (and its id).
       // Values take a slot per task while it lives (dataplane/switch.hpp):
-      // a window's span per job, or every aggregator written where they stay taken.
+      // a window's span per job, or every aggregator written where they stay
+      // taken. P4INC-AOI's shadow copy is a second set of values (its
+      // registers are in register_bytes).
       {"switch aggregators", "switch.memory_mb, workload.partition_mb",
-       (aggs * register_bytes(spec, s) + ceil_div(std::min({aggs, distinct, stays ? aggs : live}) * payload, kPageBytes) * kPageBytes) *
-           (spec && spec->segments ? 2 : 1)},
+       aggs * register_bytes(spec, s) +
+           ceil_div(std::min({aggs, distinct, stays ? aggs : live}) * payload, kPageBytes) * kPageBytes *
+               (spec && spec->segments ? 2 : 1)},
       {"DSA task tracking", "workload.jobs x workload.iterations x (workload.partition_mb or model) / switch.payload_bytes",
        tasks},
       {"PS entries", "workload.jobs x switch.payload_bytes", ps},
