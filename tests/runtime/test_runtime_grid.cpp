@@ -36,8 +36,10 @@ struct GridRun {
 // Runs the job; capacity_mbit limits switch A's processing capacity C_s (0: none).
 GridRun run_grid(const std::string& tag, double capacity_mbit) {
   const fs::path d = ina_test::fresh_dir("grid_" + tag);
-  // 16 ports per process id: tests run at once (ctest -j) get disjoint ranges.
-  const int base = 20000 + 16 * static_cast<int>(::getpid() % 2500);
+  // 16 ports per process id: tests run at once (ctest -j) get disjoint
+  // ranges, all below the kernel's ephemeral ports (32768 on: another
+  // test's socket bound to port 0 may hold any of those).
+  const int base = 20000 + 16 * static_cast<int>(::getpid() % 760);
   const std::string a = "127.0.0.1:" + std::to_string(base), b = "127.0.0.1:" + std::to_string(base + 1);
   nlohmann::json workers = nlohmann::json::array();
   for (int r = 0; r < 4; ++r) workers.push_back("127.0.0.1:" + std::to_string(base + 10 + r));
