@@ -30,7 +30,7 @@ uint32_t SwitchProgram::take_slot(uint32_t i, bool zero) {
   if (!free_slots_.empty()) {
     s = free_slots_.back();
     free_slots_.pop_back();
-    if (zero) std::memset(vals_.data() + static_cast<size_t>(s - 1) * width_, 0, 4u * width_);
+    if (zero) std::memset(slot_values(s), 0, 4u * width_);
   } else {
     s = ++used_slots_;
   }
@@ -303,8 +303,7 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
 // (perhaps another job's) left in the registers.
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   set_meta(i, p);
-  const uint32_t s = slot_[i] ? slot_[i] : take_slot(i, false);  // every lane is written below
-  int32_t* v = vals_.data() + static_cast<size_t>(s - 1) * width_;
+  int32_t* v = slot_values(slot_[i] ? slot_[i] : take_slot(i, false));  // every lane is written below
   copy_values(v, p.payload(), p.h.count);
   if (p.h.count < width_) std::memset(v + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;

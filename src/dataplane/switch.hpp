@@ -326,8 +326,9 @@ class SwitchProgram : public Node {
   int32_t* values(uint32_t i) {
     uint32_t s = slot_[i];
     if (s == 0) s = take_slot(i, true);
-    return vals_.data() + static_cast<size_t>(s - 1) * width_;
+    return slot_values(s);
   }
+  int32_t* slot_values(uint32_t s) { return vals_.data() + static_cast<size_t>(s - 1) * width_; }
 
   void reserve(uint32_t i, const Packet& p);
   void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p

@@ -82,6 +82,13 @@ void set_problems(CollectiveResult& out, const std::vector<std::string>& problem
 
 // The jobs' hosts by rank (workers_per_job = {0}: one job on every host), as every run places them.
 sim::Placement job_placement(const topo::Graph& g, const CollectiveSettings& s);
+
+// A Rina ToR's memory under switch.ring_memory and switch.pool_policy: a
+// shared pool runs the policy's scheme's rule (checked by check_settings).
+inline dp::RingMemory ring_memory_of(std::string_view ring_memory, std::string_view pool_policy) {
+  const schemes::Scheme* pool = ring_memory == "pool" ? schemes::ring_pool_scheme(pool_policy) : nullptr;
+  return pool ? pool->ring_pool : dp::RingMemory::Region;
+}
 // PS (co-located, sharded over the workers) and PS-based INA (ATP over the topology).
 CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& scheme, const sim::Placement& pl,
                                const CollectiveSettings& s);

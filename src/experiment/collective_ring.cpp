@@ -242,8 +242,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   dp::SwitchConfig swc;
   swc.memory_bytes = detail::smallest_memory_bytes(s, g, ina_tors);
   swc.payload_values = s.payload_values;
-  if (s.ring_memory == "pool")
-    swc.rina.ring_memory = schemes::ring_pool_scheme(s.pool_policy)->ring_pool;  // checked by check_settings
+  swc.rina.ring_memory = detail::ring_memory_of(s.ring_memory, s.pool_policy);
   // Each job's region (or, with a shared pool, its members' window): 1/J of
   // the aggregators, one window slot each (schemes/admission.hpp), the same
   // on every INA ToR of the job.

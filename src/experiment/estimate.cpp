@@ -77,8 +77,7 @@ uint64_t register_bytes(const schemes::Scheme* spec, const Settings& s) {
   dp::SwitchConfig c;
   c.payload_values = static_cast<uint16_t>(s.payload_bytes / 4);
   c.memory_bytes = kAggs * 4 * c.payload_values;
-  if (s.ring_memory == "pool")
-    if (const schemes::Scheme* pool = schemes::ring_pool_scheme(s.pool_policy)) c.rina.ring_memory = pool->ring_pool;
+  c.rina.ring_memory = detail::ring_memory_of(s.ring_memory, s.pool_policy);
   return spec->make_switch(c)->register_bytes() / kAggs;
 }
 
