@@ -105,6 +105,15 @@ double median(std::vector<double> v) {
 int run_vs_ns3(const std::string& json_out, int rounds) {
   if (rounds < 1) throw std::invalid_argument(fmt::format("ina bench sim --vs-ns3: --rounds must be >= 1, got {}", rounds));
   const fs::path exe = ns3_star_binary();
+  // The --json file (and its directory) before the rounds, not after them.
+  std::ofstream json_file;
+  if (!json_out.empty()) {
+    std::error_code ec;
+    if (const fs::path dir = fs::path(json_out).parent_path(); !dir.empty()) fs::create_directories(dir, ec);
+    json_file.open(json_out);
+    if (!json_file)
+      throw std::runtime_error(fmt::format("--json '{}': cannot write the file{}", json_out, ec ? ": " + ec.message() : ""));
+  }
   nlohmann::json all = nlohmann::json::array();
   for (const int hosts : {16, 64}) {
     exp::StarLineRateSettings s;
@@ -171,10 +180,9 @@ int run_vs_ns3(const std::string& json_out, int rounds) {
                    {"ratio", ratio},
                    {"cpu_ratio", cpu_ratio}});
   }
-  if (!json_out.empty()) {
-    std::ofstream f(json_out);
-    f << all.dump(2) << "\n";
-    if (!f) throw std::runtime_error("cannot write " + json_out);
+  if (json_file.is_open()) {
+    json_file << all.dump(2) << "\n";
+    if (!json_file.flush()) throw std::runtime_error(fmt::format("--json '{}': cannot write the file", json_out));
   }
   return 0;
 }

@@ -96,4 +96,16 @@ TEST(StarLineRate, VsNs3RoundsAreCheckedBeforeAnythingRuns) {
   EXPECT_NE(alone.output.find("--rounds goes with --vs-ns3"), std::string::npos) << alone.output;
 }
 
+// --json is opened (its directory made) before the rounds: a file that
+// cannot be written fails at once, naming the flag and the path, not after
+// a minute of rounds.
+TEST(StarLineRate, VsNs3JsonThatCannotBeWrittenFailsBeforeAnyRound) {
+  if (!std::filesystem::exists(std::filesystem::path(INA_BINARY).parent_path() / "ina-ns3-star"))
+    GTEST_SKIP() << "ina-ns3-star is not built (libns3-dev)";
+  const auto run = ina_test::run_command(std::string(INA_BINARY) + " bench sim --vs-ns3 --rounds 1 --json /proc/none/x.json");
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("--json '/proc/none/x.json': cannot write the file"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("round 1"), std::string::npos) << run.output;
+}
+
 }  // namespace
