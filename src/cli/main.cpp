@@ -360,7 +360,11 @@ int main(int argc, char** argv) {
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2, as any bad input
+  }
 
   try {
     if (*sim) {

@@ -573,14 +573,24 @@ int guarded_aoi(const std::function<int()>& body) {
   return 2;
 }
 
+// The scenario file, given as the positional FILE or as --scenario FILE
+// (one of them, once): two options, so that help marks neither REQUIRED.
+void add_scenario_file(CLI::App* c, std::string& file, const std::string& what) {
+  auto* pos = c->add_option("file", file, what + " (or --scenario FILE)");
+  auto* opt = c->add_option("--scenario", file, "the scenario file, as FILE");
+  c->parse_complete_callback([pos, opt] {
+    if (pos->count() + opt->count() != 1)
+      throw CLI::ValidationError("FILE", "give the scenario file once, as FILE or as --scenario FILE");
+  });
+}
+
 }  // namespace
 
 Runner register_plan_aoi(CLI::App& plan) {
   auto a = std::make_shared<AoiArgs>();
   auto* c = plan.add_subcommand("aoi", "P4INC-AOI: schedule DML/MapReduce jobs on an optical DCN with INC (TW, FCFS "
                                        "or the MILP), checked by the independent validator");
-  c->add_option("file,--scenario", a->scenario, "scenario file (TOML; docs/p4inc-aoi.md); --scenario FILE also works")
-      ->required();
+  add_scenario_file(c, a->scenario, "scenario file (TOML; docs/p4inc-aoi.md)");
   c->add_option("--algo", a->algo, "tw (Algorithms 1-3), fcfs or milp (CBC, small instances)")
       ->check(CLI::IsMember({"tw", "fcfs", "milp"}))
       ->capture_default_str();
@@ -612,7 +622,7 @@ Runner register_plan_aoi(CLI::App& plan) {
   auto sa = std::make_shared<SweepArgs>();
   auto* s = plan.add_subcommand("aoi-sweep", "P4INC-AOI's experiments: a scenario file with a [sweep] table "
                                              "(Table I, Figs. 8-12); JSON/CSV/PNG");
-  s->add_option("file,--scenario", sa->file, "scenario file with [sweep] key, values, variants, seeds")->required();
+  add_scenario_file(s, sa->file, "scenario file with [sweep] key, values, variants, seeds");
   s->add_option("--out", sa->out, "output directory")->required();
   s->add_option("--set", sa->sets,
                 "override any key of the file before it is read (repeatable): the sweep itself "

@@ -59,7 +59,11 @@ int main(int argc, char** argv) {
   grp->add_option("--store", w.store_path);
   grp->add_option("--host", w.host);
   grp->add_option("--report", w.report);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2, as any bad input
+  }
   try {
     if (c.model == "fortunes") {
       if (lr_opt->count() == 0) c.lr = 0.5;

@@ -60,7 +60,11 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim, "embedding width d (a word is d keys)")->check(CLI::Range(1u, 1024u))->capture_default_str();
   app.add_option("--lr", lr, "SGD learning rate")->capture_default_str();
   app.add_option("--seed", seed, "initialization and shuffling seed")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2, as any bad input
+  }
 
   try {
     auto corpus = ina::fortunes::load(data);

@@ -277,24 +277,24 @@ TEST(BadInput, SimEstimateIsWithinTheDocumentedFactorOfMeasuredPeakRss) {
 
 TEST(BadInput, RuntimeSizesMustBeWholeFloats) {
   auto r = run_ina("run --size 5");
-  EXPECT_EQ(r.status, 105) << r.output;  // CLI11's ValidationError
+  EXPECT_EQ(r.status, 2) << r.output;  // a usage error
   EXPECT_TRUE(has(r.output, "--size: must be a positive multiple of 4 bytes (whole float32 values) up to 17179869184, "
                             "got '5'"))
       << r.output;
   r = run_ina("worker --size 6");
-  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--size: must be a positive multiple of 4 bytes") && has(r.output, "got '6'")) << r.output;
   r = run_ina("worker --size 64 --payload 70000");
-  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--payload") && has(r.output, "70000")) << r.output;
   r = run_ina("switch --memory 100 --payload 64 --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_TRUE(has(r.output, "error: --memory 100 holds no aggregator of --payload 64 values (256 bytes each)")) << r.output;
   r = run_ina("run --memory 2000000000");
-  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--memory") && has(r.output, "2000000000")) << r.output;
   r = run_ina("run --priorities 5,0 --jobs 2");
-  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--priorities")) << r.output;
 }
 
@@ -364,7 +364,7 @@ TEST(BadInput, FloatingFlagsRejectNegativeNanAndInf) {
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);
-    EXPECT_EQ(r.status, 105) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     EXPECT_TRUE(has(r.output, c.flag + ": ") && has(r.output, "got '" + c.value + "'")) << c.args << "\n" << r.output;
   }
   const auto r = run_ina("switch --ecn-kb nan");

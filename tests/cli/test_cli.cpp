@@ -317,6 +317,18 @@ TEST(CliConsistency, PlanAoiTakesTheFilePositionallyAndOutIsADirectory) {
   ASSERT_EQ(old.status, 0) << old.output;
   auto ct = [](const std::string& out) { return nlohmann::json::parse(out).at("ct_bti_s").get<double>(); };
   EXPECT_EQ(ct(pos.output), ct(old.output));
+  // Either form alone, once: help marks neither REQUIRED; none or both is a usage error.
+  for (const std::string cmd : {"plan aoi", "plan aoi-sweep"}) {
+    const auto help = run(cmd + " --help");
+    EXPECT_EQ(help.output.find("file TEXT REQUIRED"), std::string::npos) << help.output;
+    EXPECT_EQ(help.output.find("--scenario TEXT REQUIRED"), std::string::npos) << help.output;
+    EXPECT_NE(help.output.find("--scenario TEXT"), std::string::npos) << help.output;
+  }
+  for (const std::string& args : std::vector<std::string>{"plan aoi --quiet", "plan aoi " + f + " --scenario " + f + " --quiet"}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("give the scenario file once, as FILE or as --scenario FILE"), std::string::npos) << r.output;
+  }
   const auto r = run("plan aoi " + f + " --quiet --set dml.count=7 --out " + (d / "o").string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("wrote " + (d / "o" / "schedule.json").string()), std::string::npos) << r.output;
