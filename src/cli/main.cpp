@@ -363,7 +363,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2, as any bad input
+    // CLI11's own errors (codes from 100) are usage errors: 2, as any bad
+    // input; --help is 0, and a command's CLI::RuntimeError keeps its code.
+    const int rc = app.exit(e);
+    return rc < static_cast<int>(CLI::ExitCodes::IncorrectConstruction) ? rc : 2;
   }
 
   try {
