@@ -29,7 +29,8 @@
 
 namespace ina {
 
-namespace {
+// (A named namespace: Communicator::Impl, which has external linkage, holds one.)
+namespace communicator_detail {
 
 // The host node: the worker transport, with op tags used as DSA priorities.
 class CommNode final : public Node, public host::PriorityFn {
@@ -53,7 +54,7 @@ class CommNode final : public Node, public host::PriorityFn {
   std::vector<uint64_t>& done_;
 };
 
-}  // namespace
+}  // namespace communicator_detail
 
 // ---------------------------------------------------------------- op state
 
@@ -103,7 +104,7 @@ struct Communicator::Impl {
   const schemes::Scheme* scheme = nullptr;
   // Dense schemes: the worker transport; <key, value> schemes: the sparse worker.
   std::unique_ptr<host::WorkerTransport> tx;
-  std::unique_ptr<CommNode> node;
+  std::unique_ptr<communicator_detail::CommNode> node;
   std::unique_ptr<host::SparseWorker> sworker;
   // Sparse ops and hot-set changes, in issue order, one at a time (I/O thread).
   std::deque<std::shared_ptr<OpState>> sparse_q;
@@ -183,7 +184,7 @@ struct Communicator::Impl {
       wc.retain_ops = cfg.retain_ops;
       tx = std::make_unique<host::WorkerTransport>(wc);
       queue.set_keep_results(wc.ps != kNoNode);  // only a PS asks for results after they arrive
-      node = std::make_unique<CommNode>(*tx, completed_ids);
+      node = std::make_unique<communicator_detail::CommNode>(*tx, completed_ids);
       node->set_id(a.self);
     }
 

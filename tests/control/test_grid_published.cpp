@@ -163,7 +163,9 @@ TEST(GridPublished, Fig1LpOptimumEqualsThePapersAndSatisfiesThePublishedRows) {
     pub.published = true;
     const grid::LpSolution s = grid::solve_gria_lp(inst, pub);
     EXPECT_NEAR(s.lambda, grid::solve_gria_lp(inst).lambda, 1e-7) << "links " << links;
-    if (links) EXPECT_NEAR(s.lambda, 3, 1e-7);
+    if (links) {
+      EXPECT_NEAR(s.lambda, 3, 1e-7);
+    }
     const double T = inst.max_rate();
     double row = 0;
     for (size_t n = 0; n < inst.num_workers(); ++n) {

@@ -406,7 +406,9 @@ TEST(ZebraScenario, SwitchMlDenseIsExactUnderFaultsAndStreamsTheWholeModel) {
     const auto d = exp::run_sparse(s, *src);
     // 7,000 values = 110 packets of 64 per worker and iteration, every one aggregated.
     EXPECT_EQ(d.sw.aggregated, 4u * 2 * 110) << "fault rate " << f;
-    if (f == 0) EXPECT_EQ(d.workers.retransmits, 0u);
+    if (f == 0) {
+      EXPECT_EQ(d.workers.retransmits, 0u);
+    }
   }
 }
 

@@ -222,7 +222,9 @@ TEST(AtpProvision, ThePlansTestbedPointUnderBothPools) {
                 r.throughput_gbps, static_cast<unsigned long long>(r.collisions),
                 static_cast<unsigned long long>(completed), static_cast<unsigned long long>(to_ps),
                 static_cast<unsigned long long>(r.retransmits), static_cast<unsigned long long>(r.timeouts));
-    if (std::string(pool) == "contiguous") EXPECT_EQ(r.collisions, 0u);
+    if (std::string(pool) == "contiguous") {
+      EXPECT_EQ(r.collisions, 0u);
+    }
   }
 }
 

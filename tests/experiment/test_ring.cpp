@@ -610,7 +610,9 @@ TEST(RingFailureAgreement, TwoObserversWithDifferentViewsNeverBothActOnDifferent
     int actor = -1;
     for (uint16_t r = 0; r < n; ++r) {
       if (!obs[r][pick[r]].decide(pub, 0).act) continue;
-      if (actor >= 0) ASSERT_EQ(sets[r][pick[r]], sets[actor][pick[actor]]) << "ranks " << actor << " and " << r << " both act";
+      if (actor >= 0) {
+        ASSERT_EQ(sets[r][pick[r]], sets[actor][pick[actor]]) << "ranks " << actor << " and " << r << " both act";
+      }
       actor = r;
     }
     ++combos;

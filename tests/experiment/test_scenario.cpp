@@ -304,7 +304,9 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
       EXPECT_EQ(p.settings.hosts, 64);
       EXPECT_DOUBLE_EQ(p.settings.link_gbps, 100);
       EXPECT_DOUBLE_EQ(p.settings.rtt_us, 10);
-      if (sc.sweep_key != "switch.memory_mb") EXPECT_DOUBLE_EQ(p.settings.memory_mb, 5);
+      if (sc.sweep_key != "switch.memory_mb") {
+        EXPECT_DOUBLE_EQ(p.settings.memory_mb, 5);
+      }
       EXPECT_EQ(p.settings.payload_bytes + p.settings.header_bytes, 306);
       EXPECT_DOUBLE_EQ(p.settings.queue_kb, 1024);
       EXPECT_DOUBLE_EQ(p.settings.ecn_kb, 100);

@@ -528,7 +528,9 @@ TEST_P(FloatSim, AgreedScaleIsExactAndIdenticalOnEveryWorker) {
     // With a PS, some worker answered a request for a result it already had:
     // from the int32 sums it keeps (keep_results), since its buffer then
     // holds floats.
-    if (s.ps) EXPECT_GT(results_to_ps, 0u) << "no PS asked a worker for a result it had";
+    if (s.ps) {
+      EXPECT_GT(results_to_ps, 0u) << "no PS asked a worker for a result it had";
+    }
   }
   for (unsigned r = 0; r < n; ++r) {
     EXPECT_EQ(s.workers[r]->rounds(), 2 * sizes.size() + 1);

@@ -41,7 +41,9 @@ struct Flow {
     for (uint32_t i = low; i < next; ++i) {
       const bool is_open = open.count(i) > 0;
       ASSERT_EQ(ring.done(i), !is_open) << "packet " << i;
-      if (is_open) ASSERT_EQ(ring[i].tag, open[i]) << "packet " << i;
+      if (is_open) {
+        ASSERT_EQ(ring[i].tag, open[i]) << "packet " << i;
+      }
     }
     // next_open walks exactly the open packets.
     std::vector<uint32_t> walked, expected;

@@ -288,7 +288,9 @@ TEST(RinaTransport, PaperAllGatherStartsFromOnePacket) {
     }
     m.run_send(5, kR2);
     EXPECT_EQ(m.ep->stats().timeouts, 0u);
-    if (t == host::RinaTransport::Paper) EXPECT_EQ(m.ep->cwnd(), 1.0 + kPkts);  // slow start: +1 per acknowledgement
+    if (t == host::RinaTransport::Paper) {
+      EXPECT_EQ(m.ep->cwnd(), 1.0 + kPkts);  // slow start: +1 per acknowledgement
+    }
   }
 }
 

@@ -30,7 +30,7 @@ void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme)
   ASSERT_TRUE(one.ok) << one.problems;
   // (threads, partitions): a partition per thread; three partitions on one
   // thread, one after another; three on two threads, one thread running two.
-  for (const auto [t, p] : {std::pair{2, 0}, std::pair{1, 3}, std::pair{2, 3}}) {
+  for (const auto& [t, p] : {std::pair{2, 0}, std::pair{1, 3}, std::pair{2, 3}}) {
     SCOPED_TRACE(testing::Message() << t << " threads, " << p << " partitions");
     s.threads = t;
     s.partitions = p;
@@ -44,7 +44,9 @@ void expect_same_on_any_thread_count(exp::Settings s, const std::string& scheme)
     for (const auto& [n, busy] : par.partitions) events += n;
     EXPECT_EQ(events, static_cast<uint64_t>(one.metrics.at("events")));
     EXPECT_GT(par.windows, 0u);
-    if (t == 1) EXPECT_EQ(par.helper_cpu_s, 0.0) << "one thread started others";
+    if (t == 1) {
+      EXPECT_EQ(par.helper_cpu_s, 0.0) << "one thread started others";
+    }
   }
 }
 
