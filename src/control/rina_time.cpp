@@ -339,7 +339,9 @@ class Model {
             });
             if (std::max(0.0, bytes - Ba * t.rtt) + queued <= K) continue;
             if (dur > R) wa.push_back(now + R);
-            first = std::min(first, echo_from(wa, Ba, [&](double w) {
+            // (a and c copied into the capture: clang 14, which builds the
+            // fuzz targets, cannot capture structured bindings)
+            first = std::min(first, echo_from(wa, Ba, [&, a = a, c = c](double w) {
               return q.queue_at(a, w, std::min((w < now + R ? h0 : h1) / q.copies, q.cap) * c, t.rtt);
             }));
           }

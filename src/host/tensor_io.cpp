@@ -52,7 +52,7 @@ INA_SIMD_CLONES uint32_t affine_mismatches(const int32_t* in, size_t n, uint64_t
 }  // namespace
 
 SyntheticTensor::SyntheticTensor(uint64_t stream, unsigned rank, unsigned nworkers)
-    : stream_(stream), rank_(rank), n_(nworkers) {
+    : stream_(stream), rank_(rank) {
   c_rank_ = c_of(stream, rank);
   c_sum_ = 0;
   for (unsigned r = 0; r < nworkers; ++r) c_sum_ += c_of(stream, r);

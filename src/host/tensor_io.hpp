@@ -75,7 +75,7 @@ class SyntheticTensor final : public TensorIO {
 
  private:
   uint64_t stream_;
-  unsigned rank_, n_;
+  unsigned rank_;
   int64_t c_rank_, c_sum_, tri_;
   uint64_t checked_ = 0, mismatches_ = 0;
 };
