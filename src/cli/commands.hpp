@@ -3,6 +3,7 @@
 // itself on the app; main() runs whichever was chosen.
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,19 @@ namespace ina::cli {
 // (ina-train, ina-ns3-star, ina-mpi-transport.so, the allreduce baselines).
 inline std::filesystem::path ina_executable() { return std::filesystem::canonical("/proc/self/exe"); }
 inline std::filesystem::path beside_ina(std::string_view name) { return ina_executable().parent_path() / name; }
+
+// Parses the command line: nullopt to go on, or the exit status. CLI11's
+// own errors (codes from 100) are usage errors: 2, as any bad input; --help
+// is 0, and a command's CLI::RuntimeError keeps its code.
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc < static_cast<int>(CLI::ExitCodes::IncorrectConstruction) ? rc : 2;
+  }
+}
 
 // A registered command: run() is called if its subcommand was selected and
 // returns the process exit status.

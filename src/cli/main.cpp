@@ -360,14 +360,7 @@ int main(int argc, char** argv) {
   const ina::cli::Runner plan = ina::cli::register_plan(app);
   const ina::cli::Runner runtime = ina::cli::register_runtime(app);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // CLI11's own errors (codes from 100) are usage errors: 2, as any bad
-    // input; --help is 0, and a command's CLI::RuntimeError keeps its code.
-    const int rc = app.exit(e);
-    return rc < static_cast<int>(CLI::ExitCodes::IncorrectConstruction) ? rc : 2;
-  }
+  if (const auto rc = ina::cli::parse_command_line(app, argc, argv)) return *rc;
 
   try {
     if (*sim) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/checks.hpp"
+#include "cli/commands.hpp"
 #include "schemes/registry.hpp"
 #include "train/train.hpp"
 
@@ -59,14 +60,7 @@ int main(int argc, char** argv) {
   grp->add_option("--store", w.store_path);
   grp->add_option("--host", w.host);
   grp->add_option("--report", w.report);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // CLI11's own errors (codes from 100) are usage errors: 2, as any bad
-    // input; --help is 0, and a command's CLI::RuntimeError keeps its code.
-    const int rc = app.exit(e);
-    return rc < static_cast<int>(CLI::ExitCodes::IncorrectConstruction) ? rc : 2;
-  }
+  if (const auto rc = ina::cli::parse_command_line(app, argc, argv)) return *rc;
   try {
     if (c.model == "fortunes") {
       if (lr_opt->count() == 0) c.lr = 0.5;

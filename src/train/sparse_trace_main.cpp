@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.hpp"
 #include "train/fortunes.hpp"
 #include "workload/sparse.hpp"
 
@@ -60,14 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim, "embedding width d (a word is d keys)")->check(CLI::Range(1u, 1024u))->capture_default_str();
   app.add_option("--lr", lr, "SGD learning rate")->capture_default_str();
   app.add_option("--seed", seed, "initialization and shuffling seed")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // CLI11's own errors (codes from 100) are usage errors: 2, as any bad
-    // input; --help is 0, and a command's CLI::RuntimeError keeps its code.
-    const int rc = app.exit(e);
-    return rc < static_cast<int>(CLI::ExitCodes::IncorrectConstruction) ? rc : 2;
-  }
+  if (const auto rc = ina::cli::parse_command_line(app, argc, argv)) return *rc;
 
   try {
     auto corpus = ina::fortunes::load(data);
