@@ -303,7 +303,7 @@ void SwitchProgram::set_meta(uint32_t i, const Packet& p) {
 // (perhaps another job's) left in the registers.
 void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   set_meta(i, p);
-  int32_t* v = slot_values(slot_[i] ? slot_[i] : take_slot(i, false));  // every lane is written below
+  int32_t* v = values(i, false);  // every lane is written below
   copy_values(v, p.payload(), p.h.count);
   if (p.h.count < width_) std::memset(v + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;

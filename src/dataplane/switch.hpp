@@ -323,9 +323,11 @@ class SwitchProgram : public Node {
   // values are zero), so memory and cache hold the live aggregators'
   // values, not the whole pool's: a hashed pool (ATP, DSA) spreads its
   // few live tasks over all of its aggregators. Values read the same.
-  int32_t* values(uint32_t i) {
+  // `zero` false: a new slot's lanes are left as they are (the caller
+  // writes every one).
+  int32_t* values(uint32_t i, bool zero = true) {
     uint32_t s = slot_[i];
-    if (s == 0) s = take_slot(i, true);
+    if (s == 0) s = take_slot(i, zero);
     return slot_values(s);
   }
   int32_t* slot_values(uint32_t s) { return vals_.data() + static_cast<size_t>(s - 1) * width_; }

@@ -68,6 +68,9 @@ constexpr uint64_t kPoolSlab = 4096;  // PacketPool slab, in packets
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Packets are lost somewhere: tasks wait at the switches and records stay open longer.
+bool lossy(const Settings& s) { return s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0; }
+
 // Bytes of register state per aggregator besides the values (its Agg, its
 // slot index, the scheme's own arrays): what the scheme's program, made
 // with 64 aggregators, holds (dp::SwitchProgram::register_bytes).
@@ -256,8 +259,7 @@ static Estimate estimate_network_run(const Settings& s, const std::string& schem
     uint64_t busy_hosts = 0;
     for (const auto& job : placement(*nr).jobs)
       for (const topo::NodeId h : job) busy_hosts += !busy[h], busy[h] = true;
-    const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
-    const uint64_t per_host = (lossy ? kLiveWindowsWaiting : kLiveWindows) * window;
+    const uint64_t per_host = (lossy(s) ? kLiveWindowsWaiting : kLiveWindows) * window;
     const bool releases = !spec->isolated && !spec->segments;
     std::vector<bool> tor(nr->graph.num_nodes(), false);
     for (const sim::Rack& r : sim::racks(nr->graph)) {
@@ -335,8 +337,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
   // A packet can wait for a retransmission timeout in a lossy run, and a
   // preempted task (DSA and its strawmen) for the PS's result: its op's
   // ring then holds up to four windows (see kRecBytes).
-  const bool lossy = s.loss > 0 || s.worker_loss > 0 || s.ps_loss > 0;
-  const bool waits = lossy || tracks;
+  const bool waits = lossy(s) || tracks;
   uint64_t recs = 0, rto = 0, tasks = 0, ps = 0, distinct = 0, live = 0;
   const bool stays = !spec || spec->isolated || spec->segments;
   for (uint64_t j = 1; j <= jobs; ++j) {
@@ -348,7 +349,7 @@ Estimate estimate_run(const Settings& given, const std::string& scheme) {
     // packets wait (a ring grows while more than a quarter of it is open);
     // with loss every live op's.
     const uint64_t ring = std::bit_ceil(std::max<uint64_t>(std::min(pkts, (waits ? 4 : 2) * window), kMinRecs));
-    recs += wpj * (lossy ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
+    recs += wpj * (lossy(s) ? live_ops : std::min<uint64_t>(live_ops, 2)) * ring * (kRecBytes * 8 + 1) / 8;
     // Deadlines of the packets sent within about one RTO: a few windows.
     rto += wpj * std::min(live_ops * pkts, 4 * window) * kDeadlineBytes;
     distinct += ops * pkts;  // tasks (job, PSN) over the run
