@@ -179,7 +179,10 @@ int run_bench(const std::string& suite, const std::vector<std::string>& extra) {
   const size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   if (ran == 0) {
-    fprintf(stderr, "error: no benchmark in suite '%s' (suites: sim, plan, allreduce, ringstep, switch, udpio, quant, fp16)\n", suite.c_str());
+    if (filter == "^" + prefix)
+      fprintf(stderr, "error: no benchmark in suite '%s' (suites: sim, plan, allreduce, ringstep, switch, udpio, quant, fp16)\n", suite.c_str());
+    else
+      fprintf(stderr, "error: no benchmark of suite '%s' matches --benchmark_filter (as run: %s)\n", suite.c_str(), filter.c_str());
     return 2;
   }
   return 0;

@@ -15,10 +15,23 @@ namespace ina::cli {
 inline std::filesystem::path ina_executable() { return std::filesystem::canonical("/proc/self/exe"); }
 inline std::filesystem::path beside_ina(std::string_view name) { return ina_executable().parent_path() / name; }
 
+// Unsigned options of `app` and its subcommands refuse a negative value:
+// CLI11 reads "-1" into one as 2^64 - 1 (strtoull wraps), which a command
+// would take as the user's number.
+inline void refuse_negative_unsigned(CLI::App& app) {
+  for (CLI::Option* o : app.get_options())
+    if (o->get_type_name().rfind("UINT", 0) == 0)
+      o->check(CLI::Validator(
+          [](std::string& v) { return !v.empty() && v.front() == '-' ? "must not be negative, got '" + v + "'" : std::string(); },
+          "", "non-negative"));
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
+}
+
 // Parses the command line: nullopt to go on, or the exit status. CLI11's
 // own errors (codes from 100) are usage errors: 2, as any bad input; --help
 // is 0, and a command's CLI::RuntimeError keeps its code.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  refuse_negative_unsigned(app);
   try {
     app.parse(argc, argv);
     return std::nullopt;

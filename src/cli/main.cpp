@@ -344,7 +344,8 @@ int main(int argc, char** argv) {
   bench->add_flag("--vs-ns3", vs_ns3, "sim only: the star workloads (16, 64 hosts) in ina and in ns-3 (ina-ns3-star, built when libns3-dev is installed), printing ina/ns-3 per workload");
   bench->add_option("--json", vs_ns3_json, "with --vs-ns3: also write the results to this JSON file");
   int vs_ns3_rounds = 3;
-  bench->add_option("--rounds", vs_ns3_rounds, "with --vs-ns3: rounds of ina then ns-3 per workload; the ratio printed is the median of the rounds' (default 3)");
+  bench->add_option("--rounds", vs_ns3_rounds, "with --vs-ns3: rounds of ina then ns-3 per workload; the ratio printed is the median of the rounds' (default 3)")
+      ->check(CLI::Range(1, 1000));
   bench->allow_extras();
 
   auto* train = app.add_subcommand("train", "Data-parallel training with libtorch over ina or gloo (runs ina-train; `ina train --help` lists its options)");
@@ -373,7 +374,7 @@ int main(int argc, char** argv) {
         return sc;
       };
       if (partition && !ina::cli::launched_by_mpirun())
-        throw std::invalid_argument("--partition splits each run over MPI ranks: start ina with mpirun -np N");
+        throw ina::ConfigError("--partition splits each run over MPI ranks: start ina with mpirun -np N");
       if (ina::cli::launched_by_mpirun()) {
         // What every rank must read alike: the scenario file, the overlays and the --set values.
         auto slurp = [](const std::string& path) {
@@ -388,7 +389,7 @@ int main(int argc, char** argv) {
       return simulate(load(), out_dir, quiet, threads, force, nullptr, {}, all_metrics);
     }
     if (*demo) {
-      if (!demo_part.empty() && !demo_only.empty()) throw std::invalid_argument("ina demo dsa takes no --only");
+      if (!demo_part.empty() && !demo_only.empty()) throw ina::ConfigError("ina demo dsa takes no --only");
       return demo_part == "dsa" ? run_demo(demo_out) : ina::cli::run_tour(demo_out, demo_only);
     }
     if (*schemes_cmd) {
@@ -439,12 +440,12 @@ int main(int argc, char** argv) {
     if (*bench) {
       auto extra = bench->remaining();
       bench_args.insert(bench_args.end(), extra.begin(), extra.end());
-      if (!vs_ns3_json.empty() && !vs_ns3) throw std::invalid_argument("ina bench: --json goes with --vs-ns3");
-      if (bench->count("--rounds") && !vs_ns3) throw std::invalid_argument("ina bench: --rounds goes with --vs-ns3");
+      if (!vs_ns3_json.empty() && !vs_ns3) throw ina::ConfigError("ina bench: --json goes with --vs-ns3");
+      if (bench->count("--rounds") && !vs_ns3) throw ina::ConfigError("ina bench: --rounds goes with --vs-ns3");
       if (vs_ns3) {
-        if (suite != "sim") throw std::invalid_argument("ina bench: --vs-ns3 goes with the sim suite, not '" + suite + "'");
+        if (suite != "sim") throw ina::ConfigError("ina bench: --vs-ns3 goes with the sim suite, not '" + suite + "'");
         if (!bench_args.empty())
-          throw std::invalid_argument(fmt::format("ina bench sim --vs-ns3 takes no Google Benchmark flags (got '{}')", fmt::join(bench_args, " ")));
+          throw ina::ConfigError(fmt::format("ina bench sim --vs-ns3 takes no Google Benchmark flags (got '{}')", fmt::join(bench_args, " ")));
         return ina::cli::run_vs_ns3(vs_ns3_json, vs_ns3_rounds);
       }
       return ina::cli::run_bench(suite, bench_args);

@@ -611,7 +611,8 @@ Runner register_plan_aoi(CLI::App& plan) {
   c->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   c->add_option("--simulate-unit", a->simulate_unit,
                 "run this unit's INC jobs (those of the TS with the most there) in their segments through the "
-                "p4inc-aoi data plane in the packet simulator");
+                "p4inc-aoi data plane in the packet simulator")
+      ->check(CLI::Range(0, 1 << 20));
   c->add_option("--simulate-mb", a->simulate_mb, "--simulate-unit: MB each worker pushes (the schedule's sizes scaled down)")
       ->check(CLI::Range(0.001, 1000.0))
       ->capture_default_str();

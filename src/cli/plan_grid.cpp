@@ -255,7 +255,7 @@ Runner register_plan_grid(CLI::App& plan) {
   auto args = std::make_shared<GridArgs>();
   auto* g = plan.add_subcommand("grid", "GRID gradient routing (R-GRIA) or a baseline for one training job");
   g->add_option("--topology", args->topology,
-                "topology: a JSON file (see scenarios/grid/fig1.json), fat-tree:K, fat-tree-paper or leaf-spine-paper")
+                "topology: a JSON file (see scenarios/grid/fig1.json), fat-tree:K, fat-tree-paper, leaf-spine-paper or dragonfly:A,G,H")
       ->required();
   g->add_option("--ps", args->ps,
                 "PS host (default: the topology file's job.ps, else the first host not named in --workers, else the "

@@ -108,7 +108,7 @@ struct SwitchCmd {
 
   int run() const {
     if (memory < uint64_t{4} * payload)
-      throw rt::RuntimeError(fmt::format(
+      throw rt::InputError(fmt::format(
           "--memory {} holds no aggregator of --payload {} values ({} bytes each); give at least {} bytes", memory,
           payload, 4 * payload, 4 * payload));
     rt::SwitchDaemonConfig c;
@@ -119,7 +119,7 @@ struct SwitchCmd {
     c.program.seed = seed;
     c.program.track_tasks = track_tasks;
     if (capacity_mbit > 0 && !schemes::find(scheme).routed)
-      throw rt::RuntimeError(fmt::format("--capacity-mbit {}: scheme {} has no processing capacity to set (GRID's C_s)",
+      throw rt::InputError(fmt::format("--capacity-mbit {}: scheme {} has no processing capacity to set (GRID's C_s)",
                                          capacity_mbit, scheme));
     c.program.grid.capacity_gbps = capacity_mbit / 1000;
     c.isolated_regions = regions;
@@ -147,7 +147,7 @@ struct SwitchCmd {
       c.key = rt::random_key();
       rt::write_key_file(new_key_file, c.key);
     } else if (!rt::key_from_env("INA_SWITCH_KEY", c.key)) {
-      throw rt::RuntimeError("ina switch: no switch key: give --key-file FILE (make one with 'ina key new FILE'), "
+      throw rt::InputError("ina switch: no switch key: give --key-file FILE (make one with 'ina key new FILE'), "
                              "--new-key-file FILE, or INA_SWITCH_KEY");
     }
     c.has_key = true;
@@ -220,7 +220,7 @@ struct PsCmd {
     } catch (const rt::RuntimeError& e) {
       write_stats("failed");
       std::fprintf(stderr, "ina ps job %u: error: %s\n", job, e.what());
-      return 1;
+      return rt::exit_status(e);
     }
   }
 };
@@ -268,7 +268,7 @@ struct WorkerCmd {
     w.report = report;
     w.log = !quiet;
     if (!sparse && (given("--hot-set-size") || given("--hot-iterations") || given("--hot-keys")))
-      throw rt::RuntimeError("--hot-set-size / --hot-iterations / --hot-keys apply to --sparse runs; give --sparse");
+      throw rt::InputError("--hot-set-size / --hot-iterations / --hot-keys apply to --sparse runs; give --sparse");
     w.sparse = sparse;
     w.hot_set_size = hot_set_size;
     w.hot_iterations = hot_iterations;
@@ -277,7 +277,7 @@ struct WorkerCmd {
       return rt::run_worker_app(w);
     } catch (const rt::RuntimeError& e) {
       std::fprintf(stderr, "ina worker job %u rank %u: error: %s\n", c.job, c.rank, e.what());
-      return 1;
+      return rt::exit_status(e);
     }
   }
 };
@@ -300,7 +300,7 @@ struct RingWorkerCmd {
       return rt::run_ring_worker(c);
     } catch (const rt::RuntimeError& e) {
       std::fprintf(stderr, "ina ring-worker rank %u: error: %s\n", c.rank, e.what());
-      return 1;
+      return rt::exit_status(e);
     }
   }
 };
@@ -321,7 +321,7 @@ struct RunCmd {
       unsigned v = 0;
       const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
       if (part.empty() || ec != std::errc{} || p != part.data() + part.size() || v < 1 || v > 64)
-        throw rt::RuntimeError(fmt::format(
+        throw rt::InputError(fmt::format(
             "--workers: expected N or N1,N2,... with every count in 1..64, got '{}' (bad count '{}')", workers, part));
       counts.push_back(v);
       if (comma == std::string::npos) break;
@@ -333,9 +333,9 @@ struct RunCmd {
       return;
     }
     if (jobs_opt && jobs_opt->count() > 0 && c.jobs != counts.size())
-      throw rt::RuntimeError(fmt::format("--workers '{}' gives {} worker counts but --jobs is {}: give one count per job",
+      throw rt::InputError(fmt::format("--workers '{}' gives {} worker counts but --jobs is {}: give one count per job",
                                          workers, counts.size(), c.jobs));
-    if (counts.size() > 64) throw rt::RuntimeError(fmt::format("--workers '{}': at most 64 jobs", workers));
+    if (counts.size() > 64) throw rt::InputError(fmt::format("--workers '{}': at most 64 jobs", workers));
     c.jobs = static_cast<unsigned>(counts.size());
     c.job_workers = counts;
     c.workers = *std::max_element(counts.begin(), counts.end());
@@ -347,7 +347,7 @@ struct RunCmd {
       unsigned j = 0, r = 0;
       char extra;
       if (std::sscanf(delay_worker.c_str(), "%u:%u%c", &j, &r, &extra) != 2 || j == 0)
-        throw rt::RuntimeError(fmt::format("--delay-worker expects JOB:RANK (job from 1), got '{}'", delay_worker));
+        throw rt::InputError(fmt::format("--delay-worker expects JOB:RANK (job from 1), got '{}'", delay_worker));
       c.delay_job = j;
       c.delay_rank = r;
     }
@@ -398,12 +398,12 @@ struct TrainPyCmd {
   int run(std::vector<std::string> args) {
     if (!args.empty() && args[0] == "--") args.erase(args.begin());
     if (args.empty())
-      throw rt::RuntimeError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [ARGS...]");
+      throw rt::InputError("train-py: give the script to run: ina train-py [OPTIONS] SCRIPT [ARGS...]");
     const size_t script_len = args[0] == "-m" ? 2 : 1;
     if (script_len == 2 && args.size() < 2)
-      throw rt::RuntimeError("train-py: -m needs the module to run: ina train-py [OPTIONS] -m MODULE [ARGS...]");
+      throw rt::InputError("train-py: -m needs the module to run: ina train-py [OPTIONS] -m MODULE [ARGS...]");
     if (script_len == 1 && args[0].size() > 1 && args[0][0] == '-')
-      throw rt::RuntimeError(fmt::format("train-py: unknown option '{}' (`ina train-py --help` lists them); the script "
+      throw rt::InputError(fmt::format("train-py: unknown option '{}' (`ina train-py --help` lists them); the script "
                                          "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...] (or -m "
                                          "MODULE [ARGS...])", args[0]));
     const std::string script = script_len == 2 ? "-m " + args[1] : args[0];
@@ -412,7 +412,7 @@ struct TrainPyCmd {
     } else {
       for (size_t i = script_len; i < args.size() && args[i] != "--"; ++i)
         if (ours(args[i]))
-          throw rt::RuntimeError(fmt::format(
+          throw rt::InputError(fmt::format(
               "train-py: '{0}' comes after the script '{1}', so it would be the script's argument and not configure "
               "the run: put ina's options before the script, as with torchrun (ina train-py {0} ... {1} [ARGS...]); "
               "to hand '{0}' to the script, write '--' right after the script (ina train-py [OPTIONS] {1} -- ARGS...)",
@@ -603,11 +603,14 @@ Runner register_runtime(CLI::App& app) {
   auto* kn = k->add_subcommand("new", "Create a random switch key in FILE (mode 0600)");
   kn->add_option("FILE", *key_new_file, "where to write it")->required();
   // These run inside CLI11's parse, outside main's handler: an error is
-  // printed here and ends the command with status 1 (not an uncaught exception).
+  // printed here and ends the command with its status (not an uncaught exception).
   auto reported = [](const std::function<void()>& f) {
     return [f] {
       try {
         f();
+      } catch (const rt::RuntimeError& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        throw CLI::RuntimeError(rt::exit_status(e));
       } catch (const std::exception& e) {
         std::cerr << "error: " << e.what() << "\n";
         throw CLI::RuntimeError(1);
@@ -702,7 +705,7 @@ Runner register_runtime(CLI::App& app) {
   r->add_option("--priorities", c.priorities, "DSA priority per job (default: job j gets 2^20 / 2^(j-1))")
       ->delimiter(',')->check(CLI::Range(uint32_t{1}, uint32_t{INT32_MAX}));
   r->add_option("--window-kb", c.window_kb, "workers' initial send window (default: the communicator's)")
-      ->check(Finite(0, 1e6, false, "KB"));
+      ->check(Finite(0, 1e6, true, "KB"));
   r->add_option("--port", c.port, "switch port (default: ephemeral)");
   r->add_option("--switch-threads", c.switch_threads, "`ina switch --threads`: job J on switch thread J mod T (DSA "
                                                       "preempts only among one thread's jobs)")
@@ -773,7 +776,7 @@ Runner register_runtime(CLI::App& app) {
       if (app.got_subcommand("train-py")) return tp->run(app.get_subcommand("train-py")->remaining());
     } catch (const rt::RuntimeError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
+      return rt::exit_status(e);
     }
     return 0;
   };

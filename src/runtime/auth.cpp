@@ -58,10 +58,10 @@ Key parse_key(std::string_view hex, const std::string& what) {
   while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.front()))) hex.remove_prefix(1);
   Key k{};
   if (hex.size() != 2 * k.size())
-    throw RuntimeError(fmt::format("{}: a key is 64 hex digits (256 bits), got {} characters", what, hex.size()));
+    throw InputError(fmt::format("{}: a key is 64 hex digits (256 bits), got {} characters", what, hex.size()));
   for (size_t i = 0; i < k.size(); ++i) {
     const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) throw RuntimeError(fmt::format("{}: a key is 64 hex digits; character {} is not one", what, 2 * i + (hi < 0 ? 1 : 2)));
+    if (hi < 0 || lo < 0) throw InputError(fmt::format("{}: a key is 64 hex digits; character {} is not one", what, 2 * i + (hi < 0 ? 1 : 2)));
     k[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return k;
@@ -79,15 +79,15 @@ Key read_key_file(const std::string& path) {
 std::string read_bounded_file(const std::string& path, size_t max_bytes, const std::string& what, const std::string& holds) {
   // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused below).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+  if (fd < 0) throw InputError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
   UniqueFd guard(fd);
   struct stat st{};
-  if (::fstat(fd, &st) != 0) throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
-  if (S_ISDIR(st.st_mode)) throw RuntimeError(fmt::format("{} is a directory, not a file of {}", what, holds));
+  if (::fstat(fd, &st) != 0) throw InputError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+  if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{} is a directory, not a file of {}", what, holds));
   if (!S_ISREG(st.st_mode))
-    throw RuntimeError(fmt::format("{} is not a regular file (a device, FIFO or socket); give a file of {}", what, holds));
+    throw InputError(fmt::format("{} is not a regular file (a device, FIFO or socket); give a file of {}", what, holds));
   auto too_big = [&](uint64_t n) {
-    return RuntimeError(fmt::format("{} is {} bytes: more than the {} bytes a file of {} can be", what, n, max_bytes, holds));
+    return InputError(fmt::format("{} is {} bytes: more than the {} bytes a file of {} can be", what, n, max_bytes, holds));
   };
   if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_big(static_cast<uint64_t>(st.st_size));
   std::string text(max_bytes + 1, '\0');
@@ -96,7 +96,7 @@ std::string read_bounded_file(const std::string& path, size_t max_bytes, const s
     const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw RuntimeError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
+      throw InputError(fmt::format("cannot read {}: {}", what, errno_text(errno)));
     }
     if (n == 0) break;
     got += static_cast<size_t>(n);
@@ -111,7 +111,7 @@ void write_key_file(const std::string& path, const Key& k) {
   // other permissions) or a symbolic link planted at that path.
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw RuntimeError(fmt::format("cannot write key file '{}': it is a directory; give a file path in it, e.g. '{}/switch.key'",
+    throw InputError(fmt::format("cannot write key file '{}': it is a directory; give a file path in it, e.g. '{}/switch.key'",
                                    path, path));
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     throw RuntimeError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));

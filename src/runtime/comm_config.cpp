@@ -22,7 +22,7 @@ uint64_t parse_uint(const std::string& text, uint64_t lo, uint64_t hi, const std
   uint64_t v = 0;
   const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || p != text.data() + text.size() || v < lo || v > hi)
-    throw RuntimeError(fmt::format("invalid {} '{}': expected an integer in {}..{}", where, text, lo, hi));
+    throw InputError(fmt::format("invalid {} '{}': expected an integer in {}..{}", where, text, lo, hi));
   return v;
 }
 
@@ -30,14 +30,14 @@ double parse_double(const std::string& text, double lo, double hi, const std::st
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi)
-    throw RuntimeError(fmt::format("invalid {} '{}': expected a number in [{}, {}]", where, text, lo, hi));
+    throw InputError(fmt::format("invalid {} '{}': expected a number in [{}, {}]", where, text, lo, hi));
   return v;
 }
 
 bool parse_bool(const std::string& text, const std::string& where) {
   if (text == "true" || text == "1") return true;
   if (text == "false" || text == "0") return false;
-  throw RuntimeError(fmt::format("invalid {} '{}': expected true or false (or 1 or 0)", where, text));
+  throw InputError(fmt::format("invalid {} '{}': expected true or false (or 1 or 0)", where, text));
 }
 
 Time parse_ms(const std::string& text, const std::string& where) {
@@ -56,7 +56,7 @@ const Setting kSettings[] = {
     {"communicator", "profile", "INA_PROFILE",
      [](CommConfig& c, const std::string& v, const std::string& w) {
        const host::Profile* p = host::find_profile(v);
-       if (!p) throw RuntimeError(fmt::format("invalid {} '{}': expected {}", w, v, host::profile_names()));
+       if (!p) throw InputError(fmt::format("invalid {} '{}': expected {}", w, v, host::profile_names()));
        c.apply_profile(*p);
      }},
     {"communicator", "switch", "INA_SWITCH",
@@ -139,14 +139,14 @@ const Setting kSettings[] = {
 const Setting& find_setting(const std::string& section, const std::string& key, const std::string& origin) {
   for (const auto& s : kSettings)
     if (section == s.section && key == s.key) return s;
-  throw RuntimeError(fmt::format("{}: unknown key {}.{}", origin, section, key));
+  throw InputError(fmt::format("{}: unknown key {}.{}", origin, section, key));
 }
 
 // A TOML scalar as the text the setters parse (the reader's rendering: a
 // string unquoted, a number or a boolean as written).
 std::string scalar_text(const toml::node& n, const std::string& where) {
   if (n.is_string() || n.is_integer() || n.is_floating_point() || n.is_boolean()) return toml_text(n);
-  throw RuntimeError(fmt::format("invalid {}: expected a number, a boolean or a string", where));
+  throw InputError(fmt::format("invalid {}: expected a number, a boolean or a string", where));
 }
 
 }  // namespace
@@ -161,18 +161,18 @@ void CommConfig::apply_profile(const host::Profile& p) {
 
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
-  if (job == 0) throw RuntimeError("communicator: job ids start at 1");
+  if (job == 0) throw InputError("communicator: job ids start at 1");
   if (nworkers == 0 || nworkers > kMaxWireWorkers)
-    throw RuntimeError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWireWorkers, nworkers));
+    throw InputError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWireWorkers, nworkers));
   if (rank >= nworkers)
-    throw RuntimeError(fmt::format("communicator: rank {} is not below the worker count {}", rank, nworkers));
+    throw InputError(fmt::format("communicator: rank {} is not below the worker count {}", rank, nworkers));
   if (scale_mode == ScaleMode::Fixed && !(fixed_scale > 0 && std::isfinite(fixed_scale)))
-    throw RuntimeError("communicator: a fixed scale must be a positive number");
-  if (!(window_kb > 0) || !(max_window_kb > 0)) throw RuntimeError("communicator: window sizes must be > 0");
-  if (retain_ops == 0) throw RuntimeError("communicator: retain_ops must be >= 1");
-  if (priority == 0) throw RuntimeError("communicator: priority must be >= 1");
+    throw InputError("communicator: a fixed scale must be a positive number");
+  if (!(window_kb > 0) || !(max_window_kb > 0)) throw InputError("communicator: window sizes must be > 0");
+  if (retain_ops == 0) throw InputError("communicator: retain_ops must be >= 1");
+  if (priority == 0) throw InputError("communicator: priority must be >= 1");
   for (Time t : {min_rto, connect_timeout, rendezvous_timeout, progress_timeout, close_timeout})
-    if (t <= 0) throw RuntimeError("communicator: timeouts must be > 0");
+    if (t <= 0) throw InputError("communicator: timeouts must be > 0");
   faults.validate();
 }
 
@@ -195,7 +195,7 @@ CommConfig CommConfig::from_toml_string(const std::string& text, const std::stri
   try {
     root = parse_toml(text, origin);
   } catch (const ConfigError& e) {
-    throw RuntimeError(e.what());
+    throw InputError(e.what());
   }
   // The profile first, whatever the key order: the other keys override its fields.
   if (const auto* p = root["communicator"]["profile"].node()) {
@@ -208,7 +208,7 @@ CommConfig CommConfig::from_toml_string(const std::string& text, const std::stri
     bool known_section = false;
     for (const auto& s : kSettings) known_section |= section == s.section;
     if (!known_section || !table)
-      throw RuntimeError(fmt::format("{}: unknown section [{}] (expected [communicator] and [faults])", origin, section));
+      throw InputError(fmt::format("{}: unknown section [{}] (expected [communicator] and [faults])", origin, section));
     for (const auto& [k, v] : *table) {
       const std::string key(k.str());
       const Setting& found = find_setting(section, key, origin);
@@ -254,7 +254,7 @@ CommConfig CommConfig::from_env(CommConfig base) {
     try {
       base = from_toml_file(path, std::move(base));
     } catch (const RuntimeError& e) {
-      throw RuntimeError(fmt::format("INA_CONFIG: {}", e.what()));
+      throw InputError(fmt::format("INA_CONFIG: {}", e.what()));
     }
   }
   for (const auto& s : kSettings)

@@ -54,6 +54,7 @@
 
 namespace ina {
 
+using rt::InputError;
 using rt::RuntimeError;
 
 struct NonFiniteError : RuntimeError {

@@ -218,7 +218,7 @@ Key job_key_from_env(uint16_t job) {
   Key k;
   if (key_from_env("INA_JOB_KEY", k)) return k;
   if (key_from_env("INA_SWITCH_KEY", k)) return job_key(k, job);
-  throw RuntimeError(fmt::format("job {}: no credential: set INA_JOB_KEY (the job's key, from its launcher) or "
+  throw InputError(fmt::format("job {}: no credential: set INA_JOB_KEY (the job's key, from its launcher) or "
                                  "INA_SWITCH_KEY (the switch key)", job));
 }
 

@@ -175,53 +175,53 @@ void validate(const LaunchConfig& c) {
   try {
     schemes::find(c.scheme, schemes::Engine::Runtime);
   } catch (const schemes::UnknownScheme& e) {
-    throw RuntimeError(fmt::format("--scheme: {}", e.what()));
+    throw InputError(fmt::format("--scheme: {}", e.what()));
   }
   if (c.workers < 1 || c.workers > kMaxWireWorkers)
-    throw RuntimeError(fmt::format("--workers must be in 1..{}, got {}", kMaxWireWorkers, c.workers));
-  if (c.jobs < 1 || c.jobs > 64) throw RuntimeError(fmt::format("--jobs must be in 1..64, got {}", c.jobs));
+    throw InputError(fmt::format("--workers must be in 1..{}, got {}", kMaxWireWorkers, c.workers));
+  if (c.jobs < 1 || c.jobs > 64) throw InputError(fmt::format("--jobs must be in 1..64, got {}", c.jobs));
   if (!c.job_workers.empty() && c.job_workers.size() != c.jobs)
-    throw RuntimeError(fmt::format("--workers gives {} counts for {} jobs: give one count per job", c.job_workers.size(), c.jobs));
+    throw InputError(fmt::format("--workers gives {} counts for {} jobs: give one count per job", c.job_workers.size(), c.jobs));
   for (unsigned w : c.job_workers)
-    if (w < 1 || w > kMaxWireWorkers) throw RuntimeError(fmt::format("--workers: every count must be in 1..{}, got {}", kMaxWireWorkers, w));
+    if (w < 1 || w > kMaxWireWorkers) throw InputError(fmt::format("--workers: every count must be in 1..{}, got {}", kMaxWireWorkers, w));
   if (c.size_bytes < 4 || c.size_bytes % 4 != 0)
-    throw RuntimeError(fmt::format("--size must be a positive multiple of 4 bytes (whole float32 values), got {}", c.size_bytes));
+    throw InputError(fmt::format("--size must be a positive multiple of 4 bytes (whole float32 values), got {}", c.size_bytes));
   if (c.memory_bytes < uint64_t{4} * c.payload)
-    throw RuntimeError(fmt::format("--memory {} holds no aggregator of --payload {} values ({} bytes each)", c.memory_bytes,
+    throw InputError(fmt::format("--memory {} holds no aggregator of --payload {} values ({} bytes each)", c.memory_bytes,
                                    c.payload, 4 * c.payload));
   for (uint32_t p : c.priorities)
-    if (p < 1 || p > INT32_MAX) throw RuntimeError(fmt::format("--priorities: every priority must be in 1..{}, got {}", INT32_MAX, p));
-  if (!(c.delay_us >= 0 && c.delay_us <= 1e8)) throw RuntimeError(fmt::format("--delay-us must be in [0, 1e8], got {}", c.delay_us));
-  if (!(c.window_kb >= 0 && c.window_kb <= 1e6)) throw RuntimeError(fmt::format("--window-kb must be in [0, 1e6], got {}", c.window_kb));
-  if (c.iterations < 1) throw RuntimeError("--iterations must be >= 1");
-  if (c.payload < 1 || c.payload > 16000) throw RuntimeError("--payload must be in 1..16000 values");
+    if (p < 1 || p > INT32_MAX) throw InputError(fmt::format("--priorities: every priority must be in 1..{}, got {}", INT32_MAX, p));
+  if (!(c.delay_us >= 0 && c.delay_us <= 1e8)) throw InputError(fmt::format("--delay-us must be in [0, 1e8], got {}", c.delay_us));
+  if (!(c.window_kb >= 0 && c.window_kb <= 1e6)) throw InputError(fmt::format("--window-kb must be in [0, 1e6], got {}", c.window_kb));
+  if (c.iterations < 1) throw InputError("--iterations must be >= 1");
+  if (c.payload < 1 || c.payload > 16000) throw InputError("--payload must be in 1..16000 values");
   for (double r : {c.loss, c.duplicate, c.reorder})
-    if (!(r >= 0 && r < 1)) throw RuntimeError("--loss, --duplicate and --reorder must be in [0, 1)");
+    if (!(r >= 0 && r < 1)) throw InputError("--loss, --duplicate and --reorder must be in [0, 1)");
   if (!c.priorities.empty() && c.priorities.size() != c.jobs)
-    throw RuntimeError(fmt::format("--priorities needs one value per job ({})", c.jobs));
+    throw InputError(fmt::format("--priorities needs one value per job ({})", c.jobs));
   if (c.delay_job > c.jobs || (c.delay_job && c.delay_rank >= c.workers_of(c.delay_job)))
-    throw RuntimeError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
-  if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw RuntimeError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
+    throw InputError(fmt::format("--delay-worker {}:{} names a job or rank that does not exist", c.delay_job, c.delay_rank));
+  if (!(c.timeout_s > 0 && c.timeout_s <= 1e6)) throw InputError(fmt::format("--timeout must be in (0, 1e6] seconds, got {}", c.timeout_s));
   const schemes::Scheme& s = schemes::find(c.scheme);
   if (s.sparse == schemes::Sparse::HotIna && c.command.empty() && c.hot_set_size == 0 && c.hot_keys_file.empty())
-    throw RuntimeError(fmt::format("--scheme {} with --hot-set-size 0 and no --hot-keys: its switch aggregates only the "
+    throw InputError(fmt::format("--scheme {} with --hot-set-size 0 and no --hot-keys: its switch aggregates only the "
                                    "job's hot set, so every pair would go to the PS (that is ps-lite); give a hot set",
                                    c.scheme));
   const LaunchConfig defaults;
   if ((c.hot_set_size != defaults.hot_set_size || c.hot_iterations != defaults.hot_iterations || !c.hot_keys_file.empty()) &&
       s.sparse != schemes::Sparse::HotIna)
-    throw RuntimeError(fmt::format("--hot-set-size / --hot-iterations / --hot-keys: --scheme {} has no hot-set table "
+    throw InputError(fmt::format("--hot-set-size / --hot-iterations / --hot-keys: --scheme {} has no hot-set table "
                                    "(zebra has)", c.scheme));
   if (s.sparse == schemes::Sparse::HotIna && c.command.empty()) {
     if (!c.hot_keys_file.empty() && c.hot_iterations != defaults.hot_iterations)
-      throw RuntimeError("--hot-iterations: the hot set comes from --hot-keys, not from a profile; give one of them");
+      throw InputError("--hot-iterations: the hot set comes from --hot-keys, not from a profile; give one of them");
     if (c.hot_iterations < 1 || c.hot_iterations > c.iterations)
-      throw RuntimeError(fmt::format("--hot-iterations must be in 1..{} (--iterations), got {}", c.iterations, c.hot_iterations));
+      throw InputError(fmt::format("--hot-iterations must be in 1..{} (--iterations), got {}", c.iterations, c.hot_iterations));
     // What the switch's table holds (its entries, and one value register per key in --memory).
     const uint64_t cap = std::min<uint64_t>(dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4);
     const uint64_t size = c.hot_keys_file.empty() ? c.hot_set_size : read_hot_keys_file(c.hot_keys_file).size();
     if (size > cap)
-      throw RuntimeError(fmt::format("{} {}{}: the switch holds at most {} hot keys ({} table entries, --memory {} / 4 "
+      throw InputError(fmt::format("{} {}{}: the switch holds at most {} hot keys ({} table entries, --memory {} / 4 "
                                      "= {} value registers)",
                                      c.hot_keys_file.empty() ? "--hot-set-size" : "--hot-keys", 
                                      c.hot_keys_file.empty() ? std::to_string(size) : c.hot_keys_file,
@@ -229,73 +229,73 @@ void validate(const LaunchConfig& c) {
                                          : c.hot_keys_file.empty() ? "" : fmt::format(" ({} keys)", size),
                                      cap, dp::ZebraConfig{}.kv_table_entries, c.memory_bytes, c.memory_bytes / 4));
   }
-  if (c.fail_at_op >= 0 && c.fail_rank < 0) throw RuntimeError(fmt::format("--fail-at-op {}: give --fail-rank too", c.fail_at_op));
+  if (c.fail_at_op >= 0 && c.fail_rank < 0) throw InputError(fmt::format("--fail-at-op {}: give --fail-rank too", c.fail_at_op));
   if (c.fail_rank >= 0) {
     if (!uses_layout(c) || !is_ring_scheme(s) || s.collective == schemes::Collective::Hierarchical)
-      throw RuntimeError(fmt::format("--fail-rank {}: --scheme {} does not survive a failure (rar and rina do{})", c.fail_rank,
+      throw InputError(fmt::format("--fail-rank {}: --scheme {} does not survive a failure (rar and rina do{})", c.fail_rank,
                                      c.scheme,
                                      s.collective == schemes::Collective::Hierarchical
                                          ? "; h-ar needs racks of equal size, which a failure breaks"
                                          : ""));
     if (c.fail_rank >= static_cast<int>(c.workers))
-      throw RuntimeError(fmt::format("--fail-rank {}: the job has ranks 0..{}", c.fail_rank, c.workers - 1));
-    if (c.workers < 3) throw RuntimeError(fmt::format("--fail-rank {}: a ring of {} workers cannot lose one", c.fail_rank, c.workers));
-    if (c.fail_at_op < 0) throw RuntimeError(fmt::format("--fail-rank {}: give --fail-at-op K too", c.fail_rank));
+      throw InputError(fmt::format("--fail-rank {}: the job has ranks 0..{}", c.fail_rank, c.workers - 1));
+    if (c.workers < 3) throw InputError(fmt::format("--fail-rank {}: a ring of {} workers cannot lose one", c.fail_rank, c.workers));
+    if (c.fail_at_op < 0) throw InputError(fmt::format("--fail-rank {}: give --fail-at-op K too", c.fail_rank));
     if (c.fail_at_op >= static_cast<int>(c.iterations))
-      throw RuntimeError(fmt::format("--fail-at-op {}: the job runs ops 0..{} (--iterations {})", c.fail_at_op,
+      throw InputError(fmt::format("--fail-at-op {}: the job runs ops 0..{} (--iterations {})", c.fail_at_op,
                                      c.iterations - 1, c.iterations));
     if (!(c.fail_detect_ms >= kMinFailDetectMs && c.fail_detect_ms <= 1e6))
-      throw RuntimeError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
+      throw InputError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
                                      "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
   }
   if (!c.command.empty()) {
     if (c.jobs != 1 || !c.job_workers.empty())
-      throw RuntimeError(fmt::format("train-py runs one job: got {}", workers_flags(c)));
+      throw InputError(fmt::format("train-py runs one job: got {}", workers_flags(c)));
     if (uses_layout(c))
-      throw RuntimeError(fmt::format("--scheme {}: train-py runs a scheme with one switch (not a ring layout)", c.scheme));
+      throw InputError(fmt::format("--scheme {}: train-py runs a scheme with one switch (not a ring layout)", c.scheme));
     if (c.command[0].empty() || c.command[0][0] != '/')
-      throw RuntimeError(fmt::format("the worker command '{}' must be an absolute path", c.command[0]));
+      throw InputError(fmt::format("the worker command '{}' must be an absolute path", c.command[0]));
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
-    throw RuntimeError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
+    throw InputError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));
   if (c.switch_threads > 1)
     if (const std::string why = why_not_threaded(s, uses_layout(c)); !why.empty())
-      throw RuntimeError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
+      throw InputError(fmt::format("--switch-threads {}: {}; give --switch-threads 1", c.switch_threads, why));
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty() || !c.rina_above.empty())
-      throw RuntimeError(fmt::format("--racks / --ina-racks / --rina-above apply to the ring schemes ({}) and to atp and dsa, not to "
+      throw InputError(fmt::format("--racks / --ina-racks / --rina-above apply to the ring schemes ({}) and to atp and dsa, not to "
                                      "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }
-  if (c.jobs != 1) throw RuntimeError(fmt::format("--scheme {} runs one job, got --jobs {}", c.scheme, c.jobs));
+  if (c.jobs != 1) throw InputError(fmt::format("--scheme {} runs one job, got --jobs {}", c.scheme, c.jobs));
   if (c.workers < 2 || c.workers > kMaxRingWorkers)
-    throw RuntimeError(fmt::format("--scheme {}: --workers must be in 2..{}, got {}", c.scheme, kMaxRingWorkers, c.workers));
+    throw InputError(fmt::format("--scheme {}: --workers must be in 2..{}, got {}", c.scheme, kMaxRingWorkers, c.workers));
   if (c.delay_job || !c.priorities.empty() || c.window_kb > 0)
-    throw RuntimeError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
+    throw InputError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
   if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna && s.collective != schemes::Collective::PsIna)
-    throw RuntimeError(fmt::format("--ina-racks {}: only --scheme rina and PS-based INA over racks (atp, dsa) have INA "
+    throw InputError(fmt::format("--ina-racks {}: only --scheme rina and PS-based INA over racks (atp, dsa) have INA "
                                    "racks, not {}", c.ina_racks, c.scheme));
   const std::vector<unsigned> ina = ina_rack_list(c);
   (void)split_racks(c.workers, c.racks, ina);  // throws naming --racks / --ina-racks
   if (!c.rina_above.empty()) {
     if (s.collective != schemes::Collective::RingIna)
-      throw RuntimeError(fmt::format("--rina-above {}: only --scheme rina has INA switches above the ToR, not {}", c.rina_above,
+      throw InputError(fmt::format("--rina-above {}: only --scheme rina has INA switches above the ToR, not {}", c.rina_above,
                                      c.scheme));
     if (c.fail_rank >= 0)
-      throw RuntimeError(fmt::format("--fail-rank {} with --rina-above {}: a group above the ToR cannot lose a worker "
+      throw InputError(fmt::format("--fail-rank {} with --rina-above {}: a group above the ToR cannot lose a worker "
                                      "(not handled, as in the simulator)", c.fail_rank, c.rina_above));
     const std::vector<unsigned> above = parse_rack_list("--rina-above", c.rina_above);
     for (unsigned q : above)
       if (q >= c.racks)
-        throw RuntimeError(fmt::format("--rina-above names rack {}, which does not exist (--racks {}: racks 0..{})", q, c.racks,
+        throw InputError(fmt::format("--rina-above names rack {}, which does not exist (--racks {}: racks 0..{})", q, c.racks,
                                        c.racks - 1));
     const size_t ranks = above.size() * (c.workers / c.racks);
     if (ranks < 2 || ranks > 64)
-      throw RuntimeError(fmt::format("--rina-above {}: a group above the ToR needs 2..64 ranks below its switch, these racks "
+      throw InputError(fmt::format("--rina-above {}: a group above the ToR needs 2..64 ranks below its switch, these racks "
                                      "hold {}", c.rina_above, ranks));
   }
   if (s.collective == schemes::Collective::PsIna && ina.empty())
-    throw RuntimeError(fmt::format("--ina-racks {}: --scheme {} over racks needs at least one INA rack (the root of its "
+    throw InputError(fmt::format("--ina-racks {}: --scheme {} over racks needs at least one INA rack (the root of its "
                                    "aggregation tree)", c.ina_racks, c.scheme));
 }
 

@@ -29,19 +29,19 @@ std::string errno_text(int err) { return std::strerror(err); }
 Endpoint Endpoint::parse(std::string_view text) {
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
-    throw RuntimeError(fmt::format("invalid address '{}': expected ip:port, e.g. 127.0.0.1:7700", text));
+    throw InputError(fmt::format("invalid address '{}': expected ip:port, e.g. 127.0.0.1:7700", text));
   std::string host(text.substr(0, colon));
   const std::string_view port_text = text.substr(colon + 1);
   unsigned port = 0;
   const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || port > 65535)
-    throw RuntimeError(fmt::format("invalid address '{}': port '{}' is not a number in 0..65535", text, port_text));
+    throw InputError(fmt::format("invalid address '{}': port '{}' is not a number in 0..65535", text, port_text));
   if (host == "localhost") host = "127.0.0.1";
   Endpoint e;
   e.sa.sin_family = AF_INET;
   e.sa.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, host.c_str(), &e.sa.sin_addr) != 1)
-    throw RuntimeError(fmt::format("invalid address '{}': '{}' is not an IPv4 address", text, host));
+    throw InputError(fmt::format("invalid address '{}': '{}' is not an IPv4 address", text, host));
   return e;
 }
 

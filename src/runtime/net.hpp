@@ -24,12 +24,19 @@ namespace ina::rt {
 struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A RuntimeError in what the user gave a command before it runs: a flag,
+// its configuration, layout or key file, the environment. The commands
+// exit 2 on it, as on a command line that does not parse; 1 on any other.
+struct InputError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+inline int exit_status(const RuntimeError& e) { return dynamic_cast<const InputError*>(&e) ? 2 : 1; }
 
 // "ip:port" (IPv4, numeric or "localhost").
 struct Endpoint {
   sockaddr_in sa{};
 
-  static Endpoint parse(std::string_view text);  // throws RuntimeError naming the text
+  static Endpoint parse(std::string_view text);  // throws InputError naming the text
   static Endpoint any(uint16_t port = 0);
   std::string str() const;
   std::string ip() const;

@@ -65,13 +65,13 @@ size_t RingLayout::rack_of(size_t rank) const {
   for (size_t q = 0; q < racks.size(); ++q)
     for (uint16_t r : racks[q].ranks)
       if (r == rank) return q;
-  throw RuntimeError(fmt::format("layout: rank {} is in no rack", rank));
+  throw InputError(fmt::format("layout: rank {} is in no rack", rank));
 }
 
 size_t RingLayout::root_rack() const {
   for (size_t q = 0; q < racks.size(); ++q)
     if (racks[q].ina) return q;
-  throw RuntimeError("layout: ATP over racks needs at least one INA rack");
+  throw InputError("layout: ATP over racks needs at least one INA rack");
 }
 
 schemes::AtpTree RingLayout::atp_tree() const {
@@ -85,8 +85,8 @@ schemes::AtpTree RingLayout::atp_tree() const {
 }
 
 RingLayout::TreeJob RingLayout::tree_job(size_t rack) const {
-  if (racks.at(rack).ranks.empty()) throw RuntimeError(fmt::format("layout: rack {} has no rank", rack));
-  if (!racks[rack].ina) throw RuntimeError(fmt::format("layout: rack {} has no INA ToR: it is on no tree", rack));
+  if (racks.at(rack).ranks.empty()) throw InputError(fmt::format("layout: rack {} has no rank", rack));
+  if (!racks[rack].ina) throw InputError(fmt::format("layout: rack {} has no INA ToR: it is on no tree", rack));
   const schemes::AtpTree t = atp_tree();
   const schemes::AtpTree::Entry& e = *t.find(tor_id(rack));  // a rank's first hop: on the tree
   return TreeJob{e.parent, e.subtree, e.direct, e.children};
@@ -96,7 +96,7 @@ Endpoint RingLayout::address(NodeId id) const {
   if (id == ps_id()) return *ps;
   for (size_t q = 0; q < racks.size(); ++q)
     if (id == tor_id(q)) {
-      if (!racks[q].sw) throw RuntimeError(fmt::format("layout: racks[{}] has no switch to route to", q));
+      if (!racks[q].sw) throw InputError(fmt::format("layout: racks[{}] has no switch to route to", q));
       return *racks[q].sw;
     }
   return workers.at(static_cast<size_t>(id) - 1);
@@ -230,15 +230,15 @@ void read_aggregation(RingLayout& L, const nlohmann::json& j, const Bad& bad, bo
 
 RingLayout RingLayout::from_json(const nlohmann::json& j, const std::string& where, bool need_switches) {
   auto bad = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
-    return RuntimeError(fmt::format("layout {}: field '{}' = {}: {}", where, printable(field), quote_json(v), why));
+    return InputError(fmt::format("layout {}: field '{}' = {}: {}", where, printable(field), quote_json(v), why));
   };
-  if (!j.is_object()) throw RuntimeError(fmt::format("layout {}: expected a JSON object", where));
+  if (!j.is_object()) throw InputError(fmt::format("layout {}: expected a JSON object", where));
   for (const auto& [k, v] : j.items())
     if (k != "job" && k != "scheme" && k != "payload" && k != "memory_bytes" && k != "workers" && k != "racks" && k != "ps" &&
         k != "datagram_salt" && k != "aggregation" && k != "rates_gbps")
       throw bad(k, v, "unknown field");
   auto uint_field = [&](const char* k, uint64_t lo, uint64_t hi) -> uint64_t {
-    if (!j.contains(k)) throw RuntimeError(fmt::format("layout {}: field '{}' is missing", where, k));
+    if (!j.contains(k)) throw InputError(fmt::format("layout {}: field '{}' is missing", where, k));
     const auto& v = j[k];
     if (!v.is_number_unsigned() || v.get<uint64_t>() < lo || v.get<uint64_t>() > hi)
       throw bad(k, v, fmt::format("expected an integer in {}..{}", lo, hi));
@@ -369,10 +369,10 @@ RingLayout RingLayout::read(const std::string& path, bool need_switches) {
   try {
     check_json_depth(text, kMaxJsonDepth, fmt::format("layout {}", path));
   } catch (const JsonDepthError& e) {
-    throw RuntimeError(e.what());
+    throw InputError(e.what());
   }
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw RuntimeError(fmt::format("layout {}: not valid JSON", path));
+  if (j.is_discarded()) throw InputError(fmt::format("layout {}: not valid JSON", path));
   return from_json(j, path, need_switches);
 }
 
@@ -384,13 +384,13 @@ void RingLayout::write(const std::string& path) const {
 
 std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<unsigned>& ina_racks) {
   if (racks < 1 || racks > n || n % racks != 0)
-    throw RuntimeError(fmt::format("--racks {}: must divide the {} workers into equal racks (a divisor of {})", racks, n, n));
+    throw InputError(fmt::format("--racks {}: must divide the {} workers into equal racks (a divisor of {})", racks, n, n));
   std::vector<RingRack> out(racks);
   const size_t per = n / racks;
   for (size_t r = 0; r < n; ++r) out[r / per].ranks.push_back(static_cast<uint16_t>(r));
   for (unsigned q : ina_racks) {
     if (q >= racks)
-      throw RuntimeError(fmt::format("--ina-racks names rack {}, which does not exist (--racks {}: racks 0..{})", q, racks,
+      throw InputError(fmt::format("--ina-racks names rack {}, which does not exist (--racks {}: racks 0..{})", q, racks,
                                      racks - 1));
     out[q].ina = true;
   }
@@ -406,8 +406,8 @@ std::vector<unsigned> parse_rack_list(const std::string& flag, const std::string
     unsigned q = 0;
     const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), q);
     if (part.empty() || ec != std::errc{} || p != part.data() + part.size())
-      throw RuntimeError(fmt::format("{}: expected rack numbers like 0,1, got '{}' (bad entry '{}')", flag, text, part));
-    if (std::find(v.begin(), v.end(), q) != v.end()) throw RuntimeError(fmt::format("{} '{}' names rack {} twice", flag, text, q));
+      throw InputError(fmt::format("{}: expected rack numbers like 0,1, got '{}' (bad entry '{}')", flag, text, part));
+    if (std::find(v.begin(), v.end(), q) != v.end()) throw InputError(fmt::format("{} '{}' names rack {} twice", flag, text, q));
     v.push_back(q);
     if (comma == std::string::npos) return v;
     at = comma + 1;

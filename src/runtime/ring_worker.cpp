@@ -72,14 +72,14 @@ Key job_credential(const RingWorkerConfig& cfg, uint16_t job) {
 std::optional<DatagramKey> layout_datagram_key(const RingWorkerConfig& cfg, const RingLayout& L) {
   if (!L.datagram_salt) {
     if (cfg.datagram_auth)
-      throw RuntimeError(fmt::format("--datagram-auth: the layout {} has no field 'datagram_salt', so the job's datagrams "
+      throw InputError(fmt::format("--datagram-auth: the layout {} has no field 'datagram_salt', so the job's datagrams "
                                      "are not tagged (ina run --datagram-auth writes one)", cfg.layout));
     return std::nullopt;
   }
   try {
     return datagram_key(job_credential(cfg, L.job), *L.datagram_salt);
   } catch (const RuntimeError& e) {
-    throw RuntimeError(fmt::format("layout {}: field 'datagram_salt' is set, so every datagram of job {} is tagged with a key "
+    throw InputError(fmt::format("layout {}: field 'datagram_salt' is set, so every datagram of job {} is tagged with a key "
                                    "derived from the job's key, which this process lacks: give --key-file FILE or "
                                    "INA_JOB_KEY ({})", cfg.layout, L.job, e.what()));
   }
@@ -727,47 +727,47 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   const RingLayout L = RingLayout::read(cfg.layout, true);
   const size_t n = L.n();
   if (cfg.ps && !L.tree())
-    throw RuntimeError(fmt::format("--ps: the layout {} runs {}, which has no PS", cfg.layout, L.scheme));
+    throw InputError(fmt::format("--ps: the layout {} runs {}, which has no PS", cfg.layout, L.scheme));
   if (!cfg.ps && cfg.rank >= n)
-    throw RuntimeError(fmt::format("--rank {}: the layout {} has ranks 0..{}", cfg.rank, cfg.layout, n - 1));
-  if (cfg.bytes < 4 || cfg.bytes % 4) throw RuntimeError(fmt::format("--size must be a positive multiple of 4 bytes, got {}", cfg.bytes));
-  if (cfg.iterations < 1) throw RuntimeError("--iterations must be >= 1");
-  if (cfg.barrier.empty()) throw RuntimeError("--barrier DIR is required (a directory every rank of the job shares)");
+    throw InputError(fmt::format("--rank {}: the layout {} has ranks 0..{}", cfg.rank, cfg.layout, n - 1));
+  if (cfg.bytes < 4 || cfg.bytes % 4) throw InputError(fmt::format("--size must be a positive multiple of 4 bytes, got {}", cfg.bytes));
+  if (cfg.iterations < 1) throw InputError("--iterations must be >= 1");
+  if (cfg.barrier.empty()) throw InputError("--barrier DIR is required (a directory every rank of the job shares)");
   cfg.faults.validate();
   const fs::path bar(cfg.barrier);
-  if (!fs::is_directory(bar)) throw RuntimeError(fmt::format("--barrier {}: not a directory", cfg.barrier));
+  if (!fs::is_directory(bar)) throw InputError(fmt::format("--barrier {}: not a directory", cfg.barrier));
   // A file of another run's end or failover (no rank of this run writes one
   // before every rank, this one included, is ready): a new run would take it
   // for its own (an old membership, a done rank).
   if (cfg.ps && fs::exists(bar / "ready.ps"))
-    throw RuntimeError(fmt::format("--barrier {}: already holds ready.ps from another run; give a fresh directory", cfg.barrier));
+    throw InputError(fmt::format("--barrier {}: already holds ready.ps from another run; give a fresh directory", cfg.barrier));
   for (const auto& e : fs::directory_iterator(bar)) {
     const std::string f = e.path().filename().string();
     for (const char* stale : {"done.", "alive.", "state.", "membership."})
       if (f.starts_with(stale))
-        throw RuntimeError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, f));
+        throw InputError(fmt::format("--barrier {}: already holds {} from another run; give a fresh directory", cfg.barrier, f));
   }
   const bool failover = cfg.fail_detect_ms > 0 || cfg.crash_at_op >= 0;
   if (!(cfg.fail_detect_ms == 0 || (cfg.fail_detect_ms >= kMinFailDetectMs && cfg.fail_detect_ms <= 1e6)))
-    throw RuntimeError(fmt::format("--fail-detect-ms {}: must be 0 (off) or in [{}, 1e6] ms (heartbeats are looked at "
+    throw InputError(fmt::format("--fail-detect-ms {}: must be 0 (off) or in [{}, 1e6] ms (heartbeats are looked at "
                                    "every 10 ms; a shorter time would never detect anything)", cfg.fail_detect_ms,
                                    kMinFailDetectMs));
   if (cfg.crash_at_op >= 0 && static_cast<unsigned>(cfg.crash_at_op) >= cfg.iterations)
-    throw RuntimeError(fmt::format("--crash-at-op {}: the rank runs ops 0..{} (--iterations {})", cfg.crash_at_op,
+    throw InputError(fmt::format("--crash-at-op {}: the rank runs ops 0..{} (--iterations {})", cfg.crash_at_op,
                                    cfg.iterations - 1, cfg.iterations));
   std::vector<std::string> given;  // the failure options as given
   if (cfg.fail_detect_ms > 0) given.push_back(fmt::format("--fail-detect-ms {}", cfg.fail_detect_ms));
   if (cfg.crash_at_op >= 0) given.push_back(fmt::format("--crash-at-op {}", cfg.crash_at_op));
   if (failover && (L.tree() || cfg.ps || L.scheme_info().collective == schemes::Collective::Hierarchical))
-    throw RuntimeError(fmt::format("{}: {} does not survive a failure (ring schemes whose plan does: rar, rina){}",
+    throw InputError(fmt::format("{}: {} does not survive a failure (ring schemes whose plan does: rar, rina){}",
                                    fmt::join(given, " "), L.scheme,
                                    L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
   if (failover && !L.aggregation.empty())
-    throw RuntimeError(fmt::format("{}: the layout {} has INA switches above the ToR (field 'aggregation'): a group above "
+    throw InputError(fmt::format("{}: the layout {} has INA switches above the ToR (field 'aggregation'): a group above "
                                    "the ToR cannot lose a worker (not handled, as in the simulator)", fmt::join(given, " "),
                                    cfg.layout));
   if (failover && n < 3)
-    throw RuntimeError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
+    throw InputError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
   const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);
   if (cfg.ps) return run_tree_ps(cfg, L, tag_key);
   if (L.tree()) return run_tree_worker(cfg, L, tag_key);

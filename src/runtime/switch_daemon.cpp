@@ -30,16 +30,16 @@ namespace {
 const schemes::Scheme& find_scheme(const std::string& name, bool layout) {
   if (const schemes::Scheme* s = schemes::lookup(name);
       s && !layout && s->supports(schemes::Engine::Layout) && !s->supports(schemes::Engine::Runtime))
-    throw RuntimeError(fmt::format("switch: scheme {} serves one job of a static layout only: give --layout FILE --rack R",
+    throw InputError(fmt::format("switch: scheme {} serves one job of a static layout only: give --layout FILE --rack R",
                                    s->name));
   if (const schemes::Scheme* s = schemes::lookup(name);
       s && layout && !s->supports(schemes::Engine::Layout) && s->supports(schemes::Engine::Runtime))
-    throw RuntimeError(fmt::format("switch: --layout is for the schemes of static layouts ({}); {} jobs join through the "
+    throw InputError(fmt::format("switch: --layout is for the schemes of static layouts ({}); {} jobs join through the "
                                    "control plane", schemes::names_text(schemes::Engine::Layout), s->name));
   try {
     return schemes::find(name, layout ? schemes::Engine::Layout : schemes::Engine::Runtime);
   } catch (const schemes::UnknownScheme& e) {
-    throw RuntimeError(e.what());
+    throw InputError(e.what());
   }
 }
 
@@ -54,26 +54,26 @@ using switchd::kSwitchId;
 
 SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
   if (!cfg.has_key)
-    throw RuntimeError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
+    throw InputError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                        "'ina key new FILE' creates one");
   if (!scheme.factory)
-    throw RuntimeError(fmt::format("switch: scheme {} has no switch program (its workers talk to each other directly: "
+    throw InputError(fmt::format("switch: scheme {} has no switch program (its workers talk to each other directly: "
                                    "run 'ina ring-worker' without a switch)", scheme.name));
   if (is_ring_scheme(scheme) && cfg.layout.empty())
-    throw RuntimeError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
+    throw InputError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
                                    scheme.name));
   const unsigned T = cfg.threads;
   if (T == 0 || T > kMaxThreads)
-    throw RuntimeError(fmt::format("switch: --threads {}: give 1..{}", T, kMaxThreads));
+    throw InputError(fmt::format("switch: --threads {}: give 1..{}", T, kMaxThreads));
   if (T > 1)
     if (const std::string why = why_not_threaded(scheme, !cfg.layout.empty()); !why.empty())
-      throw RuntimeError(fmt::format("switch: --threads {}: {}: run it with --threads 1", T, why));
-  if (scheme.isolated && cfg.isolated_regions == 0) throw RuntimeError("switch: isolated_regions must be >= 1");
-  if (cfg.share.reclaim_after < 0) throw RuntimeError("switch: reclaim_after must be >= 0");
+      throw InputError(fmt::format("switch: --threads {}: {}: run it with --threads 1", T, why));
+  if (scheme.isolated && cfg.isolated_regions == 0) throw InputError("switch: isolated_regions must be >= 1");
+  if (cfg.share.reclaim_after < 0) throw InputError("switch: reclaim_after must be >= 0");
   for (const auto& [id, r] : cfg.share.job_priority)
-    if (r.lo > r.hi) throw RuntimeError(fmt::format("switch: job {}'s priority range {}..{} is empty", id, r.lo, r.hi));
+    if (r.lo > r.hi) throw InputError(fmt::format("switch: job {}'s priority range {}..{} is empty", id, r.lo, r.hi));
   if (cfg.share.priority.lo > cfg.share.priority.hi)
-    throw RuntimeError(fmt::format("switch: the priority range {}..{} is empty", cfg.share.priority.lo, cfg.share.priority.hi));
+    throw InputError(fmt::format("switch: the priority range {}..{} is empty", cfg.share.priority.lo, cfg.share.priority.hi));
   for (unsigned k = 0; k < T; ++k) {
     auto sh = std::make_unique<Shard>();
     sh->index = k;
@@ -88,7 +88,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
     sh->program = scheme.make_switch(pc);
     sh->program->set_id(kSwitchId);
     if (T > 1 && sh->program->aggregators() < kMinShardAggregators)
-      throw RuntimeError(fmt::format("switch: --threads {} with --memory {}: each switch thread gets {} bytes, {} "
+      throw InputError(fmt::format("switch: --threads {} with --memory {}: each switch thread gets {} bytes, {} "
                                      "aggregators of {} values; a thread needs at least {}: give more memory or fewer "
                                      "threads", T, cfg.program.memory_bytes, pc.memory_bytes,
                                      sh->program->aggregators(), cfg.program.payload_values, kMinShardAggregators));
@@ -102,7 +102,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
       ac.reserved = {kSwitchId};
       if (scheme.has_switch_cpu()) ac.reserved.push_back(kCpuId);
       admission.emplace(std::move(ac));
-      if (const std::string e = admission->memory_error(); !e.empty()) throw RuntimeError("switch: " + e);
+      if (const std::string e = admission->memory_error(); !e.empty()) throw InputError("switch: " + e);
     }
     shards.push_back(std::move(sh));
   }
@@ -114,13 +114,13 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   // program sends each datagram to shard (job mod T).
   DataAndControl socks;
   if (cfg.udp_fd >= 0 || cfg.tcp_fd >= 0) {
-    if (cfg.udp_fd < 0 || cfg.tcp_fd < 0) throw RuntimeError("switch: give both --udp-fd and --tcp-fd, or neither");
+    if (cfg.udp_fd < 0 || cfg.tcp_fd < 0) throw InputError("switch: give both --udp-fd and --tcp-fd, or neither");
     socks.udp = UniqueFd(cfg.udp_fd);
     socks.tcp = UniqueFd(cfg.tcp_fd);
     if (local_endpoint(socks.udp.get()).port() != local_endpoint(socks.tcp.get()).port())
-      throw RuntimeError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
+      throw InputError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
     if (T > 1 && !has_reuseport(socks.udp.get()))
-      throw RuntimeError(fmt::format("switch: --threads {} with --udp-fd {}: that socket was bound without "
+      throw InputError(fmt::format("switch: --threads {} with --udp-fd {}: that socket was bound without "
                                      "SO_REUSEPORT, so the other switch threads cannot share its port: bind it with "
                                      "SO_REUSEPORT (before any other socket on its port) or run --threads 1",
                                      T, cfg.udp_fd));
@@ -140,7 +140,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   // of IP/UDP = 1496 B, a 1500-byte IP packet (the emulated cluster's MTU).
   constexpr unsigned kMaxPsPairs = 118;
   if (scheme.kv() && (cfg.kv_ps_pairs > kMaxPsPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
-    throw RuntimeError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
+    throw InputError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
                                    "out of range",
                                    cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
   if (scheme.kv())
@@ -155,7 +155,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   if (!cfg.layout.empty()) {
     static_layout = RingLayout::read(cfg.layout, false);
     if (cfg.datagram_auth && !static_layout->datagram_salt)
-      throw RuntimeError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
+      throw InputError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
                                      "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
                                      cfg.layout));
   }
@@ -168,7 +168,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   if (static_layout) static_job(std::move(*static_layout));
   for (auto& sh : shards) sh->engine->add_node(*sh->program);
   if (scheme.has_switch_cpu()) {
-    if (cfg.kv_registers == 0) throw RuntimeError("switch: kv_registers must be >= 1");
+    if (cfg.kv_registers == 0) throw InputError("switch: kv_registers must be >= 1");
     cpu = std::make_unique<dp::SwitchCpu>(kSwitchId, cfg.cpu_rto, /*adaptive=*/true);
     cpu->set_id(kCpuId);
     engine->attach(*cpu);

@@ -13,21 +13,21 @@ namespace ina::rt {
 // The ring job of cfg.layout, registered for good (ring_layout.hpp).
 void SwitchDaemon::Impl::static_job(RingLayout L) {
   if (schemes::lookup(L.scheme) != &scheme)
-    throw RuntimeError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
+    throw InputError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
   const size_t R = L.racks.size();
   if (cfg.rack >= L.switch_count())
-    throw RuntimeError(fmt::format("--rack {}: the layout {} has racks 0..{}{}", cfg.rack, cfg.layout, R - 1,
+    throw InputError(fmt::format("--rack {}: the layout {} has racks 0..{}{}", cfg.rack, cfg.layout, R - 1,
                                    L.aggregation.empty() ? std::string()
                                                          : fmt::format(" and switches above racks {}..{} (aggregation)", R,
                                                                        L.switch_count() - 1)));
   if (!L.serving_switch(cfg.rack))
-    throw RuntimeError(fmt::format("--rack {}: in the layout {} that rack's ToR does not aggregate (no INA, or one rank)",
+    throw InputError(fmt::format("--rack {}: in the layout {} that rack's ToR does not aggregate (no INA, or one rank)",
                                    cfg.rack, cfg.layout));
   if (L.payload != cfg.program.payload_values)
-    throw RuntimeError(fmt::format("layout {}: field 'payload' = {}: this switch carries {} values per packet", cfg.layout,
+    throw InputError(fmt::format("layout {}: field 'payload' = {}: this switch carries {} values per packet", cfg.layout,
                                    L.payload, cfg.program.payload_values));
   if (L.region() > program->aggregators())
-    throw RuntimeError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
+    throw InputError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                    L.memory_bytes, cfg.program.memory_bytes));
   program->set_id(L.switch_id(cfg.rack));
   if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
@@ -64,12 +64,12 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   try {
     program->add_job(sj);
   } catch (const std::invalid_argument& e) {
-    throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
+    throw InputError(fmt::format("layout {}: {}", cfg.layout, e.what()));
   }
   for (size_t q = 0; q < L.switch_count(); ++q)
     if (q != cfg.rack && L.serving_switch(q)) {
       if (!L.switch_addr(q))
-        throw RuntimeError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
+        throw InputError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
                                        "switch of the job", cfg.layout,
                                        q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
       program->add_peer(L.switch_id(q));
@@ -88,7 +88,7 @@ void SwitchDaemon::Impl::tree_job(RingLayout L) {
   const std::vector<size_t> relays = L.relay_racks(q);
   for (size_t o : relays)
     if (!L.racks[o].sw)
-      throw RuntimeError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
+      throw InputError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
                                      "every other INA rack's ToR", cfg.layout, o, q));
   const RingLayout::TreeJob t = L.tree_job(q);
   dp::SwitchJob sj;
@@ -103,7 +103,7 @@ void SwitchDaemon::Impl::tree_job(RingLayout L) {
     program->add_job(sj);
     for (size_t o : relays) program->add_peer(L.tor_id(o));
   } catch (const std::invalid_argument& e) {
-    throw RuntimeError(fmt::format("layout {}: {}", cfg.layout, e.what()));
+    throw InputError(fmt::format("layout {}: {}", cfg.layout, e.what()));
   }
   for (size_t r = 0; r < L.n(); ++r) engine->set_route(RingLayout::worker_id(r), L.tree_route(q, RingLayout::worker_id(r)));
   engine->set_route(L.ps_id(), L.tree_route(q, L.ps_id()));

@@ -107,7 +107,7 @@ std::vector<uint64_t> profile_hot_keys(uint64_t seed, uint16_t job, unsigned nwo
 
 std::vector<uint64_t> read_hot_keys_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw RuntimeError(fmt::format("cannot read the hot keys file '{}'", path));
+  if (!in) throw InputError(fmt::format("cannot read the hot keys file '{}'", path));
   std::vector<uint64_t> keys;
   std::unordered_map<uint64_t, size_t> line_of;
   std::string line;
@@ -119,12 +119,12 @@ std::vector<uint64_t> read_hot_keys_file(const std::string& path) {
     uint64_t key = 0;
     const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), key);
     if (ec != std::errc{} || ptr != word.data() + word.size() || key == UINT64_MAX)
-      throw RuntimeError(fmt::format("{}:{}: '{}' is not a key (an unsigned integer below 2^64 - 1)", path, no, word));
+      throw InputError(fmt::format("{}:{}: '{}' is not a key (an unsigned integer below 2^64 - 1)", path, no, word));
     if (const auto [it, added] = line_of.emplace(key, no); !added)
-      throw RuntimeError(fmt::format("{}:{}: key {} is listed twice (first at line {})", path, no, key, it->second));
+      throw InputError(fmt::format("{}:{}: key {} is listed twice (first at line {})", path, no, key, it->second));
     keys.push_back(key);
   }
-  if (keys.empty()) throw RuntimeError(fmt::format("the hot keys file '{}' lists no key", path));
+  if (keys.empty()) throw InputError(fmt::format("the hot keys file '{}' lists no key", path));
   return keys;
 }
 
@@ -243,7 +243,7 @@ int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string
 }  // namespace
 
 int run_worker_app(const WorkerAppConfig& cfg) {
-  if (cfg.bytes < 4) throw RuntimeError("worker: --size must be at least 4 bytes (one float)");
+  if (cfg.bytes < 4) throw InputError("worker: --size must be at least 4 bytes (one float)");
   const size_t n = cfg.bytes / 4;
   const auto& c = cfg.comm;
   const std::string who = fmt::format("ina worker job {} rank {}", c.job, c.rank);

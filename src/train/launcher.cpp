@@ -39,39 +39,48 @@ using rt::Supervisor;
 // Deadlines here are seconds on the supervisor's monotonic clock.
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
+// The scheme of --scheme, or an InputError listing the schemes.
+const schemes::Scheme& find_scheme(const std::string& name, schemes::Engine engine) {
+  try {
+    return schemes::find(name, engine);
+  } catch (const schemes::UnknownScheme& e) {
+    throw rt::InputError(e.what());
+  }
+}
+
 void validate(const TrainConfig& c) {
   if (c.model != "mlp" && c.model != "fortunes")
-    throw std::runtime_error(fmt::format("--model must be mlp or fortunes, got '{}'", c.model));
+    throw rt::InputError(fmt::format("--model must be mlp or fortunes, got '{}'", c.model));
   if (c.backend != "ina" && c.backend != "gloo")
-    throw std::runtime_error(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
+    throw rt::InputError(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
   if (c.model == "fortunes") {
     if (c.backend == "ina") {
-      const auto& s = schemes::find(c.scheme, schemes::Engine::Runtime);  // throws, listing the schemes
+      const auto& s = find_scheme(c.scheme, schemes::Engine::Runtime);
       if (s.sparse != schemes::Sparse::HotIna && s.sparse != schemes::Sparse::Push)
-        throw std::runtime_error(fmt::format("--scheme {}: --model fortunes averages its embedding gradient with "
+        throw rt::InputError(fmt::format("--scheme {}: --model fortunes averages its embedding gradient with "
                                              "allreduce_sparse on a <key, value> scheme: zebra or ps-lite", c.scheme));
     }
     if (c.momentum != 0)
-      throw std::runtime_error(fmt::format("--momentum {}: --model fortunes trains with plain SGD (its embedding "
+      throw rt::InputError(fmt::format("--momentum {}: --model fortunes trains with plain SGD (its embedding "
                                            "gradient is sparse); leave --momentum out", c.momentum));
-    if (c.dim < 1 || c.dim > 1024) throw std::runtime_error(fmt::format("--dim must be in 1..1024, got {}", c.dim));
+    if (c.dim < 1 || c.dim > 1024) throw rt::InputError(fmt::format("--dim must be in 1..1024, got {}", c.dim));
     const uint64_t cap = std::min<uint64_t>(dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4);
     if (c.hot_keys > cap)
-      throw std::runtime_error(fmt::format("--hot-keys {}: the switch holds at most {} hot keys ({} table entries, "
+      throw rt::InputError(fmt::format("--hot-keys {}: the switch holds at most {} hot keys ({} table entries, "
                                            "--memory / 4 = {} value registers)", c.hot_keys, cap,
                                            dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4));
   } else if (c.backend == "ina") {
-    schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
+    find_scheme(c.scheme, schemes::Engine::Training);
   }
-  if (c.workers < 1 || c.workers > 64) throw std::runtime_error("--workers must be in 1..64");
-  if (c.epochs < 1) throw std::runtime_error("--epochs must be >= 1");
-  if (c.batch < 1) throw std::runtime_error("--batch must be >= 1");
-  if (!(c.lr > 0)) throw std::runtime_error("--lr must be > 0");
-  if (!(c.momentum >= 0 && c.momentum < 1)) throw std::runtime_error("--momentum must be in [0, 1)");
-  if (c.hidden < 1) throw std::runtime_error("--hidden must be >= 1");
-  if (!(c.timeout_s > 0)) throw std::runtime_error("--timeout must be > 0");
-  if (!(c.target_acc > 0 && c.target_acc <= 1)) throw std::runtime_error("--target-acc must be in (0, 1]");
-  if (c.payload < 1 || c.payload > 16000) throw std::runtime_error("--payload must be in 1..16000");
+  if (c.workers < 1 || c.workers > 64) throw rt::InputError("--workers must be in 1..64");
+  if (c.epochs < 1) throw rt::InputError("--epochs must be >= 1");
+  if (c.batch < 1) throw rt::InputError("--batch must be >= 1");
+  if (!(c.lr > 0)) throw rt::InputError("--lr must be > 0");
+  if (!(c.momentum >= 0 && c.momentum < 1)) throw rt::InputError("--momentum must be in [0, 1)");
+  if (c.hidden < 1) throw rt::InputError("--hidden must be >= 1");
+  if (!(c.timeout_s > 0)) throw rt::InputError("--timeout must be > 0");
+  if (!(c.target_acc > 0 && c.target_acc <= 1)) throw rt::InputError("--target-acc must be in (0, 1]");
+  if (c.payload < 1 || c.payload > 16000) throw rt::InputError("--payload must be in 1..16000");
 }
 
 std::vector<std::string> worker_args(const TrainConfig& c) {

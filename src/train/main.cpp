@@ -6,6 +6,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "runtime/net.hpp"
 #include "schemes/registry.hpp"
 #include "train/train.hpp"
 
@@ -22,7 +23,10 @@ int main(int argc, char** argv) {
                  "its sparse embedding gradient through allreduce_sparse (--scheme zebra|ps-lite)")
       ->capture_default_str();
   app.add_option("--backend", c.backend, "ina | gloo")->capture_default_str();
-  app.add_option("--scheme", c.scheme, "ina: the aggregation scheme (name|alias):" + ina::schemes::help(ina::schemes::Engine::Training))
+  app.name("ina train");  // (not argv[0]: `ina train` execs this binary)
+  app.add_option("--scheme", c.scheme,
+                 "ina: the aggregation scheme (name|alias); --model mlp:" + ina::schemes::help(ina::schemes::Engine::Training) +
+                     "\n--model fortunes: zebra or ps-lite (a <key, value> scheme)")
       ->capture_default_str();
   app.add_option("--workers", c.workers, "worker processes")->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs")->capture_default_str();
@@ -72,6 +76,9 @@ int main(int argc, char** argv) {
       return run_worker(w);
     }
     return run_launcher(c, std::filesystem::canonical("/proc/self/exe").string());
+  } catch (const ina::rt::RuntimeError& e) {
+    std::cerr << "ina-train: " << e.what() << "\n";
+    return ina::rt::exit_status(e);
   } catch (const std::exception& e) {
     std::cerr << "ina-train: " << e.what() << "\n";
     return 1;

@@ -288,7 +288,7 @@ TEST(BadInput, RuntimeSizesMustBeWholeFloats) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--payload") && has(r.output, "70000")) << r.output;
   r = run_ina("switch --memory 100 --payload 64 --listen 127.0.0.1:0");
-  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "error: --memory 100 holds no aggregator of --payload 64 values (256 bytes each)")) << r.output;
   r = run_ina("run --memory 2000000000");
   EXPECT_EQ(r.status, 2) << r.output;
@@ -328,25 +328,34 @@ TEST(BadInput, RunRefusesMoreProcessesThanTheBoundBeforeStartingAny) {
 
 TEST(BadInput, RunWorkerListMustMatchJobs) {
   auto r = run_ina("run --workers 3,2 --jobs 3");
-  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "error: --workers '3,2' gives 2 worker counts but --jobs is 3: give one count per job"))
       << r.output;
   r = run_ina("run --workers 3,x");
-  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "error: --workers: expected N or N1,N2,... with every count in 1..64, got '3,x' (bad count 'x')"))
       << r.output;
   r = run_ina("run --workers 0");
-  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(has(r.output, "bad count '0'")) << r.output;
 }
 
 // ---- 8. floating-point flags: negative, NaN, infinite ------------------------
 
+// Each command line exits 2, naming its flag and the value as given.
+struct FlagCase {
+  std::string args, flag, value;
+};
+void expect_flags_refused(const std::vector<FlagCase>& cases) {
+  for (const auto& c : cases) {
+    const auto r = run_ina(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, c.flag + ": ") && has(r.output, "got '" + c.value + "'")) << c.args << "\n" << r.output;
+  }
+}
+
 TEST(BadInput, FloatingFlagsRejectNegativeNanAndInf) {
-  struct Case {
-    std::string args, flag, value;
-  };
-  const std::vector<Case> cases = {
+  expect_flags_refused({
       {"switch --ecn-kb -1", "--ecn-kb", "-1"},
       {"switch --ecn-kb nan", "--ecn-kb", "nan"},
       {"switch --ecn-kb inf", "--ecn-kb", "inf"},
@@ -359,16 +368,52 @@ TEST(BadInput, FloatingFlagsRejectNegativeNanAndInf) {
       {"run --timeout nan", "--timeout", "nan"},
       {"run --timeout inf", "--timeout", "inf"},
       {"run --window-kb -3", "--window-kb", "-3"},
+      {"run --window-kb 0", "--window-kb", "0"},
       {"run --delay-us nan", "--delay-us", "nan"},
       {"run --duplicate nan", "--duplicate", "nan"},
+  });
+  const auto r = run_ina("switch --ecn-kb nan");
+  EXPECT_TRUE(has(r.output, "--ecn-kb: must be a finite number in [0, 1000000] KiB, got 'nan'")) << r.output;
+}
+
+// An unsigned flag given a negative number: CLI11 alone would read "-1" as
+// 2^64 - 1 and the command would run with it.
+TEST(BadInput, UnsignedFlagsRefuseNegativeValues) {
+  expect_flags_refused({
+      {"run --seed -1", "--seed", "-1"},
+      {"run --scheme zebra --hot-set-size -5", "--hot-set-size", "-5"},
+      {"plan grid --topology fat-tree:4 --seed -1", "--seed", "-1"},
+  });
+  EXPECT_TRUE(has(run_ina("run --seed -1").output, "--seed: must not be negative, got '-1'"));
+}
+
+// What a runtime command refuses before it runs exits 2, as a command line
+// that does not parse; a failure while running exits 1
+// (RunWritesItsJsonReportOnFailureNamingTheProcess: a port in use).
+TEST(BadInput, CommandsRefusingTheirInputExit2) {
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"worker --switch nonsense --size 64 --job 1 --workers 1", "invalid address 'nonsense'"},
+      {"switch --listen 127.0.0.1:99999 --new-key-file /nonexistent/k", "invalid address '127.0.0.1:99999'"},
+      {"switch --memory 100", "--memory 100 holds no aggregator"},
+      {"worker --size 64 --job 1 --rank 5 --workers 2", "rank 5 is not below the worker count 2"},
+      {"run --scheme rina --workers 4 --racks 2 --ina-racks x", "--ina-racks: expected rack numbers like 0,1, got 'x'"},
+      {"key job --switch-key-file /nonexistent/switch.key --job 1 --out /nonexistent/job.key", "/nonexistent/switch.key"},
+      {"train --workers 0", "--workers must be in 1..64"},
+      {"train --scheme rar", "rar"},
+      {"train-py --workers 2", "give the script to run"},
+      {"bench sim --benchmark_filter=zzz_nothing", "no benchmark of suite 'sim' matches --benchmark_filter"},
+      {"plan aoi " + std::string(INA_SOURCE_DIR) + "/scenarios/aoi/table1.toml --simulate-unit -1",
+       "--simulate-unit: Value -1 not in range 0 to 1048576"},
+      {"switch --memory=-4096", "--memory: Value -4096 not in range"},
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
-    EXPECT_TRUE(has(r.output, c.flag + ": ") && has(r.output, "got '" + c.value + "'")) << c.args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, c.says)) << c.args << "\n" << r.output;
   }
-  const auto r = run_ina("switch --ecn-kb nan");
-  EXPECT_TRUE(has(r.output, "--ecn-kb: must be a finite number in [0, 1000000] KiB, got 'nan'")) << r.output;
 }
 
 // ---- 9. deeply nested JSON ------------------------------------------------------
@@ -472,6 +517,8 @@ TEST(BadInput, TrainHelpListsTheTrainingOptions) {
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* opt : {"--backend", "--epochs", "--batch", "--lr", "--workers", "--target-acc"})
     EXPECT_TRUE(has(r.output, opt)) << opt << "\n" << r.output;
+  EXPECT_TRUE(has(r.output, "Usage: ina train [OPTIONS]")) << r.output;  // not the path of ina-train
+  EXPECT_TRUE(has(r.output, "--model fortunes: zebra or ps-lite")) << r.output;
 }
 
 // ---- 12b. the plot's title fits its canvas ------------------------------------------

@@ -1,7 +1,7 @@
 // Files a user points the runtime at that are not what they should be: a
 // layout nested 100 000 deep or with a huge value, a directory or a device
 // as a key file or a communicator configuration. Each is refused with an
-// error naming the file, of bounded length, with status 1: no crash (139),
+// error naming the file, of bounded length, with status 2: no crash (139),
 // no abort (134), no empty configuration, no endless read.
 #include <gtest/gtest.h>
 
@@ -31,12 +31,12 @@ TEST(BadFiles, DeepLayoutIsRefusedByBothReaders) {
   write_file(layout, "{\"job\": " + deep_json(100000) + "}");
   const std::string want = "layout " + layout.string() + ": JSON nested 100001 levels deep; the limit is 64";
   const auto sw = run_ina("switch --listen 127.0.0.1:0 --scheme rina --layout " + layout.string() + " --rack 0 --quiet");
-  EXPECT_EQ(sw.status, 1) << sw.output.substr(0, 400);
+  EXPECT_EQ(sw.status, 2) << sw.output.substr(0, 400);
   EXPECT_NE(sw.output.find(want), std::string::npos) << sw.output.substr(0, 400);
   EXPECT_LT(sw.output.size(), 400u);
   const auto rw = run_ina("ring-worker --layout " + layout.string() + " --rank 0 --size 64 --barrier " +
                           (d / "bar").string() + " --timeout 2");
-  EXPECT_EQ(rw.status, 1) << rw.output.substr(0, 400);
+  EXPECT_EQ(rw.status, 2) << rw.output.substr(0, 400);
   EXPECT_NE(rw.output.find(want), std::string::npos) << rw.output.substr(0, 400);
   EXPECT_LT(rw.output.size(), 400u);
 }
@@ -49,7 +49,7 @@ TEST(BadFiles, LayoutErrorsQuoteABoundedPartOfTheValue) {
   const fs::path layout = d / "layout.json";
   write_file(layout, "{\"job\": \"" + std::string(300000, 'a') + "\"}");
   const auto r = run_ina("switch --listen 127.0.0.1:0 --scheme rina --layout " + layout.string() + " --rack 0 --quiet");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("layout " + layout.string() + ": field 'job' = \"" + std::string(79, 'a') + "...: expected an "
                           "integer in 1..65535"),
             std::string::npos)
@@ -62,11 +62,11 @@ TEST(BadFiles, LayoutErrorsQuoteABoundedPartOfTheValue) {
 TEST(BadFiles, KeyCommandsRefuseADirectory) {
   const fs::path d = fresh_dir("key_dir");
   const auto made = run_ina("key new " + d.string());
-  EXPECT_EQ(made.status, 1) << made.output;
+  EXPECT_EQ(made.status, 2) << made.output;
   EXPECT_NE(made.output.find("error: cannot write key file '" + d.string() + "': it is a directory"), std::string::npos)
       << made.output;
   const auto job = run_ina("key job --switch-key-file " + d.string() + " --job 1");
-  EXPECT_EQ(job.status, 1) << job.output;
+  EXPECT_EQ(job.status, 2) << job.output;
   EXPECT_NE(job.output.find("error: key file '" + d.string() + "' is a directory, not a file of 64 hex digits"),
             std::string::npos)
       << job.output;
@@ -95,7 +95,7 @@ TEST(BadFiles, KeyFileMustBeASmallRegularFile) {
         << e.what();
   }
   const auto sw = run_ina("switch --listen 127.0.0.1:0 --key-file /dev/zero --quiet");
-  EXPECT_EQ(sw.status, 1);
+  EXPECT_EQ(sw.status, 2);
   EXPECT_NE(sw.output.find("key file '/dev/zero' is not a regular file"), std::string::npos) << sw.output;
   // A good key with whitespace around it still reads.
   const fs::path ok = d / "ok.key";
@@ -122,11 +122,11 @@ TEST(BadFiles, ConfigurationMustBeAFile) {
       ina::RuntimeError);
   EXPECT_THROW(ina::CommConfig::from_toml_file("/dev/zero"), ina::RuntimeError);
   const auto w = run_ina("worker --config " + d.string() + " --size 64");
-  EXPECT_EQ(w.status, 1) << w.output;
+  EXPECT_EQ(w.status, 2) << w.output;
   EXPECT_NE(w.output.find("communicator configuration '" + d.string() + "' is a directory"), std::string::npos)
       << w.output;
   const auto e = ina_test::run_command("INA_CONFIG=" + d.string() + " " + INA_BINARY + " worker --size 64");
-  EXPECT_EQ(e.status, 1) << e.output;
+  EXPECT_EQ(e.status, 2) << e.output;
   EXPECT_NE(e.output.find("INA_CONFIG: communicator configuration '" + d.string() + "' is a directory"),
             std::string::npos)
       << e.output;

@@ -284,13 +284,13 @@ class Paths(unittest.TestCase):
             t0 = time.monotonic()
             r = subprocess.run([INA, "train-py", script, *flag, "--out", "/nonexistent"], capture_output=True,
                                text=True, timeout=30)
-            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(f"'{flag[0]}' comes after the script '{script}'", r.stderr)
             self.assertIn("put ina's options before the script", r.stderr)
             self.assertIn("write '--' right after the script", r.stderr)
             self.assertLess(time.monotonic() - t0, 5)  # refused before anything started
         r = subprocess.run([INA, "train-py", "--wokers", "2", script], capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("unknown option '--wokers'", r.stderr)
 
     def test_sparse_arguments_are_refused_naming_them(self):
@@ -367,7 +367,7 @@ class Paths(unittest.TestCase):
                                timeout=90, cwd=HERE)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         r = subprocess.run([INA, "train-py", "-m"], capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("-m needs the module to run", r.stderr)
 
     def test_help_lists_only_the_schemes_it_runs(self):

@@ -595,20 +595,20 @@ TEST(DatagramAuthLayouts, SaltWithoutKeyAndBadSaltAreRefusedNamingTheField) {
                                        "--barrier", bar.string(), "--timeout", "2"};
   std::ofstream(layout) << head << R"(, "datagram_salt": ")" << to_hex(random_key()) << "\"}";
   const auto a = ina_cmd(rank0, "env -u INA_JOB_KEY -u INA_SWITCH_KEY");
-  EXPECT_EQ(a.status, 1) << a.output;
+  EXPECT_EQ(a.status, 2) << a.output;
   EXPECT_NE(a.output.find("field 'datagram_salt'"), std::string::npos) << a.output;
   EXPECT_NE(a.output.find("--key-file"), std::string::npos) << a.output;
   EXPECT_NE(a.output.find(layout.string()), std::string::npos) << a.output;
   std::ofstream(layout) << head << R"(, "datagram_salt": "0123"})";
   const auto b = ina_cmd(rank0);
-  EXPECT_EQ(b.status, 1) << b.output;
+  EXPECT_EQ(b.status, 2) << b.output;
   EXPECT_NE(b.output.find("field 'datagram_salt' = \"0123\""), std::string::npos) << b.output;
   EXPECT_NE(b.output.find("64 hex digits"), std::string::npos) << b.output;
   std::ofstream(layout) << head << "}";
   std::vector<std::string> required = rank0;
   required.push_back("--datagram-auth");
   const auto c = ina_cmd(required);
-  EXPECT_EQ(c.status, 1) << c.output;
+  EXPECT_EQ(c.status, 2) << c.output;
   EXPECT_NE(c.output.find("--datagram-auth: the layout"), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("no field 'datagram_salt'"), std::string::npos) << c.output;
   std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
@@ -617,7 +617,7 @@ TEST(DatagramAuthLayouts, SaltWithoutKeyAndBadSaltAreRefusedNamingTheField) {
   write_key_file(key.string(), random_key());
   const auto d = ina_cmd({"switch", "--key-file", key.string(), "--listen", "127.0.0.1:0", "--policy", "rina", "--layout",
                           layout.string(), "--rack", "0", "--datagram-auth"});
-  EXPECT_EQ(d.status, 1) << d.output;
+  EXPECT_EQ(d.status, 2) << d.output;
   EXPECT_NE(d.output.find("no field 'datagram_salt'"), std::string::npos) << d.output;
   fs::remove_all(dir);
 }

@@ -1090,7 +1090,7 @@ TEST(InaRunProcesses, WorkerWithoutSwitchFailsWithTimeout) {
 
 TEST(InaRunProcesses, BadArgumentsAreReported) {
   const Proc p = run_ina({"run", "--workers", "2", "--priorities", "5", "--jobs", "2"}, 10);
-  EXPECT_EQ(p.status, 1) << p.out;
+  EXPECT_EQ(p.status, 2) << p.out;
   EXPECT_NE(p.out.find("--priorities needs one value per job"), std::string::npos) << p.out;
 }
 
@@ -1143,14 +1143,14 @@ TEST(InaRunProcesses, ZebraAggregatesItsHotSetInTheSwitch) {
   EXPECT_EQ(switch_of(ps)["switch"]["switch"].value("kv_aggregated", 0), 0);
 
   const Proc none = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--hot-set-size", "0"}, 10);
-  EXPECT_EQ(none.status, 1) << none.out;
+  EXPECT_EQ(none.status, 2) << none.out;
   EXPECT_NE(none.out.find("--scheme zebra with --hot-set-size 0 and no --hot-keys"), std::string::npos) << none.out;
   const Proc small = run_ina({"run", "--workers", "2", "--scheme", "zebra", "--memory", "65536"}, 10);
-  EXPECT_EQ(small.status, 1) << small.out;
+  EXPECT_EQ(small.status, 2) << small.out;
   EXPECT_NE(small.out.find("--hot-set-size 32768 (the default): the switch holds at most 16384 hot keys"),
             std::string::npos) << small.out;
   const Proc other = run_ina({"run", "--workers", "2", "--scheme", "ps-lite", "--hot-set-size", "10"}, 10);
-  EXPECT_EQ(other.status, 1) << other.out;
+  EXPECT_EQ(other.status, 2) << other.out;
   EXPECT_NE(other.out.find("--scheme ps-lite has no hot-set table"), std::string::npos) << other.out;
   fs::remove_all(dir);
 }

@@ -231,7 +231,7 @@ TEST(RuntimeRinaLevels, ExactUnderFaultsWithNothingHeld) {
 TEST(RuntimeRinaLevels, BadOptionsAndAFailureAreRefusedByName) {
   auto refused = [](const std::string& args, const std::string& what) {
     const auto r = ina_test::run_ina("run " + args);
-    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_EQ(r.status, 2) << r.output;
     EXPECT_NE(r.output.find(what), std::string::npos) << r.output;
   };
   refused("--scheme rina --workers 8 --racks 2 --rina-above 0,2",

@@ -420,9 +420,9 @@ TEST(RingFailoverOverUdp, MemberOfRack0FailsItsAgentExcludesIt) {
     EXPECT_GT((*s)["switch"]["completed"].get<uint64_t>(), (*s)["layout"]["completed_at_epoch"].get<uint64_t>());
 }
 
-// `ina` refused to run (exit 1) and said `what`.
+// `ina` refused its input (exit 2) and said `what`.
 void expect_refused(const Out& o, const std::string& what) {
-  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find(what), std::string::npos) << o.text;
 }
 
@@ -588,23 +588,23 @@ TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
 
 TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   const Out a = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "3"}, 20);
-  EXPECT_EQ(a.status, 1) << a.text;
+  EXPECT_EQ(a.status, 2) << a.text;
   EXPECT_NE(a.text.find("--racks 3"), std::string::npos) << a.text;
   const Out b = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--ina-racks", "0,2"}, 20);
-  EXPECT_EQ(b.status, 1) << b.text;
+  EXPECT_EQ(b.status, 2) << b.text;
   EXPECT_NE(b.text.find("--ina-racks names rack 2"), std::string::npos) << b.text;
   const Out c = ina({"run", "--scheme", "rina", "--workers", "4", "--racks", "2", "--ina-racks", "x"}, 20);
-  EXPECT_EQ(c.status, 1) << c.text;
+  EXPECT_EQ(c.status, 2) << c.text;
   EXPECT_NE(c.text.find("'x'"), std::string::npos) << c.text;
   const Out d = ina({"run", "--scheme", "rar", "--workers", "4", "--ina-racks", "0"}, 20);
-  EXPECT_EQ(d.status, 1) << d.text;
+  EXPECT_EQ(d.status, 2) << d.text;
   EXPECT_NE(d.text.find("--ina-racks 0"), std::string::npos) << d.text;
   const Out e = ina({"run", "--scheme", "switchml", "--workers", "4", "--racks", "2"}, 20);  // no PS tree, no ring
-  EXPECT_EQ(e.status, 1) << e.text;
+  EXPECT_EQ(e.status, 2) << e.text;
   EXPECT_NE(e.text.find("--racks"), std::string::npos) << e.text;
   // ATP over racks takes --ina-racks (PsInaOverRacks.OneInaRack...), but needs a root.
   const Out e2 = ina({"run", "--scheme", "atp", "--workers", "4", "--racks", "2", "--ina-racks", "none"}, 20);
-  EXPECT_EQ(e2.status, 1) << e2.text;
+  EXPECT_EQ(e2.status, 2) << e2.text;
   EXPECT_NE(e2.text.find("--ina-racks none"), std::string::npos) << e2.text;
   EXPECT_NE(e2.text.find("at least one INA rack"), std::string::npos) << e2.text;
   const Out g = ina({"ring-worker", "--layout", "l.json", "--rank", "0", "--size", "64", "--barrier", "b", "--nic-gbps", "-1"}, 20);
@@ -613,18 +613,18 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   EXPECT_NE(g.text.find("-1"), std::string::npos) << g.text;
   const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
-  EXPECT_EQ(f.status, 1) << f.text;
+  EXPECT_EQ(f.status, 2) << f.text;
   EXPECT_NE(f.text.find("no switch program"), std::string::npos) << f.text;
   // GRID runs only from a plan's layout (scripts/grid-netns); its capacity is GRID's alone.
   const Out h = ina({"switch", "--scheme", "grid", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
-  EXPECT_EQ(h.status, 1) << h.text;
+  EXPECT_EQ(h.status, 2) << h.text;
   EXPECT_NE(h.text.find("scheme grid serves one job of a static layout only: give --layout FILE --rack R"),
             std::string::npos) << h.text;
   const Out i = ina({"switch", "--scheme", "atp", "--capacity-mbit", "10", "--new-key-file", tmp("k").string(),
                      "--listen", "127.0.0.1:0"}, 20);
   fs::remove(tmp("k"));
-  EXPECT_EQ(i.status, 1) << i.text;
+  EXPECT_EQ(i.status, 2) << i.text;
   EXPECT_NE(i.text.find("--capacity-mbit 10: scheme atp has no processing capacity"), std::string::npos) << i.text;
   const Out j = ina({"run", "--scheme", "grid", "--workers", "4"}, 20);
   EXPECT_NE(j.status, 0) << j.text;
@@ -638,21 +638,21 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
     "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
     "racks": [{"ranks": [0, 1], "ina": true, "switch": "127.0.0.1:9"}, {"ranks": [1, 2], "ina": false}]})";
   const Out a = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(a.status, 1) << a.text;
+  EXPECT_EQ(a.status, 2) << a.text;
   EXPECT_NE(a.text.find(layout.string()), std::string::npos) << a.text;
   EXPECT_NE(a.text.find("racks[1].ranks"), std::string::npos) << a.text;
   EXPECT_NE(a.text.find("rank 1 is already in racks[0]"), std::string::npos) << a.text;
   std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1], "ina": true}]})";
   const Out b = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(b.status, 1) << b.text;
+  EXPECT_EQ(b.status, 2) << b.text;
   EXPECT_NE(b.text.find("racks[0].switch"), std::string::npos) << b.text;
   // ATP over racks needs its PS's address; a ring layout has no PS to run.
   std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
     {"ranks": [1], "switch": "127.0.0.1:8"}]})";
   const Out c = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(c.status, 1) << c.text;
+  EXPECT_EQ(c.status, 2) << c.text;
   EXPECT_NE(c.text.find(layout.string()), std::string::npos) << c.text;
   EXPECT_NE(c.text.find("field 'ps'"), std::string::npos) << c.text;
   // ... at every ToR, and at an address of its own.
@@ -660,14 +660,14 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "switch": "127.0.0.1:9"},
     {"ranks": [1], "switch": "127.0.0.1:8"}]})";
   const Out c2 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(c2.status, 1) << c2.text;
+  EXPECT_EQ(c2.status, 2) << c2.text;
   EXPECT_NE(c2.text.find("the same address as workers[1]"), std::string::npos) << c2.text;
   // A tree needs a root: at least one INA rack (a rack without "ina" is one).
   std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:3",
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "ina": false},
     {"ranks": [1], "ina": false, "switch": "127.0.0.1:8"}]})";
   const Out c3 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(c3.status, 1) << c3.text;
+  EXPECT_EQ(c3.status, 2) << c3.text;
   EXPECT_NE(c3.text.find(layout.string()), std::string::npos) << c3.text;
   EXPECT_NE(c3.text.find("field 'racks' = [{\"ina\":false,\"ranks\":[0]}"), std::string::npos) << c3.text;
   EXPECT_NE(c3.text.find("at least one INA rack"), std::string::npos) << c3.text;
@@ -675,13 +675,13 @@ TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
   std::ofstream(layout) << R"({"job": 1, "scheme": "atp", "payload": 64, "memory_bytes": 100000, "ps": "127.0.0.1:3",
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0], "ina": false}, {"ranks": [1]}]})";
   const Out c4 = ina({"ring-worker", "--layout", layout.string(), "--rank", "0", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(c4.status, 1) << c4.text;
+  EXPECT_EQ(c4.status, 2) << c4.text;
   EXPECT_NE(c4.text.find("racks[1].switch"), std::string::npos) << c4.text;
   EXPECT_EQ(c4.text.find("racks[0].switch"), std::string::npos) << c4.text;
   std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
   const Out d = ina({"ring-worker", "--layout", layout.string(), "--ps", "--size", "64", "--barrier", bar.string()}, 20);
-  EXPECT_EQ(d.status, 1) << d.text;
+  EXPECT_EQ(d.status, 2) << d.text;
   EXPECT_NE(d.text.find("--ps"), std::string::npos) << d.text;
   EXPECT_NE(d.text.find("no PS"), std::string::npos) << d.text;
   fs::remove(layout);

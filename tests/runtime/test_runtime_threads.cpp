@@ -371,7 +371,7 @@ TEST(Threads, RefusalsNameTheSchemeAndTheReason) {
   EXPECT_NE(regions.find("16 aggregators per switch thread cannot be split into 16 isolated regions"), std::string::npos)
       << regions;
   const auto run = ina_test::run_ina("run --scheme rina --workers 4 --switch-threads 2");
-  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.status, 2);
   EXPECT_NE(run.output.find("--switch-threads 2: scheme rina serves the one job of a static layout"), std::string::npos)
       << run.output;
 }

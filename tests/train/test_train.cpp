@@ -195,7 +195,7 @@ TEST(Train, FortunesBadOptionsAreNamed) {
   for (const auto& [args, want] : cases) {
     const auto r = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --ina-binary " +
                                          INA_BINARY + " " + args);
-    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
     EXPECT_NE(r.output.find(want), std::string::npos) << args << ": " << r.output;
   }
 }
