@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "control/aoi.hpp"
 #include "control/aoi_milp.hpp"
@@ -599,7 +600,8 @@ Runner register_plan_aoi(CLI::App& plan) {
   c->add_flag("--stop-at-need", a->stop_at_need,
               "tw/fcfs (ours): stop a job's steps at the rate that completes it within the TS, instead of Algorithm "
               "2's \"until no more bandwidth can be allocated\" (up to the worker's NIC)");
-  c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")->capture_default_str();
+  c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")
+      ->capture_default_str()->check(Finite(0, 1e6, true, "seconds"));
   c->add_flag("--milp-plain", a->milp_plain,
               "MILP: start from TW's schedule alone and leave out the strengthening rows (run length, makespan, "
               "cutoff), to compare");

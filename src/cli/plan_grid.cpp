@@ -264,11 +264,13 @@ Runner register_plan_grid(CLI::App& plan) {
                 "worker hosts, comma-separated, or a count N (the first N hosts besides the PS); default: the file's "
                 "job.workers, else every host but the PS")
       ->delimiter(',');
-  g->add_option("--random", args->random, "N workers drawn at random from the hosts (seeded)");
+  g->add_option("--random", args->random, "N workers drawn at random from the hosts (seeded)")
+      ->check(CLI::Range(1, 1 << 20));
   g->add_option("--seed", args->seed, "seed for rounding, --random and generated INA deployments (default 1)");
   g->add_option("--scheme", args->scheme, grid::planner_help());
   g->add_option("--max-nodes", args->max_nodes,
-                 "grid-exact: CBC branch-and-bound node limit (default 2000; deterministic, unlike a time limit)");
+                 "grid-exact: CBC branch-and-bound node limit (default 2000; deterministic, unlike a time limit)")
+      ->check(CLI::Range(1, 1 << 30));
   g->add_flag("--json", args->json, "print one JSON object");
   g->add_option("--simulate", args->simulate_mb,
                 "run the plan in the packet-level simulator with this many MiB of gradient per worker "

@@ -161,11 +161,14 @@ void CommConfig::apply_profile(const host::Profile& p) {
 
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
-  if (job == 0) throw InputError("communicator: job ids start at 1");
+  // (Each setting by its three names: the key of [communicator], INA_*, the flag of `ina worker`.)
+  if (job == 0) throw InputError("communicator: job ids start at 1 (job, INA_JOB, --job)");
   if (nworkers == 0 || nworkers > kMaxWireWorkers)
-    throw InputError(fmt::format("communicator: worker count must be in 1..{}, got {}", kMaxWireWorkers, nworkers));
+    throw InputError(fmt::format("communicator: the worker count (workers, INA_WORKERS, --workers) must be in 1..{}, got {}",
+                                 kMaxWireWorkers, nworkers));
   if (rank >= nworkers)
-    throw InputError(fmt::format("communicator: rank {} is not below the worker count {}", rank, nworkers));
+    throw InputError(fmt::format("communicator: rank {} (rank, INA_RANK, --rank) is not below the worker count {} "
+                                 "(workers, INA_WORKERS, --workers)", rank, nworkers));
   if (scale_mode == ScaleMode::Fixed && !(fixed_scale > 0 && std::isfinite(fixed_scale)))
     throw InputError("communicator: a fixed scale must be a positive number");
   if (!(window_kb > 0) || !(max_window_kb > 0)) throw InputError("communicator: window sizes must be > 0");

@@ -81,6 +81,8 @@ void validate(const TrainConfig& c) {
   if (!(c.timeout_s > 0)) throw rt::InputError("--timeout must be > 0");
   if (!(c.target_acc > 0 && c.target_acc <= 1)) throw rt::InputError("--target-acc must be in (0, 1]");
   if (c.payload < 1 || c.payload > 16000) throw rt::InputError("--payload must be in 1..16000");
+  if (!fs::is_directory(c.data_dir))  // (not after a switch, PS and workers started)
+    throw rt::InputError(fmt::format("--data {}: not a directory (--model {} reads its data there)", c.data_dir, c.model));
 }
 
 std::vector<std::string> worker_args(const TrainConfig& c) {

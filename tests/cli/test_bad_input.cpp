@@ -371,6 +371,7 @@ TEST(BadInput, FloatingFlagsRejectNegativeNanAndInf) {
       {"run --window-kb 0", "--window-kb", "0"},
       {"run --delay-us nan", "--delay-us", "nan"},
       {"run --duplicate nan", "--duplicate", "nan"},
+      {"plan aoi " + std::string(INA_SOURCE_DIR) + "/scenarios/aoi/table1.toml --time-limit -5", "--time-limit", "-5"},
   });
   const auto r = run_ina("switch --ecn-kb nan");
   EXPECT_TRUE(has(r.output, "--ecn-kb: must be a finite number in [0, 1000000] KiB, got 'nan'")) << r.output;
@@ -398,7 +399,7 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"worker --switch nonsense --size 64 --job 1 --workers 1", "invalid address 'nonsense'"},
       {"switch --listen 127.0.0.1:99999 --new-key-file /nonexistent/k", "invalid address '127.0.0.1:99999'"},
       {"switch --memory 100", "--memory 100 holds no aggregator"},
-      {"worker --size 64 --job 1 --rank 5 --workers 2", "rank 5 is not below the worker count 2"},
+      {"worker --size 64 --job 1 --rank 5 --workers 2", "rank 5 (rank, INA_RANK, --rank) is not below the worker count 2 (workers"},
       {"run --scheme rina --workers 4 --racks 2 --ina-racks x", "--ina-racks: expected rack numbers like 0,1, got 'x'"},
       {"key job --switch-key-file /nonexistent/switch.key --job 1 --out /nonexistent/job.key", "/nonexistent/switch.key"},
       {"train --workers 0", "--workers must be in 1..64"},
@@ -408,6 +409,9 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"plan aoi " + std::string(INA_SOURCE_DIR) + "/scenarios/aoi/table1.toml --simulate-unit -1",
        "--simulate-unit: Value -1 not in range 0 to 1048576"},
       {"switch --memory=-4096", "--memory: Value -4096 not in range"},
+      {"plan grid --topology fat-tree:4 --random -3", "--random: Value -3 not in range"},
+      {"train --data /nonexistent", "--data /nonexistent: not a directory"},
+      {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);

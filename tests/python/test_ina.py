@@ -89,7 +89,7 @@ class Config(unittest.TestCase):
             cases = [({"rank": "x"}, "config dict: communicator.rank 'x'"),
                      ({"faults": {"los": 0.1}}, "config dict: unknown key faults.los"),
                      ({"switch": "nowhere"}, "nowhere"),
-                     ({"rank": 2, "workers": 2}, "rank 2 is not below the worker count 2")]
+                     ({"rank": 2, "workers": 2}, "rank 2 (rank, INA_RANK, --rank) is not below the worker count 2")]
             for cfg, text in cases:
                 with self.assertRaises(ina.Error) as e:
                     ina.resolve_config(cfg)
