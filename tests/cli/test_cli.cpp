@@ -305,6 +305,15 @@ TEST(CliSet, AoiSweepInParallelGivesTheSameRuns) {
   const auto a = strip(nlohmann::json::parse(std::ifstream(d / "a" / "runs.json")));
   EXPECT_EQ(a.size(), 12u);
   EXPECT_EQ(a, strip(nlohmann::json::parse(std::ifstream(d / "b" / "runs.json"))));
+  // results.json and .csv hold no wall-clock time: a rerun leaves committed results unchanged.
+  for (const char* f : {"results.json", "results.csv"}) {
+    const auto text = [&](const char* dir) {
+      std::ifstream in(d / dir / f);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_EQ(text("a"), text("b")) << f;
+    EXPECT_EQ(text("a").find("solve_s"), std::string::npos) << f;
+  }
   fs::remove_all(d);
 }
 
