@@ -167,7 +167,7 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
   }, &failures, execute ? execute : local_executor(threads));
   const auto records = average_over_seeds(per_seed);
   if (averaged) *averaged = records;
-  const std::string x_name = sc.sweep_key.empty() ? "x" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
+  const std::string x_name = sc.sweep_key.empty() ? "" : sc.sweep_key.substr(sc.sweep_key.find('.') + 1);
   // The scenario's metrics (output.metrics), or with --all-metrics every metric the runs have.
   std::cout << "Means over " << sc.seeds.size() << " seed" << (sc.seeds.size() == 1 ? "" : "s") << ":\n"
             << format_tables(records, all_metrics ? metric_names(records, sc.metrics) : sc.metrics, x_name);

@@ -340,10 +340,13 @@ std::string format_table(const std::vector<Record>& records, const std::string& 
   for (const auto& row : table)
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   std::string out;
+  const bool with_x = !x_name.empty();  // (no sweep: every run's x is 0, which says nothing)
   for (const auto& row : table) {
     std::string line;
-    for (size_t c = named ? 0 : 1; c < row.size(); ++c)
+    for (size_t c = named ? 0 : 1; c < row.size(); ++c) {
+      if (c == 1 && !with_x) continue;
       line += c == 0 ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("  {:>{}}", row[c], width[c]);
+    }
     out += line.substr(named ? 0 : 2) + "\n";
   }
   return out;
@@ -365,8 +368,8 @@ std::string format_tables(const std::vector<Record>& records, const std::vector<
   std::string out;
   for (const auto& m : metrics) {
     const std::string label = metric_label(m);
-    out += fmt::format("{}{} by {} and scheme:\n", out.empty() ? "" : "\n",
-                       label == m ? m : fmt::format("{} [{}]", label, m), x_name);
+    out += fmt::format("{}{} by {}scheme:\n", out.empty() ? "" : "\n",
+                       label == m ? m : fmt::format("{} [{}]", label, m), x_name.empty() ? "" : x_name + " and ");
     out += format_table(records, m, x_name);
   }
   return out;

@@ -42,7 +42,8 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
 std::vector<Record> average_over_seeds(const std::vector<Record>& per_seed);
 
 // A fixed-width text table: rows = (series, x), columns = schemes, cells =
-// metric, every number through format_number (format.hpp).
+// metric, every number through format_number (format.hpp). An empty x_name
+// (a scenario without a sweep) leaves the x column out.
 std::string format_table(const std::vector<Record>& records, const std::string& metric,
                          const std::string& x_name = "x");
 
@@ -51,7 +52,8 @@ std::string format_table(const std::vector<Record>& records, const std::string& 
 std::vector<std::string> metric_names(const std::vector<Record>& records, const std::vector<std::string>& first);
 
 // One format_table per metric, each under a line naming it
-// ("average JCT (ms) [avg_jct_ms] by jobs and scheme:"), blank lines between.
+// ("average JCT (ms) [avg_jct_ms] by jobs and scheme:", or "... by scheme:"
+// without x_name), blank lines between.
 std::string format_tables(const std::vector<Record>& records, const std::vector<std::string>& metrics,
                           const std::string& x_name = "x");
 
