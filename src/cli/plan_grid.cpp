@@ -110,13 +110,16 @@ void print_plan(const grid::Instance& inst, const grid::Plan& p, const grid::Pla
   if (p.lambda_bound_gbps && gbps(*p.lambda_bound_gbps) <= gbps(p.lambda_gbps)) fmt::print(" (proven optimal)");
   else if (p.lambda_bound_gbps) fmt::print(" (node limit hit; CBC upper bound {:.4f})", *p.lambda_bound_gbps);
   fmt::print(", average {:.4f} Gbps\n\n", p.avg_rate_gbps);
-  fmt::print("{:<12} {:<12} {:>10}  {}\n", "worker", "node", "rate_gbps", "shares");
+  // A worker whose rate is split over several aggregation nodes lists the
+  // split (node=Gbps); the column is left out when no worker's is.
+  const bool split = std::any_of(p.workers.begin(), p.workers.end(), [](const auto& w) { return w.shares.size() > 1; });
+  fmt::print("{:<12} {:<12} {:>10}{}\n", "worker", "node", "rate_gbps", split ? "  shares" : "");
   for (const auto& w : p.workers) {
     std::vector<std::string> shares;
     if (w.shares.size() > 1)
       for (const auto& s : w.shares) shares.push_back(fmt::format("{}={:.4f}", node_name(inst, s.node), s.gbps));
-    fmt::print("{:<12} {:<12} {:>10.4f}  {}\n", node_name(inst, w.worker), node_name(inst, w.node), w.rate_gbps,
-               join(shares, " "));
+    fmt::print("{:<12} {:<12} {:>10.4f}{}\n", node_name(inst, w.worker), node_name(inst, w.node), w.rate_gbps,
+               split ? "  " + join(shares, " ") : "");
   }
   fmt::print("\n{:<12} {:>12} {:>10} {:>10} {:>8}\n", "switch", "capacity", "load", "y", "factor");
   for (const auto& s : p.switches)

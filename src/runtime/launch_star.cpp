@@ -236,9 +236,9 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     const double bytes = static_cast<double>(cfg.size_bytes) * cfg.iterations;
     const double goodput = slowest > 0 ? bytes / slowest : 0;
     const bool sparse = !reports.empty() && reports[0].value("sparse", false);
-    out << fmt::format("job {}: {} {} verified on {} workers, {}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
-                       "allreduce, slowest worker)\n",
-                       j, verified, sparse ? "summed keys" : "values", cfg.workers_of(j),
+    out << fmt::format("job {}: {} {} verified (all workers' results, {} allreduce(s) each) on {} workers, {}; "
+                       "goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in allreduce, slowest worker)\n",
+                       j, verified, sparse ? "summed keys" : "values", cfg.iterations, cfg.workers_of(j),
                        bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6, goodput * 8 / 1e9, slowest);
     if (sparse) {
       uint64_t pairs = 0, hot = 0;
