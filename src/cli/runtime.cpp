@@ -120,7 +120,7 @@ struct SwitchCmd {
     c.program.track_tasks = track_tasks;
     if (capacity_mbit > 0 && !schemes::find(scheme).routed)
       throw rt::InputError(fmt::format("--capacity-mbit {}: scheme {} has no processing capacity to set (GRID's C_s)",
-                                         capacity_mbit, scheme));
+                                       capacity_mbit, scheme));
     c.program.grid.capacity_gbps = capacity_mbit / 1000;
     c.isolated_regions = regions;
     c.threads = threads;
@@ -148,7 +148,7 @@ struct SwitchCmd {
       rt::write_key_file(new_key_file, c.key);
     } else if (!rt::key_from_env("INA_SWITCH_KEY", c.key)) {
       throw rt::InputError("ina switch: no switch key: give --key-file FILE (make one with 'ina key new FILE'), "
-                             "--new-key-file FILE, or INA_SWITCH_KEY");
+                           "--new-key-file FILE, or INA_SWITCH_KEY");
     }
     c.has_key = true;
     StopSignals sig;
@@ -334,7 +334,7 @@ struct RunCmd {
     }
     if (jobs_opt && jobs_opt->count() > 0 && c.jobs != counts.size())
       throw rt::InputError(fmt::format("--workers '{}' gives {} worker counts but --jobs is {}: give one count per job",
-                                         workers, counts.size(), c.jobs));
+                                       workers, counts.size(), c.jobs));
     if (counts.size() > 64) throw rt::InputError(fmt::format("--workers '{}': at most 64 jobs", workers));
     c.jobs = static_cast<unsigned>(counts.size());
     c.job_workers = counts;
@@ -404,8 +404,8 @@ struct TrainPyCmd {
       throw rt::InputError("train-py: -m needs the module to run: ina train-py [OPTIONS] -m MODULE [ARGS...]");
     if (script_len == 1 && args[0].size() > 1 && args[0][0] == '-')
       throw rt::InputError(fmt::format("train-py: unknown option '{}' (`ina train-py --help` lists them); the script "
-                                         "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...] (or -m "
-                                         "MODULE [ARGS...])", args[0]));
+                                       "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...] (or -m "
+                                       "MODULE [ARGS...])", args[0]));
     const std::string script = script_len == 2 ? "-m " + args[1] : args[0];
     if (script_len == 1 && !std::filesystem::is_regular_file(args[0]))  // (not after a switch, PS and workers started)
       throw rt::InputError(fmt::format("train-py: no script file '{}'", args[0]));

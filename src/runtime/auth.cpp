@@ -112,7 +112,7 @@ void write_key_file(const std::string& path, const Key& k) {
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw InputError(fmt::format("cannot write key file '{}': it is a directory; give a file path in it, e.g. '{}/switch.key'",
-                                   path, path));
+                                 path, path));
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     throw RuntimeError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -219,7 +219,7 @@ Key job_key_from_env(uint16_t job) {
   if (key_from_env("INA_JOB_KEY", k)) return k;
   if (key_from_env("INA_SWITCH_KEY", k)) return job_key(k, job);
   throw InputError(fmt::format("job {}: no credential: set INA_JOB_KEY (the job's key, from its launcher) or "
-                                 "INA_SWITCH_KEY (the switch key)", job));
+                               "INA_SWITCH_KEY (the switch key)", job));
 }
 
 Joined join_job(const JoinOptions& o) {

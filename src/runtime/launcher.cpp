@@ -188,7 +188,7 @@ void validate(const LaunchConfig& c) {
     throw InputError(fmt::format("--size must be a positive multiple of 4 bytes (whole float32 values), got {}", c.size_bytes));
   if (c.memory_bytes < uint64_t{4} * c.payload)
     throw InputError(fmt::format("--memory {} holds no aggregator of --payload {} values ({} bytes each)", c.memory_bytes,
-                                   c.payload, 4 * c.payload));
+                                 c.payload, 4 * c.payload));
   for (uint32_t p : c.priorities)
     if (p < 1 || p > INT32_MAX) throw InputError(fmt::format("--priorities: every priority must be in 1..{}, got {}", INT32_MAX, p));
   if (!(c.delay_us >= 0 && c.delay_us <= 1e8)) throw InputError(fmt::format("--delay-us must be in [0, 1e8], got {}", c.delay_us));
@@ -205,13 +205,13 @@ void validate(const LaunchConfig& c) {
   const schemes::Scheme& s = schemes::find(c.scheme);
   if (s.sparse == schemes::Sparse::HotIna && c.command.empty() && c.hot_set_size == 0 && c.hot_keys_file.empty())
     throw InputError(fmt::format("--scheme {} with --hot-set-size 0 and no --hot-keys: its switch aggregates only the "
-                                   "job's hot set, so every pair would go to the PS (that is ps-lite); give a hot set",
-                                   c.scheme));
+                                 "job's hot set, so every pair would go to the PS (that is ps-lite); give a hot set",
+                                 c.scheme));
   const LaunchConfig defaults;
   if ((c.hot_set_size != defaults.hot_set_size || c.hot_iterations != defaults.hot_iterations || !c.hot_keys_file.empty()) &&
       s.sparse != schemes::Sparse::HotIna)
     throw InputError(fmt::format("--hot-set-size / --hot-iterations / --hot-keys: --scheme {} has no hot-set table "
-                                   "(zebra has)", c.scheme));
+                                 "(zebra has)", c.scheme));
   if (s.sparse == schemes::Sparse::HotIna && c.command.empty()) {
     if (!c.hot_keys_file.empty() && c.hot_iterations != defaults.hot_iterations)
       throw InputError("--hot-iterations: the hot set comes from --hot-keys, not from a profile; give one of them");
@@ -222,31 +222,31 @@ void validate(const LaunchConfig& c) {
     const uint64_t size = c.hot_keys_file.empty() ? c.hot_set_size : read_hot_keys_file(c.hot_keys_file).size();
     if (size > cap)
       throw InputError(fmt::format("{} {}{}: the switch holds at most {} hot keys ({} table entries, --memory {} / 4 "
-                                     "= {} value registers)",
-                                     c.hot_keys_file.empty() ? "--hot-set-size" : "--hot-keys", 
-                                     c.hot_keys_file.empty() ? std::to_string(size) : c.hot_keys_file,
-                                     c.hot_keys_file.empty() && size == defaults.hot_set_size ? " (the default)"
-                                         : c.hot_keys_file.empty() ? "" : fmt::format(" ({} keys)", size),
-                                     cap, dp::ZebraConfig{}.kv_table_entries, c.memory_bytes, c.memory_bytes / 4));
+                                   "= {} value registers)",
+                                   c.hot_keys_file.empty() ? "--hot-set-size" : "--hot-keys", 
+                                   c.hot_keys_file.empty() ? std::to_string(size) : c.hot_keys_file,
+                                   c.hot_keys_file.empty() && size == defaults.hot_set_size ? " (the default)"
+                                       : c.hot_keys_file.empty() ? "" : fmt::format(" ({} keys)", size),
+                                   cap, dp::ZebraConfig{}.kv_table_entries, c.memory_bytes, c.memory_bytes / 4));
   }
   if (c.fail_at_op >= 0 && c.fail_rank < 0) throw InputError(fmt::format("--fail-at-op {}: give --fail-rank too", c.fail_at_op));
   if (c.fail_rank >= 0) {
     if (!uses_layout(c) || !is_ring_scheme(s) || s.collective == schemes::Collective::Hierarchical)
       throw InputError(fmt::format("--fail-rank {}: --scheme {} does not survive a failure (rar and rina do{})", c.fail_rank,
-                                     c.scheme,
-                                     s.collective == schemes::Collective::Hierarchical
-                                         ? "; h-ar needs racks of equal size, which a failure breaks"
-                                         : ""));
+                                   c.scheme,
+                                   s.collective == schemes::Collective::Hierarchical
+                                       ? "; h-ar needs racks of equal size, which a failure breaks"
+                                       : ""));
     if (c.fail_rank >= static_cast<int>(c.workers))
       throw InputError(fmt::format("--fail-rank {}: the job has ranks 0..{}", c.fail_rank, c.workers - 1));
     if (c.workers < 3) throw InputError(fmt::format("--fail-rank {}: a ring of {} workers cannot lose one", c.fail_rank, c.workers));
     if (c.fail_at_op < 0) throw InputError(fmt::format("--fail-rank {}: give --fail-at-op K too", c.fail_rank));
     if (c.fail_at_op >= static_cast<int>(c.iterations))
       throw InputError(fmt::format("--fail-at-op {}: the job runs ops 0..{} (--iterations {})", c.fail_at_op,
-                                     c.iterations - 1, c.iterations));
+                                   c.iterations - 1, c.iterations));
     if (!(c.fail_detect_ms >= kMinFailDetectMs && c.fail_detect_ms <= 1e6))
       throw InputError(fmt::format("--fail-detect-ms {}: must be in [{}, 1e6] ms (heartbeats are looked at every "
-                                     "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
+                                   "10 ms; a shorter time would never detect anything)", c.fail_detect_ms, kMinFailDetectMs));
   }
   if (!c.command.empty()) {
     if (c.jobs != 1 || !c.job_workers.empty())
@@ -264,7 +264,7 @@ void validate(const LaunchConfig& c) {
   if (!uses_layout(c)) {
     if (c.racks != 1 || !c.ina_racks.empty() || !c.rina_above.empty())
       throw InputError(fmt::format("--racks / --ina-racks / --rina-above apply to the ring schemes ({}) and to atp and dsa, not to "
-                                     "--scheme {}", "rar, h-ar, rina", c.scheme));
+                                   "--scheme {}", "rar, h-ar, rina", c.scheme));
     return;
   }
   if (c.jobs != 1) throw InputError(fmt::format("--scheme {} runs one job, got --jobs {}", c.scheme, c.jobs));
@@ -274,29 +274,29 @@ void validate(const LaunchConfig& c) {
     throw InputError(fmt::format("--scheme {}: --delay-worker, --priorities and --window-kb are not supported for ring schemes", c.scheme));
   if (!c.ina_racks.empty() && s.collective != schemes::Collective::RingIna && s.collective != schemes::Collective::PsIna)
     throw InputError(fmt::format("--ina-racks {}: only --scheme rina and PS-based INA over racks (atp, dsa) have INA "
-                                   "racks, not {}", c.ina_racks, c.scheme));
+                                 "racks, not {}", c.ina_racks, c.scheme));
   const std::vector<unsigned> ina = ina_rack_list(c);
   (void)split_racks(c.workers, c.racks, ina);  // throws naming --racks / --ina-racks
   if (!c.rina_above.empty()) {
     if (s.collective != schemes::Collective::RingIna)
       throw InputError(fmt::format("--rina-above {}: only --scheme rina has INA switches above the ToR, not {}", c.rina_above,
-                                     c.scheme));
+                                   c.scheme));
     if (c.fail_rank >= 0)
       throw InputError(fmt::format("--fail-rank {} with --rina-above {}: a group above the ToR cannot lose a worker "
-                                     "(not handled, as in the simulator)", c.fail_rank, c.rina_above));
+                                   "(not handled, as in the simulator)", c.fail_rank, c.rina_above));
     const std::vector<unsigned> above = parse_rack_list("--rina-above", c.rina_above);
     for (unsigned q : above)
       if (q >= c.racks)
         throw InputError(fmt::format("--rina-above names rack {}, which does not exist (--racks {}: racks 0..{})", q, c.racks,
-                                       c.racks - 1));
+                                     c.racks - 1));
     const size_t ranks = above.size() * (c.workers / c.racks);
     if (ranks < 2 || ranks > 64)
       throw InputError(fmt::format("--rina-above {}: a group above the ToR needs 2..64 ranks below its switch, these racks "
-                                     "hold {}", c.rina_above, ranks));
+                                   "hold {}", c.rina_above, ranks));
   }
   if (s.collective == schemes::Collective::PsIna && ina.empty())
     throw InputError(fmt::format("--ina-racks {}: --scheme {} over racks needs at least one INA rack (the root of its "
-                                   "aggregation tree)", c.ina_racks, c.scheme));
+                                 "aggregation tree)", c.ina_racks, c.scheme));
 }
 
 }  // namespace

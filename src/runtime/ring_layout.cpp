@@ -391,7 +391,7 @@ std::vector<RingRack> split_racks(size_t n, unsigned racks, const std::vector<un
   for (unsigned q : ina_racks) {
     if (q >= racks)
       throw InputError(fmt::format("--ina-racks names rack {}, which does not exist (--racks {}: racks 0..{})", q, racks,
-                                     racks - 1));
+                                   racks - 1));
     out[q].ina = true;
   }
   return out;

@@ -73,15 +73,15 @@ std::optional<DatagramKey> layout_datagram_key(const RingWorkerConfig& cfg, cons
   if (!L.datagram_salt) {
     if (cfg.datagram_auth)
       throw InputError(fmt::format("--datagram-auth: the layout {} has no field 'datagram_salt', so the job's datagrams "
-                                     "are not tagged (ina run --datagram-auth writes one)", cfg.layout));
+                                   "are not tagged (ina run --datagram-auth writes one)", cfg.layout));
     return std::nullopt;
   }
   try {
     return datagram_key(job_credential(cfg, L.job), *L.datagram_salt);
   } catch (const RuntimeError& e) {
     throw InputError(fmt::format("layout {}: field 'datagram_salt' is set, so every datagram of job {} is tagged with a key "
-                                   "derived from the job's key, which this process lacks: give --key-file FILE or "
-                                   "INA_JOB_KEY ({})", cfg.layout, L.job, e.what()));
+                                 "derived from the job's key, which this process lacks: give --key-file FILE or "
+                                 "INA_JOB_KEY ({})", cfg.layout, L.job, e.what()));
   }
 }
 
@@ -750,22 +750,22 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   const bool failover = cfg.fail_detect_ms > 0 || cfg.crash_at_op >= 0;
   if (!(cfg.fail_detect_ms == 0 || (cfg.fail_detect_ms >= kMinFailDetectMs && cfg.fail_detect_ms <= 1e6)))
     throw InputError(fmt::format("--fail-detect-ms {}: must be 0 (off) or in [{}, 1e6] ms (heartbeats are looked at "
-                                   "every 10 ms; a shorter time would never detect anything)", cfg.fail_detect_ms,
-                                   kMinFailDetectMs));
+                                 "every 10 ms; a shorter time would never detect anything)", cfg.fail_detect_ms,
+                                 kMinFailDetectMs));
   if (cfg.crash_at_op >= 0 && static_cast<unsigned>(cfg.crash_at_op) >= cfg.iterations)
     throw InputError(fmt::format("--crash-at-op {}: the rank runs ops 0..{} (--iterations {})", cfg.crash_at_op,
-                                   cfg.iterations - 1, cfg.iterations));
+                                 cfg.iterations - 1, cfg.iterations));
   std::vector<std::string> given;  // the failure options as given
   if (cfg.fail_detect_ms > 0) given.push_back(fmt::format("--fail-detect-ms {}", cfg.fail_detect_ms));
   if (cfg.crash_at_op >= 0) given.push_back(fmt::format("--crash-at-op {}", cfg.crash_at_op));
   if (failover && (L.tree() || cfg.ps || L.scheme_info().collective == schemes::Collective::Hierarchical))
     throw InputError(fmt::format("{}: {} does not survive a failure (ring schemes whose plan does: rar, rina){}",
-                                   fmt::join(given, " "), L.scheme,
-                                   L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
+                                 fmt::join(given, " "), L.scheme,
+                                 L.tree() ? "" : "; h-ar needs racks of equal size, which a failure breaks"));
   if (failover && !L.aggregation.empty())
     throw InputError(fmt::format("{}: the layout {} has INA switches above the ToR (field 'aggregation'): a group above "
-                                   "the ToR cannot lose a worker (not handled, as in the simulator)", fmt::join(given, " "),
-                                   cfg.layout));
+                                 "the ToR cannot lose a worker (not handled, as in the simulator)", fmt::join(given, " "),
+                                 cfg.layout));
   if (failover && n < 3)
     throw InputError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
   const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);

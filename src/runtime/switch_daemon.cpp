@@ -31,11 +31,11 @@ const schemes::Scheme& find_scheme(const std::string& name, bool layout) {
   if (const schemes::Scheme* s = schemes::lookup(name);
       s && !layout && s->supports(schemes::Engine::Layout) && !s->supports(schemes::Engine::Runtime))
     throw InputError(fmt::format("switch: scheme {} serves one job of a static layout only: give --layout FILE --rack R",
-                                   s->name));
+                                 s->name));
   if (const schemes::Scheme* s = schemes::lookup(name);
       s && layout && !s->supports(schemes::Engine::Layout) && s->supports(schemes::Engine::Runtime))
     throw InputError(fmt::format("switch: --layout is for the schemes of static layouts ({}); {} jobs join through the "
-                                   "control plane", schemes::names_text(schemes::Engine::Layout), s->name));
+                                 "control plane", schemes::names_text(schemes::Engine::Layout), s->name));
   try {
     return schemes::find(name, layout ? schemes::Engine::Layout : schemes::Engine::Runtime);
   } catch (const schemes::UnknownScheme& e) {
@@ -55,13 +55,13 @@ using switchd::kSwitchId;
 SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
   if (!cfg.has_key)
     throw InputError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
-                       "'ina key new FILE' creates one");
+                     "'ina key new FILE' creates one");
   if (!scheme.factory)
     throw InputError(fmt::format("switch: scheme {} has no switch program (its workers talk to each other directly: "
-                                   "run 'ina ring-worker' without a switch)", scheme.name));
+                                 "run 'ina ring-worker' without a switch)", scheme.name));
   if (is_ring_scheme(scheme) && cfg.layout.empty())
     throw InputError(fmt::format("switch: scheme {} serves a ring job of a static layout: give --layout FILE --rack R",
-                                   scheme.name));
+                                 scheme.name));
   const unsigned T = cfg.threads;
   if (T == 0 || T > kMaxThreads)
     throw InputError(fmt::format("switch: --threads {}: give 1..{}", T, kMaxThreads));
@@ -89,9 +89,9 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
     sh->program->set_id(kSwitchId);
     if (T > 1 && sh->program->aggregators() < kMinShardAggregators)
       throw InputError(fmt::format("switch: --threads {} with --memory {}: each switch thread gets {} bytes, {} "
-                                     "aggregators of {} values; a thread needs at least {}: give more memory or fewer "
-                                     "threads", T, cfg.program.memory_bytes, pc.memory_bytes,
-                                     sh->program->aggregators(), cfg.program.payload_values, kMinShardAggregators));
+                                   "aggregators of {} values; a thread needs at least {}: give more memory or fewer "
+                                   "threads", T, cfg.program.memory_bytes, pc.memory_bytes,
+                                   sh->program->aggregators(), cfg.program.payload_values, kMinShardAggregators));
     // The admission object (schemes/admission.hpp): under the isolated
     // policy each shard's memory in isolated_regions regions (so up to
     // isolated_regions live jobs per shard); node ids over the whole switch.
@@ -121,9 +121,9 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
       throw InputError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
     if (T > 1 && !has_reuseport(socks.udp.get()))
       throw InputError(fmt::format("switch: --threads {} with --udp-fd {}: that socket was bound without "
-                                     "SO_REUSEPORT, so the other switch threads cannot share its port: bind it with "
-                                     "SO_REUSEPORT (before any other socket on its port) or run --threads 1",
-                                     T, cfg.udp_fd));
+                                   "SO_REUSEPORT, so the other switch threads cannot share its port: bind it with "
+                                   "SO_REUSEPORT (before any other socket on its port) or run --threads 1",
+                                   T, cfg.udp_fd));
   } else {
     socks = bind_data_and_control(cfg.listen, 8 << 20, T > 1);
   }
@@ -141,8 +141,8 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   constexpr unsigned kMaxPsPairs = 118;
   if (scheme.kv() && (cfg.kv_ps_pairs > kMaxPsPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
     throw InputError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
-                                   "out of range",
-                                   cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
+                                 "out of range",
+                                 cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
   if (scheme.kv())
     ec.payload_values = std::max<uint16_t>(
         ec.payload_values, static_cast<uint16_t>(kv::words(std::max<unsigned>(cfg.program.zebra.kv_pairs, cfg.kv_ps_pairs))));
@@ -156,8 +156,8 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
     static_layout = RingLayout::read(cfg.layout, false);
     if (cfg.datagram_auth && !static_layout->datagram_salt)
       throw InputError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
-                                     "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
-                                     cfg.layout));
+                                   "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
+                                   cfg.layout));
   }
   ec.datagram_tags = cfg.datagram_auth || (static_layout && static_layout->datagram_salt);
   for (unsigned k = 0; k < T; ++k) {

@@ -17,18 +17,18 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   const size_t R = L.racks.size();
   if (cfg.rack >= L.switch_count())
     throw InputError(fmt::format("--rack {}: the layout {} has racks 0..{}{}", cfg.rack, cfg.layout, R - 1,
-                                   L.aggregation.empty() ? std::string()
-                                                         : fmt::format(" and switches above racks {}..{} (aggregation)", R,
-                                                                       L.switch_count() - 1)));
+                                 L.aggregation.empty() ? std::string()
+                                                       : fmt::format(" and switches above racks {}..{} (aggregation)", R,
+                                                                     L.switch_count() - 1)));
   if (!L.serving_switch(cfg.rack))
     throw InputError(fmt::format("--rack {}: in the layout {} that rack's ToR does not aggregate (no INA, or one rank)",
-                                   cfg.rack, cfg.layout));
+                                 cfg.rack, cfg.layout));
   if (L.payload != cfg.program.payload_values)
     throw InputError(fmt::format("layout {}: field 'payload' = {}: this switch carries {} values per packet", cfg.layout,
-                                   L.payload, cfg.program.payload_values));
+                                 L.payload, cfg.program.payload_values));
   if (L.region() > program->aggregators())
     throw InputError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
-                                   L.memory_bytes, cfg.program.memory_bytes));
+                                 L.memory_bytes, cfg.program.memory_bytes));
   program->set_id(L.switch_id(cfg.rack));
   if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
     for (auto& sh : shards) sh->engine->set_datagram_key(L.job, datagram_key(job_key(cfg.key, L.job), *L.datagram_salt));
@@ -70,8 +70,8 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
     if (q != cfg.rack && L.serving_switch(q)) {
       if (!L.switch_addr(q))
         throw InputError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
-                                       "switch of the job", cfg.layout,
-                                       q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
+                                     "switch of the job", cfg.layout,
+                                     q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
       program->add_peer(L.switch_id(q));
       // The agent's AllGather broadcast goes on to the next group's switch with the agent's id.
       engine->set_route(L.switch_id(q), *L.switch_addr(q));
@@ -89,7 +89,7 @@ void SwitchDaemon::Impl::tree_job(RingLayout L) {
   for (size_t o : relays)
     if (!L.racks[o].sw)
       throw InputError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
-                                     "every other INA rack's ToR", cfg.layout, o, q));
+                                   "every other INA rack's ToR", cfg.layout, o, q));
   const RingLayout::TreeJob t = L.tree_job(q);
   dp::SwitchJob sj;
   sj.job = L.job;

@@ -71,7 +71,7 @@ ControlLimits ControlLimits::resolved(unsigned threads) const {
   if (r.visitor_timeout <= 0) throw InputError("switch: --control-timeout-ms must be > 0");
   if (r.max_visitor_line < 256 || r.max_visitor_line > LineChannel::kMaxLine)
     throw InputError(fmt::format("switch: --max-control-line {}: give {}..{} bytes (a join is a few hundred)",
-                                   r.max_visitor_line, 256, LineChannel::kMaxLine));
+                                 r.max_visitor_line, 256, LineChannel::kMaxLine));
   if (r.max_visitor_output < 4096)
     throw InputError(fmt::format("switch: max_visitor_output {}: at least 4096 bytes", r.max_visitor_output));
   return r;

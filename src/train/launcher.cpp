@@ -58,17 +58,17 @@ void validate(const TrainConfig& c) {
       const auto& s = find_scheme(c.scheme, schemes::Engine::Runtime);
       if (s.sparse != schemes::Sparse::HotIna && s.sparse != schemes::Sparse::Push)
         throw rt::InputError(fmt::format("--scheme {}: --model fortunes averages its embedding gradient with "
-                                             "allreduce_sparse on a <key, value> scheme: zebra or ps-lite", c.scheme));
+                                         "allreduce_sparse on a <key, value> scheme: zebra or ps-lite", c.scheme));
     }
     if (c.momentum != 0)
       throw rt::InputError(fmt::format("--momentum {}: --model fortunes trains with plain SGD (its embedding "
-                                           "gradient is sparse); leave --momentum out", c.momentum));
+                                       "gradient is sparse); leave --momentum out", c.momentum));
     if (c.dim < 1 || c.dim > 1024) throw rt::InputError(fmt::format("--dim must be in 1..1024, got {}", c.dim));
     const uint64_t cap = std::min<uint64_t>(dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4);
     if (c.hot_keys > cap)
       throw rt::InputError(fmt::format("--hot-keys {}: the switch holds at most {} hot keys ({} table entries, "
-                                           "--memory / 4 = {} value registers)", c.hot_keys, cap,
-                                           dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4));
+                                       "--memory / 4 = {} value registers)", c.hot_keys, cap,
+                                       dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4));
   } else if (c.backend == "ina") {
     find_scheme(c.scheme, schemes::Engine::Training);
   }
