@@ -187,6 +187,7 @@ struct PsCmd {
       c.key = rt::read_key_file(key_file);
       c.has_key = true;
     }
+    if (!bind_ip.empty()) rt::Endpoint::parse(bind_ip + ":0");  // (before connecting, naming the address)
     c.bind_ip = bind_ip;
     c.faults = faults.config();
     c.datagram_auth = datagram_auth;
@@ -407,7 +408,7 @@ struct TrainPyCmd {
                                        "comes after the options: ina train-py [OPTIONS] SCRIPT [ARGS...] (or -m "
                                        "MODULE [ARGS...])", args[0]));
     const std::string script = script_len == 2 ? "-m " + args[1] : args[0];
-    if (script_len == 1 && !std::filesystem::is_regular_file(args[0]))  // (not after a switch, PS and workers started)
+    if (script_len == 1 && args[0] != "-" && !std::filesystem::exists(args[0]))  // (not after a switch, PS and workers started)
       throw rt::InputError(fmt::format("train-py: no script file '{}'", args[0]));
     if (args.size() > script_len && args[script_len] == "--") {
       args.erase(args.begin() + static_cast<long>(script_len));

@@ -114,13 +114,13 @@ void write_key_file(const std::string& path, const Key& k) {
     throw InputError(fmt::format("cannot write key file '{}': it is a directory; give a file path in it, e.g. '{}/switch.key'",
                                  path, path));
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    throw RuntimeError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));
+    throw InputError(fmt::format("cannot replace key file '{}': {}", path, errno_text(errno)));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
+  if (fd < 0) throw InputError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
   UniqueFd guard(fd);
   const std::string s = to_hex(k) + "\n";
   if (::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size()))
-    throw RuntimeError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
+    throw InputError(fmt::format("cannot write key file '{}': {}", path, errno_text(errno)));
 }
 
 namespace {

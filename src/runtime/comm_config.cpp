@@ -70,7 +70,11 @@ const Setting kSettings[] = {
        rt::parse_key(v, w);  // 64 hex digits, or an error naming the setting
        c.job_key = v;
      }},
-    {"communicator", "bind_ip", "INA_BIND_IP", [](CommConfig& c, const std::string& v, const std::string&) { c.bind_ip = v; }},
+    {"communicator", "bind_ip", "INA_BIND_IP",
+     [](CommConfig& c, const std::string& v, const std::string&) {
+       if (!v.empty()) rt::Endpoint::parse(v + ":0");  // reject a bad address here, naming it
+       c.bind_ip = v;
+     }},
     {"communicator", "job", "INA_JOB",
      [](CommConfig& c, const std::string& v, const std::string& w) { c.job = static_cast<uint16_t>(parse_uint(v, 1, 65535, w)); }},
     {"communicator", "rank", "INA_RANK",
@@ -161,6 +165,7 @@ void CommConfig::apply_profile(const host::Profile& p) {
 
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
+  if (!bind_ip.empty()) rt::Endpoint::parse(bind_ip + ":0");
   // (Each setting by its three names: the key of [communicator], INA_*, the flag of `ina worker`.)
   if (job == 0) throw InputError("communicator: job ids start at 1 (job, INA_JOB, --job)");
   if (nworkers == 0 || nworkers > kMaxWireWorkers)

@@ -43,6 +43,8 @@ JobAssignment parse_ready(const nlohmann::json& m) {
     }
   } catch (const nlohmann::json::exception& e) {
     throw RuntimeError(fmt::format("malformed 'ready' message from the switch: {}", e.what()));
+  } catch (const RuntimeError& e) {  // (a bad salt is the peer's, not this command's input)
+    throw RuntimeError(fmt::format("malformed 'ready' message from the switch: {}", e.what()));
   }
   return a;
 }

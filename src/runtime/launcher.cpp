@@ -365,7 +365,9 @@ LaunchConfig prepare(const LaunchConfig& cfg_in) {
     if (!mkdtemp(tmpl.data())) throw RuntimeError(fmt::format("cannot create a temporary directory: {}", errno_text(errno)));
     cfg.work_dir = tmpl;
   } else {
-    fs::create_directories(cfg.work_dir);
+    std::error_code ec;
+    fs::create_directories(cfg.work_dir, ec);
+    if (ec) throw InputError(fmt::format("--work-dir {}: cannot create it: {}", cfg.work_dir, ec.message()));
   }
   return cfg;
 }

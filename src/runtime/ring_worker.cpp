@@ -78,7 +78,7 @@ std::optional<DatagramKey> layout_datagram_key(const RingWorkerConfig& cfg, cons
   }
   try {
     return datagram_key(job_credential(cfg, L.job), *L.datagram_salt);
-  } catch (const RuntimeError& e) {
+  } catch (const InputError& e) {
     throw InputError(fmt::format("layout {}: field 'datagram_salt' is set, so every datagram of job {} is tagged with a key "
                                  "derived from the job's key, which this process lacks: give --key-file FILE or "
                                  "INA_JOB_KEY ({})", cfg.layout, L.job, e.what()));
@@ -590,7 +590,13 @@ class Failover {
       size_t q = 0;
       while (q < L_.racks.size() && L_.tor_id(q) != t.tor) ++q;
       if (q == L_.racks.size() || !L_.racks[q].sw) throw RuntimeError(fmt::format("{}: ToR {} is not in the layout", who_, t.tor));
-      if (!key) key = job_credential(cfg_, L_.job);
+      if (!key) {
+        try {
+          key = job_credential(cfg_, L_.job);  // (found at start: run_ring_worker)
+        } catch (const RuntimeError& e) {  // mid-run: a failure, not the command's input
+          throw RuntimeError(fmt::format("{}: control node: {}", who_, e.what()));
+        }
+      }
       ReconfigureRequest rq;
       rq.job = L_.job;
       rq.epoch = fo.next.epoch;
@@ -768,6 +774,10 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
                                  cfg.layout));
   if (failover && n < 3)
     throw InputError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
+  // After a failure the control node (any rank) reconfigures the ToRs with
+  // the job's credential: it is found now, not once a rank has failed.
+  if (cfg.fail_detect_ms > 0 && std::any_of(L.racks.begin(), L.racks.end(), [](const auto& r) { return bool(r.sw); }))
+    (void)job_credential(cfg, L.job);
   const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);
   if (cfg.ps) return run_tree_ps(cfg, L, tag_key);
   if (L.tree()) return run_tree_worker(cfg, L, tag_key);

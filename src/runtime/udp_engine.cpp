@@ -37,13 +37,13 @@ uint64_t addr_key(const sockaddr_in& a) { return (uint64_t{a.sin_addr.s_addr} <<
 
 void FaultConfig::validate() const {
   auto rate = [](double v, const char* name) {
-    if (!(v >= 0 && v < 1)) throw RuntimeError(fmt::format("fault injection: {} must be in [0, 1), got {}", name, v));
+    if (!(v >= 0 && v < 1)) throw InputError(fmt::format("fault injection: {} must be in [0, 1), got {}", name, v));
   };
   rate(loss, "loss");
   rate(duplicate, "duplicate");
   rate(reorder, "reorder");
-  if (reorder_delay < 0) throw RuntimeError("fault injection: reorder delay must be >= 0");
-  if (delay < 0) throw RuntimeError("fault injection: delay must be >= 0");
+  if (reorder_delay < 0) throw InputError("fault injection: reorder delay must be >= 0");
+  if (delay < 0) throw InputError("fault injection: delay must be >= 0");
 }
 
 nlohmann::json FaultConfig::to_json() const {

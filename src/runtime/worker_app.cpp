@@ -146,14 +146,15 @@ void write_report(const WorkerAppConfig& cfg, Communicator& comm, const std::str
 
 // The sparse ops of run_worker_app: the hot set first (Zebra), then
 // cfg.iterations verified allreduce_sparse calls.
-int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string& who) {
+// `file_keys`: the hot keys file's, read before the job was joined (else empty).
+int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string& who, std::vector<uint64_t> file_keys) {
   const auto& c = cfg.comm;
   const uint64_t pairs = cfg.bytes / 4;
   nlohmann::json hot = nullptr;
   std::unordered_set<uint64_t> hot_keys;  // at most the switch's table
   if (!cfg.hot_keys_file.empty() || cfg.hot_set_size > 0) {
     const std::vector<uint64_t> ranked =
-        !cfg.hot_keys_file.empty() ? read_hot_keys_file(cfg.hot_keys_file)
+        !cfg.hot_keys_file.empty() ? std::move(file_keys)
                                    : profile_hot_keys(cfg.seed, c.job, c.nworkers, pairs, cfg.hot_iterations, cfg.hot_set_size);
     const uint32_t version = comm.set_hot_keys(ranked);
     if (version) hot_keys.insert(ranked.begin(), ranked.end());
@@ -248,8 +249,10 @@ int run_worker_app(const WorkerAppConfig& cfg) {
   const auto& c = cfg.comm;
   const std::string who = fmt::format("ina worker job {} rank {}", c.job, c.rank);
   if (cfg.sparse) {
+    // (The file before joining: a bad one is this command's input, not a job's failure.)
+    std::vector<uint64_t> file_keys = cfg.hot_keys_file.empty() ? std::vector<uint64_t>{} : read_hot_keys_file(cfg.hot_keys_file);
     Communicator comm(c);
-    return run_sparse(cfg, comm, who);
+    return run_sparse(cfg, comm, who, std::move(file_keys));
   }
   std::vector<float> grad(n), expect(std::min(n, kChunk));
   Communicator comm(c);

@@ -111,7 +111,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   const bool ina = cfg.backend == "ina";
   const std::string ina_exe = ina_binary(cfg, self_exe);
   if (ina && ::access(ina_exe.c_str(), X_OK) != 0)
-    throw std::runtime_error(fmt::format("cannot execute {} (set --ina-binary)", ina_exe));
+    throw rt::InputError(fmt::format("cannot execute {} (set --ina-binary)", ina_exe));
   std::string tmpl = (fs::temp_directory_path() / "ina-train-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
   struct DirGuard {

@@ -412,6 +412,9 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"plan grid --topology fat-tree:4 --random -3", "--random: Value -3 not in range"},
       {"train --data /nonexistent", "--data /nonexistent: not a directory"},
       {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
+      {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "invalid address 'bogus:0'"},
+      {"key new /nonexistent/dir/switch.key", "cannot write key file '/nonexistent/dir/switch.key'"},
+      {"run --work-dir /proc/nope/x", "--work-dir /proc/nope/x: cannot create it"},
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);

@@ -466,6 +466,14 @@ TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFi
     "workers": ["127.0.0.1:1", "127.0.0.1:2"], "racks": [{"ranks": [0, 1]}]})";
   const Out c = with({"--fail-detect-ms", "400"});
   expect_refused(c, "--fail-detect-ms 400: a ring of 2 ranks cannot lose one");
+  // An INA ToR: the control node would reconfigure it with the job's key
+  // after a failure, so a rank without one is refused at start.
+  std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
+    "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], "racks": [{"ranks": [0, 1, 2], "ina": true, "switch": "127.0.0.1:4"}]})";
+  std::string line = "env -u INA_SWITCH_KEY -u INA_JOB_KEY " + std::string(INA_BINARY);  // (the tests set a switch key)
+  for (const auto& arg : base) line += " '" + arg + "'";
+  const auto e = ina_test::run_command(line + " --fail-detect-ms 400");
+  expect_refused({e.status, e.output}, "job 1: no credential: set INA_JOB_KEY");
   for (const std::string f : {"done.0.epoch1", "done.2", "alive.0", "state.1.2", "membership.1.json", "alive.0.tmp.0"}) {
     std::ofstream(bar / f) << "1";
     const Out d = with({});

@@ -214,7 +214,7 @@ TEST(Train, MemoryInMiBLikeEveryCommand) {
 TEST(Train, MissingInaBinaryIsAnError) {
   const auto r = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY +
                                        " --backend ina --workers 2 --epochs 1 --ina-binary /nonexistent/ina");
-  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/ina"), std::string::npos) << r.output;
 }
 
