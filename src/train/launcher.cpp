@@ -83,6 +83,11 @@ void validate(const TrainConfig& c) {
   if (c.payload < 1 || c.payload > 16000) throw rt::InputError("--payload must be in 1..16000");
   if (!fs::is_directory(c.data_dir))  // (not after a switch, PS and workers started)
     throw rt::InputError(fmt::format("--data {}: not a directory (--model {} reads its data there)", c.data_dir, c.model));
+  if (c.model == "mlp")  // the files load_fashion_mnist reads (data.cpp)
+    for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                          "t10k-labels-idx1-ubyte.gz"})
+      if (!fs::exists(fs::path(c.data_dir) / f))
+        throw rt::InputError(fmt::format("--data {}: no {} (Fashion-MNIST's gzipped IDX files)", c.data_dir, f));
 }
 
 std::vector<std::string> worker_args(const TrainConfig& c) {

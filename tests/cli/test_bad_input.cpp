@@ -411,6 +411,7 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"switch --memory=-4096", "--memory: Value -4096 not in range"},
       {"plan grid --topology fat-tree:4 --random -3", "--random: Value -3 not in range"},
       {"train --data /nonexistent", "--data /nonexistent: not a directory"},
+      {"train --data /tmp", "--data /tmp: no train-images-idx3-ubyte.gz"},
       {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
       {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "invalid address 'bogus:0'"},
       {"key new /nonexistent/dir/switch.key", "cannot write key file '/nonexistent/dir/switch.key'"},
