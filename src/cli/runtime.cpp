@@ -187,7 +187,7 @@ struct PsCmd {
       c.key = rt::read_key_file(key_file);
       c.has_key = true;
     }
-    if (!bind_ip.empty()) rt::Endpoint::parse(bind_ip + ":0");  // (before connecting, naming the address)
+    if (!bind_ip.empty()) rt::Endpoint::parse_ip(bind_ip);  // (before connecting, naming the address)
     c.bind_ip = bind_ip;
     c.faults = faults.config();
     c.datagram_auth = datagram_auth;

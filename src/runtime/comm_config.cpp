@@ -72,7 +72,7 @@ const Setting kSettings[] = {
      }},
     {"communicator", "bind_ip", "INA_BIND_IP",
      [](CommConfig& c, const std::string& v, const std::string&) {
-       if (!v.empty()) rt::Endpoint::parse(v + ":0");  // reject a bad address here, naming it
+       if (!v.empty()) rt::Endpoint::parse_ip(v);  // reject a bad address here, naming it
        c.bind_ip = v;
      }},
     {"communicator", "job", "INA_JOB",
@@ -165,7 +165,7 @@ void CommConfig::apply_profile(const host::Profile& p) {
 
 void CommConfig::validate() const {
   rt::Endpoint::parse(switch_addr);
-  if (!bind_ip.empty()) rt::Endpoint::parse(bind_ip + ":0");
+  if (!bind_ip.empty()) rt::Endpoint::parse_ip(bind_ip);
   // (Each setting by its three names: the key of [communicator], INA_*, the flag of `ina worker`.)
   if (job == 0) throw InputError("communicator: job ids start at 1 (job, INA_JOB, --job)");
   if (nworkers == 0 || nworkers > kMaxWireWorkers)

@@ -229,7 +229,7 @@ Joined join_job(const JoinOptions& o) {
   WaitNotice notice(o.announce, o.connect_notice_after);
   j.control = LineChannel(connect_tcp(o.sw, o.connect_timeout, "the switch", &notice));
   Endpoint udp_at = o.bind_ip.empty() ? local_endpoint(j.control.fd()).with_port(0)
-                                      : Endpoint::parse(o.bind_ip + ":0");
+                                      : Endpoint::parse_ip(o.bind_ip);
   j.udp = bind_udp(udp_at, o.udp_buffer_bytes);
   const Endpoint udp = local_endpoint(j.udp.get());
   const Time deadline = monotonic_now() + o.rendezvous_timeout;

@@ -36,12 +36,20 @@ Endpoint Endpoint::parse(std::string_view text) {
   const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || port > 65535)
     throw InputError(fmt::format("invalid address '{}': port '{}' is not a number in 0..65535", text, port_text));
-  if (host == "localhost") host = "127.0.0.1";
+  try {
+    return parse_ip(host, static_cast<uint16_t>(port));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("invalid address '{}': {}", text, e.what()));
+  }
+}
+
+Endpoint Endpoint::parse_ip(std::string_view ip, uint16_t port) {
+  const std::string host = ip == "localhost" ? "127.0.0.1" : std::string(ip);
   Endpoint e;
   e.sa.sin_family = AF_INET;
-  e.sa.sin_port = htons(static_cast<uint16_t>(port));
+  e.sa.sin_port = htons(port);
   if (inet_pton(AF_INET, host.c_str(), &e.sa.sin_addr) != 1)
-    throw InputError(fmt::format("invalid address '{}': '{}' is not an IPv4 address", text, host));
+    throw InputError(fmt::format("'{}' is not an IPv4 address", ip));
   return e;
 }
 

@@ -37,6 +37,8 @@ struct Endpoint {
   sockaddr_in sa{};
 
   static Endpoint parse(std::string_view text);  // throws InputError naming the text
+  // An IPv4 address (or "localhost") alone, at `port`; throws InputError naming it.
+  static Endpoint parse_ip(std::string_view ip, uint16_t port = 0);
   static Endpoint any(uint16_t port = 0);
   std::string str() const;
   std::string ip() const;

@@ -39,15 +39,6 @@ using rt::Supervisor;
 // Deadlines here are seconds on the supervisor's monotonic clock.
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
-// The scheme of --scheme, or an InputError listing the schemes.
-const schemes::Scheme& find_scheme(const std::string& name, schemes::Engine engine) {
-  try {
-    return schemes::find(name, engine);
-  } catch (const schemes::UnknownScheme& e) {
-    throw rt::InputError(e.what());
-  }
-}
-
 void validate(const TrainConfig& c) {
   if (c.model != "mlp" && c.model != "fortunes")
     throw rt::InputError(fmt::format("--model must be mlp or fortunes, got '{}'", c.model));
@@ -55,7 +46,7 @@ void validate(const TrainConfig& c) {
     throw rt::InputError(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
   if (c.model == "fortunes") {
     if (c.backend == "ina") {
-      const auto& s = find_scheme(c.scheme, schemes::Engine::Runtime);
+      const auto& s = schemes::find(c.scheme, schemes::Engine::Runtime);  // throws, listing the schemes
       if (s.sparse != schemes::Sparse::HotIna && s.sparse != schemes::Sparse::Push)
         throw rt::InputError(fmt::format("--scheme {}: --model fortunes averages its embedding gradient with "
                                          "allreduce_sparse on a <key, value> scheme: zebra or ps-lite", c.scheme));
@@ -70,7 +61,7 @@ void validate(const TrainConfig& c) {
                                        "--memory / 4 = {} value registers)", c.hot_keys, cap,
                                        dp::ZebraConfig{}.kv_table_entries, c.memory_bytes / 4));
   } else if (c.backend == "ina") {
-    find_scheme(c.scheme, schemes::Engine::Training);
+    schemes::find(c.scheme, schemes::Engine::Training);  // throws, listing the schemes
   }
   if (c.workers < 1 || c.workers > 64) throw rt::InputError("--workers must be in 1..64");
   if (c.epochs < 1) throw rt::InputError("--epochs must be >= 1");

@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   } catch (const ina::rt::RuntimeError& e) {
     std::cerr << "ina-train: " << e.what() << "\n";
     return ina::rt::exit_status(e);
+  } catch (const ina::schemes::UnknownScheme& e) {  // --scheme: input, as an InputError
+    std::cerr << "ina-train: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "ina-train: " << e.what() << "\n";
     return 1;

@@ -413,7 +413,7 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"train --data /nonexistent", "--data /nonexistent: not a directory"},
       {"train --data /tmp", "--data /tmp: no train-images-idx3-ubyte.gz"},
       {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
-      {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "invalid address 'bogus:0'"},
+      {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "'bogus' is not an IPv4 address"},
       {"key new /nonexistent/dir/switch.key", "cannot write key file '/nonexistent/dir/switch.key'"},
       {"run --work-dir /proc/nope/x", "--work-dir /proc/nope/x: cannot create it"},
   };
