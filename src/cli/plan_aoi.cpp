@@ -24,6 +24,7 @@
 #include "cli/commands.hpp"
 #include "control/aoi.hpp"
 #include "control/aoi_milp.hpp"
+#include "core/counted.hpp"
 #include "experiment/aoi_unit.hpp"
 #include "experiment/results.hpp"
 #include "core/set_override.hpp"
@@ -306,9 +307,9 @@ int run_aoi(const AoiArgs& a) {
   for (const auto& p : s.jobs) inc_jobs += p.inc_unit.has_value();
   std::cout << fmt::format(
       "{}: {} on {} units, {} jobs ({} with INC)\nCT-BTI {:.3f} s (last TS {}), reconfigured connections {} "
-      "(in {} TSs), {:.3f} TB through the AOI, solve {:.3f} s; the validator accepts it\n",
+      "(in {}), {:.3f} TB through the AOI, solve {:.3f} s; the validator accepts it\n",
       inst.origin, v.label(), inst.net.size(), inst.jobs.size(), inc_jobs, c.ct_bti_s, c.last_ts, c.reconfigured,
-      c.reconfig_ts, c.aoi_gb / 8000, s.solve_s);
+      counted(c.reconfig_ts, "TS", "TSs"), c.aoi_gb / 8000, s.solve_s);
   if (s.algo == "milp")
     std::cout << fmt::format("MILP: bound {:.3f} s, gap {:.1f} %, {}\n", s.bound_s, 100 * s.gap,
                              s.optimal ? "optimal" : "time limit reached");

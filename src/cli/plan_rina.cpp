@@ -17,6 +17,7 @@
 #include "cli/plan_common.hpp"
 #include "control/rina_bom.hpp"
 #include "control/rina_time.hpp"
+#include "core/counted.hpp"
 #include "experiment/collective.hpp"
 #include "schemes/registry.hpp"
 #include "topo/graph.hpp"
@@ -281,8 +282,9 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
                ina.empty() ? "(none)" : join(names(ina), ","));
     fmt::print("PS-based INA (BOM, PS {}): {:g} Gbps per worker (bottleneck {}: {} senders)\n", g.node(psr.ps).name,
                gbps(psr.gbps), g.arc_name(psr.bottleneck), psr.flows);
-    fmt::print("Rina: {:g} Gbps per worker (bottleneck {}: {} flows); {} groups, {} ring steps per allreduce\n",
-               gbps(rr.gbps), g.arc_name(rr.bottleneck), rr.flows, rr.groups.size(), rr.ring_steps);
+    fmt::print("Rina: {:g} Gbps per worker (bottleneck {}: {}); {}, {} per allreduce\n", gbps(rr.gbps),
+               g.arc_name(rr.bottleneck), counted(rr.flows, "flow"), counted(rr.groups.size(), "group"),
+               counted(rr.ring_steps, "ring step"));
     if (timed) {
       fmt::print("time model, {:g} MiB per worker (Gbps per worker):", tp.gradient_mb);
       for (const auto& t : times)

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/counted.hpp"
+
 namespace ina::host {
 
 // ---------------------------------------------------------------- scale lanes
@@ -224,9 +226,9 @@ RoundPlan::Status FloatAllreduce::on_complete() {
       if (const int32_t bad = io.nonfinite(); bad > 0) {
         info_.nonfinite_workers = bad;
         error_ = fmt::format(
-            "allreduce of {} values: {} worker(s) of job {} passed NaN or infinite values, which fixed point cannot "
+            "allreduce of {} values: {} of job {} passed NaN or infinite values, which fixed point cannot "
             "carry; the buffer is unchanged",
-            x_.size(), bad, opt_.job);
+            x_.size(), counted(static_cast<uint64_t>(bad), "worker"), opt_.job);
         round_.io.reset();
         finished_ = true;
         return Status::Failed;

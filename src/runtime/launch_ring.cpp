@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/counted.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/control.hpp"
 #include "runtime/launch_impl.hpp"
@@ -313,9 +314,9 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
                              L.serving_tor(q) ? fmt::format(" + INA switch {}", L.racks[q].sw->str()) : "");
   for (const auto& a : L.aggregation)
     rack_text += fmt::format("; INA switch {} above racks {}", a.sw->str(), fmt::join(a.racks, ","));
-  out << fmt::format("ina run: {}, {} workers in {} rack(s) ({}), {} allreduces of {}, payload {} values, loss {}, "
+  out << fmt::format("ina run: {}, {} workers in {} ({}), {} of {}, payload {} values, loss {}, "
                      "duplicate {}, reorder {}\n",
-                     L.scheme, cfg.workers, L.racks.size(), rack_text, cfg.iterations, mib(cfg.size_bytes), cfg.payload,
+                     L.scheme, cfg.workers, counted(L.racks.size(), "rack"), rack_text, counted(cfg.iterations, "allreduce"), mib(cfg.size_bytes), cfg.payload,
                      cfg.loss, cfg.duplicate, cfg.reorder);
   if (failover)
     out << fmt::format("failure: rank {} stopped in op {}; control node rank {} re-planned epoch {} over {} survivors, "

@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/counted.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/control.hpp"
 #include "runtime/launch_impl.hpp"
@@ -208,9 +209,10 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   std::string per_job;
   for (unsigned j = 1; j <= cfg.jobs; ++j) per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
   if (cfg.command.empty())
-    out << fmt::format("ina run: {} ({} policy), {} job(s) x {} workers, {} allreduces of {} per job, payload {} values, "
+    out << fmt::format("ina run: {} ({} policy), {} x {} workers, {} of {} per job, payload {} values, "
                        "loss {}, duplicate {}, reorder {}\n",
-                       cfg.scheme, stats.value("policy", "?"), cfg.jobs, per_job, cfg.iterations,
+                       cfg.scheme, stats.value("policy", "?"), counted(cfg.jobs, "job"), per_job,
+                       counted(cfg.iterations, "allreduce"),
                        mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
   else
     out << fmt::format("ina train-py: {} ({} policy), {} workers of '{}' exited 0, payload {} values, loss {}, "
@@ -236,9 +238,9 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     const double bytes = static_cast<double>(cfg.size_bytes) * cfg.iterations;
     const double goodput = slowest > 0 ? bytes / slowest : 0;
     const bool sparse = !reports.empty() && reports[0].value("sparse", false);
-    out << fmt::format("job {}: {} {} verified (all workers' results, {} allreduce(s) each) on {} workers, {}; "
+    out << fmt::format("job {}: {} {} verified (all workers' results, {} each) on {} workers, {}; "
                        "goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in allreduce, slowest worker)\n",
-                       j, verified, sparse ? "summed keys" : "values", cfg.iterations, cfg.workers_of(j),
+                       j, verified, sparse ? "summed keys" : "values", counted(cfg.iterations, "allreduce"), cfg.workers_of(j),
                        bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6, goodput * 8 / 1e9, slowest);
     if (sparse) {
       uint64_t pairs = 0, hot = 0;
@@ -294,7 +296,8 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     }
   }
   if (run.with_ps)
-    out << fmt::format("PS: {} malformed and {} foreign packets over {} PSes\n", ps_malformed, ps_foreign, ps_stats.size());
+    out << fmt::format("PS: {} malformed and {} foreign packets over {}\n", ps_malformed, ps_foreign,
+                       counted(ps_stats.size(), "PS", "PSes"));
   // Every process of this run is ours and honest (faults only drop, copy or
   // delay datagrams): a packet of a member refused anywhere is a protocol bug.
   // Datagrams from addresses outside the jobs are someone else's noise: counted

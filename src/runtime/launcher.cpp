@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/counted.hpp"
 #include "core/resources.hpp"
 #include "runtime/control.hpp"
 #include "runtime/launch_impl.hpp"
@@ -57,8 +58,8 @@ uint64_t member_refused(const nlohmann::json& engine) {
 }
 
 std::string noise_line(uint64_t n) {
-  return fmt::format("noise: {} datagram(s) from addresses outside the job were refused and dropped (not the job's; "
-                     "not counted against the run)\n", n);
+  return fmt::format("noise: {} from addresses outside the job were refused and dropped (not the job's; "
+                     "not counted against the run)\n", counted(n, "datagram"));
 }
 
 std::optional<Failure> start_run_switch(Supervisor& sup, const LaunchConfig& cfg, std::vector<std::string> args,
@@ -334,8 +335,8 @@ LaunchEstimate estimate_launch(const LaunchConfig& c) {
 void check_launch_resources(const LaunchConfig& c) {
   const LaunchEstimate e = estimate_launch(c);
   const std::string who = workers_flags(c);
-  const std::string parts = fmt::format("{} workers, {} PSes, the switch and this launcher", c.total_workers(),
-                                        has_ps(c.scheme) ? c.jobs : 0);
+  const std::string parts = fmt::format("{}, {}, the switch and this launcher", counted(c.total_workers(), "worker"),
+                                        counted(has_ps(c.scheme) ? c.jobs : 0, "PS", "PSes"));
   if (const uint64_t limit = nproc_limit(); limit && e.threads > limit)
     throw RuntimeError(fmt::format("{}: {} processes with {} threads ({}) exceed RLIMIT_NPROC = {}; use fewer workers or jobs",
                                    who, e.processes, e.threads, parts, limit));

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/counted.hpp"
 #include "core/json_depth.hpp"
 #include "core/rng.hpp"
 #include "host/ring.hpp"
@@ -259,8 +260,9 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   write_report(cfg, who, rep);
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
-                 fmt::format("{} allreduces of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
-                             node.completed(), elems, seconds, tensor->checked() - tensor->mismatches(), expected,
+                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
+                             counted(node.completed(), "allreduce"), elems, seconds,
+                             tensor->checked() - tensor->mismatches(), expected,
                              tensor->mismatches(), st.retransmits).c_str());
   if (tensor->mismatches()) return 3;
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());
@@ -879,8 +881,8 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   write_report(cfg, who, rep);
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
-                 fmt::format("{} allreduces of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
-                             ep.completed(), elems, seconds, tensor->checked() - tensor->mismatches(), expected,
+                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
+                             counted(ep.completed(), "allreduce"), elems, seconds, tensor->checked() - tensor->mismatches(), expected,
                              tensor->mismatches(), st.retransmits).c_str());
   if (tensor->mismatches()) return 3;
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());

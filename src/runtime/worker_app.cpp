@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/counted.hpp"
 #include "core/rng.hpp"
 #include "host/tensor_io.hpp"
 
@@ -159,7 +160,7 @@ int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string
     const uint32_t version = comm.set_hot_keys(ranked);
     if (version) hot_keys.insert(ranked.begin(), ranked.end());
     hot = {{"keys", ranked.size()}, {"version", version},
-           {"source", cfg.hot_keys_file.empty() ? fmt::format("profile of {} iteration(s)", cfg.hot_iterations)
+           {"source", cfg.hot_keys_file.empty() ? "profile of " + counted(cfg.hot_iterations, "iteration")
                                                 : cfg.hot_keys_file}};
   }
   if (hot.is_null() && comm.policy() == "sparse-hot" && cfg.log)
@@ -235,8 +236,8 @@ int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string
                 {"hot_set", hot}, {"verified", verified}, {"mismatches", mismatches}, {"first_mismatch", first_bad},
                 {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s}, {"per_iteration", iters}});
   if (cfg.log)
-    std::fprintf(stderr, "%s: %u sparse allreduces of %llu pairs (%llu of them hot), %s, %.3f s in allreduce\n",
-                 who.c_str(), cfg.iterations, static_cast<unsigned long long>(pairs),
+    std::fprintf(stderr, "%s: %s of %llu pairs (%llu of them hot), %s, %.3f s in allreduce\n",
+                 who.c_str(), counted(cfg.iterations, "sparse allreduce").c_str(), static_cast<unsigned long long>(pairs),
                  static_cast<unsigned long long>(hot_pairs), mismatches ? "RESULTS DIFFER" : "all exact", total_s);
   return mismatches ? 3 : 0;
 }
@@ -296,7 +297,8 @@ int run_worker_app(const WorkerAppConfig& cfg) {
                {{"elements", n}, {"verified", verified}, {"mismatches", mismatches}, {"first_mismatch", first_bad},
                 {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s}, {"per_iteration", iters}});
   if (cfg.log)
-    std::fprintf(stderr, "%s: %u allreduces of %zu floats, %s, %.3f s in allreduce\n", who.c_str(), cfg.iterations,
+    std::fprintf(stderr, "%s: %s of %zu floats, %s, %.3f s in allreduce\n", who.c_str(),
+                 counted(cfg.iterations, "allreduce").c_str(),
                  n, mismatches ? "RESULTS DIFFER" : "all exact", total_s);
   return mismatches ? 3 : 0;
 }

@@ -492,7 +492,7 @@ TEST(BadInput, RunJobsOfDifferentSizesReportsPsCounters) {
   const auto r = run_ina("run --scheme dsa --workers 3,2 --size 262144 --iterations 2 --memory 20000 --timeout 60 --json " +
                          json.string());
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "2 job(s) x 3,2 workers")) << r.output;
+  EXPECT_TRUE(has(r.output, "2 jobs x 3,2 workers")) << r.output;
   const auto j = nlohmann::json::parse(std::ifstream(json));
   EXPECT_EQ(j.at("ok"), true);
   EXPECT_EQ(j.at("config").at("workers"), nlohmann::json::array({3, 2}));

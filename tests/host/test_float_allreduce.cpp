@@ -344,7 +344,7 @@ TEST(FloatAllreduceUnit, NonFiniteFailsEveryWorkerNamingTheCount) {
       EXPECT_TRUE(w[r]->finished());
       EXPECT_TRUE(w[r]->last_round());
       EXPECT_EQ(w[r]->info().nonfinite_workers, 1);
-      EXPECT_NE(w[r]->error().find("1 worker(s) of job 7 passed NaN or infinite"), std::string::npos)
+      EXPECT_NE(w[r]->error().find("1 worker of job 7 passed NaN or infinite"), std::string::npos)
           << w[r]->error();
       EXPECT_EQ(count_differences(y[r], x[r]), 0u) << "buffer of rank " << r << " changed";
     }
@@ -617,12 +617,12 @@ TEST(FloatSimNonFinite, FailsEveryWorkerNamingTheCountAndKeepsTheJobInStep) {
     const auto& r0 = s.workers[r]->results()[h0].done;
     EXPECT_FALSE(r0.ok);
     EXPECT_TRUE(r0.nonfinite);
-    EXPECT_NE(r0.error.find("2 worker(s) of job 1 passed NaN or infinite"), std::string::npos) << r0.error;
+    EXPECT_NE(r0.error.find("2 workers of job 1 passed NaN or infinite"), std::string::npos) << r0.error;
     EXPECT_EQ(count_differences(s.result(h0, r), bad[r]), 0u) << "buffer changed";
     const auto& r2 = s.workers[r]->results()[h2].done;
     EXPECT_TRUE(r2.nonfinite);
     EXPECT_TRUE(r2.info.retried);
-    EXPECT_NE(r2.error.find("1 worker(s) of job 1"), std::string::npos) << r2.error;
+    EXPECT_NE(r2.error.find("1 worker of job 1"), std::string::npos) << r2.error;
     EXPECT_EQ(count_differences(s.result(h2, r), bad_fixed[r]), 0u) << "buffer changed";
     for (uint64_t h : {h1, h3}) {
       const auto& ok = s.workers[r]->results()[h].done;
