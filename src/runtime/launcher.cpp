@@ -4,6 +4,7 @@
 #include "runtime/launcher.hpp"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -256,6 +257,11 @@ void validate(const LaunchConfig& c) {
       throw InputError(fmt::format("--scheme {}: train-py runs a scheme with one switch (not a ring layout)", c.scheme));
     if (c.command[0].empty() || c.command[0][0] != '/')
       throw InputError(fmt::format("the worker command '{}' must be an absolute path", c.command[0]));
+    const int err = ::access(c.command[0].c_str(), X_OK) == 0 ? 0 : errno;
+    std::error_code ec;
+    if (err != 0 || std::filesystem::is_directory(c.command[0], ec))
+      throw InputError(fmt::format("the worker command '{}' is not an executable file{}", c.command[0],
+                                   err == ENOENT ? ": no such file" : ""));
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
     throw InputError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));

@@ -107,6 +107,24 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
     shards.push_back(std::move(sh));
   }
   program = shards[0]->program.get();
+  // 118 pairs: 36 B header + 8 B KV header + 118 x 12 B + the 8 B tag + 28 B
+  // of IP/UDP = 1496 B, a 1500-byte IP packet (the emulated cluster's MTU).
+  constexpr unsigned kMaxPsPairs = 118;
+  if (scheme.kv() && (cfg.kv_ps_pairs > kMaxPsPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
+    throw InputError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
+                                 "out of range",
+                                 cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
+  if (scheme.has_switch_cpu() && cfg.kv_registers == 0) throw InputError("switch: kv_registers must be >= 1");
+  // A static layout's job is tagged when its layout has a salt (ring_layout.hpp).
+  std::optional<RingLayout> static_layout;
+  if (!cfg.layout.empty()) {
+    static_layout = RingLayout::read(cfg.layout, false);
+    if (cfg.datagram_auth && !static_layout->datagram_salt)
+      throw InputError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
+                                   "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
+                                   cfg.layout));
+    check_static_layout(*static_layout);
+  }
   // UDP data and TCP control on one port number: bound here, or handed over
   // already bound (`ina run` binds them first so the layout can name them).
   // With T > 1 threads the other shards' sockets join the UDP socket's
@@ -136,13 +154,6 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   EngineConfig ec;
   ec.mode = EngineMode::Router;
   ec.payload_values = cfg.program.payload_values;
-  // 118 pairs: 36 B header + 8 B KV header + 118 x 12 B + the 8 B tag + 28 B
-  // of IP/UDP = 1496 B, a 1500-byte IP packet (the emulated cluster's MTU).
-  constexpr unsigned kMaxPsPairs = 118;
-  if (scheme.kv() && (cfg.kv_ps_pairs > kMaxPsPairs || cfg.kv_ack_every == 0 || cfg.kv_ack_every > 64))
-    throw InputError(fmt::format("switch: kv_ps_pairs {} (0..{}: a 1500-byte IP packet) or kv_ack_every {} (1..64) "
-                                 "out of range",
-                                 cfg.kv_ps_pairs, kMaxPsPairs, cfg.kv_ack_every));
   if (scheme.kv())
     ec.payload_values = std::max<uint16_t>(
         ec.payload_values, static_cast<uint16_t>(kv::words(std::max<unsigned>(cfg.program.zebra.kv_pairs, cfg.kv_ps_pairs))));
@@ -150,15 +161,6 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   ec.ecn_backlog_bytes = cfg.ecn_backlog_bytes;
   ec.offload = cfg.offload;
   ec.socket_buffer_bytes = 8 << 20;
-  // A static layout's job is tagged when its layout has a salt (ring_layout.hpp).
-  std::optional<RingLayout> static_layout;
-  if (!cfg.layout.empty()) {
-    static_layout = RingLayout::read(cfg.layout, false);
-    if (cfg.datagram_auth && !static_layout->datagram_salt)
-      throw InputError(fmt::format("switch: --datagram-auth with --layout {}: the layout has no field 'datagram_salt', "
-                                   "so its job's datagrams are not tagged (ina run --datagram-auth writes one)",
-                                   cfg.layout));
-  }
   ec.datagram_tags = cfg.datagram_auth || (static_layout && static_layout->datagram_salt);
   for (unsigned k = 0; k < T; ++k) {
     ec.faults.seed = cfg.faults.seed + k;
@@ -168,7 +170,6 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   if (static_layout) static_job(std::move(*static_layout));
   for (auto& sh : shards) sh->engine->add_node(*sh->program);
   if (scheme.has_switch_cpu()) {
-    if (cfg.kv_registers == 0) throw InputError("switch: kv_registers must be >= 1");
     cpu = std::make_unique<dp::SwitchCpu>(kSwitchId, cfg.cpu_rto, /*adaptive=*/true);
     cpu->set_id(kCpuId);
     engine->attach(*cpu);

@@ -150,6 +150,7 @@ struct SwitchDaemon::Impl {
   }
 
   // switch_layout.cpp
+  void check_static_layout(const RingLayout& L) const;
   void static_job(RingLayout L);
   void tree_job(RingLayout L);
   void reconfigure(Conn& c, const ReconfigureRequest& r);

@@ -10,8 +10,8 @@
 
 namespace ina::rt {
 
-// The ring job of cfg.layout, registered for good (ring_layout.hpp).
-void SwitchDaemon::Impl::static_job(RingLayout L) {
+// What this switch needs of cfg.layout, read before any socket is bound.
+void SwitchDaemon::Impl::check_static_layout(const RingLayout& L) const {
   if (schemes::lookup(L.scheme) != &scheme)
     throw InputError(fmt::format("layout {}: field 'scheme' = \"{}\": this switch runs {}", cfg.layout, L.scheme, scheme.name));
   const size_t R = L.racks.size();
@@ -29,6 +29,15 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   if (L.region() > program->aggregators())
     throw InputError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                  L.memory_bytes, cfg.program.memory_bytes));
+  for (size_t q = 0; q < L.switch_count(); ++q)
+    if (q != cfg.rack && L.serving_switch(q) && !L.switch_addr(q))
+      throw InputError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
+                                   "switch of the job", cfg.layout,
+                                   q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
+}
+
+// The ring job of cfg.layout (check_static_layout() passed), registered for good (ring_layout.hpp).
+void SwitchDaemon::Impl::static_job(RingLayout L) {
   program->set_id(L.switch_id(cfg.rack));
   if (L.datagram_salt)  // both directions, the other ToRs' datagrams too: one key per run of the job
     for (auto& sh : shards) sh->engine->set_datagram_key(L.job, datagram_key(job_key(cfg.key, L.job), *L.datagram_salt));
@@ -68,10 +77,6 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
   }
   for (size_t q = 0; q < L.switch_count(); ++q)
     if (q != cfg.rack && L.serving_switch(q)) {
-      if (!L.switch_addr(q))
-        throw InputError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
-                                     "switch of the job", cfg.layout,
-                                     q < R ? fmt::format("racks[{}]", q) : fmt::format("aggregation[{}]", q - R), cfg.rack));
       program->add_peer(L.switch_id(q));
       // The agent's AllGather broadcast goes on to the next group's switch with the agent's id.
       engine->set_route(L.switch_id(q), *L.switch_addr(q));

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "train/fortune_files.hpp"
+
 namespace ina::fortunes {
 
 namespace {
@@ -32,15 +34,7 @@ std::vector<std::string> words_of(const std::string& text) {
 }  // namespace
 
 Corpus load(const std::string& dir) {
-  if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error(fmt::format("{}: not a directory of fortune files (install Debian's fortunes)", dir));
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const auto ext = e.path().extension().string();
-    if (e.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw std::runtime_error(fmt::format("{}: no fortune files (install Debian's fortunes)", dir));
+  const std::vector<std::filesystem::path> files = fortune_files(dir);
   Corpus c;
   std::unordered_map<std::string, int64_t> vocab;
   c.classes = static_cast<int64_t>(files.size());

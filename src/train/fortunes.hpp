@@ -27,7 +27,7 @@ struct Corpus {
   int64_t classes = 0;          // C
 };
 
-// The fortune files of `dir` (no .dat / .u8 files, no directories). Throws
+// The fortunes of `dir`'s fortune files (fortune_files.hpp). Throws
 // std::runtime_error if there are none.
 Corpus load(const std::string& dir);
 

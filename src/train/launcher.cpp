@@ -21,6 +21,7 @@
 #include "runtime/launch_steps.hpp"
 #include "runtime/supervisor.hpp"
 #include "schemes/registry.hpp"
+#include "train/fortune_files.hpp"
 #include "train/train.hpp"
 
 
@@ -79,6 +80,11 @@ void validate(const TrainConfig& c) {
                           "t10k-labels-idx1-ubyte.gz"})
       if (!fs::exists(fs::path(c.data_dir) / f))
         throw rt::InputError(fmt::format("--data {}: no {} (Fashion-MNIST's gzipped IDX files)", c.data_dir, f));
+  if (c.model == "fortunes") try {
+      fortunes::fortune_files(c.data_dir);
+    } catch (const std::runtime_error& e) {
+      throw rt::InputError(fmt::format("--data {}", e.what()));
+    }
 }
 
 std::vector<std::string> worker_args(const TrainConfig& c) {

@@ -413,9 +413,14 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"train --data /nonexistent", "--data /nonexistent: not a directory"},
       {"train --data /tmp", "--data /tmp: no train-images-idx3-ubyte.gz"},
       {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
+      {"train-py --workers 2 --python /nonexistent/python3 " + std::string(INA_SOURCE_DIR) + "/README.md",
+       "the worker command '/nonexistent/python3' is not an executable file: no such file"},
       {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "'bogus' is not an IPv4 address"},
       {"key new /nonexistent/dir/switch.key", "cannot write key file '/nonexistent/dir/switch.key'"},
       {"run --work-dir /proc/nope/x", "--work-dir /proc/nope/x: cannot create it"},
+      // No socket binds to 192.0.2.1 (TEST-NET-1): the layout is read before the switch binds.
+      {"switch --scheme rina --layout /nonexistent/layout.json --rack 0 --listen 192.0.2.1:7700",
+       "cannot read layout /nonexistent/layout.json"},
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);

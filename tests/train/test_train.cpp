@@ -186,18 +186,27 @@ TEST(Train, FortunesZebraAndPsLiteMatchGlooLossCurve) {
 
 // Bad --model / --scheme / --momentum / --hot-keys are refused before anything starts, naming option and value.
 TEST(Train, FortunesBadOptionsAreNamed) {
+  // A directory holding only a strfile index and a subdirectory: no fortune file.
+  const std::filesystem::path no_fortunes =
+      std::filesystem::temp_directory_path() / ("ina-no-fortunes-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(no_fortunes);
+  std::filesystem::create_directories(no_fortunes / "sub");
+  std::ofstream(no_fortunes / "art.dat") << "index";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--model cnn", "--model must be mlp or fortunes, got 'cnn'"},
       {"--model fortunes --scheme dsa", "--scheme dsa: --model fortunes"},
       {"--model fortunes --scheme zebra --momentum 0.9", "--momentum 0.9"},
       {"--model fortunes --scheme zebra --hot-keys 40000", "--hot-keys 40000"},
-      {"--model fortunes --scheme zebra --dim 0", "--dim must be in 1..1024, got 0"}};
+      {"--model fortunes --scheme zebra --dim 0", "--dim must be in 1..1024, got 0"},
+      {"--model fortunes --scheme zebra --data " + no_fortunes.string(),
+       "--data " + no_fortunes.string() + ": no fortune files"}};
   for (const auto& [args, want] : cases) {
     const auto r = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --ina-binary " +
                                          INA_BINARY + " " + args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.output;
     EXPECT_NE(r.output.find(want), std::string::npos) << args << ": " << r.output;
   }
+  std::filesystem::remove_all(no_fortunes);
 }
 
 // The switch memory is given in MiB as in every other command (or in bytes);
