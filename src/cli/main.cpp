@@ -338,7 +338,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> bench_args;
   auto* bench = app.add_subcommand("bench", "Benchmarks (Google Benchmark): sim, plan, allreduce, ringstep, switch, udpio, quant, fp16");
   bench->add_option("suite", suite, "benchmark suite: sim, plan, allreduce, ringstep (a ring step's host overhead and its fluctuation, Rina Eq. 1), switch (what one ina switch serves), udpio (kernel UDP I/O methods: mmsg, gso, io_uring), quant (the communicator's float/int32 quantizer) or fp16 (float16 table-addition error)")->required();
-  bench->add_option("args", bench_args, "extra Google Benchmark flags, e.g. --benchmark_filter=REGEX (a \"--\" before them is optional)");
+  bench->add_option("args", bench_args,
+                    "extra Google Benchmark flags, e.g. --benchmark_filter=REGEX (a \"--\" before them is optional)");
   bool vs_ns3 = false;
   std::string vs_ns3_json;
   bench->add_flag("--vs-ns3", vs_ns3, "sim only: the star workloads (16, 64 hosts) in ina and in ns-3 (ina-ns3-star, built when libns3-dev is installed), printing ina/ns-3 per workload");

@@ -316,7 +316,8 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
     rack_text += fmt::format("; INA switch {} above racks {}", a.sw->str(), fmt::join(a.racks, ","));
   out << fmt::format("ina run: {}, {} workers in {} ({}), {} of {}, payload {} values, loss {}, "
                      "duplicate {}, reorder {}\n",
-                     L.scheme, cfg.workers, counted(L.racks.size(), "rack"), rack_text, counted(cfg.iterations, "allreduce"), mib(cfg.size_bytes), cfg.payload,
+                     L.scheme, cfg.workers, counted(L.racks.size(), "rack"), rack_text,
+                     counted(cfg.iterations, "allreduce"), mib(cfg.size_bytes), cfg.payload,
                      cfg.loss, cfg.duplicate, cfg.reorder);
   if (failover)
     out << fmt::format("failure: rank {} stopped in op {}; control node rank {} re-planned epoch {} over {} survivors, "

@@ -240,7 +240,8 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     const bool sparse = !reports.empty() && reports[0].value("sparse", false);
     out << fmt::format("job {}: {} {} verified (all workers' results, {} each) on {} workers, {}; "
                        "goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in allreduce, slowest worker)\n",
-                       j, verified, sparse ? "summed keys" : "values", counted(cfg.iterations, "allreduce"), cfg.workers_of(j),
+                       j, verified, sparse ? "summed keys" : "values", counted(cfg.iterations, "allreduce"),
+                       cfg.workers_of(j),
                        bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6, goodput * 8 / 1e9, slowest);
     if (sparse) {
       uint64_t pairs = 0, hot = 0;

@@ -882,7 +882,8 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
                  fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
-                             counted(ep.completed(), "allreduce"), elems, seconds, tensor->checked() - tensor->mismatches(), expected,
+                             counted(ep.completed(), "allreduce"), elems, seconds,
+                             tensor->checked() - tensor->mismatches(), expected,
                              tensor->mismatches(), st.retransmits).c_str());
   if (tensor->mismatches()) return 3;
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());

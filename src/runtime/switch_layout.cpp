@@ -29,6 +29,13 @@ void SwitchDaemon::Impl::check_static_layout(const RingLayout& L) const {
   if (L.region() > program->aggregators())
     throw InputError(fmt::format("layout {}: field 'memory_bytes' = {}: more than this switch's {} bytes", cfg.layout,
                                  L.memory_bytes, cfg.program.memory_bytes));
+  if (L.tree()) {  // the ToRs it relays to (tree_job)
+    for (size_t o : L.relay_racks(cfg.rack))
+      if (!L.racks[o].sw)
+        throw InputError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
+                                     "every other INA rack's ToR", cfg.layout, o, cfg.rack));
+    return;
+  }
   for (size_t q = 0; q < L.switch_count(); ++q)
     if (q != cfg.rack && L.serving_switch(q) && !L.switch_addr(q))
       throw InputError(fmt::format("layout {}: {}.switch is null: the switch {} needs the address of every other INA "
@@ -91,10 +98,6 @@ void SwitchDaemon::Impl::static_job(RingLayout L) {
 void SwitchDaemon::Impl::tree_job(RingLayout L) {
   const size_t q = cfg.rack;
   const std::vector<size_t> relays = L.relay_racks(q);
-  for (size_t o : relays)
-    if (!L.racks[o].sw)
-      throw InputError(fmt::format("layout {}: racks[{}].switch is null: the ToR of rack {} needs the address of "
-                                   "every other INA rack's ToR", cfg.layout, o, q));
   const RingLayout::TreeJob t = L.tree_job(q);
   dp::SwitchJob sj;
   sj.job = L.job;

@@ -236,8 +236,8 @@ int run_sparse(const WorkerAppConfig& cfg, Communicator& comm, const std::string
                 {"hot_set", hot}, {"verified", verified}, {"mismatches", mismatches}, {"first_mismatch", first_bad},
                 {"allreduce_seconds", total_s}, {"allreduce_cpu_seconds", cpu_s}, {"per_iteration", iters}});
   if (cfg.log)
-    std::fprintf(stderr, "%s: %s of %llu pairs (%llu of them hot), %s, %.3f s in allreduce\n",
-                 who.c_str(), counted(cfg.iterations, "sparse allreduce").c_str(), static_cast<unsigned long long>(pairs),
+    std::fprintf(stderr, "%s: %s of %llu pairs (%llu of them hot), %s, %.3f s in allreduce\n", who.c_str(),
+                 counted(cfg.iterations, "sparse allreduce").c_str(), static_cast<unsigned long long>(pairs),
                  static_cast<unsigned long long>(hot_pairs), mismatches ? "RESULTS DIFFER" : "all exact", total_s);
   return mismatches ? 3 : 0;
 }

@@ -429,6 +429,39 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
   }
 }
 
+// A switch checks what it needs of its layout before it binds a socket (no
+// socket binds to 192.0.2.1, TEST-NET-1: a check made after binding would
+// report the bind, with status 1). Every other serving switch's address in a
+// ring layout; in a tree layout (ATP over racks) the ToRs this one relays to.
+TEST(BadInput, SwitchChecksItsLayoutBeforeBinding) {
+  const fs::path d = dir("switch_layout");
+  const std::string workers = R"(["127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.1:40003", "127.0.0.1:40004"])";
+  const std::string racks_null =
+      R"([{"ranks": [0, 1], "ina": true, "switch": "127.0.0.1:7700"}, {"ranks": [2, 3], "ina": true, "switch": null}])";
+  write_file(d / "rina.json",
+             R"({"job": 1, "scheme": "rina", "payload": 2048, "memory_bytes": 5000000, "workers": )" + workers +
+                 R"(, "racks": )" + racks_null + "}");
+  write_file(d / "atp.json",
+             R"({"job": 1, "scheme": "atp", "payload": 2048, "memory_bytes": 5000000, "workers": )" + workers +
+                 R"(, "racks": )" + racks_null + R"(, "ps": "127.0.0.1:7900"})");
+  struct Case {
+    std::string scheme, file, rack, says;
+  };
+  const std::vector<Case> cases = {
+      {"rina", "rina.json", "0", "racks[1].switch is null: the switch 0 needs the address of every other INA switch"},
+      {"atp", "atp.json", "0",
+       "racks[1].switch is null: the ToR of rack 0 needs the address of every other INA rack's ToR"},
+      {"rina", "rina.json", "5", "--rack 5: the layout " + (d / "rina.json").string() + " has racks 0..1"},
+  };
+  for (const auto& c : cases) {
+    const std::string args = "switch --scheme " + c.scheme + " --layout " + (d / c.file).string() + " --rack " + c.rack +
+                             " --listen 192.0.2.1:7700";
+    const auto r = run_ina(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
 // ---- 9. deeply nested JSON ------------------------------------------------------
 
 TEST(BadInput, JsonDepthScanIgnoresStrings) {

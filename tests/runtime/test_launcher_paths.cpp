@@ -212,7 +212,9 @@ TEST(RefusedDatagrams, StrayDatagramsToTheSwitchDoNotFailARun) {
   EXPECT_EQ(e["rx_malformed"].get<uint64_t>(), noise_n);  // every malformed datagram was a stray
   EXPECT_EQ(e["rx_foreign"].get<uint64_t>(), 0u);
   for (const auto& job : j["jobs"]) EXPECT_EQ(job["mismatches"], 0);
-  EXPECT_NE(out.str().find(fmt::format("noise: {} datagram{} from addresses outside the job", noise_n, noise_n == 1 ? "" : "s")), std::string::npos)
+  EXPECT_NE(out.str().find(fmt::format("noise: {} datagram{} from addresses outside the job", noise_n,
+                                       noise_n == 1 ? "" : "s")),
+            std::string::npos)
       << out.str();
 }
 
