@@ -280,8 +280,8 @@ int run_rina(const RinaArgs& a, const CLI::App& cmd) {
   } else {
     fmt::print("{}: {} workers, {} switches, {} INA: {}\n", g.name, workers.size(), g.switches().size(), ina.size(),
                ina.empty() ? "(none)" : join(names(ina), ","));
-    fmt::print("PS-based INA (BOM, PS {}): {:g} Gbps per worker (bottleneck {}: {} senders)\n", g.node(psr.ps).name,
-               gbps(psr.gbps), g.arc_name(psr.bottleneck), psr.flows);
+    fmt::print("PS-based INA (BOM, PS {}): {:g} Gbps per worker (bottleneck {}: {})\n", g.node(psr.ps).name,
+               gbps(psr.gbps), g.arc_name(psr.bottleneck), counted(psr.flows, "sender"));
     fmt::print("Rina: {:g} Gbps per worker (bottleneck {}: {}); {}, {} per allreduce\n", gbps(rr.gbps),
                g.arc_name(rr.bottleneck), counted(rr.flows, "flow"), counted(rr.groups.size(), "group"),
                counted(rr.ring_steps, "ring step"));

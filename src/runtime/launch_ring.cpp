@@ -324,11 +324,12 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
                        "restarting at op {}\n",
                        cfg.fail_rank, cfg.fail_at_op, res.failover.value("control_node", -1), res.failover.value("epoch", 0),
                        res.survivors, res.failover.value("restart_op", -1));
-  out << fmt::format("job 1: {} of {} values exact on {} workers{}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
-                     "allreduce, slowest worker); {}{} retransmissions\n",
-                     res.verified, res.expected, res.survivors, res.mismatches ? fmt::format(", {} DIFFER", res.mismatches) : "",
-                     goodput / 1e6, goodput * 8 / 1e9, res.slowest,
-                     tree ? std::string() : fmt::format("{} steps per allreduce, ", res.steps), res.retransmits);
+  out << fmt::format("job 1: {} of {} values exact on {}{}; goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in "
+                     "allreduce, slowest worker); {}{}\n",
+                     res.verified, res.expected, counted(res.survivors, "worker"),
+                     res.mismatches ? fmt::format(", {} DIFFER", res.mismatches) : "", goodput / 1e6, goodput * 8 / 1e9,
+                     res.slowest, tree ? std::string() : counted(res.steps, "step") + " per allreduce, ",
+                     counted(res.retransmits, "retransmission"));
   for (size_t k = 0; k < tors.size(); ++k) {
     const auto& st = sw_stats[k];
     const auto& s = st["switch"];

@@ -207,17 +207,22 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   nlohmann::json jobs = nlohmann::json::array();
   uint64_t mismatches = 0, workers_refused = 0;  // refused: malformed or foreign packets at a worker
   std::string per_job;
-  for (unsigned j = 1; j <= cfg.jobs; ++j) per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
+  bool one_each = true;  // every job of one worker: "x 1 worker", "x 1,1 worker"
+  for (unsigned j = 1; j <= cfg.jobs; ++j) {
+    per_job += (j > 1 ? "," : "") + std::to_string(cfg.workers_of(j));
+    one_each &= cfg.workers_of(j) == 1;
+  }
   if (cfg.command.empty())
-    out << fmt::format("ina run: {} ({} policy), {} x {} workers, {} of {} per job, payload {} values, "
+    out << fmt::format("ina run: {} ({} policy), {} x {} {}, {} of {} per job, payload {} values, "
                        "loss {}, duplicate {}, reorder {}\n",
                        cfg.scheme, stats.value("policy", "?"), counted(cfg.jobs, "job"), per_job,
+                       one_each ? "worker" : "workers",
                        counted(cfg.iterations, "allreduce"),
                        mib(cfg.size_bytes), cfg.payload, cfg.loss, cfg.duplicate, cfg.reorder);
   else
-    out << fmt::format("ina train-py: {} ({} policy), {} workers of '{}' exited 0, payload {} values, loss {}, "
+    out << fmt::format("ina train-py: {} ({} policy), {} of '{}' exited 0, payload {} values, loss {}, "
                        "duplicate {}, reorder {}\n",
-                       cfg.scheme, stats.value("policy", "?"), per_job, fmt::join(cfg.command, " "), cfg.payload, cfg.loss,
+                       cfg.scheme, stats.value("policy", "?"), counted(cfg.total_workers(), "worker"), fmt::join(cfg.command, " "), cfg.payload, cfg.loss,
                        cfg.duplicate, cfg.reorder);
   for (unsigned j = 1; j <= cfg.jobs && cfg.command.empty(); ++j) {
     nlohmann::json reports = nlohmann::json::array();
@@ -238,10 +243,10 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
     const double bytes = static_cast<double>(cfg.size_bytes) * cfg.iterations;
     const double goodput = slowest > 0 ? bytes / slowest : 0;
     const bool sparse = !reports.empty() && reports[0].value("sparse", false);
-    out << fmt::format("job {}: {} {} verified (all workers' results, {} each) on {} workers, {}; "
+    out << fmt::format("job {}: {} {} verified (all workers' results, {} each) on {}, {}; "
                        "goodput {:.1f} MB/s ({:.2f} Gbit/s; {:.3f} s in allreduce, slowest worker)\n",
                        j, verified, sparse ? "summed keys" : "values", counted(cfg.iterations, "allreduce"),
-                       cfg.workers_of(j),
+                       counted(cfg.workers_of(j), "worker"),
                        bad ? fmt::format("{} DIFFER", bad) : "all exact", goodput / 1e6, goodput * 8 / 1e9, slowest);
     if (sparse) {
       uint64_t pairs = 0, hot = 0;
@@ -271,10 +276,11 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   else
     out << fmt::format("switch: {} aggregators; {} gradient packets in, {} tasks completed in the switch, {} packets to "
                        "the PS, {} collisions, preemptions {} won / {} lost, {} duplicates, {} overflows; {} aggregators "
-                       "held after the jobs ended\n",
+                       "held after the {} ended\n",
                        stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
                        s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
-                       s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0));
+                       s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0),
+                       cfg.jobs == 1 ? "job" : "jobs");
   out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
                      "without their job's tag, {} ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time "
                      "{:.2f} s\n",
@@ -312,7 +318,8 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   if (const uint64_t noise = e.value("rx_unattributed", uint64_t{0})) out << noise_line(noise);
   if (workers_refused) problems.push_back(fmt::format("workers refused {} packets as malformed or foreign", workers_refused));
   if (ps_malformed + ps_foreign)
-    problems.push_back(fmt::format("PSes refused {} packets as malformed and {} as foreign", ps_malformed, ps_foreign));
+    problems.push_back(fmt::format("{} refused {} packets as malformed and {} as foreign",
+                                   ps_stats.size() == 1 ? "the PS" : "the PSes", ps_malformed, ps_foreign));
   if (!cfg.json_out.empty()) {
     nlohmann::json j = {{"ok", problems.empty()}, {"problems", problems}, {"wall_seconds", wall},
                         {"config", run.config_json()}, {"jobs", jobs}, {"switch", stats}, {"ps", ps_stats},

@@ -59,7 +59,7 @@ uint64_t member_refused(const nlohmann::json& engine) {
 }
 
 std::string noise_line(uint64_t n) {
-  return fmt::format("noise: {} from addresses outside the job were refused and dropped (not the job's; "
+  return fmt::format("noise: {} from addresses outside the job, refused and dropped (not the job's; "
                      "not counted against the run)\n", counted(n, "datagram"));
 }
 
@@ -256,12 +256,12 @@ void validate(const LaunchConfig& c) {
     if (uses_layout(c))
       throw InputError(fmt::format("--scheme {}: train-py runs a scheme with one switch (not a ring layout)", c.scheme));
     if (c.command[0].empty() || c.command[0][0] != '/')
-      throw InputError(fmt::format("the worker command '{}' must be an absolute path", c.command[0]));
+      throw InputError(fmt::format("--python '{}': the interpreter must be an absolute path", c.command[0]));
     const int err = ::access(c.command[0].c_str(), X_OK) == 0 ? 0 : errno;
     std::error_code ec;
     if (err != 0 || std::filesystem::is_directory(c.command[0], ec))
-      throw InputError(fmt::format("the worker command '{}' is not an executable file{}", c.command[0],
-                                   err == ENOENT ? ": no such file" : ""));
+      throw InputError(fmt::format("--python '{}': not an executable file ({})", c.command[0],
+                                   err != 0 ? errno_text(err) : "a directory"));
   }
   if (c.switch_threads < 1 || c.switch_threads > kMaxSwitchThreads)
     throw InputError(fmt::format("--switch-threads must be in 1..{}, got {}", kMaxSwitchThreads, c.switch_threads));

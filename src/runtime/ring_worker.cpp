@@ -237,7 +237,7 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   });
   eng.add_node(node);
   Rank rk{who, {"ps"}, [&] { return node.completed() >= cfg.iterations; },
-          [&] { return fmt::format("{} of {} allreduces done", node.completed(), cfg.iterations); },
+          [&] { return fmt::format("allreduces done: {} of {}", node.completed(), cfg.iterations); },
           [&] { start.front() = eng.now(); }};
   std::vector<std::string> leaks = drive(cfg, L, eng, rk, std::to_string(cfg.rank));
   const uint64_t expected = elems * cfg.iterations;
@@ -260,10 +260,10 @@ int run_tree_worker(const RingWorkerConfig& cfg, const RingLayout& L, const std:
   write_report(cfg, who, rep);
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
-                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
+                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {}",
                              counted(node.completed(), "allreduce"), elems, seconds,
                              tensor->checked() - tensor->mismatches(), expected,
-                             tensor->mismatches(), st.retransmits).c_str());
+                             tensor->mismatches(), counted(st.retransmits, "retransmit")).c_str());
   if (tensor->mismatches()) return 3;
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());
   return leaks.empty() ? 0 : 1;
@@ -833,7 +833,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   double seconds = 0;
   Rank rk{who, {}, [&] { return ep.done(); },
           [&] {
-            return fmt::format("{} of {} allreduces done; {}{}", ep.completed(), cfg.iterations, ep.describe(),
+            return fmt::format("allreduces done: {} of {}; {}{}", ep.completed(), cfg.iterations, ep.describe(),
                                failover ? "; " + fo.describe() : std::string());
           }};
   if (failover) {
@@ -881,10 +881,10 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   write_report(cfg, who, rep);
   if (cfg.log)
     std::fprintf(stderr, "%s: %s\n", who.c_str(),
-                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {} retransmits",
+                 fmt::format("{} of {} values in {:.3f} s, {} exact of {}, {} differ; {}",
                              counted(ep.completed(), "allreduce"), elems, seconds,
                              tensor->checked() - tensor->mismatches(), expected,
-                             tensor->mismatches(), st.retransmits).c_str());
+                             tensor->mismatches(), counted(st.retransmits, "retransmit")).c_str());
   if (tensor->mismatches()) return 3;
   for (const auto& l : leaks) std::fprintf(stderr, "%s: FAILED: %s\n", who.c_str(), l.c_str());
   return leaks.empty() ? 0 : 1;

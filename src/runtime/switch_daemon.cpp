@@ -52,7 +52,8 @@ using switchd::kJobOffset;
 using switchd::kMinShardAggregators;
 using switchd::kSwitchId;
 
-SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
+SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c)
+    : handed{UniqueFd(c.udp_fd), UniqueFd(c.tcp_fd)}, cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
   if (!cfg.has_key)
     throw InputError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                      "'ina key new FILE' creates one");
@@ -133,8 +134,7 @@ SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c) : cfg(c), scheme(find_sche
   DataAndControl socks;
   if (cfg.udp_fd >= 0 || cfg.tcp_fd >= 0) {
     if (cfg.udp_fd < 0 || cfg.tcp_fd < 0) throw InputError("switch: give both --udp-fd and --tcp-fd, or neither");
-    socks.udp = UniqueFd(cfg.udp_fd);
-    socks.tcp = UniqueFd(cfg.tcp_fd);
+    socks = std::move(handed);
     if (local_endpoint(socks.udp.get()).port() != local_endpoint(socks.tcp.get()).port())
       throw InputError(fmt::format("switch: --udp-fd {} and --tcp-fd {} are bound to different ports", cfg.udp_fd, cfg.tcp_fd));
     if (T > 1 && !has_reuseport(socks.udp.get()))

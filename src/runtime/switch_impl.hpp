@@ -78,6 +78,9 @@ struct SwitchDaemon::Impl {
   using Job = switchd::Job;
   using Shard = switchd::Shard;
 
+  // The sockets the caller bound (cfg.udp_fd, cfg.tcp_fd), owned from the
+  // first step: a failure anywhere in the constructor closes them.
+  DataAndControl handed;
   SwitchDaemonConfig cfg;
   const schemes::Scheme& scheme;
   // The shards; shard 0's loop also runs the control plane. Why there and not

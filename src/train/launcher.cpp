@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/counted.hpp"
 #include "dataplane/zebra.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/launch_steps.hpp"
@@ -201,9 +202,9 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
       fortunes ? fmt::format("bag of words EmbeddingBag({}, {}) -> Linear({}, {})", r0.at("vocabulary").get<int64_t>(), cfg.dim,
                              cfg.dim, r0.at("classes").get<int64_t>())
                : fmt::format("MLP 784-{}-10", cfg.hidden);
-  std::cout << fmt::format("ina-train: {}, {} workers, {} epochs, batch {} per worker, lr {}, momentum {}, {} "
+  std::cout << fmt::format("ina-train: {}, {}, {}, batch {} per worker, lr {}, momentum {}, {} "
                            "({} parameters), seed {}, {} training samples, {} steps per epoch\n",
-                           r0.at("reducer").get<std::string>(), cfg.workers, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum,
+                           r0.at("reducer").get<std::string>(), counted(cfg.workers, "worker"), counted(cfg.epochs, "epoch"), cfg.batch, cfg.lr, cfg.momentum,
                            model, r0.at("parameters").get<uint64_t>(), cfg.seed, r0.at("train_samples").get<uint64_t>(),
                            r0.at("steps_per_epoch").get<uint64_t>());
   std::cout << "epoch  test_acc_%  test_loss  train_loss  train_s  allreduce_s\n";
@@ -223,11 +224,14 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   if (tta)
     std::cout << fmt::format("time to {:.1f} % test accuracy: {:.2f} s (epoch {})\n", 100 * cfg.target_acc, *tta, *tta_epoch);
   else
-    std::cout << fmt::format("time to {:.1f} % test accuracy: not reached in {} epochs\n", 100 * cfg.target_acc, cfg.epochs);
+    std::cout << fmt::format("time to {:.1f} % test accuracy: not reached in {}\n", 100 * cfg.target_acc,
+                             counted(cfg.epochs, "epoch"));
   std::cout << fmt::format("loss (rank 0, mean of 20 steps): first {:.4f}, last {:.4f}\n", r0.at("first_loss").get<double>(),
                            r0.at("last_loss").get<double>());
   if (identical) {
-    std::cout << fmt::format("parameters: bit-identical on all {} workers (checksum {})\n", cfg.workers, by_sum.begin()->first);
+    std::cout << fmt::format("parameters: bit-identical on {} (checksum {})\n",
+                             cfg.workers == 1 ? "the one worker" : fmt::format("all {} workers", cfg.workers),
+                             by_sum.begin()->first);
   } else {
     std::cerr << "ina-train: FAILED: the workers' parameters differ:";
     for (const auto& [sum, ranks] : by_sum) {

@@ -414,13 +414,16 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
       {"train --data /tmp", "--data /tmp: no train-images-idx3-ubyte.gz"},
       {"train-py --workers 2 /nonexistent/train.py", "no script file '/nonexistent/train.py'"},
       {"train-py --workers 2 --python /nonexistent/python3 " + std::string(INA_SOURCE_DIR) + "/README.md",
-       "the worker command '/nonexistent/python3' is not an executable file: no such file"},
+       "--python '/nonexistent/python3': not an executable file (No such file or directory)"},
+      {"train-py --workers 2 --python " + std::string(INA_SOURCE_DIR) + "/README.md " + INA_SOURCE_DIR + "/README.md",
+       "--python '" + std::string(INA_SOURCE_DIR) + "/README.md': not an executable file (Permission denied)"},
+      {"train-py --workers 2 --python /tmp " + std::string(INA_SOURCE_DIR) + "/README.md",
+       "--python '/tmp': not an executable file (a directory)"},
+      {"train-py --workers 2 --python python3 " + std::string(INA_SOURCE_DIR) + "/README.md",
+       "--python 'python3': the interpreter must be an absolute path"},
       {"ps --job 1 --workers 2 --switch 127.0.0.1:1 --bind-ip bogus", "'bogus' is not an IPv4 address"},
       {"key new /nonexistent/dir/switch.key", "cannot write key file '/nonexistent/dir/switch.key'"},
       {"run --work-dir /proc/nope/x", "--work-dir /proc/nope/x: cannot create it"},
-      // No socket binds to 192.0.2.1 (TEST-NET-1): the layout is read before the switch binds.
-      {"switch --scheme rina --layout /nonexistent/layout.json --rack 0 --listen 192.0.2.1:7700",
-       "cannot read layout /nonexistent/layout.json"},
   };
   for (const auto& c : cases) {
     const auto r = run_ina(c.args);
@@ -429,11 +432,21 @@ TEST(BadInput, CommandsRefusingTheirInputExit2) {
   }
 }
 
-// A switch checks what it needs of its layout before it binds a socket (no
-// socket binds to 192.0.2.1, TEST-NET-1: a check made after binding would
-// report the bind, with status 1). Every other serving switch's address in a
-// ring layout; in a tree layout (ATP over racks) the ToRs this one relays to.
+// A switch checks what it needs of its layout before it binds a socket: its
+// --listen port is taken here, so a check made after binding would report
+// the bind, with status 1. Every other serving switch's address in a ring
+// layout; in a tree layout (ATP over racks) the ToRs this one relays to, and
+// none in GRID's, whose switches address each other through the network.
 TEST(BadInput, SwitchChecksItsLayoutBeforeBinding) {
+  const int busy = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(busy, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(busy, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(busy, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   const fs::path d = dir("switch_layout");
   const std::string workers = R"(["127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.1:40003", "127.0.0.1:40004"])";
   const std::string racks_null =
@@ -444,6 +457,9 @@ TEST(BadInput, SwitchChecksItsLayoutBeforeBinding) {
   write_file(d / "atp.json",
              R"({"job": 1, "scheme": "atp", "payload": 2048, "memory_bytes": 5000000, "workers": )" + workers +
                  R"(, "racks": )" + racks_null + R"(, "ps": "127.0.0.1:7900"})");
+  write_file(d / "grid.json",
+             R"({"job": 1, "scheme": "grid", "payload": 2048, "memory_bytes": 5000000, "workers": )" + workers +
+                 R"(, "racks": )" + racks_null + R"(, "ps": "127.0.0.1:7900"})");
   struct Case {
     std::string scheme, file, rack, says;
   };
@@ -452,14 +468,21 @@ TEST(BadInput, SwitchChecksItsLayoutBeforeBinding) {
       {"atp", "atp.json", "0",
        "racks[1].switch is null: the ToR of rack 0 needs the address of every other INA rack's ToR"},
       {"rina", "rina.json", "5", "--rack 5: the layout " + (d / "rina.json").string() + " has racks 0..1"},
+      {"rina", "missing.json", "0", "cannot read layout " + (d / "missing.json").string()},
   };
   for (const auto& c : cases) {
     const std::string args = "switch --scheme " + c.scheme + " --layout " + (d / c.file).string() + " --rack " + c.rack +
-                             " --listen 192.0.2.1:7700";
+                             " --listen " + listen;
     const auto r = run_ina(args);
     EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << args << "\n" << r.output;
   }
+  // GRID's layout is accepted with another switch's address null: the switch goes on to bind.
+  const std::string args = "switch --scheme grid --layout " + (d / "grid.json").string() + " --rack 0 --listen " + listen;
+  const auto r = run_ina(args);
+  EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find("cannot bind UDP socket to " + listen), std::string::npos) << args << "\n" << r.output;
+  ::close(busy);
 }
 
 // ---- 9. deeply nested JSON ------------------------------------------------------
@@ -554,6 +577,16 @@ TEST(BadInput, RunJobsOfDifferentSizesReportsPsCounters) {
   EXPECT_EQ(j["switch"]["switch"].at("malformed"), 0);
   for (const char* k : {"foreign_data", "foreign_ack", "foreign_fetch", "foreign_forward"})
     EXPECT_EQ(j["switch"]["switch"].at(k), 0) << k;
+}
+
+// One job of one worker, one allreduce: every count in the summary in the singular.
+TEST(BadInput, RunOfOneWorkerCountsInTheSingular) {
+  const auto r = run_ina("run --scheme atp --workers 1 --size 4096 --iterations 1 --timeout 60");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "1 job x 1 worker, 1 allreduce of 4.0 KiB per job")) << r.output;
+  EXPECT_TRUE(has(r.output, "(all workers' results, 1 allreduce each) on 1 worker, all exact")) << r.output;
+  EXPECT_TRUE(has(r.output, "aggregators held after the job ended")) << r.output;
+  EXPECT_TRUE(has(r.output, "PS: 0 malformed and 0 foreign packets over 1 PS\n")) << r.output;
 }
 
 // ---- 12. `ina train --help` ------------------------------------------------------

@@ -6,6 +6,7 @@
 // at T = 2.)
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -183,6 +184,31 @@ TEST_P(Steering, JobJReachesThreadJModTAndShortDatagramsThreadZero) {
 
 INSTANTIATE_TEST_SUITE_P(Runtime, Steering, ::testing::Values(2u, 3u),
                          [](const auto& info) { return "threads" + std::to_string(info.param); });
+
+// Sockets handed over are the switch's from its first step: settings it
+// refuses, whether checked before or after it takes the sockets up, close them.
+TEST(Threads, HandedOverSocketsAreClosedWhenTheSwitchRefusesItsSettings) {
+  auto refused = [](SwitchDaemonConfig c, const std::string& says) {
+    auto [u, t] = bind_data_and_control(Endpoint::parse("127.0.0.1:0"), 1 << 20);
+    const int ufd = u.release(), tfd = t.release();
+    c.udp_fd = ufd;
+    c.tcp_fd = tfd;
+    try {
+      SwitchDaemon d(c);
+      ADD_FAILURE() << "accepted settings it should refuse: " << says;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(::fcntl(ufd, F_GETFD), -1) << says << ": the UDP socket is still open";
+    EXPECT_EQ(::fcntl(tfd, F_GETFD), -1) << says << ": the TCP socket is still open";
+  };
+  SwitchDaemonConfig unknown = threaded("dsa", 1);
+  unknown.scheme = "no-such-scheme";
+  refused(unknown, "no-such-scheme");
+  SwitchDaemonConfig layout = threaded("dsa", 1);
+  layout.layout = "/nonexistent/layout.json";
+  refused(layout, "cannot read layout /nonexistent/layout.json");
+}
 
 // A socket handed over (ina run's --udp-fd) must allow SO_REUSEPORT for the
 // other shards to share its port; with it, steering works as with --listen.
