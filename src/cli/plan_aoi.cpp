@@ -308,7 +308,8 @@ int run_aoi(const AoiArgs& a) {
   std::cout << fmt::format(
       "{}: {} on {}, {} ({} with INC)\nCT-BTI {:.3f} s (last TS {}), reconfigured connections {} "
       "(in {}), {:.3f} TB through the AOI, solve {:.3f} s; the validator accepts it\n",
-      inst.origin, v.label(), counted(inst.net.size(), "unit"), counted(inst.jobs.size(), "job"), inc_jobs, c.ct_bti_s, c.last_ts, c.reconfigured,
+      inst.origin, v.label(), counted(inst.net.size(), "unit"), counted(inst.jobs.size(), "job"), inc_jobs, c.ct_bti_s,
+      c.last_ts, c.reconfigured,
       counted(c.reconfig_ts, "TS", "TSs"), c.aoi_gb / 8000, s.solve_s);
   if (s.algo == "milp")
     std::cout << fmt::format("MILP: bound {:.3f} s, gap {:.1f} %, {}\n", s.bound_s, 100 * s.gap,

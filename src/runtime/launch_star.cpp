@@ -222,7 +222,8 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   else
     out << fmt::format("ina train-py: {} ({} policy), {} of '{}' exited 0, payload {} values, loss {}, "
                        "duplicate {}, reorder {}\n",
-                       cfg.scheme, stats.value("policy", "?"), counted(cfg.total_workers(), "worker"), fmt::join(cfg.command, " "), cfg.payload, cfg.loss,
+                       cfg.scheme, stats.value("policy", "?"), counted(cfg.total_workers(), "worker"),
+                       fmt::join(cfg.command, " "), cfg.payload, cfg.loss,
                        cfg.duplicate, cfg.reorder);
   for (unsigned j = 1; j <= cfg.jobs && cfg.command.empty(); ++j) {
     nlohmann::json reports = nlohmann::json::array();

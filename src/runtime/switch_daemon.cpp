@@ -53,7 +53,10 @@ using switchd::kMinShardAggregators;
 using switchd::kSwitchId;
 
 SwitchDaemon::Impl::Impl(const SwitchDaemonConfig& c)
-    : handed{UniqueFd(c.udp_fd), UniqueFd(c.tcp_fd)}, cfg(c), scheme(find_scheme(c.scheme, !c.layout.empty())), limits(c.control.resolved(c.threads)) {
+    : handed{UniqueFd(c.udp_fd), UniqueFd(c.tcp_fd)},
+      cfg(c),
+      scheme(find_scheme(c.scheme, !c.layout.empty())),
+      limits(c.control.resolved(c.threads)) {
   if (!cfg.has_key)
     throw InputError("switch: no switch key: give one (ina switch --key-file FILE, or INA_SWITCH_KEY); "
                      "'ina key new FILE' creates one");

@@ -204,7 +204,9 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
                : fmt::format("MLP 784-{}-10", cfg.hidden);
   std::cout << fmt::format("ina-train: {}, {}, {}, batch {} per worker, lr {}, momentum {}, {} "
                            "({} parameters), seed {}, {} training samples, {} steps per epoch\n",
-                           r0.at("reducer").get<std::string>(), counted(cfg.workers, "worker"), counted(cfg.epochs, "epoch"), cfg.batch, cfg.lr, cfg.momentum,
+                           r0.at("reducer").get<std::string>(), counted(cfg.workers, "worker"),
+                           counted(cfg.epochs, "epoch"),
+                           cfg.batch, cfg.lr, cfg.momentum,
                            model, r0.at("parameters").get<uint64_t>(), cfg.seed, r0.at("train_samples").get<uint64_t>(),
                            r0.at("steps_per_epoch").get<uint64_t>());
   std::cout << "epoch  test_acc_%  test_loss  train_loss  train_s  allreduce_s\n";

@@ -478,7 +478,8 @@ TEST(BadInput, SwitchChecksItsLayoutBeforeBinding) {
     EXPECT_NE(r.output.find(c.says), std::string::npos) << args << "\n" << r.output;
   }
   // GRID's layout is accepted with another switch's address null: the switch goes on to bind.
-  const std::string args = "switch --scheme grid --layout " + (d / "grid.json").string() + " --rack 0 --listen " + listen;
+  const std::string args =
+      "switch --scheme grid --layout " + (d / "grid.json").string() + " --rack 0 --listen " + listen;
   const auto r = run_ina(args);
   EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
   EXPECT_NE(r.output.find("cannot bind UDP socket to " + listen), std::string::npos) << args << "\n" << r.output;
