@@ -463,9 +463,11 @@ std::optional<std::string> read_text(const fs::path& p) {
 // and the survivors' reconfiguration.
 class Failover {
  public:
+  // `credential`: the job's key, for the ToRs' reconfiguration (a layout with INA ToRs).
   Failover(const RingWorkerConfig& cfg, const RingLayout& L, UdpEngine& eng, Node& node, host::RingEndpoint& ep,
-           host::SyntheticTensor& tensor, uint64_t elems, std::string who)
+           host::SyntheticTensor& tensor, uint64_t elems, std::string who, std::optional<Key> credential)
       : cfg_(cfg), L_(L), eng_(eng), node_(node), ep_(ep), tensor_(tensor), elems_(elems), who_(std::move(who)),
+        credential_(credential),
         bar_(cfg.barrier), me_(static_cast<uint16_t>(cfg.rank)),
         ag_(me_, std::max<Time>(1, static_cast<Time>(cfg.fail_detect_ms * kMs)), all_ranks(L.n())) {
     for (size_t r = 0; r < L.n(); ++r) m_.nodes.push_back(RingLayout::worker_id(r));
@@ -586,19 +588,12 @@ class Failover {
     // so an error (this call's, or a control node's that failed in between)
     // is retried at the next look; each call is short and the heartbeat goes
     // on between them, so the others do not take this rank for failed.
-    std::optional<Key> key;
     const Time call_timeout = std::clamp<Time>(detect_ / 4, 10 * kMs, kSec);
     for (const auto& t : fo.tors) {
       size_t q = 0;
       while (q < L_.racks.size() && L_.tor_id(q) != t.tor) ++q;
       if (q == L_.racks.size() || !L_.racks[q].sw) throw RuntimeError(fmt::format("{}: ToR {} is not in the layout", who_, t.tor));
-      if (!key) {
-        try {
-          key = job_credential(cfg_, L_.job);  // (found at start: run_ring_worker)
-        } catch (const RuntimeError& e) {  // mid-run: a failure, not the command's input
-          throw RuntimeError(fmt::format("{}: control node: {}", who_, e.what()));
-        }
-      }
+      if (!credential_) throw RuntimeError(fmt::format("{}: control node: no job credential for ToR {}", who_, t.tor));
       ReconfigureRequest rq;
       rq.job = L_.job;
       rq.epoch = fo.next.epoch;
@@ -607,7 +602,7 @@ class Failover {
       rq.upstream = t.upstream;
       beat(monotonic_now());
       try {
-        reconfigure_switch(*L_.racks[q].sw, call_timeout, *key, rq);
+        reconfigure_switch(*L_.racks[q].sw, call_timeout, *credential_, rq);
       } catch (const RuntimeError& e) {
         waiting_ = fmt::format("ToR {} to take epoch {} (retrying: {})", L_.racks[q].sw->str(), fo.next.epoch, e.what());
         if (cfg_.log) std::fprintf(stderr, "%s: control node: %s\n", who_.c_str(), waiting_.c_str());
@@ -702,6 +697,7 @@ class Failover {
   host::SyntheticTensor& tensor_;
   uint64_t elems_;
   std::string who_;
+  std::optional<Key> credential_;
   fs::path bar_;
   uint16_t me_;
   host::FailureAgreement ag_;  // its members: original ranks by current rank
@@ -777,9 +773,10 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   if (failover && n < 3)
     throw InputError(fmt::format("{}: a ring of {} ranks cannot lose one", fmt::join(given, " "), n));
   // After a failure the control node (any rank) reconfigures the ToRs with
-  // the job's credential: it is found now, not once a rank has failed.
+  // the job's credential: it is read now, not once a rank has failed.
+  std::optional<Key> credential;
   if (cfg.fail_detect_ms > 0 && std::any_of(L.racks.begin(), L.racks.end(), [](const auto& r) { return bool(r.sw); }))
-    (void)job_credential(cfg, L.job);
+    credential = job_credential(cfg, L.job);
   const std::optional<DatagramKey> tag_key = layout_datagram_key(cfg, L);
   if (cfg.ps) return run_tree_ps(cfg, L, tag_key);
   if (L.tree()) return run_tree_worker(cfg, L, tag_key);
@@ -828,7 +825,7 @@ int run_ring_worker(const RingWorkerConfig& cfg) {
   if (cfg.crash_at_op >= 0) crasher = std::make_unique<Crasher>(ep, static_cast<size_t>(cfg.crash_at_op), cfg.crash_after);
   Node& node = crasher ? static_cast<Node&>(*crasher) : static_cast<Node&>(ep);
   eng.add_node(node);
-  Failover fo(cfg, L, eng, node, ep, *tensor, elems, who);
+  Failover fo(cfg, L, eng, node, ep, *tensor, elems, who, credential);
 
   double seconds = 0;
   Rank rk{who, {}, [&] { return ep.done(); },
