@@ -335,11 +335,13 @@ int report_ring(Run& run, const RingPlan& p, const std::vector<Tor>& tors, const
     const auto& s = st["switch"];
     const auto& e = st["engine"];
     const std::string& name = tors[k].child->name;
-    out << fmt::format("{}: {} {} packets in, {} sums completed, {} duplicates, {} stale resends answered; {} datagrams "
-                       "in, {} out; injected {} lost, {} duplicated, {} reordered; {} aggregators held after the job\n",
-                       name, s.value("data_in", 0), tree ? "gradient" : "ring", s.value("completed", 0), s.value("duplicates", 0),
-                       s.value("stale", 0), e.value("rx_datagrams", 0), e.value("tx_datagrams", 0), e.value("fault_lost", 0),
-                       e.value("fault_duplicated", 0), e.value("fault_reordered", 0), st.value("occupied", 0));
+    out << fmt::format("{}: {} in, {} completed, {}, {} answered; {} in, {} out; injected {} lost, {} "
+                       "duplicated, {} reordered; {} held after the job\n",
+                       name, counted(s.value("data_in", 0), tree ? "gradient packet" : "ring packet"),
+                       counted(s.value("completed", 0), "sum"), counted(s.value("duplicates", 0), "duplicate"),
+                       counted(s.value("stale", 0), "stale resend"), counted(e.value("rx_datagrams", 0), "datagram"),
+                       e.value("tx_datagrams", 0), e.value("fault_lost", 0), e.value("fault_duplicated", 0),
+                       e.value("fault_reordered", 0), counted(st.value("occupied", 0), "aggregator"));
     // ATP's pool (a tree) may keep an aggregator a late copy reserved after its
     // task's result passed, when duplication or reordering is injected (as ATP
     // on a star and in the simulator, tests/cluster_fixture.hpp); Rina's

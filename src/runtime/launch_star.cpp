@@ -270,18 +270,19 @@ int report_star(Run& run, const nlohmann::json& stats_in) {
   // A <key, value> scheme's switch has no dense aggregators at work: its
   // line says what it does with pairs instead.
   if (schemes::find(cfg.scheme).kv())
-    out << fmt::format("switch, <key, value>: {} hot pairs in {} packets, {} aggregated in the switch, {} to the PS, "
-                       "{} results, {} duplicates, {} overflows\n",
-                       s.value("kv_pairs_in", 0), s.value("kv_in", 0), s.value("kv_aggregated", 0), s.value("kv_to_ps", 0),
-                       s.value("kv_results", 0), s.value("duplicates", 0), s.value("overflow", 0));
+    out << fmt::format("switch, <key, value>: {} in {}, {} aggregated in the switch, {} to the PS, {}, {}, {}\n",
+                       counted(s.value("kv_pairs_in", 0), "hot pair"), counted(s.value("kv_in", 0), "packet"),
+                       s.value("kv_aggregated", 0), s.value("kv_to_ps", 0), counted(s.value("kv_results", 0), "result"),
+                       counted(s.value("duplicates", 0), "duplicate"), counted(s.value("overflow", 0), "overflow"));
   else
-    out << fmt::format("switch: {} aggregators; {} gradient packets in, {} tasks completed in the switch, {} packets to "
-                       "the PS, {} collisions, preemptions {} won / {} lost, {} duplicates, {} overflows; {} aggregators "
-                       "held after the {} ended\n",
-                       stats.value("aggregators", 0), s.value("data_in", 0), s.value("completed", 0), s.value("to_ps", 0),
-                       s.value("collisions", 0), s.value("preempt_won", 0), s.value("preempt_lost", 0),
-                       s.value("duplicates", 0), s.value("overflow", 0), stats.value("occupied", 0),
-                       cfg.jobs == 1 ? "job" : "jobs");
+    out << fmt::format("switch: {}; {} in, {} completed in the switch, {} to the PS, {}, preemptions {} won / {} "
+                       "lost, {}, {}; {} held after the {} ended\n",
+                       counted(stats.value("aggregators", 0), "aggregator"),
+                       counted(s.value("data_in", 0), "gradient packet"), counted(s.value("completed", 0), "task"),
+                       counted(s.value("to_ps", 0), "packet"), counted(s.value("collisions", 0), "collision"),
+                       s.value("preempt_won", 0), s.value("preempt_lost", 0),
+                       counted(s.value("duplicates", 0), "duplicate"), counted(s.value("overflow", 0), "overflow"),
+                       counted(stats.value("occupied", 0), "aggregator"), cfg.jobs == 1 ? "job" : "jobs");
   out << fmt::format("switch datagrams: {} in, {} out, {} malformed, {} foreign ({} of them from outside the jobs), {} "
                      "without their job's tag, {} ECN-marked; injected: {} lost, {} duplicated, {} reordered; wall time "
                      "{:.2f} s\n",

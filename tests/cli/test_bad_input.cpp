@@ -590,6 +590,17 @@ TEST(BadInput, RunOfOneWorkerCountsInTheSingular) {
   EXPECT_TRUE(has(r.output, "PS: 0 malformed and 0 foreign packets over 1 PS\n")) << r.output;
 }
 
+// ATP over two racks: each ToR sees one allreduce's packets, the upper one
+// one packet from the rack below, and the lines count them in agreement.
+TEST(BadInput, TreeRunCountsOnePacketInTheSingular) {
+  const auto r = run_ina("run --scheme atp --workers 2 --racks 2 --size 4096 --iterations 1 --timeout 60");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "switch of rack 0: 2 gradient packets in, 1 sum completed, 0 duplicates, 0 stale resends "
+                            "answered; 3 datagrams in, 3 out;")) << r.output;
+  EXPECT_TRUE(has(r.output, "switch of rack 1: 1 gradient packet in, 1 sum completed, 0 duplicates")) << r.output;
+  EXPECT_TRUE(has(r.output, "; 0 aggregators held after the job\n")) << r.output;
+}
+
 // ---- 12. `ina train --help` ------------------------------------------------------
 
 TEST(BadInput, TrainHelpListsTheTrainingOptions) {
