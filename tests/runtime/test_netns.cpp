@@ -345,7 +345,13 @@ TEST(GridNetns, Fig1PlanAggregatesEveryRankWherePlannedExact) {
     EXPECT_EQ(s.at("foreign_data"), 0) << node;
     EXPECT_EQ(s.at("malformed"), 0) << node;
     EXPECT_GE(s.at("aggregated").get<uint64_t>(), packets * ranks) << node;  // a retransmission may add
-    EXPECT_EQ(s.at("completed").get<uint64_t>(), packets) << node;  // every task, from its planned ranks
+    // Every task, from its planned ranks. A task completes again only when
+    // all its ranks retransmitted the fragment after the switch had sent
+    // its partial on (their RTO fired first, e.g. on a loaded machine); the
+    // PS counts such a task once.
+    const uint64_t completed = s.at("completed").get<uint64_t>();
+    EXPECT_GE(completed, packets) << node;
+    EXPECT_LE((completed - packets) * ranks, res.at("retransmits").get<uint64_t>()) << node << "\n" << res.dump(1);
   }
   EXPECT_EQ(res.at("ps").at("completions").get<uint64_t>(), packets);
   EXPECT_EQ(res.at("ps").at("foreign"), 0);
