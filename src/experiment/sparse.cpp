@@ -152,6 +152,12 @@ class DenseOfSparse final : public host::TensorIO {
   uint64_t& errors_;
 };
 
+uint64_t queue_drops(sim::Simulator& sim) {
+  uint64_t n = 0;
+  for (uint32_t l = 0; l < sim.link_count(); ++l) n += sim.link(l).st.drop_queue;
+  return n;
+}
+
 // SwitchML on a sparse workload (the Zebra paper's baseline): every worker
 // streams the whole model, zeros included, through SwitchML's isolated
 // pool on the star; one allreduce per iteration, back to back. Memory: the
@@ -252,6 +258,7 @@ SparseRun run_dense(const SparseSettings& s, const workload::SparseSource& src, 
   out.iters.back().end = end;  // back to back: the whole span, credited to the last iteration
   out.agg_throughput_gbps = end > 0 ? static_cast<double>(out.pairs) * 12 * 8 / (to_us(end) * 1e3) : 0;
   out.events = sim.events();
+  out.queue_drops = queue_drops(sim);
   return out;
 }
 
@@ -699,6 +706,7 @@ class SparseStar {
     out_.recirc_per_packet =
         out_.sw.kv_in ? static_cast<double>(out_.sw.recirculations) / static_cast<double>(out_.sw.kv_in) : 0;
     out_.events = sim_.events();
+    out_.queue_drops = queue_drops(sim_);
     if (fl_) {
       ValueError& ve = out_.value_error;
       ve.mean_rel = nrel_ ? sum_rel_ / static_cast<double>(nrel_) : 0;

@@ -136,6 +136,7 @@ struct SparseRun {
   host::SparsePsStats ps;
   host::SparseWorkerStats workers;  // summed
   uint64_t events = 0;
+  uint64_t queue_drops = 0;         // packets dropped at full link queues (every link of the star)
   uint64_t faults = 0;              // packets dropped by SparseSettings::fault
   ValueError value_error;           // Float16Table only
   // With a pool (SparseSettings::pool).

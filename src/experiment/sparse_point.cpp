@@ -227,6 +227,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["union_keys"] = static_cast<double>(union_keys);
   x["hot_union_keys"] = static_cast<double>(r.hot_union_keys);
   x["retransmits"] = static_cast<double>(r.workers.retransmits);
+  x["queue_drops"] = static_cast<double>(r.queue_drops);
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
   x["events"] = static_cast<double>(r.events);

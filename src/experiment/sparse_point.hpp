@@ -36,7 +36,8 @@
 //   faults.loss / dup / reorder on every host link
 // Metrics: agg_throughput_gbps (pushed pairs x 12 B x 8 / sync time, the
 // paper's aggregation throughput), sync_ms (mean per iteration), hot_share,
-// hot_keys, recirc_per_packet, pairs, retransmits, ps_pairs, switch_pairs;
+// hot_keys, recirc_per_packet, pairs, retransmits, queue_drops (at full link
+// queues, every link), ps_pairs, switch_pairs;
 // with zebra.arith = float16-table also fp16_max_rel_err, fp16_mean_rel_err
 // (|sum - exact| / |exact|), fp16_max_scaled_err (/ sum |x|),
 // fp16_max_err_over_bound and fp16_vec_rel_err (||sums - exact||_2 / ||exact||_2),

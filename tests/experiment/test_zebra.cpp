@@ -531,3 +531,23 @@ TEST(Zebra, ALostCumulativeAckIsCoveredByTheNext) {
   EXPECT_EQ(r.faults, 1u);
   EXPECT_EQ(r.workers.retransmits, 0u);
 }
+
+// SwitchML streaming the model through one machine's NIC: with a queue of
+// 4 KB (13 packets of 306 B) the workers' first windows overflow it, every
+// packet dropped there is sent again (one retransmission at least per drop,
+// the answer being exact either way), and the run counts the drops; with
+// the default 1 MB queue nothing is dropped or retransmitted.
+TEST(Zebra, DenseRunCountsTheQueueDropsItRecoversFrom) {
+  ZipfSource src(20000, 4, 2, 1500);
+  auto s = small("switchml", 4);
+  s.iterations = 2;
+  s.machines = 1;
+  exp::SparseRun r;
+  ASSERT_NO_THROW(r = exp::run_sparse(s, src));
+  EXPECT_EQ(r.queue_drops, 0u);
+  EXPECT_EQ(r.workers.retransmits, 0u);
+  s.link.queue_bytes = 4096;
+  ASSERT_NO_THROW(r = exp::run_sparse(s, src));
+  EXPECT_GT(r.queue_drops, 0u);
+  EXPECT_GE(r.workers.retransmits, r.queue_drops);
+}
