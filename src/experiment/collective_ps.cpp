@@ -338,6 +338,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   // Under Rina's paper transport every host's NIC paces as DCQCN's does, the
   // PS family's senders too (the ring endpoints: host::RingConfig).
   wbase.window_paced = s.rina_transport == "paper";
+  wbase.priority_per_tensor = s.eq1_per_tensor;
   host::PsConfig pbase;
   profile.apply(pbase);
   pbase.payload_values = s.payload_values;

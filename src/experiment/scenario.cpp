@@ -130,6 +130,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.step_barrier", &Settings::step_barrier},
       {"workload.rina_allgather_start", &Settings::rina_allgather_start, one_of({"agent", "rack"})},
       {"workload.rina_transport", &Settings::rina_transport, one_of({"paper", "aimd"})},
+      {"workload.eq1_priority", &Settings::eq1_priority, one_of({"packet", "tensor"})},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
@@ -522,6 +523,8 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
            fmt::format("{}", s.host_delay_us));
     if (s.ecn_per_window)
       fail(origin, "transport.ecn_per_window", "applies to the dense star only (topology.kind = \"star\")", "true");
+    if (is_sparse(s) && s.eq1_priority != "tensor")
+      fail(origin, "workload.eq1_priority", "applies to the dense schemes (DSA's Eq. 1), not a sparse run", s.eq1_priority);
   }
   if (s.hosts_per_edge != 0 && s.topology_kind != "fat-tree")
     fail(origin, "topology.hosts_per_edge", fmt::format("sizes a fat-tree's racks, not topology.kind = \"{}\"", s.topology_kind),

@@ -150,6 +150,7 @@ TEST(Scenario, ErrorsNameFileFieldAndValue) {
       {with("run", "verify = 1"), "run.verify", "expected a boolean"},
       {with("run", "seeds = []"), "run.seeds", "must not be empty"},
       {with("topology", "ecn_kb = 2048"), "topology.ecn_kb", "(value: 2048)"},
+      {with("workload", "eq1_priority = \"layer\""), "workload.eq1_priority", "(value: layer)"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
@@ -163,6 +164,14 @@ TEST(Scenario, ErrorsNameFileFieldAndValue) {
 TEST(Scenario, ExactMessageForNegativeBandwidth) {
   EXPECT_EQ(error_of("[topology]\nlink_gbps = -5\n"),
             "demo.toml: field 'topology.link_gbps': must be in [0.001, 100000] (Gbps: 1 Mbps to 100 Tbps) (value: -5)");
+}
+
+// DSA's Eq. 1 granularity means nothing to a sparse run: refused there,
+// not ignored.
+TEST(Scenario, Eq1PriorityInASparseRunIsRefused) {
+  EXPECT_EQ(error_of("[workload]\nsparse_model = \"ncf\"\neq1_priority = \"packet\"\n"),
+            "demo.toml: field 'workload.eq1_priority': applies to the dense schemes (DSA's Eq. 1), not a sparse run "
+            "(value: packet)");
 }
 
 TEST(Scenario, TooManyWorkersNamesBothFields) {
@@ -310,6 +319,7 @@ TEST(Scenario, DsaScenariosLoadAndExpand) {
       EXPECT_EQ(p.settings.payload_bytes + p.settings.header_bytes, 306);
       EXPECT_DOUBLE_EQ(p.settings.queue_kb, 1024);
       EXPECT_DOUBLE_EQ(p.settings.ecn_kb, 100);
+      EXPECT_EQ(p.settings.eq1_priority, "tensor");  // §V: "a tensor's priority"
     }
     auto it = expected_points.find(entry.path().filename().string());
     if (it != expected_points.end()) {
