@@ -62,7 +62,7 @@ TEST(Demo, UnknownPartIsRefused) {
 }
 
 // The whole tour: one line per paper, each with the paper's figure and ours.
-// SLOW: about 20 s on 2 cores (11 s of it DSA's three simulations); the
+// SLOW: about 20 s on 2 cores (17 s of it Rina's full-size runs); the
 // whole demo, as `make demo` runs it.
 TEST(Demo, SLOW_WholeTourOneLinePerPaper) {
   const fs::path d = ina_test::fresh_dir("demo_tour");
