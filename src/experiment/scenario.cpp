@@ -526,6 +526,13 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
     if (is_sparse(s) && s.eq1_priority != "tensor")
       fail(origin, "workload.eq1_priority", "applies to the dense schemes (DSA's Eq. 1), not a sparse run", s.eq1_priority);
   }
+  if (s.eq1_priority != "tensor" &&
+      std::none_of(scheme_names.begin(), scheme_names.end(), [](const std::string& n) {
+        const schemes::Scheme* sc = schemes::lookup(n);
+        return sc && sc->eq1_priority;
+      }))
+    fail(origin, "workload.eq1_priority", "applies to a scheme computing DSA's Eq. 1, and run.schemes has none",
+         s.eq1_priority);
   if (s.hosts_per_edge != 0 && s.topology_kind != "fat-tree")
     fail(origin, "topology.hosts_per_edge", fmt::format("sizes a fat-tree's racks, not topology.kind = \"{}\"", s.topology_kind),
          std::to_string(s.hosts_per_edge));

@@ -124,9 +124,10 @@ struct WorkerConfig {
   Time delay_target = kPaperProfile.delay_target;       // queueing delay that counts as congestion (0: off)
   int reminder_after = 3;
   // With a PriorityFn (DSA's Eq. 1): false, every packet carries the
-  // priority computed when it is sent; true, every packet of an op (a
-  // tensor), retransmissions included, carries the one computed at the op's
-  // first packet (DSA §V: "a tensor's priority").
+  // priority computed when it is sent; true, every packet of an op,
+  // retransmissions included, carries the one computed at the op's first
+  // packet (DSA §V: "a tensor's priority"; an owner whose tensor spans
+  // several ops answers them alike, as workload::TrainingWorker does).
   bool priority_per_tensor = false;
   size_t retain_ops = kPaperProfile.retain_ops;
   // P4INC-AOI: the job's aggregator segment <MemID, Size> (size 0: not a segment scheme).

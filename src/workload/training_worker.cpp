@@ -8,7 +8,7 @@ using host::WorkerTransport;
 
 TrainingWorker::TrainingWorker(const TrainingConfig& cfg)
     : cfg_(cfg), tx_(cfg.transport), rng_(cfg.seed),
-      remaining_(cfg.model.layers(), 0), ready_(cfg.model.layers(), -1) {
+      remaining_(cfg.model.layers(), 0), ready_(cfg.model.layers(), -1), priced_(cfg.model.layers(), {-1, 0}) {
   const double comm_us = static_cast<double>(cfg.model.total_bytes()) * 8 / (cfg.link_gbps * 1e3);
   const double comp_us = to_us(cfg.model.total_compute());
   est_iter_us_ = comm_us + comp_us;
@@ -17,9 +17,13 @@ TrainingWorker::TrainingWorker(const TrainingConfig& cfg)
 }
 
 uint32_t TrainingWorker::priority(uint32_t layer, Time now) {
+  auto& [iter, value] = priced_[layer - 1];
+  if (cfg_.transport.priority_per_tensor && iter == comm_iter_) return value;
   const double remaining = est_iter_us_ - to_us(now - comm_iter_start_);
-  return host::dsa_priority_field(
+  iter = comm_iter_;
+  value = host::dsa_priority_field(
       host::dsa_priority(remaining, cfg_.model.layers(), static_cast<int>(layer), comm_over_comp_));
+  return value;
 }
 
 void TrainingWorker::on_start(Time, Effects& fx) { fx.set_timer(cfg_.start, WorkerTransport::kOwnerTimer | kCompute); }

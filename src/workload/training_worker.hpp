@@ -8,7 +8,10 @@
 //    ~ U(0, send_jitter), partitions in the model's send order;
 //  - under DSA every packet carries the priority of Eq. (1), with T_j the
 //    remaining time of the current iteration estimated from the previous one
-//    (the first from compute + line-rate communication) and Comm/Comp measured.
+//    (the first from compute + line-rate communication) and Comm/Comp measured;
+//    with transport.priority_per_tensor one per tensor (a layer's gradient in
+//    one iteration: its partitions share the value its first packet took),
+//    else one per packet sent.
 #include <map>
 #include <memory>
 #include <vector>
@@ -63,6 +66,7 @@ class TrainingWorker final : public Node, public host::PriorityFn {
   std::vector<int> remaining_;          // partitions in flight per layer
   std::vector<int> ready_;              // last iteration whose layer results are all in
   std::map<uint64_t, int> op_layer_;
+  std::vector<std::pair<int, uint32_t>> priced_;  // per tensor: by layer, (comm_iter_, its Eq. 1 priority)
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors_;
   uint64_t ops_submitted_ = 0;
   Time iter_start_ = 0, comm_start_ = 0, comm_iter_start_ = 0;

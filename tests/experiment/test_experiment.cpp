@@ -65,3 +65,21 @@ TEST(PaperExpectations, PsLossHurtsAtpMoreThanDsa) {
   EXPECT_LT(dsa1 / dsa0, atp1 / atp0);
   EXPECT_GT(atp1, 1.2 * atp0);
 }
+
+// workload.eq1_priority reaches the star's workers: per tensor (§V, the
+// default) a layer's later partition keeps the priority its first packet
+// took, while per packet it outbids its own layer's older tasks, so the
+// runs differ; per tensor DSA's compares go against the newcomer far more
+// often (4 jobs x 8 workers of DNN A: 309 lost compares against 13).
+TEST(PaperExpectations, Eq1PerTensorAndPerPacketAreDifferentRuns) {
+  Settings s;
+  s.jobs = 4;
+  s.workers_per_job = 8;
+  s.model = "A";
+  const auto tensor = run_point(s, "dsa", 1);
+  s.eq1_priority = "packet";
+  const auto packet = run_point(s, "dsa", 1);
+  ASSERT_TRUE(tensor.ok && packet.ok) << tensor.problems << packet.problems;
+  EXPECT_NE(tensor.digest, packet.digest);
+  EXPECT_GT(tensor.metrics.at("preempt_lost"), 10 * packet.metrics.at("preempt_lost"));
+}

@@ -174,6 +174,14 @@ TEST(Scenario, Eq1PriorityInASparseRunIsRefused) {
             "(value: packet)");
 }
 
+// Nor does it mean anything to a run without DSA.
+TEST(Scenario, Eq1PriorityWithoutDsaIsRefused) {
+  EXPECT_EQ(error_of("[workload]\neq1_priority = \"packet\"\n[run]\nschemes = [\"atp\", \"switchml\"]\n"),
+            "demo.toml: field 'workload.eq1_priority': applies to a scheme computing DSA's Eq. 1, and run.schemes has "
+            "none (value: packet)");
+  EXPECT_EQ(error_of("[workload]\neq1_priority = \"packet\"\n[run]\nschemes = [\"atp\", \"dsa\"]\n"), "");
+}
+
 TEST(Scenario, TooManyWorkersNamesBothFields) {
   const std::string msg = error_of("[topology]\nhosts = 16\n[workload]\njobs = 3\nworkers_per_job = 8\n");
   EXPECT_EQ(msg,
