@@ -246,8 +246,10 @@ Joined join_job(const JoinOptions& o) {
   for (;;) {
     notice.tick(o.rendezvous_timeout,
                 [&] { return fmt::format("waiting at {} for job {} to assemble: {}", peer, o.job, progress); });
+    throw_if_stop_requested(fmt::format("waiting at {} for job {} to assemble ({})", peer, o.job, progress));
     nlohmann::json m;
-    if (!j.control.wait_message(m, std::min(deadline, notice.next()), peer)) {
+    // (At most 200 ms a wait: a stop signal is seen that soon.)
+    if (!j.control.wait_message(m, std::min({deadline, notice.next(), monotonic_now() + 200 * kMs}), peer)) {
       if (monotonic_now() < deadline) continue;
       throw RuntimeError(fmt::format("{}: timed out after {:.1f} s waiting at {} for job {} to assemble ({})", who(o),
                                      to_ms(o.rendezvous_timeout) / 1000, peer, o.job, progress));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -240,10 +241,24 @@ DataAndControl bind_data_and_control(const Endpoint& at, int udp_buffer_bytes, b
                                  at.ip(), lo, hi));
 }
 
+int pending_stop_signal() {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return 0;
+  for (const int s : {SIGINT, SIGTERM})
+    if (sigismember(&pending, s) == 1) return s;
+  return 0;
+}
+
+void throw_if_stop_requested(const std::string& doing) {
+  if (const int s = pending_stop_signal())
+    throw StopRequested(s, fmt::format("stopped by signal {} ({}) while {}", s, strsignal(s), doing));
+}
+
 UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what, WaitNotice* notice) {
   const Time deadline = monotonic_now() + timeout;
   std::string last = "no attempt";
   for (;;) {
+    throw_if_stop_requested(fmt::format("connecting to {} at {}", what, to.str()));
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) throw RuntimeError(fmt::format("cannot create a TCP socket: {}", errno_text(errno)));
     int err = 0;

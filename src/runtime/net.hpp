@@ -30,7 +30,22 @@ struct RuntimeError : std::runtime_error {
 struct InputError : RuntimeError {
   using RuntimeError::RuntimeError;
 };
-inline int exit_status(const RuntimeError& e) { return dynamic_cast<const InputError*>(&e) ? 2 : 1; }
+// SIGINT or SIGTERM came while the process blocks them to read them later
+// (the commands' signalfd): a wait that would hold the process for seconds
+// (joining a job, connecting to the switch) gives up at once. The commands
+// exit 128 + the signal, as a shell reports a process the signal ended.
+struct StopRequested : RuntimeError {
+  StopRequested(int signal, const std::string& what) : RuntimeError(what), signo(signal) {}
+  int signo;
+};
+inline int exit_status(const RuntimeError& e) {
+  if (const auto* s = dynamic_cast<const StopRequested*>(&e)) return 128 + s->signo;
+  return dynamic_cast<const InputError*>(&e) ? 2 : 1;
+}
+// The pending SIGINT or SIGTERM (blocked, so not yet delivered), else 0.
+int pending_stop_signal();
+// Throws StopRequested if one is pending; `doing` says what was given up.
+void throw_if_stop_requested(const std::string& doing);
 
 // "ip:port" (IPv4, numeric or "localhost").
 struct Endpoint {
