@@ -218,6 +218,10 @@ struct PsCmd {
       write_stats("finished");
       if (!quiet) std::fprintf(stderr, "ina ps job %u: job finished: %s\n", job, d->stats()["ps"].dump().c_str());
       return 0;
+    } catch (const rt::StopRequested& e) {
+      write_stats("stopped");
+      std::fprintf(stderr, "ina ps job %u: %s\n", job, e.what());
+      return rt::exit_status(e);
     } catch (const rt::RuntimeError& e) {
       write_stats("failed");
       std::fprintf(stderr, "ina ps job %u: error: %s\n", job, e.what());

@@ -258,7 +258,9 @@ UniqueFd connect_tcp(const Endpoint& to, Time timeout, const std::string& what, 
   const Time deadline = monotonic_now() + timeout;
   std::string last = "no attempt";
   for (;;) {
-    throw_if_stop_requested(fmt::format("connecting to {} at {}", what, to.str()));
+    // (A join's connect, which announces its wait, gives up on a stop
+    // signal; a launcher reading statistics while it stops does not.)
+    if (notice) throw_if_stop_requested(fmt::format("connecting to {} at {}", what, to.str()));
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) throw RuntimeError(fmt::format("cannot create a TCP socket: {}", errno_text(errno)));
     int err = 0;

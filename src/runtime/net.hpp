@@ -32,7 +32,7 @@ struct InputError : RuntimeError {
 };
 // SIGINT or SIGTERM came while the process blocks them to read them later
 // (the commands' signalfd): a wait that would hold the process for seconds
-// (joining a job, connecting to the switch) gives up at once. The commands
+// (joining a job, and the connect of a join) gives up at once. The commands
 // exit 128 + the signal, as a shell reports a process the signal ended.
 struct StopRequested : RuntimeError {
   StopRequested(int signal, const std::string& what) : RuntimeError(what), signo(signal) {}

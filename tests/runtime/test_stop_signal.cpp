@@ -34,7 +34,7 @@ TEST(StopSignal, PsWaitingForItsJobStopsOnSigterm) {
   EXPECT_EQ(r.output.substr(at, 7), "rc=143 ") << r.output;
   const int ms = std::stoi(r.output.substr(r.output.find("ms=", at) + 3));
   EXPECT_LT(ms, 2000) << r.output;
-  EXPECT_NE(r.output.find("stopped by signal 15 (Terminated) while waiting at the switch at 127.0.0.1:" + port +
+  EXPECT_NE(r.output.find("ina ps job 1: stopped by signal 15 (Terminated) while waiting at the switch at 127.0.0.1:" + port +
                           " for job 1 to assemble"),
             std::string::npos)
       << r.output;
