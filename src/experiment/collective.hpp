@@ -64,9 +64,9 @@ struct CollectiveSettings {
   // or "aimd" (the plain AIMD transport every ring scheme has, unpaced unless
   // ina_gbps > 0; AllGather slow start only as rina_allgather_start says).
   std::string rina_transport = "paper";
-  // DSA's Eq. 1 (the PS family under DSA): one priority per tensor, taken at
-  // its first packet (true, §V), or one per packet sent
-  // (host::WorkerConfig::priority_per_tensor).
+  // DSA's Eq. 1 (the PS family under DSA): one priority per shard of the
+  // iteration's gradient, taken at its first packet (true, §V's "a tensor's
+  // priority"), or one per packet sent.
   bool eq1_per_tensor = true;
   double max_sim_ms = 60000;
   // Failures (Rina §IV-C; ring schemes): at `fail_at_ms` the worker of job

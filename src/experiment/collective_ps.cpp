@@ -50,6 +50,7 @@ struct HostPlan {
   // DSA's Eq. 1 priorities (scheme eq1_priority): one tensor per iteration
   // (L = l = 1), T the iteration's estimated time left.
   bool eq1 = false;
+  bool eq1_per_tensor = true;  // one value per shard and iteration (CollectiveSettings::eq1_per_tensor)
   double est_iter_us = 0, comm_over_comp = 1;
 };
 
@@ -72,6 +73,7 @@ class ShardHost final : public Node, private host::PriorityFn {
       if (plan_.eq1) tx_.back()->set_priority_fn(this);
     }
     done_.assign(plan_.n, 0);
+    priced_.assign(tx_.size(), {SIZE_MAX, 0});
     start_.assign(static_cast<size_t>(plan_.iterations), -1);
     finish_.assign(static_cast<size_t>(plan_.iterations), -1);
   }
@@ -120,10 +122,16 @@ class ShardHost final : public Node, private host::PriorityFn {
  private:
   static uint64_t token(uint64_t part, uint64_t inner) { return part << kShift | inner; }
 
-  uint32_t priority(uint32_t, Time now) override {
+  // The tag is the shard: per tensor, a shard's packets of one iteration
+  // share the value its first packet took.
+  uint32_t priority(uint32_t shard, Time now) override {
     const size_t it = std::min(next_, start_.size() - 1);
+    auto& [at, value] = priced_[shard];
+    if (plan_.eq1_per_tensor && at == it) return value;
     const double left_us = plan_.est_iter_us - to_us(now - start_[it]);
-    return host::dsa_priority_field(host::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
+    at = it;
+    value = host::dsa_priority_field(host::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
+    return value;
   }
 
   // The Effects a part sees: its timers tagged with the part, its packets through the host.
@@ -213,7 +221,7 @@ class ShardHost final : public Node, private host::PriorityFn {
     // windows go to different PSes rather than all to PS 0 first.
     for (size_t i = 1; i <= plan_.n; ++i) {
       const size_t k = (plan_.rank + i) % plan_.n;
-      tx_[k]->submit(std::make_shared<ShardView>(whole, plan_.offset[k]), plan_.len[k]);
+      tx_[k]->submit(std::make_shared<ShardView>(whole, plan_.offset[k]), plan_.len[k], static_cast<uint32_t>(k));
       PartFx pf(*this, base, 2 + k);
       tx_[k]->pump(now, pf);
     }
@@ -237,6 +245,7 @@ class ShardHost final : public Node, private host::PriorityFn {
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors_;
   std::deque<Packet*> local_;
   std::vector<uint64_t> done_;   // by shard: ops completed
+  std::vector<std::pair<size_t, uint32_t>> priced_;  // by transport: (iteration, its Eq. 1 priority)
   std::vector<Time> start_, finish_;
   size_t next_ = 0;              // the iteration in progress
   uint64_t sent_bytes_ = 0, local_packets_ = 0, refused_ = 0;
@@ -338,7 +347,6 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   // Under Rina's paper transport every host's NIC paces as DCQCN's does, the
   // PS family's senders too (the ring endpoints: host::RingConfig).
   wbase.window_paced = s.rina_transport == "paper";
-  wbase.priority_per_tensor = s.eq1_per_tensor;
   host::PsConfig pbase;
   profile.apply(pbase);
   pbase.payload_values = s.payload_values;
@@ -407,6 +415,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
         // Eq. 1's T and Comm/Comp from the host's own link, as TrainingWorker estimates them.
         const double comm_us = 8.0 * 4.0 * static_cast<double>(elems) / (g.arc_gbps(g.neighbors(v).front().arc) * 1e3);
         hp.eq1 = true;
+        hp.eq1_per_tensor = s.eq1_per_tensor;
         hp.est_iter_us = comm_us + s.compute_ms * 1e3;
         hp.comm_over_comp = s.compute_ms > 0 ? comm_us / (s.compute_ms * 1e3) : 1;
       }

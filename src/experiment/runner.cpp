@@ -166,7 +166,6 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
   if (s.min_rto_us > 0) wbase.min_rto = from_us(s.min_rto_us);
   wbase.reminder_after = s.reminder_after;
   wbase.ecn_per_window = s.ecn_per_window;
-  wbase.priority_per_tensor = s.eq1_priority == "tensor";
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
     const auto& job = plan.jobs[j];
     const Time start = static_cast<Time>(job_rng.uniform() * from_us(s.start_jitter_us));
@@ -181,6 +180,7 @@ RunOutput run_point(const Settings& given, const std::string& scheme, uint64_t s
       tc.seed = mix(seed, 0x1000 + tc.transport.self);
       tc.data_seed = mix(seed, 0x2000 + job.id);
       tc.dsa_priority = spec.eq1_priority;
+      tc.eq1_per_tensor = s.eq1_priority == "tensor";
       tc.link_gbps = s.link_gbps;
       auto node = std::make_unique<workload::TrainingWorker>(tc);
       workers.push_back(node.get());

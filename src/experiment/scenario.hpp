@@ -89,7 +89,7 @@ struct Settings {
   std::string rina_allgather_start = "agent";  // workload.rina_allgather_start (rina): agent | rack (§IV-C's AllGather slow start)
   std::string rina_transport = "paper";        // workload.rina_transport (rina): paper | aimd (exp::CollectiveSettings)
   std::string eq1_priority = "tensor";         // workload.eq1_priority (DSA): tensor (§V: "a tensor's
-                                               //   priority") | packet (host::WorkerConfig::priority_per_tensor)
+                                               //   priority") | packet (workload::TrainingConfig::eq1_per_tensor)
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)

@@ -109,15 +109,6 @@ uint16_t WorkerTransport::count_of(const Op& op, uint32_t idx) const {
   return static_cast<uint16_t>(std::min<uint64_t>(cfg_.payload_values, op.elems - off));
 }
 
-uint32_t WorkerTransport::priority_of(Op& op, Time now) {
-  if (!cfg_.priority_per_tensor) return prio_->priority(op.tag, now);
-  if (!op.priced) {
-    op.priority = prio_->priority(op.tag, now);
-    op.priced = true;
-  }
-  return op.priority;
-}
-
 uint32_t WorkerTransport::lowest_unacked() const {
   for (size_t i = first_open_; i < ops_.size(); ++i)
     if (!ops_[i].complete) return ops_[i].psn0 + ops_[i].low;
@@ -140,7 +131,7 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
   h.nworkers = cfg_.nworkers;
   h.psn = psn;
   h.bitmap = RankBits::bit(cfg_.rank);
-  h.priority = prio_ ? priority_of(op, now) : 0;
+  h.priority = prio_ ? prio_->priority(op.tag, now) : 0;
   h.count = count_of(op, idx);
   if (segmented()) {
     if (!resend) {

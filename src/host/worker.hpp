@@ -123,12 +123,6 @@ struct WorkerConfig {
   bool fast_retransmit = kPaperProfile.fast_retransmit;  // RACK-style loss detection (see the header)
   Time delay_target = kPaperProfile.delay_target;       // queueing delay that counts as congestion (0: off)
   int reminder_after = 3;
-  // With a PriorityFn (DSA's Eq. 1): false, every packet carries the
-  // priority computed when it is sent; true, every packet of an op,
-  // retransmissions included, carries the one computed at the op's first
-  // packet (DSA §V: "a tensor's priority"; an owner whose tensor spans
-  // several ops answers them alike, as workload::TrainingWorker does).
-  bool priority_per_tensor = false;
   size_t retain_ops = kPaperProfile.retain_ops;
   // P4INC-AOI: the job's aggregator segment <MemID, Size> (size 0: not a segment scheme).
   uint32_t segment_mem_id = 0;
@@ -150,6 +144,9 @@ struct WorkerStats {
 };
 
 // Priority of a packet of an op with this tag (DSA's Eq. 1 is one such).
+// Asked for every packet sent, retransmissions included; an owner that
+// prices a tensor once answers all its packets alike
+// (workload::TrainingWorker, the PS family's hosts in experiment/).
 class PriorityFn {
  public:
   virtual ~PriorityFn() = default;
@@ -216,8 +213,6 @@ class WorkerTransport {
     uint32_t ndone = 0;
     uint32_t low = 0;    // lowest index not done
     bool complete = false;
-    bool priced = false;     // priority_per_tensor: `priority` is set
-    uint32_t priority = 0;
     RecRing recs;        // packets [low, next)
     bool done(uint32_t idx) const { return idx < low || (idx < next && recs.done(idx)); }
   };
@@ -228,7 +223,6 @@ class WorkerTransport {
   }
   Op* find_slow(uint32_t psn);
   uint16_t count_of(const Op& op, uint32_t idx) const;
-  uint32_t priority_of(Op& op, Time now);  // with a PriorityFn
   void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
   void on_ack(Packet* p, Time now, Effects& fx);
   void on_grad_request(Packet* p, Time now, Effects& fx);

@@ -18,7 +18,7 @@ TrainingWorker::TrainingWorker(const TrainingConfig& cfg)
 
 uint32_t TrainingWorker::priority(uint32_t layer, Time now) {
   auto& [iter, value] = priced_[layer - 1];
-  if (cfg_.transport.priority_per_tensor && iter == comm_iter_) return value;
+  if (cfg_.eq1_per_tensor && iter == comm_iter_) return value;
   const double remaining = est_iter_us_ - to_us(now - comm_iter_start_);
   iter = comm_iter_;
   value = host::dsa_priority_field(

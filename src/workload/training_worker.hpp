@@ -9,9 +9,9 @@
 //  - under DSA every packet carries the priority of Eq. (1), with T_j the
 //    remaining time of the current iteration estimated from the previous one
 //    (the first from compute + line-rate communication) and Comm/Comp measured;
-//    with transport.priority_per_tensor one per tensor (a layer's gradient in
-//    one iteration: its partitions share the value its first packet took),
-//    else one per packet sent.
+//    with eq1_per_tensor one per tensor (a layer's gradient in one
+//    iteration: its partitions and their retransmissions share the value its
+//    first packet took), else one per packet sent.
 #include <map>
 #include <memory>
 #include <vector>
@@ -32,6 +32,7 @@ struct TrainingConfig {
   uint64_t seed = 1;           // this worker's jitter stream
   uint64_t data_seed = 1;      // shared by the job's workers: tensor contents
   bool dsa_priority = false;
+  bool eq1_per_tensor = true;  // DSA §V: "a tensor's priority"; false: per packet sent
   double link_gbps = 100;
 };
 

@@ -200,36 +200,6 @@ TEST(Worker, ResultsDoneBeforeTheRecordRingGrowsStayDone) {
   EXPECT_EQ(tx.stats().retransmits, 0u);
 }
 
-// DSA's Eq. 1 per tensor or per packet: a PriorityFn that answers 1, 2, 3,
-// ... in call order. Per packet, each first send and each retransmission
-// asks again; per tensor, every packet of an op carries the answer to its
-// first packet, retransmissions included, and the next op asks once.
-TEST(Worker, PriorityPerTensorIsAskedOnceAtTheOpsFirstPacket) {
-  struct Counter final : host::PriorityFn {
-    uint32_t priority(uint32_t, Time) override { return ++calls; }
-    uint32_t calls = 0;
-  };
-  for (const bool per_tensor : {false, true}) {
-    SCOPED_TRACE(per_tensor ? "per tensor" : "per packet");
-    host::WorkerConfig c = WorkerRig::config();
-    c.priority_per_tensor = per_tensor;
-    WorkerRig w(c);
-    Counter prio;
-    w.tx.set_priority_fn(&prio);
-    w.tx.submit(w.io, 100);  // two packets
-    w.tx.submit(w.io, 100);  // two more, the second op
-    w.tx.pump(0, w.fx);
-    std::vector<uint32_t> got;
-    for (const auto& p : w.fx.take()) got.push_back(p.h.priority);
-    EXPECT_EQ(got, per_tensor ? std::vector<uint32_t>({1, 1, 2, 2}) : std::vector<uint32_t>({1, 2, 3, 4}));
-    w.tx.on_timer(0, 1 * kSec, w.fx);  // every packet's timeout
-    got.clear();
-    for (const auto& p : w.fx.take())
-      if (p.h.type == PktType::Data) got.push_back(p.h.priority);
-    EXPECT_EQ(got, per_tensor ? std::vector<uint32_t>({1, 1, 2, 2}) : std::vector<uint32_t>({5, 6, 7, 8}));
-  }
-}
-
 // One packet out while a small window streams hundreds past it
 // (host/record_ring.hpp: its record leaves the ring as a straggler):
 // its timeout still resends it, once, and its result still completes the op.

@@ -27,9 +27,9 @@ std::map<uint32_t, uint32_t> priorities_by_psn(bool per_tensor) {
   c.transport.payload_values = 64;
   c.transport.init_window = 2;
   c.transport.aimd = false;
-  c.transport.priority_per_tensor = per_tensor;
   c.model = workload::dsa_model('A', 256.0 / (1 << 20));  // 64 int32 values per partition
   c.dsa_priority = true;
+  c.eq1_per_tensor = per_tensor;
   c.link_gbps = 0.001;  // T_j's first estimate: 8.8 ms, mostly the gradients at 1 Mbit/s
   workload::TrainingWorker w(c);
   FakeEffects fx;
