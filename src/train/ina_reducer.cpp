@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,17 @@ class InaReducer final : public Reducer {
     AllreduceOptions o;
     o.op = ReduceOp::Average;
     comm_.allreduce(data, o);
+  }
+  void average(std::span<float> data, std::span<const Segment> segments) override {
+    std::vector<Communicator::Request> ops;
+    ops.reserve(segments.size());
+    for (const Segment& s : segments) {
+      AllreduceOptions o;
+      o.op = ReduceOp::Average;
+      o.priority = s.priority;
+      ops.push_back(comm_.allreduce_async(data.subspan(s.offset, s.size), o));
+    }
+    for (auto& op : ops) op.wait();
   }
   void close() override { comm_.close(); }
   std::string describe() const override {

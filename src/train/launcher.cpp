@@ -42,8 +42,8 @@ using rt::Supervisor;
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
 void validate(const TrainConfig& c) {
-  if (c.model != "mlp" && c.model != "fortunes")
-    throw rt::InputError(fmt::format("--model must be mlp or fortunes, got '{}'", c.model));
+  if (c.model != "mlp" && c.model != "cnn" && c.model != "fortunes")
+    throw rt::InputError(fmt::format("--model must be mlp, cnn or fortunes, got '{}'", c.model));
   if (c.backend != "ina" && c.backend != "gloo")
     throw rt::InputError(fmt::format("--backend must be ina or gloo, got '{}'", c.backend));
   if (c.model == "fortunes") {
@@ -76,7 +76,7 @@ void validate(const TrainConfig& c) {
   if (c.payload < 1 || c.payload > 16000) throw rt::InputError("--payload must be in 1..16000");
   if (!fs::is_directory(c.data_dir))  // (not after a switch, PS and workers started)
     throw rt::InputError(fmt::format("--data {}: not a directory (--model {} reads its data there)", c.data_dir, c.model));
-  if (c.model == "mlp")  // the files load_fashion_mnist reads (data.cpp)
+  if (c.model != "fortunes")  // the files load_fashion_mnist reads (data.cpp)
     for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                           "t10k-labels-idx1-ubyte.gz"})
       if (!fs::exists(fs::path(c.data_dir) / f))
@@ -93,6 +93,7 @@ std::vector<std::string> worker_args(const TrainConfig& c) {
                              "--workers", std::to_string(c.workers), "--epochs", std::to_string(c.epochs),
                              "--batch", std::to_string(c.batch), "--lr", fmt::format("{}", c.lr),
                              "--momentum", fmt::format("{}", c.momentum), "--hidden", std::to_string(c.hidden),
+                             "--priority", c.priority,
                              "--seed", std::to_string(c.seed), "--limit-train", std::to_string(c.limit_train),
                              "--limit-test", std::to_string(c.limit_test), "--target-acc", fmt::format("{}", c.target_acc),
                              "--data", c.data_dir, "--payload", std::to_string(c.payload),
@@ -201,7 +202,8 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
   const std::string model =
       fortunes ? fmt::format("bag of words EmbeddingBag({}, {}) -> Linear({}, {})", r0.at("vocabulary").get<int64_t>(), cfg.dim,
                              cfg.dim, r0.at("classes").get<int64_t>())
-               : fmt::format("MLP 784-{}-10", cfg.hidden);
+               : cfg.model == "cnn" ? std::string("CNN conv5x5(16)-conv5x5(32)-linear(512, 10)")
+                                    : fmt::format("MLP 784-{}-10", cfg.hidden);
   std::cout << fmt::format("ina-train: {}, {}, {}, batch {} per worker, lr {}, momentum {}, {} "
                            "({} parameters), seed {}, {} training samples, {} steps per epoch\n",
                            r0.at("reducer").get<std::string>(), counted(cfg.workers, "worker"),
@@ -282,7 +284,7 @@ int run_launcher(const TrainConfig& cfg, const std::string& self_exe) {
                         {"config",
                          {{"model", cfg.model}, {"backend", cfg.backend}, {"scheme", ina ? cfg.scheme : ""}, {"workers", cfg.workers},
                           {"epochs", cfg.epochs}, {"batch", cfg.batch}, {"lr", cfg.lr}, {"momentum", cfg.momentum},
-                          {"hidden", cfg.hidden}, {"seed", cfg.seed}, {"limit_train", cfg.limit_train},
+                          {"hidden", cfg.hidden}, {"priority", cfg.priority}, {"seed", cfg.seed}, {"limit_train", cfg.limit_train},
                           {"limit_test", cfg.limit_test}, {"payload", cfg.payload}, {"target_accuracy", cfg.target_acc},
                           {"dim", cfg.dim}, {"hot_iterations", cfg.hot_iterations}, {"hot_keys", cfg.hot_keys}}},
                         {"epochs", epochs},

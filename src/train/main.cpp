@@ -15,17 +15,18 @@ int main(int argc, char** argv) {
   TrainConfig c;
   WorkerConfig w;
   std::string role = "launcher";
-  CLI::App app{"ina train: data-parallel training of an MLP on Fashion-MNIST (or, --model fortunes, a bag-of-words "
+  CLI::App app{"ina train: data-parallel training of an MLP or a CNN on Fashion-MNIST (or, --model fortunes, a bag-of-words "
                "classifier with a sparse embedding gradient); gradients averaged through `ina switch` "
                "(--backend ina) or gloo (--backend gloo). Starts the switch, PS and workers on loopback."};
   app.add_option("--model", c.model,
-                 "mlp: MLP 784-H-10 on Fashion-MNIST; fortunes: bag of words (EmbeddingBag -> Linear) on Debian's fortunes, "
+                 "mlp: MLP 784-H-10 on Fashion-MNIST; cnn: a small CNN on Fashion-MNIST (two 5x5 convolutions, "
+                 "a linear layer; computation-intensive); fortunes: bag of words (EmbeddingBag -> Linear) on Debian's fortunes, "
                  "its sparse embedding gradient through allreduce_sparse (--scheme zebra|ps-lite)")
       ->capture_default_str();
   app.add_option("--backend", c.backend, "ina | gloo")->capture_default_str();
   app.name("ina train");  // (not argv[0]: `ina train` execs this binary)
   app.add_option("--scheme", c.scheme,
-                 "ina: the aggregation scheme (name|alias); --model mlp:" + ina::schemes::help(ina::schemes::Engine::Training) +
+                 "ina: the aggregation scheme (name|alias); --model mlp or cnn:" + ina::schemes::help(ina::schemes::Engine::Training) +
                      "\n--model fortunes: zebra or ps-lite (a <key, value> scheme)")
       ->capture_default_str();
   app.add_option("--workers", c.workers, "worker processes")->capture_default_str();
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
   auto* lr_opt = app.add_option("--lr", c.lr, "SGD learning rate (default: mlp 0.05, fortunes 0.5)");
   auto* mom_opt = app.add_option("--momentum", c.momentum, "SGD momentum (mlp; fortunes trains with plain SGD)")->capture_default_str();
   app.add_option("--hidden", c.hidden, "hidden units of the MLP 784-H-10")->capture_default_str();
+  app.add_option("--priority", c.priority,
+                 "mlp and cnn on ina: eq1 (DSA's Eq. 1 per layer, measured each step; one allreduce per layer) | fixed "
+                 "(one allreduce of the model at the communicator's priority); only DSA's switch reads priorities")
+      ->check(CLI::IsMember({"eq1", "fixed"}))
+      ->capture_default_str();
   app.add_option("--seed", c.seed, "seed of the initialization and the shuffling (the same on every worker)")->capture_default_str();
   app.add_option("--limit-train", c.limit_train, "use the first N training images (0: all 60000)")->capture_default_str();
   app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images (0: all 10000)")->capture_default_str();

@@ -2,6 +2,7 @@
 // Gradient averaging across the workers of one training job. Two backends:
 // ina::Communicator through `ina switch` (ina_reducer.cpp) and gloo
 // (gloo_reducer.cpp). Both leave bit-identical results on every worker.
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,6 +18,19 @@ class Reducer {
   // In place: the average over all workers. Blocking, bounded by the
   // backend's timeout; throws on failure.
   virtual void average(std::span<float> data) = 0;
+  // A part of the data averaged as one allreduce, with its DSA priority
+  // (0: the communicator's).
+  struct Segment {
+    size_t offset = 0, size = 0;
+    uint32_t priority = 0;
+  };
+  // In place, the average of `data` as one allreduce per segment (issued in
+  // the order given, all outstanding at once); the segments cover `data`.
+  // A backend without priorities (gloo) averages `data` whole.
+  virtual void average(std::span<float> data, std::span<const Segment> segments) {
+    (void)segments;
+    average(data);
+  }
   // Leaves the job (a barrier with the other workers); bounded.
   virtual void close() = 0;
   virtual std::string describe() const = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// ina-train: data-parallel training of a small MLP on Fashion-MNIST, with
+// ina-train: data-parallel training of a small MLP (or CNN) on Fashion-MNIST, with
 // gradients averaged either by ina::Communicator through `ina switch`
 // (a training scheme of schemes/registry.hpp: switchml, atp, dsa) or by gloo (c10d::ProcessGroupGloo), the
 // baseline. --model fortunes trains the bag-of-words classifier of
@@ -22,7 +22,7 @@
 namespace ina::train {
 
 struct TrainConfig {
-  std::string model = "mlp";     // mlp (Fashion-MNIST) | fortunes (bag of words, sparse embedding gradient)
+  std::string model = "mlp";     // mlp | cnn (Fashion-MNIST) | fortunes (bag of words, sparse embedding gradient)
   std::string backend = "ina";   // ina | gloo
   std::string scheme = std::string(schemes::kDefaultRuntimeScheme);  // ina: a scheme of the registry that runs in training
   unsigned workers = 2;
@@ -31,6 +31,13 @@ struct TrainConfig {
   double lr = 0.05;
   double momentum = 0.9;
   unsigned hidden = 128;         // MLP 784 -> hidden -> 10
+  // The mlp's and cnn's packets' DSA priority (the other schemes' switches
+  // ignore it): "eq1", DSA's Eq. 1 (host/dsa_priority.hpp) per layer, T_j
+  // (the rest of the epoch) and Comm_j / Comp_j measured each step, one
+  // allreduce per layer (the last layer's first, as backpropagation yields
+  // them); "fixed", one allreduce of the whole model at the communicator's
+  // priority.
+  std::string priority = "eq1";
   uint64_t seed = 1;
   uint64_t limit_train = 0;      // use the first N training images (0: all 60000)
   uint64_t limit_test = 0;       // evaluate on the first N test images (0: all 10000)

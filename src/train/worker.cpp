@@ -1,11 +1,12 @@
-// The worker role of ina-train: trains the MLP on its shard and averages the
-// gradients of every step with the configured Reducer.
+// The worker role of ina-train: trains the MLP (or the CNN) on its shard and
+// averages the gradients of every step with the configured Reducer.
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "host/dsa_priority.hpp"
 #include "train/reducer.hpp"
 #include "train/worker_util.hpp"
 #include "train/train.hpp"
@@ -34,7 +36,52 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-Eval evaluate(Mlp& model, const Dataset& test) {
+// A small LeNet-like CNN: two 5x5 convolutions (16 and 32 channels, each
+// with ReLU and 2x2 max pooling) and a linear layer, 18 378 parameters and
+// ~1.05 M multiply-adds per image: ~57 per parameter against the MLP's 1,
+// the computation-intensive model (DSA Fig. 5(b)'s ResNet50 role).
+struct CnnImpl : torch::nn::Module {
+  CnnImpl()
+      : c1(register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 5)))),
+        c2(register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 5)))),
+        fc(register_module("fc", torch::nn::Linear(32 * 4 * 4, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(c1->forward(x.view({-1, 1, 28, 28}))), 2);  // 24x24 -> 12x12
+    x = torch::max_pool2d(torch::relu(c2->forward(x)), 2);                        // 8x8 -> 4x4
+    return fc->forward(x.flatten(1));
+  }
+  torch::nn::Conv2d c1, c2;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Cnn);
+
+// The model a worker trains: its module, its forward pass, and its
+// parameters per layer, front to back (a layer: one module's weight and bias).
+struct Net {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(torch::Tensor)> forward;
+  std::vector<size_t> layer_sizes;
+};
+
+Net make_net(const TrainConfig& c) {
+  auto sizes = [](const std::shared_ptr<torch::nn::Module>& m) {
+    std::vector<size_t> v;
+    for (const auto& child : m->children()) {
+      size_t n = 0;
+      for (const auto& p : child->parameters()) n += static_cast<size_t>(p.numel());
+      v.push_back(n);
+    }
+    return v;
+  };
+  if (c.model == "cnn") {
+    Cnn m;
+    return {m.ptr(), [m](torch::Tensor x) mutable { return m->forward(x); }, sizes(m.ptr())};
+  }
+  Mlp m(c.hidden);
+  return {m.ptr(), [m](torch::Tensor x) mutable { return m->forward(x); }, sizes(m.ptr())};
+}
+
+Eval evaluate(Net& model, const Dataset& test) {
   torch::NoGradGuard ng;
   int64_t correct = 0;
   double loss = 0;
@@ -43,7 +90,7 @@ Eval evaluate(Mlp& model, const Dataset& test) {
     const int64_t m = std::min<int64_t>(kChunk, test.n - i);
     auto x = torch::from_blob(const_cast<float*>(test.images.data() + i * 784), {m, 784}, torch::kFloat32);
     auto y = torch::from_blob(const_cast<int64_t*>(test.labels.data() + i), {m}, torch::kInt64);
-    auto out = model->forward(x);
+    auto out = model.forward(x);
     loss += torch::nn::functional::cross_entropy(out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
     correct += out.argmax(1).eq(y).sum().item<int64_t>();
   }
@@ -69,12 +116,30 @@ int run_worker(const WorkerConfig& w) {
 
     // Identical initialization everywhere: the same seed, no broadcast.
     torch::manual_seed(c.seed);
-    Mlp model(c.hidden);
-    std::vector<torch::Tensor> params = model->parameters();
+    Net model = make_net(c);
+    std::vector<torch::Tensor> params = model.module->parameters();
     torch::optim::SGD opt(params, torch::optim::SGDOptions(c.lr).momentum(c.momentum));
     size_t total = 0;
     for (const auto& p : params) total += p.numel();
     std::vector<float> flat(total);
+    // The allreduces of a step: the model whole, or (eq1) one per layer,
+    // the last layer first, as backpropagation yields them (segment k is
+    // layer L - k; the flat buffer holds the layers front to back).
+    const int layers = static_cast<int>(model.layer_sizes.size());
+    std::vector<Reducer::Segment> segments;
+    if (c.priority == "eq1") {
+      size_t end = total;
+      for (int l = layers; l >= 1; --l) {
+        end -= model.layer_sizes[l - 1];
+        segments.push_back({end, model.layer_sizes[l - 1], 0});
+      }
+    } else {
+      segments = {{0, total, 0}};
+    }
+    host::Eq1Estimates eq1(0, 1);  // used from the second step on: the first, unmeasured, goes at the communicator's priority
+    bool eq1_measured = false;
+    uint64_t eq1_steps = 0;
+    std::vector<double> eq1_sum(layers, 0);  // the fields sent, summed by layer (for the report's mean)
 
     const auto t_join = Clock::now();
     std::unique_ptr<Reducer> reducer = c.backend == "gloo" ? make_gloo_reducer(w) : make_ina_reducer(w);
@@ -102,8 +167,9 @@ int run_worker(const WorkerConfig& w) {
         }
         auto x = torch::from_blob(xb.data(), {static_cast<int64_t>(c.batch), 784}, torch::kFloat32);
         auto y = torch::from_blob(yb.data(), {static_cast<int64_t>(c.batch)}, torch::kInt64);
+        const auto t_step = Clock::now();
         opt.zero_grad();
-        auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
         loss.backward();
         const double l = loss.item<double>();
         losses.push_back(l);
@@ -115,8 +181,25 @@ int run_worker(const WorkerConfig& w) {
           off += g.numel();
         }
         const auto t_comm = Clock::now();
-        reducer->average(std::span<float>(flat));
-        epoch_comm += seconds_since(t_comm);
+        if (c.priority == "eq1" && eq1_measured) {
+          const double elapsed_us = std::chrono::duration<double, std::micro>(t_comm - t_step).count();
+          // T_j: the rest of this step, and the epoch's steps after it.
+          const auto after = static_cast<double>(steps_per_epoch - 1 - s);
+          for (int l = 1; l <= layers; ++l) {
+            const uint32_t f = eq1.field(elapsed_us, layers, l, after);
+            segments[layers - l].priority = f;
+            eq1_sum[l - 1] += f;
+          }
+          ++eq1_steps;
+        }
+        reducer->average(std::span<float>(flat), segments);
+        const double step_comm = seconds_since(t_comm);
+        epoch_comm += step_comm;
+        // Eq. 1's inputs for the next step: this one's duration (to its last
+        // result), its communication and its compute (forward and backward).
+        eq1.measured(seconds_since(t_step) * 1e6, step_comm * 1e6,
+                     std::chrono::duration<double, std::micro>(t_comm - t_step).count());
+        eq1_measured = true;
         off = 0;
         for (auto& p : params) {
           auto g = p.mutable_grad();
@@ -153,7 +236,17 @@ int run_worker(const WorkerConfig& w) {
                           {"first_loss", first},
                           {"last_loss", last},
                           {"checksum", fmt::format("{:016x}", checksum(params))},
+                          {"priority", c.priority},
                           {"epochs", epochs}};
+    if (c.priority == "eq1")  // the mean field each layer's packets carried, and the last estimates
+      rep["eq1"] = {{"priced_steps", eq1_steps},
+                    {"mean_priority", [&] {
+                       nlohmann::json m = nlohmann::json::array();
+                       for (double v : eq1_sum) m.push_back(eq1_steps ? v / static_cast<double>(eq1_steps) : 0);
+                       return m;
+                     }()},
+                    {"last_iteration_ms", eq1.iteration_us() / 1e3},
+                    {"last_comm_over_comp", eq1.comm_over_comp()}};
     reducer.reset();
     write_report(rep, w.report);
     return 0;

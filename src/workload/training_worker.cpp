@@ -8,21 +8,23 @@ using host::WorkerTransport;
 
 TrainingWorker::TrainingWorker(const TrainingConfig& cfg)
     : cfg_(cfg), tx_(cfg.transport), rng_(cfg.seed),
-      remaining_(cfg.model.layers(), 0), ready_(cfg.model.layers(), -1), priced_(cfg.model.layers(), {-1, 0}) {
+      remaining_(cfg.model.layers(), 0), ready_(cfg.model.layers(), -1), priced_(cfg.model.layers(), {-1, 0}),
+      eq1_(first_estimates(cfg)) {
+  if (cfg.dsa_priority) tx_.set_priority_fn(this);
+}
+
+// Before any iteration is measured: compute plus the gradients at line rate.
+host::Eq1Estimates TrainingWorker::first_estimates(const TrainingConfig& cfg) {
   const double comm_us = static_cast<double>(cfg.model.total_bytes()) * 8 / (cfg.link_gbps * 1e3);
   const double comp_us = to_us(cfg.model.total_compute());
-  est_iter_us_ = comm_us + comp_us;
-  comm_over_comp_ = comp_us > 0 ? comm_us / comp_us : 1;
-  if (cfg.dsa_priority) tx_.set_priority_fn(this);
+  return {comm_us + comp_us, comp_us > 0 ? comm_us / comp_us : 1};
 }
 
 uint32_t TrainingWorker::priority(uint32_t layer, Time now) {
   auto& [iter, value] = priced_[layer - 1];
   if (cfg_.eq1_per_tensor && iter == comm_iter_) return value;
-  const double remaining = est_iter_us_ - to_us(now - comm_iter_start_);
   iter = comm_iter_;
-  value = host::dsa_priority_field(
-      host::dsa_priority(remaining, cfg_.model.layers(), static_cast<int>(layer), comm_over_comp_));
+  value = eq1_.field(to_us(now - comm_iter_start_), cfg_.model.layers(), static_cast<int>(layer));
   return value;
 }
 
@@ -92,10 +94,7 @@ void TrainingWorker::after(Time now, Effects& fx) {
   }
   if (!tx_.busy()) {
     // The iteration's communication is over: refresh the Eq. (1) estimates.
-    const double comm_us = to_us(now - comm_start_);
-    const double comp_us = to_us(cfg_.model.total_compute());
-    est_iter_us_ = to_us(now - comm_iter_start_);
-    if (comp_us > 0 && comm_us > 0) comm_over_comp_ = comm_us / comp_us;
+    eq1_.measured(to_us(now - comm_iter_start_), to_us(now - comm_start_), to_us(cfg_.model.total_compute()));
     if (comm_iter_ == cfg_.iterations - 1) finish_ = now;
   }
   try_compute(now, fx);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "host/dsa_priority.hpp"
 #include "host/worker.hpp"
 #include "host/tensor_io.hpp"
 #include "workload/model.hpp"
@@ -57,6 +58,7 @@ class TrainingWorker final : public Node, public host::PriorityFn {
   enum : uint64_t { kCompute = 1, kSend = 2 };
   void try_compute(Time now, Effects& fx);
   void after(Time now, Effects& fx);
+  static host::Eq1Estimates first_estimates(const TrainingConfig& cfg);
 
   TrainingConfig cfg_;
   host::WorkerTransport tx_;
@@ -71,7 +73,7 @@ class TrainingWorker final : public Node, public host::PriorityFn {
   std::vector<std::shared_ptr<host::SyntheticTensor>> tensors_;
   uint64_t ops_submitted_ = 0;
   Time iter_start_ = 0, comm_start_ = 0, comm_iter_start_ = 0;
-  double est_iter_us_ = 0, comm_over_comp_ = 1;
+  host::Eq1Estimates eq1_;  // T_j and Comm_j / Comp_j (host/dsa_priority.hpp)
   Time first_send_ = -1, finish_ = -1;
 };
 

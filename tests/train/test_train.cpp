@@ -76,6 +76,52 @@ TEST(Train, SmokeInaDsaTwoWorkers) {
   EXPECT_GT(r.summary.at("final_test_accuracy").get<double>(), 0.6) << r.log;
   for (const auto& w : r.summary.at("workers"))
     EXPECT_LT(w.at("last_loss").get<double>(), w.at("first_loss").get<double>()) << r.log;
+  // DSA's Eq. 1 (the default --priority eq1): every step after the first
+  // (nothing measured before it) priced per layer; layer 1's field is
+  // L / l = 2 times layer 2's, both taken at the same moment, each rounded.
+  EXPECT_EQ(r.summary.at("config").at("priority"), "eq1");
+  for (const auto& w : r.summary.at("workers")) {
+    const auto& eq1 = w.at("eq1");
+    EXPECT_EQ(eq1.at("priced_steps").get<unsigned>(), 199u) << w.dump();
+    const double p1 = eq1.at("mean_priority").at(0).get<double>(), p2 = eq1.at("mean_priority").at(1).get<double>();
+    EXPECT_GE(p2, 1.0) << w.dump();
+    EXPECT_LE(std::abs(p1 - 2 * p2), 1.5) << w.dump();
+    EXPECT_GT(eq1.at("last_comm_over_comp").get<double>(), 0) << w.dump();
+  }
+}
+
+// --model cnn: three layers (two convolutions, a linear layer), each its own
+// allreduce priced by Eq. 1, the front layer at L / l = 3 times the last
+// and the second at 1.5 times; the workers end bit-identical.
+TEST(Train, CnnPricesEachOfItsThreeLayers) {
+  const TrainRun r = train("--backend ina --scheme dsa --model cnn --workers 2 --epochs 1 --batch 32 --limit-train 1280 "
+                           "--limit-test 200", "cnn");
+  ASSERT_EQ(r.status, 0) << r.log;
+  expect_identical(r, 2);
+  for (const auto& w : r.summary.at("workers")) {
+    EXPECT_EQ(w.at("parameters").get<unsigned>(), 18378u);  // 16*25+16 + 32*16*25+32 + 512*10+10
+    const auto& m = w.at("eq1").at("mean_priority");
+    ASSERT_EQ(m.size(), 3u) << w.dump();
+    const double p1 = m.at(0).get<double>(), p2 = m.at(1).get<double>(), p3 = m.at(2).get<double>();
+    EXPECT_GE(p3, 1.0) << w.dump();
+    EXPECT_LE(std::abs(p1 - 3 * p3), 2.0) << w.dump();
+    EXPECT_LE(std::abs(p2 - 1.5 * p3), 1.25) << w.dump();
+    EXPECT_EQ(w.at("eq1").at("priced_steps").get<unsigned>(), 19u);  // 640 samples / 32, the first unpriced
+  }
+}
+
+// --priority fixed: one allreduce of the model at the communicator's
+// priority, nothing priced; a priority policy that does not exist is refused.
+TEST(Train, FixedPriorityPricesNothingAndABadPolicyIsNamed) {
+  const TrainRun r = train("--backend ina --scheme dsa --workers 2 --epochs 1 --batch 64 --limit-train 1280 "
+                           "--limit-test 200 --priority fixed", "fixed");
+  ASSERT_EQ(r.status, 0) << r.log;
+  expect_identical(r, 2);
+  EXPECT_EQ(r.summary.at("config").at("priority"), "fixed");
+  for (const auto& w : r.summary.at("workers")) EXPECT_FALSE(w.contains("eq1")) << w.dump();
+  const auto bad = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --priority eq2");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--priority: eq2 not in {eq1,fixed}"), std::string::npos) << bad.output;
 }
 
 // The same training through ina (ATP and SwitchML switches) and gloo on a
@@ -193,7 +239,7 @@ TEST(Train, FortunesBadOptionsAreNamed) {
   std::filesystem::create_directories(no_fortunes / "sub");
   std::ofstream(no_fortunes / "art.dat") << "index";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--model cnn", "--model must be mlp or fortunes, got 'cnn'"},
+      {"--model rnn", "--model must be mlp, cnn or fortunes, got 'rnn'"},
       {"--model fortunes --scheme dsa", "--scheme dsa: --model fortunes"},
       {"--model fortunes --scheme zebra --momentum 0.9", "--momentum 0.9"},
       {"--model fortunes --scheme zebra --hot-keys 40000", "--hot-keys 40000"},
