@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -276,6 +277,35 @@ TEST(NetnsCluster, TrainingThroughTheSwitchAndGlooEndsIdentical) {
   }
 }
 
+// Two training jobs on one DSA switch (DSA Fig. 5(b)'s set-up, scaled), each
+// with its own PS and its own ina-train options: each job's workers end
+// bit-identical, and each prices its layers by Eq. 1 (layer 1 at twice
+// layer 2, the L / l factor).
+TEST(NetnsCluster, TwoTrainingJobsOnOneSwitchEachIdenticalAndPriced) {
+  RUN_WITH_JSON(run,
+                "--workers 4 --scheme dsa --ps-hosts 2 --train '--epochs 1' "
+                "--job 'hosts=0-1,ps=0,train=--epochs 1 --limit-train 768 --limit-test 200' "
+                "--job 'hosts=2-3,ps=1,train=--epochs 1 --limit-train 768 --limit-test 200 --hidden 256' --timeout 60",
+                "two-trainings", 90);
+  EXPECT_TRUE(run.j.at("ok").get<bool>()) << run.r.output;
+  const auto& jobs = run.j.at("jobs");
+  ASSERT_EQ(jobs.size(), 2u) << run.r.output;
+  for (const auto& j : jobs) {
+    EXPECT_TRUE(j.at("identical_parameters").get<bool>()) << run.r.output;
+    EXPECT_EQ(j.at("epochs").size(), 1u) << run.r.output;
+    EXPECT_NE(j.at("reducer").get<std::string>().find("preemptive"), std::string::npos) << run.r.output;
+    const double p1 = j.at("eq1").at("mean_priority").at(0).get<double>(), p2 = j.at("eq1").at("mean_priority").at(1).get<double>();
+    EXPECT_GE(p2, 1.0) << run.r.output;
+    EXPECT_LE(std::abs(p1 - 2 * p2), 1.5) << run.r.output;
+  }
+  EXPECT_NE(jobs[1].at("train_args").get<std::string>().find("--hidden 256"), std::string::npos);
+  // The switch's statistics as it stopped: both jobs served, DSA's compares counted.
+  const auto& sw = run.j.at("switch");
+  EXPECT_EQ(sw.at("jobs").at("finished").get<unsigned>(), 2u) << sw.dump();
+  EXPECT_TRUE(sw.at("switch").contains("preempt_won")) << sw.dump();
+  expect_no_namespaces_left(run.r.output);
+}
+
 // A bad --job is refused before anything is built (exit 2), naming the spec and the value.
 TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
   struct Case {
@@ -290,7 +320,8 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                         Case{"--workers 4 --job hosts=0-1,hosts=2", "(job 1): hosts= is given twice"},
                         Case{"--workers 4 --job hosts=0-1 --job-quota 0", "--job-quota must be fair, none or a number"},
                         Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"},
-                        Case{"--workers 4 --job hosts=0-1 --train '--epochs 1'", "--train runs one job"},
+                        Case{"--workers 4 --job 'hosts=0-1,train=--epochs 1'", "train= goes with --train"},
+                        Case{"--workers 4 --racks 2 --train '--epochs 1'", "--train does not combine with --racks"},
                         Case{"--workers 4 --scheme zebra --train '--epochs 1'",
                              "--scheme zebra aggregates sparse <key, value> gradients"}}) {
     const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
