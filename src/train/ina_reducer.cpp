@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,7 +28,17 @@ class InaReducer final : public Reducer {
       o.priority = s.priority;
       ops.push_back(comm_.allreduce_async(data.subspan(s.offset, s.size), o));
     }
-    for (auto& op : ops) op.wait();
+    // Every op is waited for before an error is rethrown: none may still
+    // write into `data` once this returns.
+    std::exception_ptr first;
+    for (auto& op : ops) {
+      try {
+        op.wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
   }
   void close() override { comm_.close(); }
   std::string describe() const override {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <numeric>
+#include <stdexcept>
 #include <random>
 
 #include <fmt/format.h>
@@ -126,8 +127,12 @@ int run_worker(const WorkerConfig& w) {
     // the last layer first, as backpropagation yields them (segment k is
     // layer L - k; the flat buffer holds the layers front to back).
     const int layers = static_cast<int>(model.layer_sizes.size());
+    if (std::accumulate(model.layer_sizes.begin(), model.layer_sizes.end(), size_t{0}) != total)
+      throw std::logic_error("ina-train: the model's layers do not hold all its parameters");
+    // Priced only where a switch reads the field (gloo averages the model whole).
+    const bool eq1_on = c.priority == "eq1" && c.backend == "ina";
     std::vector<Reducer::Segment> segments;
-    if (c.priority == "eq1") {
+    if (eq1_on) {
       size_t end = total;
       for (int l = layers; l >= 1; --l) {
         end -= model.layer_sizes[l - 1];
@@ -140,6 +145,7 @@ int run_worker(const WorkerConfig& w) {
     bool eq1_measured = false;
     uint64_t eq1_steps = 0;
     std::vector<double> eq1_sum(layers, 0);  // the fields sent, summed by layer (for the report's mean)
+    uint32_t eq1_first = 0, eq1_last = 0;    // layer 1's field at the first and the last priced step
 
     const auto t_join = Clock::now();
     std::unique_ptr<Reducer> reducer = c.backend == "gloo" ? make_gloo_reducer(w) : make_ina_reducer(w);
@@ -181,7 +187,7 @@ int run_worker(const WorkerConfig& w) {
           off += g.numel();
         }
         const auto t_comm = Clock::now();
-        if (c.priority == "eq1" && eq1_measured) {
+        if (eq1_on && eq1_measured) {
           const double elapsed_us = std::chrono::duration<double, std::micro>(t_comm - t_step).count();
           // T_j: the rest of this step, and the epoch's steps after it.
           const auto after = static_cast<double>(steps_per_epoch - 1 - s);
@@ -190,6 +196,8 @@ int run_worker(const WorkerConfig& w) {
             segments[layers - l].priority = f;
             eq1_sum[l - 1] += f;
           }
+          if (eq1_steps == 0) eq1_first = segments[layers - 1].priority;
+          eq1_last = segments[layers - 1].priority;
           ++eq1_steps;
         }
         reducer->average(std::span<float>(flat), segments);
@@ -238,13 +246,15 @@ int run_worker(const WorkerConfig& w) {
                           {"checksum", fmt::format("{:016x}", checksum(params))},
                           {"priority", c.priority},
                           {"epochs", epochs}};
-    if (c.priority == "eq1")  // the mean field each layer's packets carried, and the last estimates
+    if (eq1_on)  // the mean field each layer's packets carried, layer 1's first and last, and the last estimates
       rep["eq1"] = {{"priced_steps", eq1_steps},
                     {"mean_priority", [&] {
                        nlohmann::json m = nlohmann::json::array();
                        for (double v : eq1_sum) m.push_back(eq1_steps ? v / static_cast<double>(eq1_steps) : 0);
                        return m;
                      }()},
+                    {"first_priority", eq1_first},
+                    {"last_priority", eq1_last},
                     {"last_iteration_ms", eq1.iteration_us() / 1e3},
                     {"last_comm_over_comp", eq1.comm_over_comp()}};
     reducer.reset();

@@ -295,14 +295,11 @@ TEST(NetnsCluster, TwoTrainingJobsOnOneSwitchEachIdenticalAndPriced) {
     EXPECT_EQ(j.at("epochs").size(), 1u) << run.r.output;
     EXPECT_NE(j.at("reducer").get<std::string>().find("preemptive"), std::string::npos) << run.r.output;
     const double p1 = j.at("eq1").at("mean_priority").at(0).get<double>(), p2 = j.at("eq1").at("mean_priority").at(1).get<double>();
-    EXPECT_GE(p2, 1.0) << run.r.output;
     EXPECT_LE(std::abs(p1 - 2 * p2), 1.5) << run.r.output;
   }
   EXPECT_NE(jobs[1].at("train_args").get<std::string>().find("--hidden 256"), std::string::npos);
-  // The switch's statistics as it stopped: both jobs served, DSA's compares counted.
-  const auto& sw = run.j.at("switch");
-  EXPECT_EQ(sw.at("jobs").at("finished").get<unsigned>(), 2u) << sw.dump();
-  EXPECT_TRUE(sw.at("switch").contains("preempt_won")) << sw.dump();
+  // The switch's statistics as it stopped: both jobs finished there.
+  EXPECT_EQ(run.j.at("switch").at("jobs").at("finished").get<unsigned>(), 2u) << run.j.at("switch").dump();
   expect_no_namespaces_left(run.r.output);
 }
 
@@ -321,6 +318,8 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                         Case{"--workers 4 --job hosts=0-1 --job-quota 0", "--job-quota must be fair, none or a number"},
                         Case{"--workers 4 --ps-hosts 2", "--ps-hosts needs --job"},
                         Case{"--workers 4 --job 'hosts=0-1,train=--epochs 1'", "train= goes with --train"},
+                        Case{"--workers 4 --train '--epochs 1' --job hosts=0-1,priority=5",
+                             "priority= is an allreduce job's; a training job sets its ina-train options with train="},
                         Case{"--workers 4 --racks 2 --train '--epochs 1'", "--train does not combine with --racks"},
                         Case{"--workers 4 --scheme zebra --train '--epochs 1'",
                              "--scheme zebra aggregates sparse <key, value> gradients"}}) {

@@ -84,9 +84,10 @@ TEST(Train, SmokeInaDsaTwoWorkers) {
     const auto& eq1 = w.at("eq1");
     EXPECT_EQ(eq1.at("priced_steps").get<unsigned>(), 199u) << w.dump();
     const double p1 = eq1.at("mean_priority").at(0).get<double>(), p2 = eq1.at("mean_priority").at(1).get<double>();
-    EXPECT_GE(p2, 1.0) << w.dump();
     EXPECT_LE(std::abs(p1 - 2 * p2), 1.5) << w.dump();
-    EXPECT_GT(eq1.at("last_comm_over_comp").get<double>(), 0) << w.dump();
+    // T_j is the rest of the epoch (one of 200 steps here): the first priced
+    // step has 198 steps after it, the last none, so its field is far higher.
+    EXPECT_GT(eq1.at("last_priority").get<double>(), 20 * eq1.at("first_priority").get<double>()) << w.dump();
   }
 }
 
@@ -103,7 +104,6 @@ TEST(Train, CnnPricesEachOfItsThreeLayers) {
     const auto& m = w.at("eq1").at("mean_priority");
     ASSERT_EQ(m.size(), 3u) << w.dump();
     const double p1 = m.at(0).get<double>(), p2 = m.at(1).get<double>(), p3 = m.at(2).get<double>();
-    EXPECT_GE(p3, 1.0) << w.dump();
     EXPECT_LE(std::abs(p1 - 3 * p3), 2.0) << w.dump();
     EXPECT_LE(std::abs(p2 - 1.5 * p3), 1.25) << w.dump();
     EXPECT_EQ(w.at("eq1").at("priced_steps").get<unsigned>(), 19u);  // 640 samples / 32, the first unpriced
@@ -136,6 +136,8 @@ TEST(Train, InaMatchesGlooAccuracy) {
   const TrainRun gloo = train("--backend gloo " + common, "gloo");
   ASSERT_EQ(gloo.status, 0) << gloo.log;
   expect_identical(gloo, 2);
+  // gloo reads no priority: its workers price nothing, whatever --priority says.
+  for (const auto& w : gloo.summary.at("workers")) EXPECT_FALSE(w.contains("eq1")) << w.dump();
   const double ref = gloo.summary.at("final_test_accuracy").get<double>();
   EXPECT_GT(ref, 0.75) << gloo.log;
   for (const std::string scheme : {"atp", "switchml"}) {
