@@ -51,7 +51,7 @@ struct HostPlan {
   // (L = l = 1), T the iteration's estimated time left.
   bool eq1 = false;
   bool eq1_per_tensor = true;  // one value per shard and iteration (CollectiveSettings::eq1_per_tensor)
-  double est_iter_us = 0, comm_over_comp = 1;
+  host::Eq1Estimates eq1_estimates{0, 1};  // T_j and Comm_j / Comp_j, from the plan (never re-measured)
 };
 
 // One worker host: a worker transport per shard of its job and the PS of its
@@ -128,9 +128,8 @@ class ShardHost final : public Node, private host::PriorityFn {
     const size_t it = std::min(next_, start_.size() - 1);
     auto& [at, value] = priced_[shard];
     if (plan_.eq1_per_tensor && at == it) return value;
-    const double left_us = plan_.est_iter_us - to_us(now - start_[it]);
     at = it;
-    value = host::dsa_priority_field(host::dsa_priority(left_us, 1, 1, plan_.comm_over_comp));
+    value = plan_.eq1_estimates.field(to_us(now - start_[it]), 1, 1);
     return value;
   }
 
@@ -416,8 +415,8 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
         const double comm_us = 8.0 * 4.0 * static_cast<double>(elems) / (g.arc_gbps(g.neighbors(v).front().arc) * 1e3);
         hp.eq1 = true;
         hp.eq1_per_tensor = s.eq1_per_tensor;
-        hp.est_iter_us = comm_us + s.compute_ms * 1e3;
-        hp.comm_over_comp = s.compute_ms > 0 ? comm_us / (s.compute_ms * 1e3) : 1;
+        hp.eq1_estimates = host::Eq1Estimates(comm_us + s.compute_ms * 1e3,
+                                              s.compute_ms > 0 ? comm_us / (s.compute_ms * 1e3) : 1);
       }
       auto host = std::make_unique<ShardHost>(std::move(hp), id);
       hosts[h] = host.get();
