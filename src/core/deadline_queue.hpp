@@ -9,6 +9,7 @@
 // dozen items, i.e. per batch of packets on the runtime's data path).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <vector>
 
@@ -23,9 +24,7 @@ class DeadlineQueue {
   bool push(Time at, Key key) {
     if (fifo_.empty() || at >= fifo_.back().at) fifo_.push_back({at, key});
     else heap_.push({at, key});
-    if (at >= armed_) return false;
-    armed_ = at;
-    return true;
+    return arm(at);
   }
   // The same, but before the FIFO ring would grow, the items at its front
   // that `live` says are no longer current are dropped (expire() would skip
@@ -41,15 +40,13 @@ class DeadlineQueue {
   // ring doubles: with about as many live items as slots, every push would
   // otherwise drop one item and ask `live` twice; at twice the live span it
   // asks about once.
+  // (Inline: a deadline onto a FIFO with room, the common case; the rest
+  // out of line in push_slow().)
   template <typename Live>
-  bool push(Time at, Key key, Live&& live) {
-    if (fifo_.full() && at >= fifo_.back().at) {
-      const size_t cap = fifo_.size();
-      while (!fifo_.empty() && !live(fifo_.front().key, fifo_.front().at)) fifo_.pop_front();
-      if (cap - fifo_.size() < cap / 4) fifo_.keep_if([&](const Item& it) { return live(it.key, it.at); });
-      if (cap - fifo_.size() < cap / 4) fifo_.grow();
-    }
-    return push(at, key);
+  [[gnu::always_inline]] bool push(Time at, Key key, Live&& live) {
+    if (!fifo_.has_room() || (!fifo_.empty() && at < fifo_.back().at)) [[unlikely]] return push_slow(at, key, live);
+    fifo_.push_back_with_room({at, key});
+    return arm(at);
   }
   // On the engine timer: hands every expired item to `fn` in deadline order,
   // drops items at the front that `live` says are no longer current (so a
@@ -83,6 +80,21 @@ class DeadlineQueue {
   size_t size() const { return fifo_.size() + heap_.size(); }
 
  private:
+  bool arm(Time at) {
+    if (at >= armed_) return false;
+    armed_ = at;
+    return true;
+  }
+  template <typename Live>
+  [[gnu::noinline]] bool push_slow(Time at, Key key, Live& live) {
+    if (fifo_.full() && at >= fifo_.back().at) {
+      const size_t cap = fifo_.size();
+      while (!fifo_.empty() && !live(fifo_.front().key, fifo_.front().at)) fifo_.pop_front();
+      if (cap - fifo_.size() < cap / 4) fifo_.keep_if([&](const Item& it) { return live(it.key, it.at); });
+      if (cap - fifo_.size() < cap / 4) fifo_.grow();
+    }
+    return push(at, key);
+  }
   struct Item {
     Time at;
     Key key;
@@ -92,7 +104,8 @@ class DeadlineQueue {
   class Ring {
    public:
     bool empty() const { return n_ == 0; }
-    bool full() const { return n_ != 0 && n_ == buf_.size(); }  // the next push_back grows it
+    bool full() const { return n_ != 0 && n_ == cap_; }  // the next push_back grows it
+    bool has_room() const { return n_ < cap_; }
     size_t size() const { return n_; }
     const Item& front() const { return buf_[head_]; }
     const Item& back() const { return buf_[(head_ + n_ - 1) & mask()]; }
@@ -101,7 +114,10 @@ class DeadlineQueue {
       --n_;
     }
     void push_back(const Item& it) {
-      if (n_ == buf_.size()) grow();
+      if (n_ == cap_) grow();
+      push_back_with_room(it);
+    }
+    void push_back_with_room(const Item& it) {
       buf_[(head_ + n_) & mask()] = it;
       ++n_;
     }
@@ -116,17 +132,19 @@ class DeadlineQueue {
       }
       n_ = kept;
     }
-    void grow() {
-      std::vector<Item> b(buf_.empty() ? 16 : 2 * buf_.size());
+    [[gnu::noinline]] void grow() {
+      const size_t cap = cap_ ? 2 * cap_ : 16;
+      auto b = std::make_unique<Item[]>(cap);
       for (size_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask()];
-      buf_.swap(b);
+      buf_ = std::move(b);
+      cap_ = cap;
       head_ = 0;
     }
 
    private:
-    size_t mask() const { return buf_.size() - 1; }
-    std::vector<Item> buf_;
-    size_t head_ = 0, n_ = 0;
+    size_t mask() const { return cap_ - 1; }
+    std::unique_ptr<Item[]> buf_;
+    size_t cap_ = 0, head_ = 0, n_ = 0;
   };
   Ring fifo_;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap_;

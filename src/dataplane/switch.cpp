@@ -267,7 +267,7 @@ uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {
   return static_cast<uint32_t>(splitmix64(key_of(j.job, psn)) % n_);
 }
 
-bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
+inline bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
   const auto n = static_cast<unsigned>(j.workers.size());
   if (p.h.nworkers != n || p.h.rank >= n || p.h.count > width_ || p.h.count == 0) return false;
   if (p.h.bitmap == 0 || (p.h.bitmap & ~full_bitmap(n))) return false;

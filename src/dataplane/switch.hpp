@@ -412,7 +412,7 @@ class SwitchProgram : public Node {
   void handle_tree_result(Packet* p, const SwitchJob& j, Effects& fx);
   void send_down(Packet* p, const SwitchJob& j, Effects& fx);
   void release_for_result(const SwitchJob& j, uint32_t psn);
-  bool valid_data(const Packet& p, const SwitchJob& j) const;
+  [[gnu::always_inline]] inline bool valid_data(const Packet& p, const SwitchJob& j) const;  // (inlined into on_packet())
   bool is_peer(NodeId n) const;
   bool is_member(const SwitchJob& j, NodeId n) const;
 

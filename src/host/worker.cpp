@@ -115,7 +115,7 @@ uint32_t WorkerTransport::lowest_unacked() const {
   return next_psn_;
 }
 
-void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend) {
+inline void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend) {
   Rec& r = resend ? op.recs[idx] : op.recs.open(op.low, idx);
   Packet* p = fx.alloc();
   Header& h = p->h;
@@ -162,10 +162,14 @@ void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, boo
 }
 
 void WorkerTransport::pump(Time now, Effects& fx) {
-  const size_t nops = ops_.size();  // (sending adds and retires no op)
-  while (send_op_ < nops) {
-    Op& op = ops_[send_op_];  // (a deque index: once per op, not per packet)
-    if (op.next >= op.npkts) { ++send_op_; continue; }
+  for (;;) {
+    if (!sending_) {  // (a deque index: once per op, not per call)
+      const size_t nops = ops_.size();  // (sending adds and retires no op)
+      while (send_op_ < nops && ops_[send_op_].next >= ops_[send_op_].npkts) ++send_op_;
+      if (send_op_ == nops) return;
+      sending_ = &ops_[send_op_];
+    }
+    Op& op = *sending_;
     if (op.next == 0 && send_op_ >= first_open_ + cfg_.retain_ops) return;  // retention bound
     do {
       if (!cw_.allows(inflight_)) return;
@@ -188,6 +192,8 @@ void WorkerTransport::pump(Time now, Effects& fx) {
       send_data(op, op.next, now, fx, false);
       ++op.next;
     } while (op.next < op.npkts);
+    sending_ = nullptr;
+    ++send_op_;
   }
 }
 
@@ -228,7 +234,7 @@ void WorkerTransport::on_packet(Packet* p, Time now, Effects& fx) {
   }
 }
 
-void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
+inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   Op* op = find(p->h.psn);
   const uint32_t idx = op ? p->h.psn - op->psn0 : 0;
   if (!op || op->complete || op->done(idx)) {

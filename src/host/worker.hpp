@@ -223,8 +223,8 @@ class WorkerTransport {
   }
   Op* find_slow(uint32_t psn);
   uint16_t count_of(const Op& op, uint32_t idx) const;
-  void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
-  void on_ack(Packet* p, Time now, Effects& fx);
+  [[gnu::always_inline]] inline void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
+  [[gnu::always_inline]] inline void on_ack(Packet* p, Time now, Effects& fx);  // (inlined into on_packet())
   void on_grad_request(Packet* p, Time now, Effects& fx);
   void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
@@ -244,6 +244,7 @@ class WorkerTransport {
   PriorityFn* prio_ = nullptr;
   std::deque<Op> ops_;
   size_t send_op_ = 0;       // index in ops_ of the op being sent
+  Op* sending_ = nullptr;    // ops_[send_op_] while it has packets to send (else looked up again)
   size_t first_open_ = 0;    // index in ops_ of the first incomplete op
   Op* last_found_ = nullptr;  // the last find() hit (an element of ops_)
   size_t incomplete_ = 0;

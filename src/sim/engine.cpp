@@ -395,6 +395,12 @@ void Simulator::schedule_timer(Partition& P, NodeId n, Time at, uint64_t token) 
   push(P, e);
 }
 
+// A 128-bit division, out of line (cold: a link's packets mostly have one size).
+void Simulator::set_ser_bytes(Link& l, uint32_t bytes) {
+  l.ser_bytes = bytes;
+  l.ser_time = serialization_time(bytes, l.bps);
+}
+
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
 // ecn_time; else the packet is serialized once the link is free. Returns its
 // serialization time, or -1 if it was dropped (and freed).
@@ -408,30 +414,45 @@ inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
   }
   if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
   const uint32_t bytes = wire_bytes(*p);
-  if (bytes != l.ser_bytes) {  // a 128-bit division; packets of a link mostly have one size
-    l.ser_bytes = bytes;
-    l.ser_time = serialization_time(bytes, l.bps);
-  }
+  if (bytes != l.ser_bytes) [[unlikely]] set_ser_bytes(l, bytes);  // packets of a link mostly have one size
   l.busy_until = (backlog ? l.busy_until : now) + l.ser_time;
   l.st.busy += l.ser_time;
   return l.ser_time;
 }
 
-void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
+// A link inside the partition without loss, duplication or reordering (no
+// random draw either way), a packet of the size last serialized and room on
+// the wire: admit()'s and transmit_faulty()'s steps without the rest, in one
+// function. Every call on this path is its last step (the other cases go
+// to transmit_slow(), which makes room or a size's time and starts over), so
+// the send paths it is inlined into keep few registers across it.
+inline void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
-  if (l.slow) [[unlikely]] {
-    transmit_faulty(P, link_id, p);
+  if (l.slow || wire_bytes(*p) != l.ser_bytes || l.wire.needs_room()) [[unlikely]] return transmit_slow(P, link_id, p);
+  const Time now = P.now;
+  const Time backlog = l.busy_until > now ? l.busy_until - now : 0;
+  if (backlog > l.queue_time) {
+    ++l.st.drop_queue;
+    P.pool.put(p);
     return;
   }
-  // A link inside the partition without loss, duplication or reordering
-  // (no random draw either way): transmit_faulty()'s steps without those,
-  // in one function.
-  if (admit(P, l, p) < 0) return;
+  if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
+  l.busy_until = (backlog ? l.busy_until : now) + l.ser_time;
+  l.st.busy += l.ser_time;
   ++l.st.packets;
-  l.st.bytes += l.ser_bytes;  // (this packet's size, after admit)
+  l.st.bytes += l.ser_bytes;
   const bool was_empty = l.wire.empty();
-  l.wire.push(l.busy_until + l.delay, p);
+  l.wire.push_with_room(l.busy_until + l.delay, p);
   if (was_empty) key_link(P, link_id);
+}
+
+void Simulator::transmit_slow(Partition& P, uint32_t link_id, Packet* p) {
+  Link& l = links_[link_id];
+  if (l.slow) return transmit_faulty(P, link_id, p);
+  const uint32_t bytes = wire_bytes(*p);
+  if (bytes != l.ser_bytes) set_ser_bytes(l, bytes);
+  if (l.wire.needs_room()) l.wire.make_room();
+  transmit(P, link_id, p);
 }
 
 void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
@@ -679,14 +700,7 @@ void Simulator::build_trees() {
   }
 }
 
-namespace {
-// (t, tie) as one unsigned 128-bit number (t >= 0): one compare, no branch.
-inline unsigned __int128 order_key(Time t, uint64_t tie) {
-  return static_cast<unsigned __int128>(static_cast<uint64_t>(t)) << 64 | tie;
-}
-}  // namespace
-
-void Simulator::key_link(Partition& P, uint32_t link_id) { key_leaf(P, leaf_of_[link_id], links_[link_id]); }
+[[gnu::noinline]] void Simulator::key_link(Partition& P, uint32_t link_id) { key_leaf(P, leaf_of_[link_id], links_[link_id]); }
 
 inline void Simulator::key_leaf(Partition& P, uint32_t leaf, const Link& l) {
   const bool empty = l.wire.empty();
@@ -757,8 +771,11 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
     const bool have_heap = !P.heap.empty();
     if (!have_link && !have_heap) break;
     const uint32_t li = have_link ? P.link_at[leaf] : 0;
+    // (Times first: the tie is read only when a delivery and a heap event
+    // fall on one picosecond.)
     const bool link_first =
-        have_link && (!have_heap || order_key(lt, event_tie(links_[li].to, 0, li)) < order_key(P.heap[0].t, P.heap[0].tie));
+        have_link && (!have_heap || lt < P.heap[0].t ||
+                      (lt == P.heap[0].t && event_tie(links_[li].to, 0, li) < P.heap[0].tie));
     const Time t = link_first ? lt : P.heap[0].t;
     if (t >= stop) break;
     P.now = t;

@@ -102,13 +102,19 @@ class WireFifo {
     if (n_) prefetch_packet(buf_[head_].second);
   }
   void push(Time t, Packet* p) {
-    if (!buf_ || n_ == mask_ + 1) grow();
+    if (needs_room()) grow();
+    push_with_room(t, p);
+  }
+  // The same in two steps: whether a push needs room first, make it, push.
+  bool needs_room() const { return !buf_ || n_ == mask_ + 1; }
+  void make_room() { grow(); }
+  void push_with_room(Time t, Packet* p) {
     buf_[(head_ + n_) & mask_] = {t, p};
     ++n_;
   }
 
  private:
-  void grow() {
+  [[gnu::noinline]] void grow() {
     const uint32_t cap = buf_ ? 2 * (mask_ + 1) : 64;
     auto b = std::make_unique<std::pair<Time, Packet*>[]>(cap);
     for (uint32_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask_];
@@ -390,9 +396,11 @@ class Simulator {
  private:
   static void push(Partition& P, const Event& e);
   static Event pop(Partition& P);
-  void transmit(Partition& P, uint32_t link_id, Packet* p);
+  [[gnu::always_inline]] inline void transmit(Partition& P, uint32_t link_id, Packet* p);  // (inlined into the send paths)
   [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
+  [[gnu::noinline]] void transmit_slow(Partition& P, uint32_t link_id, Packet* p);    // the rest of transmit()'s cases
   Time admit(Partition& P, Link& l, Packet* p);
+  [[gnu::noinline, gnu::cold]] static void set_ser_bytes(Link& l, uint32_t bytes);  // the serialization time of `bytes`
   void enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order);
   // Onto the link's FIFO, or a reordered packet (its link's `count`) onto
   // the heap, of P (the link's receiving partition).

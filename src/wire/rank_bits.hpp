@@ -22,15 +22,16 @@ class RankBits {
   constexpr RankBits(uint64_t lo) : w_{lo, 0} {}  // NOLINT: implicit on purpose (the low word)
   constexpr RankBits(uint64_t lo, uint64_t hi) : w_{lo, hi} {}
 
-  // Rank r's bit (none for r >= kRankBits).
+  // Rank r's bit (none for r >= kRankBits). (This and first() select
+  // between words of one shift: no branch on the rank.)
   static constexpr RankBits bit(unsigned r) {
-    return r < 64 ? RankBits(1ULL << r, 0) : r < 128 ? RankBits(0, 1ULL << (r - 64)) : RankBits();
+    const uint64_t b = 1ULL << (r & 63);
+    return {r < 64 ? b : 0, r - 64 < 64 ? b : 0};
   }
   // Ranks 0..n-1 (n <= kRankBits).
   static constexpr RankBits first(unsigned n) {
-    if (n >= 128) return {~0ULL, ~0ULL};
-    if (n >= 64) return {~0ULL, n == 64 ? 0 : (1ULL << (n - 64)) - 1};
-    return {(1ULL << n) - 1, 0};
+    const uint64_t low = (1ULL << (n & 63)) - 1;  // the first n mod 64 bits
+    return {n >= 64 ? ~0ULL : low, n >= 128 ? ~0ULL : n > 64 ? low : 0};
   }
 
   constexpr uint64_t lo() const { return w_[0]; }
