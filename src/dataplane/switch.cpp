@@ -401,15 +401,7 @@ void SwitchProgram::multicast_result(Packet* p, const SwitchJob& j, Effects& fx)
 void SwitchProgram::replicate(Packet* p, const SwitchJob& j, Effects& fx) {
   p->h.dst = kMulticast;
   if (fx.multicast(p)) return;
-  for (size_t r = 1; r < j.workers.size(); ++r) {
-    Packet* c = fx.alloc();
-    c->h = p->h;
-    copy_values(c->payload(), p->payload(), p->h.count);
-    c->h.dst = j.workers[r];
-    fx.send(c);
-  }
-  p->h.dst = j.workers[0];
-  fx.send(p);
+  fx.send_copies(p, j.workers);
 }
 
 void SwitchProgram::send_to_ps(Packet* p, const SwitchJob& j, uint16_t flags, Effects& fx) {

@@ -14,6 +14,7 @@
 // `at`. Timers cannot be cancelled; nodes ignore stale tokens (they keep a
 // generation or deadline and check it), which keeps engines simple and fast.
 #include <cstdint>
+#include <span>
 
 #include "core/time.hpp"
 #include "wire/packet.hpp"
@@ -33,6 +34,21 @@ class Effects {
   // common switch). Returns false, leaving p with the caller, if the engine
   // has no tree for the group: the caller then sends one unicast copy per member.
   virtual bool multicast(Packet* p) { return false; }
+  // One unicast per node of `to` (not empty), sent in this order: a copy
+  // (p's header and its p->h.count values, the copy's dst that node) to
+  // each of to[1], to[2], ..., then p itself to to[0]. An engine may do it
+  // in one pass; this is the same through alloc() and send().
+  virtual void send_copies(Packet* p, std::span<const NodeId> to) {
+    for (size_t r = 1; r < to.size(); ++r) {
+      Packet* c = alloc();
+      c->h = p->h;
+      copy_values(c->payload(), p->payload(), p->h.count);
+      c->h.dst = to[r];
+      send(c);
+    }
+    p->h.dst = to[0];
+    send(p);
+  }
 };
 
 class Node {

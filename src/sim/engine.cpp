@@ -46,6 +46,17 @@ void SimEffects::send(Packet* p) { sim_.route(part_, current, p); }
 void SimEffects::free(Packet* p) { part_.pool.put(p); }
 void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(part_, current, at, token); }
 bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(part_, current, p); }
+void SimEffects::send_copies(Packet* p, std::span<const NodeId> to) {
+  for (size_t r = 1; r < to.size(); ++r) {
+    Packet* c = part_.pool.get();
+    c->h = p->h;
+    copy_values(c->payload(), p->payload(), p->h.count);
+    c->h.dst = to[r];
+    sim_.route(part_, current, c);
+  }
+  p->h.dst = to[0];
+  sim_.route(part_, current, p);
+}
 
 void Simulator::route(NodeId from, Packet* p) {
   ensure_trees();

@@ -206,6 +206,7 @@ class SimEffects final : public Effects {
   void free(Packet* p) override;
   void set_timer(Time at, uint64_t token) override;
   bool multicast(Packet* p) override;
+  void send_copies(Packet* p, std::span<const NodeId> to) override;  // (the pool and route() without a call per copy)
   NodeId current = kNoNode;
 
  private:

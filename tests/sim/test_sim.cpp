@@ -487,6 +487,100 @@ TEST(Multicast, ANewMembershipIsServedNotTheSplitOfTheOldOne) {
   EXPECT_EQ(s.packets_in_use(), 0u);
 }
 
+// ---------------------------------------------------------------- unicast copies
+
+// Sends one packet's copies at start: send_copies(p, to).
+class CopySender final : public Node {
+ public:
+  explicit CopySender(std::vector<NodeId> to) : to_(std::move(to)) {}
+  void on_start(Time, Effects& fx) override {
+    if (to_.empty()) return;
+    Packet* p = fx.alloc();
+    p->h.type = PktType::Ack;
+    p->h.job = 9;
+    p->h.psn = 41;
+    p->h.count = 3;
+    for (int k = 0; k < 3; ++k) p->payload()[k] = 10 + k;
+    fx.send_copies(p, to_);
+  }
+  void on_packet(Packet* p, Time, Effects& fx) override { fx.send(p); }  // (a transit switch)
+  void on_timer(uint64_t, Time, Effects&) override {}
+
+ private:
+  std::vector<NodeId> to_;
+};
+
+// Records, in one log shared by every host, who got what when.
+class CopyHost final : public Node {
+ public:
+  struct Rx {
+    Time t;
+    NodeId at, dst;
+    uint32_t psn;
+    std::vector<int32_t> v;
+  };
+  explicit CopyHost(std::vector<Rx>& log) : log_(log) {}
+  void on_packet(Packet* p, Time now, Effects& fx) override {
+    log_.push_back({now, id(), p->h.dst, p->h.psn, std::vector<int32_t>(p->payload(), p->payload() + p->h.count)});
+    fx.free(p);
+  }
+  void on_timer(uint64_t, Time, Effects&) override {}
+
+ private:
+  std::vector<Rx>& log_;
+};
+
+// Switch S (0) sends copies to hosts 3, 4 and 2 (to = {2, 3, 4}) through
+// switch T (1), all over the one link S -> T, so their arrival order is
+// their send order. Catches: the simulator's one-pass copies sending in
+// another order than the contract's (to[1], to[2], ..., then the original
+// to to[0]) or than the alloc()/send() path's, a copy without the values,
+// a copy to the wrong node, a packet leaked.
+TEST(SendCopies, InTheContractsOrderWithTheValuesAndNothingLeaked) {
+  sim::Simulator s{1, 64};
+  std::vector<CopyHost::Rx> log;
+  s.add_node(std::make_unique<CopySender>(std::vector<NodeId>{2, 3, 4}), true);
+  s.add_node(std::make_unique<CopySender>(std::vector<NodeId>{}), true);  // T: forwards only
+  for (int h = 0; h < 3; ++h) s.add_node(std::make_unique<CopyHost>(log), false);
+  sim::LinkParams lp;
+  s.connect(0, 1, lp, lp);
+  for (NodeId h : {2, 3, 4}) s.connect(h, 1, lp, lp);
+  s.build_routes();
+  s.run();
+  ASSERT_EQ(log.size(), 3u);
+  const NodeId order[] = {3, 4, 2};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(log[i].at, order[i]) << i;
+    EXPECT_EQ(log[i].dst, order[i]) << i;
+    EXPECT_EQ(log[i].psn, 41u);
+    EXPECT_EQ(log[i].v, (std::vector<int32_t>{10, 11, 12}));
+    if (i) {
+      EXPECT_LT(log[i - 1].t, log[i].t);  // one after another on S -> T
+    }
+  }
+  EXPECT_EQ(s.packets_in_use(), 0u);
+
+  // The contract's own path (alloc() and send() per copy) in the same order.
+  struct Recorder final : Effects {
+    PacketPool pool{64};
+    std::vector<std::pair<NodeId, std::vector<int32_t>>> sent;
+    Packet* alloc() override { return pool.get(); }
+    void send(Packet* p) override {
+      sent.push_back({p->h.dst, std::vector<int32_t>(p->payload(), p->payload() + p->h.count)});
+      pool.put(p);
+    }
+    void free(Packet* p) override { pool.put(p); }
+    void set_timer(Time, uint64_t) override {}
+  } fx;
+  CopySender(std::vector<NodeId>{2, 3, 4}).on_start(0, fx);
+  ASSERT_EQ(fx.sent.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(fx.sent[i].first, order[i]) << i;
+    EXPECT_EQ(fx.sent[i].second, (std::vector<int32_t>{10, 11, 12}));
+  }
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
 // ---------------------------------------------------------------- run_point
 
 exp::Settings small_settings() {
