@@ -156,7 +156,18 @@ inline void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& 
   }
   const int shift = std::min<int>(r.retx, 3);
   r.deadline = now + backed_off_rto(rtt_.timeout(), static_cast<unsigned>(shift), cfg_.max_rto);
-  if (rto_q_.push(r.deadline, h.psn, [&](uint32_t q, Time dl) { return rto_current(q, dl) != nullptr; }))
+  // Whether a queued deadline is still current: never below the lowest
+  // unacknowledged PSN (asked once per push that makes room, not per item).
+  uint32_t low = 0;
+  bool have_low = false;
+  const auto live = [&](uint32_t q, Time dl) {
+    if (!have_low) {
+      low = lowest_unacked();
+      have_low = true;
+    }
+    return q >= low && rto_current(q, dl) != nullptr;
+  };
+  if (rto_q_.push(r.deadline, h.psn, live))
     fx.set_timer(r.deadline, 0);
   fx.send(p);
 }
