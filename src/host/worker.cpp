@@ -172,7 +172,9 @@ inline void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& 
   fx.send(p);
 }
 
-void WorkerTransport::pump(Time now, Effects& fx) {
+void WorkerTransport::pump(Time now, Effects& fx) { send_allowed(now, fx); }
+
+inline void WorkerTransport::send_allowed(Time now, Effects& fx) {
   for (;;) {
     if (!sending_) {  // (a deque index: once per op, not per call)
       const size_t nops = ops_.size();  // (sending adds and retires no op)
@@ -311,7 +313,7 @@ inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
       last_found_ = nullptr;  // it may have been the front
     }
   }
-  pump(now, fx);
+  send_allowed(now, fx);
 }
 
 void WorkerTransport::detect_losses(Time now, Effects& fx) {

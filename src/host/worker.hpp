@@ -225,6 +225,7 @@ class WorkerTransport {
   uint16_t count_of(const Op& op, uint32_t idx) const;
   [[gnu::always_inline]] inline void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
   [[gnu::always_inline]] inline void on_ack(Packet* p, Time now, Effects& fx);  // (inlined into on_packet())
+  [[gnu::always_inline]] inline void send_allowed(Time now, Effects& fx);  // pump(), inlined into it and on_ack()
   void on_grad_request(Packet* p, Time now, Effects& fx);
   void on_rate_sync(Packet* p, Time now, Effects& fx);
   void on_rto(Time now, Effects& fx);
