@@ -325,32 +325,23 @@ inline uint32_t add_lanes(int32_t* v, const int32_t* x, size_t n) {
   }
   return ovf;
 }
+}  // namespace
+
 // The common 64-value payload (core/simd_clones.hpp). An aggregator's
 // registers and a packet's payload never overlap: restrict spares the
 // vectorized loop its overlap test.
 INA_SIMD_CLONES uint32_t add_64_lanes(int32_t* __restrict v, const int32_t* __restrict x) {
   return add_lanes<64>(v, x, 64);
 }
-}  // namespace
+uint32_t add_some_lanes(int32_t* v, const int32_t* x, size_t n) { return add_lanes<0>(v, x, n); }
 
-void SwitchProgram::accumulate(uint32_t i, const Packet& p) {
-  Agg& a = aggs_[i];
-  int32_t* v = values(i);
-  const int32_t* x = p.payload();
-  const size_t n = p.h.count;
-  const uint32_t ovf = n == 64 ? add_64_lanes(v, x) : add_lanes<0>(v, x, n);
-  if (ovf >> 31) {
-    // The rare overflow is redone with saturation, as the switch's saturating
-    // ALU would: the original value is the sum minus the input, mod 2^32.
-    bool o = false;
-    for (size_t k = 0; k < n; ++k)
-      v[k] = sat_add(static_cast<int32_t>(static_cast<uint32_t>(v[k]) - static_cast<uint32_t>(x[k])), x[k], o);
-    ++st_.overflow;
-  }
-  if (n > a.count) a.count = static_cast<uint16_t>(n);
-  a.bitmap |= p.h.bitmap;
-  a.ecn |= p.h.has(flag::kEcn);
-  ++st_.aggregated;
+void SwitchProgram::saturate(int32_t* v, const int32_t* x, size_t n) {
+  // The rare overflow is redone with saturation, as the switch's saturating
+  // ALU would: the original value is the sum minus the input, mod 2^32.
+  bool o = false;
+  for (size_t k = 0; k < n; ++k)
+    v[k] = sat_add(static_cast<int32_t>(static_cast<uint32_t>(v[k]) - static_cast<uint32_t>(x[k])), x[k], o);
+  ++st_.overflow;
 }
 
 const SwitchJob* SwitchProgram::swap_with(uint32_t i, Packet& p) {

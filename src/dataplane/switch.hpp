@@ -206,6 +206,11 @@ class KvPipeline {
 // in_pool: values in pinned aggregators of `host`'s pool; else registers of its own (memory_bytes / 4).
 std::unique_ptr<KvPipeline> make_kv_pipeline(SwitchProgram& host, bool in_pool);
 
+// A wrapping add of x's lanes onto v's, 64 of them or n; returns the OR
+// of the lanes' overflow flags (bit 31 set: some lane overflowed).
+uint32_t add_64_lanes(int32_t* __restrict v, const int32_t* __restrict x);
+uint32_t add_some_lanes(int32_t* v, const int32_t* x, size_t n);
+
 class SwitchProgram : public Node {
   friend class ZebraPipeline;
 
@@ -334,7 +339,21 @@ class SwitchProgram : public Node {
 
   void reserve(uint32_t i, const Packet& p);
   void set_meta(uint32_t i, const Packet& p);  // key, bitmap, ECN, count of p
-  void accumulate(uint32_t i, const Packet& p);
+  // (Inline: every scheme's contributions run it.)
+  void accumulate(uint32_t i, const Packet& p) {
+    Agg& a = aggs_[i];
+    int32_t* v = values(i);
+    const int32_t* x = p.payload();
+    const size_t n = p.h.count;
+    const uint32_t ovf = n == 64 ? add_64_lanes(v, x) : add_some_lanes(v, x, n);
+    if (ovf >> 31) [[unlikely]] saturate(v, x, n);
+    if (n > a.count) a.count = static_cast<uint16_t>(n);
+    a.bitmap |= p.h.bitmap;
+    a.ecn |= p.h.has(flag::kEcn);
+    ++st_.aggregated;
+  }
+  // After a wrapping add of x[0, n) that overflowed: the lanes again, saturated.
+  [[gnu::noinline]] void saturate(int32_t* v, const int32_t* x, size_t n);
   void release(uint32_t i) {
     if (aggs_[i].owner) --held_[aggs_[i].owner];
     aggs_[i] = Agg{};
