@@ -413,43 +413,40 @@ void Simulator::set_ser_bytes(Link& l, uint32_t bytes) {
 }
 
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
-// ecn_time; else the packet is serialized once the link is free. Returns its
-// serialization time, or -1 if it was dropped (and freed).
-inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
+// ecn_time; else the packet is serialized once the link is free (its size
+// the link's ser_bytes). Returns false if it was dropped (and freed).
+inline bool Simulator::serialize(Partition& P, Link& l, Packet* p) {
   const Time now = P.now;
   const Time backlog = l.busy_until > now ? l.busy_until - now : 0;
   if (backlog > l.queue_time) {
     ++l.st.drop_queue;
     P.pool.put(p);
-    return -1;
+    return false;
   }
   if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
-  const uint32_t bytes = wire_bytes(*p);
-  if (bytes != l.ser_bytes) [[unlikely]] set_ser_bytes(l, bytes);  // packets of a link mostly have one size
   l.busy_until = (backlog ? l.busy_until : now) + l.ser_time;
   l.st.busy += l.ser_time;
-  return l.ser_time;
+  return true;
+}
+
+// serialize() for a packet of any size; its serialization time, or -1 if
+// it was dropped (and freed).
+inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
+  const uint32_t bytes = wire_bytes(*p);
+  if (bytes != l.ser_bytes) [[unlikely]] set_ser_bytes(l, bytes);  // packets of a link mostly have one size
+  return serialize(P, l, p) ? l.ser_time : -1;
 }
 
 // A link inside the partition without loss, duplication or reordering (no
 // random draw either way), a packet of the size last serialized and room on
-// the wire: admit()'s and transmit_faulty()'s steps without the rest, in one
-// function. Every call on this path is its last step (the other cases go
-// to transmit_slow(), which makes room or a size's time and starts over), so
+// the wire: transmit_faulty()'s steps without the rest, in one function.
+// Every call on this path is its last step (the other cases go to
+// transmit_slow(), which makes room or a size's time and starts over), so
 // the send paths it is inlined into keep few registers across it.
 inline void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
   if (l.slow || wire_bytes(*p) != l.ser_bytes || l.wire.needs_room()) [[unlikely]] return transmit_slow(P, link_id, p);
-  const Time now = P.now;
-  const Time backlog = l.busy_until > now ? l.busy_until - now : 0;
-  if (backlog > l.queue_time) {
-    ++l.st.drop_queue;
-    P.pool.put(p);
-    return;
-  }
-  if (ecn_mark(p->h, backlog > l.ecn_time)) ++l.st.ecn_marked;  // every packet type (proto/ecn.hpp)
-  l.busy_until = (backlog ? l.busy_until : now) + l.ser_time;
-  l.st.busy += l.ser_time;
+  if (!serialize(P, l, p)) return;
   ++l.st.packets;
   l.st.bytes += l.ser_bytes;
   const bool was_empty = l.wire.empty();

@@ -401,6 +401,7 @@ class Simulator {
   [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
   [[gnu::noinline]] void transmit_slow(Partition& P, uint32_t link_id, Packet* p);    // the rest of transmit()'s cases
   Time admit(Partition& P, Link& l, Packet* p);
+  [[gnu::always_inline]] inline bool serialize(Partition& P, Link& l, Packet* p);  // admit() for a packet of the link's ser_bytes
   [[gnu::noinline, gnu::cold]] static void set_ser_bytes(Link& l, uint32_t bytes);  // the serialization time of `bytes`
   void enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order);
   // Onto the link's FIFO, or a reordered packet (its link's `count`) onto
