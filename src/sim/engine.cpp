@@ -48,9 +48,7 @@ void SimEffects::set_timer(Time at, uint64_t token) { sim_.schedule_timer(part_,
 bool SimEffects::multicast(Packet* p) { return sim_.multicast_from(part_, current, p); }
 void SimEffects::send_copies(Packet* p, std::span<const NodeId> to) {
   for (size_t r = 1; r < to.size(); ++r) {
-    Packet* c = part_.pool.get();
-    c->h = p->h;
-    copy_values(c->payload(), p->payload(), p->h.count);
+    Packet* c = part_.pool.clone(*p);
     c->h.dst = to[r];
     sim_.route(part_, current, c);
   }
@@ -412,6 +410,12 @@ void Simulator::set_ser_bytes(Link& l, uint32_t bytes) {
   l.ser_time = serialization_time(bytes, l.bps);
 }
 
+// The link's ser_bytes and ser_time for p's size.
+inline void Simulator::size_link(Link& l, const Packet& p) const {
+  const uint32_t bytes = wire_bytes(p);
+  if (bytes != l.ser_bytes) [[unlikely]] set_ser_bytes(l, bytes);
+}
+
 // The link's queue: drop-tail above queue_time of backlog, ECN marking above
 // ecn_time; else the packet is serialized once the link is free (its size
 // the link's ser_bytes). Returns false if it was dropped (and freed).
@@ -432,8 +436,7 @@ inline bool Simulator::serialize(Partition& P, Link& l, Packet* p) {
 // serialize() for a packet of any size; its serialization time, or -1 if
 // it was dropped (and freed).
 inline Time Simulator::admit(Partition& P, Link& l, Packet* p) {
-  const uint32_t bytes = wire_bytes(*p);
-  if (bytes != l.ser_bytes) [[unlikely]] set_ser_bytes(l, bytes);  // packets of a link mostly have one size
+  size_link(l, *p);
   return serialize(P, l, p) ? l.ser_time : -1;
 }
 
@@ -457,8 +460,7 @@ inline void Simulator::transmit(Partition& P, uint32_t link_id, Packet* p) {
 void Simulator::transmit_slow(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
   if (l.slow) return transmit_faulty(P, link_id, p);
-  const uint32_t bytes = wire_bytes(*p);
-  if (bytes != l.ser_bytes) set_ser_bytes(l, bytes);
+  size_link(l, *p);
   if (l.wire.needs_room()) l.wire.make_room();
   transmit(P, link_id, p);
 }

@@ -102,19 +102,13 @@ class WireFifo {
     if (n_) prefetch_packet(buf_[head_].second);
   }
   void push(Time t, Packet* p) {
-    if (needs_room()) grow();
+    if (needs_room()) make_room();
     push_with_room(t, p);
   }
-  // The same in two steps: whether a push needs room first, make it, push.
+  // The same in two steps: whether a push needs room first, make it (the
+  // ring doubles), push.
   bool needs_room() const { return !buf_ || n_ == mask_ + 1; }
-  void make_room() { grow(); }
-  void push_with_room(Time t, Packet* p) {
-    buf_[(head_ + n_) & mask_] = {t, p};
-    ++n_;
-  }
-
- private:
-  [[gnu::noinline]] void grow() {
+  [[gnu::noinline]] void make_room() {
     const uint32_t cap = buf_ ? 2 * (mask_ + 1) : 64;
     auto b = std::make_unique<std::pair<Time, Packet*>[]>(cap);
     for (uint32_t i = 0; i < n_; ++i) b[i] = buf_[(head_ + i) & mask_];
@@ -122,6 +116,12 @@ class WireFifo {
     head_ = 0;
     mask_ = cap - 1;
   }
+  void push_with_room(Time t, Packet* p) {
+    buf_[(head_ + n_) & mask_] = {t, p};
+    ++n_;
+  }
+
+ private:
   std::unique_ptr<std::pair<Time, Packet*>[]> buf_;
   uint32_t head_ = 0, n_ = 0, mask_ = 0;
 };
@@ -403,6 +403,7 @@ class Simulator {
   Time admit(Partition& P, Link& l, Packet* p);
   [[gnu::always_inline]] inline bool serialize(Partition& P, Link& l, Packet* p);  // admit() for a packet of the link's ser_bytes
   [[gnu::noinline, gnu::cold]] static void set_ser_bytes(Link& l, uint32_t bytes);  // the serialization time of `bytes`
+  void size_link(Link& l, const Packet& p) const;  // set_ser_bytes() for p's size, if it differs
   void enqueue_on_wire(Partition& P, uint32_t link_id, Packet* p, Time arrival, bool in_order);
   // Onto the link's FIFO, or a reordered packet (its link's `count`) onto
   // the heap, of P (the link's receiving partition).

@@ -40,13 +40,6 @@ void PacketPool::give_free(PacketPool& to, size_t n) {
   }
 }
 
-Packet* PacketPool::clone(const Packet& src) {
-  Packet* p = get();
-  p->h = src.h;
-  copy_values(p->payload(), src.payload(), src.h.count);
-  return p;
-}
-
 const char* to_string(DecodeError e) {
   switch (e) {
     case DecodeError::None: return "ok";

@@ -160,7 +160,13 @@ class PacketPool {
     ++free_n_;
     --in_use_;
   }
-  Packet* clone(const Packet& src);
+  // A packet with src's header and its src.h.count values.
+  Packet* clone(const Packet& src) {
+    Packet* p = get();
+    p->h = src.h;
+    copy_values(p->payload(), src.payload(), src.h.count);
+    return p;
+  }
 
   uint16_t capacity() const { return capacity_; }
   size_t in_use() const { return in_use_; }
