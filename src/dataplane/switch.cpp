@@ -307,6 +307,14 @@ void SwitchProgram::reserve(uint32_t i, const Packet& p) {
   copy_values(v, p.payload(), p.h.count);
   if (p.h.count < width_) std::memset(v + p.h.count, 0, 4u * (width_ - p.h.count));
   ++st_.aggregated;
+  // A pool used in index order (SwitchML's region) reserves i + 1 next, a
+  // whole pool after its last use: its lines come in while i aggregates.
+  if (i + 1 < n_) {
+    if (const uint32_t s = slot_[i + 1]) {
+      const auto* c = reinterpret_cast<const char*>(slot_values(s));
+      for (size_t off = 0; off < 4u * width_; off += 64) __builtin_prefetch(c + off, 1, 3);
+    }
+  }
 }
 
 namespace {
