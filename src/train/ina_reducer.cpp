@@ -44,6 +44,7 @@ class InaReducer final : public Reducer {
   std::string describe() const override {
     return fmt::format("ina ({} policy, {} values per packet)", comm_.policy(), comm_.payload_values());
   }
+  nlohmann::json stats() const override { return comm_.stats(); }
 
  private:
   Communicator comm_;
@@ -51,8 +52,25 @@ class InaReducer final : public Reducer {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> comm_pairs(const TrainConfig& t) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (const auto& s : t.comm) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw rt::InputError(fmt::format("--comm: '{}' is not NAME=VALUE (e.g. fast_retransmit=false)", s));
+    kv.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  return kv;
+}
+
+CommConfig ina_comm_settings(const TrainConfig& t) {
+  return CommConfig::from_settings(comm_pairs(t), "ina-train --comm", CommConfig{});
+}
+
 CommConfig ina_comm_config(const WorkerConfig& w) {
-  CommConfig c;
+  // --comm's settings first; the job's own (switch, job, rank, workers,
+  // payload, timeouts) are ina-train's.
+  CommConfig c = ina_comm_settings(w.train);
   c.switch_addr = w.switch_addr;
   c.job = w.job;
   c.rank = w.rank;

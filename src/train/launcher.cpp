@@ -23,6 +23,7 @@
 #include "runtime/supervisor.hpp"
 #include "schemes/registry.hpp"
 #include "train/fortune_files.hpp"
+#include "train/reducer.hpp"
 #include "train/train.hpp"
 
 
@@ -42,6 +43,7 @@ using rt::Supervisor;
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
 void validate(const TrainConfig& c) {
+  if (!c.comm.empty()) ina_comm_settings(c);  // a bad --comm is named before anything starts
   if (c.model != "mlp" && c.model != "cnn" && c.model != "fortunes")
     throw rt::InputError(fmt::format("--model must be mlp, cnn or fortunes, got '{}'", c.model));
   if (c.backend != "ina" && c.backend != "gloo")
@@ -99,6 +101,7 @@ std::vector<std::string> worker_args(const TrainConfig& c) {
                              "--data", c.data_dir, "--payload", std::to_string(c.payload),
                              "--timeout", fmt::format("{}", c.timeout_s), "--dim", std::to_string(c.dim),
                              "--hot-iterations", std::to_string(c.hot_iterations), "--hot-keys", std::to_string(c.hot_keys)};
+  for (const auto& s : c.comm) a.insert(a.end(), {"--comm", s});
   if (c.verbose) a.push_back("--verbose");
   return a;
 }

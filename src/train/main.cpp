@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
                                CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--timeout", c.timeout_s, "bound of the whole run in seconds")->capture_default_str();
   app.add_option("--json", c.json_out, "write a JSON summary here");
+  app.add_option("--comm", c.comm,
+                 "ina: a communicator setting NAME=VALUE for every worker (docs/runtime.md's [communicator] keys, "
+                 "or section.key; e.g. fast_retransmit=false, profile=paper); repeatable");
   app.add_option("--ina-binary", c.ina_binary, "the `ina` executable (default: next to ina-train)");
   app.add_flag("--verbose", c.verbose, "children log their events");
   // Internal: the launcher starts the workers with these.

@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/communicator.hpp"
 #include "train/train.hpp"
 
@@ -34,11 +36,17 @@ class Reducer {
   // Leaves the job (a barrier with the other workers); bounded.
   virtual void close() = 0;
   virtual std::string describe() const = 0;
+  // The transport's counters after the last allreduce (Communicator::stats():
+  // sent, retransmits, timeouts, packets to the PS, ...); null for a backend
+  // without them (gloo).
+  virtual nlohmann::json stats() const { return nullptr; }
 };
 
 std::unique_ptr<Reducer> make_ina_reducer(const WorkerConfig& cfg);
 // The Communicator settings of an ina worker (switch, job, rank, timeouts).
 CommConfig ina_comm_config(const WorkerConfig& cfg);
+// The communicator settings of --comm alone (throws rt::InputError naming a bad one).
+CommConfig ina_comm_settings(const TrainConfig& cfg);
 std::unique_ptr<Reducer> make_gloo_reducer(const WorkerConfig& cfg);
 
 }  // namespace ina::train

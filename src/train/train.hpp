@@ -54,6 +54,10 @@ struct TrainConfig {
   double timeout_s = 600;        // whole run (launcher), and the workers' collective timeout
   std::string json_out;
   std::string ina_binary;        // empty: `ina` next to ina-train
+  // ina: communicator settings as NAME=VALUE, NAME a key of docs/runtime.md's
+  // [communicator] (or section.key, e.g. faults.loss), given to every worker
+  // (the environment's INA_* never reach them).
+  std::vector<std::string> comm;
   bool verbose = false;
 };
 

@@ -257,6 +257,8 @@ int run_worker(const WorkerConfig& w) {
                     {"last_priority", eq1_last},
                     {"last_iteration_ms", eq1.iteration_us() / 1e3},
                     {"last_comm_over_comp", eq1.comm_over_comp()}};
+    if (const nlohmann::json st = reducer->stats(); st.is_object() && st.contains("transport"))
+      rep["transport"] = st.at("transport");
     reducer.reset();
     write_report(rep, w.report);
     return 0;

@@ -30,13 +30,14 @@ struct TrainRun {
   nlohmann::json summary;
 };
 
-// Runs `ina-train ARGS --json FILE`, bounded by `timeout_s`.
-TrainRun train(const std::string& args, const std::string& tag, int timeout_s = 150) {
+// Runs `ina-train ARGS --json FILE`, bounded by `timeout_s`; `env`
+// ("NAME=value ...") is set for it.
+TrainRun train(const std::string& args, const std::string& tag, int timeout_s = 150, const std::string& env = "") {
   const fs::path dir = fs::temp_directory_path() / ("ina-test-train-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path json = dir / (tag + ".json"), log = dir / (tag + ".log");
   fs::remove(json);
-  const std::string cmd = "timeout -k 5 " + std::to_string(timeout_s) + " " + INA_TRAIN_BINARY + " --ina-binary " +
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + "timeout -k 5 " + std::to_string(timeout_s) + " " + INA_TRAIN_BINARY + " --ina-binary " +
                           INA_BINARY + " " + args + " --timeout " + std::to_string(timeout_s - 10) + " --json " +
                           json.string() + " > " + log.string() + " 2>&1";
   TrainRun r;
@@ -122,6 +123,32 @@ TEST(Train, FixedPriorityPricesNothingAndABadPolicyIsNamed) {
   const auto bad = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --priority eq2");
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--priority: eq2 not in {eq1,fixed}"), std::string::npos) << bad.output;
+}
+
+// --comm's settings reach every worker's communicator (the environment's
+// INA_* do not), and each worker reports its transport's counters: with 5 %
+// of the datagrams lost and fast retransmit off, every resend follows a
+// retransmission timeout, none a presumed loss, and the workers still end
+// bit-identical. A setting that is not NAME=VALUE, or not a setting, is named.
+TEST(Train, WorkersReportTheTransportUnderTheCommSettings) {
+  const TrainRun r = train("--backend ina --scheme dsa --model cnn --workers 2 --epochs 1 --batch 32 --limit-train 1280 "
+                           "--limit-test 200 --comm fast_retransmit=false --comm faults.loss=0.05",
+                           "transport", 150, "INA_FAST_RETRANSMIT=1");
+  ASSERT_EQ(r.status, 0) << r.log;
+  expect_identical(r, 2);
+  for (const auto& w : r.summary.at("workers")) {
+    ASSERT_TRUE(w.contains("transport")) << w.dump();
+    const auto& t = w.at("transport");
+    EXPECT_EQ(t.at("fast_retransmits").get<uint64_t>(), 0u) << t.dump();
+    EXPECT_GT(t.at("retransmits").get<uint64_t>(), 0u) << t.dump();
+    EXPECT_EQ(t.at("retransmits"), t.at("timeouts")) << t.dump();
+    EXPECT_EQ(t.at("acks"), r.summary.at("workers").at(0).at("transport").at("acks")) << t.dump();
+  }
+  for (const char* bad : {"fast_retransmit", "fast_retransmits=false", "fast_retransmit=maybe"}) {
+    const auto b = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --comm " + bad);
+    EXPECT_EQ(b.status, 2) << bad << ": " << b.output;
+    EXPECT_NE(b.output.find("--comm"), std::string::npos) << bad << ": " << b.output;
+  }
 }
 
 // The same training through ina (ATP and SwitchML switches) and gloo on a
