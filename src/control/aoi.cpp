@@ -287,6 +287,17 @@ void Placer::place(Job& job, unsigned workers) {
                                  job.name, workers));
     std::sort(job.workers.begin(), job.workers.end());
   }
+  if (job.ps_with_workers) {
+    // The unit holding most of its workers, the lowest on a tie, with a free PS slot.
+    std::optional<std::pair<unsigned, unsigned>> best;  // (workers, unit)
+    for (const auto& [v, w] : job.workers)
+      if (free_ps_[v] > 0 && (!best || w > best->first)) best = std::pair{w, v};
+    if (best) {
+      job.ps_unit = best->second;
+      --free_ps_[job.ps_unit];
+      return;
+    }
+  }
   std::vector<unsigned> ps;
   for (unsigned v = 0; v < n; ++v)
     if (free_ps_[v] > 0) ps.push_back(v);
@@ -331,6 +342,7 @@ std::vector<Job> generate_jobs(const Odcn& net, const WorkloadOptions& w, uint64
       d.job.iterations = o.iterations;
       d.job.compute_s = o.compute_ms / 1e3;
       d.job.queued = o.queued ? d.workers : 0;
+      d.job.ps_with_workers = o.ps_with_workers;
       drafts.push_back(std::move(d));
     }
   }
@@ -539,7 +551,7 @@ static Instance read_instance(const toml::table& doc, const std::string& path) {
   WorkloadOptions w;
   if (const std::optional<TomlTable> d = root.table("dml")) {
     d->only({"count", "jobs_per_ts", "jobs_per_s", "workers", "min_mb", "max_mb", "ps_update_gbps", "iterations",
-             "compute_ms", "queued"});
+             "compute_ms", "queued", "ps_with_workers"});
     DmlJobOptions o;
     o.iterations = count_of(*d, "iterations", o.iterations);
     if (o.iterations == 0) d->fail("iterations", "must be at least 1", "0");
@@ -547,6 +559,7 @@ static Instance read_instance(const toml::table& doc, const std::string& path) {
     if (!(o.compute_ms >= 0) || !std::isfinite(o.compute_ms))
       d->fail("compute_ms", "must be >= 0 (milliseconds of compute per iteration)", fmt::format("{}", o.compute_ms));
     o.queued = d->boolean("queued", o.queued);
+    o.ps_with_workers = d->boolean("ps_with_workers", o.ps_with_workers);
     o.count = count_of(*d, "count", o.count);
     o.jobs_per_ts = arrival_rate(*d, net.ts_s, o.jobs_per_ts);
     o.min_mb = d->number("min_mb", o.min_mb);

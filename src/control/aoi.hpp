@@ -86,6 +86,10 @@ struct Job {
   // scheduling queue until the planner places it (workers and ps_unit are
   // then the plan's, JobPlan::workers and ps_unit); 0: placed by the scenario.
   unsigned queued = 0;
+  // The PS in a unit of its workers (the one holding most of them) when one
+  // has a free PS slot, else as any job's (a variant: the paper places PS'
+  // "in either the same unit or different ones").
+  bool ps_with_workers = false;
 
   unsigned num_workers() const;  // its workers, or the count it asks for while queued
   unsigned workers_in(unsigned v) const;  // W_v^j
@@ -123,6 +127,7 @@ struct DmlJobOptions {
   unsigned iterations = 1;                          // Job::iterations; the MB above are per iteration
   double compute_ms = 0;                            // Job::compute_s
   bool queued = false;                              // placed by the planner when slots free (Job::queued)
+  bool ps_with_workers = false;                     // Job::ps_with_workers (a variant)
 };
 struct MapReduceJobOptions {
   unsigned count = 100;
@@ -133,7 +138,8 @@ struct MapReduceJobOptions {
 // Places jobs in arrival order (the placement rule of docs/p4inc-aoi.md): all
 // of a job's workers in one unit chosen at random among those with room,
 // else spread over the units with the most free slots; the PS in a random
-// unit with a free PS slot. Throws AoiError if the cluster is full.
+// unit with a free PS slot (Job::ps_with_workers: a unit of its workers
+// first). Throws AoiError if the cluster is full.
 class Placer {
  public:
   Placer(const Odcn& net, uint64_t seed);

@@ -361,6 +361,51 @@ TEST(AoiModel, PlacementSplitsAJobOnlyWhenNoUnitHoldsIt) {
   EXPECT_THROW(p.place(c, 5), AoiError);  // 4 slots left in all
 }
 
+// Variant dml.ps_with_workers: the PS goes in the unit holding most of the
+// job's workers while it has a PS slot, else anywhere free; by default it
+// is drawn among all units.
+TEST(AoiModel, PsWithWorkersTakesTheUnitOfMostWorkersWhileItHasASlot) {
+  auto placed = [](Placer& p, const char* name, unsigned workers) {
+    Job j;
+    j.name = name;
+    j.ps_with_workers = true;
+    p.place(j, workers);
+    return j;
+  };
+  Odcn net = make_odcn(2);
+  for (Unit& u : net.units) u.worker_slots = 10, u.ps_slots = 1;
+  Placer p(net, 1);
+  const Job a = placed(p, "a", 14);  // unit 0 (10) and unit 1 (4): the PS in unit 0
+  EXPECT_EQ(a.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 10}, {1, 4}}));
+  EXPECT_EQ(a.ps_unit, 0u);
+  const Job b = placed(p, "b", 6);  // only unit 1 holds it, its PS beside it
+  EXPECT_EQ(b.workers, (std::vector<std::pair<unsigned, unsigned>>{{1, 6}}));
+  EXPECT_EQ(b.ps_unit, 1u);
+  EXPECT_THROW(placed(p, "c", 1), AoiError);  // no PS slot left
+  // Its unit has no PS slot: elsewhere.
+  Odcn one = make_odcn(2);
+  one.units[0].ps_slots = 0;
+  one.units[1].worker_slots = 0;
+  Placer q(one, 1);
+  const Job d = placed(q, "d", 4);
+  EXPECT_EQ(d.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 4}}));
+  EXPECT_EQ(d.ps_unit, 1u);
+
+  // 64 units of 64 PS slots, 500 jobs of 2-16 workers: every job local and
+  // with its PS beside it; by default most PS' are elsewhere.
+  WorkloadOptions w;
+  w.dml = DmlJobOptions{};
+  w.dml->count = 500;
+  unsigned beside = 0;
+  for (const Job& j : generate_jobs(make_odcn(64), w, 3)) beside += j.ps_unit == j.local_unit();
+  EXPECT_LT(beside, 50u);
+  w.dml->ps_with_workers = true;
+  for (const Job& j : generate_jobs(make_odcn(64), w, 3)) {
+    ASSERT_TRUE(j.local_unit().has_value()) << j.name;
+    EXPECT_EQ(j.ps_unit, *j.local_unit()) << j.name;
+  }
+}
+
 std::string write_tmp(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / name;
   std::ofstream(path) << text;
@@ -825,6 +870,21 @@ TEST(AoiCli, SimulateUnitRunsTheScheduledIncJobsInTheirSegments) {
   const auto none = ina_test::run_ina("plan aoi --scenario " + f + " --no-inc --simulate-unit 0");
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.output.find("the schedule gives no job INC in unit 0"), std::string::npos) << none.output;
+}
+
+// A scenario's [dml] ps_with_workers reaches every generated job; a value
+// that is not a boolean is named.
+TEST(AoiModel, ScenarioReadsPsWithWorkers) {
+  const Instance inst =
+      load_scenario(write_tmp("aoi_ps_with.toml", "[net]\nunits = 4\n[dml]\ncount = 10\nps_with_workers = true\n"));
+  ASSERT_EQ(inst.jobs.size(), 10u);
+  for (const Job& j : inst.jobs) {
+    EXPECT_TRUE(j.ps_with_workers) << j.name;
+    ASSERT_TRUE(j.local_unit().has_value()) << j.name;
+    EXPECT_EQ(j.ps_unit, *j.local_unit()) << j.name;
+  }
+  const std::string e = error_of(write_tmp("aoi_ps_with_bad.toml", "[net]\nunits = 4\n[dml]\ncount = 10\nps_with_workers = 2\n"));
+  EXPECT_NE(e.find("ps_with_workers"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+# reconfigurations of scenarios/aoi/variant/fig10_ps_with_workers.toml. Re-plot: run `gnuplot reconfigurations.gp` in this directory.
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+  set terminal pngcairo noenhanced size 960,440
+} else {
+  set terminal png noenhanced size 960,440
+}
+set output "reconfigurations.png"
+set multiplot layout 1,2 title "P4INC-AOI Fig. 10, the PS beside its workers (variant): 1000 DML jobs, units: reconfigured AOI connections"
+set xlabel "units"
+set ylabel "reconfigured AOI connections"
+set yrange [0:*]
+set offsets 0, 0, graph 0.05, 0
+set grid
+set key below horizontal maxcols 2
+set bmargin 8
+set xtics (16, 32, 48, 64)
+set mxtics 1
+set ytics 20
+set mytics 1
+set format y "%.0f"
+set title "20 jobs per TS"
+plot "reconfigurations.dat" index 0 using 1:2 with linespoints lc rgb "#56B4E9" pt 11 lw 2 title "noINC-FCFS", \
+     "reconfigurations.dat" index 1 using 1:2 with linespoints lc rgb "#E69F00" pt 9 lw 2 title "noINC-TW", \
+     "reconfigurations.dat" index 2 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 title "INC-FCFS", \
+     "reconfigurations.dat" index 3 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 title "INC-TW", \
+     "reconfigurations.dat" index 4 using 1:2 with linespoints lc rgb "#56B4E9" pt 11 lw 2 dt 2 title "noINC-FCFS-need", \
+     "reconfigurations.dat" index 5 using 1:2 with linespoints lc rgb "#E69F00" pt 9 lw 2 dt 2 title "noINC-TW-need", \
+     "reconfigurations.dat" index 6 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 dt 2 title "INC-FCFS-need", \
+     "reconfigurations.dat" index 7 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 dt 2 title "INC-TW-need"
+set title "200 jobs per TS"
+plot "reconfigurations.dat" index 8 using 1:2 with linespoints lc rgb "#56B4E9" pt 11 lw 2 title "noINC-FCFS", \
+     "reconfigurations.dat" index 9 using 1:2 with linespoints lc rgb "#E69F00" pt 9 lw 2 title "noINC-TW", \
+     "reconfigurations.dat" index 10 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 title "INC-FCFS", \
+     "reconfigurations.dat" index 11 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 title "INC-TW", \
+     "reconfigurations.dat" index 12 using 1:2 with linespoints lc rgb "#56B4E9" pt 11 lw 2 dt 2 title "noINC-FCFS-need", \
+     "reconfigurations.dat" index 13 using 1:2 with linespoints lc rgb "#E69F00" pt 9 lw 2 dt 2 title "noINC-TW-need", \
+     "reconfigurations.dat" index 14 using 1:2 with linespoints lc rgb "#0072B2" pt 5 lw 2 dt 2 title "INC-FCFS-need", \
+     "reconfigurations.dat" index 15 using 1:2 with linespoints lc rgb "#D55E00" pt 7 lw 2 dt 2 title "INC-TW-need"
+unset multiplot
