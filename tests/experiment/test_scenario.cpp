@@ -301,6 +301,20 @@ TEST(Scenario, Validate) {
   EXPECT_THROW(validate(s, "x"), ScenarioError);
 }
 
+// The named variant with the paper's megabytes read as decimal: 5 000 000
+// bytes of memory, partitions of 4 000 000 (DNN A) and 2 000 000 (DNN B).
+TEST(Scenario, DsaFig8DecimalMegabytesVariant) {
+  const Scenario sc = load_scenario_file(
+      (fs::path(INA_SOURCE_DIR) / "scenarios" / "dsa" / "variant" / "fig8_decimal_mb.toml").string());
+  const auto points = expand(sc);
+  ASSERT_EQ(points.size(), 16u);  // all-A and all-B, 1..8 jobs
+  for (const auto& p : points) {
+    EXPECT_DOUBLE_EQ(p.settings.memory_mb * 1024 * 1024, 5e6);
+    const double partition_bytes = p.settings.partition_mb * 1024 * 1024;
+    EXPECT_DOUBLE_EQ(partition_bytes, p.settings.model == "A" ? 4e6 : 2e6) << p.settings.model;
+  }
+}
+
 TEST(Scenario, DsaScenariosLoadAndExpand) {
   const fs::path dir = fs::path(INA_SOURCE_DIR) / "scenarios" / "dsa";
   const std::map<std::string, size_t> expected_points = {
