@@ -64,7 +64,14 @@ std::vector<std::pair<std::string, std::string>> comm_pairs(const TrainConfig& t
 }
 
 CommConfig ina_comm_settings(const TrainConfig& t) {
-  return CommConfig::from_settings(comm_pairs(t), "ina-train --comm", CommConfig{});
+  const auto kv = comm_pairs(t);
+  // The job's own settings are ina-train's (its options and the launcher's).
+  for (const auto& [name, value] : kv)
+    for (const char* own : {"switch", "job", "job_key", "rank", "workers", "payload", "rendezvous_timeout_ms", "timeout_ms",
+                            "close_timeout_ms"})
+      if (name == own || name == std::string("communicator.") + own)
+        throw rt::InputError(fmt::format("--comm: {} is set by ina-train itself, not by --comm (got {}={})", name, name, value));
+  return CommConfig::from_settings(kv, "ina-train --comm", CommConfig{});
 }
 
 CommConfig ina_comm_config(const WorkerConfig& w) {

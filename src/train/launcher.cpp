@@ -43,7 +43,10 @@ using rt::Supervisor;
 Time at(double seconds) { return static_cast<Time>(seconds * static_cast<double>(kSec)); }
 
 void validate(const TrainConfig& c) {
-  if (!c.comm.empty()) ina_comm_settings(c);  // a bad --comm is named before anything starts
+  if (!c.comm.empty()) {  // a bad --comm is named before anything starts
+    if (c.backend != "ina") throw rt::InputError(fmt::format("--comm sets the ina communicator; --backend is {}", c.backend));
+    ina_comm_settings(c);
+  }
   if (c.model != "mlp" && c.model != "cnn" && c.model != "fortunes")
     throw rt::InputError(fmt::format("--model must be mlp, cnn or fortunes, got '{}'", c.model));
   if (c.backend != "ina" && c.backend != "gloo")

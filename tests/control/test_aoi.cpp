@@ -362,8 +362,8 @@ TEST(AoiModel, PlacementSplitsAJobOnlyWhenNoUnitHoldsIt) {
 }
 
 // Variant dml.ps_with_workers: the PS goes in the unit holding most of the
-// job's workers while it has a PS slot, else anywhere free; by default it
-// is drawn among all units.
+// job's workers among those with a free PS slot, else anywhere free; by
+// default it is drawn among all units.
 TEST(AoiModel, PsWithWorkersTakesTheUnitOfMostWorkersWhileItHasASlot) {
   auto placed = [](Placer& p, const char* name, unsigned workers) {
     Job j;
@@ -372,24 +372,32 @@ TEST(AoiModel, PsWithWorkersTakesTheUnitOfMostWorkersWhileItHasASlot) {
     p.place(j, workers);
     return j;
   };
-  Odcn net = make_odcn(2);
-  for (Unit& u : net.units) u.worker_slots = 10, u.ps_slots = 1;
-  Placer p(net, 1);
-  const Job a = placed(p, "a", 14);  // unit 0 (10) and unit 1 (4): the PS in unit 0
-  EXPECT_EQ(a.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 10}, {1, 4}}));
-  EXPECT_EQ(a.ps_unit, 0u);
-  const Job b = placed(p, "b", 6);  // only unit 1 holds it, its PS beside it
-  EXPECT_EQ(b.workers, (std::vector<std::pair<unsigned, unsigned>>{{1, 6}}));
-  EXPECT_EQ(b.ps_unit, 1u);
-  EXPECT_THROW(placed(p, "c", 1), AoiError);  // no PS slot left
-  // Its unit has no PS slot: elsewhere.
-  Odcn one = make_odcn(2);
-  one.units[0].ps_slots = 0;
-  one.units[1].worker_slots = 0;
-  Placer q(one, 1);
-  const Job d = placed(q, "d", 4);
-  EXPECT_EQ(d.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 4}}));
-  EXPECT_EQ(d.ps_unit, 1u);
+  // Three units of 10 workers; unit 0 has no PS slot. Under any seed:
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE(seed);
+    Odcn net = make_odcn(3);
+    for (Unit& u : net.units) u.worker_slots = 10, u.ps_slots = 1;
+    net.units[0].ps_slots = 0;
+    Placer p(net, seed);
+    // No unit holds 14: unit 0 (10) and unit 1 (4). Unit 0 has no PS slot,
+    // so the PS goes in unit 1, the other unit of its workers (unit 2, the
+    // only other with a slot, would be as likely under the default rule).
+    const Job a = placed(p, "a", 14);
+    EXPECT_EQ(a.workers, (std::vector<std::pair<unsigned, unsigned>>{{0, 10}, {1, 4}}));
+    EXPECT_EQ(a.ps_unit, 1u);
+    // 6 fit in unit 1 (6 free) or unit 2 (10): the PS beside them while a
+    // slot is free there (unit 1's is a's), else in unit 2.
+    const Job b = placed(p, "b", 6);
+    ASSERT_EQ(b.workers.size(), 1u);
+    EXPECT_EQ(b.ps_unit, 2u);
+    // Workers still fit (unit 2 or 1), but every PS slot is taken.
+    try {
+      placed(p, "c", 2);
+      ADD_FAILURE() << "c was placed without a PS slot";
+    } catch (const AoiError& e) {
+      EXPECT_NE(std::string(e.what()).find("every PS slot"), std::string::npos) << e.what();
+    }
+  }
 
   // 64 units of 64 PS slots, 500 jobs of 2-16 workers: every job local and
   // with its PS beside it; by default most PS' are elsewhere.
