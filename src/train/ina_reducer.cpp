@@ -50,8 +50,6 @@ class InaReducer final : public Reducer {
   Communicator comm_;
 };
 
-}  // namespace
-
 std::vector<std::pair<std::string, std::string>> comm_pairs(const TrainConfig& t) {
   std::vector<std::pair<std::string, std::string>> kv;
   for (const auto& s : t.comm) {
@@ -63,14 +61,16 @@ std::vector<std::pair<std::string, std::string>> comm_pairs(const TrainConfig& t
   return kv;
 }
 
+}  // namespace
+
 CommConfig ina_comm_settings(const TrainConfig& t) {
   const auto kv = comm_pairs(t);
   // The job's own settings are ina-train's (its options and the launcher's).
-  for (const auto& [name, value] : kv)
+  for (const auto& kv_pair : kv)
     for (const char* own : {"switch", "job", "job_key", "rank", "workers", "payload", "rendezvous_timeout_ms", "timeout_ms",
                             "close_timeout_ms"})
-      if (name == own || name == std::string("communicator.") + own)
-        throw rt::InputError(fmt::format("--comm: {} is set by ina-train itself, not by --comm (got {}={})", name, name, value));
+      if (const std::string& name = kv_pair.first; name == own || name == std::string("communicator.") + own)
+        throw rt::InputError(fmt::format("--comm: {} is set by ina-train itself, not by --comm", name));
   return CommConfig::from_settings(kv, "ina-train --comm", CommConfig{});
 }
 

@@ -150,6 +150,10 @@ TEST(Train, WorkersReportTheTransportUnderTheCommSettings) {
     EXPECT_EQ(b.status, 2) << bad << ": " << b.output;
     EXPECT_NE(b.output.find("--comm"), std::string::npos) << bad << ": " << b.output;
   }
+  // A key given there is refused without being echoed.
+  const auto key = ina_test::run_command(std::string("timeout -k 5 30 ") + INA_TRAIN_BINARY + " --comm job_key=5ec2e7f00d");
+  EXPECT_EQ(key.status, 2) << key.output;
+  EXPECT_EQ(key.output.find("5ec2e7f00d"), std::string::npos) << key.output;
 }
 
 // The same training through ina (ATP and SwitchML switches) and gloo on a
