@@ -146,6 +146,8 @@ int simulate(const ina::exp::Scenario& sc, const std::string& out_dir, bool quie
       run["sim_partitions"].push_back({{"events", events}, {"busy_s", busy}});
     for (const auto& l : p.out->marked_links)
       run["links"].push_back({{"link", l.link}, {"ecn_marks", l.ecn_marks}, {"queue_drops", l.queue_drops}});
+    for (const auto& l : p.out->busiest_links)
+      run["busiest_links"].push_back({{"link", l.link}, {"busy_ms", l.busy_ms}, {"bytes", l.bytes}});
     if (p.threw) run["threw"] = true;  // no metrics, no record in results.json
     if (p.rank >= 0) run["mpi_rank"] = p.rank;
     if (quiet) return;

@@ -34,9 +34,11 @@ constexpr auto kPoll = std::chrono::milliseconds(1);  // waiting ranks poll: Ope
 std::string encode(size_t index, const exp::RunResult& r) {
   nlohmann::json j = {{"i", index}, {"ok", r.out.ok}, {"problems", r.out.problems}, {"metrics", r.out.metrics},
                             {"jct", r.out.job_jct_ms}, {"digest", r.out.digest}, {"wall_s", r.wall_s}, {"cpu_s", r.cpu_s},
-                            {"peak_rss", r.peak_rss}, {"error", r.error}, {"links", nlohmann::json::array()}};
+                            {"peak_rss", r.peak_rss}, {"error", r.error}, {"links", nlohmann::json::array()},
+                            {"busiest", nlohmann::json::array()}};
   nlohmann::json& links = j["links"];
   for (const auto& l : r.out.marked_links) links.push_back({l.link, l.ecn_marks, l.queue_drops});
+  for (const auto& l : r.out.busiest_links) j["busiest"].push_back({l.link, l.busy_ms, l.bytes});
   const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -56,6 +58,8 @@ exp::RunResult decode(const std::string& data, size_t* index) {
   r.error = j.at("error").get<std::string>();
   for (const auto& l : j.at("links"))
     r.out.marked_links.push_back({l.at(0).get<std::string>(), l.at(1).get<uint64_t>(), l.at(2).get<uint64_t>()});
+  for (const auto& l : j.at("busiest"))
+    r.out.busiest_links.push_back({l.at(0).get<std::string>(), l.at(1).get<double>(), l.at(2).get<uint64_t>()});
   return r;
 }
 

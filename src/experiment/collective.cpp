@@ -125,13 +125,25 @@ std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& 
 }
 
 void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {
+  const auto name = [&](const sim::Link& k) { return fmt::format("{}->{}", g.node(k.from).name, g.node(k.to).name); };
+  std::vector<uint32_t> busiest;
   for (size_t l = 0; l < sim.link_count(); ++l) {
     const sim::Link& k = sim.link(static_cast<uint32_t>(l));
     (g.is_host(k.from) ? out.ecn_marks_host : out.ecn_marks_switch) += k.st.ecn_marked;
     out.queue_drops += k.st.drop_queue;
-    if (k.st.ecn_marked || k.st.drop_queue)
-      out.marked_links.push_back({fmt::format("{}->{}", g.node(k.from).name, g.node(k.to).name), k.st.ecn_marked,
-                                  k.st.drop_queue});
+    if (k.st.ecn_marked || k.st.drop_queue) out.marked_links.push_back({name(k), k.st.ecn_marked, k.st.drop_queue});
+    if (k.st.busy > 0) busiest.push_back(static_cast<uint32_t>(l));
+  }
+  // Busiest first; equal loads in link order, so the list is the same on every run of a seed.
+  const auto more = [&](uint32_t a, uint32_t b) {
+    const Time x = sim.link(a).st.busy, y = sim.link(b).st.busy;
+    return x > y || (x == y && a < b);
+  };
+  const size_t n = std::min(busiest.size(), kBusiestLinks);
+  std::partial_sort(busiest.begin(), busiest.begin() + static_cast<std::ptrdiff_t>(n), busiest.end(), more);
+  for (size_t i = 0; i < n; ++i) {
+    const sim::Link& k = sim.link(busiest[i]);
+    out.busiest_links.push_back({name(k), to_ms(k.st.busy), k.st.bytes});
   }
 }
 

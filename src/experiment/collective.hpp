@@ -112,6 +112,15 @@ struct LinkMarks {
   uint64_t ecn_marks = 0, queue_drops = 0;
 };
 
+inline constexpr size_t kBusiestLinks = 8;
+
+// A link's load in a run: its total serialization time and bytes delivered.
+struct LinkLoad {
+  std::string link;
+  double busy_ms = 0;
+  uint64_t bytes = 0;
+};
+
 struct CollectiveResult {
   bool ok = true;
   std::string problems;            // unfinished workers, wrong sums, leaks, refusals
@@ -138,6 +147,7 @@ struct CollectiveResult {
   uint64_t refused = 0;            // ring data packets a receiver refused (kBusy: its buffers held earlier steps)
   uint64_t queue_drops = 0;        // packets a full queue dropped (drop-tail, any link): a run without is lossless
   std::vector<LinkMarks> marked_links;  // every link with a mark or a drop, in link order
+  std::vector<LinkLoad> busiest_links;  // the kBusiestLinks links with the most serialization time, busiest first
   int restarted_op = -1;           // after a failure: the op the survivors restarted (-1: none)
   // Per job (ring families): mean throughput per worker and sync time, as above.
   std::vector<double> job_throughput_gbps, job_sync_ms;

@@ -60,6 +60,12 @@ RunOutput run_network_point(const Settings& s, const std::string& scheme, uint64
   m["queue_drops"] = static_cast<double>(r.queue_drops);
   m["refused_packets"] = static_cast<double>(r.refused);
   out.marked_links = r.marked_links;
+  out.busiest_links = r.busiest_links;
+  // The busiest link's serialization time over the run's synchronization
+  // time: near 1, that link bounds the collective; well below, something
+  // else does (a dependency between steps, a window, a pace).
+  if (!r.busiest_links.empty() && r.sync_ms > 0)
+    m["busiest_link_load"] = r.busiest_links.front().busy_ms / (r.sync_ms * run.settings.iterations);
   // Training throughput in the Rina paper's units (§VI-A3: images, or BERT's
   // question-answer pairs, per second over all workers): the model's batch
   // per worker per iteration. Only for a model at full size: a scaled

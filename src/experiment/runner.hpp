@@ -25,6 +25,7 @@ struct RunOutput {
   double helper_cpu_s = 0;   //   and the CPU time of its threads besides the runner's
   std::vector<std::pair<uint64_t, double>> partitions;  //   and per partition, its events and busy wall time
   std::vector<LinkMarks> marked_links;  // network kinds: links with ECN marks or queue drops (runs.json "links")
+  std::vector<LinkLoad> busiest_links;  //   and the busiest links (runs.json "busiest_links")
 };
 
 // A star point runs the star simulator; a point on a multi-switch topology

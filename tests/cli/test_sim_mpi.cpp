@@ -147,6 +147,13 @@ metrics = ["iteration_ms"]
   EXPECT_EQ(runs[2]["threw"], true);
   EXPECT_TRUE(runs[2].contains("mpi_rank"));
   for (size_t i : {0, 1, 3}) EXPECT_EQ(runs[i]["ok"], true) << runs[i].dump();
+  // A network run's busiest links come back from the rank that ran it as that run wrote them.
+  const auto here = nlohmann::json::parse(std::ifstream(d / "local" / "runs.json"));
+  for (size_t i : {0, 1, 3}) {
+    ASSERT_TRUE(runs[i].contains("busiest_links") && here[i].contains("busiest_links")) << runs[i].dump();
+    ASSERT_EQ(runs[i]["busiest_links"].size(), 8u) << runs[i].dump();
+    EXPECT_EQ(runs[i]["busiest_links"], here[i]["busiest_links"]) << "run " << i;
+  }
   fs::remove_all(d);
 }
 
@@ -185,8 +192,10 @@ metrics = ["throughput_gbps", "hops"]
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
   for (size_t i = 0; i < a.size(); ++i) {
-    for (const char* k : {"scheme", "ok", "trace_digest", "metrics", "job_jct_ms"})
+    ASSERT_TRUE(a[i].contains("busiest_links") && b[i].contains("busiest_links")) << b[i].dump();
+    for (const char* k : {"scheme", "ok", "trace_digest", "metrics", "job_jct_ms", "busiest_links"})
       EXPECT_EQ(a[i][k], b[i][k]) << "run " << i << " field " << k;
+    EXPECT_EQ(a[i]["busiest_links"].size(), 8u) << "the links of both ranks' partitions";
     EXPECT_FALSE(b[i].contains("mpi_rank")) << "every rank ran it";
     ASSERT_EQ(b[i]["sim_partitions"].size(), 2u) << b[i].dump();
     EXPECT_EQ(b[i]["sim_partitions"][0]["events"].get<double>() + b[i]["sim_partitions"][1]["events"].get<double>(),

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "experiment/collective.hpp"
 #include "ring_settings.hpp"
@@ -50,6 +53,36 @@ TEST(Ring, RarIsExactOnAFatTree) {
   // values; 14 * 32 packets of 256 B payload + 50 B header.
   EXPECT_EQ(r.bytes_per_worker, 14.0 * 32 * (256 + 50));
   EXPECT_EQ(r.queue_drops, 0u);
+}
+
+// The busiest links of a run, from its link counters: a ring whose hosts
+// sit on a line of switches s0-s1-s2-s3 in the order s0, s2, s1, s3 sends
+// two of its four flows over s1->s2 (s0's host to s2's, s1's to s3's) and
+// the acknowledgements of the two others (s2's host to s1's, s3's to
+// s0's); s2->s1 likewise. Every other link carries one flow's data and
+// another's acknowledgements: half as much. Equal loads keep link order
+// (the switch links were added first).
+TEST(Ring, BusiestLinksAreTheOnesTwoFlowsCross) {
+  topo::Graph g;
+  topo::NodeId sw[4];
+  for (int i = 0; i < 4; ++i) sw[i] = g.add_switch(fmt::format("s{}", i));
+  for (int i = 0; i < 3; ++i) g.add_link(sw[i], sw[i + 1], 100);
+  for (const int at : {0, 2, 1, 3}) g.add_link(g.add_host(fmt::format("h{}", at)), sw[at], 100);
+  auto s = small();
+  s.workers_per_job = {4};
+  const auto r = exp::run_collective(g, "rar", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  ASSERT_EQ(r.retransmits, 0u);
+  ASSERT_EQ(r.busiest_links.size(), exp::kBusiestLinks);  // of 14 links with traffic
+  std::vector<std::string> names;
+  for (const auto& l : r.busiest_links) names.push_back(l.link);
+  EXPECT_EQ(names, (std::vector<std::string>{"s1->s2", "s2->s1", "s0->s1", "s1->s0", "s2->s3", "s3->s2", "h0->s0",
+                                             "s0->h0"}));
+  const uint64_t one = r.busiest_links[2].bytes;
+  EXPECT_EQ(r.busiest_links[0].bytes, 2 * one);
+  EXPECT_EQ(r.busiest_links[1].bytes, 2 * one);
+  for (size_t i = 2; i < r.busiest_links.size(); ++i) EXPECT_EQ(r.busiest_links[i].bytes, one) << names[i];
+  EXPECT_DOUBLE_EQ(r.busiest_links[0].busy_ms, 2 * r.busiest_links[2].busy_ms);
 }
 
 // Queue drops are counted: with 2 KB queues (six packets) and a 60 KB
