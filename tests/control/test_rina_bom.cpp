@@ -4,7 +4,9 @@
 // derived by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -389,4 +391,56 @@ TEST(RinaCli, BadInputNamesTheFlagAndValue) {
   fails_with("plan rina --topology fat-tree:4 --workers h0,h99", {"--workers", "h99"});
   fails_with("plan rina --topology fat-tree:4 --ina-count 21", {"--ina-count", "21"});
   fails_with("plan rina --topology fat-tree:4 --ina edge0 --ina-count 2", {"--ina", "--ina-count"});
+}
+
+namespace {
+
+// The hosts of a topology in node order (rack-packed jobs take them so).
+std::vector<NodeId> all_hosts(const Graph& g) {
+  std::vector<NodeId> out;
+  for (NodeId v = 0; v < g.num_nodes(); ++v)
+    if (g.is_host(v)) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+// scenarios/rina/variant/dragonfly-4-9-2-ring-order.json
+// (scripts/dragonfly-ring-order 4 9 2 2) is dragonfly:4,9,2 with its hosts
+// listed in another order: the same router links, two hosts per router.
+// In the generated order group 0's ring enters at g0r3 (its global link to
+// group 8: peer index 7, router 7 / 2 = 3) and leaves from g0r0 (to group
+// 1: index 0), so g0r3 -> g0r0 carries rack g0r3's flow out and the flow
+// into h0: 2 flows -> 50, at any INA count (the ring between agents keeps
+// both). The file's order runs each group from the router it enters at to
+// the one it leaves from: one flow per arc -> 100, with INA ToRs too.
+TEST(RinaBom, DragonflyRingOrderFileCrossesEachArcOnce) {
+  const Graph gen = *ina::topo::generate("dragonfly:4,9,2");
+  const Graph file =
+      ina::topo::load_topology_file(std::string(INA_SOURCE_DIR) + "/scenarios/rina/variant/dragonfly-4-9-2-ring-order.json")
+          .graph;
+  // The same routers and router links; each router with two hosts of its own.
+  std::set<std::pair<std::string, std::string>> gen_links, file_links;
+  for (const auto* gr : {&gen, &file})
+    for (const auto& l : gr->links())
+      if (!gr->is_host(l.a) && !gr->is_host(l.b))
+        (gr == &gen ? gen_links : file_links).insert(std::minmax(gr->node(l.a).name, gr->node(l.b).name));
+  EXPECT_EQ(gen_links.size(), 36u * 3 / 2 + 36u);  // 9 groups x 6 local links + 36 global links
+  EXPECT_EQ(file_links, gen_links);
+  ASSERT_EQ(all_hosts(file).size(), 72u);
+  for (const NodeId r : file.switches()) {
+    const auto nb = file.neighbors(r);
+    EXPECT_EQ(std::count_if(nb.begin(), nb.end(), [&](const auto& n) { return file.is_host(n.peer); }), 2)
+        << file.node(r).name;
+  }
+  const auto gen_none = rina::rina_throughput(gen, all_hosts(gen), {});
+  EXPECT_EQ(gen_none.flows, 2);
+  EXPECT_EQ(gen.arc_name(gen_none.bottleneck), "g0r3->g0r0");
+  EXPECT_EQ(rina::rina_throughput(gen, all_hosts(gen), gen.switches()).flows, 2);
+  const auto file_none = rina::rina_throughput(file, all_hosts(file), {});
+  EXPECT_EQ(file_none.flows, 1);
+  EXPECT_DOUBLE_EQ(file_none.gbps, 100.0);
+  const auto file_all = rina::rina_throughput(file, all_hosts(file), file.switches());
+  EXPECT_EQ(file_all.groups.size(), 36u);
+  EXPECT_EQ(file_all.flows, 1);
 }

@@ -109,6 +109,26 @@ TEST(NetworkScenario, FileTopologyIsRelativeToTheScenario) {
   EXPECT_EQ(run.graph.ina_switches().size(), 2u);  // the file's three INA flags are replaced by switch.ina
 }
 
+// The ring-order variant of Fig. 11 on the dragonfly: its JSON beside it,
+// 72 workers in the file's host order (the file's first host is rank 0),
+// the planner's order (racks with most workers first: the 36 routers in
+// node order, g0r0 first).
+TEST(NetworkScenario, RinaDragonflyRingOrderVariantLoadsItsTopology) {
+  const Scenario sc = load_scenario_file(std::string(INA_SOURCE_DIR) +
+                                         "/scenarios/rina/variant/fig11_dragonfly_ring_order.toml");
+  const auto pts = expand(sc);
+  ASSERT_EQ(pts.size(), 10u);
+  const Point& p = pts[1];  // 4 INA routers
+  EXPECT_EQ(p.settings.ina_count, 4);
+  const NetworkRun run = network_run(p.settings, schemes::find("rina"), 1, "t");
+  EXPECT_EQ(run.graph.name, "dragonfly-4-9-2-ring-order");
+  EXPECT_EQ(run.graph.hosts().size(), 72u);
+  EXPECT_EQ(run.graph.node(run.graph.hosts().front()).name, "g0r3h0");
+  std::vector<std::string> ina;
+  for (const auto v : run.ina) ina.push_back(run.graph.node(v).name);
+  EXPECT_EQ(ina, (std::vector<std::string>{"g0r0", "g0r1", "g0r2", "g0r3"}));
+}
+
 // The paper's "50 %" (§VI-B): 6 INA switches for ATP and 4 for Rina on the
 // k = 4 fat-tree, 18 for both on the dragonfly 4,9,2; 100 % is every switch.
 TEST(NetworkScenario, PercentRuleGivesThePapersCounts) {
