@@ -335,6 +335,16 @@ TEST(NetnsCluster, SparseTrainingZebraAndPsLiteEndIdenticalZebraOffloadsThePs) {
   EXPECT_LT(into_ps_zebra, 0.5 * into_ps_pslite) << into_ps_zebra << " vs " << into_ps_pslite;
 }
 
+// gloo's ring trains the sparse model too (its gradient densified): no PS, no switch.
+TEST(NetnsCluster, SparseModelTrainsOverGlooToo) {
+  RUN_WITH_JSON(run, "--workers 2 --scheme gloo --train '--model fortunes --epochs 1 --batch 32 --dim 16' --timeout 60",
+                "gloo-fortunes", 90);
+  EXPECT_TRUE(run.j.at("identical_parameters").get<bool>()) << run.r.output;
+  EXPECT_FALSE(run.j.at("config").contains("ps_rate")) << run.j.dump();
+  EXPECT_EQ(run.j.at("epochs").size(), 1u) << run.r.output;
+  expect_no_namespaces_left(run.r.output);
+}
+
 // A bad --job is refused before anything is built (exit 2), naming the spec and the value.
 TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
   struct Case {
@@ -357,7 +367,9 @@ TEST(NetnsCluster, ABadJobSpecNamesItsFieldAndValue) {
                              "--scheme zebra aggregates sparse <key, value> gradients"},
                         Case{"--workers 4 --scheme atp --train '--model fortunes --epochs 1'",
                              "--model fortunes sends a sparse gradient: it needs a <key, value> scheme"},
-                        Case{"--workers 4 --ps-rate fast", "--ps-rate must look like 100mbit (got 'fast')"}}) {
+                        Case{"--workers 4 --ps-rate fast", "--ps-rate must look like 100mbit (got 'fast')"},
+                        Case{"--workers 4 --scheme switchml --ps-rate 10mbit", "--ps-rate: --scheme switchml has no PS"},
+                        Case{"--workers 4 --scheme gloo --ps-rate 10mbit", "--ps-rate: --scheme gloo has no PS"}}) {
     const ScriptResult r = run_bounded(script() + " --ina " + INA_BINARY + " " + c.args, 20);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
