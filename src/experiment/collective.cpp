@@ -124,7 +124,7 @@ std::vector<nlohmann::json> share_json(sim::Ranks& ranks, const nlohmann::json& 
   return out;
 }
 
-void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {
+void count_link_stats(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out) {
   const auto name = [&](const sim::Link& k) { return fmt::format("{}->{}", g.node(k.from).name, g.node(k.to).name); };
   std::vector<uint32_t> busiest;
   for (size_t l = 0; l < sim.link_count(); ++l) {

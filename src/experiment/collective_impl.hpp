@@ -71,8 +71,10 @@ struct RunSplit {
     sim.set_threads(threads);
   }
 };
-// The ECN marks of the run by where they were set: at a host's NIC queue or a switch port.
-void count_ecn_marks(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
+// The run's link counters: ECN marks by where they were set (a host's NIC
+// queue or a switch port), queue drops, the links that marked or dropped,
+// and the kBusiestLinks busiest links.
+void count_link_stats(sim::Simulator& sim, const topo::Graph& g, CollectiveResult& out);
 // The aggregator memory (bytes) every one of `switches` has: the smallest
 // switch_memory_mb() among them (memory_mb if there is none). Rina gives a
 // job one contiguous region of the same size at every ToR (§V).

@@ -546,7 +546,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   if (all_finished && aggs_left) probs.push_back(fmt::format("{} aggregators still held", aggs_left));
   // Every node is honest: anything refused or misrouted is a protocol bug.
   if (all_finished) check_network(sim, t.dropped, false, probs);
-  count_ecn_marks(sim, g, out);
+  count_link_stats(sim, g, out);
   if (t.refused.total()) probs.push_back(t.refused.text());
   if (host_refused) probs.push_back(fmt::format("hosts refused {} packets of no shard", host_refused));
   set_problems(out, probs);

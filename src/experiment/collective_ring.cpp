@@ -489,7 +489,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
     for (const auto& [id, n] : t.occupied) probs.push_back(fmt::format("{} aggregators left in switch {}", n, id));
     check_network(sim, t.dropped, true, probs);
   }
-  count_ecn_marks(sim, g, out);
+  count_link_stats(sim, g, out);
   out.collisions = t.collisions;
   out.evictions = t.evictions;
   out.preempt_lost = t.preempt_lost;
