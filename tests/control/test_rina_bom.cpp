@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -413,7 +415,8 @@ std::vector<NodeId> all_hosts(const Graph& g) {
 // 1: index 0), so g0r3 -> g0r0 carries rack g0r3's flow out and the flow
 // into h0: 2 flows -> 50, at any INA count (the ring between agents keeps
 // both). The file's order runs each group from the router it enters at to
-// the one it leaves from: one flow per arc -> 100, with INA ToRs too.
+// the one it leaves from: one flow per arc -> 100, with INA ToRs too. The
+// committed file is byte for byte what the script writes.
 TEST(RinaBom, DragonflyRingOrderFileCrossesEachArcOnce) {
   const Graph gen = *ina::topo::generate("dragonfly:4,9,2");
   const Graph file =
@@ -443,4 +446,11 @@ TEST(RinaBom, DragonflyRingOrderFileCrossesEachArcOnce) {
   const auto file_all = rina::rina_throughput(file, all_hosts(file), file.switches());
   EXPECT_EQ(file_all.groups.size(), 36u);
   EXPECT_EQ(file_all.flows, 1);
+  // The committed file is what its generator writes.
+  const std::string dir = std::string(INA_SOURCE_DIR);
+  const auto gen_out = ina_test::run_command(dir + "/scripts/dragonfly-ring-order 4 9 2 2");
+  ASSERT_EQ(gen_out.status, 0) << gen_out.output;
+  std::ifstream in(dir + "/scenarios/rina/variant/dragonfly-4-9-2-ring-order.json");
+  const std::string committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(gen_out.output, committed);
 }
