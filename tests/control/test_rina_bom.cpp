@@ -395,18 +395,6 @@ TEST(RinaCli, BadInputNamesTheFlagAndValue) {
   fails_with("plan rina --topology fat-tree:4 --ina edge0 --ina-count 2", {"--ina", "--ina-count"});
 }
 
-namespace {
-
-// The hosts of a topology in node order (rack-packed jobs take them so).
-std::vector<NodeId> all_hosts(const Graph& g) {
-  std::vector<NodeId> out;
-  for (NodeId v = 0; v < g.num_nodes(); ++v)
-    if (g.is_host(v)) out.push_back(v);
-  return out;
-}
-
-}  // namespace
-
 // scenarios/rina/variant/dragonfly-4-9-2-ring-order.json
 // (scripts/dragonfly-ring-order 4 9 2 2) is dragonfly:4,9,2 with its hosts
 // listed in another order: the same router links, two hosts per router.
@@ -430,20 +418,20 @@ TEST(RinaBom, DragonflyRingOrderFileCrossesEachArcOnce) {
         (gr == &gen ? gen_links : file_links).insert(std::minmax(gr->node(l.a).name, gr->node(l.b).name));
   EXPECT_EQ(gen_links.size(), 36u * 3 / 2 + 36u);  // 9 groups x 6 local links + 36 global links
   EXPECT_EQ(file_links, gen_links);
-  ASSERT_EQ(all_hosts(file).size(), 72u);
+  ASSERT_EQ(file.hosts().size(), 72u);
   for (const NodeId r : file.switches()) {
     const auto nb = file.neighbors(r);
     EXPECT_EQ(std::count_if(nb.begin(), nb.end(), [&](const auto& n) { return file.is_host(n.peer); }), 2)
         << file.node(r).name;
   }
-  const auto gen_none = rina::rina_throughput(gen, all_hosts(gen), {});
+  const auto gen_none = rina::rina_throughput(gen, gen.hosts(), {});
   EXPECT_EQ(gen_none.flows, 2);
   EXPECT_EQ(gen.arc_name(gen_none.bottleneck), "g0r3->g0r0");
-  EXPECT_EQ(rina::rina_throughput(gen, all_hosts(gen), gen.switches()).flows, 2);
-  const auto file_none = rina::rina_throughput(file, all_hosts(file), {});
+  EXPECT_EQ(rina::rina_throughput(gen, gen.hosts(), gen.switches()).flows, 2);
+  const auto file_none = rina::rina_throughput(file, file.hosts(), {});
   EXPECT_EQ(file_none.flows, 1);
   EXPECT_DOUBLE_EQ(file_none.gbps, 100.0);
-  const auto file_all = rina::rina_throughput(file, all_hosts(file), file.switches());
+  const auto file_all = rina::rina_throughput(file, file.hosts(), file.switches());
   EXPECT_EQ(file_all.groups.size(), 36u);
   EXPECT_EQ(file_all.flows, 1);
   // The committed file is what its generator writes.
