@@ -102,6 +102,7 @@ struct SwitchCmd {
   bool quiet = false, track_tasks = false, no_offload = false, datagram_auth = false;
   // Sharing the pool (switch_daemon.hpp ShareLimits).
   std::string job_quota = "fair", priority_range;
+  std::string hot_results = "via-ps";
   double reclaim_ms = to_ms(rt::ShareLimits{}.reclaim_after);
   std::vector<std::string> job_priority;
   FaultFlags faults;
@@ -122,6 +123,10 @@ struct SwitchCmd {
       throw rt::InputError(fmt::format("--capacity-mbit {}: scheme {} has no processing capacity to set (GRID's C_s)",
                                        capacity_mbit, scheme));
     c.program.grid.capacity_gbps = capacity_mbit / 1000;
+    if (hot_results != "via-ps" && !schemes::find(scheme).has_switch_cpu())
+      throw rt::InputError(fmt::format("--hot-results {}: scheme {} sends no hot results (zebra does)", hot_results,
+                                       scheme));
+    c.program.zebra.hot_results = kv::parse_hot_route(hot_results).value_or(kv::HotRoute::ViaPs);  // checked by CLI11
     c.isolated_regions = regions;
     c.threads = threads;
     c.faults = faults.config();
@@ -502,6 +507,11 @@ Runner register_runtime(CLI::App& app) {
                 "it is dropped with a rate-sync, GRID 5.2); 0: unlimited")
       ->check(Finite(0, 1e7, false, "Mbit/s"));
   s->add_option("--seed", sw->seed, "switch program seed (DSA coin strawman)");
+  s->add_option("--hot-results", sw->hot_results,
+                "zebra: where the switch sends the hot sums: via-ps (the paper's: to the PS, which sends every sum "
+                "to the workers) or multicast (to the workers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"via-ps", "multicast"}));
   s->add_flag("--no-offload", sw->no_offload,
               "send and receive one datagram per system-call message (no UDP_SEGMENT / UDP_GRO segmentation offload)");
   s->add_flag("--datagram-auth", sw->datagram_auth,

@@ -475,8 +475,10 @@ struct AoiSlotRecord {
 const std::vector<AoiSlotRecord>* aoi_slots(const SwitchProgram& sw);
 
 // Zebra's switch CPU (Zebra_s, §III-F), a node beside the pipeline: it keeps a
-// copy of every result packet until each worker of the job has acknowledged
-// it and retransmits it (unicast, through the switch) to those that have not.
+// copy of every result packet until each of the job's receivers has
+// acknowledged it and retransmits it (unicast, through the switch) to those
+// that have not. The receivers are the PS alone (ZebraConfig::hot_results
+// ViaPs, acknowledging as rank 0) or the workers by rank (Multicast).
 struct SwitchCpuStats {
   uint64_t copies = 0, acks = 0, retransmits = 0, unknown_acks = 0, malformed = 0;
 };
@@ -488,12 +490,12 @@ class SwitchCpu final : public Node {
   // (the runtime); the simulator keeps the fixed one.
   SwitchCpu(NodeId sw, Time rto, bool adaptive = false)
       : sw_(sw), rto_(rto), adaptive_(adaptive), est_(rto, kSec) {}
-  void add_job(uint16_t job, std::vector<NodeId> workers);
+  void add_job(uint16_t job, std::vector<NodeId> receivers);
   // Frees the job's held copies (a finished or aborted job); returns how many there were.
   size_t remove_job(uint16_t job, Effects& fx);
   void on_packet(Packet* p, Time now, Effects& fx) override;
   void on_timer(uint64_t token, Time now, Effects& fx) override;
-  size_t held() const { return held_.size(); }  // result copies not yet acknowledged by every worker
+  size_t held() const { return held_.size(); }  // result copies not yet acknowledged by every receiver
   const SwitchCpuStats& stats() const { return st_; }
 
  private:
@@ -512,7 +514,7 @@ class SwitchCpu final : public Node {
   Time rto_;
   bool adaptive_;
   RttEstimator est_;
-  std::vector<std::vector<NodeId>> jobs_;  // by job id: workers by rank
+  std::vector<std::vector<NodeId>> jobs_;  // by job id: receivers by rank
   std::unordered_map<uint64_t, Held> held_;
   DeadlineQueue<uint64_t> dq_;
   SwitchCpuStats st_;

@@ -27,14 +27,17 @@
 // passes over the indices in rank order, K per pass (a pass again reads each
 // register once, so a layout that puts two of them in one register costs
 // passes), clearing them; every index some worker updated becomes a pair
-// (rank index, sum) of a KvResult, multicast to the workers, with one copy to
-// the switch CPU. Result keys are rank indices: the workers map them back
-// (§III-D: "workers store the mapping information locally").
+// (rank index, sum) of a KvResult, with one copy to the switch CPU. Where the
+// results go is ZebraConfig::hot_results (wire/kv.hpp): to the job's PS (the
+// paper's §III-E: the PS "broadcasts the all updated parameters back to each
+// worker"), or multicast to the workers (a variant). Result keys are rank
+// indices: their receivers map them back (§III-D: "workers store the mapping
+// information locally"; the PS holds the hot set too).
 //
 // Reliability of results (Zebra_s, §III-F): the SwitchCpu node keeps each
-// copy until every worker acknowledged it (the workers' KvAcks reach the
-// pipeline, which passes them to the CPU) and retransmits it to the others
-// through the pipeline.
+// copy until every receiver (the PS, or each worker) acknowledged it (their
+// KvAcks reach the pipeline, which passes them to the CPU) and retransmits it
+// to the others through the pipeline.
 //
 // Hot-set updates (online identification): set_sparse_table installs a table
 // valid from an iteration on; lookups use the table of the packet's
@@ -170,11 +173,20 @@ class ZebraPipeline final : public KvPipeline {
     }
     const size_t n = j.workers.size();
     if (p->h.type == PktType::KvResult) {
-      // The CPU's retransmission of a result copy to worker `rank`.
+      // The CPU's retransmission of a result copy to receiver `rank` (the PS is receiver 0).
       if (j.zebra.cpu == kNoNode || src != j.zebra.cpu) return drop(st.foreign_forward);
-      if (p->h.rank >= n) return drop(st.malformed);
+      if (p->h.rank >= (via_ps() ? 1 : n) || (via_ps() && j.ps == kNoNode)) return drop(st.malformed);
       p->h.src = h_.id();
-      p->h.dst = j.workers[p->h.rank];
+      p->h.dst = via_ps() ? j.ps : j.workers[p->h.rank];
+      ++st.forwarded;
+      fx.send(p);
+      return;
+    }
+    if (p->h.type == PktType::KvAck && via_ps()) {
+      // The PS's receipt of a result (receiver 0): the CPU holds the copies.
+      if (j.ps == kNoNode || src != j.ps) return drop(st.foreign_data);
+      if (!p->h.has(flag::kResult) || p->h.rank != 0 || j.zebra.cpu == kNoNode) return drop(st.malformed);
+      p->h.dst = j.zebra.cpu;
       ++st.forwarded;
       fx.send(p);
       return;
@@ -244,6 +256,7 @@ class ZebraPipeline final : public KvPipeline {
   };
 
   size_t value_registers() const { return h_.cfg_.memory_bytes / 4; }
+  bool via_ps() const { return h_.cfg_.zebra.hot_results == kv::HotRoute::ViaPs; }
 
   // Index x's value register under layout L: its own register, or lane
   // reg(x) of the pool aggregator pinned for slot(x).
@@ -470,7 +483,14 @@ class ZebraPipeline final : public KvPipeline {
       c->h.dst = j.zebra.cpu;
       fx.send(c);
     }
-    h_.replicate(r, j, fx);
+    if (!via_ps()) return h_.replicate(r, j, fx);
+    if (j.ps == kNoNode) {  // refused by add_job; a job without a PS has no receiver
+      ++h_.st_.malformed;
+      fx.free(r);
+      return;
+    }
+    r->h.dst = j.ps;
+    fx.send(r);
   }
 
   SwitchProgram& h_;  // the program this pipeline runs in (its stats, job table, pool)
@@ -510,9 +530,9 @@ std::unique_ptr<SwitchProgram> make_zebra(const SwitchConfig& cfg, std::string_v
 
 // ---- the switch CPU ----
 
-void SwitchCpu::add_job(uint16_t job, std::vector<NodeId> workers) {
+void SwitchCpu::add_job(uint16_t job, std::vector<NodeId> receivers) {
   if (jobs_.size() <= job) jobs_.resize(job + 1u);
-  jobs_[job] = std::move(workers);
+  jobs_[job] = std::move(receivers);
 }
 
 size_t SwitchCpu::remove_job(uint16_t job, Effects& fx) {

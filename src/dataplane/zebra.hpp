@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "wire/fp16.hpp"
+#include "wire/kv.hpp"
 #include "wire/packet.hpp"
 
 namespace ina::dp {
@@ -18,6 +19,7 @@ struct ZebraConfig {
   uint16_t kv_pairs = 9;
   KvArith kv_arith = KvArith::Fixed;  // hot values: int32 sums, or float16 added by fp16::TableAdder (wire/fp16.hpp)
   double recirc_gbps = 100;           // the recirculation port: every extra pipeline pass is serialized on it
+  kv::HotRoute hot_results = kv::HotRoute::ViaPs;  // where the hot results go (wire/kv.hpp); the hosts' SparseConfig agrees
   // Beyond the paper: a shared-pool program (ATP, DSA; the registry's
   // Scheme::hosts_sparse) also runs sparse jobs through this pipeline. A
   // sparse job's hot values then live in aggregators of the pool, pinned

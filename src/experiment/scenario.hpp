@@ -132,6 +132,8 @@ struct Settings {
                                        //   (0: a NIC each; the paper's testbed: 8)
   std::string zebra_arith = "fixed";   // zebra.arith: fixed (int32, exact) | float16-table (float gradients,
                                        //   float16 table adds on the switch, float32 at the PS; docs/zebra.md)
+  std::string zebra_hot_results = "via-ps";  // zebra.hot_results: via-ps (the paper's §III-E: the switch's results
+                                       //   to the PS, which sends every sum to the workers) | multicast (to the workers)
   // Ours: the sparse job in a shared pool beside a dense job (exp::SparseSettings::pool).
   std::string sparse_pool;             // zebra.pool: "" (Zebra's own registers) | a pool scheme that hosts sparse jobs (atp, dsa)
   int dense_workers = 0;               // zebra.dense_workers: the dense job beside it (0: none)

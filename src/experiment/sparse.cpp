@@ -366,6 +366,7 @@ class SparseStar {
     sc.zebra.kv_pairs = static_cast<uint16_t>(s_.pairs);
     sc.zebra.kv_table_entries = s_.table_entries;
     sc.zebra.kv_arith = s_.arith;
+    sc.zebra.hot_results = s_.hot_results;
     sc.seed = s_.seed;
     if (pool_) {
       sc.payload_values = kDenseValues;
@@ -385,6 +386,7 @@ class SparseStar {
     hc_.init_window = s_.init_window;
     hc_.first_iteration = s_.first_iteration;
     hc_.arith = s_.arith;
+    hc_.hot_results = s_.hot_results;
   }
 
   // Each worker's pushes per iteration and the exact sums of their union
@@ -476,6 +478,7 @@ class SparseStar {
   void add_ps() {
     auto psn = std::make_unique<Faulty<host::SparsePs>>(std::make_unique<host::SparsePs>(hc_), s_.fault, out_.faults);
     ps_ = &psn->inner();
+    for (const auto& t : switch_tables_) ps_->set_table(t);
     closed_.assign(s_.iterations, 0);
     psn->watch = [this](bool outgoing, const Packet& p, Time now) {
       if (p.h.priority < s_.first_iteration || p.h.priority >= s_.first_iteration + s_.iterations) return;
@@ -498,11 +501,12 @@ class SparseStar {
   }
 
   // Zebra's switch CPU (node N+2): it keeps a copy of each hot result until
-  // every worker has acknowledged it, and retransmits it to those that have not.
+  // its receivers (the PS, or every worker) have acknowledged it, and
+  // retransmits it to those that have not.
   void add_switch_cpu() {
     if (!ina_) return;
     auto c = std::make_unique<dp::SwitchCpu>(NodeId{0}, s_.cpu_rto);
-    c->add_job(kSparseJob, hc_.workers);
+    c->add_job(kSparseJob, s_.hot_results == kv::HotRoute::ViaPs ? std::vector<NodeId>{hc_.ps} : hc_.workers);
     cpu_ = c.get();
     sim_.add_node(std::move(c), false);
   }

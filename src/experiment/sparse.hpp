@@ -60,6 +60,7 @@ struct SparseSettings {
   double init_window = 64;
   Time time_limit = 60 * kSec;      // of simulated time: a run still going then fails, saying where each worker is
   KvArith arith = KvArith::Fixed;   // values: int32 exact, or float (hot: float16 table adds, cold: float32 at the PS)
+  kv::HotRoute hot_results = kv::HotRoute::ViaPs;  // the switch's hot results: to the PS (the paper's) or to the workers
   double grad_sigma = 0.01;         // Float16Table: the gradients' scale (workload::sparse_gradient)
   // Hot-set updates (online identification): from iteration `from` on, the
   // top `hot_keys` of iterations [profile_first, + profile_iterations); the

@@ -196,6 +196,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   ss.table_entries = static_cast<uint32_t>(s.table_entries);
   ss.memory_bytes = static_cast<uint64_t>(s.memory_mb * workload::kMiB);
   ss.arith = parse_kv_arith(s.zebra_arith).value_or(KvArith::Fixed);  // checked by the scenario parser
+  ss.hot_results = kv::parse_hot_route(s.zebra_hot_results).value_or(kv::HotRoute::ViaPs);  // checked there too
   ss.link = star_link(s);
   ss.time_limit = from_ms(s.max_sim_ms);
   ss.pool = s.sparse_pool;

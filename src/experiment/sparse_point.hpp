@@ -27,6 +27,9 @@
 //   topology.machines       the workers share this many machines' NICs (0: a NIC each)
 //   switch.payload_bytes    a dense scheme's (switchml's) values per packet x 4
 //   zebra.table_entries     the key -> register exact-match table (the prototype: 32,768)
+//   zebra.hot_results       via-ps (the paper's: the switch's hot results to the PS,
+//                           which sends every key's sum to the workers) | multicast
+//                           (the switch's results to the workers, beside the PS's)
 //   zebra.arith             fixed (int32 values, exact sums) | float16-table (float
 //                           gradients; hot pairs float16, added by the switch's table
 //                           adder; cold pairs float32 at the PS; zebra and ps-lite only)

@@ -85,6 +85,21 @@ CongestionWindowConfig ps_window_config(const SparseConfig& c) {
   return w;
 }
 
+// Turns a received result into its receipt to whoever sent it (§III-F), as
+// receiver `rank`; `cum`: a cumulative count (delayed acknowledgements).
+void to_receipt(Packet* p, NodeId self, uint8_t rank, size_t nworkers, uint32_t cum) {
+  const NodeId to = p->h.src;
+  p->h.type = PktType::KvAck;
+  p->h.flags = flag::kResult;
+  p->h.count = 0;
+  p->h.src = self;
+  p->h.dst = to;
+  p->h.rank = rank;
+  p->h.nworkers = static_cast<uint8_t>(nworkers);
+  p->h.bitmap = RankBits::bit(rank);
+  p->h.agg_index = cum;
+}
+
 }  // namespace
 
 bool delayed_ack_due(std::vector<bool>& got, uint32_t psn, bool fresh, bool ack_now, unsigned every, uint32_t& cum,
@@ -240,8 +255,10 @@ void SparseWorker::transmit(uint32_t i, Time now, Effects& fx, bool blocked) {
   p->h.psn = d.psn;
   p->h.priority = iter_;
   p->h.bitmap = RankBits::bit(rank_);
+  const bool says_hot = i + 1 == desc_.size() && hot_stream_ && cfg_.hot_results == kv::HotRoute::ViaPs;
   p->h.flags = static_cast<uint16_t>((d.last ? flag::kLast : 0) | (first ? 0 : flag::kResend) |
-                                     (!d.hot && cfg_.ack_every > 1 && blocked ? flag::kAckNow : 0));
+                                     (!d.hot && cfg_.ack_every > 1 && blocked ? flag::kAckNow : 0) |
+                                     (says_hot ? flag::kHot : 0));
   const Table* t = d.hot ? table_for(iter_) : nullptr;
   kv::init(*p, d.n, t ? static_cast<uint16_t>(t->hot->version) : 0, d.last ? d.total : 0);
   for (uint32_t q = 0; q < d.n; ++q) kv::set(*p, q, pairs_[d.first + q].first, pairs_[d.first + q].second);
@@ -347,6 +364,11 @@ void SparseWorker::on_ack(const Packet& p, Time now, Effects& fx) {
 
 void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
   const bool from_sw = cfg_.sw != kNoNode && p->h.src == cfg_.sw;
+  if (from_sw && cfg_.hot_results == kv::HotRoute::ViaPs) {  // the switch's results are the PS's to take
+    ++st_.foreign;
+    fx.free(p);
+    return;
+  }
   const uint32_t iter = p->h.priority;
   if (iter > iter_ || p->h.psn >= kMaxStreamPackets) {
     ++st_.malformed;
@@ -396,23 +418,14 @@ void SparseWorker::on_result(Packet* p, Time now, Effects& fx) {
     }
     cum = s.cum;
   }
-  const NodeId to = p->h.src;
-  p->h.type = PktType::KvAck;
-  p->h.flags = flag::kResult;
-  p->h.count = 0;
-  p->h.src = id();
-  p->h.dst = to;
-  p->h.rank = rank_;
-  p->h.nworkers = static_cast<uint8_t>(cfg_.workers.size());
-  p->h.bitmap = RankBits::bit(rank_);
-  p->h.agg_index = cum;
+  to_receipt(p, id(), rank_, cfg_.workers.size(), cum);
   fx.send(p);
   if (current) maybe_finish(now, fx);
 }
 
 void SparseWorker::maybe_finish(Time now, Effects& fx) {
   if (!active_ || !desc_.back().acked || !ps_res_.complete()) return;
-  if (hot_stream_ && !sw_res_.complete()) return;
+  if (hot_stream_ && cfg_.hot_results == kv::HotRoute::Multicast && !sw_res_.complete()) return;
   active_ = false;
   ++gen_;
   std::sort(sums_.begin(), sums_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -450,6 +463,12 @@ SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(ps_window_c
   rx_.resize(cfg_.workers.size());
   res_cum_.assign(cfg_.workers.size(), 0);
   in_.assign(cfg_.workers.size(), false);
+}
+
+void SparsePs::set_table(Table t) {
+  if (!t.hot) throw std::invalid_argument("sparse PS: a table needs a hot set");
+  while (!tables_.empty() && tables_.back().from >= t.from) tables_.pop_back();
+  tables_.push_back(std::move(t));
 }
 
 void SparsePs::ack(const Packet& p, Effects& fx, uint32_t cum, bool ece) {
@@ -534,6 +553,11 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
     fx.free(p);
     return;
   }
+  if (p->h.type == PktType::KvResult) {
+    if (cfg_.sw == kNoNode || src != cfg_.sw || cfg_.hot_results != kv::HotRoute::ViaPs) return drop(st_.foreign);
+    on_switch_result(p, fx);
+    return maybe_finish(now, fx);
+  }
   if (p->h.type != PktType::KvData) return drop(st_.malformed);
   const bool direct = (p->h.psn & kv::kPsStream) != 0;
   // A worker's own cold stream, or the pairs the switch passed on from its hot stream.
@@ -563,11 +587,62 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
     if (direct && p->h.has(flag::kLast) && !in_[p->h.rank]) {
       in_[p->h.rank] = true;
       ++ndone_;
+      hot_expected_ |= p->h.has(flag::kHot) && cfg_.sw != kNoNode && cfg_.hot_results == kv::HotRoute::ViaPs;
     }
   }
   ack_direct(*p, fresh, now, fx);
   fx.free(p);
-  if (ndone_ == n) finish_iteration(now, fx);
+  maybe_finish(now, fx);
+}
+
+// A result of the switch (hot_results ViaPs): its pairs, rank indices of the
+// hot set of the version it carries, added in once; acknowledged to the
+// switch (whose CPU holds its copy) as receiver 0. One of an earlier
+// iteration is a copy sent again after a lost acknowledgement: acknowledged
+// again. One of a hot-set version not held yet is left unacknowledged.
+void SparsePs::on_switch_result(Packet* p, Effects& fx) {
+  auto drop = [&](uint64_t& c) {
+    ++c;
+    fx.free(p);
+  };
+  const uint32_t iter = p->h.priority, psn = p->h.psn;
+  if (iter > iter_ || psn >= kMaxStreamPackets) return drop(st_.malformed);
+  if (iter == iter_) {
+    if (psn >= sw_got_.size()) sw_got_.resize(psn + 1, false);
+    if (sw_got_[psn]) {
+      ++st_.duplicates;
+    } else {
+      const Table* t = nullptr;
+      for (const auto& x : tables_)
+        if ((x.hot->version & 0xFFFF) == kv::hot_version(*p)) t = &x;
+      if (!t) return drop(st_.unknown_version);
+      const unsigned np = kv::pairs(*p);
+      for (unsigned q = 0; q < np; ++q)
+        if (kv::key(*p, q) >= t->hot->size()) return drop(st_.malformed);
+      if (p->h.has(flag::kLast) && (kv::total(*p) == 0 || kv::total(*p) > kMaxStreamPackets))
+        return drop(st_.malformed);
+      sw_got_[psn] = true;
+      ++sw_n_;
+      if (p->h.has(flag::kLast)) sw_total_ = kv::total(*p);
+      ++st_.hot_results;
+      st_.hot_pairs += np;
+      for (unsigned q = 0; q < np; ++q) {
+        int32_t& v = sums_[t->hot->keys[kv::key(*p, q)]];
+        v = add_value(cfg_.arith, v, from_switch(cfg_.arith, kv::value(*p, q)), &st_.overflow);
+      }
+    }
+  } else {
+    ++st_.duplicates;
+  }
+  to_receipt(p, id(), 0, cfg_.workers.size(), 0);
+  ++st_.acks_sent;
+  fx.send(p);
+}
+
+void SparsePs::maybe_finish(Time now, Effects& fx) {
+  if (ndone_ != cfg_.workers.size()) return;
+  if (hot_expected_ && (sw_total_ == 0 || sw_n_ != sw_total_)) return;
+  finish_iteration(now, fx);
 }
 
 void SparsePs::finish_iteration(Time now, Effects& fx) {
@@ -581,6 +656,9 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
   std::fill(res_cum_.begin(), res_cum_.end(), 0);
   std::fill(in_.begin(), in_.end(), false);
   ndone_ = 0;
+  hot_expected_ = false;
+  sw_got_.clear();
+  sw_n_ = sw_total_ = 0;
   res_iter_ = iter_++;
   out_.clear();
   const unsigned K = ps_stream_pairs(cfg_);

@@ -21,17 +21,23 @@
 //   - once everything is acknowledged, a last empty cold packet (kLast) tells
 //     the PS this worker's contributions are all in (ours: the paper's PS
 //     learns it from ps-lite's push/response protocol);
-//   - the iteration ends when the switch's results (rank indices, mapped back
-//     with the table of the result's hot-set version) and the PS's results
-//     (keys) are complete; a key in both (a hot-set change) gets both parts.
+//   - the iteration ends when the PS's results (keys) are complete, and with
+//     hot_results Multicast also the switch's (rank indices, mapped back with
+//     the table of the result's hot-set version); a key in both (a hot-set
+//     change) gets both parts. With ViaPs (the Zebra paper's route) the
+//     switch's results go to the PS, and the worker's last cold packet says
+//     (flag kHot) that its hot stream went to the switch this iteration.
 // With no table for the iteration (a runtime job before its first hot set)
 // every key is cold and only the PS answers.
 // Without a switch (SparseConfig::sw == kNoNode) every key is cold: the
 // PS-lite-style baseline, the very same code.
 //
 // PS: sums the pairs of one iteration per key (int32, exact), deduplicated per
-// (worker, psn); when every worker's last packet is in, it sends the sums of
-// the union of keys, sorted, `pairs` per packet, multicast to the workers and
+// (worker, psn); with hot_results ViaPs it also takes the switch's results
+// (rank indices of a hot set it holds, set_table), acknowledging each, and
+// adds them in. When every worker's last packet is in (and, if any said
+// kHot, the switch's whole result stream), it sends the sums of the union of
+// keys, sorted, `pairs` per packet, multicast to the workers and
 // retransmitted to each worker that has not acknowledged a packet.
 #include <cstdint>
 #include <functional>
@@ -46,6 +52,7 @@
 #include "host/congestion_window.hpp"
 #include "proto/node.hpp"
 #include "wire/fp16.hpp"
+#include "wire/kv.hpp"
 
 namespace ina::host {
 
@@ -76,6 +83,9 @@ struct SparseConfig {
   // values are float32 bits, hot pairs go to the switch as float16 bits, the
   // PS sums in float32 and the sums handed to Done are float32 bits.
   KvArith arith = KvArith::Fixed;
+  // Where the switch's hot results go (wire/kv.hpp); the switch's
+  // ZebraConfig::hot_results must agree.
+  kv::HotRoute hot_results = kv::HotRoute::ViaPs;
 };
 
 struct SparseWorkerStats {
@@ -165,6 +175,10 @@ class SparseWorker final : public Node {
 
 struct SparsePsStats {
   uint64_t data = 0, pairs = 0, forwarded_pairs = 0, duplicates = 0, stale = 0, malformed = 0, foreign = 0;
+  // hot_results ViaPs: the switch's result packets and their pairs, taken
+  // once each; those of a hot-set version the PS does not hold yet (dropped
+  // unacknowledged: the switch CPU sends them again).
+  uint64_t hot_results = 0, hot_pairs = 0, unknown_version = 0;
   uint64_t results_sent = 0, retransmits = 0, result_acks = 0, overflow = 0;
   uint64_t acks_sent = 0;     // acknowledgements of the workers' packets
   uint64_t delayed_acks = 0;  // of them, sent by the delayed-acknowledgement timer
@@ -181,6 +195,9 @@ bool delayed_ack_due(std::vector<bool>& got, uint32_t psn, bool fresh, bool ack_
 class SparsePs final : public Node {
  public:
   explicit SparsePs(SparseConfig cfg);
+  // Hot sets, to map the switch's results back to keys (hot_results ViaPs):
+  // the switch's tables, each found by the version its results carry.
+  void set_table(dp::zebra::Table t);
   void on_packet(Packet* p, Time now, Effects& fx) override;
   void on_timer(uint64_t token, Time now, Effects& fx) override;
   const SparsePsStats& stats() const { return st_; }
@@ -198,6 +215,8 @@ class SparsePs final : public Node {
   void ack(const Packet& p, Effects& fx, uint32_t cum = 0, bool ece = false);
   void send_ack(uint8_t rank, uint32_t psn, uint32_t iter, uint32_t cum, bool ece, Effects& fx);
   void ack_direct(const Packet& p, bool fresh, Time now, Effects& fx);
+  void on_switch_result(Packet* p, Effects& fx);
+  void maybe_finish(Time now, Effects& fx);
   void finish_iteration(Time now, Effects& fx);
   void pump(Time now, Effects& fx);
   void transmit(uint32_t i, uint64_t to, Time now, Effects& fx);
@@ -222,6 +241,12 @@ class SparsePs final : public Node {
   std::vector<uint32_t> res_cum_;  // per worker: results below this are acknowledged (cumulatively)
   std::vector<bool> in_;  // per worker: its last packet arrived
   unsigned ndone_ = 0;
+  // hot_results ViaPs: the switch's result stream of this iteration, which a
+  // worker's kHot says will come.
+  std::vector<dp::zebra::Table> tables_;
+  bool hot_expected_ = false;
+  std::vector<bool> sw_got_;
+  uint32_t sw_n_ = 0, sw_total_ = 0;
   std::unordered_map<uint64_t, int32_t> sums_;
   // Results of the previous iteration, until every worker has acknowledged them.
   uint32_t res_iter_ = 0;

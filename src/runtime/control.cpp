@@ -37,6 +37,10 @@ JobAssignment parse_ready(const nlohmann::json& m) {
       a.kv_pairs = kv->at("pairs").get<uint16_t>();
       a.kv_ps_pairs = kv->value("ps_pairs", uint16_t{0});
       a.kv_ack_every = kv->value("ack_every", uint16_t{1});
+      const auto route = kv->value("hot_results", std::string("via-ps"));
+      const auto parsed = kv::parse_hot_route(route);
+      if (!parsed) throw RuntimeError(fmt::format("field 'kv.hot_results' is {}, not via-ps or multicast", quote_json(route, 40)));
+      a.kv_hot_results = *parsed;
       a.kv_registers = kv->at("registers").get<uint32_t>();
       a.kv_table_entries = kv->at("table_entries").get<uint32_t>();
       a.value_registers = kv->at("value_registers").get<uint64_t>();
@@ -200,6 +204,7 @@ host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& 
   sc.pairs = a.kv_pairs;
   sc.ps_pairs = a.kv_ps_pairs;
   sc.ack_every = a.kv_ack_every;
+  sc.hot_results = a.kv_hot_results;
   sc.header_bytes = kHeaderBytes;
   return sc;
 }
@@ -214,6 +219,13 @@ nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, si
   return {{"op", "hot_set"}, {"from", from}, {"total", ranked.size()}, {"offset", offset},
           {"keys", std::vector<uint64_t>(ranked.begin() + static_cast<ptrdiff_t>(offset),
                                          ranked.begin() + static_cast<ptrdiff_t>(offset + n))}};
+}
+
+nlohmann::json installed_hot_set_chunk(uint32_t from, uint32_t version, std::span<const uint64_t> ranked,
+                                      size_t offset) {
+  nlohmann::json m = hot_set_chunk(from, ranked, offset);
+  m["version"] = version;
+  return m;
 }
 
 Key job_key_from_env(uint16_t job) {
@@ -296,8 +308,15 @@ ControlNews read_control(LineChannel& ch) {
         h.from = m.at("from").get<uint32_t>();
         if (m.contains("error")) h.error = printable(m.at("error").get<std::string>(), kMaxQuotedReason, true);
         else h.version = m.at("version").get<uint32_t>();
-      } catch (const nlohmann::json::exception& e) {
-        n.error = fmt::format("malformed 'hot_set' answer from the switch: {}", e.what());
+        if (m.contains("keys")) {  // a chunk of an installed hot set, to the PS
+          h.total = m.at("total").get<uint64_t>();
+          h.offset = m.at("offset").get<uint64_t>();
+          h.keys = m.at("keys").get<std::vector<uint64_t>>();
+          if (h.total > kMaxHotSet || h.offset > h.total || h.keys.size() > h.total - h.offset)
+            throw RuntimeError(fmt::format("chunk of {} keys at offset {} of {}", h.keys.size(), h.offset, h.total));
+        }
+      } catch (const std::exception& e) {  // a JSON type or range error, or a chunk out of bounds
+        n.error = fmt::format("malformed 'hot_set' message from the switch: {}", e.what());
         return n;
       }
       n.hot_sets.push_back(std::move(h));

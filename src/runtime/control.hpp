@@ -105,6 +105,7 @@ struct JobAssignment {
   // acknowledgement per this many packets.
   uint16_t kv_ps_pairs = 0;
   uint16_t kv_ack_every = 1;
+  kv::HotRoute kv_hot_results = kv::HotRoute::ViaPs;  // where the switch sends the hot results (wire/kv.hpp)
   uint32_t kv_registers = 0, kv_table_entries = 0;
   uint64_t value_registers = 0;
 };
@@ -131,9 +132,15 @@ Joined join_job(const JoinOptions& o);
 // data already read off the socket, so members call this once right after
 // they start watching the connection). A broken or malformed stream sets
 // `error`.
+// To a worker: the answer to its hot-set list. To the PS of a job whose hot
+// results go through it (kv::HotRoute::ViaPs): a chunk of an installed hot
+// set, `keys` from `offset` of `total` (the worker's hot_set chunks with the
+// version), so the PS maps the switch's rank indices back to keys.
 struct HotSetNews {
   uint32_t from = 0, version = 0;
   std::string error;  // empty: installed
+  uint64_t total = 0, offset = 0;
+  std::vector<uint64_t> keys;
 };
 struct ControlNews {
   bool open = true;
@@ -187,6 +194,8 @@ host::SparseConfig sparse_config(const JobAssignment& a, const schemes::Scheme& 
 // The hot_set message carrying a worker's ranked keys from `offset` on (at
 // most kHotSetChunk of them), for iterations `from` on.
 nlohmann::json hot_set_chunk(uint32_t from, std::span<const uint64_t> ranked, size_t offset);
+// The switch's chunk of installed hot set `version` to a job's PS.
+nlohmann::json installed_hot_set_chunk(uint32_t from, uint32_t version, std::span<const uint64_t> ranked, size_t offset);
 
 // Asks a running switch for its statistics ({"op":"stats", ...}): with no key
 // only the switch's shape; with job J's key that job's state; with the

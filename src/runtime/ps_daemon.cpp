@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "host/ps.hpp"
+#include "dataplane/zebra_layout.hpp"
 #include "host/sparse.hpp"
 #include "runtime/control.hpp"
 #include "schemes/registry.hpp"
@@ -27,6 +28,8 @@ struct PsDaemon::Impl {
   std::atomic<bool> stopping{false};
   bool finished = false;
   std::string abort_reason;
+  // A hot set the switch is sending in chunks (kv::HotRoute::ViaPs): its keys so far.
+  HotSetNews hot_in;
 
   explicit Impl(const PsDaemonConfig& c) : cfg(c) {
     JoinOptions jo;
@@ -88,10 +91,38 @@ struct PsDaemon::Impl {
       return;
     }
     finished |= n.finished;
+    for (const HotSetNews& h : n.hot_sets) take_hot_set(h);
     if (!n.aborted.empty()) abort_reason = fmt::format("job {} aborted by the switch: {}", cfg.job, n.aborted);
     if (!n.open && !finished && abort_reason.empty())
       abort_reason = fmt::format("lost the control connection to the switch at {}", cfg.sw.str());
     if (!n.open || finished || !abort_reason.empty()) engine->unwatch(joined.control.fd());
+  }
+
+  // A chunk of a hot set the switch installed: once whole, the PS's table
+  // for mapping the switch's results back to keys.
+  void take_hot_set(const HotSetNews& h) {
+    if (!abort_reason.empty()) return;
+    if (!sparse || (h.keys.empty() && h.total != 0) || !h.error.empty()) {
+      abort_reason = fmt::format("the switch at {} sent the PS of job {} a hot set it cannot take", cfg.sw.str(), cfg.job);
+      return;
+    }
+    if (h.offset == 0) {
+      hot_in = HotSetNews{h.from, h.version, {}, h.total, 0, {}};
+      hot_in.keys.reserve(h.total);
+    }
+    if (h.from != hot_in.from || h.version != hot_in.version || h.total != hot_in.total || h.offset != hot_in.keys.size()) {
+      abort_reason = fmt::format("the switch at {} sent hot set version {} out of order (offset {}, {} of {} keys held)",
+                                 cfg.sw.str(), h.version, h.offset, hot_in.keys.size(), hot_in.total);
+      return;
+    }
+    hot_in.keys.insert(hot_in.keys.end(), h.keys.begin(), h.keys.end());
+    if (hot_in.keys.size() < hot_in.total) return;
+    try {
+      sparse->set_table(dp::zebra::heat_table(std::move(hot_in.keys), hot_in.from, hot_in.version, joined.job.kv_registers));
+    } catch (const std::exception& e) {
+      abort_reason = fmt::format("installing hot set version {} at the PS: {}", hot_in.version, e.what());
+    }
+    hot_in = HotSetNews{};
   }
 
 };
@@ -125,7 +156,8 @@ nlohmann::json PsDaemon::stats() const {
              {{"kind", "sparse"}, {"data", s.data}, {"pairs", s.pairs}, {"forwarded_pairs", s.forwarded_pairs}, {"duplicates", s.duplicates},
               {"stale", s.stale}, {"malformed", s.malformed}, {"foreign", s.foreign}, {"results_sent", s.results_sent},
               {"retransmits", s.retransmits}, {"result_acks", s.result_acks}, {"overflow", s.overflow},
-              {"acks_sent", s.acks_sent}, {"delayed_acks", s.delayed_acks}}},
+              {"acks_sent", s.acks_sent}, {"delayed_acks", s.delayed_acks}, {"hot_results", s.hot_results},
+              {"hot_pairs", s.hot_pairs}, {"unknown_version", s.unknown_version}}},
             {"engine", impl_->engine->stats().to_json()}};
   }
   const auto& s = impl_->ps->stats();

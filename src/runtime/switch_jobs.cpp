@@ -162,7 +162,8 @@ void SwitchDaemon::Impl::go_live(Job& j, const Admission::Grant& g) {
     throw;
   }
   for (size_t k = 0; k < members.size(); ++k) members[k]->id = ids[k];
-  if (cpu) cpu->add_job(j.id, sj.workers);
+  // The CPU's result copies go to the PS (kv::HotRoute::ViaPs, the paper's) or to the workers.
+  if (cpu) cpu->add_job(j.id, cfg.program.zebra.hot_results == kv::HotRoute::ViaPs ? std::vector<NodeId>{g.ps} : sj.workers);
   nlohmann::json ready = {{"op", "ready"}, {"job", j.id}, {"switch", kSwitchId},
                           {"ps", j.ps ? int{j.ps->id} : -1}, {"workers", sj.workers},
                           {"payload", cfg.program.payload_values}, {"window_cap", g.window_cap},
@@ -173,7 +174,7 @@ void SwitchDaemon::Impl::go_live(Job& j, const Admission::Grant& g) {
   }
   if (scheme.kv())
     ready["kv"] = {{"pairs", cfg.program.zebra.kv_pairs}, {"ps_pairs", cfg.kv_ps_pairs}, {"ack_every", cfg.kv_ack_every},
-                   {"registers", cfg.kv_registers},
+                   {"hot_results", kv::to_string(cfg.program.zebra.hot_results)}, {"registers", cfg.kv_registers},
                    {"table_entries", cfg.program.zebra.kv_table_entries}, {"value_registers", cfg.program.memory_bytes / 4}};
   for (Conn* c : j.members()) {
     ready["self"] = c->id;
@@ -219,9 +220,18 @@ void SwitchDaemon::Impl::hot_set(Conn& c, const HotSetRequest& r) {
     try {
       Shard& sh = shard_of(j.id);
       dp::SparseTable t = dp::zebra::heat_table(std::move(agreed->keys), agreed->from, agreed->version, cfg.kv_registers);
+      const auto hot = t.hot;
       on_shard(sh, [&] { sh.program->set_sparse_table(j.id, std::move(t)); });
       admission->installed(j.id, agreed->version);
       version = agreed->version;
+      // The PS maps the switch's results back to keys (kv::HotRoute::ViaPs):
+      // it gets the hot set before any worker may use it. A result that
+      // still outruns it is left unacknowledged and sent again by the CPU.
+      if (cfg.program.zebra.hot_results == kv::HotRoute::ViaPs && j.ps)
+        for (size_t o = 0; o < hot->keys.size() || o == 0; o += kHotSetChunk) {
+          send(*j.ps, installed_hot_set_chunk(from, version, hot->keys, o));
+          if (hot->keys.empty()) break;
+        }
     } catch (const std::invalid_argument& e) {
       error = e.what();
     }

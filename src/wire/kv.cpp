@@ -15,6 +15,14 @@ const char* to_string(Error e) {
   return "?";
 }
 
+const char* to_string(HotRoute r) { return r == HotRoute::ViaPs ? "via-ps" : "multicast"; }
+
+std::optional<HotRoute> parse_hot_route(std::string_view s) {
+  if (s == "via-ps") return HotRoute::ViaPs;
+  if (s == "multicast") return HotRoute::Multicast;
+  return std::nullopt;
+}
+
 Error check(const Packet& p, unsigned max_pairs) {
   if (p.h.type == PktType::KvAck) return p.h.count == 0 ? Error::None : Error::PayloadOnAck;
   if (p.h.count < kHeaderWords) return Error::NoHeader;

@@ -18,7 +18,9 @@
 // `agg_index` the cumulative count: every packet of the stream below it has
 // arrived (TCP's cumulative acknowledgement).
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "wire/packet.hpp"
 
@@ -32,6 +34,17 @@ constexpr unsigned kPairWords = 3;
 // deployment's limit is lower for the switch's streams (Zebra: 9 to 11).
 constexpr unsigned kMaxPairs = 120;
 constexpr uint32_t kPsStream = 1u << 31;
+
+// Where the switch sends a sparse job's hot results (§III-E: "the switches
+// send the aggregated results to the PS which broadcasts the all updated
+// parameters back to each worker"):
+//   ViaPs      to the PS, which acknowledges them and sends them with its
+//              own sums, every key's, to the workers (the paper's);
+//   Multicast  to the workers directly, who acknowledge them, beside the
+//              PS's cold sums (a variant: one hop less, the PS never sees them).
+enum class HotRoute : uint8_t { ViaPs, Multicast };
+const char* to_string(HotRoute r);  // "via-ps", "multicast"
+std::optional<HotRoute> parse_hot_route(std::string_view s);
 
 constexpr unsigned words(unsigned pairs) { return kHeaderWords + kPairWords * pairs; }
 

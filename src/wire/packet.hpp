@@ -84,7 +84,11 @@ constexpr uint16_t kResume = 1 << 12;
 // until it is acknowledged, so the receiver acknowledges it at once (the
 // role of TCP's PSH and quick ack).
 constexpr uint16_t kAckNow = 1 << 13;
-constexpr uint16_t kAll = (1 << 14) - 1;
+// KV: on a worker's last cold packet, its hot stream of that iteration went
+// to the switch, whose results reach the PS (kv::HotRoute::ViaPs): the PS
+// waits for them before it answers.
+constexpr uint16_t kHot = 1 << 14;
+constexpr uint16_t kAll = (1 << 15) - 1;
 // Wire only, never in kAll: the datagram ends in an 8-byte tag that
 // authenticates it (the runtime's optional datagram authentication,
 // runtime/datagram_tag.hpp). The runtime engine verifies and strips the tag

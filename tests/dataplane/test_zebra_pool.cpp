@@ -133,15 +133,34 @@ TEST(ZebraPool, DensePacketsOnPinnedAggregatorsGoToThePsAndTheHotSumsStayExact) 
     Time t = earliest_new_timer();
     ASSERT_NE(t, kNever);
     for (; t != kNever; t = earliest_new_timer()) sw->on_timer(0, t, fx);
-    // The sweep reads K = 9 indices per pass: index 3 in the first packet, 64 and 70 in the eighth.
+    // The sweep reads K = 9 indices per pass: index 3 in the first packet, 64
+    // and 70 in the eighth; the results go to the job's PS (node 3).
     std::vector<std::pair<uint64_t, int32_t>> got;
     for (const test::Sent& s : fx.sent)
-      if (s.h.type == PktType::KvResult && s.h.dst == 1) {
+      if (s.h.type == PktType::KvResult && s.h.dst == 3) {
         const auto q = s.packet();
         for (unsigned i = 0; i < kv::pairs(*q); ++i) got.emplace_back(kv::key(*q, i), kv::value(*q, i));
       }
     EXPECT_EQ(got, (std::vector<std::pair<uint64_t, int32_t>>{{3, 5}, {64, -7}, {70, 11}}));
     EXPECT_EQ(st.kv_aggregated, 3u);
+    fx.take();
+    // The receipts of a result: the PS's (receiver 0) goes to the CPU (node
+    // 4); the worker's is refused, it is not the receiver on this route.
+    for (const NodeId from : {NodeId{3}, NodeId{1}}) {
+      Packet* a = fx.alloc();
+      a->h = Header{};
+      a->h.type = PktType::KvAck;
+      a->h.flags = flag::kResult;
+      a->h.job = 1;
+      a->h.src = from;
+      a->h.dst = 0;
+      a->h.nworkers = 1;
+      sw->on_packet(a, 0, fx);
+    }
+    ASSERT_EQ(fx.sent.size(), 1u);
+    EXPECT_EQ(fx.sent[0].h.dst, 4);
+    EXPECT_EQ(fx.sent[0].h.src, 3);
+    EXPECT_EQ(st.foreign_data, 1u);
     fx.take();
     // The sparse job's PS cannot free a pinned row with a Fetch or a result Ack
     // naming its key (job 1, the first row's PSN): refused, the row stays.

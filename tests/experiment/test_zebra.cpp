@@ -139,23 +139,57 @@ TEST(Zebra, HotPairsInTheSwitchColdPairsAtThePs) {
   EXPECT_EQ(p.pairs, z.pairs);
 }
 
-// A switch result lost on its way to one worker: the switch CPU, which holds
-// a copy until every worker acknowledged it, resends it to that worker only.
-TEST(Zebra, SwitchCpuResendsALostResultToThatWorkerOnly) {
+// A switch result lost on its way to its receiver: the switch CPU, which
+// holds a copy until every receiver acknowledged it, resends it to that one
+// only. The paper's route: the PS (node 5), which waits for the switch's
+// whole stream before it answers and takes the resent result once. The
+// multicast variant: a worker (node 3). The sums stay exact either way.
+TEST(Zebra, SwitchCpuResendsALostResultToThatReceiverOnly) {
+  ZipfSource src(20000, 4, 3, 2000);
+  for (const auto route : {kv::HotRoute::ViaPs, kv::HotRoute::Multicast}) {
+    SCOPED_TRACE(kv::to_string(route));
+    auto s = small("zebra");
+    s.hot_results = route;
+    s.cpu_delay = 10 * kUs;
+    s.cpu_rto = 100 * kUs;
+    const NodeId receiver = route == kv::HotRoute::ViaPs ? 5 : 3;
+    bool hit = false;
+    s.fault = [&](NodeId node, bool out, const Packet& p) {
+      if (hit || out || node != receiver || p.h.type != PktType::KvResult || p.h.src != 0 || p.h.priority != 1 ||
+          p.h.psn != 5)
+        return false;
+      return hit = true;
+    };
+    auto r = exp::run_sparse(s, src);
+    EXPECT_EQ(r.faults, 1u);
+    EXPECT_EQ(r.cpu.retransmits, 1u);
+    EXPECT_EQ(r.workers.retransmits, 0u);
+    EXPECT_EQ(r.cpu.copies, r.sw.kv_results);
+    EXPECT_EQ(r.ps.hot_results, route == kv::HotRoute::ViaPs ? r.sw.kv_results : 0u);  // the resent one taken once
+    EXPECT_EQ(r.ps.duplicates, 0u);
+  }
+}
+
+// Where the switch's hot results go. The paper's route (via-ps): to the PS
+// only, which sends every key's sum; each worker receives just the PS's
+// result packets. The multicast variant: each worker receives the switch's
+// and the PS's, and the PS never sees a hot pair. Either way the same sums
+// (run_sparse checks each key) from the same pushes.
+TEST(Zebra, HotResultsGoThroughThePsOrStraightToTheWorkers) {
   ZipfSource src(20000, 4, 3, 2000);
   auto s = small("zebra");
-  s.cpu_delay = 10 * kUs;
-  s.cpu_rto = 100 * kUs;
-  bool hit = false;
-  s.fault = [&](NodeId node, bool out, const Packet& p) {
-    if (hit || out || node != 3 || p.h.type != PktType::KvResult || p.h.priority != 1 || p.h.psn != 5) return false;
-    return hit = true;
-  };
-  auto r = exp::run_sparse(s, src);
-  EXPECT_EQ(r.faults, 1u);
-  EXPECT_EQ(r.cpu.retransmits, 1u);
-  EXPECT_EQ(r.workers.retransmits, 0u);
-  EXPECT_EQ(r.cpu.copies, r.sw.kv_results);
+  const auto via = exp::run_sparse(s, src);
+  EXPECT_EQ(via.ps.hot_results, via.sw.kv_results);
+  EXPECT_EQ(via.ps.hot_pairs, via.hot_union_keys);  // one sum per hot key of the union, per iteration
+  EXPECT_EQ(via.workers.results, 4 * via.ps.results_sent);
+  s.hot_results = kv::HotRoute::Multicast;
+  const auto mc = exp::run_sparse(s, src);
+  EXPECT_EQ(mc.ps.hot_results, 0u);
+  EXPECT_EQ(mc.workers.results, 4 * (mc.ps.results_sent + mc.sw.kv_results));
+  EXPECT_EQ(mc.sw.kv_aggregated, via.sw.kv_aggregated);
+  EXPECT_EQ(mc.hot_union_keys, via.hot_union_keys);
+  // The PS's results carry the hot keys too: more of them than without.
+  EXPECT_GT(via.ps.results_sent, mc.ps.results_sent);
 }
 
 // A worker's hot packet lost before the switch: the worker's RTO resends it,
@@ -507,9 +541,11 @@ TEST(Zebra, PsStreamsAcknowledgeEverySecondFullSegment) {
         expected += (c + 1) / 2 + 1;
       }
     EXPECT_EQ(cold_packets, data_packets);
-    // Zebra's PS also acknowledges each packet of pairs the switch passes on (none here).
+    // Zebra's PS also acknowledges each packet of pairs the switch passes on
+    // (none here) and each of the switch's result packets, once.
     EXPECT_EQ(r.sw.kv_to_ps, 0u);
-    EXPECT_EQ(r.ps.acks_sent, expected);
+    EXPECT_EQ(r.ps.hot_results, r.sw.kv_results);
+    EXPECT_EQ(r.ps.acks_sent, expected + r.sw.kv_results);
     EXPECT_EQ(r.workers.retransmits, 0u);
   }
 }

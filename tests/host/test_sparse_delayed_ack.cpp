@@ -99,6 +99,7 @@ TEST(SparseDelayedAck, AHeldSegmentIsAcknowledgedWhenTheSenderStalls) {
   c.ack_every = 2;
   c.init_window = 28;
   c.min_rto = 1 * kMs;
+  c.hot_results = kv::HotRoute::Multicast;  // the PS closes the iteration on the cold stream alone
   sim::Simulator sim(1, static_cast<uint16_t>(kv::words(120)));
   sim.add_node(std::make_unique<MarkingAcker>(), true);
   auto wp = std::make_unique<host::SparseWorker>(c, 0);

@@ -89,11 +89,17 @@ class SparseSchemes : public ::testing::TestWithParam<std::tuple<std::string, do
 // key missing from the union; a cold key aggregated in the switch or a hot
 // one at the PS twice; a hot-set change mid-run that drops or double-counts
 // the pairs of the iteration it takes effect in; results that differ
-// between workers; anything left held at the end.
+// between workers; anything left held at the end; the switch's results not
+// all taken once by the PS (the paper's route), or reaching it under the
+// multicast variant ("zebra-multicast": ina switch --hot-results multicast).
 TEST_P(SparseSchemes, ExactPerKeyUnderFaultsAndAHotSetChange) {
-  const auto [scheme, loss] = GetParam();
+  const auto [param, loss] = GetParam();
+  const bool multicast = param == "zebra-multicast";
+  const std::string scheme = multicast ? "zebra" : param;
   const FaultConfig faults = ina::test::lossy(loss);
-  LocalSwitch sw(sparse_switch(scheme, faults));
+  SwitchDaemonConfig swc = sparse_switch(scheme, faults);
+  if (multicast) swc.program.zebra.hot_results = kv::HotRoute::Multicast;
+  LocalSwitch sw(swc);
   const unsigned n = 4;
   const uint64_t space = 50000;
   const bool dense = scheme == "switchml";
@@ -177,11 +183,12 @@ TEST_P(SparseSchemes, ExactPerKeyUnderFaultsAndAHotSetChange) {
     EXPECT_EQ(st["switch"]["kv_to_ps"], 0);
     EXPECT_EQ(st["cpu"]["held"], 0);
     EXPECT_EQ(st["cpu"]["malformed"], 0);
+    EXPECT_EQ(ps->stats["ps"]["hot_results"].get<uint64_t>(), multicast ? 0u : st["switch"]["kv_results"].get<uint64_t>());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, SparseSchemes,
-                         ::testing::Combine(::testing::Values("zebra", "ps-lite", "switchml"),
+                         ::testing::Combine(::testing::Values("zebra", "zebra-multicast", "ps-lite", "switchml"),
                                             ::testing::Values(0.0, 0.01)),
                          [](const auto& info) {
                            std::string s = std::get<0>(info.param);

@@ -260,7 +260,7 @@ TEST(Wire, BadType) {
 }
 
 TEST(Wire, UnknownFlags) {
-  for (uint16_t f : {uint16_t(flag::kAll + 1), uint16_t(1u << 15), uint16_t(flag::kAll | (1u << 14))}) {
+  for (uint16_t f : {uint16_t(flag::kAll + 1), uint16_t(1u << 15), uint16_t(flag::kAckNow | (1u << 15))}) {
     Header h = full_header();
     h.flags = f;
     EXPECT_EQ(decode_of(h, payload_of(64, 3)), DecodeError::BadFlags) << f;
