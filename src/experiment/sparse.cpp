@@ -490,6 +490,10 @@ class SparseStar {
       }
       it.ps_in_bytes += bytes;
       if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
+      if (p.h.type == PktType::KvResult) {
+        it.ps_in_hot_bytes += bytes;
+        it.ps_hot_in = std::max(it.ps_hot_in, now);
+      }
       if (p.h.type != PktType::KvData) return;
       if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
       if (p.h.rank >= N_) return;

@@ -106,9 +106,12 @@ struct SparseIteration {
   // cold packet in (the PS then sends the sums), and the bytes on its link
   // in each direction as the simulator counts them (headers included; acks,
   // results and retransmissions too).
-  Time ps_last_data = 0, ps_all_in = 0;
+  // With the hot results via the PS (kv::HotRoute::ViaPs): the last of the
+  // switch's results in, and their bytes.
+  Time ps_last_data = 0, ps_all_in = 0, ps_hot_in = 0;
   uint64_t ps_in_bytes = 0, ps_out_bytes = 0;
   uint64_t ps_in_ack_bytes = 0;     // of ps_in_bytes: the workers' acknowledgements of the PS's results
+  uint64_t ps_in_hot_bytes = 0;     // of ps_in_bytes: the switch's results
 };
 
 // Float16Table runs: the results every worker received vs the exact float64

@@ -236,16 +236,25 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   // pushes until the last gradient pairs reach the PS, the closing packets
   // until every worker's is in, the sums until the last worker has all its
   // results; and the time the PS's link needs for its bytes in each direction.
+  // With the hot results via the PS, the results phase splits in two: until
+  // the last of the switch's results is in (ps_wait_switch_ms; 0 if it came
+  // before the closing packets), then until the last worker has its sums
+  // (ps_send_ms); ps_in_hot_share: the switch's results' share of the PS's
+  // inbound bytes.
   if (!r.iters.empty() && r.iters.front().ps_all_in > 0) {
-    double push = 0, close = 0, results = 0, in = 0, outb = 0, acks = 0;
+    double push = 0, close = 0, results = 0, in = 0, outb = 0, acks = 0, wait = 0, send = 0, hot = 0;
     for (const auto& it : r.iters) {
       const Time data = std::max(it.ps_last_data, it.start);  // no pairs reached the PS: the push phase is empty
       push += to_ms(data - it.start);
       close += to_ms(it.ps_all_in - data);
       results += to_ms(it.end - it.ps_all_in);
+      const Time answered = std::max(it.ps_all_in, it.ps_hot_in);
+      wait += to_ms(answered - it.ps_all_in);
+      send += to_ms(it.end - answered);
       in += static_cast<double>(it.ps_in_bytes);
       outb += static_cast<double>(it.ps_out_bytes);
       acks += static_cast<double>(it.ps_in_ack_bytes);
+      hot += static_cast<double>(it.ps_in_hot_bytes);
     }
     const double n = static_cast<double>(r.iters.size());
     const double ms_per_byte = 8.0 / (s.link_gbps * 1e6);
@@ -255,6 +264,11 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
     x["ps_in_link_ms"] = in / n * ms_per_byte;
     x["ps_out_link_ms"] = outb / n * ms_per_byte;
     x["ps_in_ack_share"] = in > 0 ? acks / in : 0;  // of the PS's inbound bytes: the workers' result acks
+    if (hot > 0) {
+      x["ps_wait_switch_ms"] = wait / n;
+      x["ps_send_ms"] = send / n;
+      x["ps_in_hot_share"] = hot / in;
+    }
   }
   if (!ss.pool.empty()) {  // the shared pool (ours): the dense job beside the sparse one
     x["pinned_aggregators"] = static_cast<double>(r.pinned);

@@ -40,7 +40,12 @@
 // Metrics: agg_throughput_gbps (pushed pairs x 12 B x 8 / sync time, the
 // paper's aggregation throughput), sync_ms (mean per iteration), hot_share,
 // hot_keys, recirc_per_packet, pairs, retransmits, queue_drops (at full link
-// queues, every link), ps_pairs, switch_pairs;
+// queues, every link), ps_pairs, switch_pairs; the PS's phases per
+// iteration, ps_push_ms, ps_close_ms, ps_results_ms, ps_in_link_ms,
+// ps_out_link_ms, ps_in_ack_share (scenarios/zebra/diagnose/phases.toml),
+// and with the hot results via the PS ps_wait_switch_ms, ps_send_ms (the
+// results phase split where the switch's last result is in) and
+// ps_in_hot_share (their share of the PS's inbound bytes);
 // with zebra.arith = float16-table also fp16_max_rel_err, fp16_mean_rel_err
 // (|sum - exact| / |exact|), fp16_max_scaled_err (/ sum |x|),
 // fp16_max_err_over_bound and fp16_vec_rel_err (||sums - exact||_2 / ||exact||_2),
