@@ -486,13 +486,14 @@ class SparseStar {
       const uint64_t bytes = sim_.wire_bytes(p);
       if (outgoing) {
         it.ps_out_bytes += bytes;
+        if (p.h.type == PktType::KvResult && it.ps_first_out == 0) it.ps_first_out = now;
         return;
       }
       it.ps_in_bytes += bytes;
       if (p.h.type == PktType::KvAck) it.ps_in_ack_bytes += bytes;
       if (p.h.type == PktType::KvResult) {
         it.ps_in_hot_bytes += bytes;
-        it.ps_hot_in = std::max(it.ps_hot_in, now);
+        if (it.ps_first_out == 0) it.ps_hot_in = std::max(it.ps_hot_in, now);
       }
       if (p.h.type != PktType::KvData) return;
       if (kv::pairs(p) > 0 && it.ps_all_in == 0) it.ps_last_data = std::max(it.ps_last_data, now);
@@ -657,12 +658,12 @@ class SparseStar {
       if (done_iters_[r] != s_.iterations) where += fmt::format("; worker {}: {}", r, drivers_[r]->worker().describe());
     const auto& pst = ps_->stats();
     const auto& sws = sw_->stats();
-    throw std::runtime_error(fmt::format("sparse run {}: not finished after {} ms of simulated time{}; PS at iteration "
-                                         "{} (data {} duplicates {} stale {} malformed {} foreign {}); switch malformed {} "
-                                         "foreign {} stale {}",
-                                         scheme_.name, to_ms(s_.time_limit), where, ps_->iteration(), pst.data,
-                                         pst.duplicates, pst.stale, pst.malformed, pst.foreign, sws.malformed,
-                                         sws.foreign(), sws.stale));
+    throw std::runtime_error(fmt::format("sparse run {}: not finished after {} ms of simulated time{}; PS at {} "
+                                         "(data {} duplicates {} stale {} malformed {} foreign {} unknown hot-set version {}); "
+                                         "switch malformed {} foreign {} stale {}",
+                                         scheme_.name, to_ms(s_.time_limit), where, ps_->describe(), pst.data,
+                                         pst.duplicates, pst.stale, pst.malformed, pst.foreign, pst.unknown_version,
+                                         sws.malformed, sws.foreign(), sws.stale));
   }
 
   // The invariants of a finished run (every result right, every worker

@@ -107,8 +107,9 @@ struct SparseIteration {
   // in each direction as the simulator counts them (headers included; acks,
   // results and retransmissions too).
   // With the hot results via the PS (kv::HotRoute::ViaPs): the last of the
-  // switch's results in, and their bytes.
-  Time ps_last_data = 0, ps_all_in = 0, ps_hot_in = 0;
+  // switch's results in before the PS's first result goes out (later ones
+  // are resends after a lost acknowledgement), and their bytes (all of them).
+  Time ps_last_data = 0, ps_all_in = 0, ps_hot_in = 0, ps_first_out = 0;
   uint64_t ps_in_bytes = 0, ps_out_bytes = 0;
   uint64_t ps_in_ack_bytes = 0;     // of ps_in_bytes: the workers' acknowledgements of the PS's results
   uint64_t ps_in_hot_bytes = 0;     // of ps_in_bytes: the switch's results

@@ -228,6 +228,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
   x["union_keys"] = static_cast<double>(union_keys);
   x["hot_union_keys"] = static_cast<double>(r.hot_union_keys);
   x["retransmits"] = static_cast<double>(r.workers.retransmits);
+  x["cpu_retransmits"] = static_cast<double>(r.cpu.retransmits);  // Zebra's switch CPU: result copies sent again
   x["queue_drops"] = static_cast<double>(r.queue_drops);
   x["workers"] = N;
   x["params"] = static_cast<double>(src->num_params());
@@ -248,7 +249,7 @@ RunOutput run_sparse_point(const Settings& s, const std::string& scheme, uint64_
       push += to_ms(data - it.start);
       close += to_ms(it.ps_all_in - data);
       results += to_ms(it.end - it.ps_all_in);
-      const Time answered = std::max(it.ps_all_in, it.ps_hot_in);
+      const Time answered = std::min(std::max(it.ps_all_in, it.ps_hot_in), it.end);
       wait += to_ms(answered - it.ps_all_in);
       send += to_ms(it.end - answered);
       in += static_cast<double>(it.ps_in_bytes);

@@ -39,7 +39,8 @@
 //   faults.loss / dup / reorder on every host link
 // Metrics: agg_throughput_gbps (pushed pairs x 12 B x 8 / sync time, the
 // paper's aggregation throughput), sync_ms (mean per iteration), hot_share,
-// hot_keys, recirc_per_packet, pairs, retransmits, queue_drops (at full link
+// hot_keys, recirc_per_packet, pairs, retransmits (the workers'),
+// cpu_retransmits (Zebra's switch CPU's result copies), queue_drops (at full link
 // queues, every link), ps_pairs, switch_pairs; the PS's phases per
 // iteration, ps_push_ms, ps_close_ms, ps_results_ms, ps_in_link_ms,
 // ps_out_link_ms, ps_in_ack_share (scenarios/zebra/diagnose/phases.toml),

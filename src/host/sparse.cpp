@@ -448,10 +448,18 @@ void SparseWorker::maybe_finish(Time now, Effects& fx) {
 std::string SparseWorker::describe() const {
   std::string s = "iteration " + std::to_string(iter_) + (active_ ? " active" : " idle") + ": sent " +
                   std::to_string(next_) + "/" + std::to_string(order_.size()) + ", acked " + std::to_string(acked_) +
-                  ", last " + (desc_.empty() ? "-" : desc_.back().acked ? "acked" : desc_.back().out ? "sent" : "not sent") +
-                  "; switch results " + std::to_string(sw_res_.n) + "/" + std::to_string(sw_res_.total) +
-                  ", PS results " + std::to_string(ps_res_.n) + "/" + std::to_string(ps_res_.total);
-  return s;
+                  ", last " + (desc_.empty() ? "-" : desc_.back().acked ? "acked" : desc_.back().out ? "sent" : "not sent");
+  if (hot_stream_ && cfg_.hot_results == kv::HotRoute::Multicast)
+    s += "; switch results " + std::to_string(sw_res_.n) + "/" + std::to_string(sw_res_.total);
+  return s + "; PS results " + std::to_string(ps_res_.n) + "/" + std::to_string(ps_res_.total);
+}
+
+std::string SparsePs::describe() const {
+  std::string s = "iteration " + std::to_string(iter_) + ": " + std::to_string(ndone_) + "/" +
+                  std::to_string(cfg_.workers.size()) + " workers closed";
+  if (hot_expected_) s += ", switch results " + std::to_string(sw_n_) + "/" + std::to_string(sw_total_);
+  return s + ", " + std::to_string(unacked_results_) + " result packets of iteration " + std::to_string(res_iter_) +
+         " unacknowledged";
 }
 
 // ---- PS ----
@@ -612,10 +620,12 @@ void SparsePs::on_switch_result(Packet* p, Effects& fx) {
     if (sw_got_[psn]) {
       ++st_.duplicates;
     } else {
+      // The hot set of this iteration, which the switch used too: a result
+      // of another version (one the PS does not hold yet) waits for its resend.
       const Table* t = nullptr;
       for (const auto& x : tables_)
-        if ((x.hot->version & 0xFFFF) == kv::hot_version(*p)) t = &x;
-      if (!t) return drop(st_.unknown_version);
+        if (x.from <= iter) t = &x;
+      if (!t || (t->hot->version & 0xFFFF) != kv::hot_version(*p)) return drop(st_.unknown_version);
       const unsigned np = kv::pairs(*p);
       for (unsigned q = 0; q < np; ++q)
         if (kv::key(*p, q) >= t->hot->size()) return drop(st_.malformed);
@@ -660,6 +670,10 @@ void SparsePs::finish_iteration(Time now, Effects& fx) {
   sw_got_.clear();
   sw_n_ = sw_total_ = 0;
   res_iter_ = iter_++;
+  // Hot sets no later iteration uses: every one before the last that
+  // applies from iter_ on (an earlier iteration's results are only
+  // acknowledged again, never mapped).
+  while (tables_.size() > 1 && tables_[1].from <= iter_) tables_.erase(tables_.begin());
   out_.clear();
   const unsigned K = ps_stream_pairs(cfg_);
   for (size_t b = 0; b < res_.size() || out_.empty(); b += K) {

@@ -174,13 +174,14 @@ class SparseWorker final : public Node {
 };
 
 struct SparsePsStats {
+  // duplicates: of the workers' packets and of the switch's results
   uint64_t data = 0, pairs = 0, forwarded_pairs = 0, duplicates = 0, stale = 0, malformed = 0, foreign = 0;
   // hot_results ViaPs: the switch's result packets and their pairs, taken
   // once each; those of a hot-set version the PS does not hold yet (dropped
   // unacknowledged: the switch CPU sends them again).
   uint64_t hot_results = 0, hot_pairs = 0, unknown_version = 0;
   uint64_t results_sent = 0, retransmits = 0, result_acks = 0, overflow = 0;
-  uint64_t acks_sent = 0;     // acknowledgements of the workers' packets
+  uint64_t acks_sent = 0;     // acknowledgements of the workers' packets and of the switch's results
   uint64_t delayed_acks = 0;  // of them, sent by the delayed-acknowledgement timer
 };
 
@@ -203,6 +204,7 @@ class SparsePs final : public Node {
   const SparsePsStats& stats() const { return st_; }
   uint32_t iteration() const { return iter_; }
   size_t held() const { return unacked_results_; }  // result packets some worker has not acknowledged
+  std::string describe() const;  // where the iteration being collected stands
 
  private:
   struct Out {
@@ -242,7 +244,8 @@ class SparsePs final : public Node {
   std::vector<bool> in_;  // per worker: its last packet arrived
   unsigned ndone_ = 0;
   // hot_results ViaPs: the switch's result stream of this iteration, which a
-  // worker's kHot says will come.
+  // worker's kHot says will come; the hot sets from the one of this
+  // iteration on (ascending `from`).
   std::vector<dp::zebra::Table> tables_;
   bool hot_expected_ = false;
   std::vector<bool> sw_got_;

@@ -37,7 +37,7 @@ JobAssignment parse_ready(const nlohmann::json& m) {
       a.kv_pairs = kv->at("pairs").get<uint16_t>();
       a.kv_ps_pairs = kv->value("ps_pairs", uint16_t{0});
       a.kv_ack_every = kv->value("ack_every", uint16_t{1});
-      const auto route = kv->value("hot_results", std::string("via-ps"));
+      const auto route = kv->at("hot_results").get<std::string>();
       const auto parsed = kv::parse_hot_route(route);
       if (!parsed) throw RuntimeError(fmt::format("field 'kv.hot_results' is {}, not via-ps or multicast", quote_json(route, 40)));
       a.kv_hot_results = *parsed;
@@ -309,6 +309,7 @@ ControlNews read_control(LineChannel& ch) {
         if (m.contains("error")) h.error = printable(m.at("error").get<std::string>(), kMaxQuotedReason, true);
         else h.version = m.at("version").get<uint32_t>();
         if (m.contains("keys")) {  // a chunk of an installed hot set, to the PS
+          h.chunk = true;
           h.total = m.at("total").get<uint64_t>();
           h.offset = m.at("offset").get<uint64_t>();
           h.keys = m.at("keys").get<std::vector<uint64_t>>();

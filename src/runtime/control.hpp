@@ -14,7 +14,8 @@
 //   switch -> member  {"op":"waiting","workers_joined":k,"nworkers":N,"ps_joined":b,"ps_needed":b}
 //                     {"op":"ready","job":J,"self":id,"switch":0,"ps":id|-1,"workers":[ids by rank],
 //                      "payload":V,"window_cap":S,"policy":"...","scheme":"...",
-//                      "kv":{"pairs":K,"registers":m,"table_entries":E,"value_registers":R}}   (kv: sparse schemes)
+//                      "kv":{"pairs":K,"ps_pairs":P,"ack_every":A,"hot_results":"via-ps"|"multicast","registers":m,
+//                            "table_entries":E,"value_registers":R}}   (kv: sparse schemes)
 //                     {"op":"error","message":"..."}          (then the switch closes)
 //   worker -> switch  {"op":"done"}    I have finished all my allreduces
 //   worker -> switch  {"op":"hot_set","from":F,"total":T,"offset":O,"keys":[...]}   sparse hot-ina jobs (Zebra):
@@ -22,6 +23,8 @@
 //                     kHotSetChunk keys sent in order; every worker of the job must send the same list
 //   switch -> workers {"op":"hot_set","from":F,"version":V} once all N lists are in, equal, and installed
 //                     {"op":"hot_set","from":F,"error":"..."}  not installed (lists differ, too many keys, too late)
+//   switch -> PS      {"op":"hot_set","from":F,"version":V,"total":T,"offset":O,"keys":[...]}  with hot_results
+//                     via-ps: the installed hot set, in the workers' chunks, before the workers hear of it
 //   switch -> member  {"op":"finish"}  every worker is done: the job is over (barrier)
 //                     {"op":"abort","message":"..."}  a member left early: the job is dead
 //   control node -> switch (a static ring job, `ina switch --layout`; after a failure, Rina §IV-C)
@@ -139,6 +142,7 @@ Joined join_job(const JoinOptions& o);
 struct HotSetNews {
   uint32_t from = 0, version = 0;
   std::string error;  // empty: installed
+  bool chunk = false;  // a chunk of an installed hot set (to the PS)
   uint64_t total = 0, offset = 0;
   std::vector<uint64_t> keys;
 };

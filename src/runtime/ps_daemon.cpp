@@ -102,12 +102,12 @@ struct PsDaemon::Impl {
   // for mapping the switch's results back to keys.
   void take_hot_set(const HotSetNews& h) {
     if (!abort_reason.empty()) return;
-    if (!sparse || (h.keys.empty() && h.total != 0) || !h.error.empty()) {
+    if (!sparse || !h.chunk || (h.keys.empty() && h.total != 0) || !h.error.empty()) {
       abort_reason = fmt::format("the switch at {} sent the PS of job {} a hot set it cannot take", cfg.sw.str(), cfg.job);
       return;
     }
     if (h.offset == 0) {
-      hot_in = HotSetNews{h.from, h.version, {}, h.total, 0, {}};
+      hot_in = HotSetNews{h.from, h.version, {}, true, h.total, 0, {}};
       hot_in.keys.reserve(h.total);
     }
     if (h.from != hot_in.from || h.version != hot_in.version || h.total != hot_in.total || h.offset != hot_in.keys.size()) {

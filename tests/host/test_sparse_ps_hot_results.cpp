@@ -146,3 +146,32 @@ TEST(SparsePsHotResults, WithoutKHotThePsAnswersAtOnceAndRefusesStrayResults) {
   EXPECT_TRUE(fx.take().empty());
   EXPECT_EQ(fx.live(), 0u);
 }
+
+// Malformed results of the switch are counted and dropped, unacknowledged,
+// and change nothing: a rank index outside the hot set, a later iteration,
+// a last packet that counts no packets. The well-formed result that follows
+// completes the iteration with exactly its own sums.
+TEST(SparsePsHotResults, MalformedResultsAreDroppedAndChangeNothing) {
+  test::FakeEffects fx(kv::words(9), true);
+  host::SparsePs ps(config());
+  ps.set_id(kPsNode);
+  ps.set_table(dp::zebra::heat_table({100, 200, 300}, 0, 7, 4));
+  ps.on_packet(cold(fx, 0, 0, {}, true, true), 0, fx);
+  ps.on_packet(cold(fx, 1, 0, {}, true, true), 0, fx);
+  fx.take();
+  ps.on_packet(result(fx, 7, {{1, 4}, {3, 9}}), 0, fx);  // index 3 of a 3-key hot set
+  Packet* later = result(fx, 7, {{0, 1}});
+  later->h.priority = 1;
+  ps.on_packet(later, 0, fx);
+  Packet* no_total = result(fx, 7, {{0, 1}});
+  no_total->payload()[1] = 0;
+  ps.on_packet(no_total, 0, fx);
+  EXPECT_EQ(ps.stats().malformed, 3u);
+  EXPECT_EQ(ps.stats().hot_results, 0u);
+  EXPECT_TRUE(fx.take().empty());
+  EXPECT_EQ(ps.iteration(), 0u);
+  ps.on_packet(result(fx, 7, {{1, 4}}), 0, fx);
+  EXPECT_EQ(sums_of(fx.take()), (std::map<uint64_t, int32_t>{{200, 4}}));
+  EXPECT_EQ(ps.iteration(), 1u);
+  EXPECT_EQ(fx.live(), 0u);
+}

@@ -112,7 +112,9 @@ TEST_P(SparseSchemes, ExactPerKeyUnderFaultsAndAHotSetChange) {
     for (unsigned r = 0; r < n; ++r) in[o].push_back(draw(100 * o + r, space, 300 + 150 * r));
   std::vector<uint64_t> hot1, hot2;
   for (uint64_t k = 0; k < 2000; ++k) hot1.push_back(k);         // the hottest keys, by rank
-  for (uint64_t k = 0; k < 2000; ++k) hot2.push_back(3000 + k);  // another set: old hot keys go cold
+  // another set: old hot keys go cold; 3000 keys, more than one hot_set
+  // message (kHotSetChunk) from each worker, and from the switch to the PS
+  for (uint64_t k = 0; k < 3000; ++k) hot2.push_back(3000 + k);
   std::vector<std::vector<SparseResult<int32_t>>> ints(n);
   std::vector<std::vector<SparseResult<float>>> floats(n);
   std::vector<uint32_t> versions(n * 2);
@@ -154,7 +156,7 @@ TEST_P(SparseSchemes, ExactPerKeyUnderFaultsAndAHotSetChange) {
     for (unsigned r = 0; r < n; ++r) {
       uint64_t hot = 0;
       for (unsigned o = 0; o < ops; ++o)
-        for (uint64_t k : in[o][r].keys) hot += o < 3 ? k < 2000 : (k >= 3000 && k < 5000);
+        for (uint64_t k : in[o][r].keys) hot += o < 3 ? k < 2000 : (k >= 3000 && k < 6000);
       hot += 1;  // op 1's scale round: one lane (the exponent of the largest |x|), hot in hot1
       const auto& s = stats[r]["transport"];
       EXPECT_EQ(s["hot_pairs"].get<uint64_t>(), scheme == "zebra" ? hot : 0) << "rank " << r;
