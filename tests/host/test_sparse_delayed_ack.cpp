@@ -58,10 +58,12 @@ TEST(SparseDelayedAck, EveryPacketWhenAckEveryIsOne) {
 
 namespace {
 // A stand-in for Zebra's switch: acknowledges every hot packet addressed to
-// it, echoing a congestion mark, and forwards everything else (the PS's
-// results to the job's multicast group).
+// it, echoing a congestion mark; on the worker's last hot packet it sends
+// the PS one empty result (the PS waits for the switch's results, §III-E);
+// it forwards everything else (the PS's results to the job's multicast group).
 class MarkingAcker final : public Node {
  public:
+  MarkingAcker(NodeId ps, uint16_t version) : ps_(ps), version_(version) {}
   void on_packet(Packet* p, Time, Effects& fx) override {
     if (p->h.dst == kMulticast) {
       if (!fx.multicast(p)) fx.free(p);
@@ -69,6 +71,19 @@ class MarkingAcker final : public Node {
     }
     if (p->h.dst != id()) return fx.send(p);
     if (p->h.type != PktType::KvData) return fx.free(p);
+    if (p->h.has(flag::kLast)) {
+      Packet* r = fx.alloc();
+      r->h = Header{};
+      r->h.type = PktType::KvResult;
+      r->h.job = p->h.job;
+      r->h.src = id();
+      r->h.dst = ps_;
+      r->h.nworkers = p->h.nworkers;
+      r->h.priority = p->h.priority;
+      r->h.flags = flag::kLast;
+      kv::init(*r, 0, version_, 1);
+      fx.send(r);
+    }
     const NodeId w = p->h.src;
     p->h.type = PktType::KvAck;
     p->h.src = id();
@@ -78,6 +93,10 @@ class MarkingAcker final : public Node {
     fx.send(p);
   }
   void on_timer(uint64_t, Time, Effects&) override {}
+
+ private:
+  NodeId ps_;
+  uint16_t version_;
 };
 }  // namespace
 
@@ -99,9 +118,8 @@ TEST(SparseDelayedAck, AHeldSegmentIsAcknowledgedWhenTheSenderStalls) {
   c.ack_every = 2;
   c.init_window = 28;
   c.min_rto = 1 * kMs;
-  c.hot_results = kv::HotRoute::Multicast;  // the PS closes the iteration on the cold stream alone
   sim::Simulator sim(1, static_cast<uint16_t>(kv::words(120)));
-  sim.add_node(std::make_unique<MarkingAcker>(), true);
+  sim.add_node(std::make_unique<MarkingAcker>(kPs, 1), true);
   auto wp = std::make_unique<host::SparseWorker>(c, 0);
   auto pp = std::make_unique<host::SparsePs>(c);
   host::SparseWorker& w = *wp;
@@ -117,13 +135,16 @@ TEST(SparseDelayedAck, AHeldSegmentIsAcknowledgedWhenTheSenderStalls) {
   std::vector<uint64_t> hot, keys;
   for (uint64_t k = 0; k < 900; ++k) hot.push_back(k);
   w.set_table(dp::zebra::heat_table(hot, 0, 1, 16));
+  ps.set_table(dp::zebra::heat_table(hot, 0, 1, 16));
   keys = hot;
   for (uint64_t k = 0; k < 240; ++k) keys.push_back(1000000 + k);
   const std::vector<int32_t> vals(keys.size(), 1);
   sim.call(kW, 0, [&](Effects& fx) { w.begin(0, keys, vals, 0, fx); });
-  sim.run(50 * kMs);  // the worker waits for the switch's results, which this stand-in never sends
+  sim.run(50 * kMs);
   EXPECT_EQ(w.stats().retransmits, 0u);
   EXPECT_EQ(ps.stats().delayed_acks, 1u);
-  EXPECT_EQ(ps.iteration(), 1u);  // every cold segment and the closing packet arrived: the PS moved on
+  EXPECT_EQ(ps.iteration(), 1u);  // every cold segment, the closing packet and the switch's result arrived
   EXPECT_EQ(ps.stats().pairs, 240u);
+  EXPECT_EQ(ps.stats().hot_results, 1u);
+  EXPECT_FALSE(w.busy());  // the worker has every sum: the PS's results carry them all
 }
