@@ -133,8 +133,10 @@ std::vector<MemoryPart> sparse_parts(const Settings& s, const std::string& schem
   const bool hot = spec && spec->sparse == schemes::Sparse::HotIna;
   // The pool's packets (experiment/sparse.cpp: a dense packet's values or
   // the largest KV packet) and an iteration's packets: the pushes, and each
-  // worker's results of the union (the hot part from the switch in packets
-  // of zebra.pairs, the rest from the PS in packets of zebra.ps_pairs).
+  // worker's results of the union: with zebra.hot_results = "via-ps" all
+  // from the PS in packets of zebra.ps_pairs, after the switch's hot results
+  // reach the PS in packets of zebra.pairs; with "multicast" the hot part
+  // from the switch in packets of zebra.pairs, the rest from the PS.
   const auto K = static_cast<uint64_t>(std::max(1, s.pairs));
   const auto KP = static_cast<uint64_t>(s.ps_pairs > 0 ? s.ps_pairs : s.pairs);
   const uint64_t iters = static_cast<uint64_t>(std::max(1, s.iterations));
@@ -149,7 +151,10 @@ std::vector<MemoryPart> sparse_parts(const Settings& s, const std::string& schem
     // zebra.hot_keys counts keys after the row width (scalars), x sparse_scale.
     const uint64_t hot_keys =
         hot ? std::min<uint64_t>(z.max_union, static_cast<uint64_t>(std::llround(s.hot_keys * s.sparse_scale))) : 0;
-    packets = per_iter / (hot ? K : KP) + N * ((hot_keys + K - 1) / K + (z.max_union - hot_keys + KP - 1) / KP);
+    if (hot && s.zebra_hot_results == "via-ps")
+      packets = per_iter / K + (hot_keys + K - 1) / K + N * ((z.max_union + KP - 1) / KP);
+    else
+      packets = per_iter / (hot ? K : KP) + N * ((hot_keys + K - 1) / K + (z.max_union - hot_keys + KP - 1) / KP);
   }
   const uint64_t stride = (sizeof(Packet) + 4 * capacity + alignof(Packet) - 1) / alignof(Packet) * alignof(Packet);
   const MemoryPart pool{"packet pool", "keys of an iteration's union x workload.workers_per_job / zebra.pairs",
