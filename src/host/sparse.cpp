@@ -604,10 +604,11 @@ void SparsePs::on_packet(Packet* p, Time now, Effects& fx) {
 }
 
 // A result of the switch (hot_results ViaPs): its pairs, rank indices of the
-// hot set of the version it carries, added in once; acknowledged to the
-// switch (whose CPU holds its copy) as receiver 0. One of an earlier
-// iteration is a copy sent again after a lost acknowledgement: acknowledged
-// again. One of a hot-set version not held yet is left unacknowledged.
+// hot set of its iteration (whose version it must carry), added in once;
+// acknowledged to the switch (whose CPU holds its copy) as receiver 0. One
+// of an earlier iteration is a copy sent again after a lost acknowledgement:
+// acknowledged again. One of a hot-set version not held yet is left
+// unacknowledged.
 void SparsePs::on_switch_result(Packet* p, Effects& fx) {
   auto drop = [&](uint64_t& c) {
     ++c;

@@ -197,7 +197,8 @@ class SparsePs final : public Node {
  public:
   explicit SparsePs(SparseConfig cfg);
   // Hot sets, to map the switch's results back to keys (hot_results ViaPs):
-  // the switch's tables, each found by the version its results carry.
+  // the switch's tables, from iteration t.from on; a result is mapped by
+  // the one of its iteration, whose version it must carry.
   void set_table(dp::zebra::Table t);
   void on_packet(Packet* p, Time now, Effects& fx) override;
   void on_timer(uint64_t token, Time now, Effects& fx) override;
