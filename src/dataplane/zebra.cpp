@@ -113,8 +113,7 @@ class ZebraPipeline final : public KvPipeline {
                                   (s.started ? " (started)" : ""));
     if (pool_) pin(j, s, t.layout->slots);  // throws, changing nothing, if the pool has too few free aggregators
     s.iter = iter;
-    while (!s.tables.empty() && s.tables.back().from >= t.from) s.tables.pop_back();
-    s.tables.push_back(std::move(t));
+    zebra::add_table(s.tables, std::move(t));
     size_t most = 0;
     for (const auto& x : s.tables) most = std::max(most, x.hot->size());
     if (s.cnt.size() < most) {
@@ -315,12 +314,7 @@ class ZebraPipeline final : public KvPipeline {
     }
     return s;
   }
-  static const SparseTable* table_for(const State& s, uint32_t iter) {
-    const SparseTable* t = nullptr;
-    for (const auto& x : s.tables)
-      if (x.from <= iter) t = &x;
-    return t;
-  }
+  static const SparseTable* table_for(const State& s, uint32_t iter) { return zebra::table_for(s.tables, iter); }
   struct Lookup {
     std::array<uint32_t, kv::kMaxPairs> idx{};
     std::array<bool, kv::kMaxPairs> cold{};

@@ -27,6 +27,18 @@ Table heat_table(std::vector<uint64_t> ranked, uint32_t from, uint32_t version, 
   return t;
 }
 
+void add_table(std::vector<Table>& tables, Table t) {
+  while (!tables.empty() && tables.back().from >= t.from) tables.pop_back();
+  tables.push_back(std::move(t));
+}
+
+const Table* table_for(std::span<const Table> tables, uint32_t iter) {
+  const Table* t = nullptr;
+  for (const auto& x : tables)
+    if (x.from <= iter) t = &x;
+  return t;
+}
+
 Layout Layout::make(size_t indices, uint32_t registers, Placement pl, uint64_t seed) {
   if (registers == 0) throw std::invalid_argument("layout: registers must be >= 1");
   Layout L;

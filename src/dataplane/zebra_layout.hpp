@@ -54,6 +54,12 @@ struct Table {
 // std::invalid_argument) with heat-based placement over `registers`.
 Table heat_table(std::vector<uint64_t> ranked, uint32_t from, uint32_t version, uint32_t registers);
 
+// A holder's tables, ascending `from` (switch, workers, PS): `t` replaces
+// every table from t.from on; the one that applies to iteration `iter` is
+// the last with from <= iter (nullptr: none yet).
+void add_table(std::vector<Table>& tables, Table t);
+const Table* table_for(std::span<const Table> tables, uint32_t iter);
+
 // Pipeline passes a packet of these indices needs: the most indices of one register.
 uint32_t passes(const Layout& L, std::span<const uint32_t> indices);
 

@@ -125,16 +125,10 @@ SparseWorker::SparseWorker(SparseConfig cfg, uint8_t rank)
 
 void SparseWorker::set_table(Table t) {
   if (!t.hot || !t.layout) throw std::invalid_argument("sparse worker: a table needs a hot set and a layout");
-  while (!tables_.empty() && tables_.back().from >= t.from) tables_.pop_back();
-  tables_.push_back(std::move(t));
+  dp::zebra::add_table(tables_, std::move(t));
 }
 
-const Table* SparseWorker::table_for(uint32_t iter) const {
-  const Table* t = nullptr;
-  for (const auto& x : tables_)
-    if (x.from <= iter) t = &x;
-  return t;
-}
+const Table* SparseWorker::table_for(uint32_t iter) const { return dp::zebra::table_for(tables_, iter); }
 
 const Table* SparseWorker::table_of_version(uint32_t version) const {
   for (const auto& x : tables_)
@@ -475,8 +469,7 @@ SparsePs::SparsePs(SparseConfig cfg) : cfg_(std::move(cfg)), window_(ps_window_c
 
 void SparsePs::set_table(Table t) {
   if (!t.hot) throw std::invalid_argument("sparse PS: a table needs a hot set");
-  while (!tables_.empty() && tables_.back().from >= t.from) tables_.pop_back();
-  tables_.push_back(std::move(t));
+  dp::zebra::add_table(tables_, std::move(t));
 }
 
 void SparsePs::ack(const Packet& p, Effects& fx, uint32_t cum, bool ece) {
@@ -623,9 +616,7 @@ void SparsePs::on_switch_result(Packet* p, Effects& fx) {
     } else {
       // The hot set of this iteration, which the switch used too: a result
       // of another version (one the PS does not hold yet) waits for its resend.
-      const Table* t = nullptr;
-      for (const auto& x : tables_)
-        if (x.from <= iter) t = &x;
+      const Table* t = dp::zebra::table_for(tables_, iter);
       if (!t || (t->hot->version & 0xFFFF) != kv::hot_version(*p)) return drop(st_.unknown_version);
       const unsigned np = kv::pairs(*p);
       for (unsigned q = 0; q < np; ++q)

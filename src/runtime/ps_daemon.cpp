@@ -107,7 +107,7 @@ struct PsDaemon::Impl {
       return;
     }
     if (h.offset == 0) {
-      hot_in = HotSetNews{h.from, h.version, {}, true, h.total, 0, {}};
+      hot_in = HotSetNews{.from = h.from, .version = h.version, .chunk = true, .total = h.total};
       hot_in.keys.reserve(h.total);
     }
     if (h.from != hot_in.from || h.version != hot_in.version || h.total != hot_in.total || h.offset != hot_in.keys.size()) {

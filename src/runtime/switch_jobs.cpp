@@ -227,11 +227,11 @@ void SwitchDaemon::Impl::hot_set(Conn& c, const HotSetRequest& r) {
       // The PS maps the switch's results back to keys (kv::HotRoute::ViaPs):
       // it gets the hot set before any worker may use it. A result that
       // still outruns it is left unacknowledged and sent again by the CPU.
-      if (cfg.program.zebra.hot_results == kv::HotRoute::ViaPs && j.ps)
-        for (size_t o = 0; o < hot->keys.size() || o == 0; o += kHotSetChunk) {
-          send(*j.ps, installed_hot_set_chunk(from, version, hot->keys, o));
-          if (hot->keys.empty()) break;
-        }
+      if (cfg.program.zebra.hot_results == kv::HotRoute::ViaPs && j.ps) {
+        size_t o = 0;
+        do send(*j.ps, installed_hot_set_chunk(from, version, hot->keys, o));
+        while ((o += kHotSetChunk) < hot->keys.size());
+      }
     } catch (const std::invalid_argument& e) {
       error = e.what();
     }
