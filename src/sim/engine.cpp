@@ -712,11 +712,15 @@ void Simulator::build_trees() {
 
 [[gnu::noinline]] void Simulator::key_link(Partition& P, uint32_t link_id) { key_leaf(P, leaf_of_[link_id], links_[link_id]); }
 
-inline void Simulator::key_leaf(Partition& P, uint32_t leaf, const Link& l) {
+inline void Simulator::set_leaf(Partition& P, uint32_t leaf, const Link& l) {
   const bool empty = l.wire.empty();
-  const Time t = empty ? kNever : l.wire.front_time();
-  P.key[leaf] = t;
+  P.key[leaf] = empty ? kNever : l.wire.front_time();
   P.head[leaf] = empty ? nullptr : l.wire.front();
+}
+
+inline void Simulator::key_leaf(Partition& P, uint32_t leaf, const Link& l) {
+  set_leaf(P, leaf, l);
+  const Time t = P.key[leaf];
   const Time* keys = P.key.data();
   uint32_t* win = P.win.data();
   uint32_t w = leaf;
@@ -772,6 +776,44 @@ void Simulator::start_nodes() {
   }
 }
 
+// Deliveries at one picosecond off the leaves first, first + 1, ... (a
+// run of equal keys: the same order as one at a time, since ties go in
+// leaf order), each re-keyed without its pass; then the tree's nodes
+// above the run once, bottom up. A star at line rate delivers every
+// host's packet at once, so most passes would climb the same nodes.
+// The run stops at a leaf with a later key or when a heap event falls on
+// this picosecond (a timer a delivery set for now): the tree then takes
+// over, repaired. A delivery's send re-keys only a link whose wire was
+// empty, never one of the run's (theirs hold a packet due now); its pass
+// may leave the run's ancestors stale, and the repair recomputes them
+// from children that are right: below the run's ancestors no key changed
+// without its pass.
+void Simulator::run_same_time(Partition& P, uint32_t first, Link& l0, Packet* p0) {
+  const Time t = P.now;
+  set_leaf(P, first, l0);
+  __builtin_prefetch(P.head[first + 1], 0, 3);
+  deliver(P, l0.to, p0);
+  uint32_t end = first + 1;
+  while (end < P.leaves && P.key[end] == t && (P.heap.empty() || P.heap[0].t > t)) {
+    Link& l = links_[P.link_at[end]];
+    Packet* p = l.wire.front();
+    l.wire.pop();
+    set_leaf(P, end, l);
+    if (end + 1 < P.leaves) __builtin_prefetch(P.head[end + 1], 0, 3);
+    ++P.events;
+    deliver(P, l.to, p);
+    ++end;
+  }
+  const Time* keys = P.key.data();
+  uint32_t* win = P.win.data();
+  for (size_t lo = (P.leaves + first) >> 1, hi = (P.leaves + end - 1) >> 1; lo >= 1; lo >>= 1, hi >>= 1) {
+    for (size_t n = lo; n <= hi; ++n) {
+      const uint32_t a = win[2 * n], b = win[2 * n + 1];
+      win[n] = keys[b] < keys[a] ? b : a;  // the left child wins an equal key
+    }
+  }
+}
+
 void Simulator::run_window(Partition& P, Time limit, Time until) {
   const Time stop = until < limit ? until + 1 : limit;  // (until < kNever there)
   for (;;) {
@@ -794,6 +836,10 @@ void Simulator::run_window(Partition& P, Time limit, Time until) {
       Link& l = links_[li];
       Packet* p = l.wire.front();
       l.wire.pop();  // (prefetches the link's next packet)
+      if (leaf + 1 < P.leaves && P.key[leaf + 1] == t) [[unlikely]] {
+        run_same_time(P, leaf, l, p);
+        continue;
+      }
       key_leaf(P, leaf, l);
       // The next link delivery's packet header, while this one is handled
       // (the prefetch at pop() is thousands of events early: its line may

@@ -413,6 +413,10 @@ class Simulator {
   [[gnu::always_inline]] inline void deliver(Partition& P, NodeId to, Packet* p);  // (inlined into run_window())
   void key_link(Partition& P, uint32_t link_id);  // re-keys a link from its wire head, updates the path
   [[gnu::always_inline]] inline void key_leaf(Partition& P, uint32_t leaf, const Link& l);  // the same by leaf, inlined into run_window()
+  [[gnu::always_inline]] inline void set_leaf(Partition& P, uint32_t leaf, const Link& l);  // its key and head alone (no pass)
+  // run_window()'s deliveries at P.now off leaves first, first + 1, ...,
+  // the first (its link l0, its packet p0) already popped.
+  [[gnu::noinline]] void run_same_time(Partition& P, uint32_t first, Link& l0, Packet* p0);
   // By link: its leaf in its receiver's partition's tree (made with the
   // trees; Partition::link_at is the inverse).
   std::vector<uint32_t> leaf_of_;

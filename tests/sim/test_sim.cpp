@@ -322,6 +322,70 @@ TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
   EXPECT_EQ(tp->fired, want);
 }
 
+// Deliveries that fall on one picosecond go in their keys' order (by
+// receiving node) even when one of them sets a timer for that picosecond:
+// the timer runs after its node's deliveries and before the next node's.
+// The switch (node 0) sends one packet to each host at once, so all four
+// arrive together; each host answers on its idle uplink (a re-key while
+// the four are delivered), and the answers reach the switch together.
+// Catches: the same-time deliveries run past the timer (1, 2, 3, 4, then
+// host 2's timer), or a tree left stale by them (an answer delivered late,
+// out of order, or never).
+TEST(Engine, SameTimeDeliveriesYieldToATimerSetForNow) {
+  struct Sw final : Node {
+    void on_start(Time, Effects& fx) override {
+      for (NodeId h = 1; h <= 4; ++h) {
+        Packet* p = fx.alloc();
+        p->h.dst = h;
+        p->h.psn = h;
+        fx.send(p);
+      }
+    }
+    void on_packet(Packet* p, Time, Effects& fx) override { fx.free(p); }
+    void on_timer(uint64_t, Time, Effects&) override {}
+  };
+  struct Host final : Node {
+    void on_packet(Packet* p, Time now, Effects& fx) override {
+      if (id() == 2) fx.set_timer(now, 7);
+      p->h.dst = 0;
+      p->h.src = id();
+      p->h.psn = 10 + id();
+      fx.send(p);
+    }
+    void on_timer(uint64_t, Time, Effects&) override {}
+  };
+  sim::Simulator s(1, 64);
+  s.add_node(std::make_unique<Sw>(), true);
+  for (int h = 1; h <= 4; ++h) s.add_node(std::make_unique<Host>(), false);
+  sim::LinkParams lp;
+  lp.gbps = 100;
+  lp.delay = 1000;
+  for (NodeId h = 1; h <= 4; ++h) s.connect(h, 0, lp, lp);
+  s.build_routes();
+  std::vector<sim::TraceRecord> trace;
+  s.set_trace(&trace);
+  s.run();
+  const Time t1 = 1000 + 5120;  // 64 B at 100 Gbit/s, then the delay
+  const Time t2 = 2 * t1;
+  struct Ev {
+    Time t;
+    NodeId node;
+    bool timer;
+    uint32_t psn;
+    bool operator==(const Ev&) const = default;
+  };
+  std::vector<Ev> got;
+  for (const auto& r : trace) got.push_back({r.t, r.node, r.timer, r.timer ? 0u : r.psn});
+  const std::vector<Ev> want = {{t1, 1, false, 1},  {t1, 2, false, 2},  {t1, 2, true, 0},   {t1, 3, false, 3},
+                                {t1, 4, false, 4},  {t2, 0, false, 11}, {t2, 0, false, 12}, {t2, 0, false, 13},
+                                {t2, 0, false, 14}};
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "event " << i << ": t " << got[i].t << " node " << got[i].node << " timer "
+                               << got[i].timer << " psn " << got[i].psn;
+  EXPECT_EQ(s.packets_in_use(), 0u);
+}
+
 // ---------------------------------------------------------------- multicast tree
 
 // A switch that multicasts one result packet per group at start (the root)
