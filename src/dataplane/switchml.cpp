@@ -30,6 +30,8 @@ class SwitchMLSwitch final : public SwitchProgram {
     const uint32_t s = j.region_size / 2;
     return j.region_offset + ((psn / s) % 2) * s + psn % s;
   }
+  // (The same rule, without a second virtual call per packet.)
+  uint32_t index_for(const Packet& p, const SwitchJob& j) const override { return SwitchMLSwitch::index_of(j, p.h.psn); }
 
   void on_data(Packet* p, const SwitchJob& j, uint32_t i, Time, Effects& fx) override {
     Agg& a = agg(i);

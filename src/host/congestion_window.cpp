@@ -12,8 +12,8 @@ double CongestionWindow::pace_gbps(Time srtt, double wire_bytes) const {
   return window_pace_gbps(cwnd_, static_cast<double>(srtt) / static_cast<double>(kSec), wire_bytes, in_slow_start());
 }
 
-void CongestionWindow::on_ack(double ceiling) {
-  if (!cfg_.adaptive || cwnd_ >= ceiling) return;
+void CongestionWindow::grow(double ceiling) {
+  if (cwnd_ >= ceiling) return;
   cwnd_ = std::min(cfg_.max_window, grow_to_ceiling(cwnd_, cwnd_ < ssthresh_ ? 1.0 : 1.0 / cwnd_, ceiling));
 }
 

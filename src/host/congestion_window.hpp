@@ -79,7 +79,10 @@ class CongestionWindow {
 
   // One packet acknowledged without a congestion mark; the window grows to
   // at most `ceiling` packets (and never shrinks for it).
-  void on_ack(double ceiling = std::numeric_limits<double>::infinity());
+  // (The test inline: a fixed window's every acknowledgement asks.)
+  void on_ack(double ceiling = std::numeric_limits<double>::infinity()) {
+    if (cfg_.adaptive) grow(ceiling);
+  }
   // Congestion signals, at `now` with the sender's smoothed RTT. Each
   // returns whether the window was halved.
   bool on_ecn(Time now, Time srtt, Time sent);  // an echo for a packet first sent at `sent`
@@ -93,6 +96,7 @@ class CongestionWindow {
 
  private:
   bool decrease(Time now, Time srtt, Time floor);
+  void grow(double ceiling);
 
   CongestionWindowConfig cfg_;
   double cwnd_;

@@ -38,7 +38,8 @@ WorkerTransport::WorkerTransport(const WorkerConfig& cfg)
       cw_(window_config(cfg)),
       aoi_threshold_(cfg.segment_size > 0 ? aoi_threshold(cfg) : 0),
       rtt_(cfg.min_rto, cfg.max_rto),
-      delay_(cfg.delay_target) {
+      delay_(cfg.delay_target),
+      full_(full_bitmap(cfg.nworkers)) {
   if (cfg.nworkers == 0 || cfg.nworkers > kMaxWorkers || cfg.rank >= cfg.nworkers)
     throw std::invalid_argument("worker: rank must be below the worker count (1..64)");
   if (cfg.payload_values == 0) throw std::invalid_argument("worker: payload_values must be > 0");
@@ -117,7 +118,7 @@ uint32_t WorkerTransport::lowest_unacked() const {
 
 inline void WorkerTransport::send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend) {
   Rec& r = resend ? op.recs[idx] : op.recs.open(op.low, idx);
-  Packet* p = fx.alloc();
+  Packet* p = spare_ ? take_spare() : fx.alloc();
   Header& h = p->h;
   const uint32_t psn = op.psn0 + idx;
   const bool redirect = !to_ps_.empty() && to_ps_.count(psn);
@@ -256,7 +257,7 @@ inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     return;
   }
   if (idx >= op->next || p->h.count != count_of(*op, idx) ||
-      p->h.bitmap != full_bitmap(cfg_.nworkers)) {
+      p->h.bitmap != full_) {
     ++st_.malformed;
     fx.free(p);
     return;
@@ -277,12 +278,15 @@ inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
   --inflight_;
   ++st_.acks;
   ++op->ndone;
-  while (op->low < op->next && op->recs.done(op->low)) ++op->low;
+  if (idx == op->low) {  // (in order, the common case: no need to read its bit again)
+    ++op->low;
+    while (op->low < op->next && op->recs.done(op->low)) ++op->low;
+  }
   bool delayed = false;
   if (!retransmitted) {  // Karn's rule: only unambiguous round trips are samples
     const Time rtt = now - sent;
     rtt_.sample(rtt);
-    rack_sent_ = std::max(rack_sent_, sent);
+    if (cfg_.fast_retransmit) rack_sent_ = std::max(rack_sent_, sent);
     delayed = delay_.sample(rtt);
   }
   if (p->h.has(flag::kEce)) {
@@ -297,7 +301,7 @@ inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     cw_.on_ack();
   }
   const uint32_t psn = p->h.psn;
-  fx.free(p);
+  spare_ = p;  // the next packet sent, if any (else freed below)
   if (segmented()) on_result_aoi(psn, now, fx);
   else if (cfg_.fast_retransmit) detect_losses(now, fx);
   if (op->ndone == op->npkts) {
@@ -314,6 +318,10 @@ inline void WorkerTransport::on_ack(Packet* p, Time now, Effects& fx) {
     }
   }
   send_allowed(now, fx);
+  if (spare_) {
+    fx.free(spare_);
+    spare_ = nullptr;
+  }
 }
 
 void WorkerTransport::detect_losses(Time now, Effects& fx) {

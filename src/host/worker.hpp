@@ -222,6 +222,17 @@ class WorkerTransport {
     return find_slow(psn);
   }
   Op* find_slow(uint32_t psn);
+  // A result packet this worker owns and has read, sent again as its next
+  // packet (what free() then alloc() would hand it, without the two
+  // calls), as alloc() returns one: a default header, no multicast set.
+  Packet* take_spare() {
+    Packet* p = spare_;
+    spare_ = nullptr;
+    p->h = Header{};
+    p->mcast = {};
+    p->next = nullptr;
+    return p;
+  }
   uint16_t count_of(const Op& op, uint32_t idx) const;
   [[gnu::always_inline]] inline void send_data(Op& op, uint32_t idx, Time now, Effects& fx, bool resend);
   [[gnu::always_inline]] inline void on_ack(Packet* p, Time now, Effects& fx);  // (inlined into on_packet())
@@ -260,6 +271,8 @@ class WorkerTransport {
   Time next_tx_ = 0;          // pacing: earliest time of the next first transmission
   bool pace_armed_ = false;
   DeadlineQueue<uint32_t> rto_q_;  // psn by retransmission deadline
+  const RankBits full_;            // every rank of the job: a result's bitmap
+  Packet* spare_ = nullptr;        // take_spare()
   std::unordered_set<uint32_t> to_ps_;  // unsent PSNs the PS asked for
   std::vector<uint64_t> completed_;
   // P4INC-AOI.
