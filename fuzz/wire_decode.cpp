@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // value short of it (which must be PayloadTooLarge, not an overrun).
   PacketPool exact(h.count, 1);
   Packet* p = exact.get();
-  FUZZ_CHECK(decode(in, *p) == DecodeError::None, "Packet decode failed with capacity == count");
+  FUZZ_CHECK(decode(in, *p, exact) == DecodeError::None, "Packet decode failed with capacity == count");
   FUZZ_CHECK(same(p->h, h), "Packet decode gives another header");
   FUZZ_CHECK(std::memcmp(p->payload(), payload.data(), 4u * h.count) == 0, "Packet decode gives another payload");
   std::vector<std::byte> out2(encoded_size(p->h));
@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (h.count > 0) {
     PacketPool short_pool(static_cast<uint16_t>(h.count - 1), 1);
     Packet* q = short_pool.get();
-    FUZZ_CHECK(decode(in, *q) == DecodeError::PayloadTooLarge, "count above capacity not refused");
+    FUZZ_CHECK(decode(in, *q, short_pool) == DecodeError::PayloadTooLarge, "count above capacity not refused");
     short_pool.put(q);
   }
   (void)describe(h);

@@ -46,7 +46,6 @@ struct Sent {
     void* mem = ::operator new(sizeof(Packet) + 4 * v.size(), align);
     Packet* p = new (mem) Packet{};
     p->h = h;
-    p->capacity = static_cast<uint16_t>(v.size());
     if (!v.empty()) std::memcpy(p->payload(), v.data(), 4 * v.size());
     return std::shared_ptr<const Packet>(p, [align](const Packet* q) {
       q->~Packet();
@@ -93,7 +92,7 @@ class FakeEffects final : public Effects {
   // the decoder rejects it (the runtime drops such datagrams).
   Packet* inject(std::span<const std::byte> wire) {
     Packet* p = pool.get();
-    if (decode(wire, *p) != DecodeError::None) {
+    if (decode(wire, *p, pool) != DecodeError::None) {
       ++rejected_;
       pool.put(p);
       return nullptr;

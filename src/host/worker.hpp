@@ -230,7 +230,6 @@ class WorkerTransport {
     spare_ = nullptr;
     p->h = Header{};
     p->mcast = {};
-    p->next = nullptr;
     return p;
   }
   uint16_t count_of(const Op& op, uint32_t idx) const;

@@ -619,7 +619,7 @@ void UdpEngine::handle_datagram(std::byte* data, size_t len, const sockaddr_in& 
     return k && tag_matches(*k, data, len + kTagBytes);
   };
   Packet* p = pool_.get();
-  const DecodeError err = forced != DecodeError::None ? forced : decode(std::span<const std::byte>(data, len), *p);
+  const DecodeError err = forced != DecodeError::None ? forced : decode(std::span<const std::byte>(data, len), *p, pool_);
   if (err != DecodeError::None) {
     ++st_.rx_malformed;
     ++st_.decode_errors[static_cast<size_t>(err)];

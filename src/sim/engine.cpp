@@ -617,7 +617,7 @@ void Simulator::trade_posts() {
       Packet* p = x.pkt;
       p->h = r.get<Header>();
       p->mcast = r.get<RankBits>();
-      if (p->h.count > p->capacity) throw std::runtime_error(fmt::format("rank {}: a post of {} values", me, p->h.count));
+      if (p->h.count > Q.pool.capacity()) throw std::runtime_error(fmt::format("rank {}: a post of {} values", me, p->h.count));
       r.take(p->payload(), sizeof(int32_t) * p->h.count);
     }
   }

@@ -75,7 +75,7 @@ struct LinkStats {
   uint64_t duplicated = 0, reordered = 0;
 };
 
-// Prefetches a packet's header and payload (a 64-value payload: 6 lines).
+// Prefetches a packet's header and payload (a 64-value payload: 5 lines).
 inline void prefetch_packet(const Packet* p) {
   const char* c = reinterpret_cast<const char*>(p);
   for (size_t off = 0; off < sizeof(Packet) + 64 * sizeof(int32_t); off += 64) __builtin_prefetch(c + off, 0, 2);

@@ -16,11 +16,10 @@ PacketPool::PacketPool(uint16_t payload_capacity, size_t slab_packets)
 }
 
 void PacketPool::grow() {
-  auto slab = std::make_unique<std::byte[]>(stride_ * slab_packets_);
+  std::unique_ptr<std::byte[], SlabFree> slab(new (std::align_val_t{64}) std::byte[stride_ * slab_packets_]);
   for (size_t i = slab_packets_; i-- > 0;) {
     auto* p = new (slab.get() + i * stride_) Packet{};
-    p->capacity = capacity_;
-    p->next = free_;
+    set_next(p, free_);
     free_ = p;
   }
   total_ += slab_packets_;
@@ -32,9 +31,9 @@ void PacketPool::give_free(PacketPool& to, size_t n) {
   if (to.capacity_ != capacity_) throw std::invalid_argument("give_free: pools of different capacities");
   while (n-- > 0 && free_) {
     Packet* p = free_;
-    free_ = p->next;
+    free_ = next_of(p);
     --free_n_;
-    p->next = to.free_;
+    set_next(p, to.free_);
     to.free_ = p;
     ++to.free_n_;
   }
@@ -196,8 +195,8 @@ DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> 
   return DecodeError::None;
 }
 
-DecodeError decode(std::span<const std::byte> in, Packet& pk) {
-  return decode(in, pk.h, std::span<int32_t>(pk.payload(), pk.capacity));
+DecodeError decode(std::span<const std::byte> in, Packet& pk, const PacketPool& pool) {
+  return decode(in, pk.h, std::span<int32_t>(pk.payload(), pool.capacity()));
 }
 
 std::string describe(const Header& h) {

@@ -7,7 +7,9 @@
 // never serializes, the UDP runtime does (encode/decode below).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -118,20 +120,22 @@ struct Header {
 
 inline RankBits full_bitmap(unsigned nworkers) { return RankBits::first(nworkers); }
 
-// In-memory packet. The payload lives right after the struct, with the
-// capacity of the pool that allocated it.
+// In-memory packet: one cache line, the payload right after it with the
+// capacity of the pool that allocated it (PacketPool::capacity()). A pool's
+// packets start on cache lines, so a 64-value payload is four whole lines.
 struct Packet {
   Header h;
-  Packet* next = nullptr;  // free-list / queue link, owned by whoever holds the packet
-  RankBits mcast;          // engine scratch: multicast members this copy still serves (empty = all)
-  uint16_t capacity = 0;
+  // Engine scratch: multicast members this copy still serves (empty =
+  // all). In a pool's free list its bytes hold the link to the next free
+  // packet (PacketPool), which get() clears.
+  RankBits mcast;
 
   int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
   const int32_t* payload() const { return reinterpret_cast<const int32_t*>(this + 1); }
   std::span<int32_t> values() { return {payload(), h.count}; }
   std::span<const int32_t> values() const { return {payload(), h.count}; }
 };
-static_assert(sizeof(Packet) % alignof(int32_t) == 0);
+static_assert(sizeof(Packet) == 64, "a packet's fields: one cache line");
 
 // out[0, n) = in[0, n): a payload into a packet or an aggregator and back
 // (every result copy and every contribution copies one). The common 64
@@ -148,25 +152,20 @@ class PacketPool {
 
   // (Inline: every send and every delivery takes or returns one.)
   Packet* get() {
-    if (!free_) grow();
-    Packet* p = free_;
-    free_ = p->next;
-    --free_n_;
-    p->next = nullptr;
-    p->mcast = {};
+    Packet* p = take();
     p->h = Header{};
-    ++in_use_;
     return p;
   }
   void put(Packet* p) {
-    p->next = free_;
+    set_next(p, free_);
     free_ = p;
     ++free_n_;
     --in_use_;
   }
-  // A packet with src's header and its src.h.count values.
+  // A packet with src's header and its src.h.count values (get() without
+  // its default header: src's replaces it).
   Packet* clone(const Packet& src) {
-    Packet* p = get();
+    Packet* p = take();
     p->h = src.h;
     copy_values(p->payload(), src.payload(), src.h.count);
     return p;
@@ -184,10 +183,30 @@ class PacketPool {
 
  private:
   void grow();
+  // The free list's link, kept in a free packet's mcast bytes.
+  static Packet* next_of(const Packet* p) {
+    Packet* n;
+    std::memcpy(&n, reinterpret_cast<const std::byte*>(&p->mcast), sizeof n);
+    return n;
+  }
+  static void set_next(Packet* p, Packet* n) { std::memcpy(reinterpret_cast<std::byte*>(&p->mcast), &n, sizeof n); }
+  // A free packet off the list, its mcast cleared, its header as it was.
+  Packet* take() {
+    if (!free_) grow();
+    Packet* p = free_;
+    free_ = next_of(p);
+    --free_n_;
+    p->mcast = {};
+    ++in_use_;
+    return p;
+  }
   uint16_t capacity_;
   size_t stride_;
   size_t slab_packets_;
-  std::vector<std::unique_ptr<std::byte[]>> slabs_;
+  struct SlabFree {
+    void operator()(std::byte* b) const { ::operator delete[](b, std::align_val_t{64}); }
+  };
+  std::vector<std::unique_ptr<std::byte[], SlabFree>> slabs_;  // 64-byte aligned
   Packet* free_ = nullptr;
   size_t in_use_ = 0;
   size_t total_ = 0;
@@ -212,7 +231,8 @@ size_t encode(const Packet& p, std::span<std::byte> out);
 // Parses and validates. On success fills `h` and copies the payload into
 // `payload_out` (capacity = payload_out.size()).
 DecodeError decode(std::span<const std::byte> in, Header& h, std::span<int32_t> payload_out);
-DecodeError decode(std::span<const std::byte> in, Packet& p);
+// The same into a packet of `pool`'s (its capacity bounds the payload).
+DecodeError decode(std::span<const std::byte> in, Packet& p, const PacketPool& pool);
 
 std::string describe(const Header& h);
 

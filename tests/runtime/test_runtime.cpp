@@ -377,7 +377,7 @@ std::vector<uint32_t> drain_psns(int fd) {
     }
     idle = 0;
     Packet* q = pool.get();
-    if (decode(std::span<const std::byte>(buf.data(), static_cast<size_t>(n)), *q) == DecodeError::None)
+    if (decode(std::span<const std::byte>(buf.data(), static_cast<size_t>(n)), *q, pool) == DecodeError::None)
       psns.push_back(q->h.psn);
     pool.put(q);
   }

@@ -159,6 +159,37 @@ TEST(Wire, LongPayloadsAreBigEndianInEveryWord) {
   EXPECT_EQ(out, payload);
 }
 
+// A 64-value pool's packets start on cache lines (header one line, values
+// four), and one handed out again carries nothing of its last use: the
+// free list's link lives in a free packet's multicast set.
+TEST(PacketPool, PacketsStartOnCacheLinesAndComeBackCleared) {
+  PacketPool pool(64, 8);
+  std::vector<Packet*> got;
+  for (int i = 0; i < 20; ++i) got.push_back(pool.get());  // three slabs
+  for (Packet* p : got) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->payload()) % 64, 0u);
+    p->h = full_header(PktType::Ack);
+    p->h.count = 64;
+    p->mcast = RankBits::first(100);
+  }
+  for (Packet* p : got) pool.put(p);
+  EXPECT_EQ(pool.in_use(), 0u);
+  EXPECT_EQ(pool.free_count(), 24u);
+  Packet* src = pool.get();
+  EXPECT_EQ(src->mcast, RankBits{});
+  src->h = full_header(PktType::Data);
+  src->h.count = 3;
+  for (int i = 0; i < 24 - 1; ++i) {
+    Packet* p = i % 2 ? pool.get() : pool.clone(*src);
+    EXPECT_EQ(p->mcast, RankBits{}) << i;
+    EXPECT_EQ(p->h.count, i % 2 ? 0 : 3) << i;  // a default header, or src's
+    EXPECT_EQ(p->h.psn, i % 2 ? 0u : src->h.psn) << i;
+  }
+  EXPECT_EQ(pool.in_use(), 24u);
+  EXPECT_EQ(pool.allocated(), 24u) << "every get came off the free list";
+}
+
 TEST(Wire, PacketOverloadsRoundTrip) {
   PacketPool pool(64);
   Packet* p = pool.get();
@@ -168,7 +199,7 @@ TEST(Wire, PacketOverloadsRoundTrip) {
   std::vector<std::byte> buf(encoded_size(p->h));
   ASSERT_EQ(encode(*p, buf), buf.size());
   Packet* q = pool.get();
-  ASSERT_EQ(decode(buf, *q), DecodeError::None);
+  ASSERT_EQ(decode(buf, *q, pool), DecodeError::None);
   expect_same(q->h, p->h);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(q->payload()[i], p->payload()[i]);
   pool.put(p);
@@ -342,7 +373,7 @@ TEST(Wire, PayloadLargerThanBuffer) {
   PacketPool small(32);
   Packet* p = small.get();
   const auto buf = encode_vec(h, payload_of(64, 5));
-  EXPECT_EQ(decode(buf, *p), DecodeError::PayloadTooLarge);
+  EXPECT_EQ(decode(buf, *p, small), DecodeError::PayloadTooLarge);
   small.put(p);
 }
 
