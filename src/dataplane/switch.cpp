@@ -47,9 +47,7 @@ void SwitchProgram::on_timer(uint64_t, Time now, Effects& fx) {
 }
 
 
-bool SwitchProgram::is_pinned(uint32_t i) const {
-  return kv_ && aggs_[i].key != 0 && kv_->has_table(static_cast<uint16_t>(aggs_[i].key >> 32));
-}
+bool SwitchProgram::pinned_by_kv(uint32_t i) const { return kv_->has_table(static_cast<uint16_t>(aggs_[i].key >> 32)); }
 
 size_t SwitchProgram::pinned() const {
   size_t c = 0;
@@ -66,16 +64,23 @@ void SwitchProgram::add_job(const SwitchJob& j) {
   if (j.job < jobs_.size() && jobs_[j.job]) throw std::invalid_argument(fmt::format("switch: job {} already registered", j.job));
   validate_job(j);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
-  jobs_[j.job] = std::make_unique<SwitchJob>(j);
+  jobs_[j.job] = registered(j);
   if (held_.size() <= j.job) held_.resize(j.job + 1, 0);
   ++njobs_;
+}
+
+std::unique_ptr<SwitchJob> SwitchProgram::registered(const SwitchJob& j) {
+  auto r = std::make_unique<SwitchJob>(j);
+  r->all_ranks = full_bitmap(static_cast<unsigned>(j.workers.size()));
+  r->owes = j.parent != kNoNode ? j.agg_mask : r->all_ranks;
+  return r;
 }
 
 size_t SwitchProgram::replace_job(const SwitchJob& j) {
   validate_job(j);  // before anything of the registered job is touched
   const size_t freed = remove_job(j.job);
   if (jobs_.size() <= j.job) jobs_.resize(j.job + 1);
-  jobs_[j.job] = std::make_unique<SwitchJob>(j);
+  jobs_[j.job] = registered(j);
   if (held_.size() <= j.job) held_.resize(j.job + 1, 0);
   ++njobs_;
   return freed;
@@ -270,7 +275,7 @@ uint32_t SwitchProgram::index_of(const SwitchJob& j, uint32_t psn) const {
 inline bool SwitchProgram::valid_data(const Packet& p, const SwitchJob& j) const {
   const auto n = static_cast<unsigned>(j.workers.size());
   if (p.h.nworkers != n || p.h.rank >= n || p.h.count > width_ || p.h.count == 0) return false;
-  if (p.h.bitmap == 0 || (p.h.bitmap & ~full_bitmap(n))) return false;
+  if (p.h.bitmap == 0 || (p.h.bitmap & ~j.all_ranks)) return false;
   return true;
 }
 

@@ -112,6 +112,10 @@ struct SwitchJob {
   uint32_t quota = 0;
   uint32_t priority_min = 0;
   uint32_t priority_max = UINT32_MAX;
+  // Set by the switch as it registers the job (add_job, replace_job),
+  // whatever the caller wrote: every rank's bit, and what a task owes
+  // (owed(): every rank, or in a tree the ranks of its subtree).
+  RankBits all_ranks, owes;
   RankBits agg_mask;              // routed policy: ranks whose fragments this switch aggregates;
                                   // tree: the ranks of its subtree (what it owes its parent)
   RinaJob rina;                   // ring-ina (Rina ToR): rina.hpp
@@ -275,6 +279,7 @@ class SwitchProgram : public Node {
   virtual void check_job(const SwitchJob& j) const;
   // Every check of add_job but "already registered" (the scheme's check_job included).
   void validate_job(const SwitchJob& j) const;
+  static std::unique_ptr<SwitchJob> registered(const SwitchJob& j);  // the copy kept, its derived fields set
   // Scheme hook: where (job, psn) lives in the shared pool; isolated overrides.
   virtual uint32_t index_of(const SwitchJob& j, uint32_t psn) const;
   // Scheme hook: the aggregator of gradient packet p; index_of(j, psn) unless
@@ -310,7 +315,7 @@ class SwitchProgram : public Node {
   // that does not cannot be built with kv_pool (Scheme::make_switch refuses).
   void host_sparse_in_pool();
   // Aggregator i holds a sparse job's hot values (kv_pool): a dense task never takes it.
-  bool is_pinned(uint32_t i) const;
+  bool is_pinned(uint32_t i) const { return kv_ && aggs_[i].key != 0 && pinned_by_kv(i); }
 
   // The register arrays every scheme has; a scheme keeps its own further
   // arrays (DSA's priority, GRID's collision counter, ATP's and SwitchML's
@@ -387,9 +392,7 @@ class SwitchProgram : public Node {
   // frees i. nullptr (and i freed) if the holder's job is gone.
   Packet* reclaim(uint32_t i, Effects& fx, const SwitchJob*& holder);
   // What the switch must collect for a task: every rank, or in a tree the ranks of its subtree.
-  static RankBits owed(const SwitchJob& j) {
-    return j.parent != kNoNode ? j.agg_mask : full_bitmap(static_cast<unsigned>(j.workers.size()));
-  }
+  static RankBits owed(const SwitchJob& j) { return j.owes; }
   bool full(uint32_t i, const SwitchJob& j) const { return aggs_[i].bitmap == owed(j); }
   // DSA's packet swap (and GRID's eviction). The packet's contribution takes
   // aggregator i (key, bitmap, ECN, count, values), and p leaves carrying the
@@ -421,6 +424,7 @@ class SwitchProgram : public Node {
   std::string scheme_;
   SwitchStats st_;
   std::unique_ptr<KvPipeline> kv_;  // sparse jobs (zebra; a pool program with kv_pool)
+  bool pinned_by_kv(uint32_t i) const;  // is_pinned() past its two tests (kv_ and i held)
   Rng rng_;
   size_t n_;
   uint16_t width_;

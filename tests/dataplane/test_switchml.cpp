@@ -83,6 +83,36 @@ TEST(SwitchMLSwitch, RetransmissionAfterCompletionIsServedFromKeptResult) {
   EXPECT_EQ(fx.pool.in_use(), 0u);
 }
 
+// What a task owes is the switch's to say: a job registered with its
+// derived fields set wrong (one rank owed, every bit allowed) still
+// completes only with every worker's contribution, and a re-registration
+// takes the new worker count. Catches: add_job or replace_job keeping the
+// caller's all_ranks / owes.
+TEST(SwitchMLSwitch, ARegisteredJobOwesEveryRankWhateverTheCallerWrote) {
+  FakeEffects fx;
+  auto sw = make_sw("switchml", 16);
+  dp::SwitchJob j;
+  j.job = 1;
+  j.workers = {1, 2, 3};
+  j.region_size = 6;
+  j.owes = RankBits::first(1);
+  j.all_ranks = RankBits::first(128);
+  sw->add_job(j);
+  const auto a = ramp(64, 1), b = ramp(64, 2), c = ramp(64, 3);
+  sw->on_packet(make_data(fx, 1, 0, 0, 3, 1, a), 0, fx);
+  sw->on_packet(make_data(fx, 1, 0, 1, 3, 2, b), 0, fx);
+  EXPECT_TRUE(fx.sent.empty()) << "completed before every rank contributed";
+  sw->on_packet(make_data(fx, 1, 0, 2, 3, 3, c), 0, fx);
+  expect_multicast(fx.take(), {1, 2, 3}, 1, 0, add(add(a, b), c));
+  j.workers = {1, 2};
+  j.owes = RankBits::first(3);
+  sw->replace_job(j);
+  sw->on_packet(make_data(fx, 1, 1, 0, 2, 1, a), 0, fx);
+  sw->on_packet(make_data(fx, 1, 1, 1, 2, 2, b), 0, fx);
+  expect_multicast(fx.take(), {1, 2}, 1, 1, add(a, b));
+  EXPECT_EQ(fx.pool.in_use(), 0u);
+}
+
 TEST(SwitchMLSwitch, StaleOlderPsnIsDropped) {
   FakeEffects fx;
   auto sw = make_sw("switchml", 16);
