@@ -115,6 +115,11 @@ bool Simulator::multicast_from(Partition& P, NodeId from, Packet* p) {
 
 Simulator::Simulator(uint64_t seed, uint16_t payload_capacity, uint32_t header_bytes, uint32_t min_packet_bytes)
     : payload_capacity_(payload_capacity), header_bytes_(header_bytes), min_packet_bytes_(min_packet_bytes), seed_(seed) {
+  // Every packet takes at least 1 ps on a link: one link delivers one packet
+  // a picosecond at most (the events' keys) and no send lands in the
+  // picosecond it is made (run_same_time()).
+  if (min_packet_bytes == 0)
+    throw std::invalid_argument("simulator: min_packet_bytes is 0; a packet takes at least 1 byte on the wire");
   parts_.push_back(std::make_unique<Partition>(*this, payload_capacity, 0));
   parts_.front()->heap.reserve(1 << 16);
   parts_.front()->outbox.resize(1);
@@ -783,17 +788,20 @@ void Simulator::start_nodes() {
 // host's packet at once, so most passes would climb the same nodes.
 // The run stops at a leaf with a later key or when a heap event falls on
 // this picosecond (a timer a delivery set for now): the tree then takes
-// over, repaired. A delivery's send re-keys only a link whose wire was
-// empty, never one of the run's (theirs hold a packet due now); its pass
-// may leave the run's ancestors stale, and the repair recomputes them
-// from children that are right: below the run's ancestors no key changed
-// without its pass.
+// over, repaired. No delivery's send lands in this picosecond (a packet
+// takes at least 1 ps to serialize: min_packet_bytes >= 1), so a leaf's
+// key within the run stays as set; a send onto an empty wire re-keys its
+// link with a pass, which may be a leaf the run has passed and may leave
+// the run's ancestors stale: the repair recomputes every ancestor of the
+// run from children that are right (below them no key changed without
+// its pass). (A delivery that throws ends the run before the repair:
+// run() is not called again after it throws.)
 void Simulator::run_same_time(Partition& P, uint32_t first, Link& l0, Packet* p0) {
   const Time t = P.now;
   set_leaf(P, first, l0);
   __builtin_prefetch(P.head[first + 1], 0, 3);
   deliver(P, l0.to, p0);
-  uint32_t end = first + 1;
+  uint32_t end = first + 1;  // leaves [first, end) re-keyed
   while (end < P.leaves && P.key[end] == t && (P.heap.empty() || P.heap[0].t > t)) {
     Link& l = links_[P.link_at[end]];
     Packet* p = l.wire.front();

@@ -350,7 +350,9 @@ class Simulator {
   };
   std::vector<PartitionLoad> partition_loads() const;
 
-  // Runs until no event is left or the next one is after `until`.
+  // Runs until no event is left or the next one is after `until`. A node
+  // that throws ends the run with its exception: the nodes' state may then
+  // be read and the simulator destroyed, not run again.
   void run(Time until = kNever);
   // The control plane acting on node `n` at `at` (after run(at): no event
   // is due before it): `f` gets the node's effects, as a timer would (with

@@ -16,7 +16,9 @@ PacketPool::PacketPool(uint16_t payload_capacity, size_t slab_packets)
 }
 
 void PacketPool::grow() {
-  std::unique_ptr<std::byte[], SlabFree> slab(new (std::align_val_t{64}) std::byte[stride_ * slab_packets_]);
+  const size_t bytes = stride_ * slab_packets_;
+  std::unique_ptr<std::byte[], SlabFree> slab(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+  std::memset(slab.get(), 0, bytes);  // (a packet's values start as zeros)
   for (size_t i = slab_packets_; i-- > 0;) {
     auto* p = new (slab.get() + i * stride_) Packet{};
     set_next(p, free_);

@@ -121,8 +121,9 @@ struct Header {
 inline RankBits full_bitmap(unsigned nworkers) { return RankBits::first(nworkers); }
 
 // In-memory packet: one cache line, the payload right after it with the
-// capacity of the pool that allocated it (PacketPool::capacity()). A pool's
-// packets start on cache lines, so a 64-value payload is four whole lines.
+// capacity of the pool that allocated it (PacketPool::capacity()). A pool
+// whose capacity is a multiple of 16 values starts every packet on a cache
+// line: a 64-value payload is four whole lines.
 struct Packet {
   Header h;
   // Engine scratch: multicast members this copy still serves (empty =
@@ -203,7 +204,7 @@ class PacketPool {
   uint16_t capacity_;
   size_t stride_;
   size_t slab_packets_;
-  struct SlabFree {
+  struct SlabFree {  // (a slab comes from ::operator new[](bytes, align_val_t{64}))
     void operator()(std::byte* b) const { ::operator delete[](b, std::align_val_t{64}); }
   };
   std::vector<std::unique_ptr<std::byte[], SlabFree>> slabs_;  // 64-byte aligned
