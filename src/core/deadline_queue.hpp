@@ -44,7 +44,7 @@ class DeadlineQueue {
   // out of line in push_slow().)
   template <typename Live>
   [[gnu::always_inline]] bool push(Time at, Key key, Live&& live) {
-    if (!fifo_.has_room() || (!fifo_.empty() && at < fifo_.back_at())) [[unlikely]] return push_slow(at, key, live);
+    if (!fifo_.has_room() || (!fifo_.empty() && at < fifo_.back().at)) [[unlikely]] return push_slow(at, key, live);
     fifo_.push_back_with_room({at, key});
     return arm(at);
   }
@@ -109,9 +109,6 @@ class DeadlineQueue {
     size_t size() const { return n_; }
     const Item& front() const { return buf_[head_]; }
     const Item& back() const { return buf_[(head_ + n_ - 1) & mask()]; }
-    // back().at without reading the ring (its line was written a while
-    // ago and may have left the cache; the push path asks it every time).
-    Time back_at() const { return back_at_; }
     void pop_front() {
       head_ = (head_ + 1) & mask();
       --n_;
@@ -123,7 +120,6 @@ class DeadlineQueue {
     void push_back_with_room(const Item& it) {
       buf_[(head_ + n_) & mask()] = it;
       ++n_;
-      back_at_ = it.at;
     }
 
     // Keeps the items `keep` says to, in order.
@@ -135,7 +131,6 @@ class DeadlineQueue {
         if (keep(it)) buf_[(head_ + kept++) & mask()] = it;
       }
       n_ = kept;
-      if (n_) back_at_ = back().at;
     }
     [[gnu::noinline]] void grow() {
       const size_t cap = cap_ ? 2 * cap_ : 16;
@@ -150,7 +145,6 @@ class DeadlineQueue {
     size_t mask() const { return cap_ - 1; }
     std::unique_ptr<Item[]> buf_;
     size_t cap_ = 0, head_ = 0, n_ = 0;
-    Time back_at_ = 0;  // back().at while not empty
   };
   Ring fifo_;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap_;
