@@ -224,12 +224,11 @@ class WorkerTransport {
   Op* find_slow(uint32_t psn);
   // A result packet this worker owns and has read, sent again as its next
   // packet (what free() then alloc() would hand it, without the two
-  // calls), as alloc() returns one: a default header, no multicast set.
+  // calls), cleared as alloc() returns one.
   Packet* take_spare() {
     Packet* p = spare_;
     spare_ = nullptr;
-    p->h = Header{};
-    p->mcast = {};
+    p->clear();
     return p;
   }
   uint16_t count_of(const Op& op, uint32_t idx) const;

@@ -131,6 +131,12 @@ struct Packet {
   // packet (PacketPool), which get() clears.
   RankBits mcast;
 
+  // As a pool hands one out: a default header, no multicast set (the
+  // values are left as they are).
+  void clear() {
+    h = Header{};
+    mcast = {};
+  }
   int32_t* payload() { return reinterpret_cast<int32_t*>(this + 1); }
   const int32_t* payload() const { return reinterpret_cast<const int32_t*>(this + 1); }
   std::span<int32_t> values() { return {payload(), h.count}; }
@@ -154,7 +160,7 @@ class PacketPool {
   // (Inline: every send and every delivery takes or returns one.)
   Packet* get() {
     Packet* p = take();
-    p->h = Header{};
+    p->clear();
     return p;
   }
   void put(Packet* p) {
@@ -167,6 +173,7 @@ class PacketPool {
   // its default header: src's replaces it).
   Packet* clone(const Packet& src) {
     Packet* p = take();
+    p->mcast = {};
     p->h = src.h;
     copy_values(p->payload(), src.payload(), src.h.count);
     return p;
@@ -191,13 +198,13 @@ class PacketPool {
     return n;
   }
   static void set_next(Packet* p, Packet* n) { std::memcpy(reinterpret_cast<std::byte*>(&p->mcast), &n, sizeof n); }
-  // A free packet off the list, its mcast cleared, its header as it was.
+  // A free packet off the list, as it was freed but for its mcast bytes
+  // (the list's link: the caller clears them).
   Packet* take() {
     if (!free_) grow();
     Packet* p = free_;
     free_ = next_of(p);
     --free_n_;
-    p->mcast = {};
     ++in_use_;
     return p;
   }
