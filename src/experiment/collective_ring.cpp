@@ -13,6 +13,7 @@
 #include "control/rina_bom.hpp"
 #include "dataplane/switch.hpp"
 #include "experiment/collective_impl.hpp"
+#include "experiment/step_records.hpp"
 #include "host/ring.hpp"
 #include "host/ring_failover.hpp"
 #include "host/rina_levels.hpp"
@@ -503,6 +504,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   out.hops = sim.hops();
   out.events = sim.events();
   out.digest = sim.digest();
+  if (!s.step_records.empty() && (!s.ranks || s.ranks->rank() == 0)) write_step_records(s.step_records, out.digest, out.step_log);
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();
   if (sim.partitions() > 1)

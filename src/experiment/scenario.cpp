@@ -169,6 +169,7 @@ const std::vector<Field>& settings_fields() {
       {"faults.fail_at_ms", &Settings::fail_at_ms, between(0, 1e9, "simulated milliseconds")},
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
+      {"run.step_records", &Settings::step_records},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
       {"run.threads", &Settings::threads, between(1, 256, "threads one simulation runs on")},
       {"run.partitions", &Settings::partitions, between(0, 256, "partitions per process one simulation splits into (0: the default)")},

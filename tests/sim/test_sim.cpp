@@ -322,6 +322,13 @@ TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
   EXPECT_EQ(tp->fired, want);
 }
 
+// Every packet takes at least 1 ps on a link (the engine's order of
+// deliveries rests on it): a frame of 0 bytes is refused.
+TEST(Engine, AMinimumFrameOfZeroBytesIsRefused) {
+  EXPECT_THROW(sim::Simulator(1, 64, 0, 0), std::invalid_argument);
+  EXPECT_NO_THROW(sim::Simulator(1, 64, 0, 1));
+}
+
 // Deliveries that fall on one picosecond go in their keys' order (by
 // receiving node) even when one of them sets a timer for that picosecond:
 // the timer runs after its node's deliveries and before the next node's.
@@ -331,13 +338,6 @@ TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
 // Catches: the same-time deliveries run past the timer (1, 2, 3, 4, then
 // host 2's timer), or a tree left stale by them (an answer delivered late,
 // out of order, or never).
-// Every packet takes at least 1 ps on a link (the engine's order of
-// deliveries rests on it): a frame of 0 bytes is refused.
-TEST(Engine, AMinimumFrameOfZeroBytesIsRefused) {
-  EXPECT_THROW(sim::Simulator(1, 64, 0, 0), std::invalid_argument);
-  EXPECT_NO_THROW(sim::Simulator(1, 64, 0, 1));
-}
-
 TEST(Engine, SameTimeDeliveriesYieldToATimerSetForNow) {
   struct Sw final : Node {
     void on_start(Time, Effects& fx) override {
