@@ -20,6 +20,8 @@ void check_settings(const CollectiveSettings& s, const sim::Placement& pl, bool 
         fmt::format("rina_allgather_start '{}' is neither \"agent\" nor \"rack\"", s.rina_allgather_start));
   if (s.rina_transport != "paper" && s.rina_transport != "aimd")
     throw std::invalid_argument(fmt::format("rina_transport '{}' is neither \"paper\" nor \"aimd\"", s.rina_transport));
+  if (s.rina_ag_relay != "members" && s.rina_ag_relay != "agent")
+    throw std::invalid_argument(fmt::format("rina_ag_relay '{}' is neither \"members\" nor \"agent\"", s.rina_ag_relay));
   if (!jobs_ok && (pl.jobs.size() != 1 || s.workers_per_job.size() > 1))
     throw std::invalid_argument(fmt::format(
         "this collective runs one job; workers_per_job has {} entries", s.workers_per_job.size()));

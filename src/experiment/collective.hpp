@@ -64,6 +64,10 @@ struct CollectiveSettings {
   // or "aimd" (the plain AIMD transport every ring scheme has, unpaced unless
   // ina_gbps > 0; AllGather slow start only as rina_allgather_start says).
   std::string rina_transport = "paper";
+  // Who relays an INA rack's AllGather shards after its agent's broadcast
+  // (host::RingConfig::agent_relays): "members" (in turn, the default) or
+  // "agent" (the agent alone, one relay after another).
+  std::string rina_ag_relay = "members";
   std::string step_records;  // a directory: ring runs write job 0's step records there (experiment/step_records.hpp)
   // DSA's Eq. 1 (the PS family under DSA): one priority per shard of the
   // iteration's gradient, taken at its first packet (true, §V's "a tensor's

@@ -300,6 +300,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
                 c.allgather_all_from_zero = J.tors[q] != kNoNode && J.racks[q].size() >= 2;
             if (!J.merged.empty() && J.merged[static_cast<size_t>(r)]) c.allgather_all_from_zero = true;
           }
+          c.agent_relays = s.rina_ag_relay == "agent";
           c.rina_transport = s.rina_transport == "aimd" ? host::RinaTransport::Aimd : host::RinaTransport::Paper;
           c.ina_gbps = ina ? host::rina_pace_gbps(s.ina_gbps, c.rina_transport) : 0;
           c.wire_bytes = static_cast<uint32_t>(pkt_bytes);

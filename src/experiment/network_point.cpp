@@ -237,6 +237,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.step_barrier = s.step_barrier;
   c.rina_allgather_start = s.rina_allgather_start;
   c.rina_transport = s.rina_transport;
+  c.rina_ag_relay = s.rina_ag_relay;
   c.step_records = s.step_records;
   c.eq1_per_tensor = s.eq1_priority == "tensor";
   c.max_sim_ms = s.max_sim_ms;

@@ -130,6 +130,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.step_barrier", &Settings::step_barrier},
       {"workload.rina_allgather_start", &Settings::rina_allgather_start, one_of({"agent", "rack"})},
       {"workload.rina_transport", &Settings::rina_transport, one_of({"paper", "aimd"})},
+      {"workload.rina_ag_relay", &Settings::rina_ag_relay, one_of({"members", "agent"})},
       {"workload.eq1_priority", &Settings::eq1_priority, one_of({"packet", "tensor"})},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},

@@ -88,6 +88,7 @@ struct Settings {
   bool step_barrier = false;           // workload.step_barrier (ring schemes): a job-wide barrier per ring step (host/ring.hpp)
   std::string rina_allgather_start = "agent";  // workload.rina_allgather_start (rina): agent | rack (§IV-C's AllGather slow start)
   std::string rina_transport = "paper";        // workload.rina_transport (rina): paper | aimd (exp::CollectiveSettings)
+  std::string rina_ag_relay = "members";       // workload.rina_ag_relay (rina): members | agent (exp::CollectiveSettings)
   std::string step_records;                    // run.step_records: a directory for ring runs' step records (exp/step_records.hpp); "" = none
   std::string eq1_priority = "tensor";         // workload.eq1_priority (DSA): tensor (§V: "a tensor's
                                                //   priority") | packet (workload::TrainingConfig::eq1_per_tensor)

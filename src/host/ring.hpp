@@ -252,6 +252,11 @@ struct RingConfig {
   // INA racks; autonomous workers stay exactly RAR).
   bool allgather_from_zero = false;
   bool allgather_all_from_zero = false;
+  // Who relays an INA rack's later AllGather shards (steps s >= 1): its
+  // members in turn (false: step s by the member at rack position s mod k),
+  // or its agent alone (true), whose every relay then waits for its previous
+  // send's acknowledgements. Job-wide: the receivers expect the same sender.
+  bool agent_relays = false;
   double ina_gbps = 0;            // Rina: pace packets to the ToR at this rate (0: no pacing)
   // The host's link rate (Gbps; 0: unknown). Under RinaTransport::Paper a
   // worker paces its sends at its window's rate over the smoothed RTT, at

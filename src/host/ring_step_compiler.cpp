@@ -15,10 +15,15 @@ namespace {
 // The node a group receives ScatterReduce data at (its agent or its one worker).
 NodeId entry(const RingGroup& g, const std::vector<NodeId>& nodes) { return nodes.at(g.ranks[0]); }
 
-// The node that sends a group's AllGather step s: an INA rack's members in
-// turn (the agent at s = 0), or the one worker.
-NodeId ag_sender_of(const RingGroup& g, size_t s, const std::vector<NodeId>& nodes) {
-  return nodes.at(g.ranks[g.ina() ? s % g.ranks.size() : 0]);
+// The rack position that sends an INA rack's AllGather step s of k
+// positions: the agent (0) at s = 0; later, the members in turn, or the
+// agent alone (RingConfig::agent_relays).
+size_t ag_turn(size_t s, size_t k, bool agent_relays) { return agent_relays ? 0 : s % k; }
+
+// The node that sends a group's AllGather step s: an INA rack's member at
+// ag_turn, or the one worker.
+NodeId ag_sender_of(const RingGroup& g, size_t s, bool agent_relays, const std::vector<NodeId>& nodes) {
+  return nodes.at(g.ranks[g.ina() ? ag_turn(s, g.ranks.size(), agent_relays) : 0]);
 }
 
 }  // namespace
@@ -57,7 +62,7 @@ void RingEndpoint::build_steps() {
     const NodeId prev_sr_exit = prev.ina() ? prev.tor : nodes.at(prev.ranks[0]);
     // AllGather data goes to an INA rack's ToR, which copies it to every member.
     auto ag_entry = [&](const RingGroup& g) { return g.ina() ? g.tor : nodes.at(g.ranks[0]); };
-    auto ag_sender = [&](const RingGroup& g, size_t s) { return ag_sender_of(g, s, nodes); };
+    auto ag_sender = [&](const RingGroup& g, size_t s) { return ag_sender_of(g, s, cfg_.agent_relays, nodes); };
     uint64_t my_bit = 0;
     NodeId my_entry = mine.tor;  // where this rank's ScatterReduce shards go (RingGroup::entry)
     for (size_t i = 0; i < mine.ranks.size(); ++i)
@@ -190,13 +195,14 @@ void RingEndpoint::build_steps() {
       }
       // Step s forwards shard (q + 1 - s): the own one at s = 0, then the one
       // received in step s - 1. An INA rack's step-0 send is its agent's
-      // broadcast; later ones rotate over the rack's members.
+      // broadcast; later ones rotate over the rack's members (ag_turn), so
+      // an endpoint's first AllGather send is its step s = pos.
       const size_t nsteps = ina ? std::max<size_t>(G - 1, 1) : G - 1;
       for (size_t s = 0; s < nsteps; ++s) {
         Step x;
         x.code = static_cast<uint8_t>(base + G + s);
         x.gather = true;
-        if (s % k == pos) {
+        if (ag_turn(s, k, cfg_.agent_relays) == pos) {
           x.sends = true;
           x.rack_gather = ina;
           x.rack_gather_first = ina && s == pos;
@@ -227,7 +233,7 @@ void RingEndpoint::build_steps() {
           } else {
             x.r_src = ag_sender(prev, s);
           }
-          x.r_keep = s + 1 < G - 1 && (s + 1) % k == pos;
+          x.r_keep = s + 1 < G - 1 && ag_turn(s + 1, k, cfg_.agent_relays) == pos;
           x.r_to_kept = !last;
           x.r_write = last;
         }

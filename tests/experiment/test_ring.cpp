@@ -162,6 +162,23 @@ TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
   EXPECT_EQ(r.bytes_per_worker, (8 + 3.5) * shard);
 }
 
+// The same with the agent relaying alone (rina_ag_relay = "agent"): its
+// uplink carries G shards of ScatterReduce, the broadcast and all G - 2 = 6
+// relays (15), the member's its 8 ScatterReduce shards; the mean and the
+// steps stay, and every sum is exact.
+TEST(Ring, RinaAgentAloneRelaysEveryAllGatherShard) {
+  auto s = small();
+  s.rina_ag_relay = "agent";
+  const auto r = exp::run_collective(fat_tree4(true), "rina", s);
+  ASSERT_TRUE(r.ok) << r.problems;
+  const double shard = 32 * (256 + 50);
+  EXPECT_EQ(r.steps, 2u * 8 - 1);
+  EXPECT_EQ(r.max_bytes_per_worker, (8 + 1 + 6) * shard);
+  EXPECT_EQ(r.bytes_per_worker, (8 + 3.5) * shard);
+  s.rina_ag_relay = "leader";
+  EXPECT_THROW(exp::run_collective(fat_tree4(true), "rina", s), std::invalid_argument);
+}
+
 // Rina §IV-C: in ScatterReduce members send at "full speed", capped at the
 // INA rate (switch.ina_gbps). What is paced (host/ring_transfer.cpp, pump): every
 // ScatterReduce send of an INA rack's member to its own ToR (Step::to_tor,
