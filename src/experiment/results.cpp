@@ -178,13 +178,25 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
   const std::string y_label = axis_label(sc, metric);
   std::string script = fmt::format("# {} of {}. Re-plot: run `gnuplot {}` in this directory.\n", metric, sc.file,
                                    gp.filename().string());
+  // The key goes below each panel: as many entries per row as fit its plot
+  // area (about 8 px per character, each entry its name and a 4-character
+  // sample: two entries of 15 characters fit, two of 17 do not), and a
+  // bottom margin for the tics, the x label and the key's rows, which
+  // gnuplot's automatic margin undercounts in a multiplot. A key of more
+  // than 4 rows makes the canvas taller by a row's height (18 px) each, so
+  // that the plot keeps its size.
+  size_t longest = 1;
+  for (const auto& n : schemes) longest = std::max(longest, n.size());
+  const size_t cols = std::clamp<size_t>(48 / (longest + 8), 1, std::max<size_t>(schemes.size(), 1));
+  const size_t key_rows = (schemes.size() + cols - 1) / cols;
+  const size_t height = bars ? 400 : 440 + 18 * (key_rows > 4 ? key_rows - 4 : 0);
   script += fmt::format(
       "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {{\n"
       "  set terminal pngcairo noenhanced size {0},{1}\n"
       "}} else {{\n"
       "  set terminal png noenhanced size {0},{1}\n"
       "}}\n",
-      480 * panels.size(), bars ? 400 : 440);
+      480 * panels.size(), height);
   // The figure title is wrapped at word boundaries to the canvas width (about
   // 8 px per character of the default font), or gnuplot cuts it off at both ends.
   const size_t title_chars = (480 * panels.size() - 40) / 8;
@@ -207,19 +219,10 @@ void plot_metric(const std::string& png_path, const Scenario& sc, const std::vec
   script += fmt::format("set xlabel {}\nset ylabel {}\n", gp_string(x_label), gp_string(y_label));
   // The key goes below the plot, where it covers no data.
   script += "set yrange [0:*]\nset offsets 0, 0, graph 0.05, 0\nset grid\n";
-  if (bars) {
+  if (bars)
     script += "unset key\n";
-  } else {
-    // As many entries per row as fit the panel (about 8 px per character,
-    // each entry its name and a 4-character sample), and a bottom margin for
-    // the tics, the x label and the key's rows, which gnuplot's automatic
-    // margin undercounts in a multiplot.
-    size_t longest = 1;
-    for (const auto& n : schemes) longest = std::max(longest, n.size());
-    const size_t cols = std::clamp<size_t>(56 / (longest + 8), 1, schemes.size());
-    const size_t key_rows = (schemes.size() + cols - 1) / cols;
+  else
     script += fmt::format("set key below horizontal maxcols {}\nset bmargin {}\n", cols, key_rows + 4);
-  }
   if (sc.x_log) script += "set logscale x\n";
   // Whole-number axes (workers, jobs, switch counts, counters) get whole-number tics.
   std::vector<double> xs, ys;

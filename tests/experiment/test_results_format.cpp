@@ -183,6 +183,32 @@ TEST(PlotStyle, GnuplotScriptsLabelsColoursKeyAndIntegerTics) {
   EXPECT_TRUE(has(c, "set format x \"%.0f\"")) << c;
 }
 
+// The key's layout: two entries of 15 characters a row fit a panel, two of
+// 17 do not. Ten of 17 then take ten rows, and the canvas grows by 18 px a
+// row beyond four (440 + 6 x 18), so the plot keeps its height.
+TEST(PlotStyle, KeyRowsFitTheNamesAndGrowTheCanvas) {
+  TempDir tmp;
+  Scenario sc;
+  sc.file = "t.toml";
+  sc.name = "t";
+  sc.sweep_key = "x";
+  auto gp_of = [&](size_t names, size_t chars) {
+    std::vector<Record> records;
+    for (size_t i = 0; i < names; ++i) {
+      std::string n = std::to_string(i);
+      n.insert(0, chars - n.size(), 's');
+      for (double x : {1.0, 2.0}) records.push_back({"", n, x, 1, {{"m", x}}});
+    }
+    plot_metric((tmp.path / "k.png").string(), sc, records, "m");
+    return slurp(tmp.path / "k.gp");
+  };
+  const std::string two = gp_of(8, 15), one = gp_of(10, 17);
+  EXPECT_TRUE(has(two, "maxcols 2\nset bmargin 8\n")) << two;
+  EXPECT_TRUE(has(two, "size 480,440\n")) << two;
+  EXPECT_TRUE(has(one, "maxcols 1\nset bmargin 14\n")) << one;
+  EXPECT_TRUE(has(one, "size 480,548\n")) << one;
+}
+
 // `ina sim` prints a table for every metric of output.metrics, not only the
 // first; --all-metrics adds every other metric the runs have.
 TEST(Format, SimPrintsEveryMetricOfTheScenario) {
