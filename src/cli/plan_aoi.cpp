@@ -41,6 +41,7 @@ struct Variant {
   bool inc = true;
   bool no_recon = false;
   bool stop_at_need = false; // tw/fcfs: steps stop at the TS's need, not at the NIC (ours)
+  bool strict = false;       // fcfs: strictly in arrival order (head-of-line; ours)
   double time_limit_s = 60;  // milp
   bool plain = false;        // milp: no own incumbents, no strengthening rows (to compare)
 
@@ -48,11 +49,12 @@ struct Variant {
   std::string label() const {
     if (algo == "milp") return inc ? "MILP" : "noINC-MILP";
     std::string a = algo == "tw" ? "TW" : "FCFS";
-    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "") + (stop_at_need ? "-need" : "");
+    return std::string(inc ? "INC-" : "noINC-") + a + (no_recon ? "-NoRecon" : "") + (strict ? "-strict" : "") +
+           (stop_at_need ? "-need" : "");
   }
 };
 
-// "inc-tw", "noinc-fcfs", "inc-tw-norecon", "milp", "noinc-milp".
+// "inc-tw", "noinc-fcfs", "inc-tw-norecon", "inc-fcfs-strict", "milp", "noinc-milp".
 Variant parse_variant(const std::string& s, const std::string& where) {
   Variant v;
   std::string rest = s;
@@ -62,13 +64,19 @@ Variant parse_variant(const std::string& s, const std::string& where) {
     v.stop_at_need = true;
     rest = rest.substr(0, rest.size() - 5);
   }
+  if (rest.size() > 7 && rest.substr(rest.size() - 7) == "-strict") {
+    v.strict = true;
+    rest = rest.substr(0, rest.size() - 7);
+  }
   if (rest.size() > 8 && rest.substr(rest.size() - 8) == "-norecon") {
     v.no_recon = true;
     rest = rest.substr(0, rest.size() - 8);
   }
   if (rest != "tw" && rest != "fcfs" && rest != "milp")
     throw aoi::AoiError(fmt::format("{}: unknown variant '{}' (inc-tw, inc-fcfs, noinc-tw, noinc-fcfs, "
-                                    "inc-tw-norecon, milp, noinc-milp; -need after tw/fcfs)", where, s));
+                                    "inc-tw-norecon, milp, noinc-milp; -strict after fcfs; -need after tw/fcfs)",
+                                    where, s));
+  if (v.strict && rest != "fcfs") throw aoi::AoiError(fmt::format("{}: '{}': -strict is for fcfs", where, s));
   if (rest == "milp" && v.stop_at_need) throw aoi::AoiError(fmt::format("{}: '{}': -need is for tw and fcfs", where, s));
   if (rest == "milp" && v.no_recon) throw aoi::AoiError(fmt::format("{}: '{}': the MILP has no NoRecon variant", where, s));
   v.algo = rest;
@@ -96,6 +104,7 @@ aoi::Schedule run_variant(const aoi::Instance& inst, const Variant& v, Progress*
   o.inc = v.inc;
   o.no_recon = v.no_recon;
   o.stop_at_need = v.stop_at_need;
+  o.fcfs_strict = v.strict;
   if (progress) {
     o.progress = report_progress;
     o.progress_ctx = progress;
@@ -186,7 +195,7 @@ nlohmann::json schedule_json(const aoi::Instance& inst, const aoi::Schedule& s, 
 
 struct AoiArgs {
   std::string scenario, algo = "tw", out;
-  bool no_inc = false, no_recon = false, stop_at_need = false, milp_plain = false, json = false, quiet = false;
+  bool no_inc = false, no_recon = false, stop_at_need = false, strict = false, milp_plain = false, json = false, quiet = false;
   double time_limit_s = 60;
   std::vector<std::string> sets;
   int simulate_unit = -1;      // run this unit's INC jobs in the packet simulator
@@ -278,11 +287,13 @@ int run_aoi(const AoiArgs& a) {
   v.inc = !a.no_inc;
   v.no_recon = a.no_recon;
   v.stop_at_need = a.stop_at_need;
+  v.strict = a.strict;
   v.time_limit_s = a.time_limit_s;
   v.plain = a.milp_plain;
   if (v.plain && v.algo != "milp") throw aoi::AoiError("--milp-plain: for --algo milp");
   if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
   if (v.stop_at_need && v.algo == "milp") throw aoi::AoiError("--stop-at-need: for --algo tw or fcfs, not the MILP");
+  if (v.strict && v.algo != "fcfs") throw aoi::AoiError("--strict-fcfs: for --algo fcfs");
   Progress progress{std::chrono::steady_clock::now(), v.label()};
   const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
   const aoi::Check c = checked(inst, s, v.label());
@@ -606,6 +617,9 @@ Runner register_plan_aoi(CLI::App& plan) {
   c->add_flag("--stop-at-need", a->stop_at_need,
               "tw/fcfs (ours): stop a job's steps at the rate that completes it within the TS, instead of Algorithm "
               "2's \"until no more bandwidth can be allocated\" (up to the worker's NIC)");
+  c->add_flag("--strict-fcfs", a->strict,
+              "fcfs (ours): strictly in arrival order: a job that cannot start in a TS holds back every later job "
+              "in that TS (head-of-line), where plain FCFS goes on to later jobs that fit");
   c->add_option("--time-limit", a->time_limit_s, "MILP: CBC's time limit (s)")
       ->capture_default_str()->check(Finite(0, 1e6, true, "seconds"));
   c->add_flag("--milp-plain", a->milp_plain,

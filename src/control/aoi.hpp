@@ -274,6 +274,12 @@ struct PlanOptions {
   // completes the job within the TS, since Eq. 11's ICT is TS-granular and
   // more cannot shorten it.
   bool stop_at_need = false;
+  // FCFS only, a named variant (ours): strictly in arrival order. A job that
+  // has not started and gets no bandwidth in a TS holds back every later
+  // job in that TS (head-of-line), where plain FCFS goes on to later jobs
+  // that fit. §VII-A's "provisions DML jobs one by one in the sequence of
+  // their arrivals" reads either way.
+  bool fcfs_strict = false;
   // Called after each TS with (TS, jobs finished, jobs total) for progress; may be empty.
   void (*progress)(unsigned ts, size_t done, size_t total, void* ctx) = nullptr;
   void* progress_ctx = nullptr;

@@ -8,7 +8,8 @@
 //    descending order of the ports' ideal active windows (Algorithm 3), each
 //    δB step to the job whose projected ICT is the longest (lines 17-32).
 //  - FCFS: jobs one by one in arrival order; a job takes INC if its unit has
-//    room, then as many δB steps as fit.
+//    room, then as many δB steps as fit (fcfs_strict: a job that cannot
+//    start holds back the later ones).
 // Both keep a job's INC decision from its first TS of transfer on (k is per
 // job in the MILP) and give a job that has started at least one step every
 // TS until it is done (its TSs are one duration τ, Eq. 11). Connections stay
@@ -123,7 +124,8 @@ class Planner {
     delta_.assign(n_ * n_, 0);
     unit_load_.assign(n_, 0);
     inc_held_.assign(n_, 0);
-    s_.algo = std::string(tw ? "tw" : "fcfs") + (o.no_recon ? "-norecon" : "") + (o.stop_at_need ? "-need" : "");
+    s_.algo = std::string(tw ? "tw" : "fcfs") + (o.no_recon ? "-norecon" : "") + (!tw && o.fcfs_strict ? "-strict" : "") +
+              (o.stop_at_need ? "-need" : "");
     s_.inc = o.inc;
     s_.no_recon = o.no_recon;
     if (o.no_recon) {
@@ -451,7 +453,9 @@ class Planner {
     for (size_t k : order_) {
       JobState& j = jobs_[k];
       if (!active(j)) continue;
-      while (raise(j, step_of(j))) {}
+      bool got = false;
+      while (raise(j, step_of(j))) got = true;
+      if (o_.fcfs_strict && !j.started && !got) break;  // head-of-line: no later job takes more
     }
     settle();
   }

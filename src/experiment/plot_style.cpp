@@ -148,6 +148,8 @@ const std::vector<std::pair<std::string, SchemeStyle>>& scheme_palette() {
       {"noINC-MILP", {kGrey, 15}},
       {"INC-TW-NoRecon", {kBluishGreen, 4}},
       {"noINC-TW-NoRecon", {kReddishPurple, 6}},
+      {"INC-FCFS-strict", {kIndigo, 4}},
+      {"noINC-FCFS-strict", {kTeal, 6}},
       {"INC-FCFS-NoRecon", {kOlive, 8}},
       {"noINC-FCFS-NoRecon", {kBrown, 10}},
   };

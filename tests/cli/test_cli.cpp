@@ -289,6 +289,17 @@ TEST(CliSet, AoiSweepTakesSetAndShowsProgress) {
   r = run("plan aoi-sweep " + f + " --out " + (d / "c").string() + " --set dml.count=3");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--set dml.count=3: dml.count is the sweep's x key"), std::string::npos) << r.output;
+  // Strict FCFS is a variant of FCFS only, named in the runs.
+  r = run("plan aoi-sweep " + f + " --out " + (d / "c").string() + " --set sweep.variants=inc-tw-strict");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("'inc-tw-strict': -strict is for fcfs"), std::string::npos) << r.output;
+  r = run("plan aoi " + f + " --algo tw --strict-fcfs");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--strict-fcfs: for --algo fcfs"), std::string::npos) << r.output;
+  r = run("plan aoi-sweep " + f + " --out " + (d / "d").string() +
+          " --quiet --set sweep.values=5 --set sweep.seeds=1 --set sweep.variants=noinc-fcfs-strict");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(d / "d" / "runs.json")).at(0).at("variant"), "noINC-FCFS-strict");
   fs::remove_all(d);
 }
 

@@ -238,6 +238,45 @@ TEST(AoiPlan, StepsGoUpToTheNic) {
   EXPECT_EQ(check_schedule(inst, fcfs).reconfigured, 10u);
 }
 
+// FCFS in arrival order, no INC, unit 0's 24 ports of 40 Gbps to the PS'
+// unit 1. j0 (20 workers, 60 Gb each) takes 20 ports at its NIC's 40 Gbps
+// in TS 1 and TS 2 (39.2 Gb in TS 1 after ε, then the rest); j1 (20
+// workers) needs 5 ports for one δB step a worker and finds 4; j2 (2
+// workers) fits in them. Plain FCFS starts j2 in TS 1; strict FCFS holds
+// it behind j1 until j0 is done and both start, in TS 3.
+TEST(AoiPlan, StrictFcfsHoldsLaterJobsBehindOneThatCannotStart) {
+  Instance inst;
+  inst.origin = "test";
+  inst.net = make_odcn(2);
+  for (unsigned k = 0; k < 3; ++k) {
+    Job j;
+    j.id = k;
+    j.name = std::vector<std::string>{"j0", "j1", "j2"}[k];
+    j.workers = {{0, k == 2 ? 2u : 20u}};
+    j.ps_unit = 1;
+    j.gb_per_worker = k == 0 ? 60 : 30;
+    j.update_s = 0.5;
+    inst.jobs.push_back(j);
+  }
+  PlanOptions o;
+  o.inc = false;
+  const Schedule plain = plan_fcfs(inst, o);
+  o.fcfs_strict = true;
+  const Schedule strict = plan_fcfs(inst, o);
+  EXPECT_EQ(strict.algo, "fcfs-strict");
+  auto first = [](const Schedule& s) {
+    std::vector<unsigned> f(3);
+    for (const JobPlan& p : s.jobs) f[p.job] = p.first_ts;
+    return f;
+  };
+  for (const Schedule* s : {&plain, &strict}) {
+    const Check c = check_schedule(inst, *s);
+    ASSERT_TRUE(c.ok) << s->algo << ": " << c.errors.front();
+  }
+  EXPECT_EQ(first(plain), (std::vector<unsigned>{1, 3, 1}));
+  EXPECT_EQ(first(strict), (std::vector<unsigned>{1, 3, 3}));
+}
+
 TEST(AoiPlan, MaxWeightAssignmentMatchesBruteForce) {
   Rng rng(7);
   for (int trial = 0; trial < 200; ++trial) {
