@@ -140,17 +140,23 @@ TEST(PlotStyle, EverySchemeHasItsOwnFixedColour) {
   EXPECT_EQ(scheme_style("not-a-scheme").colour, scheme_style("not-a-scheme").colour);
 }
 
+// A scenario for plotting alone, its sweep over `key`.
+static Scenario plot_scenario(const std::string& key) {
+  Scenario sc;
+  sc.file = "t.toml";
+  sc.name = "t";
+  sc.sweep_key = key;
+  return sc;
+}
+
 // The gnuplot scripts: a scheme's colour is the same in every plot, each
 // title names its metric, the key sits below the plot, the second metric's
 // axis has its own label, and whole-number axes get whole-number tics.
 TEST(PlotStyle, GnuplotScriptsLabelsColoursKeyAndIntegerTics) {
   TempDir tmp;
-  Scenario sc;
-  sc.file = "t.toml";
-  sc.name = "t";
+  Scenario sc = plot_scenario("workload.workers_per_job");
   sc.title = "Sweep";
   sc.schemes = {"atp", "h-ar"};
-  sc.sweep_key = "workload.workers_per_job";
   sc.x_label = "workers";
   sc.metrics = {"throughput_gbps", "retransmits"};
   sc.y_label = "throughput per worker (Gbps)";
@@ -188,10 +194,7 @@ TEST(PlotStyle, GnuplotScriptsLabelsColoursKeyAndIntegerTics) {
 // row beyond four (440 + 6 x 18), so the plot keeps its height.
 TEST(PlotStyle, KeyRowsFitTheNamesAndGrowTheCanvas) {
   TempDir tmp;
-  Scenario sc;
-  sc.file = "t.toml";
-  sc.name = "t";
-  sc.sweep_key = "x";
+  const Scenario sc = plot_scenario("x");
   auto gp_of = [&](size_t names, size_t chars) {
     std::vector<Record> records;
     for (size_t i = 0; i < names; ++i) {
