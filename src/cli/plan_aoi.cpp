@@ -74,7 +74,7 @@ Variant parse_variant(const std::string& s, const std::string& where) {
   }
   if (rest != "tw" && rest != "fcfs" && rest != "milp")
     throw aoi::AoiError(fmt::format("{}: unknown variant '{}' (inc-tw, inc-fcfs, noinc-tw, noinc-fcfs, "
-                                    "inc-tw-norecon, milp, noinc-milp; -strict after fcfs; -need after tw/fcfs)",
+                                    "inc-tw-norecon, milp, noinc-milp; -strict after fcfs or fcfs-norecon; -need last)",
                                     where, s));
   if (v.strict && rest != "fcfs") throw aoi::AoiError(fmt::format("{}: '{}': -strict is for fcfs", where, s));
   if (rest == "milp" && v.stop_at_need) throw aoi::AoiError(fmt::format("{}: '{}': -need is for tw and fcfs", where, s));

@@ -195,8 +195,9 @@ void RingEndpoint::build_steps() {
       }
       // Step s forwards shard (q + 1 - s): the own one at s = 0, then the one
       // received in step s - 1. An INA rack's step-0 send is its agent's
-      // broadcast; later ones rotate over the rack's members (ag_turn), so
-      // an endpoint's first AllGather send is its step s = pos.
+      // broadcast; later ones go to the rack position ag_turn names. A
+      // position's first AllGather send is then step s = pos: the agent's
+      // at 0, a member's at its turn (agent_relays: members send none).
       const size_t nsteps = ina ? std::max<size_t>(G - 1, 1) : G - 1;
       for (size_t s = 0; s < nsteps; ++s) {
         Step x;

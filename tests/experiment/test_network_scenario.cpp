@@ -84,6 +84,9 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "topology.hosts_per_edge", "(value: 4)", "sizes a fat-tree's racks, not topology.kind = \"testbed\""},
       {"[topology]\nkind = \"fat-tree\"\nhosts_per_edge = 65\n", "topology.hosts_per_edge", "65", "[0, 64]"},
       {"[run]\nthreads = 2\nschemes = [\"atp\"]\n", "run.threads", "(value: 2)", "splits a multi-switch topology"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"leader\"\n"
+       "[run]\nschemes = [\"rina\"]\n",
+       "workload.rina_ag_relay", "leader", "must be one of"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
@@ -107,6 +110,20 @@ TEST(NetworkScenario, FileTopologyIsRelativeToTheScenario) {
   EXPECT_EQ(run.graph.name, "grid-testbed");
   EXPECT_EQ(run.ina.size(), 2u);
   EXPECT_EQ(run.graph.ina_switches().size(), 2u);  // the file's three INA flags are replaced by switch.ina
+}
+
+// workload.rina_ag_relay reaches the collective's settings (the endpoints'
+// RingConfig::agent_relays: Ring.RinaAgentAloneRelaysEveryAllGatherShard).
+TEST(NetworkScenario, RinaAgRelayReachesTheCollective) {
+  for (const std::string v : {"members", "agent"}) {
+    const Scenario sc = parse_scenario(
+        "[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"" + v +
+            "\"\n[run]\nschemes = [\"rina\"]\n",
+        "net.toml");
+    const auto pts = expand(sc);
+    ASSERT_EQ(pts.size(), 1u);
+    EXPECT_EQ(network_run(pts[0].settings, schemes::find("rina"), 1, "t").settings.rina_ag_relay, v);
+  }
 }
 
 // The ring-order variant of Fig. 11 on the dragonfly: its JSON beside it,

@@ -151,8 +151,8 @@ TEST(Ring, RinaShortensTheChainOnTheTestbed) {
 // every worker sends G shards of S/G. AllGather: the agent broadcasts its
 // rack's shard (step 0); the G - 2 = 6 shards received later are relayed by
 // the rack's members in turn (steps 1, 3, 5 by the second member, 2, 4, 6
-// by the agent), so the busiest uplink carries G + 4 shards, not the 2G an
-// agent relaying everything would.
+// by the agent), so the busiest uplink carries G + 4 shards, not the
+// G + 1 + (G - 2) = 15 of an agent relaying everything (the next test).
 TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
   const auto r = exp::run_collective(fat_tree4(true), "rina", small());
   ASSERT_TRUE(r.ok) << r.problems;
