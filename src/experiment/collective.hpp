@@ -47,6 +47,7 @@ struct CollectiveSettings {
   // host::kRinaFullSpeedGbps (20, the paper's Tofino-1 figure); under "aimd", no pacing.
   double ina_gbps = 0;
   double init_window_kb = 60;
+  double ring_min_rto_us = 0;  // the ring endpoints' RTO floor (0: host::RingConfig's)
   double straggler_sigma_us = 0;  // per-chunk compute+communication time ~ N(k/N, sigma^2) (Rina Eq. 1)
   double straggler_k_us = 0;      //   its k (mean k/N per ring step)
   // Rina Eq. 1's O: a host's fixed cost per gradient send (protocol, memory

@@ -292,6 +292,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
           c.payload_values = s.payload_values;
           c.region = region;
           c.init_window = std::max(1.0, s.init_window_kb * 1000 / pkt_bytes);
+          if (s.ring_min_rto_us > 0) c.min_rto = static_cast<Time>(s.ring_min_rto_us * kUs);
           c.allgather_from_zero = ina;
           if (ina && s.rina_allgather_start == "rack") {
             // Is rank r in an INA rack (an abstracted worker)?

@@ -231,6 +231,7 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.memory_mb = s.memory_mb;
   c.ina_gbps = s.ina_gbps;
   c.init_window_kb = s.init_window_kb;
+  c.ring_min_rto_us = s.ring_min_rto_us;
   c.straggler_sigma_us = s.straggler_sigma_us;
   c.straggler_k_us = s.straggler_k_us;
   c.step_overhead_us = s.step_overhead_us;
@@ -269,7 +270,7 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
   if (s.min_rto_us != 0)
     fail(origin, "transport.min_rto_us",
          "applies to the star simulator only; multi-switch collectives use their own transport (ring: 200 us floor, "
-         "PS family: the paper profile)",
+         "transport.ring_min_rto_us; PS family: the paper profile)",
          fmt::format("{}", s.min_rto_us));
   if (s.profile != "paper")
     fail(origin, "run.profile", "applies to the star simulator only; multi-switch collectives use the paper profile",
@@ -288,6 +289,10 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
     if (s.step_barrier && !ring)
       fail(origin, "workload.step_barrier",
            fmt::format("applies to the ring collectives (rar, h-ar, rina); {} has no ring steps", name), "true");
+    if (s.ring_min_rto_us != 0 && !ring)
+      fail(origin, "transport.ring_min_rto_us",
+           fmt::format("applies to the ring collectives (rar, h-ar, rina); {} has no ring endpoints", name),
+           fmt::format("{}", s.ring_min_rto_us));
   }
   if (!workload::find_dnn_model(s.model) && s.gradient_mb == 0) {
     std::vector<std::string_view> names;

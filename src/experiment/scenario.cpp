@@ -133,6 +133,7 @@ const std::vector<Field>& settings_fields() {
       {"workload.rina_ag_relay", &Settings::rina_ag_relay, one_of({"members", "agent"})},
       {"workload.eq1_priority", &Settings::eq1_priority, one_of({"packet", "tensor"})},
       {"transport.init_window_kb", &Settings::init_window_kb, positive_up_to(1e6, "KB: at most 1 GB")},
+      {"transport.ring_min_rto_us", &Settings::ring_min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = 200 us")},
       {"transport.min_rto_us", &Settings::min_rto_us, between(0, 1e8, "microseconds: at most 100 s; 0 = the profile's")},
       {"transport.reminder_after", &Settings::reminder_after, between(1, 1000)},
       {"transport.ecn_per_window", &Settings::ecn_per_window},
@@ -584,6 +585,11 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
+  if (s.ring_min_rto_us != 0)
+    fail(origin, "transport.ring_min_rto_us",
+         "applies to the ring collectives on multi-switch topologies, not topology.kind = \"star\" (use "
+         "transport.min_rto_us)",
+         fmt::format("{}", s.ring_min_rto_us));
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
          "applies to the ring collectives (rar, h-ar, rina) on multi-switch topologies, not topology.kind = \"star\"",

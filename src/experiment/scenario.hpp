@@ -94,6 +94,7 @@ struct Settings {
                                                //   priority") | packet (workload::TrainingConfig::eq1_per_tensor)
   // [transport]
   double init_window_kb = 60;          // transport.init_window_kb
+  double ring_min_rto_us = 0;          // transport.ring_min_rto_us: the ring endpoints' RTO floor (0 = RingConfig's 200 us)
   double min_rto_us = 0;               // transport.min_rto_us: RTO floor, also the PS timeout floor (0 = the profile's)
   int reminder_after = 3;              // transport.reminder_after: retransmissions before a reminder
   bool ecn_per_window = false;         // transport.ecn_per_window (star): an ECN echo halves the window once per

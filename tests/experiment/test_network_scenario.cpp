@@ -87,6 +87,11 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"leader\"\n"
        "[run]\nschemes = [\"rina\"]\n",
        "workload.rina_ag_relay", "leader", "must be one of"},
+      {"[transport]\nring_min_rto_us = 1000\n[run]\nschemes = [\"atp\"]\n", "transport.ring_min_rto_us", "1000",
+       "not topology.kind = \"star\""},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[transport]\n"
+       "ring_min_rto_us = 1000\n[run]\nschemes = [\"rar\", \"atp\"]\n",
+       "transport.ring_min_rto_us", "1000", "atp has no ring endpoints"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
@@ -124,6 +129,18 @@ TEST(NetworkScenario, RinaAgRelayReachesTheCollective) {
     ASSERT_EQ(pts.size(), 1u);
     EXPECT_EQ(network_run(pts[0].settings, schemes::find("rina"), 1, "t").settings.rina_ag_relay, v);
   }
+}
+
+// transport.ring_min_rto_us reaches the collective's settings (the ring
+// endpoints' RingConfig::min_rto, collective_ring.cpp).
+TEST(NetworkScenario, RingMinRtoReachesTheCollective) {
+  const Scenario sc = parse_scenario(
+      "[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\n[transport]\n"
+      "ring_min_rto_us = 1500\n[run]\nschemes = [\"rar\"]\n",
+      "net.toml");
+  const auto pts = expand(sc);
+  ASSERT_EQ(pts.size(), 1u);
+  EXPECT_EQ(network_run(pts[0].settings, schemes::find("rar"), 1, "t").settings.ring_min_rto_us, 1500);
 }
 
 // The ring-order variant of Fig. 11 on the dragonfly: its JSON beside it,
