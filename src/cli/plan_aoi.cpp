@@ -293,7 +293,8 @@ int run_aoi(const AoiArgs& a) {
   if (v.plain && v.algo != "milp") throw aoi::AoiError("--milp-plain: for --algo milp");
   if (v.no_recon && v.algo == "milp") throw aoi::AoiError("--no-recon: the MILP has no NoRecon variant (use --algo tw)");
   if (v.stop_at_need && v.algo == "milp") throw aoi::AoiError("--stop-at-need: for --algo tw or fcfs, not the MILP");
-  if (v.strict && v.algo != "fcfs") throw aoi::AoiError("--strict-fcfs: for --algo fcfs");
+  if (v.strict && v.algo != "fcfs")
+    throw aoi::AoiError(fmt::format("--strict-fcfs: for --algo fcfs, not --algo {}", v.algo));
   Progress progress{std::chrono::steady_clock::now(), v.label()};
   const aoi::Schedule s = run_variant(inst, v, a.quiet ? nullptr : &progress);
   const aoi::Check c = checked(inst, s, v.label());

@@ -282,6 +282,10 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
                      "one job",
                      s.jobs),
          std::to_string(s.jobs));
+  if (s.rina_ag_relay != "members" &&
+      std::none_of(scheme_names.begin(), scheme_names.end(),
+                   [](const std::string& n) { return schemes::find(n).collective == schemes::Collective::RingIna; }))
+    fail(origin, "workload.rina_ag_relay", "applies to rina; run.schemes has no rina", s.rina_ag_relay);
   for (const auto& name : scheme_names) {
     const auto c = schemes::find(name).collective;
     const bool ring = c == schemes::Collective::Ring || c == schemes::Collective::Hierarchical ||

@@ -585,6 +585,9 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
+  if (s.rina_ag_relay != "members")
+    fail(origin, "workload.rina_ag_relay",
+         "applies to rina on multi-switch topologies, not topology.kind = \"star\"", s.rina_ag_relay);
   if (s.ring_min_rto_us != 0)
     fail(origin, "transport.ring_min_rto_us",
          "applies to the ring collectives on multi-switch topologies, not topology.kind = \"star\" (use "

@@ -87,6 +87,11 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"leader\"\n"
        "[run]\nschemes = [\"rina\"]\n",
        "workload.rina_ag_relay", "leader", "must be one of"},
+      {"[workload]\nrina_ag_relay = \"agent\"\n[run]\nschemes = [\"atp\"]\n", "workload.rina_ag_relay", "agent",
+       "not topology.kind = \"star\""},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"agent\"\n"
+       "[run]\nschemes = [\"rar\", \"atp\"]\n",
+       "workload.rina_ag_relay", "agent", "run.schemes has no rina"},
       {"[transport]\nring_min_rto_us = 1000\n[run]\nschemes = [\"atp\"]\n", "transport.ring_min_rto_us", "1000",
        "not topology.kind = \"star\""},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[transport]\n"
