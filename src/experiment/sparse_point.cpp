@@ -43,6 +43,8 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"faults.ps_loss", s.ps_loss != d.ps_loss},
       {"workload.step_barrier", s.step_barrier},
       {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},
+      {"transport.ring_min_rto_us", s.ring_min_rto_us != d.ring_min_rto_us},
+      {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay},
       {"faults.fail_rank", s.fail_rank != d.fail_rank},
       {"topology.host_ecn", s.host_ecn},
       {"switch.header_bytes", s.header_bytes != d.header_bytes},
