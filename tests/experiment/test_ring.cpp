@@ -164,8 +164,8 @@ TEST(Ring, RinaSpreadsAllGatherRelaysOverTheRack) {
 
 // The same with the agent relaying alone (rina_ag_relay = "agent"): its
 // uplink carries G shards of ScatterReduce, the broadcast and all G - 2 = 6
-// relays (15), the member's its 8 ScatterReduce shards; the mean and the
-// steps stay, and every sum is exact.
+// relays (15), the member's uplink its 8 ScatterReduce shards alone; the
+// mean and the steps stay, and every sum is exact.
 TEST(Ring, RinaAgentAloneRelaysEveryAllGatherShard) {
   auto s = small();
   s.rina_ag_relay = "agent";
