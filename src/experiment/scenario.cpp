@@ -588,6 +588,14 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
   if (s.rina_ag_relay != "members")
     fail(origin, "workload.rina_ag_relay",
          "applies to rina on multi-switch topologies, not topology.kind = \"star\"", s.rina_ag_relay);
+  if (s.rina_allgather_start != "agent")
+    fail(origin, "workload.rina_allgather_start",
+         "applies to rina on multi-switch topologies, not topology.kind = \"star\"", s.rina_allgather_start);
+  if (s.rina_transport != "paper")
+    fail(origin, "workload.rina_transport",
+         "applies to the multi-switch collectives (the rings' transport, the PS family's pacing), not "
+         "topology.kind = \"star\"",
+         s.rina_transport);
   if (s.ring_min_rto_us != 0)
     fail(origin, "transport.ring_min_rto_us",
          "applies to the ring collectives on multi-switch topologies, not topology.kind = \"star\" (use "

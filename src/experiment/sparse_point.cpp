@@ -45,6 +45,8 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},
       {"transport.ring_min_rto_us", s.ring_min_rto_us != d.ring_min_rto_us},
       {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay},
+      {"workload.rina_allgather_start", s.rina_allgather_start != d.rina_allgather_start},
+      {"workload.rina_transport", s.rina_transport != d.rina_transport},
       {"faults.fail_rank", s.fail_rank != d.fail_rank},
       {"topology.host_ecn", s.host_ecn},
       {"switch.header_bytes", s.header_bytes != d.header_bytes},

@@ -89,6 +89,10 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "workload.rina_ag_relay", "leader", "must be one of"},
       {"[workload]\nrina_ag_relay = \"agent\"\n[run]\nschemes = [\"atp\"]\n", "workload.rina_ag_relay", "agent",
        "not topology.kind = \"star\""},
+      {"[workload]\nrina_allgather_start = \"rack\"\n[run]\nschemes = [\"atp\"]\n", "workload.rina_allgather_start",
+       "rack", "not topology.kind = \"star\""},
+      {"[workload]\nrina_transport = \"aimd\"\n[run]\nschemes = [\"atp\"]\n", "workload.rina_transport", "aimd",
+       "not topology.kind = \"star\""},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"agent\"\n"
        "[run]\nschemes = [\"rar\", \"atp\"]\n",
        "workload.rina_ag_relay", "agent", "run.schemes has no rina"},

@@ -174,12 +174,15 @@ TEST(Scenario, Eq1PriorityInASparseRunIsRefused) {
             "(value: packet)");
 }
 
-// The ring endpoints' settings mean nothing to a sparse run either.
+// The multi-switch collectives' settings mean nothing to a sparse run either.
 TEST(Scenario, RingSettingsInASparseRunAreRefused) {
   const std::string sparse = "[workload]\njobs = 1\nsparse_model = \"ncf\"\n";
   const std::string zebra = "[run]\nschemes = [\"zebra\"]\n";
   EXPECT_EQ(error_of(sparse + "rina_ag_relay = \"agent\"\n" + zebra),
             "demo.toml: field 'workload.rina_ag_relay': does not apply to sparse workloads (workload.sparse_model) "
+            "(value: set)");
+  EXPECT_EQ(error_of(sparse + "rina_transport = \"aimd\"\n" + zebra),
+            "demo.toml: field 'workload.rina_transport': does not apply to sparse workloads (workload.sparse_model) "
             "(value: set)");
   EXPECT_EQ(error_of(sparse + "[transport]\nring_min_rto_us = 1000\n" + zebra),
             "demo.toml: field 'transport.ring_min_rto_us': does not apply to sparse workloads (workload.sparse_model) "
