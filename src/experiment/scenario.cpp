@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -585,22 +586,18 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
-  if (s.rina_ag_relay != "members")
-    fail(origin, "workload.rina_ag_relay",
-         "applies to rina on multi-switch topologies, not topology.kind = \"star\"", s.rina_ag_relay);
-  if (s.rina_allgather_start != "agent")
-    fail(origin, "workload.rina_allgather_start",
-         "applies to rina on multi-switch topologies, not topology.kind = \"star\"", s.rina_allgather_start);
-  if (s.rina_transport != "paper")
-    fail(origin, "workload.rina_transport",
-         "applies to the multi-switch collectives (the rings' transport, the PS family's pacing), not "
-         "topology.kind = \"star\"",
-         s.rina_transport);
-  if (s.ring_min_rto_us != 0)
-    fail(origin, "transport.ring_min_rto_us",
-         "applies to the ring collectives on multi-switch topologies, not topology.kind = \"star\" (use "
-         "transport.min_rto_us)",
-         fmt::format("{}", s.ring_min_rto_us));
+  {  // The multi-switch collectives' settings on the star would be silently ignored: refuse them.
+    const Settings d;
+    const std::tuple<const char*, bool, std::string> network_only[] = {
+        {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay, s.rina_ag_relay},
+        {"workload.rina_allgather_start", s.rina_allgather_start != d.rina_allgather_start, s.rina_allgather_start},
+        {"workload.rina_transport", s.rina_transport != d.rina_transport, s.rina_transport},
+        {"transport.ring_min_rto_us", s.ring_min_rto_us != d.ring_min_rto_us, fmt::format("{}", s.ring_min_rto_us)},
+        {"run.step_records", !s.step_records.empty(), s.step_records}};
+    for (const auto& [key, set, value] : network_only)
+      if (set)
+        fail(origin, key, "applies to the multi-switch collectives, not topology.kind = \"star\"", value);
+  }
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
          "applies to the ring collectives (rar, h-ar, rina) on multi-switch topologies, not topology.kind = \"star\"",

@@ -47,6 +47,7 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay},
       {"workload.rina_allgather_start", s.rina_allgather_start != d.rina_allgather_start},
       {"workload.rina_transport", s.rina_transport != d.rina_transport},
+      {"run.step_records", !s.step_records.empty()},
       {"faults.fail_rank", s.fail_rank != d.fail_rank},
       {"topology.host_ecn", s.host_ecn},
       {"switch.header_bytes", s.header_bytes != d.header_bytes},

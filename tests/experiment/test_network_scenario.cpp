@@ -93,6 +93,8 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "rack", "not topology.kind = \"star\""},
       {"[workload]\nrina_transport = \"aimd\"\n[run]\nschemes = [\"atp\"]\n", "workload.rina_transport", "aimd",
        "not topology.kind = \"star\""},
+      {"[run]\nschemes = [\"atp\"]\nstep_records = \"out/steps\"\n", "run.step_records", "out/steps",
+       "not topology.kind = \"star\""},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\nmodel = \"ResNet50\"\nrina_ag_relay = \"agent\"\n"
        "[run]\nschemes = [\"rar\", \"atp\"]\n",
        "workload.rina_ag_relay", "agent", "run.schemes has no rina"},

@@ -184,6 +184,9 @@ TEST(Scenario, RingSettingsInASparseRunAreRefused) {
   EXPECT_EQ(error_of(sparse + "rina_transport = \"aimd\"\n" + zebra),
             "demo.toml: field 'workload.rina_transport': does not apply to sparse workloads (workload.sparse_model) "
             "(value: set)");
+  EXPECT_EQ(error_of(sparse + zebra + "step_records = \"out/steps\"\n"),
+            "demo.toml: field 'run.step_records': does not apply to sparse workloads (workload.sparse_model) "
+            "(value: set)");
   EXPECT_EQ(error_of(sparse + "[transport]\nring_min_rto_us = 1000\n" + zebra),
             "demo.toml: field 'transport.ring_min_rto_us': does not apply to sparse workloads (workload.sparse_model) "
             "(value: set)");
