@@ -308,13 +308,16 @@ TEST(NetnsCluster, TwoTrainingJobsOnOneSwitchEachIdenticalAndPriced) {
 // bit (both sum exactly); the switch aggregates pairs only under Zebra, and
 // its results take the paper's route: to the PS alone, whose one
 // acknowledgement per result releases each of the switch CPU's copies.
-// Every link's bytes and the CPU share are in the JSON.
+// Every link's bytes and the CPU share are in the JSON. (2000 training
+// samples: these checks hold for any number, and a whole epoch would take
+// most of a minute.)
 TEST(NetnsCluster, SparseTrainingZebraAndPsLiteEndIdenticalHotResultsViaThePs) {
   std::map<std::string, nlohmann::json> runs;
   for (const char* scheme : {"zebra", "ps-lite"}) {
     RUN_WITH_JSON(run,
                   std::string("--workers 2 --scheme ") + scheme +
-                      " --ps-rate 200mbit --train '--model fortunes --epochs 1 --batch 32 --dim 16' --timeout 60",
+                      " --ps-rate 200mbit --train '--model fortunes --epochs 1 --batch 32 --dim 16 --limit-train 2000'"
+                      " --timeout 60",
                   scheme, 90);
     EXPECT_TRUE(run.j.at("identical_parameters").get<bool>()) << run.r.output;
     EXPECT_EQ(run.j.at("config").at("ps_rate").get<std::string>(), "200mbit");
@@ -337,9 +340,12 @@ TEST(NetnsCluster, SparseTrainingZebraAndPsLiteEndIdenticalHotResultsViaThePs) {
   EXPECT_EQ(cpu.at("held").get<uint64_t>(), 0u) << cpu.dump();
 }
 
-// gloo's ring trains the sparse model too (its gradient densified): no PS, no switch.
+// gloo's ring trains the sparse model too (its gradient densified): no PS,
+// no switch. (2000 training samples, as above.)
 TEST(NetnsCluster, SparseModelTrainsOverGlooToo) {
-  RUN_WITH_JSON(run, "--workers 2 --scheme gloo --train '--model fortunes --epochs 1 --batch 32 --dim 16' --timeout 60",
+  RUN_WITH_JSON(run,
+                "--workers 2 --scheme gloo --train '--model fortunes --epochs 1 --batch 32 --dim 16 --limit-train 2000'"
+                " --timeout 60",
                 "gloo-fortunes", 90);
   EXPECT_TRUE(run.j.at("identical_parameters").get<bool>()) << run.r.output;
   EXPECT_FALSE(run.j.at("config").contains("ps_rate")) << run.j.dump();
