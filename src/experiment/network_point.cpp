@@ -70,6 +70,19 @@ size_t helping_switches(const topo::Graph& g, const std::vector<topo::NodeId>& w
 
 bool is_network(const Settings& s) { return s.topology_kind != "star"; }
 
+std::vector<std::pair<std::string, std::string>> ring_settings_set(const Settings& s) {
+  const Settings d;
+  std::vector<std::pair<std::string, std::string>> set;
+  if (s.rina_ag_relay != d.rina_ag_relay) set.emplace_back("workload.rina_ag_relay", s.rina_ag_relay);
+  if (s.rina_allgather_start != d.rina_allgather_start)
+    set.emplace_back("workload.rina_allgather_start", s.rina_allgather_start);
+  if (s.rina_transport != d.rina_transport) set.emplace_back("workload.rina_transport", s.rina_transport);
+  if (s.ring_min_rto_us != d.ring_min_rto_us)
+    set.emplace_back("transport.ring_min_rto_us", fmt::format("{}", s.ring_min_rto_us));
+  if (!s.step_records.empty()) set.emplace_back("run.step_records", s.step_records);
+  return set;
+}
+
 topo::Graph build_topology(const Settings& s, const std::string& origin) {
   const std::string& kind = s.topology_kind;
   try {

@@ -29,6 +29,7 @@
 // INA switches get capacity switch.ina_gbps (or the link rate if 0).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiment/collective.hpp"
@@ -39,6 +40,11 @@
 namespace ina::exp {
 
 bool is_network(const Settings& s);  // topology.kind != "star"
+
+// The settings only the multi-switch ring collectives read that `s` sets,
+// as (key, value): the star and the sparse engine refuse them rather than
+// ignore them.
+std::vector<std::pair<std::string, std::string>> ring_settings_set(const Settings& s);
 
 // The graph of topology.kind and its parameters, every switch non-INA unless
 // the kind is "file" (the file's flags).

@@ -16,7 +16,6 @@
 #include <limits>
 #include <optional>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -586,18 +585,9 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
       if (set) fail(origin, key, "applies to sparse scenarios only (set workload.sparse_model)", "set");
   }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
-  {  // The multi-switch collectives' settings on the star would be silently ignored: refuse them.
-    const Settings d;
-    const std::tuple<const char*, bool, std::string> network_only[] = {
-        {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay, s.rina_ag_relay},
-        {"workload.rina_allgather_start", s.rina_allgather_start != d.rina_allgather_start, s.rina_allgather_start},
-        {"workload.rina_transport", s.rina_transport != d.rina_transport, s.rina_transport},
-        {"transport.ring_min_rto_us", s.ring_min_rto_us != d.ring_min_rto_us, fmt::format("{}", s.ring_min_rto_us)},
-        {"run.step_records", !s.step_records.empty(), s.step_records}};
-    for (const auto& [key, set, value] : network_only)
-      if (set)
-        fail(origin, key, "applies to the multi-switch collectives, not topology.kind = \"star\"", value);
-  }
+  // The multi-switch collectives' settings on the star would be silently ignored: refuse them.
+  for (const auto& [key, value] : ring_settings_set(s))
+    fail(origin, key, "applies to the multi-switch collectives, not topology.kind = \"star\"", value);
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",
          "applies to the ring collectives (rar, h-ar, rina) on multi-switch topologies, not topology.kind = \"star\"",

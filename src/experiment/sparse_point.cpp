@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "dataplane/switch.hpp"
+#include "experiment/network_point.hpp"
 #include "experiment/sparse.hpp"
 #include "wire/kv.hpp"
 #include "schemes/registry.hpp"
@@ -43,11 +44,6 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"faults.ps_loss", s.ps_loss != d.ps_loss},
       {"workload.step_barrier", s.step_barrier},
       {"transport.min_rto_us", s.min_rto_us != d.min_rto_us},
-      {"transport.ring_min_rto_us", s.ring_min_rto_us != d.ring_min_rto_us},
-      {"workload.rina_ag_relay", s.rina_ag_relay != d.rina_ag_relay},
-      {"workload.rina_allgather_start", s.rina_allgather_start != d.rina_allgather_start},
-      {"workload.rina_transport", s.rina_transport != d.rina_transport},
-      {"run.step_records", !s.step_records.empty()},
       {"faults.fail_rank", s.fail_rank != d.fail_rank},
       {"topology.host_ecn", s.host_ecn},
       {"switch.header_bytes", s.header_bytes != d.header_bytes},
@@ -56,6 +52,8 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"workload.model", s.model != d.model}};
   for (const auto& [key, set] : unused)
     if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
+  for (const auto& [key, value] : ring_settings_set(s))
+    fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", value);
   // switch.payload_bytes: the packet of a dense scheme streaming the model (SwitchML).
   bool dense = false;
   for (const auto& name : scheme_names) dense = dense || schemes::find(name).sparse == schemes::Sparse::Dense;

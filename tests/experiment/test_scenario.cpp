@@ -174,22 +174,23 @@ TEST(Scenario, Eq1PriorityInASparseRunIsRefused) {
             "(value: packet)");
 }
 
-// The multi-switch collectives' settings mean nothing to a sparse run either.
+// The multi-switch collectives' settings mean nothing to a sparse run either;
+// the refusal names the value given.
 TEST(Scenario, RingSettingsInASparseRunAreRefused) {
   const std::string sparse = "[workload]\njobs = 1\nsparse_model = \"ncf\"\n";
   const std::string zebra = "[run]\nschemes = [\"zebra\"]\n";
   EXPECT_EQ(error_of(sparse + "rina_ag_relay = \"agent\"\n" + zebra),
             "demo.toml: field 'workload.rina_ag_relay': does not apply to sparse workloads (workload.sparse_model) "
-            "(value: set)");
+            "(value: agent)");
   EXPECT_EQ(error_of(sparse + "rina_transport = \"aimd\"\n" + zebra),
             "demo.toml: field 'workload.rina_transport': does not apply to sparse workloads (workload.sparse_model) "
-            "(value: set)");
+            "(value: aimd)");
   EXPECT_EQ(error_of(sparse + zebra + "step_records = \"out/steps\"\n"),
             "demo.toml: field 'run.step_records': does not apply to sparse workloads (workload.sparse_model) "
-            "(value: set)");
+            "(value: out/steps)");
   EXPECT_EQ(error_of(sparse + "[transport]\nring_min_rto_us = 1000\n" + zebra),
             "demo.toml: field 'transport.ring_min_rto_us': does not apply to sparse workloads (workload.sparse_model) "
-            "(value: set)");
+            "(value: 1000)");
 }
 
 // Nor does it mean anything to a run without DSA.
