@@ -15,7 +15,7 @@ namespace grid = ina::control::grid;
 
 namespace {
 
-const std::string kFig1 = std::string(INA_SOURCE_DIR) + "/scenarios/grid/fig1.json";
+const std::string kPlannersFig1 = std::string(INA_SOURCE_DIR) + "/scenarios/grid/fig1.json";
 
 std::vector<topo::NodeId> nodes_of(const grid::Plan& p) {
   std::vector<topo::NodeId> out;
@@ -44,9 +44,9 @@ TEST(GridPlanners, HelpNamesEveryPlannerWithItsDescription) {
 }
 
 TEST(GridPlanners, UnknownNameListsTheTable) {
-  const auto file = topo::load_topology_file(kFig1);
+  const auto file = topo::load_topology_file(kPlannersFig1);
   ASSERT_TRUE(file.job);
-  const grid::Instance inst(file.graph, topo::resolve_job(file.graph, *file.job, kFig1));
+  const grid::Instance inst(file.graph, topo::resolve_job(file.graph, *file.job, kPlannersFig1));
   try {
     grid::plan_scheme(inst, "ecmp", 1);
     FAIL() << "no PlanError";
@@ -59,9 +59,9 @@ TEST(GridPlanners, UnknownNameListsTheTable) {
 // name reaches its own planner, and the seed and node limit reach the planners
 // that use them.
 TEST(GridPlanners, EachNameRunsItsPlannerWithItsOptions) {
-  const auto file = topo::load_topology_file(kFig1);
+  const auto file = topo::load_topology_file(kPlannersFig1);
   ASSERT_TRUE(file.job);
-  const grid::Instance inst(file.graph, topo::resolve_job(file.graph, *file.job, kFig1));
+  const grid::Instance inst(file.graph, topo::resolve_job(file.graph, *file.job, kPlannersFig1));
   const std::vector<std::pair<std::string, double>> lambda = {
       {"geryon", 1.0}, {"atp", 2.4375}, {"switchml", 2.25}, {"grid", 3.0}, {"grid-exact", 3.0}};
   for (const auto& [name, gbps] : lambda) {

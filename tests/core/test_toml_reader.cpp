@@ -13,7 +13,7 @@ namespace {
 
 // The ConfigError message of `f()`, or "" if it throws none.
 template <class F>
-std::string error_of(F&& f) {
+std::string toml_error_of(F&& f) {
   try {
     f();
   } catch (const ConfigError& e) {
@@ -34,7 +34,7 @@ std::string problem_of(F&& f) {
 }
 
 TEST(TomlReader, SyntaxErrorNamesOriginLineAndColumn) {
-  EXPECT_EQ(error_of([] { parse_toml("x = 1\ny = = 2\n", "s.toml"); }),
+  EXPECT_EQ(toml_error_of([] { parse_toml("x = 1\ny = = 2\n", "s.toml"); }),
             "s.toml:2:5: TOML syntax error: Error while parsing value: could not determine value type");
   EXPECT_EQ(parse_toml("[a]\nb = 2\n", "s.toml")["a"]["b"].value<int64_t>(), 2);
 }
@@ -42,38 +42,38 @@ TEST(TomlReader, SyntaxErrorNamesOriginLineAndColumn) {
 TEST(TomlReader, UnknownKeysNameTheSectionAndWhatItKnows) {
   const toml::table doc = parse_toml("top = 1\n[net]\nunits = 2\ncolour = \"red\"\n", "f.toml");
   const TomlTable root(doc, "f.toml");
-  EXPECT_EQ(error_of([&] { root.only({"net"}); }),
+  EXPECT_EQ(toml_error_of([&] { root.only({"net"}); }),
             "f.toml: field 'top': unknown key (known: net) (value: 1)");
   const TomlTable net = *root.table("net");
-  EXPECT_EQ(error_of([&] { net.only({"units", "ports"}); }),
+  EXPECT_EQ(toml_error_of([&] { net.only({"units", "ports"}); }),
             "f.toml: field 'net.colour': unknown key (known in [net]: units, ports) (value: red)");
-  EXPECT_EQ(error_of([&] { net.only({"units", "colour"}); }), "");
+  EXPECT_EQ(toml_error_of([&] { net.only({"units", "colour"}); }), "");
 }
 
 TEST(TomlReader, WrongTypesNameExpectedAndGot) {
   const toml::table doc =
       parse_toml("[s]\nn = \"ten\"\nx = true\nb = 1\nt = [1, 2]\nsub = 3\n", "f.toml");
   const TomlTable s(doc["s"].ref<toml::table>(), "f.toml", "s");
-  EXPECT_EQ(error_of([&] { s.integer("n", 0); }), "f.toml: field 's.n': expected an integer, got string (value: ten)");
-  EXPECT_EQ(error_of([&] { s.number("x", 0); }), "f.toml: field 's.x': expected a number, got boolean (value: true)");
-  EXPECT_EQ(error_of([&] { s.boolean("b", false); }), "f.toml: field 's.b': expected a boolean, got integer (value: 1)");
-  EXPECT_EQ(error_of([&] { s.string("t", ""); }), "f.toml: field 's.t': expected a string, got array (value: [1, 2])");
-  EXPECT_EQ(error_of([&] { s.table("sub"); }), "f.toml: field 's.sub': expected a table, got integer (value: 3)");
+  EXPECT_EQ(toml_error_of([&] { s.integer("n", 0); }), "f.toml: field 's.n': expected an integer, got string (value: ten)");
+  EXPECT_EQ(toml_error_of([&] { s.number("x", 0); }), "f.toml: field 's.x': expected a number, got boolean (value: true)");
+  EXPECT_EQ(toml_error_of([&] { s.boolean("b", false); }), "f.toml: field 's.b': expected a boolean, got integer (value: 1)");
+  EXPECT_EQ(toml_error_of([&] { s.string("t", ""); }), "f.toml: field 's.t': expected a string, got array (value: [1, 2])");
+  EXPECT_EQ(toml_error_of([&] { s.table("sub"); }), "f.toml: field 's.sub': expected a table, got integer (value: 3)");
 }
 
 TEST(TomlReader, RangesAndChoicesNameTheirBounds) {
   const toml::table doc = parse_toml("[r]\nw = 0\nf = 0.0\nk = 3\nh = nan\nm = \"blue\"\n", "f.toml");
   const TomlTable r(doc["r"].ref<toml::table>(), "f.toml", "r");
-  EXPECT_EQ(error_of([&] { r.integer("w", 1, between(1, 64)); }), "f.toml: field 'r.w': must be in [1, 64] (value: 0)");
-  EXPECT_EQ(error_of([&] { r.number("f", 1, positive_up_to(1, "a fraction")); }),
+  EXPECT_EQ(toml_error_of([&] { r.integer("w", 1, between(1, 64)); }), "f.toml: field 'r.w': must be in [1, 64] (value: 0)");
+  EXPECT_EQ(toml_error_of([&] { r.number("f", 1, positive_up_to(1, "a fraction")); }),
             "f.toml: field 'r.f': must be in (0, 1] (a fraction) (value: 0)");
-  EXPECT_EQ(error_of([&] { r.integer("w", 1, Range{.lo = 1}); }), "f.toml: field 'r.w': must be >= 1 (value: 0)");
-  EXPECT_EQ(error_of([&] { r.number("f", 1, Range{.lo = 0, .lo_open = true}); }),
+  EXPECT_EQ(toml_error_of([&] { r.integer("w", 1, Range{.lo = 1}); }), "f.toml: field 'r.w': must be >= 1 (value: 0)");
+  EXPECT_EQ(toml_error_of([&] { r.number("f", 1, Range{.lo = 0, .lo_open = true}); }),
             "f.toml: field 'r.f': must be > 0 (value: 0)");
-  EXPECT_EQ(error_of([&] { r.integer("k", 2, Range{.lo = 2, .hi = 32, .step = 2}); }),
+  EXPECT_EQ(toml_error_of([&] { r.integer("k", 2, Range{.lo = 2, .hi = 32, .step = 2}); }),
             "f.toml: field 'r.k': must be a multiple of 2 in [2, 32] (value: 3)");
-  EXPECT_EQ(error_of([&] { r.number("h", 1); }), "f.toml: field 'r.h': must be finite (value: nan)");
-  EXPECT_EQ(error_of([&] { r.string("m", "red", {"red", "green"}); }),
+  EXPECT_EQ(toml_error_of([&] { r.number("h", 1); }), "f.toml: field 'r.h': must be finite (value: nan)");
+  EXPECT_EQ(toml_error_of([&] { r.string("m", "red", {"red", "green"}); }),
             "f.toml: field 'r.m': must be one of: red, green (value: blue)");
 }
 
@@ -101,7 +101,7 @@ TEST(TomlReader, ArrayProblemsShowTheElementAtFault) {
   EXPECT_EQ(read_seeds(*parse_toml("s = [3, 1]", "f").get("s")), (std::vector<uint64_t>{3, 1}));
   // Through a table: the field is named, the element shown as the value.
   const TomlTable t(doc, "f.toml");
-  EXPECT_EQ(error_of([&] { t.read("s", [](const toml::node& n) { read_strings(n); }); }),
+  EXPECT_EQ(toml_error_of([&] { t.read("s", [](const toml::node& n) { read_strings(n); }); }),
             "f.toml: field 's': expected strings, got integer (value: 3)");
 }
 
@@ -128,12 +128,12 @@ TEST(TomlReader, FlattenGivesDottedPathsOfQuotedAndNestedKeys) {
 TEST(TomlReader, SettingsFilesThatAreNotReadableFilesAreNamed) {
   const auto d = std::filesystem::temp_directory_path() / "ina_toml_reader_dir";
   std::filesystem::create_directories(d);
-  EXPECT_EQ(error_of([&] { read_settings_file(d.string(), "scenario"); }),
+  EXPECT_EQ(toml_error_of([&] { read_settings_file(d.string(), "scenario"); }),
             d.string() + ": is a directory, not a scenario file");
-  EXPECT_EQ(error_of([&] { read_settings_file(d.string(), "overlay"); }),
+  EXPECT_EQ(toml_error_of([&] { read_settings_file(d.string(), "overlay"); }),
             d.string() + ": is a directory, not an overlay file");
   const std::string missing = (d / "missing.toml").string();
-  EXPECT_EQ(error_of([&] { read_settings_file(missing, "sweep"); }),
+  EXPECT_EQ(toml_error_of([&] { read_settings_file(missing, "sweep"); }),
             missing + ": cannot open sweep file (missing or unreadable)");
   std::ofstream(d / "ok.toml") << "a = 1\n";
   EXPECT_EQ(read_settings_file((d / "ok.toml").string(), "sweep"), "a = 1\n");

@@ -21,14 +21,14 @@
 namespace ina::test {
 namespace {
 
-constexpr NodeId kSw = 0;
+constexpr NodeId kRegressionSw = 0;
 
 std::unique_ptr<dp::SwitchProgram> one_agg_switch(const std::string& scheme) {
   dp::SwitchConfig c;
   c.payload_values = 64;
   c.memory_bytes = 1 * 256;  // one aggregator: every task maps to index 0
   auto sw = schemes::find(scheme).make_switch(c);
-  sw->set_id(kSw);
+  sw->set_id(kRegressionSw);
   return sw;
 }
 
@@ -92,7 +92,7 @@ TEST(SecurityRegression, SwitchMLReusedRegionLeaksThePreviousJobsAggregate) {
   c.payload_values = 64;
   c.memory_bytes = 2 * 256;
   sw = schemes::find("switchml").make_switch(c);
-  sw->set_id(kSw);
+  sw->set_id(kRegressionSw);
   add_job(*sw, 7, {5, 6}, kNoNode, 0, 2);
   const auto g = ramp(64, 1000), h = ramp(64, 5000);
   sw->on_packet(data(fx, 7, 0, 0, 2, 5, g), 0, fx);

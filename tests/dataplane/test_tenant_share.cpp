@@ -30,7 +30,7 @@
 namespace ina::test {
 namespace {
 
-constexpr NodeId kSw = 0, kPsV = 10, kPsA = 11;
+constexpr NodeId kShareSw = 0, kPsV = 10, kPsA = 11;
 constexpr uint16_t kVictim = 1, kAttacker = 2;
 const std::vector<NodeId> kVictimWorkers = {1, 2};
 const std::vector<NodeId> kAttackerWorkers = {3, 4};
@@ -58,7 +58,7 @@ class Rig {
     c.memory_bytes = kAggregators * 256;
     if (cfg_fn) cfg_fn(c);
     sw = schemes::find(scheme).make_switch(c);
-    sw->set_id(kSw);
+    sw->set_id(kShareSw);
     for (uint16_t job : {kVictim, kAttacker}) {
       dp::SwitchJob j;
       j.job = job;
@@ -70,7 +70,7 @@ class Rig {
       host::PsConfig pc;
       pc.job = job;
       pc.workers = j.workers;
-      pc.sw = kSw;
+      pc.sw = kShareSw;
       pc.payload_values = 64;
       pc.min_timeout = 1 * kMs;
       auto ps = std::make_unique<host::ParameterServer>(pc);
@@ -175,10 +175,10 @@ class Rig {
       return p;
     };
     const NodeId d = s.h.dst;
-    if (d == kSw || d == kMulticast) return sw->on_packet(rebuild(fx_[0]), now, fx_[0]);
+    if (d == kShareSw || d == kMulticast) return sw->on_packet(rebuild(fx_[0]), now, fx_[0]);
     if (d == kPsV) return ps_[0]->on_packet(rebuild(fx_[1]), now, fx_[1]);
     if (d == kPsA) {
-      if (s.h.src == kSw && s.h.has(flag::kEvicted)) ++evicted_to_attacker_ps;
+      if (s.h.src == kShareSw && s.h.has(flag::kEvicted)) ++evicted_to_attacker_ps;
       return ps_[1]->on_packet(rebuild(fx_[2]), now, fx_[2]);
     }
     for (unsigned r = 0; r < 2; ++r)
@@ -506,7 +506,7 @@ TEST(TenantShare, QuotaAndPriorityRangeAreAdmissionRules) {
   c.memory_bytes = kAggregators * 256;
   c.share.fair_quota = true;
   auto sw = schemes::find("dsa").make_switch(c);
-  sw->set_id(kSw);
+  sw->set_id(kShareSw);
   dp::SwitchJob j;
   j.workers = kVictimWorkers;
   j.ps = kPsV;

@@ -1,5 +1,5 @@
 // Rina §IV-C's transport at one ring endpoint (host::RinaTransport), no
-// simulator: rank 1, a member of an INA rack {0, 1} under ToR kTor, in a
+// simulator: rank 1, a member of an INA rack {0, 1} under ToR kRinaTor, in a
 // Rina ring of three groups (the rack, then autonomous ranks 2 and 3). The
 // test plays the ToR (pulls, acknowledgements, the rack's AllGather copies),
 // rank 2's acknowledgements and the timers. The member's steps: ScatterReduce
@@ -19,17 +19,17 @@
 namespace ina {
 namespace {
 
-constexpr NodeId kR0 = 1, kR1 = 2, kR2 = 3, kR3 = 4, kTor = 10;
+constexpr NodeId kRinaR0 = 1, kRinaR1 = 2, kR2 = 3, kR3 = 4, kRinaTor = 10;
 constexpr uint64_t kPkts = 64;                // packets per shard
-constexpr uint64_t kElems = 3 * 64 * kPkts;  // three shards of 64 packets of 64 values
+constexpr uint64_t kRinaElems = 3 * 64 * kPkts;  // three shards of 64 packets of 64 values
 
 struct Member {
   explicit Member(host::RinaTransport t, double ina_gbps, Time ack_delay = 1 * kUs, double nic_gbps = 0)
       : delay(ack_delay) {
     host::RingConfig c;
     c.rank = 1;
-    c.nodes = {kR0, kR1, kR2, kR3};
-    c.stages = host::plan_rina({{0, 1}, {2}, {3}}, {kTor, kNoNode, kNoNode}, kElems)[1];
+    c.nodes = {kRinaR0, kRinaR1, kR2, kR3};
+    c.stages = host::plan_rina({{0, 1}, {2}, {3}}, {kRinaTor, kNoNode, kNoNode}, kRinaElems)[1];
     c.init_window = 4;
     c.allgather_from_zero = true;  // as both engines set it for Rina (the agent's broadcast)
     c.rina_transport = t;
@@ -37,8 +37,8 @@ struct Member {
     c.wire_bytes = 306;
     c.nic_gbps = nic_gbps;
     ep = std::make_unique<host::RingEndpoint>(c);
-    ep->set_id(kR1);
-    ep->submit(std::make_shared<host::SyntheticTensor>(7, 1, 4), kElems);
+    ep->set_id(kRinaR1);
+    ep->submit(std::make_shared<host::SyntheticTensor>(7, 1, 4), kRinaElems);
     ep->on_start(0, fx);
     fx.advance(0, [&](uint64_t tok, Time at) { ep->on_timer(tok, at, fx); });  // the op's start
   }
@@ -51,8 +51,8 @@ struct Member {
     p->h = Header{};
     p->h.type = PktType::RingPull;
     p->h.job = 1;
-    p->h.src = kTor;
-    p->h.dst = kR1;
+    p->h.src = kRinaTor;
+    p->h.dst = kRinaR1;
     p->h.priority = tag(code);
     ep->on_packet(p, fx.now(), fx);
   }
@@ -84,7 +84,7 @@ struct Member {
       a->h.type = PktType::RingAck;
       a->h.flags = 0;
       a->h.src = acker;
-      a->h.dst = kR1;
+      a->h.dst = kRinaR1;
       a->h.count = 0;
       ep->on_packet(a, fx.now(), fx);
     }
@@ -97,8 +97,8 @@ struct Member {
     p->h.type = PktType::RingData;
     p->h.flags = flag::kResult;
     p->h.job = 1;
-    p->h.src = kTor;
-    p->h.dst = kR1;
+    p->h.src = kRinaTor;
+    p->h.dst = kRinaR1;
     p->h.psn = psn;
     p->h.priority = step_tag;
     p->h.agg_index = orig;
@@ -132,7 +132,7 @@ TEST(RinaTransport, ScatterReduceWindowCarriesOverToTheNextStep) {
   for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd}) {
     Member m(t, 1000);  // paced far above what 1 us of RTT needs: the ceiling stays out of the way
     m.pull(0);
-    m.run_send(0, kTor);
+    m.run_send(0, kRinaTor);
     const double end0 = m.ep->cwnd();
     EXPECT_GT(end0, 4.5);
     m.pull(1);
@@ -151,11 +151,11 @@ TEST(RinaTransport, PaperStopsWindowGrowthAtFullSpeed) {
   EXPECT_NEAR(full, 8.1699, 1e-4);
   Member paper(host::RinaTransport::Paper, 20);
   paper.pull(0);
-  paper.run_send(0, kTor);
+  paper.run_send(0, kRinaTor);
   EXPECT_EQ(paper.ep->cwnd(), full);
   Member aimd(host::RinaTransport::Aimd, 20);
   aimd.pull(0);
-  aimd.run_send(0, kTor);
+  aimd.run_send(0, kRinaTor);
   EXPECT_GT(aimd.ep->cwnd(), 11.5);
 }
 
@@ -169,7 +169,7 @@ TEST(RinaTransport, PaperCeilingFollowsTheLeastRttNotTheQueue) {
   Member paper(host::RinaTransport::Paper, 20);
   paper.delay_growth = 20000;  // ps
   paper.pull(0);
-  paper.run_send(0, kTor);
+  paper.run_send(0, kRinaTor);
   EXPECT_EQ(paper.ep->cwnd(), host::window_covering(20, 1 * kUs + 20000, 306));
 }
 
@@ -184,12 +184,12 @@ TEST(RinaTransport, PaperPacesScatterReduceAtTwentyGbpsByDefault) {
   EXPECT_EQ(host::rina_pace_gbps(35, host::RinaTransport::Paper), 35.0);
   Member paper(host::RinaTransport::Paper, host::rina_pace_gbps(0, host::RinaTransport::Paper));
   paper.pull(0);
-  paper.run_send(0, kTor);
+  paper.run_send(0, kRinaTor);
   ASSERT_EQ(paper.sent_at.size(), kPkts);
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ(paper.sent_at[i] - paper.sent_at[i - 1], 122400) << "packet " << i;  // ps
   Member aimd(host::RinaTransport::Aimd, host::rina_pace_gbps(0, host::RinaTransport::Aimd));
   aimd.pull(0);
-  aimd.run_send(0, kTor);
+  aimd.run_send(0, kRinaTor);
   ASSERT_EQ(aimd.sent_at.size(), kPkts);
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ(aimd.sent_at[i], aimd.sent_at[0]);
 }
@@ -206,7 +206,7 @@ TEST(RinaTransport, PaperPacesAtTheWindowsRateOnceTheRttIsKnown) {
   for (const auto t : {host::RinaTransport::Paper, host::RinaTransport::Aimd}) {
     Member m(t, 1000);
     m.pull(0);
-    m.run_send(0, kTor);
+    m.run_send(0, kRinaTor);
     ASSERT_EQ(m.sent_at.size(), kPkts);
     for (size_t i = 1; i < 4; ++i) EXPECT_EQ(m.sent_at[i] - m.sent_at[i - 1], 2448) << "packet " << i;  // ps
     EXPECT_EQ(m.sent_at[4], 1 * kUs);
@@ -250,12 +250,12 @@ TEST(RinaTransport, ALatePaceTimerKeepsThePacesSchedule) {
 // together stay within the link. The packets after it keep 122.4 ns.
 TEST(RinaTransport, PacedAtTheNicRateAnAcknowledgementTakesItsShareOfTheLink) {
   Member m(host::RinaTransport::Paper, 1000, 1 * kUs, 20);
-  m.ep->submit(std::make_shared<host::SyntheticTensor>(8, 1, 4), kElems);
+  m.ep->submit(std::make_shared<host::SyntheticTensor>(8, 1, 4), kRinaElems);
   m.pull(0);
   // The first packet of the next op's broadcast from the agent, early (a
   // receive this member's buffers take): the member acknowledges it at once.
-  m.ep->on_packet(m.copy((1u << 8) | 3, kR0, 0), m.fx.now(), m.fx);  // op 1, step 3
-  m.run_send(0, kTor);
+  m.ep->on_packet(m.copy((1u << 8) | 3, kRinaR0, 0), m.fx.now(), m.fx);  // op 1, step 3
+  m.run_send(0, kRinaTor);
   ASSERT_EQ(m.sent_at.size(), kPkts);
   EXPECT_EQ(m.sent_at[1] - m.sent_at[0], 148000);  // ps
   EXPECT_EQ(m.sent_at[2] - m.sent_at[1], 122400);
@@ -272,12 +272,12 @@ TEST(RinaTransport, PaperAllGatherStartsFromOnePacket) {
     Member m(t, 1000);
     for (uint8_t code = 0; code < 3; ++code) {
       m.pull(code);
-      m.run_send(code, kTor);
+      m.run_send(code, kRinaTor);
     }
     const double sr_end = m.ep->cwnd();
     ASSERT_GT(sr_end, 4.0);
     // The agent's broadcast of the rack's shard (1), then AllGather step 0 from rank 3 (shard 0).
-    m.deliver(3, kR0, 1 * 64 * kPkts);
+    m.deliver(3, kRinaR0, 1 * 64 * kPkts);
     m.deliver(3, kR3, 0);
     ASSERT_NE(m.ep->step_log()[5].send_begin, kNever);
     const auto data = m.ep->step_log()[5];

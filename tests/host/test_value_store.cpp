@@ -11,11 +11,11 @@
 namespace ina::host {
 namespace {
 
-constexpr uint64_t kStream = 0x5eed;
+constexpr uint64_t kStoreStream = 0x5eed;
 constexpr uint64_t kBase = 1000;  // the store's position 0 is tensor index 1000
 
 std::vector<int32_t> gradient(unsigned rank, unsigned n, uint64_t first, size_t len) {
-  SyntheticTensor t(kStream, rank, n);
+  SyntheticTensor t(kStoreStream, rank, n);
   std::vector<int32_t> v(len);
   t.read_gradient(first, v);
   return v;
@@ -39,7 +39,7 @@ TEST(ValueStore, AGradientWrittenPacketByPacketIsOneRecord) {
   s.assign(len, kBase);
   for (const size_t p : order) {
     const size_t at = p * width, n = std::min(width, len - at);
-    s.write(at, std::span(g).subspan(at, n), AffineBasis{kStream});
+    s.write(at, std::span(g).subspan(at, n), AffineBasis{kStoreStream});
   }
   EXPECT_EQ(s.records(), 1u);
   EXPECT_LT(s.bytes(), 200u);
@@ -55,13 +55,13 @@ TEST(ValueStore, AddingGradientsKeepsTheExactSumAsOneRecord) {
   std::vector<int32_t> sum(len, 0);
   for (unsigned r = 0; r < 5; ++r) {
     const auto g = gradient(r, 5, kBase, len);
-    for (size_t at = 0; at < len; at += width) s.add(at, std::span(g).subspan(at, width), AffineBasis{kStream});
+    for (size_t at = 0; at < len; at += width) s.add(at, std::span(g).subspan(at, width), AffineBasis{kStoreStream});
     for (size_t i = 0; i < len; ++i) sum[i] += g[i];
   }
   EXPECT_EQ(s.records(), 1u);
   EXPECT_EQ(read_all(s), sum);
   // The complete sum is what SyntheticTensor checks a result against.
-  SyntheticTensor check(kStream, 0, 5);
+  SyntheticTensor check(kStoreStream, 0, 5);
   check.write_result(kBase, read_all(s));
   EXPECT_EQ(check.mismatches(), 0u);
 }
@@ -74,11 +74,11 @@ TEST(ValueStore, AValueThatFitsNoFormIsKeptAsItIs) {
   g[300] += 1;
   ValueStore s;
   s.assign(len, kBase);
-  for (size_t at = 0; at < len; at += 64) s.write(at, std::span(g).subspan(at, 64), AffineBasis{kStream});
+  for (size_t at = 0; at < len; at += 64) s.write(at, std::span(g).subspan(at, 64), AffineBasis{kStoreStream});
   EXPECT_EQ(read_all(s), g);
   // The packet holding index 300 is plain; those before and after are records.
   EXPECT_EQ(s.records(), 3u);
-  SyntheticTensor check(kStream, 1, 4);
+  SyntheticTensor check(kStoreStream, 1, 4);
   std::vector<int32_t> out(len);
   s.read(0, out);
   EXPECT_EQ(out[300], gradient(1, 4, kBase + 300, 1)[0] + 1);
@@ -91,15 +91,15 @@ TEST(ValueStore, OverwritesSplitAndJoinRecords) {
   const auto a = gradient(0, 2, kBase, len), b = gradient(1, 2, kBase, len);
   ValueStore s;
   s.assign(len, kBase);
-  s.write(0, std::span(a).subspan(0, 768), AffineBasis{kStream});
+  s.write(0, std::span(a).subspan(0, 768), AffineBasis{kStoreStream});
   auto want = a;
   std::fill(want.begin() + 768, want.end(), 0);
   EXPECT_EQ(read_all(s), want);
-  s.write(200, std::span(b).subspan(200, 100), AffineBasis{kStream});
+  s.write(200, std::span(b).subspan(200, 100), AffineBasis{kStoreStream});
   std::copy(b.begin() + 200, b.begin() + 300, want.begin() + 200);
   EXPECT_EQ(read_all(s), want);
   EXPECT_EQ(s.records(), 3u);
-  s.write(200, std::span(a).subspan(200, 100), AffineBasis{kStream});
+  s.write(200, std::span(a).subspan(200, 100), AffineBasis{kStoreStream});
   EXPECT_EQ(s.records(), 1u);
   std::copy(a.begin() + 200, a.begin() + 300, want.begin() + 200);
   EXPECT_EQ(read_all(s), want);
@@ -125,10 +125,10 @@ TEST(ValueStore, MatchesAPlainArrayUnderRandomWritesAndAdds) {
           for (auto& x : v) x = static_cast<int32_t>(rng());
       }
       if (rng() % 2) {
-        s.write(at, v, AffineBasis{kStream});
+        s.write(at, v, AffineBasis{kStoreStream});
         std::copy(v.begin(), v.end(), ref.begin() + static_cast<std::ptrdiff_t>(at));
       } else {
-        s.add(at, v, AffineBasis{kStream});
+        s.add(at, v, AffineBasis{kStoreStream});
         for (size_t k = 0; k < n; ++k)
           ref[at + k] = static_cast<int32_t>(static_cast<uint32_t>(ref[at + k]) + static_cast<uint32_t>(v[k]));
       }
@@ -149,7 +149,7 @@ TEST(ValueStore, AWriteWithoutABasisTurnsRecordsIntoTheFlatArray) {
   const auto g = gradient(2, 3, kBase, len);
   ValueStore s;
   s.assign(len, kBase);
-  s.write(0, g, AffineBasis{kStream});
+  s.write(0, g, AffineBasis{kStoreStream});
   ASSERT_EQ(s.records(), 1u);
   std::vector<int32_t> v(10, -5);
   s.write(100, v, std::nullopt);
@@ -169,10 +169,10 @@ TEST(ValueStore, APlainRunOverwrittenPacketByPacketStaysExact) {
   for (auto& x : noise) x = static_cast<int32_t>(rng());
   ValueStore s;
   s.assign(len, kBase);
-  s.write(0, noise, AffineBasis{kStream});
+  s.write(0, noise, AffineBasis{kStoreStream});
   ASSERT_EQ(s.records(), 1u);  // one plain run
   for (auto& x : noise) x = static_cast<int32_t>(rng());
-  for (size_t at = 0; at < len; at += 64) s.write(at, std::span(noise).subspan(at, 64), AffineBasis{kStream});
+  for (size_t at = 0; at < len; at += 64) s.write(at, std::span(noise).subspan(at, 64), AffineBasis{kStoreStream});
   EXPECT_EQ(read_all(s), noise);
   EXPECT_EQ(s.records(), 1u);
 }

@@ -45,7 +45,7 @@ Out ina(const std::vector<std::string>& args, int = 60) {
   return {r.status, r.output};
 }
 
-fs::path tmp(const std::string& name) {
+fs::path ring_tmp(const std::string& name) {
   return fs::temp_directory_path() / ("ina_ring_" + std::to_string(::getpid()) + "_" + name);
 }
 
@@ -57,7 +57,7 @@ struct RingCase {
 };
 
 nlohmann::json run_ring(const RingCase& c, const std::string& tag, Out* out = nullptr) {
-  const fs::path json = tmp(tag + ".json");
+  const fs::path json = ring_tmp(tag + ".json");
   std::vector<std::string> a{"run", "--scheme", c.scheme, "--workers", std::to_string(c.workers), "--racks",
                              std::to_string(c.racks), "--size", "131072", "--iterations", "2", "--payload", "64",
                              "--json", json.string(), "--timeout", "50"};
@@ -327,7 +327,7 @@ struct FailRun {
 };
 FailRun run_failure(int fail_rank, const std::string& tag) {
   FailRun f;
-  const fs::path json = tmp(tag + ".json");
+  const fs::path json = ring_tmp(tag + ".json");
   f.out = ina({"run", "--scheme", "rina", "--workers", "8", "--racks", "2", "--size", "131072", "--iterations", "3",
                "--payload", "64", "--fail-rank", std::to_string(fail_rank), "--fail-at-op", "1", "--fail-detect-ms", "400",
                "--json", json.string(), "--timeout", "40"});
@@ -445,7 +445,7 @@ TEST(RingFailoverOverUdp, BadFailureOptionsNameTheOptionAndValue) {
 // barrier directory holding any file of another run's end or failover is
 // refused naming the file (a new run would apply an old membership).
 TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFiles) {
-  const fs::path layout = tmp("stale_layout.json"), bar = tmp("stale_bar");
+  const fs::path layout = ring_tmp("stale_layout.json"), bar = ring_tmp("stale_bar");
   fs::remove_all(bar);
   fs::create_directories(bar);
   std::ofstream(layout) << R"({"job": 1, "scheme": "rar", "payload": 64, "memory_bytes": 100000,
@@ -488,7 +488,7 @@ TEST(RingFailoverOverUdp, StandaloneWorkerRefusesShortDetectionAndStaleBarrierFi
 // second learns it lost and the file keeps the winner's text; neither
 // leaves a temporary file.
 TEST(RingFailoverOverUdp, MembershipIsPublishedOnceFirstWriterWins) {
-  const fs::path dir = tmp("publish");
+  const fs::path dir = ring_tmp("publish");
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string file = (dir / "membership.1.json").string();
@@ -515,7 +515,7 @@ TEST(RingFailoverOverUdp, MembershipIsPublishedOnceFirstWriterWins) {
 // it was. Then the program holds the job under the new epoch with the given
 // rack (`layout.rack_ranks`; `layout.rack` stays the --rack option).
 TEST(RingFailoverOverUdp, SwitchTakesANewEpochOnlyWithTheJobsCredential) {
-  const fs::path layout = tmp("reconf_layout.json");
+  const fs::path layout = ring_tmp("reconf_layout.json");
   std::ofstream(layout) << R"({"job": 3, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6"],
     "racks": [{"ranks": [0, 1, 2], "ina": true, "switch": "127.0.0.1:7"}, {"ranks": [3, 4, 5], "ina": true, "switch": "127.0.0.1:8"}]})";
@@ -619,19 +619,19 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
   EXPECT_NE(g.status, 0) << g.text;
   EXPECT_NE(g.text.find("--nic-gbps"), std::string::npos) << g.text;
   EXPECT_NE(g.text.find("-1"), std::string::npos) << g.text;
-  const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
-  fs::remove(tmp("k"));
+  const Out f = ina({"switch", "--scheme", "rar", "--new-key-file", ring_tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
+  fs::remove(ring_tmp("k"));
   EXPECT_EQ(f.status, 2) << f.text;
   EXPECT_NE(f.text.find("no switch program"), std::string::npos) << f.text;
   // GRID runs only from a plan's layout (scripts/grid-netns); its capacity is GRID's alone.
-  const Out h = ina({"switch", "--scheme", "grid", "--new-key-file", tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
-  fs::remove(tmp("k"));
+  const Out h = ina({"switch", "--scheme", "grid", "--new-key-file", ring_tmp("k").string(), "--listen", "127.0.0.1:0"}, 20);
+  fs::remove(ring_tmp("k"));
   EXPECT_EQ(h.status, 2) << h.text;
   EXPECT_NE(h.text.find("scheme grid serves one job of a static layout only: give --layout FILE --rack R"),
             std::string::npos) << h.text;
-  const Out i = ina({"switch", "--scheme", "atp", "--capacity-mbit", "10", "--new-key-file", tmp("k").string(),
+  const Out i = ina({"switch", "--scheme", "atp", "--capacity-mbit", "10", "--new-key-file", ring_tmp("k").string(),
                      "--listen", "127.0.0.1:0"}, 20);
-  fs::remove(tmp("k"));
+  fs::remove(ring_tmp("k"));
   EXPECT_EQ(i.status, 2) << i.text;
   EXPECT_NE(i.text.find("--capacity-mbit 10: scheme atp has no processing capacity"), std::string::npos) << i.text;
   const Out j = ina({"run", "--scheme", "grid", "--workers", "4"}, 20);
@@ -640,7 +640,7 @@ TEST(RingOverUdpInput, BadLayoutOptionsNameTheOptionAndValue) {
 }
 
 TEST(RingOverUdpInput, BadLayoutFileNamesFileFieldAndValue) {
-  const fs::path layout = tmp("layout.json"), bar = tmp("bar");
+  const fs::path layout = ring_tmp("layout.json"), bar = ring_tmp("bar");
   fs::create_directories(bar);
   std::ofstream(layout) << R"({"job": 1, "scheme": "rina", "payload": 64, "memory_bytes": 100000,
     "workers": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
