@@ -70,6 +70,10 @@ struct CollectiveSettings {
   // "agent" (the agent alone, one relay after another).
   std::string rina_ag_relay = "members";
   std::string step_records;  // a directory: ring runs write job 0's step records there (experiment/step_records.hpp)
+  // A directory: the run writes the queue trace of the links queue_trace_links
+  // names there (experiment/queue_trace.hpp); "" = none.
+  std::string queue_trace, queue_trace_links;
+  double queue_trace_from_ms = 0, queue_trace_to_ms = 0;  // the window traced (to 0: the run's end)
   // DSA's Eq. 1 (the PS family under DSA): one priority per shard of the
   // iteration's gradient, taken at its first packet (true, §V's "a tensor's
   // priority"), or one per packet sent.

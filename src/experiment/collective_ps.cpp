@@ -15,6 +15,7 @@
 #include "host/profile.hpp"
 #include "host/tensor_io.hpp"
 #include "cluster/cluster.hpp"
+#include "experiment/queue_trace.hpp"
 #include "sim/engine.hpp"
 #include "sim/partition.hpp"
 #include "workload/model.hpp"
@@ -432,6 +433,9 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
   split.apply(sim, s.ranks);
+  const std::vector<uint32_t> traced = s.queue_trace.empty() ? std::vector<uint32_t>{}
+      : watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
+                          s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -522,6 +526,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   out.hops = sim.hops();
   out.events = sim.events();
   out.digest = sim.digest();
+  if (!s.queue_trace.empty()) write_queue_trace(s.queue_trace, out.digest, sim, g, traced);
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();
   if (sim.partitions() > 1)

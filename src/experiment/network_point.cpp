@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "control/rina_bom.hpp"
+#include "experiment/queue_trace.hpp"
 #include "sim/network.hpp"
 #include "wire/packet.hpp"
 #include "workload/model.hpp"
@@ -70,7 +71,7 @@ size_t helping_switches(const topo::Graph& g, const std::vector<topo::NodeId>& w
 
 bool is_network(const Settings& s) { return s.topology_kind != "star"; }
 
-std::vector<std::pair<std::string, std::string>> ring_settings_set(const Settings& s) {
+std::vector<std::pair<std::string, std::string>> collective_settings_set(const Settings& s) {
   const Settings d;
   std::vector<std::pair<std::string, std::string>> set;
   if (s.rina_ag_relay != d.rina_ag_relay) set.emplace_back("workload.rina_ag_relay", s.rina_ag_relay);
@@ -80,6 +81,10 @@ std::vector<std::pair<std::string, std::string>> ring_settings_set(const Setting
   if (s.ring_min_rto_us != d.ring_min_rto_us)
     set.emplace_back("transport.ring_min_rto_us", fmt::format("{}", s.ring_min_rto_us));
   if (!s.step_records.empty()) set.emplace_back("run.step_records", s.step_records);
+  if (!s.queue_trace.empty()) set.emplace_back("run.queue_trace", s.queue_trace);
+  if (!s.queue_trace_links.empty()) set.emplace_back("run.queue_trace_links", s.queue_trace_links);
+  if (s.queue_trace_from_ms != 0) set.emplace_back("run.queue_trace_from_ms", fmt::format("{}", s.queue_trace_from_ms));
+  if (s.queue_trace_to_ms != 0) set.emplace_back("run.queue_trace_to_ms", fmt::format("{}", s.queue_trace_to_ms));
   return set;
 }
 
@@ -253,6 +258,10 @@ NetworkRun network_run(const Settings& s, const schemes::Scheme& scheme, uint64_
   c.rina_transport = s.rina_transport;
   c.rina_ag_relay = s.rina_ag_relay;
   c.step_records = s.step_records;
+  c.queue_trace = s.queue_trace;
+  c.queue_trace_links = s.queue_trace_links;
+  c.queue_trace_from_ms = s.queue_trace_from_ms;
+  c.queue_trace_to_ms = s.queue_trace_to_ms;
   c.eq1_per_tensor = s.eq1_priority == "tensor";
   c.max_sim_ms = s.max_sim_ms;
   c.threads = static_cast<unsigned>(s.threads);
@@ -325,6 +334,19 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
     if (v != 0)
       fail(origin, key, fmt::format("applies to topology.kind = \"star\" only, not \"{}\"", s.topology_kind),
            fmt::format("{}", v));
+  if (!s.queue_trace.empty() && s.queue_trace_links.empty())
+    fail(origin, "run.queue_trace_links", "run.queue_trace needs the links to trace: \"from->to, ...\" by node names",
+         "\"\"");
+  if (s.queue_trace.empty() && !s.queue_trace_links.empty())
+    fail(origin, "run.queue_trace_links", "needs run.queue_trace, the directory the traces go to", s.queue_trace_links);
+  if ((s.queue_trace_from_ms != 0 || s.queue_trace_to_ms != 0) && s.queue_trace.empty())
+    fail(origin, s.queue_trace_from_ms != 0 ? "run.queue_trace_from_ms" : "run.queue_trace_to_ms",
+         "needs run.queue_trace, the directory the traces go to",
+         fmt::format("{}", s.queue_trace_from_ms != 0 ? s.queue_trace_from_ms : s.queue_trace_to_ms));
+  if (s.queue_trace_to_ms != 0 && s.queue_trace_to_ms <= s.queue_trace_from_ms)
+    fail(origin, "run.queue_trace_to_ms",
+         fmt::format("ends the trace before it starts (run.queue_trace_from_ms = {})", s.queue_trace_from_ms),
+         fmt::format("{}", s.queue_trace_to_ms));
   if (s.fail_rank >= 0 && s.workers > 0 && s.fail_rank >= s.workers)
     fail(origin, "faults.fail_rank", fmt::format("the job has {} workers", s.workers), std::to_string(s.fail_rank));
   if (gradient_mb(s) * static_cast<double>(workload::kMiB) < s.payload_bytes)
@@ -338,6 +360,13 @@ void validate_network(const Settings& s, const std::vector<std::string>& scheme_
                        s.topology_kind, schemes::names_text(schemes::Engine::SimNetwork)),
            name);
     const NetworkRun run = network_run(s, scheme, 1, origin);  // topology, workers, switch.ina, per-switch memory
+    if (!s.queue_trace_links.empty()) {
+      try {
+        queue_trace_links(run.graph, s.queue_trace_links);
+      } catch (const std::invalid_argument& e) {
+        fail(origin, "run.queue_trace_links", e.what(), s.queue_trace_links);
+      }
+    }
     const bool ps_family =
         scheme.collective == schemes::Collective::Ps || scheme.collective == schemes::Collective::PsIna;
     if (ps_family && run.settings.workers_per_job.at(0) > static_cast<int>(kMaxWorkers))

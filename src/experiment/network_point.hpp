@@ -41,10 +41,10 @@ namespace ina::exp {
 
 bool is_network(const Settings& s);  // topology.kind != "star"
 
-// The settings only the multi-switch ring collectives read that `s` sets,
-// as (key, value): the star and the sparse engine refuse them rather than
+// The settings only the multi-switch collectives read that `s` sets, as
+// (key, value): the star and the sparse engine refuse them rather than
 // ignore them.
-std::vector<std::pair<std::string, std::string>> ring_settings_set(const Settings& s);
+std::vector<std::pair<std::string, std::string>> collective_settings_set(const Settings& s);
 
 // The graph of topology.kind and its parameters, every switch non-INA unless
 // the kind is "file" (the file's flags).

@@ -172,6 +172,10 @@ const std::vector<Field>& settings_fields() {
       {"run.profile", &Settings::profile, one_of({"paper", "runtime"})},
       {"run.verify", &Settings::verify},
       {"run.step_records", &Settings::step_records},
+      {"run.queue_trace", &Settings::queue_trace},
+      {"run.queue_trace_links", &Settings::queue_trace_links},
+      {"run.queue_trace_from_ms", &Settings::queue_trace_from_ms, between(0, 1e9, "simulated milliseconds")},
+      {"run.queue_trace_to_ms", &Settings::queue_trace_to_ms, between(0, 1e9, "simulated milliseconds; 0 = the run's end")},
       {"run.max_sim_ms", &Settings::max_sim_ms, positive_up_to(1e9, "simulated milliseconds: at most ~11.6 days")},
       {"run.threads", &Settings::threads, between(1, 256, "threads one simulation runs on")},
       {"run.partitions", &Settings::partitions, between(0, 256, "partitions per process one simulation splits into (0: the default)")},
@@ -586,7 +590,7 @@ void validate(const Settings& s, const std::vector<std::string>& scheme_names, c
   }
   if (is_network(s)) return validate_network(s, scheme_names, origin);
   // The multi-switch collectives' settings on the star would be silently ignored: refuse them.
-  for (const auto& [key, value] : ring_settings_set(s))
+  for (const auto& [key, value] : collective_settings_set(s))
     fail(origin, key, "applies to the multi-switch collectives, not topology.kind = \"star\"", value);
   if (s.step_barrier)
     fail(origin, "workload.step_barrier",

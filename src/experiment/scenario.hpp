@@ -90,6 +90,10 @@ struct Settings {
   std::string rina_transport = "paper";        // workload.rina_transport (rina): paper | aimd (exp::CollectiveSettings)
   std::string rina_ag_relay = "members";       // workload.rina_ag_relay (rina): members | agent (exp::CollectiveSettings)
   std::string step_records;                    // run.step_records: a directory for ring runs' step records (exp/step_records.hpp); "" = none
+  std::string queue_trace;                     // run.queue_trace: a directory for the queue traces of network runs (exp/queue_trace.hpp); "" = none
+  std::string queue_trace_links;               // run.queue_trace_links: the links traced, "from->to, ..." by node names
+  double queue_trace_from_ms = 0;              // run.queue_trace_from_ms: the simulated time the trace starts at
+  double queue_trace_to_ms = 0;                // run.queue_trace_to_ms: ... and ends at (0: the run's end)
   std::string eq1_priority = "tensor";         // workload.eq1_priority (DSA): tensor (§V: "a tensor's
                                                //   priority") | packet (workload::TrainingConfig::eq1_per_tensor)
   // [transport]

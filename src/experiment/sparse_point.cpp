@@ -52,7 +52,7 @@ void validate_sparse(const Settings& s, const std::vector<std::string>& scheme_n
       {"workload.model", s.model != d.model}};
   for (const auto& [key, set] : unused)
     if (set) fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", "set");
-  for (const auto& [key, value] : ring_settings_set(s))
+  for (const auto& [key, value] : collective_settings_set(s))
     fail_field(origin, key, "does not apply to sparse workloads (workload.sparse_model)", value);
   // switch.payload_bytes: the packet of a dense scheme streaming the model (SwitchML).
   bool dense = false;

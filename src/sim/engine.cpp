@@ -470,10 +470,39 @@ void Simulator::transmit_slow(Partition& P, uint32_t link_id, Packet* p) {
   transmit(P, link_id, p);
 }
 
+void Simulator::watch_link(uint32_t link, Time from, Time to) {
+  if (link >= links_.size())
+    throw std::out_of_range(fmt::format("watch_link: no link {} ({} links)", link, links_.size()));
+  if (!(from < to)) throw std::invalid_argument(fmt::format("watch_link: an empty window [{}, {}) ps", from, to));
+  Link& l = links_[link];
+  if (l.watch < 0) {
+    l.watch = static_cast<int32_t>(watched_.size());
+    watched_.push_back({from, to, {}});
+    l.slow = true;
+  }
+  watched_[static_cast<size_t>(l.watch)].from = from;
+  watched_[static_cast<size_t>(l.watch)].to = to;
+}
+
+const std::vector<QueueSample>& Simulator::link_samples(uint32_t link) const {
+  static const std::vector<QueueSample> none;
+  if (link >= links_.size() || links_[link].watch < 0) return none;
+  return watched_[static_cast<size_t>(links_[link].watch)].samples;
+}
+
 void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
   Link& l = links_[link_id];
+  QueueSample* w = nullptr;  // this packet's sample, if the link is watched now
+  if (Watched* wt = l.watch >= 0 ? &watched_[static_cast<size_t>(l.watch)] : nullptr;
+      wt && P.now >= wt->from && P.now < wt->to) {
+    const Header& h = p->h;
+    wt->samples.push_back({P.now, l.busy_until > P.now ? l.busy_until - P.now : 0, wire_bytes(*p), h.type,
+                           QueueSample::kSent, false, h.job, h.flags, h.psn, h.priority, h.src, h.dst});
+    w = &wt->samples.back();
+  }
   if (l.p.loss > 0 && l.rng.bernoulli(l.p.loss)) {
     ++l.st.drop_loss;
+    if (w) w->fate = QueueSample::kLost;
     if (loss_observer_) {
       std::lock_guard lock(observer_mu_);  // (partitions' threads; a lost packet is rare)
       loss_observer_(*p);
@@ -481,8 +510,13 @@ void Simulator::transmit_faulty(Partition& P, uint32_t link_id, Packet* p) {
     P.pool.put(p);
     return;
   }
+  const uint64_t marked = l.st.ecn_marked;
   const Time ser = admit(P, l, p);
-  if (ser < 0) return;
+  if (w) w->marked = l.st.ecn_marked != marked;
+  if (ser < 0) {
+    if (w) w->fate = QueueSample::kDropped;
+    return;
+  }
   const Time arrival = l.busy_until + l.delay;
   Packet* copy = nullptr;
   if (l.p.dup > 0 && l.rng.bernoulli(l.p.dup)) {
@@ -906,7 +940,7 @@ void Simulator::set_partitions(const std::vector<uint16_t>& part_of, Ranks* rank
     if (!ranks_ || part_rank_[i] == ranks_->rank()) local_.push_back(parts_[i].get());
     parts_[i]->outbox.assign(n, {});
   }
-  for (Link& l : links_) l.slow = faulty(l) || node_part_[l.from] != node_part_[l.to];
+  for (Link& l : links_) l.slow = faulty(l) || l.watch >= 0 || node_part_[l.from] != node_part_[l.to];
   build_trees();
   // A packet sent at t into a link between partitions arrives at or after
   // t + its serialization (at least a minimum frame's, rounded up: 1 ps or

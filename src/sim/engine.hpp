@@ -148,6 +148,7 @@ struct alignas(64) Link {
   uint64_t bps = 0;
   Rng rng;
   uint32_t reordered_seq = 0;  // names this link's reordered packets (their events' key)
+  int32_t watch = -1;          // its samples' index (Simulator::watch_link), or -1: not watched
 };
 static_assert(offsetof(Link, ser_time) == 64 && offsetof(Link, st) + offsetof(LinkStats, drop_queue) < 128,
               "a link's first line: the wire and the queue; its second: what a send writes");
@@ -169,6 +170,22 @@ inline constexpr uint64_t event_tie(uint32_t node, uint64_t cls, uint64_t id) {
 inline constexpr uint64_t reordered_id(uint32_t link, uint32_t count) {
   return uint64_t{link} << 24 | (count & ((1u << 24) - 1));
 }
+
+// One packet a watched link's queue was offered (Simulator::watch_link):
+// what a queue trace at that port reads.
+struct QueueSample {
+  enum Fate : uint8_t { kSent = 0, kDropped = 1, kLost = 2 };  // kDropped: queue full; kLost: the link's random loss
+  Time t;          // when it reached the queue
+  Time backlog;    // the queue ahead of it, as serialization time (0: the link was idle)
+  uint32_t bytes;  // on the wire
+  PktType type;
+  Fate fate;
+  bool marked;     // ECN-marked at this queue
+  uint16_t job, flags;
+  uint32_t psn;
+  uint32_t priority;  // the header's (ring packets: the step's tag, op << 8 | step code)
+  NodeId src, dst;
+};
 
 struct Event {
   Time t;
@@ -300,6 +317,7 @@ class Simulator {
   size_t node_count() const { return nodes_.size(); }
   bool is_switch(NodeId id) const { return is_switch_[id]; }
   Link& link(uint32_t id) { return links_[id]; }
+  const Link& link(uint32_t id) const { return links_[id]; }
   size_t link_count() const { return links_.size(); }
   // The link leaving host `h` (its only one).
   uint32_t uplink(NodeId h) const { return host_link_[h]; }
@@ -388,6 +406,16 @@ class Simulator {
   // before it is freed (empty: off). It must not change the run. With
   // several partitions, calls are serialized and come in no set order.
   void set_loss_observer(std::function<void(const Packet&)> f) { loss_observer_ = std::move(f); }
+
+  // Records every packet offered to link `link`'s queue at times in
+  // [from, to) (link_samples()). It changes no event: a watched link sends
+  // through the path of a link with faults, which draws nothing when it has
+  // none. Call after the last connect(); with ranks, only the process that
+  // runs the link's sender has its samples. Watching a link again sets its window.
+  void watch_link(uint32_t link, Time from = 0, Time to = kNever);
+  // Link `link`'s samples, in the order its queue was offered them (empty if
+  // it is not watched).
+  const std::vector<QueueSample>& link_samples(uint32_t link) const;
 
   // Sends `p` from node `from` as its effects would (set-up and tests).
   void route(NodeId from, Packet* p);
@@ -509,6 +537,11 @@ class Simulator {
   McastSplit& mcast_split(uint16_t group, uint32_t row) { return mcast_[row][group]; }
   void size_mcast();  // an empty map per switch row
   std::function<void(const Packet&)> loss_observer_;
+  struct Watched {
+    Time from, to;
+    std::vector<QueueSample> samples;  // filled by the link's sender's partition
+  };
+  std::vector<Watched> watched_;  // by Link::watch
   std::vector<uint64_t> node_digest_;  // per node: the hash of its own events
   std::vector<uint64_t> timer_count_;  // per node: timers set (their events' key)
   bool started_ = false;

@@ -55,6 +55,14 @@ enum class PktType : uint8_t {
   KvResult = 14,   // aggregated pairs: switch (keys = rank indices) or PS (keys) -> workers
 };
 constexpr uint8_t kMaxPktType = 14;
+// The type's name as above ("Data", "RingAck", ...), or "?" for a value no type has.
+inline const char* pkt_type_name(PktType t) {
+  static constexpr const char* kNames[] = {"?",          "Data",     "Ack",      "Fetch",       "FetchReply",
+                                           "GradRequest", "Reminder", "RateSync", "RingData",    "RingAck",
+                                           "RingPull",    "RingBarrier", "KvData", "KvAck",      "KvResult"};
+  const auto i = static_cast<uint8_t>(t);
+  return i <= kMaxPktType ? kNames[i] : "?";
+}
 constexpr unsigned kMaxRingWorkers = 255;  // ring packets: workers per job (rank is 8 bits)
 inline bool is_ring(PktType t) { return t >= PktType::RingData && t <= PktType::RingBarrier; }
 inline bool is_kv(PktType t) { return t >= PktType::KvData && t <= PktType::KvResult; }

@@ -100,6 +100,27 @@ TEST(NetworkScenario, BadInputNamesFileFieldAndValue) {
        "workload.rina_ag_relay", "agent", "run.schemes has no rina"},
       {"[transport]\nring_min_rto_us = 1000\n[run]\nschemes = [\"atp\"]\n", "transport.ring_min_rto_us", "1000",
        "not topology.kind = \"star\""},
+      // Queue traces: network runs, named links of the topology, with a directory and a window.
+      {"[run]\nschemes = [\"atp\"]\nqueue_trace = \"out/q\"\nqueue_trace_links = \"h0->tor0\"\n", "run.queue_trace",
+       "out/q", "not topology.kind = \"star\""},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace = \"out/q\"\nqueue_trace_links = \"h0->tor9\"\n",
+       "run.queue_trace_links", "h0->tor9", "has no node 'tor9'"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace = \"out/q\"\nqueue_trace_links = \"h0->h1\"\n",
+       "run.queue_trace_links", "h0->h1", "no link joins h0 and h1"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace = \"out/q\"\nqueue_trace_links = \"tor0->h0, tor0 -> h0\"\n",
+       "run.queue_trace_links", "tor0->h0", "named twice"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace = \"out/q\"\n",
+       "run.queue_trace_links", "(value: \"\")", "needs the links to trace"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace_links = \"tor0->h0\"\n",
+       "run.queue_trace_links", "tor0->h0", "needs run.queue_trace"},
+      {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[run]\nschemes = [\"rar\"]\n"
+       "queue_trace = \"out/q\"\nqueue_trace_links = \"tor0->h0\"\nqueue_trace_from_ms = 2\nqueue_trace_to_ms = 1\n",
+       "run.queue_trace_to_ms", "(value: 1)", "ends the trace before it starts"},
       {"[topology]\nkind = \"testbed\"\n[workload]\njobs = 1\ngradient_mb = 0.0625\n[transport]\n"
        "ring_min_rto_us = 1000\n[run]\nschemes = [\"rar\", \"atp\"]\n",
        "transport.ring_min_rto_us", "1000", "atp has no ring endpoints"},

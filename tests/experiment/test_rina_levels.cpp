@@ -22,8 +22,6 @@ topo::Graph fat_tree_with(const std::vector<std::string>& more) {
   return g;
 }
 
-exp::CollectiveSettings small(double mb = 0.0625) { return test::small_ring(mb); }
-
 size_t bom_groups(const topo::Graph& g) {
   return control::rina::rina_throughput(g, g.hosts(), g.ina_switches()).groups.size();
 }
@@ -41,7 +39,7 @@ size_t bom_groups(const topo::Graph& g) {
 TEST(RinaLevels, AggregationSwitchAboveTheEdgesIsOneGroupOnAFatTree) {
   const auto g = fat_tree_with({"agg0"});
   ASSERT_EQ(bom_groups(g), 2u);
-  const auto r = exp::run_collective(g, "rina", small());
+  const auto r = exp::run_collective(g, "rina", test::small_ring());
   ASSERT_TRUE(r.ok) << r.problems;
   const double shard = 128 * (256 + 50);
   EXPECT_EQ(r.steps, 2u * 2 - 1);
@@ -60,7 +58,7 @@ TEST(RinaLevels, NestedLevelsStayExact) {
   for (const auto& more : sets) {
     const auto g = fat_tree_with(more);
     ASSERT_EQ(bom_groups(g), 2u);
-    const auto r = exp::run_collective(g, "rina", small());
+    const auto r = exp::run_collective(g, "rina", test::small_ring());
     ASSERT_TRUE(r.ok) << more.size() << ": " << r.problems;
     EXPECT_EQ(r.steps, 3u) << more.size();
     EXPECT_EQ(r.bytes_per_worker, (2 + 2.0 / 16) * 128 * (256 + 50)) << more.size();
@@ -72,7 +70,7 @@ TEST(RinaLevels, NestedLevelsStayExact) {
 TEST(RinaLevels, CoreAboveThreePodsIsOneOfThreeGroups) {
   const auto g = fat_tree_with({"core0"});
   ASSERT_EQ(bom_groups(g), 3u);
-  auto s = small();
+  auto s = test::small_ring();
   s.iterations = 3;
   const auto r = exp::run_collective(g, "rina", s);
   ASSERT_TRUE(r.ok) << r.problems;
@@ -91,7 +89,7 @@ TEST(RinaLevels, NestedLevelsStayExactUnderLoss) {
   for (const auto& more : {std::vector<std::string>{"agg0"}, std::vector<std::string>{"agg0", "core0", "agg2"}})
   for (const uint64_t seed : {1, 3, 4, 5, 6}) {
     const auto g = fat_tree_with(more);
-    auto s = small();
+    auto s = test::small_ring();
     s.seed = seed;
     s.loss = 0.01;
     s.dup = 0.005;

@@ -188,6 +188,9 @@ TEST(Scenario, RingSettingsInASparseRunAreRefused) {
   EXPECT_EQ(error_of(sparse + zebra + "step_records = \"out/steps\"\n"),
             "demo.toml: field 'run.step_records': does not apply to sparse workloads (workload.sparse_model) "
             "(value: out/steps)");
+  EXPECT_EQ(error_of(sparse + zebra + "queue_trace = \"out/q\"\nqueue_trace_links = \"h0->tor0\"\n"),
+            "demo.toml: field 'run.queue_trace': does not apply to sparse workloads (workload.sparse_model) "
+            "(value: out/q)");
   EXPECT_EQ(error_of(sparse + "[transport]\nring_min_rto_us = 1000\n" + zebra),
             "demo.toml: field 'transport.ring_min_rto_us': does not apply to sparse workloads (workload.sparse_model) "
             "(value: 1000)");

@@ -5,32 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "experiment/collective.hpp"
+#include "read_csv.hpp"
 #include "ring_settings.hpp"
 #include "topo/graph.hpp"
 
 namespace ina {
 namespace {
 
-std::vector<std::vector<std::string>> read_csv(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(f, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-    if (!line.empty() && line.back() == ',') cells.emplace_back();
-    rows.push_back(cells);
-  }
-  return rows;
-}
+using test::read_csv;
 
 // RAR over 8 hosts of a k = 4 fat-tree: the file is named by the run's
 // digest, has a row per endpoint and step (8 x the run's 14 steps at

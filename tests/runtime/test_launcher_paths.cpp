@@ -37,7 +37,8 @@ using ina::test::plain_udp;
 using ina::test::pump_until;
 using ina::test::send_raw;
 
-class Sink final : public Node {
+// Counts the packets it gets and frees them.
+class CountingSink final : public Node {
  public:
   void on_packet(Packet* p, Time, Effects& fx) override {
     ++got;
@@ -107,7 +108,7 @@ TEST(RefusedDatagrams, RouterAttributesThemToAMemberOrToNobody) {
   ec.mode = EngineMode::Router;
   ec.payload_values = 16;
   UdpEngine eng(ec);
-  Sink sw;
+  CountingSink sw;
   sw.set_id(0);
   eng.add_node(sw);
   eng.start();
@@ -151,7 +152,7 @@ TEST(RefusedDatagrams, HostAttributesOnlyTheGateway) {
   ec.payload_values = 16;
   ec.gateway = local_endpoint(gw.get());
   UdpEngine eng(ec);
-  Sink n;
+  CountingSink n;
   n.set_id(3);
   eng.add_node(n);
   eng.start();

@@ -129,12 +129,14 @@ struct LinkRig {
 };
 
 // docs/results/simulator.md ("Large topologies") states the memory of a
-// packet in flight and of a link from these sizes (GCC 12, x86-64): a change
-// of layout must change the page too.
+// packet in flight and of a link from these sizes (GCC 12, x86-64), and
+// docs/architecture.md that of a traced packet: a change of layout must
+// change the pages too.
 TEST(SimSizes, WhatSimulatorMdStates) {
   EXPECT_EQ(sizeof(Packet), 64u);              // + the payload: a 320 B pool slot at 64 values
   EXPECT_EQ(sizeof(sim::Link), 256u);
   EXPECT_EQ(sizeof(std::pair<Time, Packet*>), 16u);  // a link's in-flight ring entry
+  EXPECT_EQ(sizeof(sim::QueueSample), 40u);  // a traced packet (docs/architecture.md, run.queue_trace)
 }
 
 TEST(Link, SerializationPlusPropagationIsExact) {
@@ -295,6 +297,99 @@ TEST(Link, LargeQueueDoesNotDropBelowItsSize) {
   rig.sim.run();
   EXPECT_EQ(rig.sim.link(rig.link).st.drop_queue, 0u);
   EXPECT_EQ(rig.sink->rx.size(), static_cast<size_t>(n));
+}
+
+// A queue trace (Simulator::watch_link): every packet offered to the
+// watched link's queue, with the backlog it found and its fate, and the run
+// the same as without it.
+TEST(Link, AWatchedQueueRecordsEveryPacketAndChangesNothing) {
+  sim::LinkParams p;
+  p.queue_bytes = 1000;
+  p.ecn_bytes = 700;
+  LinkRig plain(p, 10, 64, 1, 0, true), watched(p, 10, 64, 1, 0, true);
+  watched.sim.watch_link(watched.link);
+  plain.sim.run();
+  watched.sim.run();
+  const auto& q = watched.sim.link_samples(watched.link);
+  ASSERT_EQ(q.size(), 10u);
+  // Packet k finds k packets of 306 B (24480 ps each) ahead of it until the
+  // fifth (1224 B > 1000 B): it and the rest are dropped and find 4.
+  for (size_t k = 0; k < q.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(q[k].t, 0);
+    EXPECT_EQ(q[k].backlog, static_cast<Time>(std::min<size_t>(k, 4)) * 24480);
+    EXPECT_EQ(q[k].fate, k < 4 ? sim::QueueSample::kSent : sim::QueueSample::kDropped);
+    EXPECT_EQ(q[k].marked, k == 3) << "marked above 700 B of backlog";
+    EXPECT_EQ(q[k].psn, k);
+    EXPECT_EQ(q[k].bytes, 306u);
+    EXPECT_EQ(q[k].src, 1u);
+    EXPECT_EQ(q[k].dst, 0u);
+    EXPECT_EQ(q[k].type, PktType::Data);
+  }
+  EXPECT_TRUE(plain.sim.link_samples(plain.link).empty());
+  EXPECT_EQ(watched.sim.digest(), plain.sim.digest());
+  ASSERT_EQ(watched.sink->rx.size(), plain.sink->rx.size());
+  for (size_t k = 0; k < plain.sink->rx.size(); ++k) {
+    EXPECT_EQ(watched.sink->rx[k].t, plain.sink->rx[k].t);
+    EXPECT_EQ(watched.sink->rx[k].flags, plain.sink->rx[k].flags);
+  }
+}
+
+TEST(Link, AWatchedQueueCountsRandomLossAndDrawsNothingMore) {
+  sim::LinkParams p;
+  p.loss = 0.2;
+  p.ecn_bytes = 0;
+  const int n = 2000;
+  LinkRig plain(p, n, 64, 5, 100 * kNs), watched(p, n, 64, 5, 100 * kNs);  // paced: no queueing
+  watched.sim.watch_link(watched.link);
+  plain.sim.run();
+  watched.sim.run();
+  const auto& q = watched.sim.link_samples(watched.link);
+  ASSERT_EQ(q.size(), static_cast<size_t>(n));
+  size_t lost = 0;
+  for (size_t k = 0; k < q.size(); ++k) {
+    lost += q[k].fate == sim::QueueSample::kLost;
+    EXPECT_EQ(q[k].t, static_cast<Time>(k) * 100 * kNs);
+    EXPECT_EQ(q[k].backlog, 0);
+  }
+  EXPECT_EQ(lost, watched.sim.link(watched.link).st.drop_loss);
+  EXPECT_EQ(lost, plain.sim.link(plain.link).st.drop_loss) << "the same random draws";
+  EXPECT_EQ(watched.sink->rx.size(), n - lost);
+  EXPECT_EQ(watched.sim.digest(), plain.sim.digest());
+  EXPECT_THROW(watched.sim.watch_link(99), std::out_of_range);
+}
+
+TEST(Link, AWatchedQueueRecordsItsWindowOnly) {
+  sim::LinkParams p;
+  p.ecn_bytes = 0;
+  LinkRig rig(p, 40, 64, 1, 100 * kNs);  // one packet every 100 ns from 0
+  rig.sim.watch_link(rig.link, 1 * kUs, 2 * kUs);
+  rig.sim.run();
+  const auto& q = rig.sim.link_samples(rig.link);
+  ASSERT_EQ(q.size(), 10u);
+  for (size_t k = 0; k < q.size(); ++k) EXPECT_EQ(q[k].psn, 10 + k);
+  EXPECT_EQ(rig.sink->rx.size(), 40u);
+  EXPECT_THROW(rig.sim.watch_link(rig.link, 5, 5), std::invalid_argument);
+}
+
+// A link watched before the nodes are split keeps its samples when both its
+// ends fall in one partition (a link inside a partition takes the fast path).
+TEST(Link, AWatchedQueueInsideAPartitionStillRecords) {
+  sim::Simulator sim(1, 64);
+  auto sink = std::make_unique<Sink>();
+  Sink* at = sink.get();
+  sim.add_node(std::move(sink), true);                      // 0
+  sim.add_node(std::make_unique<Source>(0, 5, 64), false);  // 1 -> 0
+  sim.add_node(std::make_unique<Sink>(), true);             // 2: another partition
+  sim::LinkParams p;
+  const uint32_t watched = sim.connect(1, 0, p, p);
+  sim.connect(0, 2, p, p);
+  sim.build_routes();
+  sim.watch_link(watched);
+  sim.set_partitions({0, 0, 1});
+  sim.run();
+  EXPECT_EQ(at->rx.size(), 5u);
+  EXPECT_EQ(sim.link_samples(watched).size(), 5u);
 }
 
 TEST(Engine, TimersFireInOrderAndTiesByInsertion) {
