@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -14,15 +13,9 @@ namespace ina::exp {
 namespace {
 
 std::string trimmed(std::string_view s) {
-  const auto b = s.find_first_not_of(' ');
+  const auto b = s.find_first_not_of(" \t");
   if (b == std::string_view::npos) return {};
-  return std::string(s.substr(b, s.find_last_not_of(' ') - b + 1));
-}
-
-std::optional<topo::NodeId> node_named(const topo::Graph& g, const std::string& name) {
-  for (topo::NodeId v = 0; v < g.num_nodes(); ++v)
-    if (g.node(v).name == name) return v;
-  return std::nullopt;
+  return std::string(s.substr(b, s.find_last_not_of(" \t") - b + 1));
 }
 
 }  // namespace
@@ -39,7 +32,7 @@ std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo:
     if (arrow == std::string::npos)
       throw std::invalid_argument(fmt::format("'{}' is not a link: write it as \"from->to\" by node names", item));
     const std::string from = trimmed(std::string_view(item).substr(0, arrow)), to = trimmed(std::string_view(item).substr(arrow + 2));
-    const auto a = node_named(g, from), b = node_named(g, to);
+    const auto a = g.find(from), b = g.find(to);
     if (!a || !b)
       throw std::invalid_argument(fmt::format("'{}': {} has no node '{}'", item, g.name, !a ? from : to));
     const auto nb = g.neighbors(*a);

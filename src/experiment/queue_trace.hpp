@@ -20,7 +20,7 @@ class Simulator;
 namespace ina::exp {
 
 // The links `list` names: "from->to" by node names (topo::Node::name),
-// comma-separated, spaces around a name ignored; a link of g, each once.
+// comma-separated, blanks around a name ignored; a link of g, each once.
 // Throws std::invalid_argument naming the first name that is not one (or
 // is there twice), or if `list` names none.
 std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo::Graph& g, const std::string& list);
@@ -38,7 +38,9 @@ std::vector<uint32_t> watch_queue_links(sim::Simulator& sim, const topo::Graph& 
 //   link,t_ps,backlog_ps,bytes,type,fate,marked,job,flags,psn,priority,src,dst
 // (link and src/dst by node names; backlog_ps the queue ahead of the packet
 // as serialization time; fate sent, dropped (queue full) or lost (the
-// link's random loss); priority the header's: a ring packet's step tag).
+// link's random loss); marked: marked at this queue; flags as the packet
+// reached it; priority the header's: a ring packet's step tag). A run with
+// the same digest (another window or other links) writes over the file.
 // Creates DIR; throws std::runtime_error naming the file if it cannot be written.
 void write_queue_trace(const std::string& dir, uint64_t digest, const sim::Simulator& sim, const topo::Graph& g,
                        const std::vector<uint32_t>& links);

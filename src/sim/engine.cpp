@@ -474,6 +474,7 @@ void Simulator::watch_link(uint32_t link, Time from, Time to) {
   if (link >= links_.size())
     throw std::out_of_range(fmt::format("watch_link: no link {} ({} links)", link, links_.size()));
   if (!(from < to)) throw std::invalid_argument(fmt::format("watch_link: an empty window [{}, {}) ps", from, to));
+  if (started_) throw std::logic_error("watch_link: the run has started");
   Link& l = links_[link];
   if (l.watch < 0) {
     l.watch = static_cast<int32_t>(watched_.size());

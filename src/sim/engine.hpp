@@ -134,8 +134,9 @@ class WireFifo {
 struct alignas(64) Link {
   WireFifo wire;  // in flight, in arrival order
   NodeId to = kNoNode;
-  // Loss, duplication or reordering, or into another partition: a send
-  // takes transmit_faulty() (set by connect() and set_partitions()).
+  // Loss, duplication or reordering, into another partition, or watched
+  // (watch_link()): a send takes transmit_faulty() (set by connect(),
+  // set_partitions() and watch_link()).
   bool slow = false;
   uint32_t ser_bytes = 0;  // the last packet size serialized, and its time (ser_time; 0 B take 0 ps)
   Time busy_until = 0;
@@ -181,7 +182,7 @@ struct QueueSample {
   PktType type;
   Fate fate;
   bool marked;     // ECN-marked at this queue
-  uint16_t job, flags;
+  uint16_t job, flags;  // flags as the packet reached the queue (this queue's mark: `marked`)
   uint32_t psn;
   uint32_t priority;  // the header's (ring packets: the step's tag, op << 8 | step code)
   NodeId src, dst;
@@ -410,8 +411,9 @@ class Simulator {
   // Records every packet offered to link `link`'s queue at times in
   // [from, to) (link_samples()). It changes no event: a watched link sends
   // through the path of a link with faults, which draws nothing when it has
-  // none. Call after the last connect(); with ranks, only the process that
-  // runs the link's sender has its samples. Watching a link again sets its window.
+  // none. A duplicate the link's faults make is not sampled. Call after the
+  // last connect() and before run(); with ranks, only the process that runs
+  // the link's sender has its samples. Watching a link again sets its window.
   void watch_link(uint32_t link, Time from = 0, Time to = kNever);
   // Link `link`'s samples, in the order its queue was offered them (empty if
   // it is not watched).
@@ -428,7 +430,7 @@ class Simulator {
   static void push(Partition& P, const Event& e);
   static Event pop(Partition& P);
   [[gnu::always_inline]] inline void transmit(Partition& P, uint32_t link_id, Packet* p);  // (inlined into the send paths)
-  [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a link with loss, duplication or reordering
+  [[gnu::noinline]] void transmit_faulty(Partition& P, uint32_t link_id, Packet* p);  // a slow link (Link::slow)
   [[gnu::noinline]] void transmit_slow(Partition& P, uint32_t link_id, Packet* p);    // the rest of transmit()'s cases
   Time admit(Partition& P, Link& l, Packet* p);
   [[gnu::always_inline]] inline bool serialize(Partition& P, Link& l, Packet* p);  // admit() for a packet of the link's ser_bytes

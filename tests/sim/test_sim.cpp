@@ -370,6 +370,7 @@ TEST(Link, AWatchedQueueRecordsItsWindowOnly) {
   for (size_t k = 0; k < q.size(); ++k) EXPECT_EQ(q[k].psn, 10 + k);
   EXPECT_EQ(rig.sink->rx.size(), 40u);
   EXPECT_THROW(rig.sim.watch_link(rig.link, 5, 5), std::invalid_argument);
+  EXPECT_THROW(rig.sim.watch_link(rig.link), std::logic_error) << "not once the run has started";
 }
 
 // A link watched before the nodes are split keeps its samples when both its
