@@ -18,6 +18,21 @@ std::string trimmed(std::string_view s) {
   return std::string(s.substr(b, s.find_last_not_of(" \t") - b + 1));
 }
 
+// A few of g's node names, for an error: its first and last switches and hosts.
+std::string some_names(const topo::Graph& g) {
+  auto ends = [&](const std::vector<topo::NodeId>& v, const char* what) {
+    if (v.empty()) return fmt::format("no {}", what);
+    if (v.size() <= 3) {
+      std::string out;
+      for (const auto n : v) out += (out.empty() ? "" : ", ") + g.node(n).name;
+      return fmt::format("{} {}", what, out);
+    }
+    return fmt::format("{} {} of {}, {}, ..., {}", v.size(), what, g.node(v[0]).name, g.node(v[1]).name,
+                       g.node(v.back()).name);
+  };
+  return ends(g.switches(), "switches") + "; " + ends(g.hosts(), "hosts");
+}
+
 }  // namespace
 
 std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo::Graph& g, const std::string& list) {
@@ -34,7 +49,8 @@ std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo:
     const std::string from = trimmed(std::string_view(item).substr(0, arrow)), to = trimmed(std::string_view(item).substr(arrow + 2));
     const auto a = g.find(from), b = g.find(to);
     if (!a || !b)
-      throw std::invalid_argument(fmt::format("'{}': {} has no node '{}'", item, g.name, !a ? from : to));
+      throw std::invalid_argument(
+          fmt::format("'{}': {} has no node '{}' (its nodes: {})", item, g.name, !a ? from : to, some_names(g)));
     const auto nb = g.neighbors(*a);
     if (std::none_of(nb.begin(), nb.end(), [&](const auto& e) { return e.peer == *b; }))
       throw std::invalid_argument(fmt::format("'{}': no link joins {} and {} in {}", item, from, to, g.name));
