@@ -433,6 +433,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
   split.apply(sim, s.ranks);
+  if (!s.queue_trace.empty()) make_trace_dir(s.queue_trace);  // (not after the run)
   const std::vector<uint32_t> traced = s.queue_trace.empty() ? std::vector<uint32_t>{}
       : watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
                           s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);

@@ -359,6 +359,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
   split.apply(sim, s.ranks);
+  if (!s.queue_trace.empty()) make_trace_dir(s.queue_trace);  // (not after the run)
   const std::vector<uint32_t> traced = s.queue_trace.empty() ? std::vector<uint32_t>{}
       : watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
                           s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);

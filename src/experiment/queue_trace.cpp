@@ -1,6 +1,8 @@
 #include "experiment/queue_trace.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -52,14 +54,26 @@ std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo:
       throw std::invalid_argument(
           fmt::format("'{}': {} has no node '{}' (its nodes: {})", item, g.name, !a ? from : to, some_names(g)));
     const auto nb = g.neighbors(*a);
-    if (std::none_of(nb.begin(), nb.end(), [&](const auto& e) { return e.peer == *b; }))
-      throw std::invalid_argument(fmt::format("'{}': no link joins {} and {} in {}", item, from, to, g.name));
+    if (std::none_of(nb.begin(), nb.end(), [&](const auto& e) { return e.peer == *b; })) {
+      std::string peers;
+      for (const auto& e : nb) peers += (peers.empty() ? "" : ", ") + g.node(e.peer).name;
+      throw std::invalid_argument(
+          fmt::format("'{}': no link joins {} and {} in {} ({}'s links go to {})", item, from, to, g.name, from, peers));
+    }
     if (std::find(out.begin(), out.end(), std::pair{*a, *b}) != out.end())
       throw std::invalid_argument(fmt::format("'{}' is named twice", item));
     out.emplace_back(*a, *b);
   }
   if (out.empty()) throw std::invalid_argument("names no link: write \"from->to\" by node names, comma-separated");
   return out;
+}
+
+void make_trace_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw std::runtime_error(fmt::format("run.queue_trace: cannot make the directory '{}': {}", dir,
+                                         ec ? ec.message() : "a file of that name is in the way"));
 }
 
 std::vector<uint32_t> watch_queue_links(sim::Simulator& sim, const topo::Graph& g, const std::string& list,
@@ -84,11 +98,10 @@ std::vector<uint32_t> watch_queue_links(sim::Simulator& sim, const topo::Graph& 
 
 void write_queue_trace(const std::string& dir, uint64_t digest, const sim::Simulator& sim, const topo::Graph& g,
                        const std::vector<uint32_t>& links) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  make_trace_dir(dir);
   const std::string path = fmt::format("{}/queue-{:016x}.csv", dir, digest);
   std::ofstream f(path);
-  if (!f) throw std::runtime_error(fmt::format("run.queue_trace: cannot write {}", path));
+  if (!f) throw std::runtime_error(fmt::format("run.queue_trace: cannot write {}: {}", path, std::strerror(errno)));
   const auto name = [&](NodeId n) { return n < g.num_nodes() ? g.node(n).name : std::to_string(n); };
   static constexpr const char* kFate[] = {"sent", "dropped", "lost"};
   f << "link,t_ps,backlog_ps,bytes,type,fate,marked,job,flags,psn,priority,src,dst\n";

@@ -25,6 +25,10 @@ namespace ina::exp {
 // is there twice), or if `list` names none.
 std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo::Graph& g, const std::string& list);
 
+// Makes the directory `dir` (and its parents); throws std::runtime_error
+// naming it and the reason if it cannot (a run checks before it starts).
+void make_trace_dir(const std::string& dir);
+
 // Watches the links `list` names in `sim`, built from g (node v of g is
 // simulator node v), over simulated times [from, to); returns their
 // simulator link ids, in `list`'s order. `processes` > 1 (MPI ranks, whose
@@ -40,7 +44,8 @@ std::vector<uint32_t> watch_queue_links(sim::Simulator& sim, const topo::Graph& 
 // as serialization time; fate sent, dropped (queue full) or lost (the
 // link's random loss); marked: marked at this queue; flags as the packet
 // reached it; priority the header's: a ring packet's step tag). A run with
-// the same digest (another window or other links) writes over the file.
+// the same digest (another window or other links) writes over the file; a
+// window the run never reaches leaves the header alone.
 // Creates DIR; throws std::runtime_error naming the file if it cannot be written.
 void write_queue_trace(const std::string& dir, uint64_t digest, const sim::Simulator& sim, const topo::Graph& g,
                        const std::vector<uint32_t>& links);
