@@ -433,10 +433,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   for (size_t k = 0; k < cl.shards(); ++k)
     sim.set_multicast_group(cluster::ShardedPsCluster::job_of(k), cl.workers(cl.job_index(k)));
   split.apply(sim, s.ranks);
-  if (!s.queue_trace.empty()) make_trace_dir(s.queue_trace);  // (not after the run)
-  const std::vector<uint32_t> traced = s.queue_trace.empty() ? std::vector<uint32_t>{}
-      : watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
-                          s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);
+  const std::vector<uint32_t> traced = start_queue_trace(sim, g, s);
   sim.run(from_ms(s.max_sim_ms));
   if (hooks.inspect) hooks.inspect(sim);
 
@@ -527,7 +524,7 @@ CollectiveResult run_ps_family(const topo::Graph& g, const schemes::Scheme& sche
   out.hops = sim.hops();
   out.events = sim.events();
   out.digest = sim.digest();
-  if (!s.queue_trace.empty()) write_queue_trace(s.queue_trace, out.digest, sim, g, traced);
+  finish_queue_trace(sim, g, s, out.digest, traced);
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();
   if (sim.partitions() > 1)

@@ -359,10 +359,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   // again under the new epoch, and every survivor restarts the first op not
   // all of them finished.
   split.apply(sim, s.ranks);
-  if (!s.queue_trace.empty()) make_trace_dir(s.queue_trace);  // (not after the run)
-  const std::vector<uint32_t> traced = s.queue_trace.empty() ? std::vector<uint32_t>{}
-      : watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
-                          s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);
+  const std::vector<uint32_t> traced = start_queue_trace(sim, g, s);
   int restarted = -1;
   uint64_t steps = host::ring_steps(jobs[0].plan[0], 0);  // job 0's rank 0 (after a failure: the new rank 0)
   if (s.fail_rank >= 0) {
@@ -511,7 +508,7 @@ CollectiveResult run_ring_family(const topo::Graph& g, const schemes::Scheme& sc
   out.hops = sim.hops();
   out.events = sim.events();
   out.digest = sim.digest();
-  if (!s.queue_trace.empty()) write_queue_trace(s.queue_trace, out.digest, sim, g, traced);
+  finish_queue_trace(sim, g, s, out.digest, traced);
   if (!s.step_records.empty() && (!s.ranks || s.ranks->rank() == 0)) write_step_records(s.step_records, out.digest, out.step_log);
   out.windows = sim.windows();
   out.helper_cpu_s = sim.helper_cpu_s();

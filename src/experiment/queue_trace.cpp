@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "experiment/collective.hpp"
 #include "sim/engine.hpp"
+#include "sim/ranks.hpp"
 
 namespace ina::exp {
 namespace {
@@ -94,6 +96,18 @@ std::vector<uint32_t> watch_queue_links(sim::Simulator& sim, const topo::Graph& 
     ids.push_back(id);
   }
   return ids;
+}
+
+std::vector<uint32_t> start_queue_trace(sim::Simulator& sim, const topo::Graph& g, const CollectiveSettings& s) {
+  if (s.queue_trace.empty()) return {};
+  make_trace_dir(s.queue_trace);
+  return watch_queue_links(sim, g, s.queue_trace_links, s.ranks ? s.ranks->size() : 1, from_ms(s.queue_trace_from_ms),
+                           s.queue_trace_to_ms > 0 ? from_ms(s.queue_trace_to_ms) : kNever);
+}
+
+void finish_queue_trace(const sim::Simulator& sim, const topo::Graph& g, const CollectiveSettings& s, uint64_t digest,
+                        const std::vector<uint32_t>& links) {
+  if (!s.queue_trace.empty()) write_queue_trace(s.queue_trace, digest, sim, g, links);
 }
 
 void write_queue_trace(const std::string& dir, uint64_t digest, const sim::Simulator& sim, const topo::Graph& g,

@@ -26,8 +26,17 @@ namespace ina::exp {
 std::vector<std::pair<topo::NodeId, topo::NodeId>> queue_trace_links(const topo::Graph& g, const std::string& list);
 
 // Makes the directory `dir` (and its parents); throws std::runtime_error
-// naming it and the reason if it cannot (a run checks before it starts).
+// naming it and the reason if it cannot.
 void make_trace_dir(const std::string& dir);
+
+struct CollectiveSettings;
+// A collective run's trace, if `s` asks for one (s.queue_trace): makes its
+// directory (so a bad one fails before the run) and watches the links over
+// s's window; returns their ids for finish_queue_trace (empty: no trace).
+std::vector<uint32_t> start_queue_trace(sim::Simulator& sim, const topo::Graph& g, const CollectiveSettings& s);
+// After the run: writes the trace of `links` (start_queue_trace's), if any.
+void finish_queue_trace(const sim::Simulator& sim, const topo::Graph& g, const CollectiveSettings& s, uint64_t digest,
+                        const std::vector<uint32_t>& links);
 
 // Watches the links `list` names in `sim`, built from g (node v of g is
 // simulator node v), over simulated times [from, to); returns their
