@@ -53,6 +53,7 @@ TEST(QueueTrace, ARunWritesEveryPacketOfItsLinksAndChangesNothing) {
     ASSERT_TRUE(link == "tor0->tor1" || link == "h0->tor0") << link;
     if (link == "h0->tor0") EXPECT_EQ(row[11], "h0") << "a host's uplink carries its own packets";
     EXPECT_EQ(row[5], "sent");
+    EXPECT_TRUE(row[4] == "RingData" || row[4] == "RingAck") << "a ring's packets, by type name: " << row[4];
     const long long t = std::stoll(row[1]);
     EXPECT_GE(t, last_t[link]) << "in the order the queue was offered them";
     last_t[link] = t;
