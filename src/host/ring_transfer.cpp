@@ -604,10 +604,13 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   // Fast retransmission: a packet still open when kDupThresh later ones are
   // complete was lost (acknowledgements of one transfer come back in order
   // unless a packet or its acknowledgement was lost); sent again once, and
-  // the window halves. Without this only the RTO recovers a loss.
+  // the window halves. Without this only the RTO recovers a loss. Not a
+  // packet the receiver refused: parked, or sent again on its resume after
+  // the packet acknowledged now left (its copy is behind that one, not
+  // lost); its RTO covers it.
   x.hi = std::max(x.hi, idx + 1);
   for (; x.fr + kDupThresh < x.hi; ++x.fr)
-    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0) {
+    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0 && !x.parked[x.fr] && x.first_tx[x.fr] <= x.first_tx[idx]) {
       ++st_.fast_retransmits;
       transmit(x.fr, true, now, fx);
       decrease(now);

@@ -209,6 +209,43 @@ TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
   EXPECT_EQ(r.ep->stats().probes, 1u) << "a probe after the resume";
 }
 
+// A refusal is not a loss for fast retransmission either. Rank 1 refuses
+// packet 0 (no room yet), then has room and takes 1, 2 and 3: three later
+// packets complete while 0 is not acknowledged. Rank 1's acknowledgement
+// of 1 ends the hold, so 0 goes again at once, as a refused packet (not a
+// retransmission), before 4 and on; the acknowledgements of 2 and 3, sent
+// before that copy, must not make it a fast retransmission nor halve the
+// window. Then every packet is acknowledged in the order sent: no
+// retransmission and no decrease at all.
+TEST(RingTransport, APacketRefusedWhileLaterOnesCompleteIsNotFastRetransmitted) {
+  Rank0 r;
+  ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  Packet* a = r.fx.alloc();
+  a->h = r.fx.sent.at(0).h;
+  a->h.type = PktType::RingAck;
+  a->h.flags = flag::kBusy;
+  a->h.src = kR1;
+  a->h.dst = kR0;
+  a->h.rank = 1;
+  a->h.count = 0;
+  r.ep->on_packet(a, 20 * kUs, r.fx);
+  ASSERT_EQ(r.ep->stats().busy, 1u);
+  const size_t mark = r.fx.sent.size();
+  for (uint32_t k = 1; k < 4; ++k) r.ack(k, 30 * kUs);
+  EXPECT_EQ(r.ep->stats().fast_retransmits, 0u);
+  EXPECT_EQ(r.ep->stats().decreases, 0u);
+  EXPECT_EQ(r.ep->stats().resent_refused, 1u);
+  const auto sent = r.data_psns(mark);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(sent.front(), 0u) << "the refused packet goes again first";
+  EXPECT_EQ(std::count(sent.begin(), sent.end(), 0u), 1) << "and once";
+  for (size_t i = 0; i < sent.size(); ++i) r.ack(sent[i], 40 * kUs);
+  EXPECT_EQ(r.ep->stats().fast_retransmits, 0u);
+  EXPECT_EQ(r.ep->stats().retransmits, 0u);
+  EXPECT_EQ(r.ep->stats().decreases, 0u);
+  EXPECT_EQ(r.ep->stats().timeouts, 0u);
+}
+
 // Receiver flow control, the receiver's side: rank 1 gets a packet of op 3
 // while it is at op 0. A two-rank ring op receives twice (ScatterReduce
 // step code 0, AllGather step code 2), so op 3's AllGather shard is receive
