@@ -1,8 +1,10 @@
 // `ina bench sim --vs-ns3`: the star workload of sim/star_line_rate_1ms
 // (experiment/star_line_rate.hpp), 16 and 64 hosts, in ina's simulator and
 // in ns-3 (ina-ns3-star, bench/baselines/ns3_star.cc, next to `ina` in the
-// build tree) in the same invocation, in rounds (ina, then ns-3 at once);
-// per round the hops/s of both (wall time of the simulation loop alone, and
+// build tree) in the same invocation, in rounds (ina, ns-3 at once, ina
+// again: ina's rate is over both halves, so the machine's drift during the
+// ns-3 run cancels to first order); per round the hops/s of both (wall time
+// of the simulation loop alone, and
 // the same over its thread's CPU time), per workload the line
 // `ina/ns-3 = N.N×`: the median of the rounds' ratios. Both must report the
 // same hops (the same link deliveries), else the run fails.
@@ -118,30 +120,40 @@ int run_vs_ns3(const std::string& json_out, int rounds) {
   for (const int hosts : {16, 64}) {
     exp::StarLineRateSettings s;
     s.hosts = hosts;
-    // Rounds, each ina then ns-3 right after it: a shared machine's speed
-    // drifts over minutes, so a ratio is taken within a round, and the
-    // figure is the median of the rounds' ratios.
+    // Rounds, each ina, ns-3 right after it, then ina again: a shared
+    // machine's speed drifts over seconds to minutes, so a ratio is taken
+    // within a round, ina's rate around ns-3's run, and the figure is the
+    // median of the rounds' ratios.
     nlohmann::json per_round = nlohmann::json::array();
     std::vector<double> wall_ratios, cpu_ratios;
     exp::StarLineRateResult r;
     for (int round = 0; round < rounds; ++round) {
-      // ina: runs until 0.5 s of wall time in all (Google Benchmark's default minimum).
+      // ina: runs until 0.5 s of wall time (Google Benchmark's default
+      // minimum), before the ns-3 run and again after it.
       uint64_t hops = 0, events = 0;
       double wall = 0, cpu = 0;
       int runs = 0;
-      while (wall < 0.5) {
-        r = exp::run_star_line_rate(s);
-        if (!r.values_ok(s))
-          throw std::runtime_error(fmt::format(
-              "star {} hosts: ina's results had {} wrong values of {} checked ({} expected)", hosts, r.bad_values,
-              r.values_checked, r.down_hops * s.payload_values));
-        hops += r.hops;
-        events += r.events;
-        wall += r.wall_s;
-        cpu += r.cpu_s;
-        ++runs;
-      }
+      auto measure = [&] {
+        const double until = wall + 0.5;
+        const uint64_t h0 = hops;
+        const double w0 = wall;
+        while (wall < until) {
+          r = exp::run_star_line_rate(s);
+          if (!r.values_ok(s))
+            throw std::runtime_error(fmt::format(
+                "star {} hosts: ina's results had {} wrong values of {} checked ({} expected)", hosts, r.bad_values,
+                r.values_checked, r.down_hops * s.payload_values));
+          hops += r.hops;
+          events += r.events;
+          wall += r.wall_s;
+          cpu += r.cpu_s;
+          ++runs;
+        }
+        return static_cast<double>(hops - h0) / (wall - w0);
+      };
+      const double before = measure();
       const nlohmann::json ns3 = run_ns3_star(exe, s, r.pool_slots);
+      const double after = measure();
       const auto ns3_hops = ns3.at("hops").get<uint64_t>();
       if (ns3_hops != r.hops || ns3.at("aggregations").get<uint64_t>() != r.aggregations)
         throw std::runtime_error(fmt::format("star {} hosts: ina counted {} hops and {} aggregations, ns-3 {} and {}: "
@@ -156,12 +168,13 @@ int run_vs_ns3(const std::string& json_out, int rounds) {
       if (round == 0)
         fmt::print("star {} hosts, {} us: {} hops per run ({} up, {} down), {} aggregations\n", hosts,
                    to_us(s.duration), r.hops, r.up_hops, r.down_hops, r.aggregations);
-      fmt::print("  round {}: ina {:6.2f} M hops/s ({} run{}, {:.3f} s), ns-3 {:5.2f} M hops/s ({:.3f} s): "
-                 "{:.1f}× (CPU time: {:.1f}×)\n",
-                 round + 1, ina_rate / 1e6, runs, runs == 1 ? "" : "s", wall, ns3.at("hops_per_s").get<double>() / 1e6,
-                 ns3.at("wall_s").get<double>(), ratio, cpu_ratio);
+      fmt::print("  round {}: ina {:6.2f} M hops/s ({:.2f} before ns-3, {:.2f} after; {} runs, {:.3f} s), "
+                 "ns-3 {:5.2f} M hops/s ({:.3f} s): {:.1f}× (CPU time: {:.1f}×)\n",
+                 round + 1, ina_rate / 1e6, before / 1e6, after / 1e6, runs, wall,
+                 ns3.at("hops_per_s").get<double>() / 1e6, ns3.at("wall_s").get<double>(), ratio, cpu_ratio);
       std::fflush(stdout);
       per_round.push_back({{"ina", {{"runs", runs}, {"wall_s", wall}, {"cpu_s", cpu}, {"hops_per_s", ina_rate},
+                                    {"hops_per_s_before", before}, {"hops_per_s_after", after},
                                     {"hops_per_cpu_s", ina_cpu_rate},
                                     {"events_per_s", static_cast<double>(events) / wall}}},
                            {"ns3", ns3},
