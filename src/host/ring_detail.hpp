@@ -72,6 +72,9 @@ struct RingEndpoint::Send {
   // parked[i]: 0, kParked (held), or kReleased (to go again: pump sends
   // these first, from `redo` on).
   std::vector<uint8_t> parked;
+  // 1: some acker refused packet i at least once (never a fast
+  // retransmission then: its acknowledgements need not come in send order).
+  std::vector<uint8_t> refused;
   uint32_t nparked = 0, released = 0, redo = 0;
   uint64_t held = 0;
   uint8_t probes = 0;  // persist-timer doublings since the transfer was held

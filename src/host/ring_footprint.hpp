@@ -38,8 +38,8 @@ struct RingFootprint {
 };
 
 // Bytes per packet of a send's records (RingEndpoint::Send: acknowledgement
-// bits 8, first and last transmission and deadline 8 each, resends 2, parked 1).
-inline constexpr uint64_t kRingSendRecordBytes = 35;
+// bits 8, first and last transmission and deadline 8 each, resends 2, parked 1, refused 1).
+inline constexpr uint64_t kRingSendRecordBytes = 36;
 
 // The footprint of `rank` in a plan's stages (plan[rank]), `ops` ops of
 // packets of `payload_values`, senders at most `ahead` receives ahead

@@ -85,6 +85,7 @@ void RingEndpoint::begin_send(Time now, Effects& fx) {
   x.deadline.assign(x.npkts, kNever);
   x.retx.assign(x.npkts, 0);
   x.parked.assign(x.npkts, 0);
+  x.refused.assign(x.npkts, 0);
   sending_ = true;
   log_[step_].send_begin = now;
   log_[step_].send_pkts = x.npkts;
@@ -486,6 +487,7 @@ void RingEndpoint::on_busy(uint32_t idx, uint64_t bit, bool resume, Time now, Ef
   if (resume) return end_hold(bit, now, fx);
   ++st_.busy;
   if (x.acked[idx] & bit) return;
+  x.refused[idx] = 1;
   if (x.parked[idx] == kReleased) {  // a stale refusal: held again
     --x.released;
   } else if (!x.parked[idx]) {
@@ -605,12 +607,15 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   // complete was lost (acknowledgements of one transfer come back in order
   // unless a packet or its acknowledgement was lost); sent again once, and
   // the window halves. Without this only the RTO recovers a loss. Not a
-  // packet the receiver refused: parked, or sent again on its resume after
-  // the packet acknowledged now left (its copy is behind that one, not
-  // lost); its RTO covers it.
+  // packet an acker refused: parked, it is held, not lost; sent again, its
+  // acknowledgements need not follow the send order (its copy leaves after
+  // later packets on the resume, and a Rina ToR acknowledges a shard copy
+  // when every member has, on the refusing member's later acknowledgement
+  // while the packets another member refused wait for both); its RTO
+  // covers it.
   x.hi = std::max(x.hi, idx + 1);
   for (; x.fr + kDupThresh < x.hi; ++x.fr)
-    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0 && !x.parked[x.fr] && x.first_tx[x.fr] <= x.first_tx[idx]) {
+    if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0 && !x.refused[x.fr]) {
       ++st_.fast_retransmits;
       transmit(x.fr, true, now, fx);
       decrease(now);

@@ -27,12 +27,12 @@ TEST(EstimateRing, RarCountsTheReceivesARankHoldsAtOnce) {
   const auto one = exp::ring_buffers(plan, 1, 64);
   EXPECT_EQ(one.values, values_of(4 * (3 + 1)));
   // Per rank: 6 receive slots with a 64-bit bitmap word (4 packets), and a
-  // 4-packet send of 35 B records.
-  EXPECT_EQ(one.records, 4u * (6 * 8 + 4 * 35));
+  // 4-packet send of 36 B records.
+  EXPECT_EQ(one.records, 4u * (6 * 8 + 4 * 36));
   // More ops hold no more values at once (the slots' bitmaps: all 8 used).
   const auto many = exp::ring_buffers(plan, 100, 64);
   EXPECT_EQ(many.values, one.values);
-  EXPECT_EQ(many.records, 4u * (8 * 8 + 4 * 35));
+  EXPECT_EQ(many.records, 4u * (8 * 8 + 4 * 36));
   // Without running ahead: 2 per rank.
   EXPECT_EQ(exp::ring_buffers(plan, 1, 64, 0).values, values_of(4 * (2 + 1)));
 }
@@ -50,7 +50,7 @@ TEST(EstimateRing, RinaCountsOnePartialPerAgent) {
   // Agents: 3 receives of 8 packets (a bitmap word each, 8 B rack bits per
   // packet on the 2 from a ToR) and 8-packet sends; members: 2 receives
   // without rack bits, 8-packet sends.
-  EXPECT_EQ(b.records, 2u * (3 * 8 + 2 * 8 * 8 + 8 * 35) + 2u * (2 * 8 + 8 * 35));
+  EXPECT_EQ(b.records, 2u * (3 * 8 + 2 * 8 * 8 + 8 * 36) + 2u * (2 * 8 + 8 * 36));
   // The ranks of INA groups count kRinaAhead (0), not kRingAhead: with two
   // ops and senders up to six receives ahead, an agent's op-1 partial
   // (receive ordinal 3) could arrive while it still holds op 0's: 2 buffers.

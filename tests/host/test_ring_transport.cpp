@@ -45,6 +45,18 @@ struct Rank0 {
     a->h.count = 0;
     ep->on_packet(a, now, fx);
   }
+  // Rank 1's refusal (kBusy) of data packet `psn`, with `extra` flags (kResume).
+  void busy(uint32_t psn, uint16_t extra, Time now) {
+    Packet* a = fx.alloc();
+    a->h = fx.sent.at(psn).h;
+    a->h.type = PktType::RingAck;
+    a->h.flags = static_cast<uint16_t>(flag::kBusy | extra);
+    a->h.src = kR1;
+    a->h.dst = kR0;
+    a->h.rank = 1;
+    a->h.count = 0;
+    ep->on_packet(a, now, fx);
+  }
   std::vector<uint32_t> data_psns(size_t from = 0) const {
     std::vector<uint32_t> v;
     for (size_t i = from; i < fx.sent.size(); ++i)
@@ -173,17 +185,7 @@ TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
   Rank0 r;
   ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
   const size_t mark = r.fx.sent.size();
-  auto busy = [&](uint32_t psn, uint16_t extra, Time now) {
-    Packet* a = r.fx.alloc();
-    a->h = r.fx.sent.at(psn).h;
-    a->h.type = PktType::RingAck;
-    a->h.flags = static_cast<uint16_t>(flag::kBusy | extra);
-    a->h.src = kR1;
-    a->h.dst = kR0;
-    a->h.rank = 1;
-    a->h.count = 0;
-    r.ep->on_packet(a, now, r.fx);
-  };
+  auto busy = [&](uint32_t psn, uint16_t extra, Time now) { r.busy(psn, extra, now); };
   for (uint32_t k = 0; k < 4; ++k) busy(k, 0, 20 * kUs);
   EXPECT_EQ(r.ep->stats().busy, 4u);
   // The RTO (200 us) and the persist timer (the same interval from the
@@ -220,15 +222,7 @@ TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
 TEST(RingTransport, APacketRefusedWhileLaterOnesCompleteIsNotFastRetransmitted) {
   Rank0 r;
   ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
-  Packet* a = r.fx.alloc();
-  a->h = r.fx.sent.at(0).h;
-  a->h.type = PktType::RingAck;
-  a->h.flags = flag::kBusy;
-  a->h.src = kR1;
-  a->h.dst = kR0;
-  a->h.rank = 1;
-  a->h.count = 0;
-  r.ep->on_packet(a, 20 * kUs, r.fx);
+  r.busy(0, 0, 20 * kUs);
   ASSERT_EQ(r.ep->stats().busy, 1u);
   const size_t mark = r.fx.sent.size();
   for (uint32_t k = 1; k < 4; ++k) r.ack(k, 30 * kUs);
@@ -244,6 +238,32 @@ TEST(RingTransport, APacketRefusedWhileLaterOnesCompleteIsNotFastRetransmitted) 
   EXPECT_EQ(r.ep->stats().retransmits, 0u);
   EXPECT_EQ(r.ep->stats().decreases, 0u);
   EXPECT_EQ(r.ep->stats().timeouts, 0u);
+}
+
+// A refused packet's acknowledgement may also come after those of packets
+// sent after its copy: a Rina ToR acknowledges a shard copy when every
+// member has, so a packet only one member refused completes on that
+// member's acknowledgement while one both refused waits for both, and the
+// ToR's acknowledgements leave out of send order (traced on the dragonfly,
+// docs/results/rina.md). Rank 1 refuses 0 and 1, then takes 2 and 3; 0 and
+// 1 go again, then 4, 5 and 6, whose acknowledgements come first. Neither
+// 0 nor 1 is a fast retransmission.
+TEST(RingTransport, ARefusedPacketAcknowledgedAfterLaterCopiesIsNotFastRetransmitted) {
+  Rank0 r;
+  ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  for (uint32_t k = 0; k < 2; ++k) r.busy(k, 0, 20 * kUs);
+  const size_t mark = r.fx.sent.size();
+  r.ack(2, 30 * kUs);
+  r.ack(3, 30 * kUs);
+  const auto sent = r.data_psns(mark);
+  ASSERT_GE(sent.size(), 5u);
+  ASSERT_EQ(std::vector<uint32_t>(sent.begin(), sent.begin() + 5), (std::vector<uint32_t>{0, 1, 4, 5, 6}));
+  for (uint32_t k = 4; k < 7; ++k) r.ack(k, 40 * kUs);
+  EXPECT_EQ(r.ep->stats().fast_retransmits, 0u);
+  EXPECT_EQ(r.ep->stats().decreases, 0u);
+  r.ack(0, 41 * kUs);
+  r.ack(1, 41 * kUs);
+  EXPECT_EQ(r.ep->stats().retransmits, 0u);
 }
 
 // Receiver flow control, the receiver's side: rank 1 gets a packet of op 3
