@@ -2,10 +2,10 @@
 // (experiment/star_line_rate.hpp), 16 and 64 hosts, in ina's simulator and
 // in ns-3 (ina-ns3-star, bench/baselines/ns3_star.cc, next to `ina` in the
 // build tree) in the same invocation, in rounds (ina, ns-3 at once, ina
-// again: ina's rate is over both halves, so the machine's drift during the
-// ns-3 run cancels to first order); per round the hops/s of both (wall time
-// of the simulation loop alone, and
-// the same over its thread's CPU time), per workload the line
+// again: ina's rate is the mean of the two halves', so a steady drift of
+// the machine's speed during the ns-3 run cancels); per round the hops/s of
+// both (wall time of the simulation loop alone, and the same over its
+// thread's CPU time), per workload the line
 // `ina/ns-3 = N.N×`: the median of the rounds' ratios. Both must report the
 // same hops (the same link deliveries), else the run fails.
 #include <spawn.h>
@@ -160,7 +160,8 @@ int run_vs_ns3(const std::string& json_out, int rounds) {
                                              "the two runs are not the same workload",
                                              hosts, r.hops, r.aggregations, ns3_hops,
                                              ns3.at("aggregations").get<uint64_t>()));
-      const double ina_rate = static_cast<double>(hops) / wall, ina_cpu_rate = static_cast<double>(hops) / cpu;
+      // The halves' mean: each half weighs the same whatever its runs' length.
+      const double ina_rate = (before + after) / 2, ina_cpu_rate = static_cast<double>(hops) / cpu;
       const double ratio = ina_rate / ns3.at("hops_per_s").get<double>();
       const double cpu_ratio = ina_cpu_rate / ns3.at("hops_per_cpu_s").get<double>();
       wall_ratios.push_back(ratio);

@@ -607,12 +607,13 @@ void RingEndpoint::on_ack(Packet* p, Time now, Effects& fx) {
   // complete was lost (acknowledgements of one transfer come back in order
   // unless a packet or its acknowledgement was lost); sent again once, and
   // the window halves. Without this only the RTO recovers a loss. Not a
-  // packet an acker refused: parked, it is held, not lost; sent again, its
+  // packet an acker refused: while parked or released it is held, not
+  // lost (and a released one goes again from pump); sent again, its
   // acknowledgements need not follow the send order (its copy leaves after
   // later packets on the resume, and a Rina ToR acknowledges a shard copy
   // when every member has, on the refusing member's later acknowledgement
-  // while the packets another member refused wait for both); its RTO
-  // covers it.
+  // while the packets another member refused wait for both). Once sent
+  // again its RTO covers it: a loss of that copy costs an RTO.
   x.hi = std::max(x.hi, idx + 1);
   for (; x.fr + kDupThresh < x.hi; ++x.fr)
     if (x.acked[x.fr] != x.all && x.retx[x.fr] == 0 && !x.refused[x.fr]) {

@@ -31,26 +31,18 @@ struct Rank0 {
     ep->on_timer(fx.timers.at(0).second, 0, fx);  // the op's start (no compute time)
   }
   // Rank 1's acknowledgement of data packet `psn` of the first step.
-  void ack(uint32_t psn, Time now) {
+  void ack(uint32_t psn, Time now) { answer(psn, 0, now); }
+  // Rank 1's refusal (kBusy) of data packet `psn`, with `extra` flags (kResume).
+  void busy(uint32_t psn, uint16_t extra, Time now) { answer(psn, static_cast<uint16_t>(flag::kBusy | extra), now); }
+  // A RingAck from rank 1 for data packet `psn` (its header as first sent) with `flags`.
+  void answer(uint32_t psn, uint16_t flags, Time now) {
     const auto it = std::find_if(fx.sent.begin(), fx.sent.end(),
                                  [&](const test::Sent& s) { return s.h.type == PktType::RingData && s.h.psn == psn; });
     ASSERT_NE(it, fx.sent.end()) << "psn " << psn << " was never sent";
     Packet* a = fx.alloc();
     a->h = it->h;
     a->h.type = PktType::RingAck;
-    a->h.flags = 0;
-    a->h.src = kR1;
-    a->h.dst = kR0;
-    a->h.rank = 1;
-    a->h.count = 0;
-    ep->on_packet(a, now, fx);
-  }
-  // Rank 1's refusal (kBusy) of data packet `psn`, with `extra` flags (kResume).
-  void busy(uint32_t psn, uint16_t extra, Time now) {
-    Packet* a = fx.alloc();
-    a->h = fx.sent.at(psn).h;
-    a->h.type = PktType::RingAck;
-    a->h.flags = static_cast<uint16_t>(flag::kBusy | extra);
+    a->h.flags = flags;
     a->h.src = kR1;
     a->h.dst = kR0;
     a->h.rank = 1;
@@ -264,6 +256,34 @@ TEST(RingTransport, ARefusedPacketAcknowledgedAfterLaterCopiesIsNotFastRetransmi
   r.ack(0, 41 * kUs);
   r.ack(1, 41 * kUs);
   EXPECT_EQ(r.ep->stats().retransmits, 0u);
+}
+
+// What skipping refused packets costs: a refused packet whose copy sent
+// on the resume is lost is recovered by its RTO, never by a fast
+// retransmission, however many later packets complete. Rank 1 refuses 0,
+// takes every other packet of the 16-packet shard; 0's second copy never
+// arrives. It goes a third time on its RTO, once, and then completes.
+TEST(RingTransport, ALostRefusedPacketIsRecoveredByItsRto) {
+  Rank0 r;
+  r.busy(0, 0, 20 * kUs);
+  r.ack(1, 30 * kUs);  // room again: 0 goes again, then new packets
+  ASSERT_EQ(r.ep->stats().resent_refused, 1u);
+  for (uint32_t k = 2; k < 16; ++k) r.ack(k, 40 * kUs);
+  ASSERT_EQ(r.data_psns().size(), 17u) << "the shard's 16 packets and 0's second copy";
+  EXPECT_EQ(r.ep->stats().fast_retransmits, 0u);
+  EXPECT_EQ(r.ep->stats().retransmits, 0u);
+  const size_t mark = r.fx.sent.size();
+  auto timers = [&](uint64_t tok, Time at) { r.ep->on_timer(tok, at, r.fx); };
+  Time t = 40 * kUs;
+  while (r.ep->stats().timeouts == 0 && t < 2 * kMs) r.fx.advance(t += kUs, timers);
+  EXPECT_EQ(r.ep->stats().timeouts, 1u);
+  EXPECT_GE(t, 240 * kUs) << "the 200 us floor from the transfer's last progress (40 us)";
+  EXPECT_EQ(r.data_psns(mark), (std::vector<uint32_t>{0})) << "0 once more, on its RTO";
+  r.ack(0, t + 30 * kUs);
+  r.fx.advance(2 * kMs, timers);
+  EXPECT_EQ(r.ep->stats().timeouts, 1u);
+  EXPECT_EQ(r.ep->stats().retransmits, 1u);
+  EXPECT_EQ(r.ep->stats().fast_retransmits, 0u);
 }
 
 // Receiver flow control, the receiver's side: rank 1 gets a packet of op 3
