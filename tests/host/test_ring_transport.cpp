@@ -177,8 +177,7 @@ TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
   Rank0 r;
   ASSERT_EQ(r.data_psns(), (std::vector<uint32_t>{0, 1, 2, 3}));
   const size_t mark = r.fx.sent.size();
-  auto busy = [&](uint32_t psn, uint16_t extra, Time now) { r.busy(psn, extra, now); };
-  for (uint32_t k = 0; k < 4; ++k) busy(k, 0, 20 * kUs);
+  for (uint32_t k = 0; k < 4; ++k) r.busy(k, 0, 20 * kUs);
   EXPECT_EQ(r.ep->stats().busy, 4u);
   // The RTO (200 us) and the persist timer (the same interval from the
   // first refusal, 220 us) fire: no timeout, one probe (packet 0).
@@ -189,9 +188,9 @@ TEST(RingTransport, ARefusedTransferHoldsWithoutTimeoutsAndResumes) {
   EXPECT_EQ(r.data_psns(mark), (std::vector<uint32_t>{0}));
   // The probe is refused too; then rank 1 has room: its resume sends
   // 1, 2 and 3 again (0 is parked again and goes too), nothing else yet.
-  busy(0, 0, 410 * kUs);
+  r.busy(0, 0, 410 * kUs);
   const size_t mark2 = r.fx.sent.size();
-  busy(0, flag::kResume, 420 * kUs);
+  r.busy(0, flag::kResume, 420 * kUs);
   EXPECT_EQ(r.data_psns(mark2), (std::vector<uint32_t>{0, 1, 2, 3}));
   for (uint32_t k = 0; k < 4; ++k) r.ack(k, 430 * kUs);
   // Four acknowledgements: the window of 4 grew
