@@ -51,7 +51,9 @@ TEST(QueueTrace, ARunWritesEveryPacketOfItsLinksAndChangesNothing) {
     ASSERT_EQ(row.size(), 13u) << i;
     const std::string& link = row[0];
     ASSERT_TRUE(link == "tor0->tor1" || link == "h0->tor0") << link;
-    if (link == "h0->tor0") EXPECT_EQ(row[11], "h0") << "a host's uplink carries its own packets";
+    if (link == "h0->tor0") {
+      EXPECT_EQ(row[11], "h0") << "a host's uplink carries its own packets";
+    }
     EXPECT_EQ(row[5], "sent");
     EXPECT_TRUE(row[4] == "RingData" || row[4] == "RingAck") << "a ring's packets, by type name: " << row[4];
     const long long t = std::stoll(row[1]);
