@@ -15,8 +15,8 @@
 // runs in tests/cli/test_bad_input.cpp (memory dominated by the switch arrays,
 // by the workers' per-packet records with and without loss, by a ring
 // collective's shard buffers, or by a sparse run's sums) it is within a factor
-// of 2 of the measured peak RSS (getrusage ru_maxrss of the `ina sim`
-// process), which is the documented tolerance (kEstimateFactor); every
+// of 2 of the measured peak RSS (runs.json's peak_rss_mb of `ina sim -j 1`,
+// its VmHWM over each run), which is the documented tolerance (kEstimateFactor); every
 // scenario under scenarios/ is checked by scripts/sim-memory-check
 // (docs/results/simulator.md has its last run). On scenarios/rina (one run each, `switch.ina_count`
 // and `workload.gradient_scale` set; estimate vs peak RSS, 2026-11-28):

@@ -7,12 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,13 +38,14 @@ fs::path dir(const std::string& name) { return ina_test::fresh_dir("bad_" + name
 
 bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
 
-// The peak resident set `ina sim` records for its runs (runs.json's
-// peak_rss_mb, the process's VmHWM over each run: its own pages alone). The
+// The peak resident set `ina sim -j 1` records for its runs (runs.json's
+// peak_rss_mb, the process's VmHWM over each run, reset as each begins:
+// its own pages alone, the baseline included). The
 // rusage of a child forked from this process would not do: a forked child's
 // high-water mark starts at this process's resident set and survives exec,
 // so it grows with the tests run before it in one process.
 uint64_t sim_peak_rss(const fs::path& scenario, const fs::path& out) {
-  const auto r = run_ina(fmt::format("sim --quiet {} --out {}", scenario.string(), out.string()));
+  const auto r = run_ina(fmt::format("sim --quiet -j 1 {} --out {}", scenario.string(), out.string()));
   if (r.status != 0) throw std::runtime_error(fmt::format("ina sim {} exited {}: {}", scenario.string(), r.status, r.output));
   std::ifstream in(out / "runs.json");
   const auto runs = nlohmann::json::parse(in);
