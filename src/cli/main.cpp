@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ina " INA_VERSION, "print ina's version (CMake's project version) and exit");
 
   std::string file, out_dir;
-  std::vector<std::string> sets, overlays;
+  std::vector<std::string> sets, overlays, series;
   bool quiet = false, force = false, all_metrics = false, partition = false;
   unsigned threads = 1, sim_threads = 0, sim_partitions = 0;
   auto* sim = app.add_subcommand("sim", "Run a scenario file in the packet-level simulator");
@@ -296,6 +296,8 @@ int main(int argc, char** argv) {
                   "override any key of the file before it is read (repeatable): a setting for every point "
                   "(--set workload.iterations=2; series overrides still win) or the runs and the sweep, arrays as a "
                   "comma list or TOML array (--set run.seeds=1 --set sweep.values=1,4 --set run.schemes=atp,dsa)");
+  sim->add_option("--series", series,
+                  "run only this [[series]] of the file, by its name (repeatable; e.g. --series \"fat-tree VGG16\")");
   sim->add_flag("--quiet", quiet, "no per-run progress lines (nor the resource estimate)");
   sim->add_flag("--all-metrics", all_metrics,
                 "print a table of every metric the runs have, not only the scenario's output.metrics");
@@ -374,6 +376,7 @@ int main(int argc, char** argv) {
         auto sc = ina::exp::load_scenario_file(file, sets);
         for (const auto& o : overlays) sc = ina::exp::load_overlay_file(std::move(sc), o);
         if (!overlays.empty()) ina::exp::apply_setting_sets(sc, sets);  // a --set wins over an overlay
+        ina::exp::keep_series(sc, series);
         return sc;
       };
       if (partition && !ina::cli::launched_by_mpirun())
@@ -387,6 +390,7 @@ int main(int argc, char** argv) {
         uint64_t digest = ina::cli::digest_text(slurp(file));
         for (const auto& o : overlays) digest = ina::cli::digest_text(slurp(o), digest);
         for (const auto& kv : sets) digest = ina::cli::digest_text(kv + "\n", digest);
+        for (const auto& name : series) digest = ina::cli::digest_text("series " + name + "\n", digest);
         return simulate_mpi(load, digest, out_dir, quiet, threads, force, all_metrics, partition);
       }
       return simulate(load(), out_dir, quiet, threads, force, nullptr, {}, all_metrics);

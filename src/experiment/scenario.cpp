@@ -720,6 +720,19 @@ void apply_setting_sets(Scenario& sc, const std::vector<std::string>& sets) {
   sc = std::move(next);
 }
 
+void keep_series(Scenario& sc, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::vector<std::string> have;
+  for (const auto& se : sc.series) have.push_back(fmt::format("'{}'", se.name));
+  for (const auto& n : names) {
+    const bool found = std::any_of(sc.series.begin(), sc.series.end(), [&](const Series& se) { return se.name == n; });
+    if (!found)
+      throw ScenarioError(fmt::format("{}: --series '{}': no such series (the file has {})", sc.file, n,
+                                      have.empty() ? "none: no [[series]] table" : fmt::format("{}", fmt::join(have, ", "))));
+  }
+  std::erase_if(sc.series, [&](const Series& se) { return std::find(names.begin(), names.end(), se.name) == names.end(); });
+}
+
 static Scenario read_scenario(toml::table root, const std::string& origin) {
   Scenario sc;
   sc.file = origin;

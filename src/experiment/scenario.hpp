@@ -211,6 +211,11 @@ Scenario load_overlay_file(Scenario sc, const std::string& path);
 // load_scenario_file read them (`ina sim`: a --set wins over an --overlay),
 // every point checked again.
 void apply_setting_sets(Scenario& sc, const std::vector<std::string>& sets);
+// Keeps the series named in `names` (`ina sim --series`, in the file's
+// order); empty keeps all. A name the file does not have is a
+// ScenarioError naming the file, --series, the name and the file's series;
+// sc is then unchanged.
+void keep_series(Scenario& sc, const std::vector<std::string>& names);
 
 // Cross-field checks (e.g. jobs * workers_per_job > hosts), run on every
 // concrete Settings before anything is simulated.

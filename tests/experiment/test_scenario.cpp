@@ -517,3 +517,43 @@ TEST(Results, GnuplotFailureIsReported) {
   }
   EXPECT_TRUE(fs::exists(tmp.path / "m.gp"));
 }
+
+TEST(Scenario, KeepSeriesRunsTheNamedOnesInTheFilesOrder) {
+  const char* toml =
+      "[run]\nschemes = [\"atp\"]\n"
+      "[[series]]\nname = \"a\"\n\"workload.jobs\" = 1\n"
+      "[[series]]\nname = \"b c\"\n\"workload.jobs\" = 2\n"
+      "[[series]]\nname = \"d\"\n\"workload.jobs\" = 3\n";
+  auto sc = ina::exp::parse_scenario(toml, "s.toml");
+  ina::exp::keep_series(sc, {"d", "b c"});
+  ASSERT_EQ(sc.series.size(), 2u);
+  EXPECT_EQ(sc.series[0].name, "b c");
+  EXPECT_EQ(sc.series[1].name, "d");
+  const auto pts = ina::exp::expand(sc);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].settings.jobs, 2);
+  EXPECT_EQ(pts[1].settings.jobs, 3);
+  // No name: every series.
+  auto all = ina::exp::parse_scenario(toml, "s.toml");
+  ina::exp::keep_series(all, {});
+  EXPECT_EQ(all.series.size(), 3u);
+}
+
+TEST(Scenario, KeepSeriesNamesTheFileAndItsSeriesForAnUnknownName) {
+  const char* toml = "[[series]]\nname = \"a\"\n[[series]]\nname = \"b\"\n";
+  auto sc = ina::exp::parse_scenario(toml, "s.toml");
+  try {
+    ina::exp::keep_series(sc, {"a", "z"});
+    FAIL() << "no error";
+  } catch (const ina::exp::ScenarioError& e) {
+    EXPECT_STREQ(e.what(), "s.toml: --series 'z': no such series (the file has 'a', 'b')");
+  }
+  EXPECT_EQ(sc.series.size(), 2u) << "unchanged";
+  auto none = ina::exp::parse_scenario("", "e.toml");
+  try {
+    ina::exp::keep_series(none, {"a"});
+    FAIL() << "no error";
+  } catch (const ina::exp::ScenarioError& e) {
+    EXPECT_STREQ(e.what(), "e.toml: --series 'a': no such series (the file has none: no [[series]] table)");
+  }
+}
