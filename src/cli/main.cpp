@@ -297,7 +297,8 @@ int main(int argc, char** argv) {
                   "(--set workload.iterations=2; series overrides still win) or the runs and the sweep, arrays as a "
                   "comma list or TOML array (--set run.seeds=1 --set sweep.values=1,4 --set run.schemes=atp,dsa)");
   sim->add_option("--series", series,
-                  "run only this [[series]] of the file, by its name (repeatable; e.g. --series \"fat-tree VGG16\")");
+                  "run only this [[series]] of the file, by its name (repeatable; e.g. --series \"fat-tree VGG16\"); "
+                  "every series is still checked first");
   sim->add_flag("--quiet", quiet, "no per-run progress lines (nor the resource estimate)");
   sim->add_flag("--all-metrics", all_metrics,
                 "print a table of every metric the runs have, not only the scenario's output.metrics");
