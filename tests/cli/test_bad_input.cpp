@@ -69,6 +69,15 @@ TEST(BadInput, TimeConversionsNeverTrap) {
   EXPECT_EQ(ina::from_us(2.5), 2'500'000);
 }
 
+TEST(BadInput, SimUnknownSeriesNamesTheFileAndItsSeries) {
+  const auto d = dir("series");
+  write_file(d / "two.toml", "[run]\nschemes = [\"atp\"]\n[[series]]\nname = \"a b\"\n[[series]]\nname = \"c\"\n");
+  const auto r = run_ina("sim " + (d / "two.toml").string() + " --series c --series 'a  b'");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(has(r.output, (d / "two.toml").string() + ": --series 'a  b': no such series (the file has 'a b', 'c')"))
+      << r.output;
+}
+
 TEST(BadInput, SimTinyLinkRateIsAnErrorNotSigfpe) {
   const auto d = dir("gbps");
   write_file(d / "slow.toml", "[topology]\nlink_gbps = 1e-12\n");
