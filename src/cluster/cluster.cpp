@@ -173,11 +173,7 @@ ShardedPsCluster::ShardedPsCluster(const topo::Graph& g, std::vector<std::vector
     const NodeId ps = workers[k];
     // The first INA switch after `from` on its shortest path to the PS, or the PS.
     const schemes::AtpTreeBuilder::Up up = [&](NodeId from) {
-      for (topo::ArcId a : routing.path(from, ps)) {
-        const topo::NodeId v = g.arc_to(a);
-        if (v != ps && is_ina[v]) return static_cast<NodeId>(v);
-      }
-      return ps;
+      return static_cast<NodeId>(routing.first_in(from, ps, is_ina));
     };
     build.start(ps, n);
     for (size_t r = 0; r < n; ++r)

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 
 #include "core/ecmp.hpp"
 #include "core/rng.hpp"
@@ -116,11 +115,12 @@ namespace {
 // forward.
 std::vector<int> bfs_to(const Graph& g, NodeId to, const std::vector<bool>& allowed) {
   std::vector<int> dist(g.num_nodes(), Routing::kUnreachable);
-  std::deque<NodeId> queue{to};
+  std::vector<NodeId> queue;  // every node enters once: [head, end) is the queue
+  queue.reserve(g.num_nodes());
+  queue.push_back(to);
   dist[to] = 0;
-  while (!queue.empty()) {
-    const NodeId v = queue.front();
-    queue.pop_front();
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const NodeId v = queue[head];
     if (v != to && g.is_host(v)) continue;
     for (const Graph::Adjacent& e : g.neighbors(v)) {
       // e.arc leaves v; the arc into v from e.peer is its twin.
@@ -134,26 +134,39 @@ std::vector<int> bfs_to(const Graph& g, NodeId to, const std::vector<bool>& allo
   return dist;
 }
 
-// Walks down a BFS distance field from `from` to `to`; among equal-cost next
-// hops (in adjacency order), picks one by a hash of (from, to, node):
-// ecmp_index, the simulator's choice too; or, with `first`, the first of
-// them (the simulator's multicast tree).
+// Walks down a BFS distance field from `from` to `to`, calling visit(arc)
+// for each arc taken until it returns true; among equal-cost next hops (in
+// adjacency order), picks one by a hash of (from, to, node): ecmp_index,
+// the simulator's choice too; or, with `first`, the first of them (the
+// simulator's multicast tree).
+template <class Visit>
+void walk(const Graph& g, const std::vector<int>& dist, NodeId from, NodeId to, const std::vector<bool>& allowed,
+          bool first, Visit&& visit) {
+  for (NodeId v = from; v != to;) {
+    const auto candidate = [&](const Graph::Adjacent& e) {
+      return (allowed.empty() || allowed[e.arc]) && dist[e.peer] == dist[v] - 1 && (e.peer == to || !g.is_host(e.peer));
+    };
+    size_t count = 0;
+    for (const Graph::Adjacent& e : g.neighbors(v)) count += candidate(e);
+    size_t pick = first ? 0 : ecmp_index(from, to, v, count);
+    ArcId arc = 0;
+    for (const Graph::Adjacent& e : g.neighbors(v))
+      if (candidate(e) && pick-- == 0) {
+        arc = e.arc;
+        break;
+      }
+    if (visit(arc)) return;
+    v = g.arc_to(arc);
+  }
+}
+
 std::vector<ArcId> walk(const Graph& g, const std::vector<int>& dist, NodeId from, NodeId to,
                         const std::vector<bool>& allowed, bool first = false) {
   std::vector<ArcId> path;
-  std::vector<ArcId> next;
-  for (NodeId v = from; v != to;) {
-    next.clear();
-    for (const Graph::Adjacent& e : g.neighbors(v)) {
-      if (!allowed.empty() && !allowed[e.arc]) continue;
-      if (dist[e.peer] != dist[v] - 1) continue;
-      if (e.peer != to && g.is_host(e.peer)) continue;
-      next.push_back(e.arc);
-    }
-    const ArcId arc = next[first ? 0 : ecmp_index(from, to, v, next.size())];
-    path.push_back(arc);
-    v = g.arc_to(arc);
-  }
+  walk(g, dist, from, to, allowed, first, [&](ArcId a) {
+    path.push_back(a);
+    return false;
+  });
   return path;
 }
 
@@ -167,15 +180,30 @@ const std::vector<int>& Routing::dist_to(NodeId to) const {
 
 int Routing::hops(NodeId from, NodeId to) const { return dist_to(to).at(from); }
 
-std::vector<ArcId> Routing::walk_to(NodeId from, NodeId to, bool first) const {
+const std::vector<int>& Routing::dist_from(NodeId from, NodeId to) const {
   const auto& dist = dist_to(to);
   if (dist.at(from) == kUnreachable)
     throw TopologyError(
         fmt::format("no path from '{}' to '{}'", g_->node(from).name, g_->node(to).name));
-  return walk(*g_, dist, from, to, {}, first);
+  return dist;
+}
+
+std::vector<ArcId> Routing::walk_to(NodeId from, NodeId to, bool first) const {
+  return walk(*g_, dist_from(from, to), from, to, {}, first);
 }
 
 std::vector<ArcId> Routing::path(NodeId from, NodeId to) const { return walk_to(from, to, false); }
+
+NodeId Routing::first_in(NodeId from, NodeId to, const std::vector<bool>& in) const {
+  NodeId found = to;
+  walk(*g_, dist_from(from, to), from, to, {}, false, [&](ArcId a) {
+    const NodeId v = g_->arc_to(a);
+    if (v == to || !in[v]) return false;
+    found = v;
+    return true;
+  });
+  return found;
+}
 
 std::vector<ArcId> Routing::tree_path(NodeId from, NodeId to) const { return walk_to(from, to, true); }
 

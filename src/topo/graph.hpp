@@ -116,6 +116,10 @@ class Routing {
   // The path from `from` to `to` as arcs (empty if from == to). Throws
   // TopologyError if `to` is unreachable.
   std::vector<ArcId> path(NodeId from, NodeId to) const;
+  // The first node after `from` on path(from, to) with in[node] set, or
+  // `to` if there is none (path()'s hops, without building the path).
+  // Throws TopologyError if `to` is unreachable.
+  NodeId first_in(NodeId from, NodeId to, const std::vector<bool>& in) const;
   // The path a multicast copy takes from `from` to `to`: the first
   // equal-cost next hop (in adjacency order) at every node, as the packet
   // simulator's multicast tree replicates (sim::Simulator::multicast_from).
@@ -126,6 +130,8 @@ class Routing {
 
  private:
   const std::vector<int>& dist_to(NodeId to) const;
+  // dist_to(to), or TopologyError if `from` does not reach `to`.
+  const std::vector<int>& dist_from(NodeId from, NodeId to) const;
   // path (first = false) or tree_path (first = true).
   std::vector<ArcId> walk_to(NodeId from, NodeId to, bool first) const;
   const Graph* g_;
