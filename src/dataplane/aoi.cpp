@@ -63,9 +63,9 @@ class AoiSwitch final : public SwitchProgram {
  public:
   AoiSwitch(const SwitchConfig& cfg, std::string_view scheme)
       : SwitchProgram(cfg, scheme),
-        shadow_id_(n_, 0),
-        shadow_valid_(n_, 0),
-        shadow_count_(n_, 0),
+        shadow_id_(n_),
+        shadow_valid_(n_),
+        shadow_count_(n_),
         shadow_vals_(n_ * width_),
         slots_(n_) {}
 
@@ -166,9 +166,9 @@ class AoiSwitch final : public SwitchProgram {
   // (The shadow values are a second set of values, mapped as written.)
   size_t own_register_bytes() const override { return bytes_of(shadow_id_, shadow_valid_, shadow_count_, slots_); }
   // Shadow copy registers, indexed like the aggregators.
-  std::vector<uint32_t> shadow_id_;
-  std::vector<uint8_t> shadow_valid_;
-  std::vector<uint16_t> shadow_count_;
+  Registers<uint32_t> shadow_id_;
+  Registers<uint8_t> shadow_valid_;
+  Registers<uint16_t> shadow_count_;
   std::vector<int32_t, ZeroPageAllocator<int32_t>> shadow_vals_;  // zeros until written, as vals_
   std::vector<AoiSlotRecord> slots_;  // instrumentation
 };

@@ -65,7 +65,7 @@ namespace {
 class AtpSwitch final : public SwitchProgram {
  public:
   AtpSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), complete_(n_, 0), retired_(n_, 0), elsewhere_(n_) {
+      : SwitchProgram(cfg, scheme), complete_(n_), retired_(n_), elsewhere_(n_) {
     host_sparse_in_pool();
   }
 
@@ -153,10 +153,10 @@ class AtpSwitch final : public SwitchProgram {
   // of its slots hold other tasks' records). A pass reads and writes each
   // table once, the first before the second.
   struct Records {
-    std::vector<uint64_t> key;   // the task, 0 = none
-    std::vector<RankBits> ranks; // its ranks that left the switch without its aggregator
+    Registers<uint64_t> key;   // the task, 0 = none
+    Registers<RankBits> ranks; // its ranks that left the switch without its aggregator
     uint64_t salt;
-    Records(size_t n, uint64_t salt) : key(n, 0), ranks(n), salt(salt) {}
+    Records(size_t n, uint64_t salt) : key(n), ranks(n), salt(salt) {}
     uint32_t slot(uint64_t k) const { return static_cast<uint32_t>(mix(k, salt) % key.size()); }
   };
   // Ranks `ranks` of task `key` left this switch without its aggregator:
@@ -200,9 +200,9 @@ class AtpSwitch final : public SwitchProgram {
                     records_[1].ranks);
   }
 
-  std::vector<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
-  std::vector<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)
-  std::vector<RankBits> elsewhere_;  // register: ranks of the held task that went around this switch
+  Registers<uint8_t> complete_;  // register: the aggregate went to the PS; held until its Ack passes
+  Registers<uint64_t> retired_;  // register: the task whose result passed this index last (trees only read it)
+  Registers<RankBits> elsewhere_;  // register: ranks of the held task that went around this switch
   std::array<Records, 2> records_{Records(n_, 0x9e3779b97f4a7c15ull), Records(n_, 0xc2b2ae3d27d4eb4full)};
 };
 

@@ -80,9 +80,9 @@ class DsaSwitch final : public SwitchProgram {
  public:
   DsaSwitch(const SwitchConfig& cfg, std::string_view scheme)
       : SwitchProgram(cfg, scheme),
-        priority_(n_, 0),
-        retired_(n_, 0),
-        at_ps_(cfg.dsa.join_splits ? n_ : 0, 0),
+        priority_(n_),
+        retired_(n_),
+        at_ps_(cfg.dsa.join_splits ? n_ : 0),
         at_ps_ranks_(cfg.dsa.join_splits ? n_ : 0) {
     host_sparse_in_pool();
   }
@@ -229,11 +229,11 @@ class DsaSwitch final : public SwitchProgram {
   }
   size_t own_register_bytes() const override { return bytes_of(priority_, retired_, at_ps_, at_ps_ranks_); }
 
-  std::vector<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
-  std::vector<uint64_t> retired_;   // register: the task whose result passed this index last (trees only read it)
+  Registers<uint32_t> priority_;  // register: the held task's priority (Eq. 1), halved when it wins a compare
+  Registers<uint64_t> retired_;   // register: the task whose result passed this index last (trees only read it)
   // Register (join_splits): the task whose contributions this aggregator last sent to the PS, and their ranks.
-  std::vector<uint64_t> at_ps_;
-  std::vector<RankBits> at_ps_ranks_;
+  Registers<uint64_t> at_ps_;
+  Registers<RankBits> at_ps_ranks_;
 };
 
 }  // namespace

@@ -32,7 +32,7 @@ namespace {
 class GridSwitch final : public SwitchProgram {
  public:
   GridSwitch(const SwitchConfig& cfg, std::string_view scheme)
-      : SwitchProgram(cfg, scheme), collisions_(n_, 0), bits_per_ps_(cfg.grid.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
+      : SwitchProgram(cfg, scheme), collisions_(n_), bits_per_ps_(cfg.grid.capacity_gbps / 1000.0), depth_(64 * 1024 * 8),
         tokens_(depth_) {}
 
  protected:
@@ -102,7 +102,7 @@ class GridSwitch final : public SwitchProgram {
   }
 
   size_t own_register_bytes() const override { return bytes_of(collisions_); }
-  std::vector<uint32_t> collisions_;  // register: collisions the held fragment has caused
+  Registers<uint32_t> collisions_;  // register: collisions the held fragment has caused
   double bits_per_ps_, depth_, tokens_;
   Time last_ = 0;
 };

@@ -127,14 +127,15 @@ class RinaSwitch final : public SwitchProgram {
  public:
   RinaSwitch(const SwitchConfig& cfg, std::string_view scheme)
       : SwitchProgram(cfg, scheme),
-        complete_(n_, 0),
+        complete_(n_),
         fwd_(n_, kNoNode),
-        freed_(n_, 0) {
+        freed_(n_) {
+    static_assert(Task{}.key == 0 && Task{}.tag == 0, "Task's zero bytes are its default (Registers)");
     if (pool()) {
-      tag_.assign(n_, 0);
-      prio_.assign(n_, 0);
-      gone_.assign(n_, Task{});
-      done_.assign(n_, Task{});
+      tag_.resize(n_);
+      prio_.resize(n_);
+      gone_.resize(n_);
+      done_.resize(n_);
     }
   }
 
@@ -510,6 +511,7 @@ class RinaSwitch final : public SwitchProgram {
     uint64_t key = 0;  // key_of(job, psn); 0 = none
     uint32_t tag = 0;
     bool operator==(const Task&) const = default;
+    static constexpr bool kZeroBytesAreDefault = true;  // none (Registers)
   };
   bool pool() const { return cfg_.rina.ring_memory != RingMemory::Region; }
 
@@ -754,9 +756,9 @@ class RinaSwitch final : public SwitchProgram {
   }
 
   size_t own_register_bytes() const override { return bytes_of(complete_, fwd_, freed_, tag_, prio_, gone_, done_); }
-  std::vector<uint8_t> complete_;
+  Registers<uint8_t> complete_;
   std::vector<NodeId> fwd_;
-  std::vector<uint64_t> freed_;
+  Registers<uint64_t> freed_;
   std::map<uint16_t, std::vector<AgSlot>> ag_;  // by job: rows of acknowledgement slots
   struct Late {
     uint64_t tag = 0;   // step tag + 1 (0: none)
@@ -766,10 +768,10 @@ class RinaSwitch final : public SwitchProgram {
   // Shared pool: per aggregator the task's step tag, the priority it holds
   // it with (DSA), the last task that left it incomplete and the last one
   // completed there; per job the step register.
-  std::vector<uint32_t> tag_;
-  std::vector<uint32_t> prio_;
-  std::vector<Task> gone_;
-  std::vector<Task> done_;
+  Registers<uint32_t> tag_;
+  Registers<uint32_t> prio_;
+  Registers<Task> gone_;
+  Registers<Task> done_;
   std::vector<uint32_t> mark_;
 };
 

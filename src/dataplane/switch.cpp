@@ -16,13 +16,15 @@ namespace ina::dp {
 SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
     : cfg_(cfg), scheme_(scheme), rng_(mix(cfg.seed, 0x5717c4)), width_(cfg.payload_values) {
   if (cfg.payload_values == 0) throw std::invalid_argument("switch: payload_values must be > 0");
+  static_assert(Agg{}.key == 0 && !Agg{}.bitmap && Agg{}.ecn == 0 && Agg{}.count == 0 && Agg{}.owner == 0,
+                "Agg's zero bytes are its default (Registers)");
   n_ = cfg.memory_bytes / (4ULL * cfg.payload_values);
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
-  aggs_.assign(n_, Agg{});
+  aggs_.resize(n_);
   vals_.resize(n_ * width_);
-  slot_.assign(n_, 0);
+  slot_.resize(n_);
   if (cfg.share.reclaim_after < 0) throw std::invalid_argument("switch: reclaim_after must be >= 0");
-  if (cfg.share.reclaim_after > 0) born_.assign(n_, 0);
+  if (cfg.share.reclaim_after > 0) born_.resize(n_);
 }
 
 uint32_t SwitchProgram::take_slot(uint32_t i, bool zero) {

@@ -97,6 +97,15 @@ struct SwitchConfig {
 // `hot` are aggregated in the registers `layout` assigns to their rank indices.
 using SparseTable = dp::zebra::Table;
 
+// A switch program's register array: an entry per aggregator (or per table
+// slot), all zero at the start. Arrays of 16 KB and more are mappings of
+// their own, their pages mapped when first touched: building a switch
+// writes nothing, and a switch holds in memory the pages its tasks reached
+// (a hashed pool's tasks reach most pages of a busy switch, none of an
+// idle one).
+template <class T>
+using Registers = std::vector<T, ZeroPageAllocator<T, size_t{16} << 10>>;
+
 struct SwitchJob {
   uint16_t job = 0;               // >= 1
   std::vector<NodeId> workers;    // by rank
@@ -326,6 +335,7 @@ class SwitchProgram : public Node {
     uint8_t ecn = 0;
     uint16_t count = 0;
     uint16_t owner = 0;      // the job charged for it (its quota); 0 = none
+    static constexpr bool kZeroBytesAreDefault = true;  // a free aggregator (Registers)
   };
   Agg& agg(uint32_t i) { return aggs_[i]; }
   // An aggregator's value registers. The simulator keeps them in slots
@@ -439,18 +449,18 @@ class SwitchProgram : public Node {
   bool is_peer(NodeId n) const;
   bool is_member(const SwitchJob& j, NodeId n) const;
 
-  std::vector<Agg> aggs_;
+  Registers<Agg> aggs_;
   // The value slots (values()): pages the kernel maps on first write
   // (core/zero_page_allocator.hpp), so only as many as were ever live at
   // once cost memory, none on a switch no task reaches (an idle rack's ToR
   // on a large fabric). Sized once, in the constructor, for every
   // aggregator at once.
   std::vector<int32_t, ZeroPageAllocator<int32_t>> vals_;
-  std::vector<uint32_t> slot_;        // by aggregator: 1 + its slot in vals_, 0 = none
+  Registers<uint32_t> slot_;          // by aggregator: 1 + its slot in vals_, 0 = none
   std::vector<uint32_t> free_slots_;  // slots released, the last released last
   uint32_t used_slots_ = 0;           // slots ever taken: the most live at once
   std::vector<uint32_t> held_;   // by job id: aggregators charged to it (Agg::owner)
-  std::vector<Time> born_;       // reclaim_after > 0: when each aggregator's task reserved it
+  Registers<Time> born_;         // reclaim_after > 0: when each aggregator's task reserved it
   Time now_ = 0;                 // the time of the packet being handled
   size_t njobs_ = 0;             // jobs registered (fair_quota)
   std::vector<std::unique_ptr<SwitchJob>> jobs_;  // by job id (the control plane's job table)

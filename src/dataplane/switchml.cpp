@@ -17,7 +17,7 @@ namespace {
 
 class SwitchMLSwitch final : public SwitchProgram {
  public:
-  SwitchMLSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), complete_(n_, 0) {}
+  SwitchMLSwitch(const SwitchConfig& cfg, std::string_view scheme) : SwitchProgram(cfg, scheme), complete_(n_) {}
 
  protected:
   void check_job(const SwitchJob& j) const override {
@@ -68,7 +68,7 @@ class SwitchMLSwitch final : public SwitchProgram {
 
  private:
   size_t own_register_bytes() const override { return bytes_of(complete_); }
-  std::vector<uint8_t> complete_;  // register: the slot holds its phase's result (the shadow copy)
+  Registers<uint8_t> complete_;  // register: the slot holds its phase's result (the shadow copy)
 };
 
 }  // namespace

@@ -57,8 +57,12 @@ class RankBits {
   constexpr bool operator==(const RankBits&) const = default;
   constexpr bool operator!() const { return !any(); }
 
+  // Zero bytes are the empty set (core/zero_page_allocator.hpp).
+  static constexpr bool kZeroBytesAreDefault = true;
+
  private:
   uint64_t w_[2] = {0, 0};
 };
+static_assert(RankBits{}.lo() == 0 && RankBits{}.hi() == 0);
 
 }  // namespace ina

@@ -12,7 +12,8 @@
 #include "dataplane/rina.hpp"
 #include "dataplane/rina_tree.hpp"
 
-namespace ina {
+// (A namespace of its own: the unity build puts test files together.)
+namespace ina::rina_reregister {
 namespace {
 
 using test::FakeEffects;
@@ -91,4 +92,4 @@ TEST(RinaReregister, ARegionSlotIsItsJobsAndANewEpochStartsFromCleanSlots) {
 }
 
 }  // namespace
-}  // namespace ina
+}  // namespace ina::rina_reregister
