@@ -138,16 +138,19 @@ void run_cluster(const char* scheme, unsigned workers) {
   // The worker links are limited to 100 Mbit/s: goodput cannot exceed them
   // (a small margin for tbf's burst). And it must come close to what the
   // algorithm allows: INA sends and receives each gradient once per worker
-  // link, so it can run at the link rate (measured 97 %); a ring allreduce
+  // link, so it can run at the link rate (measured 97 % alone, 76 % once
+  // with `make test` running beside it on 2 cores); a ring allreduce
   // moves 2(n-1)/n of it each way, at most n/(2(n-1)) = 75 % of the link
   // for 3 ranks (measured 75 %); OpenMPI's 2-rank allreduce measured 81-100 %
   // alone and 59-60 % while the other tests ran beside it (52-56 % with both
   // ranks bound to one core: the CPU check below catches that).
-  // Catches a runtime that stalls on timeouts or throttles its window.
+  // Catches a runtime that stalls on timeouts or throttles its window (the
+  // run is ~0.17 s of transfer at the link rate: six stalls of the
+  // runtime's 20 ms minimum timeout take it below 60 %).
   const double gbps = j.at("goodput_gbit_per_s").get<double>();
   const double frac = j.at("fraction_of_worker_link").get<double>();
   const std::string sch = scheme;
-  const double floor = sch == "gloo" ? 0.6 : sch == "mpi" ? 0.5 : 0.8;
+  const double floor = sch == "mpi" ? 0.5 : 0.6;
   EXPECT_GT(frac, floor) << r.output;
   if (sch == "mpi") {
     // Every rank may run on every CPU this test may: each namespace's
