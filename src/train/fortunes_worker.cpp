@@ -47,10 +47,7 @@ namespace ina::train {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using fortunes::Sample;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr uint64_t kEmbeddingKeys = uint64_t{1} << 32;
 

@@ -96,4 +96,8 @@ int run_fortunes_worker(const WorkerConfig& cfg);
 // 2 parameters differ between workers, 130/143 interrupted).
 int run_launcher(const TrainConfig& cfg, const std::string& self_exe);
 
+// ina-sparse-trace's command line (sparse_trace.cpp): records which embedding
+// keys each worker's gradient touches, per iteration, as an ina-sparse-trace 1 file.
+int sparse_trace_main(int argc, char** argv);
+
 }  // namespace ina::train

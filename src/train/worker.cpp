@@ -24,10 +24,6 @@ namespace ina::train {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(unsigned hidden)
       : fc1(register_module("fc1", torch::nn::Linear(784, hidden))),

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
@@ -17,6 +18,10 @@
 #include <nlohmann/json.hpp>
 
 namespace ina::train {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // FNV-1a over the raw bytes of every parameter, in registration order.
 inline uint64_t checksum(const std::vector<torch::Tensor>& params) {
