@@ -12,10 +12,11 @@
 // only for buffers every element of which is written before it is read, or
 // sized once (a switch's register arrays: zeros until written).
 //
-// Elements are plain bytes: trivially default-constructible types, or
-// classes whose every member defaults to zero and that say so with
-// `static constexpr bool kZeroBytesAreDefault = true;` (a test checks each
-// such class: tests/core/test_zero_page_allocator.cpp and its users').
+// Elements are plain bytes (trivially copyable and destructible):
+// trivially default-constructible types, or classes whose every member
+// defaults to zero and that say so with `static constexpr bool
+// kZeroBytesAreDefault = true;` (each with a static_assert of its defaults
+// beside it: RankBits, dp::SwitchProgram::Agg, Rina's Task).
 #include <sys/mman.h>
 
 #include <cstddef>

@@ -18,6 +18,7 @@ SwitchProgram::SwitchProgram(const SwitchConfig& cfg, std::string_view scheme)
   if (cfg.payload_values == 0) throw std::invalid_argument("switch: payload_values must be > 0");
   static_assert(Agg{}.key == 0 && !Agg{}.bitmap && Agg{}.ecn == 0 && Agg{}.count == 0 && Agg{}.owner == 0,
                 "Agg's zero bytes are its default (Registers)");
+  static_assert(sizeof(Agg) == 32, "a field added to Agg needs its zero default checked above");
   n_ = cfg.memory_bytes / (4ULL * cfg.payload_values);
   if (n_ == 0) throw std::invalid_argument("switch: memory smaller than one aggregator");
   aggs_.resize(n_);

@@ -258,8 +258,9 @@ class SwitchProgram : public Node {
   // The most aggregators that held values at once (the value slots taken, values()).
   size_t value_slots_used() const { return used_slots_; }
   // Bytes of the arrays indexed by aggregator besides the values (Agg, the
-  // slot index, the scheme's own registers): held whole from the start.
-  // The resource estimate reads it per aggregator.
+  // slot index, the scheme's own registers): their size, of which pages are
+  // mapped where tasks write (Registers). The resource estimate reads it per
+  // aggregator as resident, a bound that holds for a busy switch.
   size_t register_bytes() const { return bytes_of(aggs_, slot_, born_) + own_register_bytes(); }
   // The aggregators job `job` may hold at once (PoolShare::job_quota); 0: no limit.
   uint32_t quota_of(uint16_t job) const;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -26,14 +27,14 @@ class RegisterPages : public ::testing::TestWithParam<std::string> {};
 
 // 1 Mi aggregators (256 MiB of 64-value aggregators): ATP's registers
 // alone are ~110 MiB (key, bitmap, slot, completion, bypass records), DSA's
-// ~60, and each would be resident at once if zero-filled.
+// ~48, and each would be resident at once if zero-filled.
 TEST_P(RegisterPages, BuildingASwitchMapsNoneOfThem) {
-  const size_t before = resident_bytes();
+  const auto before = static_cast<int64_t>(resident_bytes());
   const auto sw = make_sw(GetParam(), size_t{1} << 20);
   ASSERT_EQ(sw->aggregators(), size_t{1} << 20);
   ASSERT_GT(sw->register_bytes(), size_t{24} << 20) << "registers the test expects to stay unmapped";
   // (Rina's forwarding register starts at "none", not zero: 2 MiB written.)
-  EXPECT_LT(resident_bytes() - before, size_t{4} << 20)
+  EXPECT_LT(static_cast<int64_t>(resident_bytes()) - before, int64_t{4} << 20)
       << GetParam() << ": " << sw->register_bytes() / (1 << 20) << " MiB of registers";
   EXPECT_EQ(sw->occupied(), 0u);  // read as free: zeros
 }
