@@ -7,10 +7,11 @@
 // Buffers of at least MmapMin bytes (kZeroPageMmapMin unless given) are
 // anonymous mappings of their own (glibc's malloc would hand a large chunk
 // from its heap once its dynamic mmap threshold has grown, and calloc would
-// then zero-fill it); smaller ones come from calloc. A vector grown within its capacity keeps
-// whatever its elements held (stale values of a reused buffer), so this is
-// only for buffers every element of which is written before it is read, or
-// sized once (a switch's register arrays: zeros until written).
+// then zero-fill it); smaller ones come from calloc. A vector grown within
+// its capacity keeps whatever its elements held (stale values of a reused
+// buffer), so this is only for buffers every element of which is written
+// before it is read, or sized once (a switch's register arrays: zeros
+// until written).
 //
 // Elements are plain bytes (trivially copyable and destructible):
 // trivially default-constructible types, or classes whose every member

@@ -2,22 +2,16 @@
 #include "core/zero_page_allocator.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <fstream>
 #include <vector>
+
+#include "resident_set.hpp"
 
 namespace ina {
 namespace {
 
-double resident_mb() {
-  std::ifstream statm("/proc/self/statm");
-  long size = 0, resident = 0;
-  statm >> size >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
-}
-
+using test::resident_mb;
 using Buf = std::vector<int32_t, ZeroPageAllocator<int32_t>>;
 
 // A std::vector<int32_t>(n) of 64 MB is resident at once (its zero-fill

@@ -3,25 +3,17 @@
 // switch touches none of their pages, whatever its memory (a fabric's idle
 // ToRs cost nothing; a busy one holds the pages its tasks reach).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 #include "dataplane/switch.hpp"
+#include "resident_set.hpp"
 #include "switch_rig.hpp"
 
 namespace ina::test {
 namespace {
-
-size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  size_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-}
 
 class RegisterPages : public ::testing::TestWithParam<std::string> {};
 

@@ -2,13 +2,11 @@
 // fed completions by hand, and in the packet simulator through
 // host::AllreduceNode over a star (switch, workers, PS).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -16,6 +14,7 @@
 
 #include "core/rng.hpp"
 #include "float_data.hpp"
+#include "resident_set.hpp"
 #include "dataplane/switch.hpp"
 #include "host/allreduce_node.hpp"
 #include "host/float_allreduce.hpp"
@@ -39,6 +38,7 @@ using Status = RoundPlan::Status;
 
 using test::count_differences;
 using test::exact_sum;
+using test::resident_mb;
 
 // The agreed scale, derived independently of the protocol's code: the
 // largest power of two 2^k such that every float below 2^e (e: the global
@@ -213,12 +213,6 @@ TEST(FloatAllreduceUnit, BufferPoolHandsOutTheSmallestBufferThatFits) {
 // op's first packet behind every page fault of the round's sums (which the
 // PS family keeps).
 TEST(FloatAllreduceUnit, ANewResultBufferIsNotFaultedInUpFront) {
-  auto resident_mb = [] {
-    std::ifstream statm("/proc/self/statm");
-    long size = 0, resident = 0;
-    statm >> size >> resident;
-    return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
-  };
   host::BufferPool pool;
   const double before = resident_mb();
   auto buf = pool.get(size_t{16} << 20);  // 64 MB

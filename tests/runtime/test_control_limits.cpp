@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "cli_util.hpp"
+#include "resident_set.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/control.hpp"
 #include "runtime/net.hpp"
@@ -219,13 +220,6 @@ struct SwitchProcess {
 
 nlohmann::json operator_stats(const Endpoint& sw) {
   return query_switch_stats(sw, 3 * kSec, &ina::test::test_switch_key(), 0);
-}
-
-size_t rss_bytes() {
-  std::ifstream f("/proc/self/statm");
-  size_t pages = 0, resident = 0;
-  f >> pages >> resident;
-  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 // ---------------------------------------------------------------- port pairs
@@ -418,7 +412,7 @@ TEST(ControlLimits, UnfinishedLongLinesAreClosedAndMemoryStaysBounded) {
   const Endpoint at = sw.d.endpoint();
   constexpr int kConns = 200;
   const std::string junk(63 << 10, 'a');
-  const size_t rss0 = rss_bytes();
+  const size_t rss0 = ina::test::resident_bytes();
   std::vector<UniqueFd> conns;
   for (int k = 0; k < kConns; ++k) {
     conns.push_back(raw_connect(at));
@@ -435,7 +429,7 @@ TEST(ControlLimits, UnfinishedLongLinesAreClosedAndMemoryStaysBounded) {
     }
   }
   EXPECT_EQ(closed_count, kConns);
-  const size_t rss1 = rss_bytes();
+  const size_t rss1 = ina::test::resident_bytes();
   EXPECT_LT(rss1, rss0 + (4 << 20)) << "the process grew by " << (rss1 - rss0) / 1024 << " KiB for " << kConns
                                      << " connections of 63 KiB";
   // A sender that never stops is cut off too: its sends fail long before 64 MiB.
